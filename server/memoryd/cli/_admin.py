@@ -1,0 +1,84 @@
+"""Operator commands: serve, migrate, token issue."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from memoryd.domain import MemorydError
+from memoryd.server import Memoryd, StartedServer, issue_token, load, load_or_create_signing_key, parse_ttl
+from memoryd.storage import EmbeddedPostgres, migrate
+
+
+def add_admin_commands(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="run the server (embedded Postgres unless MEMORYD_POSTGRES_DSN is set)")
+    serve.set_defaults(run=_serve)
+
+    mig = commands.add_parser("migrate", help="apply database migrations and exit")
+    mig.set_defaults(run=_migrate)
+
+    token = commands.add_parser("token", help="credentials")
+    token_commands = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
+    issue = token_commands.add_parser("issue", help="print a bearer token signed with the server's key")
+    issue.add_argument("--tenant", required=True)
+    issue.add_argument("--agent", required=True)
+    issue.add_argument("--role", action="append", choices=["agent", "admin"],
+                       help="repeatable; default: agent")
+    issue.add_argument("--subject", default="", help="bind the token to one subject")
+    issue.add_argument("--ttl", default="1h", help="lifetime such as 15m, 1h, 7d (default 1h)")
+    issue.set_defaults(run=_token_issue)
+
+
+def _print_started(started: StartedServer, config_addr: str, data_dir: str, embedded: bool) -> None:
+    host = config_addr.rsplit(":", 1)[0]
+    print(f"memoryd listening on {host}:{started.port}", flush=True)
+    if embedded:
+        print(f"embedded PostgreSQL and keys under {data_dir}", flush=True)
+    for path in started.token_files:
+        print(f"token: {path}", flush=True)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    app = Memoryd(config)
+    try:
+        await app.serve_until_signalled(
+            lambda started: _print_started(started, config.addr, str(config.data_dir), config.embedded)
+        )
+    except MemorydError as exc:
+        print(f"memoryd: error: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _migrate(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    embedded = None
+    dsn = config.postgres_dsn
+    if config.embedded:
+        embedded = EmbeddedPostgres(config.data_dir)
+        embedded.start()
+        dsn = embedded.owner_dsn
+    try:
+        applied = await migrate(dsn)
+    except MemorydError as exc:
+        print(f"memoryd: error: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    for migration in applied:
+        print(f"applied {migration.version:04d}_{migration.name}")
+    if not applied:
+        print("schema is up to date")
+    return 0
+
+
+def _token_issue(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    key = load_or_create_signing_key(config.signing_key_path)
+    roles = tuple(args.role or ["agent"])
+    print(issue_token(key, tenant=args.tenant, agent=args.agent, roles=roles, subject=args.subject,
+                      ttl_seconds=parse_ttl(args.ttl)))
+    return 0

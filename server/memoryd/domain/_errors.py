@@ -1,0 +1,97 @@
+"""The memoryd error tree. It imports nothing from gRPC or from any store driver.
+
+::
+
+    MemorydError
+    ├── InvalidArgument        bad input; carries field violations
+    ├── Unauthenticated        no, malformed, badly signed or expired credential
+    ├── PermissionDenied       outside the caller's rights (subject binding, role, view)
+    ├── NotFound               nothing the caller may see by that name
+    ├── FailedPrecondition     the system is not in a state to do this (e.g. no model)
+    │   └── IdempotencyKeyReused
+    ├── ResourceExhausted      size limits and quotas
+    ├── NotImplementedYet      a feature this server version does not have
+    ├── Unavailable            a store cannot be reached; retryable, nothing was written
+    └── Internal               a bug; the message is never shown to the caller
+
+Storage adapters translate their drivers' exceptions into this tree; the server maps it to
+gRPC status codes in exactly one place (``memoryd.server._errors.to_status``). Every error
+has a ``reason`` (the ``memoryd.v1.ErrorReason`` name without its prefix) and a message that
+is safe to show the caller: it never names another tenant's or subject's data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One invalid field: ``field`` is a path such as ``items[2].key``."""
+
+    field: str
+    description: str
+
+
+class MemorydError(Exception):
+    """Base of every error memoryd raises on purpose."""
+
+    reason: str = "INTERNAL"
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if reason is not None:
+            self.reason = reason
+
+
+class InvalidArgument(MemorydError):
+    reason = "INVALID_REQUEST"
+
+    def __init__(self, violations: list[FieldViolation] | FieldViolation, message: str = "") -> None:
+        if isinstance(violations, FieldViolation):
+            violations = [violations]
+        self.violations = list(violations)
+        summary = "; ".join(f"{v.field}: {v.description}" for v in self.violations[:5])
+        if len(self.violations) > 5:
+            summary += f"; and {len(self.violations) - 5} more"
+        super().__init__(message or f"invalid request: {summary}")
+
+
+class Unauthenticated(MemorydError):
+    reason = "TOKEN_INVALID"
+
+
+class PermissionDenied(MemorydError):
+    reason = "VIEW_DENIED"
+
+
+class NotFound(MemorydError):
+    reason = "NOT_FOUND"
+
+
+class FailedPrecondition(MemorydError):
+    reason = "INVALID_REQUEST"
+
+
+class IdempotencyKeyReused(FailedPrecondition):
+    reason = "IDEMPOTENCY_KEY_REUSED"
+
+    def __init__(self) -> None:
+        super().__init__("idempotency_key was already used for a different request")
+
+
+class ResourceExhausted(MemorydError):
+    reason = "INVALID_REQUEST"
+
+
+class NotImplementedYet(MemorydError):
+    reason = "NOT_IMPLEMENTED"
+
+
+class Unavailable(MemorydError):
+    reason = "STORE_UNAVAILABLE"
+
+
+class Internal(MemorydError):
+    reason = "INTERNAL"

@@ -1,0 +1,236 @@
+"""The memory model in the domain's words, independent of protobuf and of any store."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class Category(enum.StrEnum):
+    FACT = "fact"
+    PREFERENCE = "preference"
+    CONSTRAINT = "constraint"
+    GOAL = "goal"
+    CONTEXT = "context"
+    EVENT = "event"
+    DECISION = "decision"
+
+    @property
+    def episodic(self) -> bool:
+        return self in (Category.EVENT, Category.DECISION)
+
+
+class Scope(enum.StrEnum):
+    SUBJECT = "subject"
+    ORG = "org"
+    SESSION = "session"
+
+
+class SourceKind(enum.StrEnum):
+    INPUT = "input"
+    INFERENCE = "inference"
+    SYNC = "sync"
+
+
+class Stability(enum.StrEnum):
+    STABLE = "stable"
+    TRANSIENT = "transient"
+
+
+class Status(enum.StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    FORGOTTEN = "forgotten"
+
+
+class Outcome(enum.StrEnum):
+    CREATED = "created"
+    UPDATED = "updated"
+    VERSIONED = "versioned"
+    MERGED = "merged"
+    UNCHANGED = "unchanged"
+    REJECTED = "rejected"
+
+
+class Change(enum.StrEnum):
+    CREATED = "created"
+    UPDATED = "updated"
+    VERSIONED = "versioned"
+    MERGED = "merged"
+    FORGOTTEN = "forgotten"
+
+
+class EraseMode(enum.StrEnum):
+    FORGET = "forget"
+    PURGE = "purge"
+
+
+class Policy(enum.StrEnum):
+    """How a write meets an existing memory of the same key (see ``policy_for``)."""
+
+    LAST_WRITE_WINS = "last_write_wins"
+    VERSIONED = "versioned"
+    ACCUMULATE = "accumulate"
+    APPEND = "append"
+
+
+_POLICIES = {
+    Category.PREFERENCE: Policy.LAST_WRITE_WINS,
+    Category.GOAL: Policy.LAST_WRITE_WINS,
+    Category.CONTEXT: Policy.LAST_WRITE_WINS,
+    Category.FACT: Policy.VERSIONED,
+    Category.CONSTRAINT: Policy.ACCUMULATE,
+    Category.EVENT: Policy.APPEND,
+    Category.DECISION: Policy.APPEND,
+}
+
+
+def policy_for(category: Category) -> Policy:
+    """The conflict policy of a category."""
+    return _POLICIES[category]
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A validated item to write. The writing agent is added by the store from the principal."""
+
+    category: Category
+    text: str
+    scope: Scope = Scope.SUBJECT
+    session_id: str = ""
+    key: str = ""
+    data: dict[str, Any] | None = None
+    importance: float = 0.5
+    confidence: float = 1.0
+    stability: Stability = Stability.STABLE
+    pinned: bool = False
+    tags: tuple[str, ...] = ()
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    source_kind: SourceKind = SourceKind.INPUT
+    source_turn_id: str = ""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One memory (or one version of it) as stored."""
+
+    id: str
+    subject: str
+    scope: Scope
+    session_id: str
+    category: Category
+    key: str
+    text: str
+    data: dict[str, Any] | None
+    importance: float
+    confidence: float
+    stability: Stability
+    pinned: bool
+    tags: tuple[str, ...]
+    valid_from: datetime | None
+    valid_until: datetime | None
+    agent: str
+    source_kind: SourceKind
+    source_turn_id: str
+    version: int
+    status: Status
+    created_at: datetime
+    updated_at: datetime
+    access_count: int = 0
+    last_access_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    memory_id: str
+    outcome: Outcome
+    reason: str
+    version: int
+
+
+@dataclass(frozen=True)
+class MemoryVersion:
+    memory: Memory
+    change: Change
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class ReadFilter:
+    """What a read may consider: the request's filter already narrowed by the caller's view.
+
+    Built only by the caller scope (``memoryd.server._scope``); stores push every field down
+    into their queries.
+    """
+
+    subject: str
+    categories: tuple[Category, ...] = ()
+    keys: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    session_id: str = ""
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+    include_org: bool = False
+    statuses: tuple[Status, ...] = (Status.ACTIVE,)
+    # The view's read rules as (category, key patterns); empty means nothing is readable.
+    rules: tuple[tuple[Category, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class EraseSelector:
+    """Exactly one of the fields is set."""
+
+    ids: tuple[str, ...] = ()
+    key: str = ""
+    source_turn_id: str = ""
+    category: Category | None = None
+    all_of_subject: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        if self.ids:
+            return {"ids": list(self.ids)}
+        if self.key:
+            return {"key": self.key}
+        if self.source_turn_id:
+            return {"source_turn_id": self.source_turn_id}
+        if self.category is not None:
+            return {"category": self.category.value}
+        return {"all_of_subject": True}
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    memories: int = 0
+    versions: int = 0
+    outbox: int = 0
+    vectors: int = 0
+    jobs: int = 0
+    keys: int = 0
+
+
+@dataclass(frozen=True)
+class ErasureReceipt:
+    erase_id: str
+    mode: EraseMode
+    counts: StoreCounts
+    verified: bool
+    started_at: datetime
+    finished_at: datetime
+
+
+@dataclass(frozen=True)
+class Page:
+    """Where a listing continues: after (updated_at, id) in descending order."""
+
+    after_updated_at: datetime | None = None
+    after_id: str = ""
+    size: int = 50
+
+
+@dataclass
+class Listing:
+    memories: list[Memory] = field(default_factory=list)
+    has_more: bool = False

@@ -1,0 +1,36 @@
+"""The small interfaces the server needs from its stores (implemented in memoryd.storage)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from ._model import (
+    Draft,
+    EraseMode,
+    EraseSelector,
+    ErasureReceipt,
+    Listing,
+    Memory,
+    MemoryVersion,
+    Page,
+    ReadFilter,
+    WriteResult,
+)
+
+
+class MemoryStore(Protocol):
+    """The source of truth. Every method is confined to ``tenant``."""
+
+    async def write(self, tenant: str, agent: str, subject: str, drafts: list[Draft], *,
+                    idempotency_key: str = "", request_hash: bytes = b"", request_id: str = "") -> list[WriteResult]: ...
+
+    async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]: ...
+
+    async def list(self, tenant: str, flt: ReadFilter, page: Page) -> Listing: ...
+
+    async def history(self, tenant: str, flt: ReadFilter, memory_id: str, after_version: int,
+                      size: int) -> tuple[list[MemoryVersion], bool]: ...
+
+    async def erase(self, tenant: str, agent: str, subject: str, flt: ReadFilter, selector: EraseSelector,
+                    mode: EraseMode, *, reason: str = "", request_id: str = "") -> ErasureReceipt: ...

@@ -1,0 +1,66 @@
+"""Recall scoring: the parts of a score, decay, token estimates and the budget cut."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# CJK ideographs, kana and hangul are roughly one token each; other text about four
+# characters a token. An estimate, deliberately on the generous side.
+_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+@dataclass(frozen=True)
+class ScoreWeights:
+    similarity: float
+    recency: float
+    importance: float
+    pinned_boost: float
+
+
+@dataclass(frozen=True)
+class ScoreParts:
+    score: float
+    similarity: float
+    recency: float
+    importance: float
+    keyword_rank: int = 0
+    dense_rank: int = 0
+
+
+def recency(age_days: float, half_life_days: float | None, pinned: bool = False) -> float:
+    """0.5^(age / half_life); 1 for categories that never decay and for pinned memories."""
+    if pinned or half_life_days is None:
+        return 1.0
+    return math.pow(0.5, max(age_days, 0.0) / half_life_days)
+
+
+def score(weights: ScoreWeights, similarity: float, recency_part: float, importance: float, pinned: bool,
+          keyword_rank: int = 0, dense_rank: int = 0) -> ScoreParts:
+    total = weights.similarity * similarity + weights.recency * recency_part + weights.importance * importance
+    if pinned:
+        total += weights.pinned_boost
+    return ScoreParts(total, similarity, recency_part, importance, keyword_rank, dense_rank)
+
+
+def estimate_tokens(text: str) -> int:
+    wide = len(_WIDE.findall(text))
+    return wide + math.ceil((len(text) - wide) / 4)
+
+
+def fit_budget(items: Sequence[T], budget: int, text_of: Callable[[T], str]) -> list[T]:
+    """Keep items in rank order while their estimated tokens fit; 0 means no budget."""
+    if budget <= 0:
+        return list(items)
+    kept, used = [], 0
+    for item in items:
+        cost = estimate_tokens(text_of(item))
+        if used + cost <= budget:
+            kept.append(item)
+            used += cost
+    return kept

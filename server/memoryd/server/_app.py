@@ -1,0 +1,155 @@
+"""The memoryd service: stores, identity, the gRPC server, start-up and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from memoryd.storage import EmbeddedPostgres, Postgres, PostgresMemoryStore, PostgresSettings, migrate
+from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
+
+from ._auth import TokenVerifier, issue_token, load_or_create_signing_key
+from ._config import Config
+from ._handlers import MemoryService, ViewAdminService
+from ._interceptors import ChainInterceptor, build_chain
+from ._paging import PageTokens
+from ._tracing import tracer, tracer_provider
+
+_log = logging.getLogger("memoryd.server")
+
+SERVICE_NAMES = (
+    memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    view_admin_service_pb2.DESCRIPTOR.services_by_name["ViewAdminService"].full_name,
+)
+DEMO_TENANT = "demo"
+
+
+@dataclass(frozen=True)
+class StartedServer:
+    port: int
+    token_files: tuple[Path, ...]
+
+
+def derive_secret(key: Ed25519PrivateKey, purpose: bytes) -> bytes:
+    """A secret for ``purpose`` derived from the signing key, so there is one secret to keep."""
+    raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(raw)
+
+
+class Memoryd:
+    """One memoryd server process: ``start``, then ``stop`` (or ``serve_until_signalled``)."""
+
+    def __init__(self, config: Config, *, span_exporter: SpanExporter | None = None) -> None:
+        self.config = config
+        self._span_exporter = span_exporter
+        self._embedded: EmbeddedPostgres | None = None
+        self._db: Postgres | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health: health.aio.HealthServicer | None = None
+        self._provider = tracer_provider(config, span_exporter)
+
+    async def _open_postgres(self) -> Postgres:
+        config = self.config
+        owner_dsn, app_dsn = config.postgres_dsn, config.postgres_app_dsn
+        if config.embedded:
+            self._embedded = EmbeddedPostgres(config.data_dir)
+            await asyncio.to_thread(self._embedded.start)
+            owner_dsn, app_dsn = self._embedded.owner_dsn, self._embedded.app_dsn
+        applied = await migrate(owner_dsn)
+        for migration in applied:
+            _log.info("applied migration %04d_%s", migration.version, migration.name)
+        db = Postgres(PostgresSettings(owner_dsn, app_dsn, config.postgres_pool_min, config.postgres_pool_max,
+                                       config.postgres_timeout_seconds))
+        await db.open()
+        return db
+
+    def _write_demo_tokens(self, key: Ed25519PrivateKey) -> tuple[Path, ...]:
+        """The embedded default's ready-made credentials, readable only by their owner."""
+        folder = self.config.data_dir / "tokens"
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, agent, roles in (("admin", "admin", ("admin", "agent")), ("demo-agent", "demo-agent", ("agent",))):
+            path = folder / f"{name}.token"
+            token = issue_token(key, tenant=DEMO_TENANT, agent=agent, roles=roles, ttl_seconds=30 * 86400)
+            path.touch(mode=0o600)
+            path.write_text(token + "\n")
+            written.append(path)
+        return tuple(written)
+
+    async def start(self) -> StartedServer:
+        config = self.config
+        key = await asyncio.to_thread(load_or_create_signing_key, config.signing_key_path)
+        self._db = await self._open_postgres()
+        store = PostgresMemoryStore(self._db)
+        chain = build_chain(
+            verifier=TokenVerifier([key.public_key()]),
+            store=store,
+            config=config,
+            page_tokens=PageTokens(derive_secret(key, b"memoryd page tokens")),
+            tracer=tracer(self._provider),
+        )
+        limit = config.limits.max_message_bytes
+        server = grpc.aio.server(
+            interceptors=[ChainInterceptor(chain)],
+            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
+        )
+        memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryService(), server)
+        view_admin_service_pb2_grpc.add_ViewAdminServiceServicer_to_server(ViewAdminService(), server)
+        self._health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        port = server.add_insecure_port(config.addr)
+        if port == 0:
+            await self._close_stores()
+            raise OSError(f"cannot listen on {config.addr}")
+        await server.start()
+        self._server = server
+        for name in ("", *SERVICE_NAMES):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        tokens = self._write_demo_tokens(key) if config.embedded else ()
+        return StartedServer(port, tokens)
+
+    async def stop(self) -> None:
+        """Stop taking calls, let in-flight calls finish within the grace period, close stores."""
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
+        if self._server is not None:
+            await self._server.stop(self.config.grace_seconds)
+            self._server = None
+        await self._close_stores()
+        self._provider.shutdown()
+
+    async def _close_stores(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+        if self._embedded is not None:
+            await asyncio.to_thread(self._embedded.stop)
+            self._embedded = None
+
+    async def serve_until_signalled(self, on_started: Callable[[StartedServer], None] | None = None) -> None:
+        """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            started = await self.start()
+            if on_started is not None:
+                on_started(started)
+            await stop.wait()
+            _log.info("shutting down: draining in-flight calls (up to %.0fs)", self.config.grace_seconds)
+        finally:
+            await self.stop()

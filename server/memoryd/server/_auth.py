@@ -1,0 +1,180 @@
+"""Identity: Ed25519-signed bearer tokens (JWT, alg EdDSA) and the Principal they yield.
+
+A token carries the tenant (``tnt``), the agent (``agt``), roles, an optional bound subject
+(``sub``) and an expiry. Tenant and agent come only from a verified token; no request field
+or other metadata header is ever read for them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from memoryd.domain import Unauthenticated
+
+ISSUER = "memoryd"
+ROLES = frozenset({"agent", "admin"})
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+SUBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+CLOCK_SKEW_SECONDS = 30
+MAX_TOKEN_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller."""
+
+    tenant: str
+    agent: str
+    roles: frozenset[str]
+    subject: str = ""  # when set, the caller may only touch this subject
+    token_id: str = ""
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.roles
+
+
+def _b64encode(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _b64decode(text: str) -> bytes:
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", text):
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def load_or_create_signing_key(path: Path) -> Ed25519PrivateKey:
+    """Read the PEM private key at ``path``, creating it (mode 0600) if it does not exist."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(pem)
+        return key
+    return load_signing_key(path)
+
+
+def load_signing_key(path: Path) -> Ed25519PrivateKey:
+    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError(f"{path} is not an Ed25519 private key")
+    return key
+
+
+def parse_ttl(text: str) -> int:
+    """'90s', '15m', '1h', '7d' → seconds."""
+    match = re.fullmatch(r"(\d+)([smhd])", text.strip())
+    if not match:
+        raise ValueError("ttl must look like 90s, 15m, 1h or 7d")
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+
+
+def issue_token(
+    key: Ed25519PrivateKey,
+    *,
+    tenant: str,
+    agent: str,
+    roles: tuple[str, ...] = ("agent",),
+    subject: str = "",
+    ttl_seconds: int = 3600,
+    now: float | None = None,
+) -> str:
+    """Sign a token for (tenant, agent)."""
+    if not NAME.fullmatch(tenant):
+        raise ValueError("tenant must be 1-64 characters of letters, digits and ._-")
+    if not NAME.fullmatch(agent):
+        raise ValueError("agent must be 1-64 characters of letters, digits and ._-")
+    if subject and not SUBJECT.fullmatch(subject):
+        raise ValueError("subject must be 1-128 characters of letters, digits and ._:@-")
+    if not set(roles) <= ROLES or not roles:
+        raise ValueError(f"roles must be among {sorted(ROLES)}")
+    if ttl_seconds <= 0:
+        raise ValueError("ttl must be positive")
+    issued = int(now if now is not None else time.time())
+    header = {"alg": "EdDSA", "typ": "JWT", "kid": key_id(key.public_key())}
+    claims: dict[str, object] = {
+        "iss": ISSUER,
+        "tnt": tenant,
+        "agt": agent,
+        "roles": sorted(set(roles)),
+        "iat": issued,
+        "exp": issued + ttl_seconds,
+        "jti": uuid.uuid4().hex,
+    }
+    if subject:
+        claims["sub"] = subject
+    signing_input = ".".join(_b64encode(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims))
+    return signing_input + "." + _b64encode(key.sign(signing_input.encode()))
+
+
+class TokenVerifier:
+    """Verifies tokens against the server's public key(s)."""
+
+    def __init__(self, public_keys: list[Ed25519PublicKey]) -> None:
+        self._keys = {key_id(k): k for k in public_keys}
+
+    def verify(self, token: str, now: float | None = None) -> Principal:
+        invalid = Unauthenticated("the bearer token is invalid", reason="TOKEN_INVALID")
+        if len(token) > MAX_TOKEN_BYTES or token.count(".") != 2:
+            raise invalid
+        head_b64, body_b64, sig_b64 = token.split(".")
+        try:
+            header = json.loads(_b64decode(head_b64))
+            signature = _b64decode(sig_b64)
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            raise invalid from None
+        # Only EdDSA is accepted: "none" and every other algorithm are refused outright.
+        if not isinstance(header, dict) or header.get("alg") != "EdDSA":
+            raise invalid
+        key = self._keys.get(str(header.get("kid", "")))
+        if key is None:
+            raise invalid
+        try:
+            key.verify(signature, f"{head_b64}.{body_b64}".encode())
+            claims = json.loads(_b64decode(body_b64))
+        except (InvalidSignature, ValueError, binascii.Error, UnicodeDecodeError):
+            raise invalid from None
+        return self._principal(claims, now if now is not None else time.time(), invalid)
+
+    @staticmethod
+    def _principal(claims: object, now: float, invalid: Unauthenticated) -> Principal:
+        if not isinstance(claims, dict) or claims.get("iss") != ISSUER:
+            raise invalid
+        tenant, agent, roles = claims.get("tnt"), claims.get("agt"), claims.get("roles")
+        subject, expiry = claims.get("sub", ""), claims.get("exp")
+        if not (isinstance(tenant, str) and NAME.fullmatch(tenant)):
+            raise invalid
+        if not (isinstance(agent, str) and NAME.fullmatch(agent)):
+            raise invalid
+        if not (isinstance(roles, list) and roles and all(r in ROLES for r in roles)):
+            raise invalid
+        if not (isinstance(subject, str) and (subject == "" or SUBJECT.fullmatch(subject))):
+            raise invalid
+        if not isinstance(expiry, int) or isinstance(expiry, bool):
+            raise invalid
+        if expiry + CLOCK_SKEW_SECONDS < now:
+            raise Unauthenticated("the bearer token has expired", reason="TOKEN_EXPIRED")
+        return Principal(tenant, agent, frozenset(roles), subject, str(claims.get("jti", "")))

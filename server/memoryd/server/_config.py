@@ -1,0 +1,147 @@
+"""Configuration: frozen dataclasses with defaults, loaded once at start-up.
+
+Sources, later ones winning: built-in defaults, a TOML file (``MEMORYD_CONFIG`` or
+``--config``), environment variables. The result is passed in explicitly; nothing reads the
+environment after start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from memoryd.domain import Category
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request size limits; anything larger is refused with a field violation."""
+
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_items: int = 100
+    max_text_bytes: int = 8 * 1024
+    max_data_bytes: int = 16 * 1024
+    max_data_depth: int = 8
+    max_key_bytes: int = 128
+    max_subject_bytes: int = 128
+    max_tags: int = 32
+    max_tag_bytes: int = 64
+    max_query_bytes: int = 2000
+    max_keys: int = 100
+    max_ids: int = 1000
+    max_top_k: int = 100
+    max_token_budget: int = 32_000
+    max_page_size: int = 500
+    default_page_size: int = 50
+
+
+def _default_half_lives() -> dict[Category, float | None]:
+    # Days after which a memory's recency score halves; None never decays.
+    return {
+        Category.FACT: 30.0,
+        Category.PREFERENCE: 90.0,
+        Category.CONSTRAINT: None,
+        Category.GOAL: 30.0,
+        Category.CONTEXT: 7.0,
+        Category.EVENT: 30.0,
+        Category.DECISION: 60.0,
+    }
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """Recall score weights and decay; requests may override the weights within [0, 1]."""
+
+    similarity: float = 0.65
+    recency: float = 0.25
+    importance: float = 0.10
+    pinned_boost: float = 0.10
+    half_life_days: Mapping[Category, float | None] = field(default_factory=_default_half_lives)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the server needs, resolved once."""
+
+    data_dir: Path = Path(".memoryd")
+    addr: str = "127.0.0.1:50051"
+    # Empty: run the embedded PostgreSQL under data_dir. Otherwise the owner's DSN (migrations).
+    postgres_dsn: str = ""
+    # The non-owner role's DSN; empty means the owner's DSN with SET ROLE memoryd_app.
+    postgres_app_dsn: str = ""
+    postgres_pool_min: int = 1
+    postgres_pool_max: int = 10
+    postgres_timeout_seconds: float = 5.0
+    # Ed25519 private key (PEM). Empty: <data_dir>/keys/signing.pem, created on first start.
+    signing_key_file: str = ""
+    grace_seconds: float = 10.0
+    # "", "console" or "otlp" (the otlp extra must be installed).
+    trace_exporter: str = ""
+    otlp_endpoint: str = ""
+    limits: Limits = field(default_factory=Limits)
+    scoring: Scoring = field(default_factory=Scoring)
+
+    @property
+    def embedded(self) -> bool:
+        return not self.postgres_dsn
+
+    @property
+    def signing_key_path(self) -> Path:
+        return Path(self.signing_key_file) if self.signing_key_file else self.data_dir / "keys" / "signing.pem"
+
+
+_ENV = {
+    "MEMORYD_DATA_DIR": "data_dir",
+    "MEMORYD_ADDR": "addr",
+    "MEMORYD_POSTGRES_DSN": "postgres_dsn",
+    "MEMORYD_POSTGRES_APP_DSN": "postgres_app_dsn",
+    "MEMORYD_POSTGRES_POOL_MIN": "postgres_pool_min",
+    "MEMORYD_POSTGRES_POOL_MAX": "postgres_pool_max",
+    "MEMORYD_POSTGRES_TIMEOUT_SECONDS": "postgres_timeout_seconds",
+    "MEMORYD_SIGNING_KEY_FILE": "signing_key_file",
+    "MEMORYD_GRACE_SECONDS": "grace_seconds",
+    "MEMORYD_TRACE_EXPORTER": "trace_exporter",
+    "MEMORYD_OTLP_ENDPOINT": "otlp_endpoint",
+}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kind = {f.name: f.type for f in fields(Config)}[name]
+    if kind == "Path":
+        return Path(value)
+    if kind == "int":
+        return int(value)
+    if kind == "float":
+        return float(value)
+    return str(value)
+
+
+def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Build the configuration from defaults, an optional TOML file and the environment."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    path = path or env.get("MEMORYD_CONFIG")
+    if path:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+        limits = dict(document.pop("limits", {}))
+        unknown = set(document) - {f.name for f in fields(Config)}
+        if unknown:
+            raise ValueError(f"unknown configuration keys in {path}: {', '.join(sorted(unknown))}")
+        values.update({k: _coerce(k, v) for k, v in document.items()})
+    for variable, name in _ENV.items():
+        if variable in env and env[variable] != "":
+            try:
+                values[name] = _coerce(name, env[variable])
+            except ValueError as exc:
+                raise ValueError(f"{variable}: {exc}") from None
+    config = Config(**values)
+    if limits:
+        config = replace(config, limits=replace(config.limits, **limits))
+    if config.trace_exporter not in ("", "console", "otlp"):
+        raise ValueError("trace_exporter must be empty, 'console' or 'otlp'")
+    return config

@@ -1,0 +1,139 @@
+"""Domain values → protobuf messages, with the caller's field mask applied."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from google.protobuf import timestamp_pb2
+
+from memoryd.domain import (
+    Category,
+    Change,
+    ErasureReceipt,
+    Memory,
+    MemoryVersion,
+    Outcome,
+    ScoreParts,
+    Scope,
+    SourceKind,
+    Stability,
+    Status,
+    View,
+    WriteResult,
+)
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ._validate import CATEGORIES, ERASE_MODES
+
+_CATEGORY = {v: k for k, v in CATEGORIES.items()}
+_SCOPE = {Scope.SUBJECT: pb.SCOPE_SUBJECT, Scope.ORG: pb.SCOPE_ORG, Scope.SESSION: pb.SCOPE_SESSION}
+_SOURCE = {SourceKind.INPUT: pb.SOURCE_KIND_INPUT, SourceKind.INFERENCE: pb.SOURCE_KIND_INFERENCE,
+           SourceKind.SYNC: pb.SOURCE_KIND_SYNC}
+_STABILITY = {Stability.STABLE: pb.STABILITY_STABLE, Stability.TRANSIENT: pb.STABILITY_TRANSIENT}
+_STATUS = {Status.ACTIVE: pb.MEMORY_STATUS_ACTIVE, Status.SUPERSEDED: pb.MEMORY_STATUS_SUPERSEDED,
+           Status.FORGOTTEN: pb.MEMORY_STATUS_FORGOTTEN}
+_OUTCOME = {
+    Outcome.CREATED: svc.WRITE_OUTCOME_CREATED,
+    Outcome.UPDATED: svc.WRITE_OUTCOME_UPDATED,
+    Outcome.VERSIONED: svc.WRITE_OUTCOME_VERSIONED,
+    Outcome.MERGED: svc.WRITE_OUTCOME_MERGED,
+    Outcome.UNCHANGED: svc.WRITE_OUTCOME_UNCHANGED,
+    Outcome.REJECTED: svc.WRITE_OUTCOME_REJECTED,
+}
+_CHANGE = {
+    Change.CREATED: svc.CHANGE_KIND_CREATED,
+    Change.UPDATED: svc.CHANGE_KIND_UPDATED,
+    Change.VERSIONED: svc.CHANGE_KIND_VERSIONED,
+    Change.MERGED: svc.CHANGE_KIND_MERGED,
+    Change.FORGOTTEN: svc.CHANGE_KIND_FORGOTTEN,
+}
+_MODE = {v: k for k, v in ERASE_MODES.items()}
+
+
+def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
+    """The memory with only the ``visible`` fields set."""
+    out = pb.Memory()
+    simple = {
+        "id": m.id,
+        "subject": m.subject,
+        "scope": _SCOPE[m.scope],
+        "session_id": m.session_id,
+        "category": _CATEGORY[m.category],
+        "key": m.key,
+        "text": m.text,
+        "importance": m.importance,
+        "confidence": m.confidence,
+        "stability": _STABILITY[m.stability],
+        "pinned": m.pinned,
+        "version": m.version,
+        "status": _STATUS[m.status],
+        "access_count": m.access_count,
+    }
+    for name, value in simple.items():
+        if name in visible:
+            setattr(out, name, value)
+    if "tags" in visible:
+        out.tags.extend(m.tags)
+    if "data" in visible and m.data is not None:
+        out.data.update(m.data)
+    for name in ("valid_from", "valid_until", "created_at", "updated_at", "last_access_at"):
+        value = getattr(m, name)
+        if name in visible and value is not None:
+            getattr(out, name).CopyFrom(timestamp(value))
+    if "provenance" in visible:
+        out.provenance.CopyFrom(
+            pb.Provenance(agent=m.agent, source_kind=_SOURCE[m.source_kind], source_turn_id=m.source_turn_id)
+        )
+    return out
+
+
+def write_results(results: Iterable[WriteResult]) -> list[svc.WriteResult]:
+    return [svc.WriteResult(memory_id=r.memory_id, outcome=_OUTCOME[r.outcome], reason=r.reason, version=r.version)
+            for r in results]
+
+
+def scored(m: Memory, parts: ScoreParts, visible: frozenset[str]) -> svc.ScoredMemory:
+    return svc.ScoredMemory(memory=memory(m, visible), score=parts.score, similarity=parts.similarity,
+                            recency=parts.recency, importance=parts.importance, keyword_rank=parts.keyword_rank,
+                            dense_rank=parts.dense_rank)
+
+
+def version(v: MemoryVersion, visible: frozenset[str]) -> svc.MemoryVersion:
+    return svc.MemoryVersion(memory=memory(v.memory, visible), change=_CHANGE[v.change],
+                             recorded_at=timestamp(v.recorded_at))
+
+
+def receipt(r: ErasureReceipt) -> svc.ErasureReceipt:
+    c = r.counts
+    return svc.ErasureReceipt(
+        erase_id=r.erase_id,
+        mode=_MODE[r.mode],
+        counts=svc.StoreCounts(memories=c.memories, versions=c.versions, outbox=c.outbox, vectors=c.vectors,
+                               jobs=c.jobs, keys=c.keys),
+        verified=r.verified,
+        started_at=timestamp(r.started_at),
+        finished_at=timestamp(r.finished_at),
+    )
+
+
+def view(v: View) -> pb.View:
+    def rules(items: Iterable[tuple[Category, tuple[str, ...]]]) -> list[pb.ViewRule]:
+        return [pb.ViewRule(category=_CATEGORY[c], key_patterns=list(p)) for c, p in items]
+
+    return pb.View(
+        agent=v.agent,
+        read_rules=rules((r.category, r.key_patterns) for r in v.read_rules),
+        write_rules=rules((r.category, r.key_patterns) for r in v.write_rules),
+        may_erase=v.may_erase,
+        visible_fields=sorted(v.visible_fields),
+        description=v.description,
+        version=v.version,
+    )

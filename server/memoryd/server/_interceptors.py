@@ -1,0 +1,236 @@
+"""The interceptor chain, declared once (``build_chain``) and run for every memoryd RPC.
+
+Order: request id → tracing → error mapping → authentication → caller scope → validation.
+Each step is a small object called with the ``Call`` and ``next``, in the manner of
+temporalio's interceptors. Health and reflection RPCs are not memoryd RPCs and pass through
+untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import grpc
+from google.protobuf.message import Message
+from opentelemetry import trace
+from opentelemetry.trace import Status as SpanStatus
+from opentelemetry.trace import StatusCode as SpanStatusCode
+
+from memoryd.domain import Internal, MemorydError, MemoryStore, PermissionDenied, Unauthenticated, View
+
+from ._auth import Principal, TokenVerifier
+from ._config import Config
+from ._errors import to_status
+from ._paging import PageTokens
+from ._scope import CallerScope, reset_current_scope, set_current_scope
+from ._validate import VALIDATORS
+
+PREFIX = "/memoryd.v1."
+ADMIN_SERVICE = "/memoryd.v1.ViewAdminService/"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_log = logging.getLogger("memoryd.server")
+
+
+@dataclass
+class Call:
+    """One RPC as it moves through the chain."""
+
+    method: str
+    request: Message
+    context: grpc.aio.ServicerContext
+    metadata: Mapping[str, tuple[str, ...]]
+    request_id: str = ""
+    principal: Principal | None = None
+    scope: CallerScope | None = None
+    command: Any = None
+    code: grpc.StatusCode = grpc.StatusCode.OK
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Next = Callable[[Call], Awaitable[Message]]
+_CURRENT_CALL: ContextVar[Call | None] = ContextVar("memoryd_call", default=None)
+
+
+class Interceptor(Protocol):
+    async def __call__(self, call: Call, next: Next) -> Message: ...
+
+
+class RequestId:
+    """Takes the caller's ``x-request-id`` if well-formed, else makes one; echoes it back."""
+
+    async def __call__(self, call: Call, next: Next) -> Message:
+        given = call.metadata.get("x-request-id", ())
+        call.request_id = given[0] if len(given) == 1 and _REQUEST_ID.fullmatch(given[0]) else uuid.uuid4().hex
+        call.context.set_trailing_metadata((("x-request-id", call.request_id),))
+        return await next(call)
+
+
+class Tracing:
+    """One span per RPC; the status code is recorded, never the request's content."""
+
+    def __init__(self, tracer: trace.Tracer) -> None:
+        self._tracer = tracer
+
+    async def __call__(self, call: Call, next: Next) -> Message:
+        service, _, method = call.method[1:].partition("/")
+        with self._tracer.start_as_current_span(
+            call.method[1:],
+            kind=trace.SpanKind.SERVER,
+            attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": method,
+                        "memoryd.request_id": call.request_id},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                return await next(call)
+            finally:
+                span.set_attribute("rpc.grpc.status_code", call.code.value[0])
+                if call.principal is not None:
+                    span.set_attribute("memoryd.tenant", call.principal.tenant)
+                    span.set_attribute("memoryd.agent", call.principal.agent)
+                if call.code not in (grpc.StatusCode.OK,):
+                    span.set_status(SpanStatus(SpanStatusCode.ERROR, call.code.name))
+
+
+class ErrorMapping:
+    """Turns the domain error tree into statuses; anything else becomes a sanitized INTERNAL."""
+
+    async def __call__(self, call: Call, next: Next) -> Message:
+        try:
+            return await next(call)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except MemorydError as error:
+            await self._abort(call, error)
+        except Exception:
+            _log.exception("unexpected error in %s (request id %s)", call.method, call.request_id)
+            await self._abort(call, Internal("unexpected error"))
+        raise AssertionError("unreachable")  # abort always raises
+
+    @staticmethod
+    async def _abort(call: Call, error: MemorydError) -> None:
+        if isinstance(error, Internal):
+            _log.error("internal error in %s (request id %s): %s", call.method, call.request_id, error.message)
+        status = to_status(error, call.request_id)
+        call.code = status.code
+        metadata = (*status.trailing_metadata, ("x-request-id", call.request_id))
+        await call.context.abort(status.code, status.details, metadata)
+
+
+class Authentication:
+    """``authorization: Bearer <token>`` → Principal. Nothing else in the metadata is trusted."""
+
+    def __init__(self, verifier: TokenVerifier) -> None:
+        self._verifier = verifier
+
+    async def __call__(self, call: Call, next: Next) -> Message:
+        values = call.metadata.get("authorization", ())
+        if not values:
+            raise Unauthenticated("missing credential: send 'authorization: Bearer <token>'", reason="TOKEN_MISSING")
+        scheme, _, token = values[0].partition(" ")
+        if len(values) != 1 or scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("the authorization metadata must be one 'Bearer <token>'")
+        call.principal = self._verifier.verify(token.strip())
+        return await next(call)
+
+
+class CallerScopeStep:
+    """Builds the caller's confined store handle and puts it in the request context."""
+
+    def __init__(self, store: MemoryStore, config: Config, page_tokens: PageTokens) -> None:
+        self._store = store
+        self._config = config
+        self._pages = page_tokens
+
+    async def __call__(self, call: Call, next: Next) -> Message:
+        principal = call.principal
+        if principal is None:
+            raise Internal("caller scope before authentication")
+        if call.method.startswith(ADMIN_SERVICE) and not principal.is_admin:
+            raise PermissionDenied("this call needs the admin role", reason="ROLE_REQUIRED")
+        view = View.allow_all(principal.agent)
+        call.scope = CallerScope(principal, view, self._store, self._config.scoring, self._pages, call.request_id)
+        token = set_current_scope(call.scope)
+        try:
+            return await next(call)
+        finally:
+            reset_current_scope(token)
+
+
+class Validation:
+    """Validates the request and hands the handler a parsed command (``current_command``)."""
+
+    def __init__(self, config: Config) -> None:
+        self._limits = config.limits
+
+    async def __call__(self, call: Call, next: Next) -> Message:
+        validator = VALIDATORS.get(call.method)
+        if validator is not None:
+            call.command = validator(call.request, self._limits)
+        return await next(call)
+
+
+def build_chain(*, verifier: TokenVerifier, store: MemoryStore, config: Config, page_tokens: PageTokens,
+                tracer: trace.Tracer) -> list[Interceptor]:
+    """The chain, in order. ``tests/server/test_interceptor_order.py`` pins this order."""
+    return [
+        RequestId(),
+        Tracing(tracer),
+        ErrorMapping(),
+        Authentication(verifier),
+        CallerScopeStep(store, config, page_tokens),
+        Validation(config),
+    ]
+
+
+class ChainInterceptor(grpc.aio.ServerInterceptor):
+    """Runs the chain around every unary memoryd.v1 handler."""
+
+    def __init__(self, chain: Sequence[Interceptor]) -> None:
+        self._chain = list(chain)
+
+    async def intercept_service(self, continuation: Callable[..., Awaitable[grpc.RpcMethodHandler]],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        method = details.method
+        if handler is None or not method.startswith(PREFIX) or handler.unary_unary is None:
+            return handler
+        inner = handler.unary_unary
+        chain = self._chain
+
+        async def run(request: Message, context: grpc.aio.ServicerContext) -> Message:
+            metadata: dict[str, tuple[str, ...]] = {}
+            for key, value in details.invocation_metadata or ():
+                if isinstance(value, str):
+                    metadata[key.lower()] = (*metadata.get(key.lower(), ()), value)
+            call = Call(method=method, request=request, context=context, metadata=metadata)
+            token = _CURRENT_CALL.set(call)
+            try:
+                return await _run(chain, 0, call, inner)
+            finally:
+                _CURRENT_CALL.reset(token)
+
+        return grpc.unary_unary_rpc_method_handler(
+            run, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        )
+
+
+async def _run(chain: Sequence[Interceptor], index: int, call: Call, inner: Callable[..., Any]) -> Message:
+    if index == len(chain):
+        return await inner(call.request, call.context)
+    return await chain[index](call, lambda c: _run(chain, index + 1, c, inner))
+
+
+def current_command() -> Any:
+    """The validated command of the running request; fails loudly outside the chain."""
+    call = _CURRENT_CALL.get()
+    if call is None or call.command is None:
+        raise Internal("no validated command: the handler ran outside the interceptor chain")
+    return call.command

@@ -1,0 +1,391 @@
+"""Request validation: protobuf requests in, validated commands out, or InvalidArgument.
+
+Every rule lives here, in one place, and reports every invalid field at once with its path
+(``items[3].key``). Nothing is written before a request has passed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf.message import Message
+
+from memoryd.domain import (
+    Category,
+    Draft,
+    EraseMode,
+    EraseSelector,
+    FieldViolation,
+    InvalidArgument,
+    ReadFilter,
+    Scope,
+    SourceKind,
+    Stability,
+    Status,
+)
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ._config import Limits
+
+SUBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
+KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+TOKENISH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$")
+
+CATEGORIES = {
+    pb.CATEGORY_FACT: Category.FACT,
+    pb.CATEGORY_PREFERENCE: Category.PREFERENCE,
+    pb.CATEGORY_CONSTRAINT: Category.CONSTRAINT,
+    pb.CATEGORY_GOAL: Category.GOAL,
+    pb.CATEGORY_CONTEXT: Category.CONTEXT,
+    pb.CATEGORY_EVENT: Category.EVENT,
+    pb.CATEGORY_DECISION: Category.DECISION,
+}
+SCOPES = {pb.SCOPE_UNSPECIFIED: Scope.SUBJECT, pb.SCOPE_SUBJECT: Scope.SUBJECT, pb.SCOPE_ORG: Scope.ORG,
+          pb.SCOPE_SESSION: Scope.SESSION}
+SOURCE_KINDS = {pb.SOURCE_KIND_UNSPECIFIED: SourceKind.INPUT, pb.SOURCE_KIND_INPUT: SourceKind.INPUT,
+                pb.SOURCE_KIND_INFERENCE: SourceKind.INFERENCE, pb.SOURCE_KIND_SYNC: SourceKind.SYNC}
+STABILITIES = {pb.STABILITY_UNSPECIFIED: Stability.STABLE, pb.STABILITY_STABLE: Stability.STABLE,
+               pb.STABILITY_TRANSIENT: Stability.TRANSIENT}
+STATUSES = {pb.MEMORY_STATUS_ACTIVE: Status.ACTIVE, pb.MEMORY_STATUS_FORGOTTEN: Status.FORGOTTEN}
+ERASE_MODES = {svc.ERASE_MODE_FORGET: EraseMode.FORGET, svc.ERASE_MODE_PURGE: EraseMode.PURGE}
+
+
+@dataclass(frozen=True)
+class Weights:
+    similarity: float | None = None
+    recency: float | None = None
+    importance: float | None = None
+
+
+@dataclass(frozen=True)
+class WriteCommand:
+    subject: str
+    drafts: list[Draft]
+    idempotency_key: str
+    request_hash: bytes
+    has_turns: bool
+    wait_indexed: bool
+
+
+@dataclass(frozen=True)
+class RecallCommand:
+    subject: str
+    query: str
+    keys: list[str]
+    filter: ReadFilter
+    top_k: int
+    token_budget: int
+    weights: Weights
+    render_block: bool
+
+
+@dataclass(frozen=True)
+class ListCommand:
+    subject: str
+    filter: ReadFilter
+    page_size: int
+    page_token: str
+
+
+@dataclass(frozen=True)
+class HistoryCommand:
+    subject: str
+    memory_id: str
+    page_size: int
+    page_token: str
+
+
+@dataclass(frozen=True)
+class EraseCommand:
+    subject: str
+    selector: EraseSelector
+    mode: EraseMode
+    reason: str
+
+
+class _Checker:
+    """Collects violations so one response can name every bad field."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.violations: list[FieldViolation] = []
+
+    def fail(self, field: str, description: str) -> None:
+        self.violations.append(FieldViolation(field, description))
+
+    def done(self) -> None:
+        if self.violations:
+            raise InvalidArgument(self.violations)
+
+    def text(self, field: str, value: str, max_bytes: int, *, required: bool = False,
+             pattern: re.Pattern[str] | None = None, what: str = "") -> str:
+        if not value:
+            if required:
+                self.fail(field, "is required")
+            return value
+        if len(value.encode()) > max_bytes:
+            self.fail(field, f"must be at most {max_bytes} bytes")
+        elif "\x00" in value:
+            self.fail(field, "must not contain NUL characters")
+        elif pattern is not None and not pattern.fullmatch(value):
+            self.fail(field, f"must be {what}")
+        return value
+
+    def subject(self, field: str, value: str) -> str:
+        return self.text(field, value, self.limits.max_subject_bytes, required=True, pattern=SUBJECT,
+                         what="letters, digits and ._:@- (starting with a letter or digit)")
+
+    def key(self, field: str, value: str) -> str:
+        return self.text(field, value, self.limits.max_key_bytes, pattern=KEY,
+                         what="letters, digits and ._:/- (starting with a letter or digit)")
+
+    def unit(self, field: str, value: float) -> float:
+        if not 0.0 <= value <= 1.0:  # also false for NaN
+            self.fail(field, "must be between 0 and 1")
+        return value
+
+    def enum(self, field: str, value: int, allowed: dict[int, Any], *, required: bool = False) -> Any:
+        if value in allowed:
+            return allowed[value]
+        if value == 0 and required:
+            self.fail(field, "is required")
+        elif value != 0:
+            self.fail(field, f"unknown value {value}")
+        return None
+
+    def timestamp(self, message: Message, name: str, field: str) -> datetime | None:
+        if not message.HasField(name):
+            return None
+        stamp: timestamp_pb2.Timestamp = getattr(message, name)
+        try:
+            if not 0 <= stamp.nanos < 1_000_000_000:
+                raise ValueError
+            return stamp.ToDatetime(tzinfo=UTC)
+        except (ValueError, OverflowError):
+            self.fail(field, "is not a valid timestamp")
+            return None
+
+    def struct(self, field: str, value: struct_pb2.Struct) -> dict[str, Any] | None:
+        data = json_format.MessageToDict(value)
+        encoded = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        if len(encoded.encode()) > self.limits.max_data_bytes:
+            self.fail(field, f"must be at most {self.limits.max_data_bytes} bytes as JSON")
+        elif _depth(data) > self.limits.max_data_depth:
+            self.fail(field, f"must be at most {self.limits.max_data_depth} levels deep")
+        elif "\\u0000" in encoded:
+            self.fail(field, "must not contain NUL characters")
+        return data
+
+    def tags(self, field: str, values: Any) -> tuple[str, ...]:
+        if len(values) > self.limits.max_tags:
+            self.fail(field, f"must have at most {self.limits.max_tags} entries")
+            return ()
+        for i, tag in enumerate(values):
+            self.text(f"{field}[{i}]", tag, self.limits.max_tag_bytes, required=True)
+        return tuple(sorted(set(values)))
+
+    def page_size(self, field: str, value: int) -> int:
+        if value < 0 or value > self.limits.max_page_size:
+            self.fail(field, f"must be between 0 and {self.limits.max_page_size}")
+        return value or self.limits.default_page_size
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def _draft(check: _Checker, path: str, item: pb.MemoryDraft) -> Draft | None:
+    before = len(check.violations)
+    category = check.enum(f"{path}.category", item.category, CATEGORIES, required=True)
+    scope = check.enum(f"{path}.scope", item.scope, SCOPES)
+    key = check.key(f"{path}.key", item.key)
+    text = check.text(f"{path}.text", item.text, check.limits.max_text_bytes, required=True)
+    if text and not text.strip():
+        check.fail(f"{path}.text", "must not be blank")
+    session_id = check.text(f"{path}.session_id", item.session_id, 128, pattern=TOKENISH, what="an identifier")
+    if scope is Scope.SESSION and not session_id:
+        check.fail(f"{path}.session_id", "is required for SCOPE_SESSION")
+    if scope is not Scope.SESSION and session_id:
+        check.fail(f"{path}.session_id", "is only allowed with SCOPE_SESSION")
+    if category is not None and category.episodic and key:
+        check.fail(f"{path}.key", "must be empty for episodic categories (event, decision)")
+    importance = check.unit(f"{path}.importance", item.importance) if item.HasField("importance") else 0.5
+    confidence = check.unit(f"{path}.confidence", item.confidence) if item.HasField("confidence") else 1.0
+    stability = check.enum(f"{path}.stability", item.stability, STABILITIES)
+    source_kind = check.enum(f"{path}.source_kind", item.source_kind, SOURCE_KINDS)
+    turn = check.text(f"{path}.source_turn_id", item.source_turn_id, 128, pattern=TOKENISH, what="an identifier")
+    tags = check.tags(f"{path}.tags", item.tags)
+    data = check.struct(f"{path}.data", item.data) if item.HasField("data") else None
+    valid_from = check.timestamp(item, "valid_from", f"{path}.valid_from")
+    valid_until = check.timestamp(item, "valid_until", f"{path}.valid_until")
+    if valid_from and valid_until and valid_until <= valid_from:
+        check.fail(f"{path}.valid_until", "must be after valid_from")
+    if len(check.violations) > before:
+        return None
+    return Draft(category=category, text=text, scope=scope, session_id=session_id, key=key, data=data,
+                 importance=importance, confidence=confidence, stability=stability, pinned=item.pinned,
+                 tags=tags, valid_from=valid_from, valid_until=valid_until, source_kind=source_kind,
+                 source_turn_id=turn)
+
+
+def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
+    check = _Checker(limits)
+    subject = check.subject("subject", request.subject)
+    if request.items and request.turns:
+        check.fail("turns", "send either items or turns, not both")
+    elif not request.items and not request.turns:
+        check.fail("items", "at least one item (or turn) is required")
+    if len(request.items) > limits.max_items:
+        check.fail("items", f"must have at most {limits.max_items} entries")
+        check.done()
+    drafts = [_draft(check, f"items[{i}]", item) for i, item in enumerate(request.items)]
+    for i, turn in enumerate(request.turns):
+        check.text(f"turns[{i}].text", turn.text, limits.max_text_bytes, required=True)
+    key = check.text("idempotency_key", request.idempotency_key, 128)
+    check.enum("consistency", request.consistency,
+               {svc.CONSISTENCY_INDEX_ASYNC: 0, svc.CONSISTENCY_WAIT_INDEXED: 1})
+    check.done()
+    # The hash of the deterministic encoding tells a retry from a different request.
+    digest = hashlib.sha256(request.SerializeToString(deterministic=True)).digest()
+    return WriteCommand(subject, [d for d in drafts if d is not None], key, digest, bool(request.turns),
+                        request.consistency == svc.CONSISTENCY_WAIT_INDEXED)
+
+
+def _filter(check: _Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:
+    categories = tuple(check.enum(f"filter.categories[{i}]", c, CATEGORIES, required=True)
+                       for i, c in enumerate(flt.categories))
+    if len(flt.keys) > check.limits.max_keys:
+        check.fail("filter.keys", f"must have at most {check.limits.max_keys} entries")
+    keys = tuple(check.key(f"filter.keys[{i}]", k) for i, k in enumerate(flt.keys))
+    tags = check.tags("filter.tags", flt.tags)
+    session_id = check.text("filter.session_id", flt.session_id, 128, pattern=TOKENISH, what="an identifier")
+    after = check.timestamp(flt, "updated_after", "filter.updated_after")
+    before = check.timestamp(flt, "updated_before", "filter.updated_before")
+    return ReadFilter(subject=subject, categories=tuple(c for c in categories if c is not None), keys=keys,
+                      tags=tags, session_id=session_id, updated_after=after, updated_before=before,
+                      include_org=flt.include_org)
+
+
+def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand:
+    check = _Checker(limits)
+    subject = check.subject("subject", request.subject)
+    query = check.text("query", request.query, limits.max_query_bytes)
+    if len(request.keys) > limits.max_keys:
+        check.fail("keys", f"must have at most {limits.max_keys} entries")
+    keys = [check.key(f"keys[{i}]", k) for i, k in enumerate(request.keys)]
+    if any(not k for k in request.keys):
+        check.fail("keys", "must not contain empty keys")
+    if not query.strip() and not keys:
+        check.fail("query", "a query or at least one key is required")
+    flt = _filter(check, request.filter, subject)
+    top_k = request.top_k or 10
+    if not 1 <= top_k <= limits.max_top_k:
+        check.fail("top_k", f"must be between 1 and {limits.max_top_k}")
+    if not 0 <= request.token_budget <= limits.max_token_budget:
+        check.fail("token_budget", f"must be between 0 and {limits.max_token_budget}")
+    w = request.weights
+    weights = Weights(
+        check.unit("weights.similarity", w.similarity) if w.HasField("similarity") else None,
+        check.unit("weights.recency", w.recency) if w.HasField("recency") else None,
+        check.unit("weights.importance", w.importance) if w.HasField("importance") else None,
+    )
+    given = [v for v in (weights.similarity, weights.recency, weights.importance) if v is not None]
+    if given and len(given) == 3 and not any(v > 0 for v in given):
+        check.fail("weights", "at least one weight must be positive")
+    check.done()
+    return RecallCommand(subject, query, list(dict.fromkeys(keys)), flt, top_k, request.token_budget, weights,
+                         request.render_block)
+
+
+def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> ListCommand:
+    check = _Checker(limits)
+    subject = check.subject("subject", request.subject)
+    flt = _filter(check, request.filter, subject)
+    statuses = tuple(check.enum(f"statuses[{i}]", s, STATUSES, required=True)
+                     for i, s in enumerate(request.statuses))
+    size = check.page_size("page_size", request.page_size)
+    token = check.text("page_token", request.page_token, 1024)
+    check.done()
+    if statuses:
+        flt = ReadFilter(**{**flt.__dict__, "statuses": tuple(s for s in statuses if s is not None)})
+    return ListCommand(subject, flt, size, token)
+
+
+def validate_history(request: svc.GetHistoryRequest, limits: Limits) -> HistoryCommand:
+    check = _Checker(limits)
+    subject = check.subject("subject", request.subject)
+    memory_id = _uuid(check, "memory_id", request.memory_id, required=True)
+    size = check.page_size("page_size", request.page_size)
+    token = check.text("page_token", request.page_token, 1024)
+    check.done()
+    return HistoryCommand(subject, memory_id, size, token)
+
+
+def _uuid(check: _Checker, field: str, value: str, *, required: bool = False) -> str:
+    if not value:
+        if required:
+            check.fail(field, "is required")
+        return value
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        check.fail(field, "must be a UUID")
+        return value
+
+
+def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
+    check = _Checker(limits)
+    subject = check.subject("subject", request.subject)
+    mode = check.enum("mode", request.mode, ERASE_MODES, required=True)
+    reason = check.text("reason", request.reason, 512)
+    which = request.WhichOneof("selector")
+    selector = EraseSelector()
+    if which is None:
+        check.fail("selector", "exactly one of ids, key, source_turn_id, category, all_of_subject is required")
+    elif which == "ids":
+        ids = request.ids.ids
+        if not ids:
+            check.fail("ids.ids", "at least one id is required")
+        if len(ids) > limits.max_ids:
+            check.fail("ids.ids", f"must have at most {limits.max_ids} entries")
+        else:
+            selector = EraseSelector(ids=tuple(dict.fromkeys(_uuid(check, f"ids.ids[{i}]", v, required=True)
+                                                              for i, v in enumerate(ids))))
+    elif which == "key":
+        selector = EraseSelector(key=check.key("key", request.key) or "")
+        if not request.key:
+            check.fail("key", "must not be empty")
+    elif which == "source_turn_id":
+        turn = check.text("source_turn_id", request.source_turn_id, 128, required=True, pattern=TOKENISH,
+                          what="an identifier")
+        selector = EraseSelector(source_turn_id=turn)
+    elif which == "category":
+        selector = EraseSelector(category=check.enum("category", request.category, CATEGORIES, required=True))
+    elif which == "all_of_subject":
+        if not request.all_of_subject:
+            check.fail("all_of_subject", "must be true when set")
+        selector = EraseSelector(all_of_subject=True)
+    check.done()
+    return EraseCommand(subject, selector, mode, reason)
+
+
+VALIDATORS: dict[str, Callable[[Any, Limits], Any]] = {
+    "/memoryd.v1.MemoryService/Write": validate_write,
+    "/memoryd.v1.MemoryService/Recall": validate_recall,
+    "/memoryd.v1.MemoryService/MemoryView": validate_memory_view,
+    "/memoryd.v1.MemoryService/GetHistory": validate_history,
+    "/memoryd.v1.MemoryService/Erase": validate_erase,
+}

@@ -1,0 +1,116 @@
+"""Postgres connection handling: the app-role pool, tenant transactions, error translation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from memoryd.domain import Internal, MemorydError, Unavailable
+
+APP_ROLE = "memoryd_app"
+
+_log = logging.getLogger("memoryd.storage.postgres")
+
+# Errors after which a retry may succeed: the caller gets UNAVAILABLE, nothing was written.
+_RETRYABLE = (
+    psycopg.OperationalError,
+    pg_errors.SerializationFailure,
+    pg_errors.DeadlockDetected,
+    pg_errors.QueryCanceled,
+)
+
+
+@dataclass(frozen=True)
+class PostgresSettings:
+    """Where and how to connect.
+
+    ``dsn`` is the owner's connection (used for migrations). ``app_dsn`` is the connection of
+    the non-owner role the server runs its queries as; when empty, the owner's connection is
+    used with ``SET ROLE memoryd_app``.
+    """
+
+    dsn: str
+    app_dsn: str = ""
+    pool_min: int = 1
+    pool_max: int = 10
+    timeout_seconds: float = 5.0
+
+
+def translate(exc: BaseException) -> MemorydError:
+    """Map a driver exception to the domain error tree."""
+    if isinstance(exc, MemorydError):
+        return exc
+    if isinstance(exc, (PoolTimeout, *_RETRYABLE)):
+        return Unavailable("the memory store is unavailable; retry later")
+    return Internal(f"postgres error: {type(exc).__name__}")
+
+
+class Postgres:
+    """A pool of connections as the app role, handing out tenant-scoped transactions."""
+
+    def __init__(self, settings: PostgresSettings) -> None:
+        self._settings = settings
+        set_role = not settings.app_dsn
+        conninfo = settings.app_dsn or settings.dsn
+
+        async def configure(conn: psycopg.AsyncConnection) -> None:
+            if set_role:
+                await conn.execute(f"SET ROLE {APP_ROLE}")
+
+        self._pool = AsyncConnectionPool(
+            conninfo,
+            min_size=settings.pool_min,
+            max_size=settings.pool_max,
+            timeout=settings.timeout_seconds,
+            open=False,
+            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": 5},
+            configure=configure,
+            check=AsyncConnectionPool.check_connection,
+            name="memoryd",
+        )
+
+    async def open(self) -> None:
+        """Open the pool and check that the app role cannot bypass row level security."""
+        try:
+            await self._pool.open(wait=True, timeout=self._settings.timeout_seconds)
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise Unavailable("cannot connect to Postgres") from exc
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT current_user AS role, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
+            )
+            row = await cur.fetchone()
+        if row is None or row["rolsuper"] or row["rolbypassrls"]:
+            await self._pool.close()
+            raise Internal("the app role must be a non-superuser role without BYPASSRLS")
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def tenant_tx(self, tenant: str) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A transaction in which row level security shows only ``tenant``'s rows.
+
+        Any driver error becomes a domain error; the transaction is rolled back, so a failed
+        call writes nothing.
+        """
+        if not tenant:
+            raise Internal("tenant_tx needs a tenant")
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
+                yield conn
+        except MemorydError:
+            raise
+        except (PoolTimeout, psycopg.Error) as exc:
+            err = translate(exc)
+            if isinstance(err, Internal):
+                _log.error("postgres error in tenant transaction", exc_info=exc)
+            raise err from exc

@@ -1,0 +1,140 @@
+"""Row ↔ domain conversion and the WHERE clause every read shares."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from psycopg import sql
+
+from memoryd.domain import (
+    Category,
+    Change,
+    Draft,
+    Memory,
+    MemoryVersion,
+    ReadFilter,
+    Scope,
+    SourceKind,
+    Stability,
+    Status,
+    glob_to_like,
+)
+
+MEMORY_COLUMNS = (
+    "id, subject, scope, session_id, category, key, text, data, importance, confidence, stability, "
+    "pinned, tags, valid_from, valid_until, agent, source_kind, source_turn_id, version, status, "
+    "created_at, updated_at, access_count, last_access_at"
+)
+
+_SPACE = re.compile(r"\s+")
+
+
+def text_digest(text: str) -> bytes:
+    """Digest of the normalised text (case-folded, whitespace collapsed), used to find repeats."""
+    normalised = _SPACE.sub(" ", text.strip()).casefold()
+    return hashlib.sha256(normalised.encode()).digest()
+
+
+def memory_from_row(row: dict[str, Any]) -> Memory:
+    return Memory(
+        id=str(row["id"]),
+        subject=row["subject"],
+        scope=Scope(row["scope"]),
+        session_id=row["session_id"],
+        category=Category(row["category"]),
+        key=row["key"],
+        text=row["text"],
+        data=row["data"],
+        importance=float(row["importance"]),
+        confidence=float(row["confidence"]),
+        stability=Stability(row["stability"]),
+        pinned=row["pinned"],
+        tags=tuple(row["tags"]),
+        valid_from=row["valid_from"],
+        valid_until=row["valid_until"],
+        agent=row["agent"],
+        source_kind=SourceKind(row["source_kind"]),
+        source_turn_id=row["source_turn_id"],
+        version=row["version"],
+        status=Status(row["status"]),
+        created_at=row["created_at"],
+        updated_at=row.get("updated_at") or row["recorded_at"],
+        access_count=row.get("access_count", 0),
+        last_access_at=row.get("last_access_at"),
+    )
+
+
+def version_from_row(row: dict[str, Any]) -> MemoryVersion:
+    fields = dict(row)
+    fields["id"] = row["memory_id"]
+    return MemoryVersion(memory=memory_from_row(fields), change=Change(row["change"]), recorded_at=row["recorded_at"])
+
+
+def same_value(row: dict[str, Any], draft: Draft) -> bool:
+    """Whether writing ``draft`` over the stored ``row`` would change nothing the caller set."""
+    return (
+        row["text"] == draft.text
+        and row["data"] == draft.data
+        and abs(float(row["importance"]) - draft.importance) < 1e-6
+        and abs(float(row["confidence"]) - draft.confidence) < 1e-6
+        and row["stability"] == draft.stability.value
+        and row["pinned"] == draft.pinned
+        and sorted(row["tags"]) == sorted(draft.tags)
+        and row["valid_from"] == draft.valid_from
+        and row["valid_until"] == draft.valid_until
+    )
+
+
+def rules_condition(rules: tuple[tuple[Category, tuple[str, ...]], ...]) -> tuple[sql.Composable, list[Any]]:
+    """The view's rules as SQL: a row passes if one rule allows its category and key."""
+    if not rules:
+        return sql.SQL("false"), []
+    alternatives: list[sql.Composable] = []
+    params: list[Any] = []
+    for category, patterns in rules:
+        if "*" in patterns or not patterns:
+            alternatives.append(sql.SQL("category = %s"))
+            params.append(category.value)
+            continue
+        likes = sql.SQL(" OR ").join(sql.SQL("key LIKE %s ESCAPE '\\'") for _ in patterns)
+        alternatives.append(sql.SQL("(category = %s AND ({}))").format(likes))
+        params += [category.value, *(glob_to_like(p) for p in patterns)]
+    return sql.SQL("({})").format(sql.SQL(" OR ").join(alternatives)), params
+
+
+def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[Any]]:
+    """The WHERE clause of a read: tenant (besides RLS), subject/org/session, and the filter.
+
+    Every read path uses this one function, so a filter field cannot be forgotten on one path.
+    """
+    rules, params = rules_condition(flt.rules)
+    parts: list[sql.Composable] = [sql.SQL("tenant_id = %s"), rules]
+    params.insert(0, tenant)
+    if flt.include_org:
+        parts.append(sql.SQL("(subject = %s OR (subject = '' AND scope = 'org'))"))
+    else:
+        parts.append(sql.SQL("subject = %s AND scope <> 'org'"))
+    params.append(flt.subject)
+    if flt.session_id:
+        parts.append(sql.SQL("(scope <> 'session' OR session_id = %s)"))
+        params.append(flt.session_id)
+    else:
+        parts.append(sql.SQL("scope <> 'session'"))
+    if flt.categories:
+        parts.append(sql.SQL("category = ANY(%s)"))
+        params.append([c.value for c in flt.categories])
+    if flt.keys:
+        parts.append(sql.SQL("key = ANY(%s)"))
+        params.append(list(flt.keys))
+    if flt.tags:
+        parts.append(sql.SQL("tags @> %s"))
+        params.append(list(flt.tags))
+    if flt.updated_after is not None:
+        parts.append(sql.SQL("updated_at >= %s"))
+        params.append(flt.updated_after)
+    if flt.updated_before is not None:
+        parts.append(sql.SQL("updated_at < %s"))
+        params.append(flt.updated_before)
+    return sql.SQL(" AND ").join(parts), params

@@ -1,0 +1,235 @@
+"""Write: the per-category conflict policies, applied to all items in one transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from memoryd.domain import (
+    Change,
+    Draft,
+    IdempotencyKeyReused,
+    Outcome,
+    Policy,
+    Scope,
+    WriteResult,
+    policy_for,
+)
+
+from ._rows import MEMORY_COLUMNS, same_value, text_digest
+
+_VERSION_COLUMNS = (
+    "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
+    "importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, "
+    "source_turn_id, status, created_at, recorded_at"
+)
+_SNAPSHOT = (
+    "SELECT tenant_id, id, version, %s, subject, scope, session_id, category, key, text, data, "
+    "importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, "
+    "source_turn_id, status, created_at, updated_at FROM memories WHERE tenant_id = %s AND id = %s"
+)
+
+
+async def record_version(conn: psycopg.AsyncConnection, tenant: str, memory_id: str, change: Change) -> None:
+    """Snapshot the memory's current row as a version, and mark older versions superseded."""
+    await conn.execute(
+        "UPDATE memory_versions SET status = 'superseded' "
+        "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
+        (tenant, memory_id),
+    )
+    await conn.execute(
+        f"INSERT INTO memory_versions ({_VERSION_COLUMNS}) {_SNAPSHOT}", (change.value, tenant, memory_id)
+    )
+
+
+async def enqueue_index(conn: psycopg.AsyncConnection, tenant: str, memory_id: str, subject: str, op: str) -> None:
+    """Queue index work for the outbox worker; pending upserts of the memory are folded."""
+    await conn.execute(
+        "DELETE FROM outbox WHERE tenant_id = %s AND memory_id = %s AND attempts = 0 AND NOT dead",
+        (tenant, memory_id),
+    )
+    await conn.execute(
+        "INSERT INTO outbox (tenant_id, memory_id, subject, op) VALUES (%s, %s, %s, %s)",
+        (tenant, memory_id, subject, op),
+    )
+
+
+async def claim_idempotency(
+    conn: psycopg.AsyncConnection, tenant: str, agent: str, key: str, request_hash: bytes
+) -> list[WriteResult] | None:
+    """Claim ``key`` for this request; return the first response if a retry, else None.
+
+    A concurrent first attempt holds the key's row lock until it commits, so a retry waits for
+    it and then reads its response.
+    """
+    cur = await conn.execute(
+        "INSERT INTO idempotency_keys (tenant_id, agent, key, request_hash) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT DO NOTHING RETURNING key",
+        (tenant, agent, key, request_hash),
+    )
+    if await cur.fetchone() is not None:
+        return None
+    cur = await conn.execute(
+        "SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = %s AND agent = %s AND key = %s",
+        (tenant, agent, key),
+    )
+    row = await cur.fetchone()
+    if row is None or bytes(row["request_hash"]) != request_hash or row["response"] is None:
+        raise IdempotencyKeyReused()
+    return [
+        WriteResult(memory_id=r["memory_id"], outcome=Outcome(r["outcome"]), reason=r["reason"], version=r["version"])
+        for r in row["response"]
+    ]
+
+
+async def store_idempotent_response(
+    conn: psycopg.AsyncConnection, tenant: str, agent: str, key: str, results: list[WriteResult]
+) -> None:
+    payload = [
+        {"memory_id": r.memory_id, "outcome": r.outcome.value, "reason": r.reason, "version": r.version}
+        for r in results
+    ]
+    await conn.execute(
+        "UPDATE idempotency_keys SET response = %s WHERE tenant_id = %s AND agent = %s AND key = %s",
+        (Jsonb(payload), tenant, agent, key),
+    )
+
+
+class ItemWriter:
+    """Applies one item's conflict policy inside the caller's transaction."""
+
+    def __init__(self, conn: psycopg.AsyncConnection, tenant: str, agent: str, subject: str) -> None:
+        self._conn = conn
+        self._tenant = tenant
+        self._agent = agent
+        self._subject = subject
+
+    async def write(self, draft: Draft) -> WriteResult:
+        owner = "" if draft.scope is Scope.ORG else self._subject
+        session = draft.session_id if draft.scope is Scope.SESSION else ""
+        policy = policy_for(draft.category)
+        digest = text_digest(draft.text)
+        # Serialise writers of the same key (or, unkeyed, the same text) of the same owner,
+        # so the check-then-write below cannot race.
+        lock_name = draft.key or digest.hex()
+        await self._conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            ("\x1f".join((self._tenant, owner, session, draft.category.value, lock_name)),),
+        )
+        if draft.key and policy in (Policy.LAST_WRITE_WINS, Policy.VERSIONED):
+            return await self._replace(draft, owner, session, digest, policy)
+        if draft.key:
+            return await self._accumulate(draft, owner, session, digest)
+        return await self._append(draft, owner, session, digest)
+
+    async def _replace(self, draft: Draft, owner: str, session: str, digest: bytes, policy: Policy) -> WriteResult:
+        cur = await self._conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = %s AND subject = %s AND session_id = %s "
+            "AND category = %s AND key = %s AND status = 'active' FOR UPDATE",
+            (self._tenant, owner, session, draft.category.value, draft.key),
+        )
+        current = await cur.fetchone()
+        if current is None:
+            return await self._insert(draft, owner, session, digest, "")
+        memory_id = str(current["id"])
+        if same_value(current, draft):
+            return WriteResult(memory_id, Outcome.UNCHANGED, "same as the current value", current["version"])
+        if policy is Policy.VERSIONED:
+            # The old fact stays as a dated version: its validity ends where the new one starts.
+            await self._conn.execute(
+                "UPDATE memory_versions SET valid_until = COALESCE(valid_until, %s, now()) "
+                "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
+                (draft.valid_from, self._tenant, memory_id),
+            )
+            outcome, change, reason = Outcome.VERSIONED, Change.VERSIONED, "new current value; the old one is kept as a dated version"
+        else:
+            outcome, change, reason = Outcome.UPDATED, Change.UPDATED, "last write wins; the old value is kept as a version"
+        version = await self._update(memory_id, draft, digest)
+        await record_version(self._conn, self._tenant, memory_id, change)
+        await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
+        return WriteResult(memory_id, outcome, reason, version)
+
+    async def _accumulate(self, draft: Draft, owner: str, session: str, digest: bytes) -> WriteResult:
+        cur = await self._conn.execute(
+            "SELECT id, version, text_hash FROM memories WHERE tenant_id = %s AND subject = %s AND session_id = %s "
+            "AND category = %s AND key = %s AND status = 'active'",
+            (self._tenant, owner, session, draft.category.value, draft.key),
+        )
+        existing = await cur.fetchall()
+        for row in existing:
+            if bytes(row["text_hash"]) == digest:
+                return WriteResult(str(row["id"]), Outcome.UNCHANGED, "this constraint is already recorded", row["version"])
+        reason = f"kept alongside {len(existing)} other active constraint(s) with this key" if existing else ""
+        return await self._insert(draft, owner, session, digest, reason)
+
+    async def _append(self, draft: Draft, owner: str, session: str, digest: bytes) -> WriteResult:
+        cur = await self._conn.execute(
+            "SELECT id, importance, tags, pinned FROM memories WHERE tenant_id = %s AND subject = %s "
+            "AND session_id = %s AND category = %s AND key = '' AND text_hash = %s AND status = 'active' "
+            "ORDER BY updated_at DESC LIMIT 1 FOR UPDATE",
+            (self._tenant, owner, session, draft.category.value, digest),
+        )
+        repeat = await cur.fetchone()
+        if repeat is None:
+            return await self._insert(draft, owner, session, digest, "")
+        memory_id = str(repeat["id"])
+        tags = sorted(set(repeat["tags"]) | set(draft.tags))
+        cur = await self._conn.execute(
+            "UPDATE memories SET importance = GREATEST(importance, %s), tags = %s, pinned = pinned OR %s, "
+            "agent = %s, version = version + 1, updated_at = now() WHERE tenant_id = %s AND id = %s "
+            "RETURNING version",
+            (draft.importance, tags, draft.pinned, self._agent, self._tenant, memory_id),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        await record_version(self._conn, self._tenant, memory_id, Change.MERGED)
+        await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
+        return WriteResult(memory_id, Outcome.MERGED, "repeats an existing memory; merged into it", row["version"])
+
+    async def _insert(self, draft: Draft, owner: str, session: str, digest: bytes, reason: str) -> WriteResult:
+        cur = await self._conn.execute(
+            "INSERT INTO memories (tenant_id, subject, scope, session_id, category, key, text, text_hash, data, "
+            "importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, "
+            "source_turn_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "RETURNING id, version",
+            (self._tenant, owner, draft.scope.value, session, *self._values(draft, digest)),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        memory_id = str(row["id"])
+        await record_version(self._conn, self._tenant, memory_id, Change.CREATED)
+        await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
+        return WriteResult(memory_id, Outcome.CREATED, reason, row["version"])
+
+    async def _update(self, memory_id: str, draft: Draft, digest: bytes) -> int:
+        cur = await self._conn.execute(
+            "UPDATE memories SET category = %s, key = %s, text = %s, text_hash = %s, data = %s, importance = %s, "
+            "confidence = %s, stability = %s, pinned = %s, tags = %s, valid_from = %s, valid_until = %s, "
+            "agent = %s, source_kind = %s, source_turn_id = %s, version = version + 1, updated_at = now() "
+            "WHERE tenant_id = %s AND id = %s RETURNING version",
+            (*self._values(draft, digest), self._tenant, memory_id),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return int(row["version"])
+
+    def _values(self, draft: Draft, digest: bytes) -> tuple[Any, ...]:
+        return (
+            draft.category.value,
+            draft.key,
+            draft.text,
+            digest,
+            Jsonb(draft.data) if draft.data is not None else None,
+            draft.importance,
+            draft.confidence,
+            draft.stability.value,
+            draft.pinned,
+            sorted(set(draft.tags)),
+            draft.valid_from,
+            draft.valid_until,
+            self._agent,
+            draft.source_kind.value,
+            draft.source_turn_id,
+        )
