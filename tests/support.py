@@ -42,6 +42,7 @@ class ServerProcess:
     process: subprocess.Popen[str] | None = None
     port: int = 0
     output: list[str] = field(default_factory=list)
+    cwd: Path = ROOT
     _reader: threading.Thread = field(default_factory=lambda: threading.Thread())
 
     @property
@@ -51,7 +52,7 @@ class ServerProcess:
     def start(self, timeout: float = 60.0) -> ServerProcess:
         with self.log_path.open("a") as log:  # the child keeps its own copy of the descriptor
             self.process = subprocess.Popen(
-                [*MEMORYD, "serve"], env=self.env, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT
+                [*MEMORYD, "serve"], env=self.env, stdout=subprocess.PIPE, stderr=log, text=True, cwd=self.cwd
             )
         listening = threading.Event()
 

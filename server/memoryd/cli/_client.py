@@ -43,6 +43,7 @@ def add_client_commands(commands: Any) -> None:
     write.add_argument("--importance", type=float)
     write.add_argument("--tag", action="append", default=[])
     write.add_argument("--idempotency-key", default="")
+    write.add_argument("--print-id", action="store_true", help="print only the memory id")
     write.set_defaults(run=_write)
 
     recall = client("recall", "Recall memories by key (repeat --key)")
@@ -82,7 +83,7 @@ def _write(args: argparse.Namespace) -> int:
     item = request.items.add(category=_category(args.category), key=args.key, text=args.text, tags=args.tag)
     if args.importance is not None:
         item.importance = args.importance
-    return _call(args, "Write", request)
+    return _call(args, "Write", request, print_id=args.print_id)
 
 
 def _recall(args: argparse.Namespace) -> int:
@@ -125,7 +126,7 @@ def _token(args: argparse.Namespace) -> str:
     return path.read_text().strip()
 
 
-def _call(args: argparse.Namespace, method: str, request: Any) -> int:
+def _call(args: argparse.Namespace, method: str, request: Any, *, print_id: bool = False) -> int:
     if args.request:
         request = json_format.Parse(args.request, type(request)())
     with grpc.insecure_channel(args.addr) as channel:
@@ -136,7 +137,10 @@ def _call(args: argparse.Namespace, method: str, request: Any) -> int:
         except grpc.RpcError as error:
             _print_error(error)
             return 1
-    print(json_format.MessageToJson(response, preserving_proto_field_name=True, indent=2, ensure_ascii=False))
+    if print_id:
+        print(response.results[0].memory_id)
+    else:
+        print(json_format.MessageToJson(response, preserving_proto_field_name=True, indent=2, ensure_ascii=False))
     return 0
 
 

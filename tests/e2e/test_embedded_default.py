@@ -1,0 +1,142 @@
+"""The embedded default, as a user runs it: `memoryd serve` with no configuration."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import psycopg
+
+from memoryd.storage import EmbeddedPostgres
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ..support import Agent, ServerProcess, draft, fails, server_env, token_for, unique
+
+
+def _embedded(tmp_path: Path) -> ServerProcess:
+    # No MEMORYD_POSTGRES_DSN and no data dir: everything under ./.memoryd of the working dir.
+    env = server_env()
+    process = ServerProcess(env, tmp_path / "server.log")
+    process.cwd = tmp_path
+    return process
+
+
+def _demo_agent(channel: grpc.Channel, data_dir: Path) -> Agent:
+    return Agent(channel, (data_dir / "tokens" / "demo-agent.token").read_text().strip())
+
+
+def test_serve_starts_embedded_postgres_and_writes_demo_tokens(tmp_path):
+    process = _embedded(tmp_path).start()
+    try:
+        data_dir = tmp_path / ".memoryd"
+        assert (data_dir / "postgres" / "PG_VERSION").exists()
+        assert (data_dir / "keys" / "signing.pem").stat().st_mode & 0o077 == 0
+        assert (data_dir / "tokens" / "admin.token").stat().st_mode & 0o077 == 0
+        assert any("demo-agent.token" in line for line in process.output)
+        with grpc.insecure_channel(process.target) as channel:
+            agent = _demo_agent(channel, data_dir)
+            agent.write("alice", draft("preference", "tea", key="drink"))
+            assert [m.memory.text for m in agent.recall_keys("alice", "drink").memories] == ["tea"]
+    finally:
+        assert process.stop() == 0
+
+
+def test_restart_on_the_same_data_dir_keeps_every_memory(tmp_path):
+    process = _embedded(tmp_path).start()
+    with grpc.insecure_channel(process.target) as channel:
+        agent = _demo_agent(channel, tmp_path / ".memoryd")
+        for i in range(5):
+            agent.write("alice", draft("event", f"event number {i}"))
+        agent.write("alice", draft("fact", "Lyon", key="home_city"))
+        agent.write("alice", draft("fact", "Paris", key="home_city"))
+        before = agent.list_all("alice")
+    assert process.stop() == 0
+
+    process = _embedded(tmp_path).start()
+    try:
+        with grpc.insecure_channel(process.target) as channel:
+            agent = _demo_agent(channel, tmp_path / ".memoryd")
+            after = agent.list_all("alice")
+            assert [(m.id, m.text, m.version) for m in after] == [(m.id, m.text, m.version) for m in before]
+            home = next(m for m in after if m.key == "home_city")
+            assert [v.memory.text for v in agent.history("alice", home.id).versions] == ["Paris", "Lyon"]
+    finally:
+        assert process.stop() == 0
+
+
+def test_sigterm_lets_an_in_flight_write_finish(tmp_path, postgres, key_file):
+    """A Write blocked inside its transaction when SIGTERM arrives still completes and commits."""
+    tenant = unique("tenant")
+    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=postgres.owner_dsn,
+                     MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_GRACE_SECONDS="20")
+    process = ServerProcess(env, tmp_path / "server.log").start()
+    lock_name = "\x1f".join((tenant, "alice", "", "preference", "drink"))
+    blocker = psycopg.connect(postgres.owner_dsn, autocommit=True)
+    blocker.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lock_name,))
+    result: dict[str, object] = {}
+    with grpc.insecure_channel(process.target) as channel:
+        agent = Agent(channel, token_for(key_file, tenant))
+
+        def write() -> None:
+            try:
+                result["response"] = agent.write("alice", draft("preference", "tea", key="drink"))
+            except grpc.RpcError as error:
+                result["error"] = error
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        # Wait until the Write is really waiting on the lock inside its transaction.
+        for _ in range(200):
+            cur = blocker.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            if cur.fetchone()[0]:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the Write never reached its transaction")
+        assert process.process is not None
+        process.process.send_signal(signal.SIGTERM)
+        time.sleep(1.0)  # shutdown has begun while the call is still in flight
+        blocker.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock_name,))
+        writer.join(30)
+    blocker.close()
+    assert process.stop() == 0
+    assert "error" not in result, result.get("error")
+    assert result["response"].results[0].outcome == svc.WRITE_OUTCOME_CREATED
+
+
+def test_postgres_down_gives_unavailable_and_writes_nothing(tmp_path, key_file):
+    pg = EmbeddedPostgres(tmp_path / "own-pg")
+    pg.start()
+    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=pg.owner_dsn,
+                     MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_POSTGRES_TIMEOUT_SECONDS="2")
+    process = ServerProcess(env, tmp_path / "server.log").start()
+    try:
+        with grpc.insecure_channel(process.target) as channel:
+            agent = Agent(channel, token_for(key_file, unique("tenant")))
+            agent.write("alice", draft("fact", "before the outage", key="k1"))
+            pg.stop()
+            failure = fails(agent.write, "alice", draft("fact", "during the outage", key="k2"))
+            assert failure.code == grpc.StatusCode.UNAVAILABLE
+            assert failure.reason == "STORE_UNAVAILABLE"
+            assert failure.message == "the memory store is unavailable; retry later"  # no DSN, no driver text
+            assert fails(agent.list, "alice").code == grpc.StatusCode.UNAVAILABLE
+            pg.start()
+            # The pool reconnects by itself once Postgres is back.
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    texts = sorted(m.text for m in agent.list_all("alice"))
+                    break
+                except grpc.RpcError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            assert texts == ["before the outage"]
+            agent.write("alice", draft("fact", "after the outage", key="k3"))
+            assert sorted(m.text for m in agent.list_all("alice")) == ["after the outage", "before the outage"]
+    finally:
+        process.stop()
+        pg.stop()

@@ -1,0 +1,104 @@
+"""Postgres enforces tenant isolation by itself: RLS is FORCEd and the app role cannot bypass it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+
+from memoryd.domain import Category, Draft, ReadFilter
+from memoryd.storage import APP_ROLE, Postgres, PostgresMemoryStore, PostgresSettings, available, migrate
+
+from ..support import unique
+
+TENANT_TABLES = ["memories", "memory_versions", "outbox", "audit_log", "erasure_log", "idempotency_keys"]
+EVERYTHING = tuple((c, ("*",)) for c in Category)
+
+
+@pytest.fixture
+async def store(postgres):
+    db = Postgres(PostgresSettings(postgres.owner_dsn))  # owner DSN + SET ROLE memoryd_app
+    await db.open()
+    yield PostgresMemoryStore(db)
+    await db.close()
+
+
+async def _seed(store: PostgresMemoryStore) -> str:
+    tenant = unique("rls")
+    await store.write(tenant, "agent-1", "alice", [Draft(Category.FACT, "lives in Lyon", key="home_city")])
+    return tenant
+
+
+@pytest.mark.parametrize("dsn_kind", ["app_login", "owner_with_set_role"])
+async def test_app_role_without_tenant_setting_sees_nothing(postgres, store, dsn_kind):
+    await _seed(store)
+    dsn = postgres.app_dsn if dsn_kind == "app_login" else postgres.owner_dsn
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        if dsn_kind == "owner_with_set_role":
+            await conn.execute(f"SET ROLE {APP_ROLE}")
+        for table in TENANT_TABLES:
+            cur = await conn.execute(f"SELECT count(*) FROM {table}")
+            assert (await cur.fetchone())[0] == 0, table
+        # The owner (a superuser here) does see the row: the data is there, RLS hides it.
+        async with await psycopg.AsyncConnection.connect(postgres.owner_dsn) as owner:
+            cur = await owner.execute("SELECT count(*) FROM memories")
+            assert (await cur.fetchone())[0] >= 1
+
+
+async def test_tenant_setting_shows_only_that_tenants_rows(postgres, store):
+    a, b = await _seed(store), await _seed(store)
+    async with await psycopg.AsyncConnection.connect(postgres.app_dsn) as conn:
+        await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (a,))
+        cur = await conn.execute("SELECT DISTINCT tenant_id FROM memories")
+        assert [r[0] for r in await cur.fetchall()] == [a]
+        cur = await conn.execute("SELECT count(*) FROM memories WHERE tenant_id = %s", (b,))
+        assert (await cur.fetchone())[0] == 0
+
+
+async def test_app_role_cannot_write_rows_of_another_tenant(postgres, store):
+    a = await _seed(store)
+    async with await psycopg.AsyncConnection.connect(postgres.app_dsn) as conn:
+        await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (a,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            await conn.execute(
+                "INSERT INTO audit_log (tenant_id, agent, subject, action) VALUES ('someone-else', 'x', 'y', 'z')"
+            )
+
+
+async def test_app_role_cannot_rewrite_the_audit_log(postgres, store):
+    a = await _seed(store)
+    async with await psycopg.AsyncConnection.connect(postgres.app_dsn) as conn:
+        await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (a,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            await conn.execute("DELETE FROM audit_log")
+
+
+async def test_app_role_is_not_superuser_and_cannot_bypass_rls(postgres):
+    async with await psycopg.AsyncConnection.connect(postgres.app_dsn) as conn:
+        cur = await conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+        assert await cur.fetchone() == (False, False)
+        cur = await conn.execute(
+            "SELECT relname FROM pg_class WHERE relname = ANY(%s) AND NOT (relrowsecurity AND relforcerowsecurity)",
+            (TENANT_TABLES,),
+        )
+        assert await cur.fetchall() == []
+
+
+async def test_store_reads_are_confined_to_the_given_tenant(store):
+    a, b = await _seed(store), unique("rls")
+    flt = ReadFilter(subject="alice", rules=EVERYTHING)
+    assert len(await store.recall_keys(a, flt, ["home_city"], datetime.now(UTC))) == 1
+    assert await store.recall_keys(b, flt, ["home_city"], datetime.now(UTC)) == []
+
+
+async def test_migrations_are_recorded_and_not_applied_twice(postgres):
+    assert await migrate(postgres.owner_dsn) == []
+    async with await psycopg.AsyncConnection.connect(postgres.owner_dsn) as conn:
+        cur = await conn.execute("SELECT version FROM schema_migrations ORDER BY version")
+        assert [r[0] for r in await cur.fetchall()] == [m.version for m in available()]
+
+
+async def test_a_view_without_rules_reads_nothing(store):
+    a = await _seed(store)
+    assert await store.recall_keys(a, ReadFilter(subject="alice"), ["home_city"], datetime.now(UTC)) == []
