@@ -1,0 +1,37 @@
+# memoryd — the two commands a new user needs are `make serve` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install serve test gen lint-proto clean
+
+# Create the virtualenv and install memoryd with its dev tools (pytest, buf) — re-run when
+# pyproject.toml changes.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## serve: run memoryd on the embedded default (embedded Postgres under ./.memoryd).
+serve: install
+	$(BIN)/memoryd serve
+
+## test: the whole suite — contract checks, storage, server and end-to-end tests.
+test: install
+	$(BIN)/python -m pytest
+
+## gen: regenerate the Python code from protos/ (commit the result).
+gen: install
+	$(BIN)/python scripts/gen_protos.py
+
+## lint-proto: buf lint and format check of the contract.
+lint-proto: install
+	$(BIN)/buf lint
+	$(BIN)/buf format --diff --exit-code
+
+clean:
+	rm -rf $(VENV) .pytest_cache
