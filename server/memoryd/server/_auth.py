@@ -173,7 +173,10 @@ class TokenVerifier:
             raise invalid
         if not (isinstance(subject, str) and (subject == "" or SUBJECT.fullmatch(subject))):
             raise invalid
+        issued = claims.get("iat")
         if not isinstance(expiry, int) or isinstance(expiry, bool):
+            raise invalid
+        if not isinstance(issued, int) or isinstance(issued, bool) or issued > now + CLOCK_SKEW_SECONDS:
             raise invalid
         if expiry + CLOCK_SKEW_SECONDS < now:
             raise Unauthenticated("the bearer token has expired", reason="TOKEN_EXPIRED")

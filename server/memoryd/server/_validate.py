@@ -314,8 +314,11 @@ def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> List
     check = _Checker(limits)
     subject = check.subject("subject", request.subject)
     flt = _filter(check, request.filter, subject)
+    for i, s in enumerate(request.statuses):
+        if s == pb.MEMORY_STATUS_SUPERSEDED:
+            check.fail(f"statuses[{i}]", "superseded values are versions of a memory: read them with GetHistory")
     statuses = tuple(check.enum(f"statuses[{i}]", s, STATUSES, required=True)
-                     for i, s in enumerate(request.statuses))
+                     for i, s in enumerate(request.statuses) if s != pb.MEMORY_STATUS_SUPERSEDED)
     size = check.page_size("page_size", request.page_size)
     token = check.text("page_token", request.page_token, 1024)
     check.done()
