@@ -174,6 +174,8 @@ class ReadFilter:
     updated_after: datetime | None = None
     updated_before: datetime | None = None
     include_org: bool = False
+    # Every session's memories of the subject (GetHistory of one id), not just session_id's.
+    any_session: bool = False
     statuses: tuple[Status, ...] = (Status.ACTIVE,)
     # The view's read rules as (category, key patterns); empty means nothing is readable.
     rules: tuple[tuple[Category, tuple[str, ...]], ...] = ()

@@ -30,6 +30,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 SUBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 CLOCK_SKEW_SECONDS = 30
 MAX_TOKEN_BYTES = 4096
+MAX_HEADER_BYTES = 512  # a real header is under 100 bytes; refuse anything odd before parsing
 
 
 @dataclass(frozen=True)
@@ -141,10 +142,12 @@ class TokenVerifier:
         if len(token) > MAX_TOKEN_BYTES or token.count(".") != 2:
             raise invalid
         head_b64, body_b64, sig_b64 = token.split(".")
+        if len(head_b64) > MAX_HEADER_BYTES:
+            raise invalid
         try:
             header = json.loads(_b64decode(head_b64))
             signature = _b64decode(sig_b64)
-        except (ValueError, binascii.Error, UnicodeDecodeError):
+        except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):
             raise invalid from None
         # Only EdDSA is accepted: "none" and every other algorithm are refused outright.
         if not isinstance(header, dict) or header.get("alg") != "EdDSA":
@@ -155,7 +158,7 @@ class TokenVerifier:
         try:
             key.verify(signature, f"{head_b64}.{body_b64}".encode())
             claims = json.loads(_b64decode(body_b64))
-        except (InvalidSignature, ValueError, binascii.Error, UnicodeDecodeError):
+        except (InvalidSignature, ValueError, binascii.Error, UnicodeDecodeError, RecursionError):
             raise invalid from None
         return self._principal(claims, now if now is not None else time.time(), invalid)
 

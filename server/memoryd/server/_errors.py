@@ -47,6 +47,23 @@ def _pack(message: object) -> any_pb2.Any:
     return packed
 
 
+# gRPC clients drop trailers over 8-16 KiB, so the violations sent are capped well below that;
+# the first ones are sent and the status message says how many there were in all.
+MAX_VIOLATION_BYTES = 4096
+
+
+def _bad_request(error: InvalidArgument) -> error_details_pb2.BadRequest:
+    bad = error_details_pb2.BadRequest()
+    used = 0
+    for v in error.violations:
+        cost = len(v.field) + len(v.description) + 8
+        if used + cost > MAX_VIOLATION_BYTES:
+            break  # the status message still gives the total count
+        bad.field_violations.add(field=v.field, description=v.description)
+        used += cost
+    return bad
+
+
 def to_status(error: MemorydError, request_id: str) -> grpc.Status:
     """Map a domain error to a rich gRPC status. Internal errors are never described."""
     code = next((c for kind, c in _CODES if isinstance(error, kind)), code_pb2.INTERNAL)
@@ -56,12 +73,6 @@ def to_status(error: MemorydError, request_id: str) -> grpc.Status:
     info = error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata={"request_id": request_id})
     details = [_pack(info)]
     if isinstance(error, InvalidArgument):
-        bad = error_details_pb2.BadRequest(
-            field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
-                for v in error.violations
-            ]
-        )
-        details.append(_pack(bad))
+        details.append(_pack(_bad_request(error)))
     status = status_pb2.Status(code=code, message=message, details=details)
     return rpc_status.to_status(status)

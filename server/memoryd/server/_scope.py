@@ -173,7 +173,7 @@ class CallerScope:
         return response
 
     async def history(self, cmd: HistoryCommand) -> svc.GetHistoryResponse:
-        flt = self._narrow(ReadFilter(subject=cmd.subject, include_org=not self.principal.subject))
+        flt = self._narrow(ReadFilter(subject=cmd.subject, include_org=not self.principal.subject, any_session=True))
         binding = self._binding(cmd.subject, ["history", cmd.memory_id])
         after = 0
         if cmd.page_token:

@@ -175,7 +175,14 @@ class _Checker:
             return None
 
     def struct(self, field: str, value: struct_pb2.Struct) -> dict[str, Any] | None:
-        data = json_format.MessageToDict(value)
+        try:
+            data = json_format.MessageToDict(value)
+        except ValueError:  # NaN or infinite numbers have no JSON form
+            self.fail(field, "must not contain NaN or infinite numbers")
+            return None
+        except RecursionError:
+            self.fail(field, f"must be at most {self.limits.max_data_depth} levels deep")
+            return None
         encoded = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         if len(encoded.encode()) > self.limits.max_data_bytes:
             self.fail(field, f"must be at most {self.limits.max_data_bytes} bytes as JSON")

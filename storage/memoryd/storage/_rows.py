@@ -117,10 +117,10 @@ def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[
     else:
         parts.append(sql.SQL("subject = %s AND scope <> 'org'"))
     params.append(flt.subject)
-    if flt.session_id:
+    if flt.session_id and not flt.any_session:
         parts.append(sql.SQL("(scope <> 'session' OR session_id = %s)"))
         params.append(flt.session_id)
-    else:
+    elif not flt.any_session:
         parts.append(sql.SQL("scope <> 'session'"))
     if flt.categories:
         parts.append(sql.SQL("category = ANY(%s)"))
