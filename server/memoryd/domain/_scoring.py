@@ -53,14 +53,19 @@ def estimate_tokens(text: str) -> int:
     return wide + math.ceil((len(text) - wide) / 4)
 
 
-def fit_budget(items: Sequence[T], budget: int, text_of: Callable[[T], str]) -> list[T]:
-    """Keep items in rank order while their estimated tokens fit; 0 means no budget."""
-    if budget <= 0:
-        return list(items)
-    kept, used = [], 0
+def fit_budget(items: Sequence[T], limit: int, budget: int, text_of: Callable[[T], str]) -> list[T]:
+    """At most ``limit`` items in rank order whose estimated tokens fit ``budget`` (0: no budget).
+
+    An item too long for what is left is skipped, so shorter ones ranked below it can still
+    fill the answer up to ``limit``.
+    """
+    kept: list[T] = []
+    used = 0
     for item in items:
-        cost = estimate_tokens(text_of(item))
-        if used + cost <= budget:
+        if len(kept) == limit:
+            break
+        cost = estimate_tokens(text_of(item)) if budget > 0 else 0
+        if used + cost <= budget or budget <= 0:
             kept.append(item)
             used += cost
     return kept

@@ -139,7 +139,7 @@ class ItemWriter:
         if policy is Policy.VERSIONED:
             # The old fact stays as a dated version: its validity ends where the new one starts.
             await self._conn.execute(
-                "UPDATE memory_versions SET valid_until = COALESCE(valid_until, %s, now()) "
+                "UPDATE memory_versions SET valid_until = LEAST(COALESCE(valid_until, 'infinity'), COALESCE(%s, now())) "
                 "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
                 (draft.valid_from, self._tenant, memory_id),
             )
