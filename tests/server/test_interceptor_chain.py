@@ -11,7 +11,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from memoryd.server import Config, Memoryd, build_chain
 from memoryd.server._auth import TokenVerifier
-from memoryd.server._paging import PageTokens
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
@@ -23,8 +22,8 @@ SERVER_PACKAGE = Path(__file__).resolve().parents[2] / "server" / "memoryd" / "s
 def test_chain_order_is_request_id_tracing_errors_auth_scope_validation(key_file):
     from opentelemetry import trace
 
-    chain = build_chain(verifier=TokenVerifier([]), store=None, config=Config(),  # type: ignore[arg-type]
-                        page_tokens=PageTokens(b"k"), tracer=trace.get_tracer("t"))
+    chain = build_chain(verifier=TokenVerifier([]), services=None, config=Config(),  # type: ignore[arg-type]
+                        tracer=trace.get_tracer("t"))
     assert [type(step).__name__ for step in chain] == [
         "RequestId", "Tracing", "ErrorMapping", "Authentication", "CallerScopeStep", "Validation",
     ]

@@ -8,11 +8,21 @@ import psycopg
 import pytest
 
 from memoryd.domain import Category, Draft, ReadFilter
-from memoryd.storage import APP_ROLE, Postgres, PostgresMemoryStore, PostgresSettings, available, migrate
+from memoryd.storage import (
+    APP_ROLE,
+    WORKER_ROLE,
+    Postgres,
+    PostgresMemoryStore,
+    PostgresSettings,
+    TermHasher,
+    available,
+    migrate,
+)
 
 from ..support import unique
 
-TENANT_TABLES = ["memories", "memory_versions", "outbox", "audit_log", "erasure_log", "idempotency_keys"]
+TENANT_TABLES = ["memories", "memory_versions", "outbox", "audit_log", "erasure_log", "idempotency_keys",
+                 "memory_terms", "index_routes"]
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 
 
@@ -20,7 +30,7 @@ EVERYTHING = tuple((c, ("*",)) for c in Category)
 async def store(postgres):
     db = Postgres(PostgresSettings(postgres.owner_dsn))  # owner DSN + SET ROLE memoryd_app
     await db.open()
-    yield PostgresMemoryStore(db)
+    yield PostgresMemoryStore(db, TermHasher(b"test terms secret"))
     await db.close()
 
 
@@ -102,3 +112,16 @@ async def test_migrations_are_recorded_and_not_applied_twice(postgres):
 async def test_a_view_without_rules_reads_nothing(store):
     a = await _seed(store)
     assert await store.recall_keys(a, ReadFilter(subject="alice"), ["home_city"], datetime.now(UTC)) == []
+
+
+async def test_worker_role_sees_outbox_ids_of_every_tenant_but_no_memory_content(postgres, store):
+    a = await _seed(store)
+    async with await psycopg.AsyncConnection.connect(postgres.worker_dsn, autocommit=True) as conn:
+        cur = await conn.execute("SELECT count(*) FROM outbox WHERE tenant_id = %s", (a,))
+        assert (await cur.fetchone())[0] >= 1
+        for table in ("memories", "memory_versions", "memory_terms", "audit_log"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                await conn.execute(f"SELECT count(*) FROM {table}")
+        cur = await conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+        assert await cur.fetchone() == (False, False)
+        assert (await (await conn.execute("SELECT current_user")).fetchone())[0] == WORKER_ROLE

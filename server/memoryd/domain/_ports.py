@@ -34,3 +34,14 @@ class MemoryStore(Protocol):
 
     async def erase(self, tenant: str, agent: str, subject: str, flt: ReadFilter, selector: EraseSelector,
                     mode: EraseMode, *, reason: str = "", request_id: str = "") -> ErasureReceipt: ...
+
+
+class Embedder(Protocol):
+    """Turns text into L2-normalised vectors; ``model_id`` is stored with every vector."""
+
+    model_id: str
+    dim: int
+
+    async def embed_passages(self, texts: list[str]) -> list[list[float]]: ...
+
+    async def embed_query(self, text: str) -> list[float]: ...

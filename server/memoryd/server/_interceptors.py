@@ -23,13 +23,12 @@ from opentelemetry import trace
 from opentelemetry.trace import Status as SpanStatus
 from opentelemetry.trace import StatusCode as SpanStatusCode
 
-from memoryd.domain import Internal, MemorydError, MemoryStore, PermissionDenied, Unauthenticated, View
+from memoryd.domain import Internal, MemorydError, PermissionDenied, Unauthenticated, View
 
 from ._auth import Principal, TokenVerifier
 from ._config import Config
 from ._errors import to_status
-from ._paging import PageTokens
-from ._scope import CallerScope, reset_current_scope, set_current_scope
+from ._scope import CallerScope, Services, reset_current_scope, set_current_scope
 from ._validate import VALIDATORS
 
 PREFIX = "/memoryd.v1."
@@ -144,10 +143,8 @@ class Authentication:
 class CallerScopeStep:
     """Builds the caller's confined store handle and puts it in the request context."""
 
-    def __init__(self, store: MemoryStore, config: Config, page_tokens: PageTokens) -> None:
-        self._store = store
-        self._config = config
-        self._pages = page_tokens
+    def __init__(self, services: Services) -> None:
+        self._services = services
 
     async def __call__(self, call: Call, next: Next) -> Message:
         principal = call.principal
@@ -156,7 +153,7 @@ class CallerScopeStep:
         if call.method.startswith(ADMIN_SERVICE) and not principal.is_admin:
             raise PermissionDenied("this call needs the admin role", reason="ROLE_REQUIRED")
         view = View.allow_all(principal.agent)
-        call.scope = CallerScope(principal, view, self._store, self._config.scoring, self._pages, call.request_id)
+        call.scope = CallerScope(principal, view, self._services, call.request_id)
         token = set_current_scope(call.scope)
         try:
             return await next(call)
@@ -177,15 +174,15 @@ class Validation:
         return await next(call)
 
 
-def build_chain(*, verifier: TokenVerifier, store: MemoryStore, config: Config, page_tokens: PageTokens,
+def build_chain(*, verifier: TokenVerifier, services: Services, config: Config,
                 tracer: trace.Tracer) -> list[Interceptor]:
-    """The chain, in order. ``tests/server/test_interceptor_order.py`` pins this order."""
+    """The chain, in order. ``tests/server/test_interceptor_chain.py`` pins this order."""
     return [
         RequestId(),
         Tracing(tracer),
         ErrorMapping(),
         Authentication(verifier),
-        CallerScopeStep(store, config, page_tokens),
+        CallerScopeStep(services),
         Validation(config),
     ]
 

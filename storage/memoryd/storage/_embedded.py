@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
-from ._postgres import APP_ROLE
+from ._postgres import APP_ROLE, WORKER_ROLE
 
 _log = logging.getLogger("memoryd.storage.embedded")
 
@@ -45,6 +45,10 @@ class EmbeddedPostgres:
     def app_dsn(self) -> str:
         """The non-owner role logs in directly (the socket trusts local users)."""
         return make_conninfo(self.owner_dsn, user=APP_ROLE)
+
+    @property
+    def worker_dsn(self) -> str:
+        return make_conninfo(self.owner_dsn, user=WORKER_ROLE)
 
     def stop(self) -> None:
         if self._server is not None:

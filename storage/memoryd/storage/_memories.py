@@ -7,6 +7,8 @@ server's caller scope, which supplies the tenant, the agent and the view-narrowe
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +31,8 @@ from memoryd.domain import (
     WriteResult,
 )
 
+from ._keywords import TermHasher, delete_terms, keyword_search
+from ._milvus import IndexedMemory
 from ._postgres import Postgres
 from ._rows import MEMORY_COLUMNS, memory_from_row, read_conditions, rules_condition, version_from_row
 from ._writes import ItemWriter, claim_idempotency, enqueue_index, record_version, store_idempotent_response
@@ -44,10 +48,24 @@ async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, 
 
 
 class PostgresMemoryStore:
-    """Memories in Postgres, the source of truth."""
+    """Memories in Postgres, the source of truth, with their keyword index.
 
-    def __init__(self, db: Postgres) -> None:
+    ``hasher`` keys the keyword index's term hashes; the store keeps the terms of every
+    memory in step with its text in the same transaction.
+    """
+
+    def __init__(self, db: Postgres, hasher: TermHasher) -> None:
         self._db = db
+        self._root_hasher = hasher
+        self._hashers: dict[str, TermHasher] = {}
+
+    def _hasher(self, tenant: str) -> TermHasher:
+        hasher = self._hashers.get(tenant)
+        if hasher is None:
+            if len(self._hashers) > 10_000:
+                self._hashers.clear()
+            hasher = self._hashers[tenant] = self._root_hasher.for_tenant(tenant)
+        return hasher
 
     async def write(
         self,
@@ -66,7 +84,7 @@ class PostgresMemoryStore:
                 first = await claim_idempotency(conn, tenant, agent, idempotency_key, request_hash)
                 if first is not None:
                     return first
-            writer = ItemWriter(conn, tenant, agent, subject)
+            writer = ItemWriter(conn, tenant, agent, subject, self._hasher(tenant))
             results = [await writer.write(draft) for draft in drafts]
             if idempotency_key:
                 await store_idempotent_response(conn, tenant, agent, idempotency_key, results)
@@ -84,6 +102,70 @@ class PostgresMemoryStore:
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(query, [*params, keys, now])
             return [memory_from_row(row) for row in await cur.fetchall()]
+
+    async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
+                             now: datetime) -> list[tuple[str, float]]:
+        """The keyword channel: BM25 over the filtered memories' term hashes."""
+        async with self._db.tenant_tx(tenant) as conn:
+            return await keyword_search(conn, tenant, flt, query, self._hasher(tenant), limit, now)
+
+    async def fetch(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
+        """The active, unexpired rows among ``ids`` that pass the filter — how every hit of an
+        index is checked against the source of truth before it is served."""
+        if not ids:
+            return []
+        where, params = read_conditions(tenant, flt)
+        query = sql.SQL(
+            "SELECT {cols} FROM memories WHERE {where} AND status = 'active' AND id = ANY(%s::uuid[]) "
+            "AND (valid_until IS NULL OR valid_until > %s)"
+        ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where)
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute(query, [*params, ids, now])
+            return [memory_from_row(row) for row in await cur.fetchall()]
+
+    async def index_rows(self, tenant: str, ids: list[str]) -> list[tuple[IndexedMemory, str]]:
+        """What the index needs of the active memories among ``ids``, with the text to embed."""
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute(
+                "SELECT id, subject, scope, session_id, category, key, tags, updated_at, valid_until, text "
+                "FROM memories WHERE tenant_id = %s AND id = ANY(%s::uuid[]) AND status = 'active'",
+                (tenant, ids),
+            )
+            rows = await cur.fetchall()
+        return [
+            (IndexedMemory(str(r["id"]), r["subject"], r["scope"], r["session_id"], r["category"], r["key"],
+                           tuple(r["tags"]), r["updated_at"], r["valid_until"]), r["text"])
+            for r in rows
+        ]
+
+    async def enqueue_vector_deletes(self, tenant: str, subject: str, ids: list[str]) -> None:
+        """Leave the index's deletions to the outbox worker (the index was unreachable)."""
+        async with self._db.tenant_tx(tenant) as conn:
+            for memory_id in ids:
+                await enqueue_index(conn, tenant, memory_id, subject, "delete")
+
+    async def pending_index_work(self, tenant: str, ids: list[str]) -> tuple[int, int]:
+        """(pending, dead) outbox rows for ``ids``."""
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FILTER (WHERE NOT dead) AS pending, count(*) FILTER (WHERE dead) AS dead "
+                "FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])",
+                (tenant, ids),
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        return int(row["pending"]), int(row["dead"])
+
+    async def record_access(self, tenant: str, counts: dict[str, int]) -> None:
+        """Add recall counts and stamp the last access time (batched by the caller)."""
+        if not counts:
+            return
+        async with self._db.tenant_tx(tenant) as conn:
+            await conn.execute(
+                "UPDATE memories m SET access_count = m.access_count + c.n, last_access_at = now() "
+                "FROM unnest(%s::uuid[], %s::int[]) AS c(id, n) WHERE m.tenant_id = %s AND m.id = c.id",
+                (list(counts), list(counts.values()), tenant),
+            )
 
     async def list(self, tenant: str, flt: ReadFilter, page: Page) -> Listing:
         """One page of memories, most recently updated first (keyset pagination)."""
@@ -127,8 +209,13 @@ class PostgresMemoryStore:
         *,
         reason: str = "",
         request_id: str = "",
+        after_commit: Callable[[list[str]], Awaitable[tuple[int, bool]]] | None = None,
     ) -> ErasureReceipt:
-        """Forget or purge the selected memories of ``subject``, verify, and log a receipt."""
+        """Forget or purge the selected memories of ``subject``, verify, and log a receipt.
+
+        ``after_commit`` runs once the rows are gone, with the erased ids, to clear other
+        stores (the vector index); it returns (vectors deleted, whether that was verified).
+        """
         started = datetime.now(UTC)
         where, params = self._selection(tenant, subject, flt, selector, mode)
         async with self._db.tenant_tx(tenant) as conn:
@@ -142,8 +229,13 @@ class PostgresMemoryStore:
                 counts = await self._purge(conn, tenant, ids)
             await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, request_id,
                          {"selector": selector.describe(), "reason": reason})
+        if after_commit is not None:
+            vectors, index_verified = await after_commit(ids)
+            counts = replace(counts, vectors=vectors)
+        else:
+            index_verified = True
         async with self._db.tenant_tx(tenant) as conn:
-            verified = await self._verify(conn, tenant, subject, flt, selector, mode, ids)
+            verified = index_verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids)
             finished = datetime.now(UTC)
             cur = await conn.execute(
                 "INSERT INTO erasure_log (tenant_id, agent, subject, selector, mode, reason, counts, verified, "
@@ -202,6 +294,7 @@ class PostgresMemoryStore:
         if not ids:
             return StoreCounts()
         counts = {}
+        await delete_terms(conn, tenant, ids)
         for table, column in (("outbox", "memory_id"), ("memory_versions", "memory_id"), ("memories", "id")):
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[])").format(
@@ -220,7 +313,7 @@ class PostgresMemoryStore:
             (sql.SQL("SELECT count(*) AS n FROM memories WHERE {w}").format(w=where), params)
         ]
         if mode is EraseMode.PURGE:
-            for table in ("memory_versions", "outbox"):
+            for table in ("memory_versions", "outbox", "memory_terms"):
                 checks.append((
                     sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])").format(
                         t=sql.Identifier(table)),

@@ -67,3 +67,25 @@ async def migrate(dsn: str) -> list[Migration]:
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
     return applied_now
+
+
+async def register_index_model(dsn: str, model_id: str, collection: str, dim: int) -> str:
+    """Record the embedding model's collection; the first one registered becomes active.
+
+    Returns the active model id. Run with the owner's connection at start-up.
+    """
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+        async with conn.transaction():
+            await conn.execute("LOCK TABLE index_models IN SHARE ROW EXCLUSIVE MODE")
+            await conn.execute(
+                "INSERT INTO index_models (model_id, collection, dim) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                (model_id, collection, dim),
+            )
+            cur = await conn.execute("SELECT model_id FROM index_models WHERE active")
+            row = await cur.fetchone()
+            if row is None:
+                await conn.execute(
+                    "UPDATE index_models SET active = true, activated_at = now() WHERE model_id = %s", (model_id,)
+                )
+                return model_id
+            return str(row[0])

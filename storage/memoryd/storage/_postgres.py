@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from memoryd.domain import Internal, MemorydError, Unavailable
 
 APP_ROLE = "memoryd_app"
+WORKER_ROLE = "memoryd_worker"
 
 _log = logging.getLogger("memoryd.storage.postgres")
 
@@ -32,12 +33,13 @@ class PostgresSettings:
     """Where and how to connect.
 
     ``dsn`` is the owner's connection (used for migrations). ``app_dsn`` is the connection of
-    the non-owner role the server runs its queries as; when empty, the owner's connection is
-    used with ``SET ROLE memoryd_app``.
+    the non-owner role the server runs its queries as, ``worker_dsn`` that of the outbox
+    worker's role; when empty, the owner's connection is used with ``SET ROLE``.
     """
 
     dsn: str
     app_dsn: str = ""
+    worker_dsn: str = ""
     pool_min: int = 1
     pool_max: int = 10
     timeout_seconds: float = 5.0
@@ -55,14 +57,17 @@ def translate(exc: BaseException) -> MemorydError:
 class Postgres:
     """A pool of connections as the app role, handing out tenant-scoped transactions."""
 
-    def __init__(self, settings: PostgresSettings) -> None:
+    def __init__(self, settings: PostgresSettings, role: str = APP_ROLE) -> None:
+        if role not in (APP_ROLE, WORKER_ROLE):
+            raise ValueError(f"unknown role {role}")
         self._settings = settings
-        set_role = not settings.app_dsn
-        conninfo = settings.app_dsn or settings.dsn
+        self.role = role
+        login = settings.app_dsn if role == APP_ROLE else settings.worker_dsn
+        conninfo = login or settings.dsn
 
         async def configure(conn: psycopg.AsyncConnection) -> None:
-            if set_role:
-                await conn.execute(f"SET ROLE {APP_ROLE}")
+            if not login:
+                await conn.execute(f"SET ROLE {role}")
 
         self._pool = AsyncConnectionPool(
             conninfo,
@@ -73,7 +78,7 @@ class Postgres:
             kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": 5},
             configure=configure,
             check=AsyncConnectionPool.check_connection,
-            name="memoryd",
+            name=f"memoryd-{role}",
         )
 
     async def open(self) -> None:
@@ -103,9 +108,23 @@ class Postgres:
         """
         if not tenant:
             raise Internal("tenant_tx needs a tenant")
+        async with self._transaction(tenant) as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def worker_tx(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A transaction across tenants, for the outbox worker's role only."""
+        if self.role != WORKER_ROLE:
+            raise Internal("only the worker role works across tenants")
+        async with self._transaction(None) as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _transaction(self, tenant: str | None) -> AsyncIterator[psycopg.AsyncConnection]:
         try:
             async with self._pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
+                if tenant is not None:
+                    await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
                 yield conn
         except MemorydError:
             raise

@@ -18,6 +18,7 @@ from memoryd.domain import (
     policy_for,
 )
 
+from ._keywords import TermHasher, replace_terms
 from ._rows import MEMORY_COLUMNS, same_value, text_digest
 
 _VERSION_COLUMNS = (
@@ -100,11 +101,13 @@ async def store_idempotent_response(
 class ItemWriter:
     """Applies one item's conflict policy inside the caller's transaction."""
 
-    def __init__(self, conn: psycopg.AsyncConnection, tenant: str, agent: str, subject: str) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection, tenant: str, agent: str, subject: str,
+                 hasher: TermHasher) -> None:
         self._conn = conn
         self._tenant = tenant
         self._agent = agent
         self._subject = subject
+        self._hasher = hasher
 
     async def write(self, draft: Draft) -> WriteResult:
         owner = "" if draft.scope is Scope.ORG else self._subject
@@ -147,6 +150,7 @@ class ItemWriter:
         else:
             outcome, change, reason = Outcome.UPDATED, Change.UPDATED, "last write wins; the old value is kept as a version"
         version = await self._update(memory_id, draft, digest)
+        await replace_terms(self._conn, self._tenant, owner, memory_id, draft.key, draft.text, self._hasher)
         await record_version(self._conn, self._tenant, memory_id, change)
         await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
         return WriteResult(memory_id, outcome, reason, version)
@@ -199,6 +203,7 @@ class ItemWriter:
         row = await cur.fetchone()
         assert row is not None
         memory_id = str(row["id"])
+        await replace_terms(self._conn, self._tenant, owner, memory_id, draft.key, draft.text, self._hasher)
         await record_version(self._conn, self._tenant, memory_id, Change.CREATED)
         await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
         return WriteResult(memory_id, Outcome.CREATED, reason, row["version"])

@@ -26,55 +26,55 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from memoryd.v1 import memory_pb2 as memoryd_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmemoryd/v1/memory_service.proto\x12\nmemoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/memory.proto\"\xaf\x01\n\x0cWriteRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12&\n\x05items\x18\x02 \x03(\x0b\x32\x17.memoryd.v1.MemoryDraft\x12\x1f\n\x05turns\x18\x03 \x03(\x0b\x32\x10.memoryd.v1.Turn\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12,\n\x0b\x63onsistency\x18\x05 \x01(\x0e\x32\x17.memoryd.v1.Consistency\"l\n\x0bWriteResult\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12)\n\x07outcome\x18\x02 \x01(\x0e\x32\x18.memoryd.v1.WriteOutcome\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\x03\"T\n\rWriteResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.memoryd.v1.WriteResult\x12\x19\n\x11\x65xtraction_job_id\x18\x02 \x01(\t\"\x80\x01\n\x0cScoreWeights\x12\x17\n\nsimilarity\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x14\n\x07recency\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x17\n\nimportance\x18\x03 \x01(\x02H\x02\x88\x01\x01\x42\r\n\x0b_similarityB\n\n\x08_recencyB\r\n\x0b_importance\"\xcd\x01\n\rRecallRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12(\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x18.memoryd.v1.MemoryFilter\x12\r\n\x05top_k\x18\x05 \x01(\x05\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12)\n\x07weights\x18\x07 \x01(\x0b\x32\x18.memoryd.v1.ScoreWeights\x12\x14\n\x0crender_block\x18\x08 \x01(\x08\"\xa4\x01\n\x0cScoredMemory\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x12\n\nsimilarity\x18\x03 \x01(\x02\x12\x0f\n\x07recency\x18\x04 \x01(\x02\x12\x12\n\nimportance\x18\x05 \x01(\x02\x12\x14\n\x0ckeyword_rank\x18\x06 \x01(\x05\x12\x12\n\ndense_rank\x18\x07 \x01(\x05\"v\n\x0eRecallResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.memoryd.v1.ScoredMemory\x12\r\n\x05\x62lock\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65graded\x18\x03 \x01(\x08\x12\x17\n\x0f\x64\x65graded_reason\x18\x04 \x01(\t\"\x18\n\tMemoryIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\xf3\x01\n\x0c\x45raseRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12$\n\x03ids\x18\x02 \x01(\x0b\x32\x15.memoryd.v1.MemoryIdsH\x00\x12\r\n\x03key\x18\x03 \x01(\tH\x00\x12\x18\n\x0esource_turn_id\x18\x04 \x01(\tH\x00\x12(\n\x08\x63\x61tegory\x18\x05 \x01(\x0e\x32\x14.memoryd.v1.CategoryH\x00\x12\x18\n\x0e\x61ll_of_subject\x18\x06 \x01(\x08H\x00\x12#\n\x04mode\x18\x07 \x01(\x0e\x32\x15.memoryd.v1.EraseMode\x12\x0e\n\x06reason\x18\x08 \x01(\tB\n\n\x08selector\"n\n\x0bStoreCounts\x12\x10\n\x08memories\x18\x01 \x01(\x03\x12\x10\n\x08versions\x18\x02 \x01(\x03\x12\x0e\n\x06outbox\x18\x03 \x01(\x03\x12\x0f\n\x07vectors\x18\x04 \x01(\x03\x12\x0c\n\x04jobs\x18\x05 \x01(\x03\x12\x0c\n\x04keys\x18\x06 \x01(\x03\"\xe3\x01\n\x0e\x45rasureReceipt\x12\x10\n\x08\x65rase_id\x18\x01 \x01(\t\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.memoryd.v1.EraseMode\x12\'\n\x06\x63ounts\x18\x03 \x01(\x0b\x32\x17.memoryd.v1.StoreCounts\x12\x10\n\x08verified\x18\x04 \x01(\x08\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"<\n\rEraseResponse\x12+\n\x07receipt\x18\x01 \x01(\x0b\x32\x1a.memoryd.v1.ErasureReceipt\"\xa1\x01\n\x11MemoryViewRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x18.memoryd.v1.MemoryFilter\x12*\n\x08statuses\x18\x03 \x03(\x0e\x32\x18.memoryd.v1.MemoryStatus\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"s\n\x12MemoryViewResponse\x12$\n\x08memories\x18\x01 \x03(\x0b\x32\x12.memoryd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x1e\n\x04view\x18\x03 \x01(\x0b\x32\x10.memoryd.v1.View\"^\n\x11GetHistoryRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\x8c\x01\n\rMemoryVersion\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\x12&\n\x06\x63hange\x18\x02 \x01(\x0e\x32\x16.memoryd.v1.ChangeKind\x12/\n\x0brecorded_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Z\n\x12GetHistoryResponse\x12+\n\x08versions\x18\x01 \x03(\x0b\x32\x19.memoryd.v1.MemoryVersion\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*e\n\x0b\x43onsistency\x12\x1b\n\x17\x43ONSISTENCY_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x43ONSISTENCY_INDEX_ASYNC\x10\x01\x12\x1c\n\x18\x43ONSISTENCY_WAIT_INDEXED\x10\x02*\xd3\x01\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x19\n\x15WRITE_OUTCOME_UPDATED\x10\x02\x12\x1b\n\x17WRITE_OUTCOME_VERSIONED\x10\x03\x12\x18\n\x14WRITE_OUTCOME_MERGED\x10\x04\x12\x1b\n\x17WRITE_OUTCOME_UNCHANGED\x10\x05\x12\x1a\n\x16WRITE_OUTCOME_REJECTED\x10\x06*T\n\tEraseMode\x12\x1a\n\x16\x45RASE_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45RASE_MODE_FORGET\x10\x01\x12\x14\n\x10\x45RASE_MODE_PURGE\x10\x02*\xa9\x01\n\nChangeKind\x12\x1b\n\x17\x43HANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HANGE_KIND_CREATED\x10\x01\x12\x17\n\x13\x43HANGE_KIND_UPDATED\x10\x02\x12\x19\n\x15\x43HANGE_KIND_VERSIONED\x10\x03\x12\x16\n\x12\x43HANGE_KIND_MERGED\x10\x04\x12\x19\n\x15\x43HANGE_KIND_FORGOTTEN\x10\x05\x32\xe6\x02\n\rMemoryService\x12<\n\x05Write\x12\x18.memoryd.v1.WriteRequest\x1a\x19.memoryd.v1.WriteResponse\x12?\n\x06Recall\x12\x19.memoryd.v1.RecallRequest\x1a\x1a.memoryd.v1.RecallResponse\x12<\n\x05\x45rase\x12\x18.memoryd.v1.EraseRequest\x1a\x19.memoryd.v1.EraseResponse\x12K\n\nMemoryView\x12\x1d.memoryd.v1.MemoryViewRequest\x1a\x1e.memoryd.v1.MemoryViewResponse\x12K\n\nGetHistory\x12\x1d.memoryd.v1.GetHistoryRequest\x1a\x1e.memoryd.v1.GetHistoryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmemoryd/v1/memory_service.proto\x12\nmemoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/memory.proto\"\xaf\x01\n\x0cWriteRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12&\n\x05items\x18\x02 \x03(\x0b\x32\x17.memoryd.v1.MemoryDraft\x12\x1f\n\x05turns\x18\x03 \x03(\x0b\x32\x10.memoryd.v1.Turn\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12,\n\x0b\x63onsistency\x18\x05 \x01(\x0e\x32\x17.memoryd.v1.Consistency\"l\n\x0bWriteResult\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12)\n\x07outcome\x18\x02 \x01(\x0e\x32\x18.memoryd.v1.WriteOutcome\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\x03\"e\n\rWriteResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.memoryd.v1.WriteResult\x12\x19\n\x11\x65xtraction_job_id\x18\x02 \x01(\t\x12\x0f\n\x07indexed\x18\x03 \x01(\x08\"\x80\x01\n\x0cScoreWeights\x12\x17\n\nsimilarity\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x14\n\x07recency\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x17\n\nimportance\x18\x03 \x01(\x02H\x02\x88\x01\x01\x42\r\n\x0b_similarityB\n\n\x08_recencyB\r\n\x0b_importance\"\xcd\x01\n\rRecallRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12(\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x18.memoryd.v1.MemoryFilter\x12\r\n\x05top_k\x18\x05 \x01(\x05\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12)\n\x07weights\x18\x07 \x01(\x0b\x32\x18.memoryd.v1.ScoreWeights\x12\x14\n\x0crender_block\x18\x08 \x01(\x08\"\xa4\x01\n\x0cScoredMemory\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x12\n\nsimilarity\x18\x03 \x01(\x02\x12\x0f\n\x07recency\x18\x04 \x01(\x02\x12\x12\n\nimportance\x18\x05 \x01(\x02\x12\x14\n\x0ckeyword_rank\x18\x06 \x01(\x05\x12\x12\n\ndense_rank\x18\x07 \x01(\x05\"v\n\x0eRecallResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.memoryd.v1.ScoredMemory\x12\r\n\x05\x62lock\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65graded\x18\x03 \x01(\x08\x12\x17\n\x0f\x64\x65graded_reason\x18\x04 \x01(\t\"\x18\n\tMemoryIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\xf3\x01\n\x0c\x45raseRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12$\n\x03ids\x18\x02 \x01(\x0b\x32\x15.memoryd.v1.MemoryIdsH\x00\x12\r\n\x03key\x18\x03 \x01(\tH\x00\x12\x18\n\x0esource_turn_id\x18\x04 \x01(\tH\x00\x12(\n\x08\x63\x61tegory\x18\x05 \x01(\x0e\x32\x14.memoryd.v1.CategoryH\x00\x12\x18\n\x0e\x61ll_of_subject\x18\x06 \x01(\x08H\x00\x12#\n\x04mode\x18\x07 \x01(\x0e\x32\x15.memoryd.v1.EraseMode\x12\x0e\n\x06reason\x18\x08 \x01(\tB\n\n\x08selector\"n\n\x0bStoreCounts\x12\x10\n\x08memories\x18\x01 \x01(\x03\x12\x10\n\x08versions\x18\x02 \x01(\x03\x12\x0e\n\x06outbox\x18\x03 \x01(\x03\x12\x0f\n\x07vectors\x18\x04 \x01(\x03\x12\x0c\n\x04jobs\x18\x05 \x01(\x03\x12\x0c\n\x04keys\x18\x06 \x01(\x03\"\xe3\x01\n\x0e\x45rasureReceipt\x12\x10\n\x08\x65rase_id\x18\x01 \x01(\t\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.memoryd.v1.EraseMode\x12\'\n\x06\x63ounts\x18\x03 \x01(\x0b\x32\x17.memoryd.v1.StoreCounts\x12\x10\n\x08verified\x18\x04 \x01(\x08\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"<\n\rEraseResponse\x12+\n\x07receipt\x18\x01 \x01(\x0b\x32\x1a.memoryd.v1.ErasureReceipt\"\xa1\x01\n\x11MemoryViewRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x18.memoryd.v1.MemoryFilter\x12*\n\x08statuses\x18\x03 \x03(\x0e\x32\x18.memoryd.v1.MemoryStatus\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"s\n\x12MemoryViewResponse\x12$\n\x08memories\x18\x01 \x03(\x0b\x32\x12.memoryd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x1e\n\x04view\x18\x03 \x01(\x0b\x32\x10.memoryd.v1.View\"^\n\x11GetHistoryRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\x8c\x01\n\rMemoryVersion\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\x12&\n\x06\x63hange\x18\x02 \x01(\x0e\x32\x16.memoryd.v1.ChangeKind\x12/\n\x0brecorded_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Z\n\x12GetHistoryResponse\x12+\n\x08versions\x18\x01 \x03(\x0b\x32\x19.memoryd.v1.MemoryVersion\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*e\n\x0b\x43onsistency\x12\x1b\n\x17\x43ONSISTENCY_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x43ONSISTENCY_INDEX_ASYNC\x10\x01\x12\x1c\n\x18\x43ONSISTENCY_WAIT_INDEXED\x10\x02*\xd3\x01\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x19\n\x15WRITE_OUTCOME_UPDATED\x10\x02\x12\x1b\n\x17WRITE_OUTCOME_VERSIONED\x10\x03\x12\x18\n\x14WRITE_OUTCOME_MERGED\x10\x04\x12\x1b\n\x17WRITE_OUTCOME_UNCHANGED\x10\x05\x12\x1a\n\x16WRITE_OUTCOME_REJECTED\x10\x06*T\n\tEraseMode\x12\x1a\n\x16\x45RASE_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45RASE_MODE_FORGET\x10\x01\x12\x14\n\x10\x45RASE_MODE_PURGE\x10\x02*\xa9\x01\n\nChangeKind\x12\x1b\n\x17\x43HANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HANGE_KIND_CREATED\x10\x01\x12\x17\n\x13\x43HANGE_KIND_UPDATED\x10\x02\x12\x19\n\x15\x43HANGE_KIND_VERSIONED\x10\x03\x12\x16\n\x12\x43HANGE_KIND_MERGED\x10\x04\x12\x19\n\x15\x43HANGE_KIND_FORGOTTEN\x10\x05\x32\xe6\x02\n\rMemoryService\x12<\n\x05Write\x12\x18.memoryd.v1.WriteRequest\x1a\x19.memoryd.v1.WriteResponse\x12?\n\x06Recall\x12\x19.memoryd.v1.RecallRequest\x1a\x1a.memoryd.v1.RecallResponse\x12<\n\x05\x45rase\x12\x18.memoryd.v1.EraseRequest\x1a\x19.memoryd.v1.EraseResponse\x12K\n\nMemoryView\x12\x1d.memoryd.v1.MemoryViewRequest\x1a\x1e.memoryd.v1.MemoryViewResponse\x12K\n\nGetHistory\x12\x1d.memoryd.v1.GetHistoryRequest\x1a\x1e.memoryd.v1.GetHistoryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memoryd.v1.memory_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CONSISTENCY']._serialized_start=2393
-  _globals['_CONSISTENCY']._serialized_end=2494
-  _globals['_WRITEOUTCOME']._serialized_start=2497
-  _globals['_WRITEOUTCOME']._serialized_end=2708
-  _globals['_ERASEMODE']._serialized_start=2710
-  _globals['_ERASEMODE']._serialized_end=2794
-  _globals['_CHANGEKIND']._serialized_start=2797
-  _globals['_CHANGEKIND']._serialized_end=2966
+  _globals['_CONSISTENCY']._serialized_start=2410
+  _globals['_CONSISTENCY']._serialized_end=2511
+  _globals['_WRITEOUTCOME']._serialized_start=2514
+  _globals['_WRITEOUTCOME']._serialized_end=2725
+  _globals['_ERASEMODE']._serialized_start=2727
+  _globals['_ERASEMODE']._serialized_end=2811
+  _globals['_CHANGEKIND']._serialized_start=2814
+  _globals['_CHANGEKIND']._serialized_end=2983
   _globals['_WRITEREQUEST']._serialized_start=106
   _globals['_WRITEREQUEST']._serialized_end=281
   _globals['_WRITERESULT']._serialized_start=283
   _globals['_WRITERESULT']._serialized_end=391
   _globals['_WRITERESPONSE']._serialized_start=393
-  _globals['_WRITERESPONSE']._serialized_end=477
-  _globals['_SCOREWEIGHTS']._serialized_start=480
-  _globals['_SCOREWEIGHTS']._serialized_end=608
-  _globals['_RECALLREQUEST']._serialized_start=611
-  _globals['_RECALLREQUEST']._serialized_end=816
-  _globals['_SCOREDMEMORY']._serialized_start=819
-  _globals['_SCOREDMEMORY']._serialized_end=983
-  _globals['_RECALLRESPONSE']._serialized_start=985
-  _globals['_RECALLRESPONSE']._serialized_end=1103
-  _globals['_MEMORYIDS']._serialized_start=1105
-  _globals['_MEMORYIDS']._serialized_end=1129
-  _globals['_ERASEREQUEST']._serialized_start=1132
-  _globals['_ERASEREQUEST']._serialized_end=1375
-  _globals['_STORECOUNTS']._serialized_start=1377
-  _globals['_STORECOUNTS']._serialized_end=1487
-  _globals['_ERASURERECEIPT']._serialized_start=1490
-  _globals['_ERASURERECEIPT']._serialized_end=1717
-  _globals['_ERASERESPONSE']._serialized_start=1719
-  _globals['_ERASERESPONSE']._serialized_end=1779
-  _globals['_MEMORYVIEWREQUEST']._serialized_start=1782
-  _globals['_MEMORYVIEWREQUEST']._serialized_end=1943
-  _globals['_MEMORYVIEWRESPONSE']._serialized_start=1945
-  _globals['_MEMORYVIEWRESPONSE']._serialized_end=2060
-  _globals['_GETHISTORYREQUEST']._serialized_start=2062
-  _globals['_GETHISTORYREQUEST']._serialized_end=2156
-  _globals['_MEMORYVERSION']._serialized_start=2159
-  _globals['_MEMORYVERSION']._serialized_end=2299
-  _globals['_GETHISTORYRESPONSE']._serialized_start=2301
-  _globals['_GETHISTORYRESPONSE']._serialized_end=2391
-  _globals['_MEMORYSERVICE']._serialized_start=2969
-  _globals['_MEMORYSERVICE']._serialized_end=3327
+  _globals['_WRITERESPONSE']._serialized_end=494
+  _globals['_SCOREWEIGHTS']._serialized_start=497
+  _globals['_SCOREWEIGHTS']._serialized_end=625
+  _globals['_RECALLREQUEST']._serialized_start=628
+  _globals['_RECALLREQUEST']._serialized_end=833
+  _globals['_SCOREDMEMORY']._serialized_start=836
+  _globals['_SCOREDMEMORY']._serialized_end=1000
+  _globals['_RECALLRESPONSE']._serialized_start=1002
+  _globals['_RECALLRESPONSE']._serialized_end=1120
+  _globals['_MEMORYIDS']._serialized_start=1122
+  _globals['_MEMORYIDS']._serialized_end=1146
+  _globals['_ERASEREQUEST']._serialized_start=1149
+  _globals['_ERASEREQUEST']._serialized_end=1392
+  _globals['_STORECOUNTS']._serialized_start=1394
+  _globals['_STORECOUNTS']._serialized_end=1504
+  _globals['_ERASURERECEIPT']._serialized_start=1507
+  _globals['_ERASURERECEIPT']._serialized_end=1734
+  _globals['_ERASERESPONSE']._serialized_start=1736
+  _globals['_ERASERESPONSE']._serialized_end=1796
+  _globals['_MEMORYVIEWREQUEST']._serialized_start=1799
+  _globals['_MEMORYVIEWREQUEST']._serialized_end=1960
+  _globals['_MEMORYVIEWRESPONSE']._serialized_start=1962
+  _globals['_MEMORYVIEWRESPONSE']._serialized_end=2077
+  _globals['_GETHISTORYREQUEST']._serialized_start=2079
+  _globals['_GETHISTORYREQUEST']._serialized_end=2173
+  _globals['_MEMORYVERSION']._serialized_start=2176
+  _globals['_MEMORYVERSION']._serialized_end=2316
+  _globals['_GETHISTORYRESPONSE']._serialized_start=2318
+  _globals['_GETHISTORYRESPONSE']._serialized_end=2408
+  _globals['_MEMORYSERVICE']._serialized_start=2986
+  _globals['_MEMORYSERVICE']._serialized_end=3344
 # @@protoc_insertion_point(module_scope)

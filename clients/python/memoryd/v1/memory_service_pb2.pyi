@@ -89,12 +89,14 @@ class WriteResult(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ..., reason: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class WriteResponse(_message.Message):
-    __slots__ = ("results", "extraction_job_id")
+    __slots__ = ("results", "extraction_job_id", "indexed")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     EXTRACTION_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEXED_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[WriteResult]
     extraction_job_id: str
-    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., extraction_job_id: _Optional[str] = ...) -> None: ...
+    indexed: bool
+    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., extraction_job_id: _Optional[str] = ..., indexed: _Optional[bool] = ...) -> None: ...
 
 class ScoreWeights(_message.Message):
     __slots__ = ("similarity", "recency", "importance")

@@ -1,0 +1,255 @@
+"""Recall: keyed point lookups and hybrid free-text search, scored, deduplicated and cut.
+
+Free text runs two channels in parallel, both filtered by the caller's view-narrowed filter
+before they search: dense (the query embedding against the tenant's partition, limit
+top_k × 3) and keyword (BM25 over keyed term hashes in Postgres). The candidates are fused
+with reciprocal rank fusion, re-read from Postgres (an id without an active row is dropped,
+so a stale vector is never served), scored as
+
+    w_sim · similarity + w_rec · 0.5^(age / half_life[category]) + w_imp · importance (+ pinned)
+
+de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. If the dense
+channel is down the answer comes from the keyword channel alone and says so (degraded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from memoryd.domain import (
+    Embedder,
+    Memory,
+    MemorydError,
+    ReadFilter,
+    ScoreParts,
+    ScoreWeights,
+    Unavailable,
+    fit_budget,
+    recency,
+    score,
+)
+
+from ._config import Scoring
+
+_log = logging.getLogger("memoryd.server.recall")
+RRF_K = 60
+MMR_LAMBDA = 0.7
+
+
+class RecallStore(Protocol):
+    async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]: ...
+
+    async def fetch(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]: ...
+
+    async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
+                             now: datetime) -> list[tuple[str, float]]: ...
+
+
+class DenseIndex(Protocol):
+    async def search(self, tenant: str, flt: ReadFilter, vector: list[float], limit: int,
+                     now: datetime) -> list[tuple[str, float, list[float]]]: ...
+
+    async def vectors(self, tenant: str, ids: list[str]) -> dict[str, list[float]]: ...
+
+
+@dataclass
+class Candidate:
+    memory_id: str
+    dense_rank: int = 0
+    keyword_rank: int = 0
+    cosine: float | None = None
+    vector: list[float] | None = None
+    fused: float = 0.0
+
+
+@dataclass
+class Recalled:
+    ranked: list[tuple[Memory, ScoreParts]] = field(default_factory=list)
+    degraded_reason: str = ""
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))
+
+
+def fuse(dense: list[tuple[str, float, list[float]]], keyword: list[tuple[str, float]]) -> dict[str, Candidate]:
+    """Reciprocal rank fusion of the two channels' rankings."""
+    candidates: dict[str, Candidate] = {}
+    for rank, (memory_id, cosine, vector) in enumerate(dense, start=1):
+        c = candidates.setdefault(memory_id, Candidate(memory_id))
+        c.dense_rank, c.cosine, c.vector = rank, cosine, vector
+        c.fused += 1.0 / (RRF_K + rank)
+    for rank, (memory_id, _) in enumerate(keyword, start=1):
+        c = candidates.setdefault(memory_id, Candidate(memory_id))
+        c.keyword_rank = rank
+        c.fused += 1.0 / (RRF_K + rank)
+    return candidates
+
+
+def mmr(items: list[tuple[Memory, ScoreParts, list[float] | None]], limit: int,
+        lam: float = MMR_LAMBDA) -> list[tuple[Memory, ScoreParts]]:
+    """Maximal marginal relevance: prefer high scores, penalise closeness to what is chosen.
+
+    Near-duplicates (cosine close to 1 with a chosen memory) sink below distinct memories.
+    Without vectors, identical texts count as duplicates.
+    """
+    n = len(items)
+    if n == 0:
+        return []
+    dim = next((len(v) for _, _, v in items if v is not None), 0)
+    matrix = np.zeros((n, max(dim, 1)), dtype=np.float32)
+    has_vector = np.zeros(n, dtype=bool)
+    for i, (_, _, vector) in enumerate(items):
+        if vector is not None and len(vector) == dim:
+            matrix[i] = vector
+            has_vector[i] = True
+    closeness = matrix @ matrix.T
+    if not has_vector.all():
+        texts = [m.text.strip().casefold() for m, _, _ in items]
+        for i in range(n):
+            for j in range(n):
+                if not (has_vector[i] and has_vector[j]):
+                    closeness[i, j] = 1.0 if texts[i] == texts[j] else 0.0
+    relevance = np.array([parts.score for _, parts, _ in items], dtype=np.float32)
+    nearest_chosen = np.zeros(n, dtype=np.float32)
+    remaining = np.ones(n, dtype=bool)
+    order: list[int] = []
+    while len(order) < min(limit, n):
+        value = lam * relevance - (1 - lam) * nearest_chosen
+        value[~remaining] = -np.inf
+        best = int(np.argmax(value))
+        order.append(best)
+        remaining[best] = False
+        nearest_chosen = np.maximum(nearest_chosen, closeness[best])
+    return [(items[i][0], items[i][1]) for i in order]
+
+
+class Recaller:
+    """Runs recall for one tenant's view-narrowed filter."""
+
+    def __init__(self, store: RecallStore, scoring: Scoring, *, index: DenseIndex | None = None,
+                 embedder: Embedder | None = None) -> None:
+        self._store = store
+        self._scoring = scoring
+        self._index = index
+        self._embedder = embedder
+
+    def _recency(self, m: Memory, now: datetime) -> float:
+        age_days = (now - m.updated_at).total_seconds() / 86400
+        return recency(age_days, self._scoring.half_life_days.get(m.category), m.pinned)
+
+    async def recall(self, tenant: str, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
+                     token_budget: int, weights: ScoreWeights, now: datetime) -> Recalled:
+        result = Recalled()
+        scored: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
+        if keys:
+            for m in await self._store.recall_keys(tenant, flt, keys, now):
+                # A keyed lookup is an exact match: similarity 1.
+                scored[m.id] = (m, score(weights, 1.0, self._recency(m, now), m.importance, m.pinned), None)
+        if query.strip():
+            for memory_id, item in (await self._free_text(tenant, flt, query, top_k, weights, now, result)).items():
+                if memory_id not in scored:
+                    scored[memory_id] = item
+        ranked = sorted(scored.values(), key=lambda item: -item[1].score)
+        diverse = mmr(ranked, len(ranked))
+        result.ranked = fit_budget(diverse, top_k, token_budget, lambda pair: pair[0].text)
+        return result
+
+    async def _free_text(self, tenant: str, flt: ReadFilter, query: str, top_k: int, weights: ScoreWeights,
+                         now: datetime, result: Recalled) -> dict[str, tuple[Memory, ScoreParts, list[float] | None]]:
+        limit = top_k * 3
+        dense_outcome, keyword_outcome = await asyncio.gather(
+            self._dense(tenant, flt, query, limit, now),
+            self._store.keyword_search(tenant, flt, query, limit, now),
+            return_exceptions=True,
+        )
+        if isinstance(keyword_outcome, BaseException):
+            raise keyword_outcome  # Postgres is the source of truth: without it there is no answer
+        dense: list[tuple[str, float, list[float]]] = []
+        query_vector: list[float] | None = None
+        if isinstance(dense_outcome, Unavailable) or dense_outcome is None:
+            result.degraded_reason = "dense channel unavailable: answered from keywords only"
+        elif isinstance(dense_outcome, BaseException):
+            raise dense_outcome
+        else:
+            query_vector, dense = dense_outcome
+        candidates = fuse(dense, keyword_outcome)
+        if not candidates:
+            return {}
+        rows = {m.id: m for m in await self._store.fetch(tenant, flt, list(candidates), now)}
+        missing = [i for i in rows if candidates[i].vector is None]
+        if missing and query_vector is not None and self._index is not None:
+            try:
+                for memory_id, vector in (await self._index.vectors(tenant, missing)).items():
+                    candidates[memory_id].vector = vector
+                    candidates[memory_id].cosine = _dot(query_vector, vector)
+            except Unavailable:
+                pass  # scores still stand on the fused ranks; MMR falls back to text
+        channels = 1 if result.degraded_reason else 2
+        best_possible = channels / (RRF_K + 1)
+        out: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
+        for memory_id, m in rows.items():
+            c = candidates[memory_id]
+            similarity = min(1.0, c.fused / best_possible)
+            parts = score(weights, similarity, self._recency(m, now), m.importance, m.pinned,
+                          keyword_rank=c.keyword_rank, dense_rank=c.dense_rank)
+            out[memory_id] = (m, parts, c.vector)
+        return out
+
+    async def _dense(self, tenant: str, flt: ReadFilter, query: str, limit: int,
+                     now: datetime) -> tuple[list[float], list[tuple[str, float, list[float]]]] | None:
+        if self._index is None or self._embedder is None:
+            return None
+        vector = await self._embedder.embed_query(query)
+        return vector, await self._index.search(tenant, flt, vector, limit, now)
+
+
+class AccessRecorder:
+    """Counts recalls per memory and writes them in batches, off the request path.
+
+    ``flush`` runs every ``interval`` seconds and once more on shutdown, so counts survive a
+    graceful stop.
+    """
+
+    def __init__(self, store: Any, interval: float = 1.0) -> None:
+        self._store = store
+        self._interval = interval
+        self._pending: dict[str, dict[str, int]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def record(self, tenant: str, ids: list[str]) -> None:
+        counts = self._pending.setdefault(tenant, {})
+        for memory_id in ids:
+            counts[memory_id] = counts.get(memory_id, 0) + 1
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            await self.flush()
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        for tenant, counts in pending.items():
+            try:
+                await self._store.record_access(tenant, counts)
+            except MemorydError as exc:
+                _log.warning("could not record %d recall(s) for a tenant: %s", len(counts), exc.message)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        await self.flush()

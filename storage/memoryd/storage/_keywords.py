@@ -1,0 +1,257 @@
+"""The keyword channel of recall: BM25 over keyed hashes of terms, never over plaintext.
+
+Text is tokenised here, in Python (jieba for Chinese, the Snowball English stemmer for
+everything else), and Postgres receives only ``TermHasher`` hashes of the terms with their
+frequencies (table ``memory_terms``, migration 0002). So the keyword index holds no memory
+text that a backup, a replica or a query log could leak, and BM25 still ranks in one SQL
+statement, under row level security, after the same WHERE clause as every other read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+import unicodedata
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import snowballstemmer
+from psycopg import sql
+from psycopg.rows import tuple_row
+
+from memoryd.domain import Internal, ReadFilter
+
+from ._rows import read_conditions
+
+# BM25 parameters (the usual Robertson/Lucene defaults).
+K1 = 1.2
+B = 0.75
+
+# Han ideographs (CJK Unified, extension A, compatibility, extensions B–F). Runs of them are
+# segmented by jieba; everything else is split into words on non-alphanumerics.
+_HAN = re.compile("([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]+)")
+# Alphanumeric runs: `_` counts as a separator too, so "primary_language" is two words, as
+# are "a.b", "a:b", "a/b" and "a-b".
+_WORD = re.compile(r"[^\W_]+")
+
+# Words too common to say anything about a memory. Kept small on purpose: BM25's idf already
+# discounts common words; this list only keeps them from making a match on their own.
+_ENGLISH_STOPWORDS = frozenset(
+    "a about after all also am an and any are as at be been being but by can could did do does "
+    "doing for from had has have having he her hers him his how i if in into is it its me my "
+    "no nor not of on or our ours she so than that the their theirs them then there these they "
+    "this those to too was we were what when where which while who whom why will with would "
+    "you your yours".split()
+)
+# Chinese particles and pronouns that jieba emits as words of their own.
+_CHINESE_STOPWORDS = frozenset("的 了 着 过 吗 呢 吧 啊 呀 和 与 及 是 在 也 都 就 我 你 他 她 它 我们 你们 他们".split())
+
+_stemmer = snowballstemmer.stemmer("english")
+_jieba_lock = threading.Lock()
+_jieba: Any = None
+
+
+def _segmenter() -> Any:
+    """jieba's tokenizer, built once on first use (its dictionary: ~1 s and ~65 MB of memory).
+
+    A private ``jieba.Tokenizer``, so nothing else in the process that uses jieba's global one
+    (custom words, another dictionary) changes how memoryd segments. Its prefix dictionary is
+    built from the dictionary shipped in the pinned jieba wheel, not through ``initialize()``,
+    which would load and write ``jieba.cache`` in the shared temp directory: another local
+    user could plant that file and change how memoryd segments, and it saves only ~0.4 s.
+    jieba logs to stderr and, on some setups, warns while importing (invalid escapes in its
+    regexes when compiled from source; the ``pkg_resources`` deprecation); neither is about
+    our input, so both are silenced here, and only here.
+    """
+    global _jieba
+    if _jieba is None:
+        with _jieba_lock:
+            if _jieba is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    warnings.simplefilter("ignore", UserWarning)
+                    import jieba
+                jieba.setLogLevel(logging.WARNING)
+                segmenter = jieba.Tokenizer()
+                segmenter.FREQ, segmenter.total = segmenter.gen_pfdict(segmenter.get_dict_file())
+                segmenter.initialized = True
+                _jieba = segmenter
+    return _jieba
+
+
+def warm_up() -> None:
+    """Load jieba's dictionary now (e.g. at server start) instead of in the first request."""
+    _segmenter()
+
+
+def tokenize(text: str) -> list[str]:
+    """The terms of ``text``, in order, repeats kept (their count is the term frequency).
+
+    NFKC first, so full-width letters and digits and compatibility ideographs match their
+    ordinary forms; then casefold. Han runs are segmented with jieba's search mode, which
+    also emits the shorter words inside long ones (中华人民共和国 → 中华, 人民, 共和国, …), so a
+    query for a part finds the whole. Other words are stemmed (running, runs → run) unless
+    they are stopwords or a single letter; numbers such as order ids and years are kept.
+    """
+    normalised = unicodedata.normalize("NFKC", text).casefold()
+    tokens: list[str] = []
+    for index, part in enumerate(_HAN.split(normalised)):
+        if not part:
+            continue
+        if index % 2:  # a Han run: re.split puts the captured separators at odd positions
+            tokens += [w for w in _segmenter().lcut_for_search(part) if w.strip() and w not in _CHINESE_STOPWORDS]
+            continue
+        for word in _WORD.findall(part):
+            if word in _ENGLISH_STOPWORDS or (len(word) == 1 and not word.isdigit()):
+                continue
+            tokens.append(word if word.isdigit() else _stemmer.stemWord(word))
+    return tokens
+
+
+class TermHasher:
+    """Maps a term to a signed 64-bit integer: keyed BLAKE2b, so the index holds no words.
+
+    The key matters: with a plain hash anyone holding the table could hash a dictionary and
+    read the memories back; without the secret the hashes cannot be reversed that way. The
+    same secret must be used for writing and searching, and changing it means re-indexing.
+    """
+
+    def __init__(self, secret: bytes) -> None:
+        if not 16 <= len(secret) <= 64:
+            raise ValueError("the term hashing secret must be 16 to 64 bytes")
+        self._secret = secret
+
+    def for_tenant(self, tenant: str) -> TermHasher:
+        """A hasher keyed for one tenant: the same word hashes differently in every tenant, so
+        term frequencies cannot be compared across tenants either."""
+        return TermHasher(hashlib.blake2b(tenant.encode("utf-8"), key=self._secret, person=b"memoryd-terms").digest())
+
+    def term(self, token: str) -> int:
+        """First 8 bytes of BLAKE2b(token, key=secret), as a Postgres ``bigint``."""
+        digest = hashlib.blake2b(token.encode("utf-8"), key=self._secret).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+    def counts(self, tokens: Sequence[str]) -> Counter[int]:
+        """Term frequencies by hash (two words that collide count as one term, as stored)."""
+        return Counter(self.term(token) for token in tokens)
+
+
+async def replace_terms(
+    conn: psycopg.AsyncConnection[Any],
+    tenant: str,
+    subject: str,
+    memory_id: str,
+    key: str,
+    text: str,
+    hasher: TermHasher,
+) -> int:
+    """Index a memory's key and text in the caller's transaction; return its document length.
+
+    Runs inside the write's own transaction, so the terms change exactly when the memory
+    does. ``subject`` is the memory's stored subject ('' for org-scoped memories); a memory
+    that is not this tenant's and subject's is refused rather than indexed under the wrong
+    owner.
+    """
+    tokens = tokenize(f"{key} {text}")
+    counts = hasher.counts(tokens)
+    cur = await conn.execute(
+        "UPDATE memories SET doc_len = %s WHERE tenant_id = %s AND id = %s AND subject = %s RETURNING id",
+        (len(tokens), tenant, memory_id, subject),
+    )
+    if await cur.fetchone() is None:
+        raise Internal("replace_terms: no such memory for this tenant and subject")
+    await conn.execute("DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = %s", (tenant, memory_id))
+    if counts:
+        await conn.execute(
+            "INSERT INTO memory_terms (tenant_id, subject, memory_id, term, tf) "
+            "SELECT %s, %s, %s, t.term, t.tf FROM unnest(%s::bigint[], %s::integer[]) AS t(term, tf)",
+            (tenant, subject, memory_id, list(counts), list(counts.values())),
+        )
+    return len(tokens)
+
+
+async def delete_terms(conn: psycopg.AsyncConnection[Any], tenant: str, memory_ids: Sequence[str]) -> int:
+    """Remove the memories' terms (forget/purge); return the number of term rows removed."""
+    if not memory_ids:
+        return 0
+    cur = await conn.execute(
+        "DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])", (tenant, list(memory_ids))
+    )
+    return cur.rowcount
+
+
+# FILTER FIRST: `eligible` is every memory the read may consider (the shared read WHERE clause,
+# active, unexpired); N, avgdl and df are computed over it, and only its members can match. So
+# neither what the caller may not read nor forgotten or expired memories influence the scores
+# of what it may. `memories` columns stay unqualified because read_conditions names them bare.
+# Placeholders are positional, in this order: the WHERE clause's, now, query terms, their
+# frequencies, tenant, owners, query terms, limit.
+_BM25 = sql.SQL(f"""
+WITH eligible AS MATERIALIZED (
+    SELECT id, doc_len FROM memories
+    WHERE {{where}} AND status = 'active' AND (valid_until IS NULL OR valid_until > %s)
+),
+stats AS MATERIALIZED (  -- once, not once per hit
+    SELECT count(*)::float8 AS n, COALESCE(NULLIF(avg(doc_len), 0), 1)::float8 AS avgdl FROM eligible
+),
+query AS (
+    SELECT q.term, q.qtf FROM unnest(%s::bigint[], %s::integer[]) AS q(term, qtf)
+),
+hits AS (
+    SELECT t.memory_id, t.term, t.tf, e.doc_len
+    FROM memory_terms t JOIN eligible e ON e.id = t.memory_id
+    WHERE t.tenant_id = %s AND t.subject = ANY(%s) AND t.term = ANY(%s::bigint[])
+),
+idf AS (
+    SELECT h.term, ln(1 + (s.n - count(*)::float8 + 0.5) / (count(*)::float8 + 0.5)) AS idf
+    FROM hits h CROSS JOIN stats s GROUP BY h.term, s.n
+)
+SELECT h.memory_id::text AS memory_id,
+       sum(q.qtf * i.idf * h.tf * ({K1} + 1) / (h.tf + {K1} * (1 - {B} + {B} * h.doc_len::float8 / s.avgdl))) AS score
+FROM hits h JOIN idf i USING (term) JOIN query q USING (term) CROSS JOIN stats s
+GROUP BY h.memory_id
+ORDER BY score DESC, h.memory_id
+LIMIT %s
+""")
+
+
+def bm25_statement(
+    tenant: str, flt: ReadFilter, terms: Counter[int], limit: int, now: datetime
+) -> tuple[sql.Composed, list[Any]]:
+    """The one SQL statement of a keyword search and its parameters (bench/keyword_probe.py EXPLAINs it)."""
+    where, params = read_conditions(tenant, flt)
+    # Redundant with the join on `eligible`, which alone decides what may match; it lets the
+    # postings index narrow to the subject's (and, if asked for, the organisation's) rows.
+    owners = [flt.subject, ""] if flt.include_org else [flt.subject]
+    hashes = list(terms)
+    return _BM25.format(where=where), [*params, now, hashes, list(terms.values()), tenant, owners, hashes, limit]
+
+
+async def keyword_search(
+    conn: psycopg.AsyncConnection[Any],
+    tenant: str,
+    flt: ReadFilter,
+    query: str,
+    hasher: TermHasher,
+    limit: int,
+    now: datetime,
+) -> list[tuple[str, float]]:
+    """The memories matching ``query``'s terms, best BM25 score first, as (memory id, score).
+
+    A word repeated in the query weighs more (its idf counts once per repeat). A query with
+    no terms left after tokenising (empty, punctuation, only stopwords) matches nothing.
+    """
+    terms = hasher.counts(tokenize(query))
+    if not terms or limit <= 0:
+        return []
+    statement, params = bm25_statement(tenant, flt, terms, limit, now)
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(statement, params)
+        return [(memory_id, float(score)) for memory_id, score in await cur.fetchall()]

@@ -1,0 +1,292 @@
+"""The vector index on Milvus: one collection per embedding model, one partition per tenant.
+
+Milvus holds ids, the scalar fields needed to filter, and the vector — never memory text or
+values. Postgres stays the source of truth: every hit is re-read from Postgres (with the
+exact view filter) before it is served, so a stale vector is never returned.
+
+Two routing modes:
+
+- ``partition`` (default): a partition per tenant, named from a hash of the tenant id,
+  created on first write; searches name the partition.
+- ``partition_key``: for more tenants than a collection's partition limit, the ``tenant``
+  field is the partition key and Milvus routes by it.
+
+In both modes every search, query and delete ALSO filters on the tenant in its expression:
+defence in depth (Milvus Lite 3.2 ignores ``partition_name`` for some calls).
+
+pymilvus's client is synchronous; all calls run on one dedicated thread so the event loop
+never blocks and Milvus Lite (in-process) is only ever entered from one thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from memoryd.domain import Internal, ReadFilter, Unavailable
+
+T = TypeVar("T")
+_log = logging.getLogger("memoryd.storage.milvus")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+ROUTING_MODES = ("partition", "partition_key")
+
+
+@dataclass(frozen=True)
+class IndexedMemory:
+    """The filterable facts about one memory that the index keeps beside its vector."""
+
+    id: str
+    subject: str
+    scope: str
+    session_id: str
+    category: str
+    key: str
+    tags: tuple[str, ...]
+    updated_at: datetime
+    valid_until: datetime | None
+
+
+def _literal(value: str) -> str:
+    """A string literal for a Milvus expression: backslashes and quotes escaped, control
+    characters refused, so no value can change the expression's structure."""
+    if _CONTROL.search(value):
+        raise Internal("refusing a control character in a vector-index expression")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _list(values: list[str] | tuple[str, ...]) -> str:
+    return "[" + ", ".join(_literal(v) for v in values) + "]"
+
+
+def collection_name(model_id: str, routing: str) -> str:
+    """Readable, and unique per model id: the slug alone would merge "a-b" with "a_b"."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", model_id).strip("_").lower()[:160]
+    digest = hashlib.sha256(model_id.encode()).hexdigest()[:8]
+    return f"memoryd_{slug}_{digest}" + ("_pk" if routing == "partition_key" else "")
+
+
+def partition_name(tenant: str) -> str:
+    return "t_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+
+def filter_expression(tenant: str, flt: ReadFilter, now: datetime) -> str:
+    """The view-narrowed read filter as a Milvus boolean expression (filter first, then search).
+
+    It mirrors ``_rows.read_conditions``; where Milvus is coarser (``like`` treats ``_`` as a
+    wildcard) it may let a little more through, never less — the Postgres re-read is exact.
+    """
+    parts = [f"tenant == {_literal(tenant)}", 'status == "active"',
+             f"(valid_until == 0 or valid_until > {int(now.timestamp())})"]
+    if flt.include_org:
+        parts.append(f'(subject == {_literal(flt.subject)} or (subject == "" and scope == "org"))')
+    else:
+        parts.append(f'subject == {_literal(flt.subject)} and scope != "org"')
+    if flt.session_id and not flt.any_session:
+        parts.append(f'(scope != "session" or session_id == {_literal(flt.session_id)})')
+    elif not flt.any_session:
+        parts.append('scope != "session"')
+    if flt.categories:
+        parts.append(f"category in {_list([c.value for c in flt.categories])}")
+    if flt.keys:
+        parts.append(f"key in {_list(list(flt.keys))}")
+    if flt.tags:
+        parts.append(f"array_contains_all(tags, {_list(list(flt.tags))})")
+    if flt.updated_after is not None:
+        parts.append(f"updated_at >= {int(flt.updated_after.timestamp())}")
+    if flt.updated_before is not None:
+        parts.append(f"updated_at < {int(flt.updated_before.timestamp())}")
+    rules = []
+    for category, patterns in flt.rules:
+        if "*" in patterns or not patterns:
+            rules.append(f"category == {_literal(category.value)}")
+        else:
+            likes = " or ".join(f"key like {_literal(p.replace('*', '%'))}" for p in patterns)
+            rules.append(f"(category == {_literal(category.value)} and ({likes}))")
+    parts.append("(" + " or ".join(rules) + ")" if rules else "false")
+    return " and ".join(parts)
+
+
+class MilvusIndex:
+    """The vectors of one embedding model."""
+
+    def __init__(self, uri: str, *, model_id: str, dim: int, routing: str = "partition", token: str = "") -> None:
+        if routing not in ROUTING_MODES:
+            raise ValueError(f"milvus routing must be one of {ROUTING_MODES}")
+        self.uri = uri
+        self.model_id = model_id
+        self.dim = dim
+        self.routing = routing
+        self.collection = collection_name(model_id, routing)
+        self._token = token
+        self._client: Any = None
+        self._partitions: set[str] = set()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-milvus")
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn)
+        except (Internal, Unavailable):
+            raise
+        except Exception as exc:  # pymilvus raises many kinds; all mean the index is not usable now
+            self._client = None  # reconnect on the next call
+            _log.warning("vector index call failed: %s", type(exc).__name__)
+            raise Unavailable("the vector index is unavailable") from exc
+
+    def _connect(self) -> Any:
+        if self._client is not None:
+            return self._client
+        from pymilvus import MilvusClient
+
+        client = MilvusClient(uri=self.uri, token=self._token, timeout=10)
+        if not client.has_collection(self.collection):
+            self._create_collection(client)
+        # A reopened collection comes back released: load it before searching.
+        client.load_collection(self.collection)
+        self._client = client
+        self._partitions = set(client.list_partitions(self.collection))
+        return client
+
+    def _create_collection(self, client: Any) -> None:
+        from pymilvus import DataType
+
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False,
+                                      description=f"memoryd vectors of {self.model_id}")
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=36)
+        schema.add_field("tenant", DataType.VARCHAR, max_length=64, is_partition_key=self.routing == "partition_key")
+        schema.add_field("subject", DataType.VARCHAR, max_length=128)
+        schema.add_field("scope", DataType.VARCHAR, max_length=8)
+        schema.add_field("session_id", DataType.VARCHAR, max_length=128)
+        schema.add_field("category", DataType.VARCHAR, max_length=16)
+        schema.add_field("key", DataType.VARCHAR, max_length=128)
+        schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=32, max_length=64)
+        schema.add_field("status", DataType.VARCHAR, max_length=10)
+        schema.add_field("updated_at", DataType.INT64)
+        schema.add_field("valid_until", DataType.INT64)
+        schema.add_field("vec", DataType.FLOAT_VECTOR, dim=self.dim)
+        index = client.prepare_index_params()
+        index.add_index("vec", index_type="AUTOINDEX", metric_type="COSINE")
+        client.create_collection(self.collection, schema=schema, index_params=index)
+
+    def _partition(self, client: Any, tenant: str, create: bool) -> list[str] | None:
+        """The partitions to name for ``tenant`` (None in partition-key mode)."""
+        if self.routing == "partition_key":
+            return None
+        name = partition_name(tenant)
+        if name not in self._partitions:
+            if not create:
+                return []  # nothing was ever written for this tenant
+            if not client.has_partition(self.collection, name):
+                client.create_partition(self.collection, name)
+            self._partitions.add(name)
+        return [name]
+
+    async def ping(self) -> None:
+        await self._run(lambda: self._connect().get_load_state(self.collection))
+
+    async def upsert(self, tenant: str, items: list[IndexedMemory], vectors: list[list[float]]) -> None:
+        if not items:
+            return
+        if len(items) != len(vectors) or any(len(v) != self.dim for v in vectors):
+            raise Internal("vector count or dimension does not match the index")
+        rows = [
+            {"id": m.id, "tenant": tenant, "subject": m.subject, "scope": m.scope, "session_id": m.session_id,
+             "category": m.category, "key": m.key, "tags": list(m.tags), "status": "active",
+             "updated_at": int(m.updated_at.timestamp()),
+             "valid_until": int(m.valid_until.timestamp()) if m.valid_until else 0, "vec": vector}
+            for m, vector in zip(items, vectors)
+        ]
+
+        def call() -> None:
+            client = self._connect()
+            partitions = self._partition(client, tenant, create=True)
+            client.upsert(self.collection, rows, partition_name=partitions[0] if partitions else None)
+
+        await self._run(call)
+
+    async def delete(self, tenant: str, ids: list[str]) -> int:
+        if not ids:
+            return 0
+        expr = f"tenant == {_literal(tenant)} and id in {_list(ids)}"
+        return await self._run(lambda: self._delete(tenant, expr))
+
+    async def delete_subject(self, tenant: str, subject: str) -> int:
+        expr = f"tenant == {_literal(tenant)} and subject == {_literal(subject)}"
+        return await self._run(lambda: self._delete(tenant, expr))
+
+    def _delete(self, tenant: str, expr: str) -> int:
+        client = self._connect()
+        partitions = self._partition(client, tenant, create=False)
+        if partitions == []:
+            return 0
+        result = client.delete(self.collection, filter=expr, partition_name=partitions[0] if partitions else None)
+        return int(result.get("delete_count", 0)) if isinstance(result, dict) else len(result or [])
+
+    async def count(self, tenant: str, *, ids: list[str] | None = None, subject: str = "") -> int:
+        """How many vectors of ``tenant`` remain (of ``ids``, or of ``subject``)."""
+        expr = f"tenant == {_literal(tenant)}"
+        if ids is not None:
+            if not ids:
+                return 0
+            expr += f" and id in {_list(ids)}"
+        if subject:
+            expr += f" and subject == {_literal(subject)}"
+
+        def call() -> int:
+            client = self._connect()
+            partitions = self._partition(client, tenant, create=False)
+            if partitions == []:
+                return 0
+            rows = client.query(self.collection, filter=expr, output_fields=["count(*)"], partition_names=partitions)
+            return int(rows[0]["count(*)"]) if rows else 0
+
+        return await self._run(call)
+
+    async def search(self, tenant: str, flt: ReadFilter, vector: list[float], limit: int,
+                     now: datetime) -> list[tuple[str, float, list[float]]]:
+        """(id, cosine similarity, vector) of the nearest memories that pass the filter."""
+        expr = filter_expression(tenant, flt, now)
+
+        def call() -> list[tuple[str, float, list[float]]]:
+            client = self._connect()
+            partitions = self._partition(client, tenant, create=False)
+            if partitions == []:
+                return []
+            hits = client.search(self.collection, [vector], limit=limit, filter=expr, output_fields=["vec"],
+                                 partition_names=partitions, search_params={"metric_type": "COSINE"})
+            return [(str(h["id"]), float(h["distance"]), list(h["entity"]["vec"])) for h in hits[0]]
+
+        return await self._run(call)
+
+    async def vectors(self, tenant: str, ids: list[str]) -> dict[str, list[float]]:
+        if not ids:
+            return {}
+        expr = f"tenant == {_literal(tenant)} and id in {_list(ids)}"
+
+        def call() -> dict[str, list[float]]:
+            client = self._connect()
+            partitions = self._partition(client, tenant, create=False)
+            if partitions == []:
+                return {}
+            rows = client.query(self.collection, filter=expr, output_fields=["id", "vec"], partition_names=partitions)
+            return {str(r["id"]): list(r["vec"]) for r in rows}
+
+        return await self._run(call)
+
+    async def close(self) -> None:
+        def call() -> None:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        finally:
+            self._executor.shutdown(wait=True)

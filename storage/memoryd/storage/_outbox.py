@@ -1,0 +1,180 @@
+"""The outbox worker: keeps the vector index in step with Postgres.
+
+Write and Erase leave an outbox row (memory id, op) in the same transaction as the change.
+The worker claims rows with ``FOR UPDATE SKIP LOCKED`` — so any number of workers, in the
+server process or as ``memoryd worker`` processes, share the work without doing it twice —
+re-reads each memory's *current* row, embeds ``key + text`` and upserts the vector (or
+deletes it when the memory is gone or no longer active), then deletes the outbox rows. A
+failure retries with exponential backoff and becomes a dead letter after ``max_attempts``,
+keeping the reason. Re-reading the current row makes every operation idempotent, so
+duplicates and reordering are harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from memoryd.domain import Embedder, MemorydError
+
+from ._memories import PostgresMemoryStore
+from ._milvus import MilvusIndex, partition_name
+from ._postgres import Postgres
+
+_log = logging.getLogger("memoryd.storage.outbox")
+
+
+@dataclass(frozen=True)
+class OutboxLag:
+    pending: int
+    dead: int
+    oldest_pending_seconds: float
+
+
+@dataclass(frozen=True)
+class IndexTarget:
+    """One collection the worker keeps current, with the embedder that fills it."""
+
+    index: MilvusIndex
+    embedder: Embedder
+
+
+def embedding_text(key: str, text: str) -> str:
+    """What is embedded: the key (in words) and the value for structured memories."""
+    return f"{key.replace('_', ' ')}: {text}" if key else text
+
+
+class OutboxWorker:
+    def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: list[IndexTarget], *,
+                 batch_size: int = 32, max_attempts: int = 8, base_backoff: float = 0.5,
+                 max_backoff: float = 60.0) -> None:
+        self._queue = queue
+        self._store = store
+        self._targets = targets
+        self._batch = batch_size
+        self._max_attempts = max_attempts
+        self._base = base_backoff
+        self._cap = max_backoff
+        self.wakeup = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
+        """Drain until ``stop`` is set; sleep when idle or when Postgres is unreachable."""
+        pause = idle_seconds
+        while not stop.is_set():
+            try:
+                processed = await self.drain_once()
+                pause = idle_seconds
+            except MemorydError as exc:
+                _log.warning("outbox worker: %s; retrying in %.1fs", exc.message, pause)
+                processed = 0
+                pause = min(pause * 2, 10.0)
+            if processed:
+                continue
+            self.wakeup.clear()
+            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.wakeup.wait())]
+            await asyncio.wait(waiters, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in waiters:
+                waiter.cancel()
+
+    async def drain_once(self) -> int:
+        """Claim and settle one batch; return how many outbox rows it settled."""
+        async with self._queue.worker_tx() as conn:
+            cur = await conn.execute(
+                "SELECT tenant_id, id, memory_id, attempts FROM outbox "
+                "WHERE NOT dead AND next_attempt_at <= now() ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
+                (self._batch,),
+            )
+            rows = await cur.fetchall()
+            if not rows:
+                return 0
+            by_tenant: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for row in rows:
+                by_tenant[row["tenant_id"]].append(row)
+            for tenant, claimed in by_tenant.items():
+                ids = sorted({str(r["memory_id"]) for r in claimed})
+                try:
+                    await self._apply(tenant, ids)
+                except MemorydError as exc:
+                    await self._retry_later(conn, tenant, claimed, exc.message)
+                    continue
+                await self._record_routes(conn, tenant)
+                await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND id = ANY(%s)",
+                                   (tenant, [r["id"] for r in claimed]))
+            return len(rows)
+
+    async def _apply(self, tenant: str, ids: list[str]) -> None:
+        current = await self._store.index_rows(tenant, ids)
+        gone = [i for i in ids if i not in {m.id for m, _ in current}]
+        for target in self._targets:
+            if current:
+                texts = [embedding_text(m.key, text) for m, text in current]
+                vectors = await target.embedder.embed_passages(texts)
+                await target.index.upsert(tenant, [m for m, _ in current], vectors)
+            if gone:
+                await target.index.delete(tenant, gone)
+
+    async def _retry_later(self, conn: Any, tenant: str, claimed: list[dict[str, Any]], reason: str) -> None:
+        for row in claimed:
+            attempts = row["attempts"] + 1
+            dead = attempts >= self._max_attempts
+            delay = min(self._base * 2 ** (attempts - 1), self._cap)
+            await conn.execute(
+                "UPDATE outbox SET attempts = %s, dead = %s, last_error = %s, "
+                "next_attempt_at = now() + make_interval(secs => %s) WHERE tenant_id = %s AND id = %s",
+                (attempts, dead, reason[:500], delay, tenant, row["id"]),
+            )
+            if dead:
+                _log.error("outbox: memory %s of tenant %s dead-lettered after %d attempts: %s",
+                           row["memory_id"], tenant, attempts, reason)
+
+    async def _record_routes(self, conn: Any, tenant: str) -> None:
+        for target in self._targets:
+            index = target.index
+            await conn.execute(
+                "INSERT INTO index_routes (tenant_id, collection, partition_name, mode) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                (tenant, index.collection, partition_name(tenant) if index.routing == "partition" else "",
+                 index.routing),
+            )
+
+    async def lag(self) -> OutboxLag:
+        async with self._queue.worker_tx() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FILTER (WHERE NOT dead) AS pending, count(*) FILTER (WHERE dead) AS dead, "
+                "COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE NOT dead)), 0) AS oldest "
+                "FROM outbox"
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        return OutboxLag(int(row["pending"]), int(row["dead"]), float(row["oldest"]))
+
+    async def replay_dead(self) -> int:
+        """Give every dead letter a fresh set of attempts; return how many."""
+        async with self._queue.worker_tx() as conn:
+            cur = await conn.execute(
+                "UPDATE outbox SET dead = false, attempts = 0, next_attempt_at = now() WHERE dead"
+            )
+            return cur.rowcount
+
+
+async def wait_indexed(store: PostgresMemoryStore, worker: OutboxWorker | None, tenant: str, ids: list[str],
+                       timeout: float) -> bool:
+    """Wait until no index work is pending for ``ids``; False if it did not happen in time."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    delay = 0.02
+    while True:
+        if worker is not None:
+            worker.wakeup.set()
+        pending, dead = await store.pending_index_work(tenant, ids)
+        if not pending and not dead:
+            return True
+        if dead or loop.time() + delay > deadline:
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.25)
+
+

@@ -1,0 +1,168 @@
+"""Free-text Recall through gRPC: dense + keyword channels, real embedder, real Milvus Lite."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ..support import Agent, draft, unique
+
+WAIT = svc.CONSISTENCY_WAIT_INDEXED
+
+
+def remember(agent: Agent, subject: str, *texts: str, category: str = "event") -> list[str]:
+    response = agent.write(subject, *(draft(category, t) for t in texts), consistency=WAIT)
+    assert response.indexed, "WAIT_INDEXED returned before the memories were searchable"
+    return [r.memory_id for r in response.results]
+
+
+def recall(agent: Agent, subject: str, query: str, **kwargs: object) -> svc.RecallResponse:
+    return agent.call("Recall", svc.RecallRequest(subject=subject, query=query, **kwargs))
+
+
+def texts(response: svc.RecallResponse) -> list[str]:
+    return [m.memory.text for m in response.memories]
+
+
+@pytest.mark.parametrize(
+    ("memories", "query", "expected"),
+    [
+        (["每天早上喝绿茶", "Drives a red Volvo", "Her sister is a veterinarian in Porto", "Dislikes loud restaurants"],
+         "what does she drink in the morning?", "每天早上喝绿茶"),
+        (["Drives a red Volvo", "Her sister is a veterinarian in Porto", "Dislikes loud restaurants",
+          "Travels to Shanghai for work next month"],
+         "她开什么车", "Drives a red Volvo"),
+        (["下个月去上海出差", "Drives a red Volvo", "Her sister is a veterinarian in Porto"],
+         "where is the business trip next month?", "下个月去上海出差"),
+    ],
+    ids=["english-query-chinese-memory", "chinese-query-english-memory", "english-query-chinese-trip"],
+)
+def test_recall_finds_the_right_memory_across_languages(agent, memories, query, expected):
+    remember(agent, "alice", *memories)
+
+    response = recall(agent, "alice", query, top_k=1)
+
+    assert texts(response) == [expected]
+    assert response.memories[0].dense_rank == 1
+    assert not response.degraded
+
+
+def test_every_result_explains_its_score(agent):
+    remember(agent, "alice", "Alice adopted a grey cat called Miso", "Alice plays the cello on Sundays")
+
+    best = recall(agent, "alice", "Miso the cat", top_k=2).memories[0]
+
+    assert best.memory.text == "Alice adopted a grey cat called Miso"
+    assert best.keyword_rank == 1 and best.dense_rank == 1
+    assert 0 < best.similarity <= 1 and 0 < best.recency <= 1
+    expected = 0.65 * best.similarity + 0.25 * best.recency + 0.10 * best.importance
+    assert best.score == pytest.approx(expected, abs=1e-4)
+
+
+def test_wait_indexed_makes_a_write_searchable_by_meaning_at_once(agent):
+    response = agent.write("alice", draft("event", "Alice passed her driving test in Lisbon"), consistency=WAIT)
+
+    assert response.indexed
+    found = recall(agent, "alice", "exam for a car licence", top_k=1).memories
+    assert [(m.memory.id, m.dense_rank > 0) for m in found] == [(response.results[0].memory_id, True)]
+
+
+def test_another_tenants_near_identical_memory_never_comes_back(connect):
+    a, b = connect(agent="a"), connect(agent="b", tenant=unique("tenant"))
+    remember(a, "alice", "Alice's bank account is at Caixa in Porto")
+    remember(b, "alice", "Alice's bank account is at Caixa in Porto, branch 12")
+
+    for agent, own in ((a, "Alice's bank account is at Caixa in Porto"),
+                       (b, "Alice's bank account is at Caixa in Porto, branch 12")):
+        assert texts(recall(agent, "alice", "which bank does alice use", top_k=10)) == [own]
+
+
+def test_another_subjects_memory_never_comes_back(agent):
+    remember(agent, "alice", "Prefers window seats on long flights")
+    remember(agent, "bob", "Prefers window seats on long flights, and aisle on short ones")
+
+    assert texts(recall(agent, "alice", "seat preference on planes", top_k=10)) == [
+        "Prefers window seats on long flights"]
+
+
+def test_a_vector_whose_row_is_gone_is_never_returned(agent, postgres, tenant):
+    kept, purged = remember(agent, "alice", "Alice collects vintage postcards", "Alice collects vintage stamps")
+    # The row disappears behind the index's back (as if a purge had not reached Milvus yet).
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM memories WHERE tenant_id = %s AND id = %s", (tenant, purged))
+
+    found = recall(agent, "alice", "vintage stamps collection", top_k=5).memories
+
+    assert [m.memory.id for m in found] == [kept]
+
+
+def test_mmr_keeps_near_duplicates_out_of_a_short_answer(agent):
+    remember(agent, "alice", "Alice loves green tea.", "Alice really loves green tea!",
+             "Alice loves green tea a lot", "Alice is allergic to peanuts")
+
+    answer = texts(recall(agent, "alice", "Alice green tea and food allergies", top_k=2))
+
+    assert "Alice is allergic to peanuts" in answer
+    assert sum("green tea" in t for t in answer) == 1
+
+
+def test_free_text_recall_respects_the_token_budget_and_top_k(agent):
+    long_text = "Alice described her trip to Kyoto in great detail: temples, gardens, food. " * 6
+    remember(agent, "alice", long_text, "Alice went to Kyoto in April", "Alice liked the Kyoto gardens")
+
+    bounded = recall(agent, "alice", "Alice trip to Kyoto", top_k=2, token_budget=30)
+
+    assert len(bounded.memories) == 2
+    assert long_text not in texts(bounded)
+
+
+def test_filters_apply_to_free_text_recall(agent):
+    remember(agent, "alice", "Alice decided to switch to a standing desk", category="decision")
+    remember(agent, "alice", "Alice bought a standing desk yesterday")
+
+    only_decisions = recall(agent, "alice", "standing desk",
+                            filter=pb.MemoryFilter(categories=[pb.CATEGORY_DECISION]))
+
+    assert texts(only_decisions) == ["Alice decided to switch to a standing desk"]
+
+
+def test_keyed_and_free_text_recall_combine(agent):
+    agent.write("alice", draft("preference", "Python", key="primary_language"), consistency=WAIT)
+    remember(agent, "alice", "Alice gave a talk about Rust at a meetup")
+
+    response = agent.call("Recall", svc.RecallRequest(subject="alice", keys=["primary_language"],
+                                                      query="Rust meetup talk", top_k=5))
+
+    assert texts(response)[0] == "Python"  # an exact key match ranks first (similarity 1)
+    assert "Alice gave a talk about Rust at a meetup" in texts(response)
+
+
+def test_recall_counts_accesses_off_the_request_path(agent):
+    (memory_id,) = remember(agent, "alice", "Alice runs a half marathon every spring")
+    for _ in range(3):
+        recall(agent, "alice", "half marathon", top_k=1)
+
+    deadline = time.monotonic() + 10
+    while True:
+        memory = next(m for m in agent.list_all("alice") if m.id == memory_id)
+        if memory.access_count == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert memory.access_count == 3
+    assert memory.HasField("last_access_at")
+
+
+def test_purge_deletes_the_vectors_and_verifies_the_index(agent):
+    ids = remember(agent, "alice", "Alice's passport number ends in 42", "Alice lives near the river")
+
+    receipt = agent.erase("alice", all_of_subject=True).receipt
+
+    assert receipt.verified
+    assert receipt.counts.memories == 2 and receipt.counts.vectors == 2
+    assert texts(recall(agent, "alice", "passport number", top_k=5)) == []
+    assert ids

