@@ -18,13 +18,19 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.domain import Embedder, MemorydError
+from memoryd.domain import Embedder, MemorydError, Unavailable
 
 from ._memories import PostgresMemoryStore
 from ._milvus import MilvusIndex, partition_name
 from ._postgres import Postgres
 
 _log = logging.getLogger("memoryd.storage.outbox")
+
+
+class _IndexDown(Exception):
+    def __init__(self, cause: Unavailable) -> None:
+        super().__init__(cause.message)
+        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,14 @@ class OutboxWorker:
                 waiter.cancel()
 
     async def drain_once(self) -> int:
-        """Claim and settle one batch; return how many outbox rows it settled."""
+        """Claim and settle one batch; return how many outbox rows it settled.
+
+        If the vector index itself is unreachable, the claimed rows are left as they were —
+        an outage of the index spends no attempts, so it never dead-letters anything — and
+        Unavailable is raised after the rows already settled are committed. Failures of the
+        embedder or of single items spend attempts and end as dead letters.
+        """
+        index_down: Unavailable | None = None
         async with self._queue.worker_tx() as conn:
             cur = await conn.execute(
                 "SELECT tenant_id, id, memory_id, attempts FROM outbox "
@@ -93,28 +106,40 @@ class OutboxWorker:
             by_tenant: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for row in rows:
                 by_tenant[row["tenant_id"]].append(row)
+            settled = 0
             for tenant, claimed in by_tenant.items():
                 ids = sorted({str(r["memory_id"]) for r in claimed})
                 try:
                     await self._apply(tenant, ids)
+                except _IndexDown as down:
+                    index_down = down.cause
+                    break
                 except MemorydError as exc:
                     await self._retry_later(conn, tenant, claimed, exc.message)
+                    settled += len(claimed)
                     continue
                 await self._record_routes(conn, tenant)
                 await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND id = ANY(%s)",
                                    (tenant, [r["id"] for r in claimed]))
-            return len(rows)
+                settled += len(claimed)
+        if index_down is not None:
+            raise index_down
+        return settled
 
     async def _apply(self, tenant: str, ids: list[str]) -> None:
         current = await self._store.index_rows(tenant, ids)
         gone = [i for i in ids if i not in {m.id for m, _ in current}]
         for target in self._targets:
+            vectors: list[list[float]] = []
             if current:
-                texts = [embedding_text(m.key, text) for m, text in current]
-                vectors = await target.embedder.embed_passages(texts)
-                await target.index.upsert(tenant, [m for m, _ in current], vectors)
-            if gone:
-                await target.index.delete(tenant, gone)
+                vectors = await target.embedder.embed_passages([embedding_text(m.key, text) for m, text in current])
+            try:
+                if current:
+                    await target.index.upsert(tenant, [m for m, _ in current], vectors)
+                if gone:
+                    await target.index.delete(tenant, gone)
+            except Unavailable as exc:
+                raise _IndexDown(exc) from exc
 
     async def _retry_later(self, conn: Any, tenant: str, claimed: list[dict[str, Any]], reason: str) -> None:
         for row in claimed:
