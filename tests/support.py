@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -75,6 +76,14 @@ class ServerProcess:
                 raise RuntimeError(f"memoryd did not start (exit code {code}); log {self.log_path}:\n"
                                    + self.log_path.read_text()[-3000:])
         return self
+
+    def dump_stacks(self) -> str:
+        """Ask the server to log its threads' and tasks' stacks; return the log's tail."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGUSR1)
+            self.process.send_signal(signal.SIGUSR2)
+            time.sleep(1.0)
+        return self.log_path.read_text()[-20000:]
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         if self.process is None:
@@ -189,3 +198,52 @@ def fails(fn: Any, *args: Any, **kwargs: Any) -> RpcFailure:
 
 def token_for(key_file: Path, tenant: str, agent: str = "agent-1", **kwargs: Any) -> str:
     return issue_token(load_signing_key(key_file), tenant=tenant, agent=agent, **kwargs)
+
+
+MILVUS_LITE = Path(sys.executable).parent / "milvus-lite"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class MilvusServer:
+    """``milvus-lite server`` bound to loopback (its default would be every interface)."""
+
+    def __init__(self, data_dir: Path, log: Path) -> None:
+        self.data_dir, self.log, self.port = data_dir, log, free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [str(MILVUS_LITE), "server", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
+                 "--port", str(self.port)], stdout=log, stderr=log)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"milvus-lite server exited; see {self.log}")
+                time.sleep(0.2)
+        raise TimeoutError("milvus-lite server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+

@@ -5,9 +5,6 @@ This exercises the configured path (MEMORYD_MILVUS_URI), not the embedded one.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,54 +14,7 @@ import pytest
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, ServerProcess, draft, server_env, token_for, unique
-
-MILVUS_LITE = Path(sys.executable).parent / "milvus-lite"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class MilvusServer:
-    """``milvus-lite server`` bound to loopback (its default would be every interface)."""
-
-    def __init__(self, data_dir: Path, log: Path) -> None:
-        self.data_dir, self.log, self.port = data_dir, log, _free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def uri(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [str(MILVUS_LITE), "server", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
-                 "--port", str(self.port)], stdout=log, stderr=log)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"milvus-lite server exited; see {self.log}")
-                time.sleep(0.2)
-        raise TimeoutError("milvus-lite server did not start")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
-
+from ..support import Agent, MilvusServer, ServerProcess, draft, server_env, token_for, unique
 
 @pytest.fixture
 def milvus(tmp_path: Path) -> Iterator[MilvusServer]:
@@ -115,7 +65,9 @@ def test_milvus_outage_loses_no_write_and_recall_degrades_to_keywords(memoryd_on
             dense = {m.memory.id for m in after.memories if m.dense_rank > 0}
             if not after.degraded and set(acknowledged) <= dense:
                 break
-            assert time.monotonic() < deadline, "the outbox did not catch up after Milvus came back"
+            if time.monotonic() > deadline:
+                raise AssertionError("the outbox did not catch up after Milvus came back; server state:\n"
+                                     + memoryd_on_remote_milvus.dump_stacks())
             time.sleep(0.5)
         # Nothing was lost or duplicated.
         assert sorted(m.text for m in agent.list_all("alice")).count("Alice booked a ferry to Naxos") == 1

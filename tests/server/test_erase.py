@@ -36,8 +36,9 @@ def build_world(agent) -> World:
     world = World()
 
     def write(label: str, subject: str, *items: pb.MemoryDraft) -> None:
+        # WAIT_INDEXED settles each write's index work, so no erase races the outbox worker.
         for item in items:
-            result = agent.write(subject, item).results[0]
+            result = agent.write(subject, item, consistency=svc.CONSISTENCY_WAIT_INDEXED).results[0]
         world.add(label, result)
 
     write("A", "alice",  # preference "diet" from turn-7, updated once: 2 versions
@@ -104,8 +105,9 @@ def test_erase_selects_exactly_the_named_memories_and_reports_them(agent, select
 
     expected_versions = sum(world.versions[label] for label in chosen) if mode == PURGE else 0
     assert receipt.mode == mode
+    # The world is fully indexed, so there is no pending index work left to drop.
     assert (receipt.counts.memories, receipt.counts.versions, receipt.counts.outbox) == (
-        len(chosen), expected_versions, len(chosen)
+        len(chosen), expected_versions, 0
     )
     assert receipt.verified
     assert is_uuid(receipt.erase_id)
@@ -166,9 +168,11 @@ def test_purge_after_forget_removes_the_forgotten_memory_and_all_its_versions(ag
 
     receipt = agent.erase("alice", mode=PURGE, key="diet").receipt
 
-    # Each forgotten memory gained one version; its pending index work is one delete each.
+    # Each forgotten memory gained one version. Its index work is one delete each, which the
+    # outbox worker may or may not have done yet when the purge drops what is left of it.
     counts = receipt.counts
-    assert (counts.memories, counts.versions, counts.outbox) == (3, (2 + 1) + (1 + 1) + (1 + 1), 3)
+    assert (counts.memories, counts.versions) == (3, (2 + 1) + (1 + 1) + (1 + 1))
+    assert 0 <= counts.outbox <= 3
     assert receipt.verified
     assert not {world.ids[x] for x in "ABC"} & {m.id for m in agent.list_all("alice", statuses=ALL_STATUSES)}
 

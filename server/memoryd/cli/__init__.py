@@ -11,8 +11,9 @@ import sys
 # pg_ctl is started from a thread while gRPC runs; gRPC's fork handlers only add log noise.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from ._client import add_client_commands
 from ._admin import add_admin_commands
+from ._client import add_client_commands
+from ._index import add_index_commands
 
 __all__ = ["main"]
 
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_admin_commands(commands)
+    add_index_commands(commands)
     add_client_commands(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,

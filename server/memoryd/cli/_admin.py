@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import signal
 import sys
 from typing import Any
 
@@ -40,6 +42,9 @@ def _print_started(started: StartedServer, config_addr: str, data_dir: str, embe
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see what a stuck
+    # server is waiting for.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = load(args.config)
     app = Memoryd(config)
     try:

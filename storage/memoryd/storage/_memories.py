@@ -47,6 +47,14 @@ async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, 
     )
 
 
+_INDEX_COLUMNS = "id, subject, scope, session_id, category, key, tags, updated_at, valid_until, text"
+
+
+def _index_row(r: dict[str, Any]) -> tuple[IndexedMemory, str]:
+    return (IndexedMemory(str(r["id"]), r["subject"], r["scope"], r["session_id"], r["category"], r["key"],
+                          tuple(r["tags"]), r["updated_at"], r["valid_until"]), r["text"])
+
+
 class PostgresMemoryStore:
     """Memories in Postgres, the source of truth, with their keyword index.
 
@@ -127,22 +135,34 @@ class PostgresMemoryStore:
         """What the index needs of the active memories among ``ids``, with the text to embed."""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
-                "SELECT id, subject, scope, session_id, category, key, tags, updated_at, valid_until, text "
-                "FROM memories WHERE tenant_id = %s AND id = ANY(%s::uuid[]) AND status = 'active'",
+                f"SELECT {_INDEX_COLUMNS} FROM memories WHERE tenant_id = %s AND id = ANY(%s::uuid[]) "
+                "AND status = 'active'",
                 (tenant, ids),
             )
-            rows = await cur.fetchall()
-        return [
-            (IndexedMemory(str(r["id"]), r["subject"], r["scope"], r["session_id"], r["category"], r["key"],
-                           tuple(r["tags"]), r["updated_at"], r["valid_until"]), r["text"])
-            for r in rows
-        ]
+            return [_index_row(r) for r in await cur.fetchall()]
 
     async def enqueue_vector_deletes(self, tenant: str, subject: str, ids: list[str]) -> None:
         """Leave the index's deletions to the outbox worker (the index was unreachable)."""
         async with self._db.tenant_tx(tenant) as conn:
             for memory_id in ids:
                 await enqueue_index(conn, tenant, memory_id, subject, "delete")
+
+    async def count_active(self, tenant: str) -> int:
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute("SELECT count(*) AS n FROM memories WHERE tenant_id = %s AND status = 'active'",
+                                     (tenant,))
+            row = await cur.fetchone()
+        return int(row["n"]) if row else 0
+
+    async def index_page(self, tenant: str, after_id: str | None, limit: int) -> list[tuple[IndexedMemory, str]]:
+        """A page of active memories in id order after ``after_id``, for re-embedding."""
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute(
+                f"SELECT {_INDEX_COLUMNS} FROM memories WHERE tenant_id = %s AND status = 'active' "
+                "AND id > %s::uuid ORDER BY id LIMIT %s",
+                (tenant, after_id or "00000000-0000-0000-0000-000000000000", limit),
+            )
+            return [_index_row(r) for r in await cur.fetchall()]
 
     async def pending_index_work(self, tenant: str, ids: list[str]) -> tuple[int, int]:
         """(pending, dead) outbox rows for ``ids``."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,12 +31,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+import grpc
+
 from memoryd.domain import Internal, ReadFilter, Unavailable
 
 T = TypeVar("T")
 _log = logging.getLogger("memoryd.storage.milvus")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 ROUTING_MODES = ("partition", "partition_key")
+# pymilvus retries failed calls for minutes unless given a timeout; these bound every call so
+# an unreachable index fails fast (Recall then degrades to keywords, the outbox backs off).
+CONNECT_TIMEOUT = 5.0
+CALL_TIMEOUT = 10.0
+SEARCH_TIMEOUT = 3.0
+BREAKER_SECONDS = 2.0
+# The most tags a memory can carry: the index's array capacity is fixed when a collection is made.
+MAX_TAGS = 32
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,25 @@ class IndexedMemory:
     tags: tuple[str, ...]
     updated_at: datetime
     valid_until: datetime | None
+
+
+_OUTAGE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+_OUTAGE_WORDS = ("fail connecting", "server unavailable", "retry timeout", "connection", "timed out",
+                 "deadline", "unavailable")
+
+
+def _is_outage(exc: BaseException) -> bool:
+    """Whether a pymilvus/gRPC error means the index cannot be reached (retry later), as
+    opposed to Milvus refusing this particular call."""
+    if isinstance(exc, (OSError, TimeoutError, grpc.FutureTimeoutError)):
+        return True
+    if isinstance(exc, grpc.RpcError):
+        return exc.code() in _OUTAGE_CODES  # type: ignore[attr-defined]
+    code = getattr(exc, "code", None)
+    if code in _OUTAGE_CODES or code == 2:  # pymilvus Status.CONNECT_FAILED
+        return True
+    message = str(getattr(exc, "message", exc)).lower()
+    return any(word in message for word in _OUTAGE_WORDS)
 
 
 def _literal(value: str) -> str:
@@ -82,8 +112,10 @@ def filter_expression(tenant: str, flt: ReadFilter, now: datetime) -> str:
     It mirrors ``_rows.read_conditions``; where Milvus is coarser (``like`` treats ``_`` as a
     wildcard) it may let a little more through, never less — the Postgres re-read is exact.
     """
+    # Times are whole seconds in the index, rounded so the index keeps a little more than
+    # Postgres would, never less (valid_until and updated_at are stored rounded down).
     parts = [f"tenant == {_literal(tenant)}", 'status == "active"',
-             f"(valid_until == 0 or valid_until > {int(now.timestamp())})"]
+             f"(valid_until == 0 or valid_until >= {math.floor(now.timestamp())})"]
     if flt.include_org:
         parts.append(f'(subject == {_literal(flt.subject)} or (subject == "" and scope == "org"))')
     else:
@@ -99,9 +131,9 @@ def filter_expression(tenant: str, flt: ReadFilter, now: datetime) -> str:
     if flt.tags:
         parts.append(f"array_contains_all(tags, {_list(list(flt.tags))})")
     if flt.updated_after is not None:
-        parts.append(f"updated_at >= {int(flt.updated_after.timestamp())}")
+        parts.append(f"updated_at >= {math.floor(flt.updated_after.timestamp())}")
     if flt.updated_before is not None:
-        parts.append(f"updated_at < {int(flt.updated_before.timestamp())}")
+        parts.append(f"updated_at < {math.ceil(flt.updated_before.timestamp())}")
     rules = []
     for category, patterns in flt.rules:
         if "*" in patterns or not patterns:
@@ -127,16 +159,27 @@ class MilvusIndex:
         self._token = token
         self._client: Any = None
         self._partitions: set[str] = set()
+        self._down_until = 0.0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-milvus")
 
     async def _run(self, fn: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
+        # A circuit breaker: right after a failure, calls fail at once instead of queueing
+        # behind each other on the index thread, so Recall degrades without waiting.
+        if loop.time() < self._down_until:
+            raise Unavailable("the vector index is unavailable")
         try:
             return await loop.run_in_executor(self._executor, fn)
         except (Internal, Unavailable):
             raise
-        except Exception as exc:  # pymilvus raises many kinds; all mean the index is not usable now
+        except Exception as exc:
+            if not _is_outage(exc):
+                # Milvus answered and refused this call (bad data, schema): a bug or a poison
+                # item, not an outage — the outbox spends an attempt on it, the breaker stays shut.
+                _log.error("the vector index refused a call: %s", exc)
+                raise Internal("the vector index refused the call") from exc
             self._client = None  # reconnect on the next call
+            self._down_until = loop.time() + BREAKER_SECONDS
             _log.warning("vector index call failed: %s", type(exc).__name__)
             raise Unavailable("the vector index is unavailable") from exc
 
@@ -145,13 +188,13 @@ class MilvusIndex:
             return self._client
         from pymilvus import MilvusClient
 
-        client = MilvusClient(uri=self.uri, token=self._token, timeout=10)
-        if not client.has_collection(self.collection):
+        client = MilvusClient(uri=self.uri, token=self._token, timeout=CONNECT_TIMEOUT)
+        if not client.has_collection(self.collection, timeout=CALL_TIMEOUT):
             self._create_collection(client)
         # A reopened collection comes back released: load it before searching.
-        client.load_collection(self.collection)
+        client.load_collection(self.collection, timeout=CALL_TIMEOUT)
         self._client = client
-        self._partitions = set(client.list_partitions(self.collection))
+        self._partitions = set(client.list_partitions(self.collection, timeout=CALL_TIMEOUT))
         return client
 
     def _create_collection(self, client: Any) -> None:
@@ -166,14 +209,15 @@ class MilvusIndex:
         schema.add_field("session_id", DataType.VARCHAR, max_length=128)
         schema.add_field("category", DataType.VARCHAR, max_length=16)
         schema.add_field("key", DataType.VARCHAR, max_length=128)
-        schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=32, max_length=64)
+        schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=MAX_TAGS,
+                         max_length=64)
         schema.add_field("status", DataType.VARCHAR, max_length=10)
         schema.add_field("updated_at", DataType.INT64)
         schema.add_field("valid_until", DataType.INT64)
         schema.add_field("vec", DataType.FLOAT_VECTOR, dim=self.dim)
         index = client.prepare_index_params()
         index.add_index("vec", index_type="AUTOINDEX", metric_type="COSINE")
-        client.create_collection(self.collection, schema=schema, index_params=index)
+        client.create_collection(self.collection, schema=schema, index_params=index, timeout=CALL_TIMEOUT)
 
     def _partition(self, client: Any, tenant: str, create: bool) -> list[str] | None:
         """The partitions to name for ``tenant`` (None in partition-key mode)."""
@@ -181,15 +225,17 @@ class MilvusIndex:
             return None
         name = partition_name(tenant)
         if name not in self._partitions:
-            if not create:
-                return []  # nothing was ever written for this tenant
-            if not client.has_partition(self.collection, name):
-                client.create_partition(self.collection, name)
+            # Another process (a replica, a worker, a reindex) may have created it since we
+            # connected: ask Milvus before concluding the tenant has nothing.
+            if not client.has_partition(self.collection, name, timeout=CALL_TIMEOUT):
+                if not create:
+                    return []  # nothing was ever written for this tenant
+                client.create_partition(self.collection, name, timeout=CALL_TIMEOUT)
             self._partitions.add(name)
         return [name]
 
     async def ping(self) -> None:
-        await self._run(lambda: self._connect().get_load_state(self.collection))
+        await self._run(lambda: self._connect().get_load_state(self.collection, timeout=CALL_TIMEOUT))
 
     async def upsert(self, tenant: str, items: list[IndexedMemory], vectors: list[list[float]]) -> None:
         if not items:
@@ -199,15 +245,16 @@ class MilvusIndex:
         rows = [
             {"id": m.id, "tenant": tenant, "subject": m.subject, "scope": m.scope, "session_id": m.session_id,
              "category": m.category, "key": m.key, "tags": list(m.tags), "status": "active",
-             "updated_at": int(m.updated_at.timestamp()),
-             "valid_until": int(m.valid_until.timestamp()) if m.valid_until else 0, "vec": vector}
+             "updated_at": math.floor(m.updated_at.timestamp()),
+             "valid_until": math.floor(m.valid_until.timestamp()) if m.valid_until else 0, "vec": vector}
             for m, vector in zip(items, vectors)
         ]
 
         def call() -> None:
             client = self._connect()
             partitions = self._partition(client, tenant, create=True)
-            client.upsert(self.collection, rows, partition_name=partitions[0] if partitions else None)
+            client.upsert(self.collection, rows, partition_name=partitions[0] if partitions else None,
+                          timeout=CALL_TIMEOUT)
 
         await self._run(call)
 
@@ -226,7 +273,8 @@ class MilvusIndex:
         partitions = self._partition(client, tenant, create=False)
         if partitions == []:
             return 0
-        result = client.delete(self.collection, filter=expr, partition_name=partitions[0] if partitions else None)
+        result = client.delete(self.collection, filter=expr, partition_name=partitions[0] if partitions else None,
+                               timeout=CALL_TIMEOUT)
         return int(result.get("delete_count", 0)) if isinstance(result, dict) else len(result or [])
 
     async def count(self, tenant: str, *, ids: list[str] | None = None, subject: str = "") -> int:
@@ -244,7 +292,8 @@ class MilvusIndex:
             partitions = self._partition(client, tenant, create=False)
             if partitions == []:
                 return 0
-            rows = client.query(self.collection, filter=expr, output_fields=["count(*)"], partition_names=partitions)
+            rows = client.query(self.collection, filter=expr, output_fields=["count(*)"], partition_names=partitions,
+                                timeout=CALL_TIMEOUT)
             return int(rows[0]["count(*)"]) if rows else 0
 
         return await self._run(call)
@@ -260,7 +309,8 @@ class MilvusIndex:
             if partitions == []:
                 return []
             hits = client.search(self.collection, [vector], limit=limit, filter=expr, output_fields=["vec"],
-                                 partition_names=partitions, search_params={"metric_type": "COSINE"})
+                                 partition_names=partitions, search_params={"metric_type": "COSINE"},
+                                 timeout=SEARCH_TIMEOUT)
             return [(str(h["id"]), float(h["distance"]), list(h["entity"]["vec"])) for h in hits[0]]
 
         return await self._run(call)
@@ -275,7 +325,8 @@ class MilvusIndex:
             partitions = self._partition(client, tenant, create=False)
             if partitions == []:
                 return {}
-            rows = client.query(self.collection, filter=expr, output_fields=["id", "vec"], partition_names=partitions)
+            rows = client.query(self.collection, filter=expr, output_fields=["id", "vec"], partition_names=partitions,
+                                timeout=SEARCH_TIMEOUT)
             return {str(r["id"]): list(r["vec"]) for r in rows}
 
         return await self._run(call)

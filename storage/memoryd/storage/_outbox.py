@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,7 @@ def embedding_text(key: str, text: str) -> str:
 
 
 class OutboxWorker:
-    def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: list[IndexTarget], *,
+    def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: Callable[[], list[IndexTarget]], *,
                  batch_size: int = 32, max_attempts: int = 8, base_backoff: float = 0.5,
                  max_backoff: float = 60.0) -> None:
         self._queue = queue
@@ -129,7 +130,7 @@ class OutboxWorker:
     async def _apply(self, tenant: str, ids: list[str]) -> None:
         current = await self._store.index_rows(tenant, ids)
         gone = [i for i in ids if i not in {m.id for m, _ in current}]
-        for target in self._targets:
+        for target in self._targets():
             vectors: list[list[float]] = []
             if current:
                 vectors = await target.embedder.embed_passages([embedding_text(m.key, text) for m, text in current])
@@ -156,7 +157,7 @@ class OutboxWorker:
                            row["memory_id"], tenant, attempts, reason)
 
     async def _record_routes(self, conn: Any, tenant: str) -> None:
-        for target in self._targets:
+        for target in self._targets():
             index = target.index
             await conn.execute(
                 "INSERT INTO index_routes (tenant_id, collection, partition_name, mode) VALUES (%s, %s, %s, %s) "

@@ -120,6 +120,13 @@ class Postgres:
             yield conn
 
     @asynccontextmanager
+    async def catalog_tx(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A transaction without a tenant, for catalog tables that hold no tenant data
+        (index_models). Row level security still hides every tenant row in it."""
+        async with self._transaction(None) as conn:
+            yield conn
+
+    @asynccontextmanager
     async def _transaction(self, tenant: str | None) -> AsyncIterator[psycopg.AsyncConnection]:
         try:
             async with self._pool.connection() as conn, conn.transaction():

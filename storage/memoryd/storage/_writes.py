@@ -19,6 +19,7 @@ from memoryd.domain import (
 )
 
 from ._keywords import TermHasher, replace_terms
+from ._milvus import MAX_TAGS
 from ._rows import MEMORY_COLUMNS, same_value, text_digest
 
 _VERSION_COLUMNS = (
@@ -46,10 +47,15 @@ async def record_version(conn: psycopg.AsyncConnection, tenant: str, memory_id: 
 
 
 async def enqueue_index(conn: psycopg.AsyncConnection, tenant: str, memory_id: str, subject: str, op: str) -> None:
-    """Queue index work for the outbox worker; pending upserts of the memory are folded."""
+    """Queue index work for the outbox worker, folding the memory's earlier pending rows.
+
+    Rows a worker holds are skipped, not waited for: a write never waits for a batch of
+    embeddings. The worker re-reads the current row, so a row left over is harmless.
+    """
     await conn.execute(
-        "DELETE FROM outbox WHERE tenant_id = %s AND memory_id = %s AND attempts = 0 AND NOT dead",
-        (tenant, memory_id),
+        "DELETE FROM outbox WHERE tenant_id = %s AND id IN (SELECT id FROM outbox WHERE tenant_id = %s "
+        "AND memory_id = %s AND attempts = 0 AND NOT dead FOR UPDATE SKIP LOCKED)",
+        (tenant, tenant, memory_id),
     )
     await conn.execute(
         "INSERT INTO outbox (tenant_id, memory_id, subject, op) VALUES (%s, %s, %s, %s)",
@@ -179,7 +185,10 @@ class ItemWriter:
         if repeat is None:
             return await self._insert(draft, owner, session, digest, "")
         memory_id = str(repeat["id"])
-        tags = sorted(set(repeat["tags"]) | set(draft.tags))
+        # Merged tags stay within what the index can hold: the repeat's own tags first (the
+        # latest report), then as many of the older ones as fit.
+        merged = list(draft.tags) + [t for t in sorted(repeat["tags"]) if t not in draft.tags]
+        tags = sorted(merged[:MAX_TAGS])
         cur = await self._conn.execute(
             "UPDATE memories SET importance = GREATEST(importance, %s), tags = %s, pinned = pinned OR %s, "
             "agent = %s, version = version + 1, updated_at = now() WHERE tenant_id = %s AND id = %s "

