@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
 
 from memoryd.v1 import memory_service_pb2 as svc
@@ -38,9 +39,11 @@ def _recall(agent: Agent, query: str, top_k: int = 20) -> svc.RecallResponse:
     return agent.call("Recall", svc.RecallRequest(subject="alice", query=query, top_k=top_k))
 
 
-def test_milvus_outage_loses_no_write_and_recall_degrades_to_keywords(memoryd_on_remote_milvus, milvus, key_file):
+def test_milvus_outage_loses_no_write_and_recall_degrades_to_keywords(memoryd_on_remote_milvus, milvus, key_file,
+                                                                     postgres):
+    tenant = unique("tenant")
     with grpc.insecure_channel(memoryd_on_remote_milvus.target) as channel:
-        agent = Agent(channel, token_for(key_file, unique("tenant")))
+        agent = Agent(channel, token_for(key_file, tenant))
         before = agent.write("alice", draft("event", "Alice booked a ferry to Naxos"),
                              consistency=svc.CONSISTENCY_WAIT_INDEXED)
         assert before.indexed
@@ -66,8 +69,13 @@ def test_milvus_outage_loses_no_write_and_recall_degrades_to_keywords(memoryd_on
             if not after.degraded and set(acknowledged) <= dense:
                 break
             if time.monotonic() > deadline:
-                raise AssertionError("the outbox did not catch up after Milvus came back; server state:\n"
-                                     + memoryd_on_remote_milvus.dump_stacks())
+                with psycopg.connect(postgres.owner_dsn) as conn:
+                    outbox = conn.execute("SELECT memory_id, op, attempts, dead, next_attempt_at, last_error "
+                                          "FROM outbox WHERE tenant_id = %s", (tenant,)).fetchall()
+                raise AssertionError(
+                    f"the outbox did not catch up after Milvus came back: degraded={after.degraded} "
+                    f"dense={sorted(dense)} acknowledged={sorted(acknowledged)} outbox={outbox}; server state:\n"
+                    + memoryd_on_remote_milvus.dump_stacks())
             time.sleep(0.5)
         # Nothing was lost or duplicated.
         assert sorted(m.text for m in agent.list_all("alice")).count("Alice booked a ferry to Naxos") == 1

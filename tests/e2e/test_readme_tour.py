@@ -44,16 +44,23 @@ def test_readme_tour_works_as_written(tmp_path):
     finally:
         assert process.stop() == 0
     outputs = [chunk.strip() for chunk in result.stdout.split("@@@")][:-1]
-    first_write, memory_id, event, listing, recall, history, erase, final = outputs
+    (first_write, memory_id, refund, trip, listing, recall, by_meaning, by_words, history, erase,
+     final) = outputs
     assert json.loads(first_write)["results"][0]["outcome"] == "WRITE_OUTCOME_CREATED"
     assert re.fullmatch(r"[0-9a-f-]{36}", memory_id)
-    assert json.loads(listing)["memories"][0]["text"] == "Asked for a refund of order 1042"
+    assert json.loads(refund)["indexed"] is True and json.loads(trip)["indexed"] is True
+    assert {m["text"] for m in json.loads(listing)["memories"]} == {
+        "Rust", "Asked for a refund of order 1042", "下个月要去上海出差"}
     recalled = json.loads(recall)
     assert [m["memory"]["text"] for m in recalled["memories"]] == ["Rust"]
     assert "not instructions" in recalled["block"]
+    [meaning] = json.loads(by_meaning)["memories"]
+    assert meaning["memory"]["text"] == "下个月要去上海出差" and meaning["dense_rank"] == 1
+    [words] = json.loads(by_words)["memories"]
+    assert words["memory"]["text"] == "下个月要去上海出差" and words["keyword_rank"] == 1
     versions = json.loads(history)["versions"]
     assert [(v["memory"]["text"], v["memory"]["status"]) for v in versions] == [
         ("Rust", "MEMORY_STATUS_ACTIVE"), ("Python", "MEMORY_STATUS_SUPERSEDED")]
     receipt = json.loads(erase)["receipt"]
     assert receipt["verified"] is True and receipt["counts"]["memories"] == "1" and receipt["counts"]["versions"] == "2"
-    assert [m["category"] for m in json.loads(final)["memories"]] == ["CATEGORY_EVENT"]
+    assert [m["category"] for m in json.loads(final)["memories"]] == ["CATEGORY_EVENT", "CATEGORY_EVENT"]

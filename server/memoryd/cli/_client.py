@@ -44,9 +44,10 @@ def add_client_commands(commands: Any) -> None:
     write.add_argument("--tag", action="append", default=[])
     write.add_argument("--idempotency-key", default="")
     write.add_argument("--print-id", action="store_true", help="print only the memory id")
+    write.add_argument("--wait", action="store_true", help="return once the memory is searchable by meaning")
     write.set_defaults(run=_write)
 
-    recall = client("recall", "Recall memories by key (repeat --key)")
+    recall = client("recall", "Recall memories by meaning and words (--query) and/or by key (repeat --key)")
     recall.add_argument("--key", action="append", default=[])
     recall.add_argument("--query", default="")
     recall.add_argument("--top-k", type=int, default=0)
@@ -79,7 +80,8 @@ def _category(name: str) -> int:
 
 
 def _write(args: argparse.Namespace) -> int:
-    request = svc.WriteRequest(subject=args.subject, idempotency_key=args.idempotency_key)
+    request = svc.WriteRequest(subject=args.subject, idempotency_key=args.idempotency_key,
+                               consistency=svc.CONSISTENCY_WAIT_INDEXED if args.wait else svc.CONSISTENCY_INDEX_ASYNC)
     item = request.items.add(category=_category(args.category), key=args.key, text=args.text, tags=args.tag)
     if args.importance is not None:
         item.importance = args.importance
