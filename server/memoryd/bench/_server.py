@@ -5,9 +5,10 @@ on a free loopback port (``MEMORYD_ADDR=127.0.0.1:0``), reads the port from the
 ``memoryd listening on`` line and the demo agent's token from ``<data_dir>/tokens/``, and
 stops it (SIGTERM, then SIGKILL) and removes the directory at the end.
 
-Settings that point the server at other stores or keys are not passed on, so the run is
-self-contained; other ``MEMORYD_*`` variables (the embedder, pool sizes, tracing) are, so a
-run can compare configurations.
+Settings that point the server at other stores or keys (the names below, and any
+``MEMORYD_*_DSN`` or ``MEMORYD_*_URI``) are not passed on, so the run is self-contained;
+other ``MEMORYD_*`` variables (the embedder, pool sizes, tracing) are, so a run can compare
+configurations.
 """
 
 from __future__ import annotations
@@ -35,9 +36,15 @@ class ServerError(RuntimeError):
     """The embedded server did not start."""
 
 
+def _passed_on(name: str) -> bool:
+    if not name.startswith("MEMORYD_"):
+        return True
+    return name not in NOT_PASSED_ON and not name.endswith(("_DSN", "_URI"))
+
+
 def server_environment(base: dict[str, str], data_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
     """The child's environment, and the names of the MEMORYD_* variables passed on to it."""
-    env = {k: v for k, v in base.items() if k not in NOT_PASSED_ON}
+    env = {k: v for k, v in base.items() if _passed_on(k)}
     passed = tuple(sorted(k for k in env if k.startswith("MEMORYD_")))
     env.update({"MEMORYD_ADDR": "127.0.0.1:0", "MEMORYD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"})
     return env, passed
@@ -99,7 +106,8 @@ class EmbeddedServer:
         while not listening.wait(0.2):
             if self._process.poll() is not None or time.monotonic() > deadline:
                 code = self._process.poll()
-                why = f"exited with code {code}" if code is not None else f"not listening after {self.start_timeout:.0f} s"
+                why = (f"exited with code {code}" if code is not None
+                       else f"not listening after {self.start_timeout:.0f} s")
                 raise ServerError(f"the embedded memoryd server did not start ({why}); its log ends with:\n"
                                   + self._log_tail())
         self.target = f"127.0.0.1:{port[0]}"

@@ -12,6 +12,7 @@ import sys
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from ._admin import add_admin_commands
+from ._bench import add_bench_commands
 from ._client import add_client_commands
 from ._index import add_index_commands
 
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     add_admin_commands(commands)
     add_index_commands(commands)
     add_client_commands(commands)
+    add_bench_commands(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
