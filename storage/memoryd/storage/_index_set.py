@@ -24,12 +24,14 @@ _log = logging.getLogger("memoryd.storage.indexes")
 
 class IndexSet:
     def __init__(self, catalog: Postgres, embedder_for: Callable[[str], Embedder | None], *, milvus_uri: str,
-                 milvus_token: str = "", routing: str = "partition", refresh_seconds: float = 10.0) -> None:
+                 milvus_token: str = "", routing: str = "partition", refresh_seconds: float = 10.0,
+                 seal_writes: bool | None = None) -> None:
         self._catalog = catalog
         self._embedder_for = embedder_for
         self._uri = milvus_uri
         self._token = milvus_token
         self._routing = routing
+        self._seal = seal_writes
         self.refresh_seconds = refresh_seconds
         self._targets: dict[str, IndexTarget] = {}
         self._unavailable: set[str] = set()
@@ -40,7 +42,7 @@ class IndexSet:
         existing = self._targets.get(model_id)
         if existing is None:
             index = MilvusIndex(self._uri, model_id=model_id, dim=embedder.dim, routing=self._routing,
-                                token=self._token)
+                                token=self._token, seal_writes=self._seal)
             existing = self._targets[model_id] = IndexTarget(index, embedder)
         return existing
 
