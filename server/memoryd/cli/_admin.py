@@ -34,11 +34,12 @@ def add_admin_commands(commands: Any) -> None:
 
 def _print_started(started: StartedServer, config_addr: str, data_dir: str, embedded: bool) -> None:
     host = config_addr.rsplit(":", 1)[0]
-    print(f"memoryd listening on {host}:{started.port}", flush=True)
     if embedded:
-        print(f"embedded PostgreSQL and keys under {data_dir}", flush=True)
+        print(f"embedded PostgreSQL, Milvus Lite and keys under {data_dir}", flush=True)
     for path in started.token_files:
         print(f"token: {path}", flush=True)
+    # Last, so whoever waits for this line has everything above too.
+    print(f"memoryd listening on {host}:{started.port}", flush=True)
 
 
 async def _serve(args: argparse.Namespace) -> int:

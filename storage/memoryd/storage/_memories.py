@@ -102,14 +102,7 @@ class PostgresMemoryStore:
 
     async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]:
         """Active, unexpired memories with one of ``keys`` that pass the filter."""
-        where, params = read_conditions(tenant, flt)
-        query = sql.SQL(
-            "SELECT {cols} FROM memories WHERE {where} AND status = 'active' AND key = ANY(%s) "
-            "AND (valid_until IS NULL OR valid_until > %s) ORDER BY key, updated_at DESC"
-        ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where)
-        async with self._db.tenant_tx(tenant) as conn:
-            cur = await conn.execute(query, [*params, keys, now])
-            return [memory_from_row(row) for row in await cur.fetchall()]
+        return await self._active(tenant, flt, now, sql.SQL("key = ANY(%s)"), keys)
 
     async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
                              now: datetime) -> list[tuple[str, float]]:
@@ -122,13 +115,17 @@ class PostgresMemoryStore:
         index is checked against the source of truth before it is served."""
         if not ids:
             return []
+        return await self._active(tenant, flt, now, sql.SQL("id = ANY(%s::uuid[])"), ids)
+
+    async def _active(self, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
+                      values: list[str]) -> list[Memory]:
         where, params = read_conditions(tenant, flt)
         query = sql.SQL(
-            "SELECT {cols} FROM memories WHERE {where} AND status = 'active' AND id = ANY(%s::uuid[]) "
-            "AND (valid_until IS NULL OR valid_until > %s)"
-        ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where)
+            "SELECT {cols} FROM memories WHERE {where} AND status = 'active' AND {which} "
+            "AND (valid_until IS NULL OR valid_until > %s) ORDER BY key, updated_at DESC, id"
+        ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where, which=which)
         async with self._db.tenant_tx(tenant) as conn:
-            cur = await conn.execute(query, [*params, ids, now])
+            cur = await conn.execute(query, [*params, values, now])
             return [memory_from_row(row) for row in await cur.fetchall()]
 
     async def index_rows(self, tenant: str, ids: list[str]) -> list[tuple[IndexedMemory, str]]:
