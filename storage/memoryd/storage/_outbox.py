@@ -155,6 +155,9 @@ class OutboxWorker:
             if dead:
                 _log.error("outbox: memory %s of tenant %s dead-lettered after %d attempts: %s",
                            row["memory_id"], tenant, attempts, reason)
+            else:
+                _log.warning("outbox: memory %s of tenant %s failed (attempt %d, next in %.1fs): %s",
+                             row["memory_id"], tenant, attempts, delay, reason)
 
     async def _record_routes(self, conn: Any, tenant: str) -> None:
         for target in self._targets():
