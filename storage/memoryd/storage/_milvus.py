@@ -258,15 +258,25 @@ class MilvusIndex:
             for m, vector in zip(items, vectors)
         ]
 
-        def call() -> None:
+        ids = [m.id for m in items]
+
+        def call() -> int:
             client = self._connect()
             partitions = self._partition(client, tenant, create=True)
             client.upsert(self.collection, rows, partition_name=partitions[0] if partitions else None,
                           timeout=CALL_TIMEOUT)
             if self._seal:
                 client.flush(self.collection, timeout=CALL_TIMEOUT)
+            # Read the write back before the outbox forgets it: a Milvus that has just restarted
+            # can acknowledge an upsert it then loses while it recovers its own data.
+            kept = client.query(self.collection, filter=f"tenant == {_literal(tenant)} and id in {_list(ids)}",
+                                output_fields=["count(*)"], partition_names=partitions, timeout=CALL_TIMEOUT,
+                                consistency_level="Strong")
+            return int(kept[0]["count(*)"]) if kept else 0
 
-        await self._run(call)
+        kept = await self._run(call)
+        if kept < len(set(ids)):
+            raise Unavailable("the vector index did not keep a write; it will be retried")
 
     async def delete(self, tenant: str, ids: list[str]) -> int:
         if not ids:
