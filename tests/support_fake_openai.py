@@ -90,6 +90,11 @@ class FakeOpenAI:
         with self._lock:
             self._failures.extend(failures)
 
+    def recover(self) -> None:
+        """Drop the failures still queued: from now on every request is answered."""
+        with self._lock:
+            self._failures.clear()
+
     def __enter__(self) -> FakeOpenAI:
         self._thread.start()
         return self

@@ -42,3 +42,27 @@ def test_bad_configuration_is_refused_with_a_clear_message(tmp_path, document, e
     path.write_text(document)
     with pytest.raises(ValueError, match=message):
         load(path, env=env)
+
+
+def test_scoring_weights_and_half_lives_come_from_the_file(tmp_path):
+    from memoryd.domain import Category
+
+    path = tmp_path / "memoryd.toml"
+    path.write_text("[scoring]\nrecency = 0.4\n[scoring.half_life_days]\nfact = 365\nevent = 0\n")
+    scoring = load(path, env={}).scoring
+    assert scoring.recency == 0.4 and scoring.similarity == 0.65
+    assert scoring.half_life_days[Category.FACT] == 365.0
+    assert scoring.half_life_days[Category.EVENT] is None
+    assert scoring.half_life_days[Category.PREFERENCE] == 90.0
+
+
+@pytest.mark.parametrize(
+    "document",
+    ["[scoring]\nrecency = 1.5\n", "[scoring]\nfreshness = 0.2\n", "[scoring.half_life_days]\nmood = 3\n"],
+    ids=["weight-out-of-range", "unknown-weight", "unknown-category"],
+)
+def test_bad_scoring_is_refused(tmp_path, document):
+    path = tmp_path / "memoryd.toml"
+    path.write_text(document)
+    with pytest.raises(ValueError):
+        load(path, env={})

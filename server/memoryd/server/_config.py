@@ -170,16 +170,39 @@ def _coerce(name: str, value: Any) -> Any:
     return str(value)
 
 
+def _scoring(section: dict[str, Any]) -> Scoring:
+    """``[scoring]``: similarity/recency/importance/pinned_boost in [0, 1], and a
+    ``[scoring.half_life_days]`` table by category name (0 means never decays)."""
+    half_lives = dict(_default_half_lives())
+    for name, days in dict(section.pop("half_life_days", {})).items():
+        try:
+            category = Category(name)
+        except ValueError:
+            raise ValueError(f"scoring.half_life_days: unknown category {name!r}") from None
+        if not isinstance(days, (int, float)) or days < 0:
+            raise ValueError(f"scoring.half_life_days.{name} must be a number of days (0: never decays)")
+        half_lives[category] = float(days) or None
+    weights = {k: float(v) for k, v in section.items()}
+    unknown = set(weights) - {"similarity", "recency", "importance", "pinned_boost"}
+    if unknown:
+        raise ValueError(f"unknown scoring keys: {', '.join(sorted(unknown))}")
+    if any(not 0 <= v <= 1 for v in weights.values()):
+        raise ValueError("scoring weights must be between 0 and 1")
+    return Scoring(**weights, half_life_days=half_lives)
+
+
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Build the configuration from defaults, an optional TOML file and the environment."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     limits: dict[str, Any] = {}
+    scoring: Scoring | None = None
     path = path or env.get("MEMORYD_CONFIG")
     if path:
         with open(path, "rb") as handle:
             document = tomllib.load(handle)
         limits = dict(document.pop("limits", {}))
+        scoring = _scoring(dict(document.pop("scoring", {})))
         unknown = set(document) - {f.name for f in fields(Config)}
         if unknown:
             raise ValueError(f"unknown configuration keys in {path}: {', '.join(sorted(unknown))}")
@@ -193,6 +216,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
     config = Config(**values)
     if limits:
         config = replace(config, limits=replace(config.limits, **limits))
+    if scoring is not None:
+        config = replace(config, scoring=scoring)
     if config.trace_exporter not in ("", "console", "otlp"):
         raise ValueError("trace_exporter must be empty, 'console' or 'otlp'")
     if not 0 < config.limits.max_tags <= 32:

@@ -1,0 +1,71 @@
+"""An OpenAI-compatible embedding endpoint that fails: writes stay safe, Recall degrades,
+index work dead-letters after its tries and is replayed with `memoryd outbox replay`."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import grpc
+import psycopg
+
+from memoryd.storage import EmbeddedPostgres
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ..support import MEMORYD, ROOT, Agent, ServerProcess, draft, server_env, token_for, unique
+from ..support_fake_openai import FakeOpenAI
+
+
+def test_embedder_outage_keeps_writes_degrades_recall_and_dead_letters_until_replayed(tmp_path, key_file):
+    pg = EmbeddedPostgres(tmp_path / "pg")  # own database: the embedding model registry is per database
+    pg.start()
+    try:
+        with FakeOpenAI(dim=8) as fake:
+            env = server_env(
+                MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=pg.owner_dsn,
+                MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_EMBEDDER="openai",
+                MEMORYD_EMBEDDER_URL=fake.base_url, MEMORYD_EMBEDDER_MODEL="fake-embed",
+                MEMORYD_OUTBOX_MAX_ATTEMPTS="2",
+            )
+            process = ServerProcess(env, tmp_path / "server.log").start()
+            try:
+                with grpc.insecure_channel(process.target) as channel:
+                    agent = Agent(channel, token_for(key_file, unique("tenant")))
+                    fake.fail_next(*["500"] * 1000)
+
+                    written = agent.write("alice", draft("event", "Alice renewed her passport in March"))
+                    assert not written.indexed
+                    memory_id = written.results[0].memory_id
+                    during = agent.call("Recall", svc.RecallRequest(subject="alice", query="passport renewal"))
+                    assert during.degraded
+                    assert [m.memory.id for m in during.memories] == [memory_id]  # keywords still find it
+
+                    deadline = time.monotonic() + 60
+                    while "dead letters: 1" not in _outbox(env, "status"):
+                        assert time.monotonic() < deadline, "the failing work never became a dead letter"
+                        time.sleep(0.5)
+
+                    fake.recover()
+                    assert "replaying 1 dead letter(s)" in _outbox(env, "replay")
+                    deadline = time.monotonic() + 60
+                    while True:
+                        after = agent.call("Recall", svc.RecallRequest(subject="alice", query="passport renewal"))
+                        if not after.degraded and after.memories and after.memories[0].dense_rank == 1:
+                            break
+                        assert time.monotonic() < deadline, "the replayed work never reached the index"
+                        time.sleep(0.5)
+                    assert "pending: 0  dead letters: 0" in _outbox(env, "status")
+            finally:
+                assert process.stop() == 0
+        with psycopg.connect(pg.owner_dsn) as conn:
+            reasons = conn.execute("SELECT count(*) FROM outbox").fetchone()
+        assert reasons == (0,)
+    finally:
+        pg.stop()
+
+
+def _outbox(env: dict[str, str], command: str) -> str:
+    result = subprocess.run([*MEMORYD, "outbox", command], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
