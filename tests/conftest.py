@@ -33,6 +33,27 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostg
     pg.stop()
 
 
+@pytest.fixture
+def private_database(postgres: EmbeddedPostgres) -> Iterator[str]:
+    """The owner DSN of a fresh, migrated database of its own on the suite's PostgreSQL.
+
+    A memoryd deployment is one database with one vector index: a second server with its
+    own Milvus on the suite's shared database would have its outbox worker take index work
+    of the suite's server (and the other way round) into the wrong index.
+    """
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = unique("db").replace("-", "_")
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = make_conninfo(postgres.owner_dsn, dbname=name)
+    asyncio.run(migrate(dsn))
+    yield dsn
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.fixture(scope="session")
 def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("keys") / "signing.pem"

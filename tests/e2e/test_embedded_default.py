@@ -67,14 +67,14 @@ def test_restart_on_the_same_data_dir_keeps_every_memory(tmp_path):
         assert process.stop() == 0
 
 
-def test_sigterm_lets_an_in_flight_write_finish(tmp_path, postgres, key_file):
+def test_sigterm_lets_an_in_flight_write_finish(tmp_path, private_database, key_file):
     """A Write blocked inside its transaction when SIGTERM arrives still completes and commits."""
     tenant = unique("tenant")
-    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=postgres.owner_dsn,
+    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=private_database,
                      MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_GRACE_SECONDS="20")
     process = ServerProcess(env, tmp_path / "server.log").start()
     lock_name = "\x1f".join((tenant, "alice", "", "preference", "drink"))
-    blocker = psycopg.connect(postgres.owner_dsn, autocommit=True)
+    blocker = psycopg.connect(private_database, autocommit=True)
     blocker.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lock_name,))
     result: dict[str, object] = {}
     with grpc.insecure_channel(process.target) as channel:

@@ -26,8 +26,8 @@ def milvus(tmp_path: Path) -> Iterator[MilvusServer]:
 
 
 @pytest.fixture
-def memoryd_on_remote_milvus(tmp_path, postgres, key_file, milvus) -> Iterator[ServerProcess]:
-    env = server_env(MEMORYD_DATA_DIR=str(tmp_path / "memoryd"), MEMORYD_POSTGRES_DSN=postgres.owner_dsn,
+def memoryd_on_remote_milvus(tmp_path, private_database, key_file, milvus) -> Iterator[ServerProcess]:
+    env = server_env(MEMORYD_DATA_DIR=str(tmp_path / "memoryd"), MEMORYD_POSTGRES_DSN=private_database,
                      MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_MILVUS_URI=milvus.uri)
     (tmp_path / "memoryd").mkdir()
     process = ServerProcess(env, tmp_path / "memoryd.log").start()
@@ -40,7 +40,7 @@ def _recall(agent: Agent, query: str, top_k: int = 20) -> svc.RecallResponse:
 
 
 def test_milvus_outage_loses_no_write_and_recall_degrades_to_keywords(memoryd_on_remote_milvus, milvus, key_file,
-                                                                     postgres):
+                                                                     private_database):
     tenant = unique("tenant")
     with grpc.insecure_channel(memoryd_on_remote_milvus.target) as channel:
         agent = Agent(channel, token_for(key_file, tenant))
@@ -69,7 +69,7 @@ def test_milvus_outage_loses_no_write_and_recall_degrades_to_keywords(memoryd_on
             if not after.degraded and set(acknowledged) <= dense:
                 break
             if time.monotonic() > deadline:
-                with psycopg.connect(postgres.owner_dsn) as conn:
+                with psycopg.connect(private_database) as conn:
                     outbox = conn.execute("SELECT memory_id, op, attempts, dead, next_attempt_at, last_error "
                                           "FROM outbox WHERE tenant_id = %s", (tenant,)).fetchall()
                 raise AssertionError(

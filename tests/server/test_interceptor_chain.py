@@ -61,9 +61,9 @@ def test_request_id_is_echoed_and_carried_in_errors(agent):
         raise AssertionError("expected INVALID_ARGUMENT")
 
 
-async def test_every_rpc_gets_one_server_span_with_its_status(postgres, key_file, tmp_path):
+async def test_every_rpc_gets_one_server_span_with_its_status(private_database, key_file, tmp_path):
     exporter = InMemorySpanExporter()
-    config = Config(data_dir=tmp_path, addr="127.0.0.1:0", postgres_dsn=postgres.owner_dsn,
+    config = Config(data_dir=tmp_path, addr="127.0.0.1:0", postgres_dsn=private_database,
                     signing_key_file=str(key_file))
     app = Memoryd(config, span_exporter=exporter)
     started = await app.start()

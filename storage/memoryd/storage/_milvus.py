@@ -267,8 +267,8 @@ class MilvusIndex:
                           timeout=CALL_TIMEOUT)
             if self._seal:
                 client.flush(self.collection, timeout=CALL_TIMEOUT)
-            # Read the write back before the outbox forgets it: a Milvus that has just restarted
-            # can acknowledge an upsert it then loses while it recovers its own data.
+            # Read the write back (strong consistency) before the outbox lets go of the work:
+            # an outbox row is only settled once its vector is known to be in this index.
             kept = client.query(self.collection, filter=f"tenant == {_literal(tenant)} and id in {_list(ids)}",
                                 output_fields=["count(*)"], partition_names=partitions, timeout=CALL_TIMEOUT,
                                 consistency_level="Strong")
