@@ -40,6 +40,7 @@ from ._auth import TokenVerifier, issue_token, load_or_create_signing_key
 from ._config import Config
 from ._handlers import MemoryService, ViewAdminService
 from ._interceptors import ChainInterceptor, build_chain
+from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
 from ._scope import Services
@@ -231,7 +232,12 @@ class Memoryd:
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-        port = server.add_insecure_port(config.addr)
+        if config.tls_cert_file:
+            tls = TlsSettings(config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file,
+                              config.tls_trust_domain)
+            port = server.add_secure_port(config.addr, tls.server_credentials())
+        else:
+            port = server.add_insecure_port(config.addr)
         if port == 0:
             await self._close_stores()
             raise OSError(f"cannot listen on {config.addr}")

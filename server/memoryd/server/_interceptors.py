@@ -28,6 +28,7 @@ from memoryd.domain import Internal, MemorydError, PermissionDenied, Unauthentic
 from ._auth import Principal, TokenVerifier
 from ._config import Config
 from ._errors import to_status
+from ._mtls import peer_principal
 from ._scope import CallerScope, Services, reset_current_scope, set_current_scope
 from ._validate import VALIDATORS
 
@@ -124,19 +125,34 @@ class ErrorMapping:
 
 
 class Authentication:
-    """``authorization: Bearer <token>`` → Principal. Nothing else in the metadata is trusted."""
+    """The caller is named by ``authorization: Bearer <token>``, or by the verified client
+    certificate's SPIFFE id when mTLS identity is on. Nothing else in the metadata is trusted.
 
-    def __init__(self, verifier: TokenVerifier) -> None:
+    With both, they must name the same tenant and agent (the token may add roles and a
+    subject binding).
+    """
+
+    def __init__(self, verifier: TokenVerifier, *, mtls: bool = False, trust_domain: str = "") -> None:
         self._verifier = verifier
+        self._mtls = mtls
+        self._trust_domain = trust_domain
 
     async def __call__(self, call: Call, next: Next) -> Message:
+        peer = peer_principal(call.context.auth_context(), self._trust_domain) if self._mtls else None
         values = call.metadata.get("authorization", ())
         if not values:
-            raise Unauthenticated("missing credential: send 'authorization: Bearer <token>'", reason="TOKEN_MISSING")
+            if peer is None:
+                raise Unauthenticated("missing credential: send 'authorization: Bearer <token>'",
+                                      reason="TOKEN_MISSING")
+            call.principal = peer
+            return await next(call)
         scheme, _, token = values[0].partition(" ")
         if len(values) != 1 or scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("the authorization metadata must be one 'Bearer <token>'")
-        call.principal = self._verifier.verify(token.strip())
+        principal = self._verifier.verify(token.strip())
+        if peer is not None and (peer.tenant, peer.agent) != (principal.tenant, principal.agent):
+            raise Unauthenticated("the token and the client certificate name different callers")
+        call.principal = principal
         return await next(call)
 
 
@@ -181,7 +197,7 @@ def build_chain(*, verifier: TokenVerifier, services: Services, config: Config,
         RequestId(),
         Tracing(tracer),
         ErrorMapping(),
-        Authentication(verifier),
+        Authentication(verifier, mtls=bool(config.tls_client_ca_file), trust_domain=config.tls_trust_domain),
         CallerScopeStep(services),
         Validation(config),
     ]
