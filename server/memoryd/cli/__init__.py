@@ -12,6 +12,7 @@ import sys
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from ._admin import add_admin_commands
+from ._audit import add_audit_commands
 from ._bench import add_bench_commands
 from ._client import add_client_commands
 from ._index import add_index_commands
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_admin_commands(commands)
     add_index_commands(commands)
+    add_audit_commands(commands)
     add_client_commands(commands)
     add_bench_commands(commands)
     args = parser.parse_args(argv)

@@ -7,34 +7,14 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memoryd.domain import MemorydError
-from memoryd.server import (
-    Config,
-    Embedders,
-    configured_embedder,
-    keyword_hasher,
-    load,
-    load_or_create_signing_key,
-    prepare_postgres,
-)
-from memoryd.storage import (
-    WORKER_ROLE,
-    IndexSet,
-    IndexTarget,
-    MilvusIndex,
-    OutboxWorker,
-    Postgres,
-    PostgresMemoryStore,
-    PostgresSettings,
-    embedder_from_config,
-    reindex,
-)
+from memoryd.server import Embedders, configured_embedder
+from memoryd.storage import IndexSet, IndexTarget, MilvusIndex, OutboxWorker, embedder_from_config, reindex
+
+from ._context import open_storage
 
 
 def add_index_commands(commands: Any) -> None:
@@ -58,33 +38,8 @@ def add_index_commands(commands: Any) -> None:
     re.set_defaults(run=_reindex)
 
 
-@dataclass
-class _Storage:
-    config: Config
-    settings: PostgresSettings
-    store: PostgresMemoryStore
-    queue: Postgres
-
-
-@asynccontextmanager
-async def _storage(args: argparse.Namespace) -> AsyncIterator[_Storage]:
-    config = load(args.config)
-    key = load_or_create_signing_key(config.signing_key_path)
-    settings, embedded = await prepare_postgres(config)
-    app_db, queue = Postgres(settings), Postgres(settings, role=WORKER_ROLE)
-    try:
-        await app_db.open()
-        await queue.open()
-        yield _Storage(config, settings, PostgresMemoryStore(app_db, keyword_hasher(key)), queue)
-    finally:
-        await queue.close()
-        await app_db.close()
-        if embedded is not None:
-            await asyncio.to_thread(embedded.stop)
-
-
 async def _worker(args: argparse.Namespace) -> int:
-    async with _storage(args) as s:
+    async with open_storage(args) as s:
         config = s.config
         if not config.milvus_uri:
             print("memoryd: error: 'memoryd worker' needs MEMORYD_MILVUS_URI: Milvus Lite belongs to one process "
@@ -111,14 +66,14 @@ async def _worker(args: argparse.Namespace) -> int:
 
 
 async def _outbox_status(args: argparse.Namespace) -> int:
-    async with _storage(args) as s:
+    async with open_storage(args) as s:
         lag = await OutboxWorker(s.queue, s.store, lambda: []).lag()
     print(f"pending: {lag.pending}  dead letters: {lag.dead}  oldest pending: {lag.oldest_pending_seconds:.1f}s")
     return 0
 
 
 async def _outbox_replay(args: argparse.Namespace) -> int:
-    async with _storage(args) as s:
+    async with open_storage(args) as s:
         revived = await OutboxWorker(s.queue, s.store, lambda: []).replay_dead()
     print(f"replaying {revived} dead letter(s)")
     return 0
@@ -142,7 +97,7 @@ class _ProgressBar:
 
 
 async def _reindex(args: argparse.Namespace) -> int:
-    async with _storage(args) as s:
+    async with open_storage(args) as s:
         config = s.config
         embedder = embedder_from_config(args.embedder, base_url=args.embedder_url, model=args.embedder_model,
                                         api_key=config.embedder_api_key, dim=args.embedder_dim or None)

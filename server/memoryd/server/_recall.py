@@ -237,22 +237,27 @@ class Recaller:
 
 
 class AccessRecorder:
-    """Counts recalls per memory and writes them in batches, off the request path.
+    """Records reads off the request path: recall counts per memory, and one audit event per
+    read (which memories were returned, to whom), written in batches.
 
-    ``flush`` runs every ``interval`` seconds and once more on shutdown, so counts survive a
-    graceful stop.
+    ``flush`` runs every ``interval`` seconds and once more on shutdown, so a graceful stop
+    loses nothing.
     """
 
     def __init__(self, store: Any, interval: float = 1.0) -> None:
         self._store = store
         self._interval = interval
-        self._pending: dict[str, dict[str, int]] = {}
+        self._counts: dict[str, dict[str, int]] = {}
+        self._events: dict[str, list[tuple[str, str, str, list[str], str]]] = {}
         self._task: asyncio.Task[None] | None = None
 
-    def record(self, tenant: str, ids: list[str]) -> None:
-        counts = self._pending.setdefault(tenant, {})
-        for memory_id in ids:
-            counts[memory_id] = counts.get(memory_id, 0) + 1
+    def record(self, tenant: str, agent: str, subject: str, action: str, ids: list[str], request_id: str, *,
+               count_access: bool = False) -> None:
+        if count_access:
+            counts = self._counts.setdefault(tenant, {})
+            for memory_id in ids:
+                counts[memory_id] = counts.get(memory_id, 0) + 1
+        self._events.setdefault(tenant, []).append((agent, subject, action, ids, request_id))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
@@ -263,12 +268,16 @@ class AccessRecorder:
             await self.flush()
 
     async def flush(self) -> None:
-        pending, self._pending = self._pending, {}
-        for tenant, counts in pending.items():
+        counts, self._counts = self._counts, {}
+        events, self._events = self._events, {}
+        for tenant in set(counts) | set(events):
             try:
-                await self._store.record_access(tenant, counts)
+                await self._store.record_reads(tenant, counts.get(tenant, {}), events.get(tenant, []))
             except MemorydError as exc:
-                _log.warning("could not record %d recall(s) for a tenant: %s", len(counts), exc.message)
+                # Put them back: the next flush tries again, so reads are not lost to an outage.
+                self._counts.setdefault(tenant, {}).update(counts.get(tenant, {}))
+                self._events.setdefault(tenant, [])[:0] = events.get(tenant, [])
+                _log.warning("could not record reads for a tenant yet: %s", exc.message)
 
     async def stop(self) -> None:
         if self._task is not None:

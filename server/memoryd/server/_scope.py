@@ -153,7 +153,7 @@ class CallerScope:
             self.principal.tenant, flt, query=cmd.query, keys=cmd.keys, top_k=cmd.top_k,
             token_budget=cmd.token_budget, weights=self._weights(cmd), now=now,
         )
-        self._services.access.record(self.principal.tenant, [m.id for m, _ in recalled.ranked])
+        self._record_read(cmd.subject, "read.recall", [m.id for m, _ in recalled.ranked], count_access=True)
         visible = self.visible_fields
         response = svc.RecallResponse(
             memories=[convert.scored(m, parts, visible) for m, parts in recalled.ranked],
@@ -163,6 +163,11 @@ class CallerScope:
         if cmd.render_block:
             response.block = render_block([m for m, _ in recalled.ranked], visible)
         return response
+
+    def _record_read(self, subject: str, action: str, ids: list[str], *, count_access: bool = False) -> None:
+        """Audit what this caller received (batched off the request path)."""
+        self._services.access.record(self.principal.tenant, self.principal.agent, subject, action, ids,
+                                     self._request_id, count_access=count_access)
 
     def _weights(self, cmd: RecallCommand) -> ScoreWeights:
         s, w = self._scoring, cmd.weights
@@ -181,6 +186,7 @@ class CallerScope:
             position = self._pages.decode(cmd.page_token, binding)
             page = Page(datetime.fromisoformat(str(position["u"])), str(position["i"]), cmd.page_size)
         listing: Listing = await self._store.list(self.principal.tenant, flt, page)
+        self._record_read(cmd.subject, "read.view", [m.id for m in listing.memories])
         response = svc.MemoryViewResponse(
             memories=[convert.memory(m, self.visible_fields) for m in listing.memories],
             view=convert.view(self.view),
@@ -197,6 +203,7 @@ class CallerScope:
         if cmd.page_token:
             after = int(self._pages.decode(cmd.page_token, binding)["v"])
         versions, more = await self._store.history(self.principal.tenant, flt, cmd.memory_id, after, cmd.page_size)
+        self._record_read(cmd.subject, "read.history", [cmd.memory_id])
         response = svc.GetHistoryResponse(versions=[convert.version(v, self.visible_fields) for v in versions])
         if more and versions:
             response.next_page_token = self._pages.encode(binding, {"v": versions[-1].memory.version})

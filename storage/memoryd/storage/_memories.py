@@ -31,6 +31,7 @@ from memoryd.domain import (
     WriteResult,
 )
 
+from . import _audit as audit
 from ._keywords import TermHasher, delete_terms, keyword_search
 from ._milvus import IndexedMemory
 from ._postgres import Postgres
@@ -40,11 +41,7 @@ from ._writes import ItemWriter, claim_idempotency, enqueue_index, record_versio
 
 async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, ids: list[str], request_id: str,
                  details: dict[str, Any] | None = None) -> None:
-    await conn.execute(
-        "INSERT INTO audit_log (tenant_id, agent, subject, action, memory_ids, request_id, details) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        (tenant, agent, subject, action, ids, request_id, Jsonb(details or {})),
-    )
+    await audit.append(conn, tenant, agent, subject, action, ids, request_id, details)
 
 
 _INDEX_COLUMNS = "id, subject, scope, session_id, category, key, tags, updated_at, valid_until, text"
@@ -173,16 +170,25 @@ class PostgresMemoryStore:
         assert row is not None
         return int(row["pending"]), int(row["dead"])
 
-    async def record_access(self, tenant: str, counts: dict[str, int]) -> None:
-        """Add recall counts and stamp the last access time (batched by the caller)."""
-        if not counts:
+    async def record_reads(self, tenant: str, counts: dict[str, int],
+                           events: list[tuple[str, str, str, list[str], str]]) -> None:
+        """Add recall counts and last-access times, and append read events (agent, subject,
+        action, ids, request id) to the audit chain — one transaction per batch."""
+        if not counts and not events:
             return
         async with self._db.tenant_tx(tenant) as conn:
-            await conn.execute(
-                "UPDATE memories m SET access_count = m.access_count + c.n, last_access_at = now() "
-                "FROM unnest(%s::uuid[], %s::int[]) AS c(id, n) WHERE m.tenant_id = %s AND m.id = c.id",
-                (list(counts), list(counts.values()), tenant),
-            )
+            if counts:
+                await conn.execute(
+                    "UPDATE memories m SET access_count = m.access_count + c.n, last_access_at = now() "
+                    "FROM unnest(%s::uuid[], %s::int[]) AS c(id, n) WHERE m.tenant_id = %s AND m.id = c.id",
+                    (list(counts), list(counts.values()), tenant),
+                )
+            for agent, subject, action, ids, request_id in events:
+                await _audit(conn, tenant, agent, subject, action, ids, request_id)
+
+    async def verify_audit(self, tenant: str) -> audit.ChainReport:
+        async with self._db.tenant_tx(tenant) as conn:
+            return await audit.verify(conn, tenant)
 
     async def list(self, tenant: str, flt: ReadFilter, page: Page) -> Listing:
         """One page of memories, most recently updated first (keyset pagination)."""

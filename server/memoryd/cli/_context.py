@@ -1,0 +1,37 @@
+"""Opening the stores for the operator commands (worker, outbox, reindex, audit)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from memoryd.server import Config, keyword_hasher, load, load_or_create_signing_key, prepare_postgres
+from memoryd.storage import WORKER_ROLE, Postgres, PostgresMemoryStore, PostgresSettings
+
+
+@dataclass
+class Storage:
+    config: Config
+    settings: PostgresSettings
+    store: PostgresMemoryStore
+    queue: Postgres
+
+
+@asynccontextmanager
+async def open_storage(args: argparse.Namespace) -> AsyncIterator[Storage]:
+    config = load(args.config)
+    key = load_or_create_signing_key(config.signing_key_path)
+    settings, embedded = await prepare_postgres(config)
+    app_db, queue = Postgres(settings), Postgres(settings, role=WORKER_ROLE)
+    try:
+        await app_db.open()
+        await queue.open()
+        yield Storage(config, settings, PostgresMemoryStore(app_db, keyword_hasher(key)), queue)
+    finally:
+        await queue.close()
+        await app_db.close()
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
