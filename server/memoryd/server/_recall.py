@@ -41,6 +41,7 @@ from ._config import Scoring
 
 _log = logging.getLogger("memoryd.server.recall")
 DENSE_WEIGHT = 0.5
+MAX_PENDING_EVENTS = 100_000  # read audit events kept per tenant while Postgres is unreachable
 MMR_LAMBDA = 0.7
 DUPLICATE_COSINE = 0.9
 
@@ -274,9 +275,19 @@ class AccessRecorder:
             try:
                 await self._store.record_reads(tenant, counts.get(tenant, {}), events.get(tenant, []))
             except MemorydError as exc:
-                # Put them back: the next flush tries again, so reads are not lost to an outage.
-                self._counts.setdefault(tenant, {}).update(counts.get(tenant, {}))
-                self._events.setdefault(tenant, [])[:0] = events.get(tenant, [])
+                # Put them back: the next flush tries again, so reads are not lost to a short
+                # outage. A long one is bounded: past MAX_PENDING_EVENTS the oldest are dropped,
+                # loudly, rather than growing without end.
+                for memory_id, n in counts.get(tenant, {}).items():
+                    pending = self._counts.setdefault(tenant, {})
+                    pending[memory_id] = pending.get(memory_id, 0) + n
+                queue = self._events.setdefault(tenant, [])
+                queue[:0] = events.get(tenant, [])
+                if len(queue) > MAX_PENDING_EVENTS:
+                    dropped = len(queue) - MAX_PENDING_EVENTS
+                    del queue[:dropped]
+                    _log.error("dropped %d read audit event(s) of a tenant: Postgres has been unreachable too long",
+                               dropped)
                 _log.warning("could not record reads for a tenant yet: %s", exc.message)
 
     async def stop(self) -> None:
