@@ -69,10 +69,12 @@ async def migrate(dsn: str) -> list[Migration]:
     return applied_now
 
 
-async def register_index_model(dsn: str, model_id: str, collection: str, dim: int) -> str:
-    """Record the embedding model's collection; the first one registered becomes active.
+async def register_index_model(dsn: str, model_id: str, collection: str, dim: int, *,
+                               activate_if_first: bool = True) -> str:
+    """Record the embedding model's collection; unless told otherwise, the first one
+    registered becomes active (a model being built by ``memoryd reindex`` is not).
 
-    Returns the active model id. Run with the owner's connection at start-up.
+    Returns the active model id ('' if none). Run with the owner's connection.
     """
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=10) as conn:
         async with conn.transaction():
@@ -83,9 +85,11 @@ async def register_index_model(dsn: str, model_id: str, collection: str, dim: in
             )
             cur = await conn.execute("SELECT model_id FROM index_models WHERE active")
             row = await cur.fetchone()
-            if row is None:
-                await conn.execute(
-                    "UPDATE index_models SET active = true, activated_at = now() WHERE model_id = %s", (model_id,)
-                )
-                return model_id
-            return str(row[0])
+            if row is not None:
+                return str(row[0])
+            if not activate_if_first:
+                return ""
+            await conn.execute(
+                "UPDATE index_models SET active = true, activated_at = now() WHERE model_id = %s", (model_id,)
+            )
+            return model_id

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import psycopg
 
 from ._memories import PostgresMemoryStore
+from ._migrate import register_index_model
 from ._outbox import IndexTarget, embedding_text
 from ._postgres import Postgres
 
@@ -31,14 +32,6 @@ class ReindexReport:
     resumed: bool
 
 
-async def register_building(dsn: str, target: IndexTarget) -> None:
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute(
-            "INSERT INTO index_models (model_id, collection, dim) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-            (target.index.model_id, target.index.collection, target.embedder.dim),
-        )
-
-
 async def activate(dsn: str, model_id: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn, conn.transaction():
         await conn.execute("UPDATE index_models SET active = false WHERE active AND model_id <> %s", (model_id,))
@@ -50,7 +43,8 @@ async def reindex(owner_dsn: str, queue: Postgres, store: PostgresMemoryStore, t
                   settle_seconds: float, batch_size: int = 64, progress: Progress | None = None) -> ReindexReport:
     """Backfill ``target`` from Postgres and make it the model Recall uses."""
     model_id = target.index.model_id
-    await register_building(owner_dsn, target)
+    await register_index_model(owner_dsn, model_id, target.index.collection, target.embedder.dim,
+                               activate_if_first=False)
     await asyncio.sleep(settle_seconds)  # let every worker start dual-writing first
     async with queue.worker_tx() as conn:
         # Every tenant that has memories has a route, or index work still queued.
