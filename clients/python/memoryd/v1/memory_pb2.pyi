@@ -49,6 +49,15 @@ class MemoryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MEMORY_STATUS_ACTIVE: _ClassVar[MemoryStatus]
     MEMORY_STATUS_SUPERSEDED: _ClassVar[MemoryStatus]
     MEMORY_STATUS_FORGOTTEN: _ClassVar[MemoryStatus]
+
+class EraseSelector(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERASE_SELECTOR_UNSPECIFIED: _ClassVar[EraseSelector]
+    ERASE_SELECTOR_IDS: _ClassVar[EraseSelector]
+    ERASE_SELECTOR_KEY: _ClassVar[EraseSelector]
+    ERASE_SELECTOR_SOURCE_TURN: _ClassVar[EraseSelector]
+    ERASE_SELECTOR_CATEGORY: _ClassVar[EraseSelector]
+    ERASE_SELECTOR_ALL_OF_SUBJECT: _ClassVar[EraseSelector]
 CATEGORY_UNSPECIFIED: Category
 CATEGORY_FACT: Category
 CATEGORY_PREFERENCE: Category
@@ -72,6 +81,12 @@ MEMORY_STATUS_UNSPECIFIED: MemoryStatus
 MEMORY_STATUS_ACTIVE: MemoryStatus
 MEMORY_STATUS_SUPERSEDED: MemoryStatus
 MEMORY_STATUS_FORGOTTEN: MemoryStatus
+ERASE_SELECTOR_UNSPECIFIED: EraseSelector
+ERASE_SELECTOR_IDS: EraseSelector
+ERASE_SELECTOR_KEY: EraseSelector
+ERASE_SELECTOR_SOURCE_TURN: EraseSelector
+ERASE_SELECTOR_CATEGORY: EraseSelector
+ERASE_SELECTOR_ALL_OF_SUBJECT: EraseSelector
 
 class Provenance(_message.Message):
     __slots__ = ("agent", "source_kind", "source_turn_id")
@@ -84,7 +99,7 @@ class Provenance(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., source_kind: _Optional[_Union[SourceKind, str]] = ..., source_turn_id: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "subject", "scope", "session_id", "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "provenance", "version", "status", "created_at", "updated_at", "access_count", "last_access_at")
+    __slots__ = ("id", "subject", "scope", "session_id", "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "provenance", "version", "status", "created_at", "updated_at", "access_count", "last_access_at", "content_unavailable")
     ID_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +122,7 @@ class Memory(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     ACCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESS_AT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     id: str
     subject: str
     scope: Scope
@@ -129,7 +145,8 @@ class Memory(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     access_count: int
     last_access_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., subject: _Optional[str] = ..., scope: _Optional[_Union[Scope, str]] = ..., session_id: _Optional[str] = ..., category: _Optional[_Union[Category, str]] = ..., key: _Optional[str] = ..., text: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., stability: _Optional[_Union[Stability, str]] = ..., pinned: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., version: _Optional[int] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_access_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    content_unavailable: bool
+    def __init__(self, id: _Optional[str] = ..., subject: _Optional[str] = ..., scope: _Optional[_Union[Scope, str]] = ..., session_id: _Optional[str] = ..., category: _Optional[_Union[Category, str]] = ..., key: _Optional[str] = ..., text: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., stability: _Optional[_Union[Stability, str]] = ..., pinned: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., version: _Optional[int] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_access_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., content_unavailable: _Optional[bool] = ...) -> None: ...
 
 class MemoryDraft(_message.Message):
     __slots__ = ("scope", "session_id", "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "source_kind", "source_turn_id")
@@ -204,7 +221,7 @@ class ViewRule(_message.Message):
     def __init__(self, category: _Optional[_Union[Category, str]] = ..., key_patterns: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class View(_message.Message):
-    __slots__ = ("agent", "read_rules", "write_rules", "may_erase", "visible_fields", "description", "version")
+    __slots__ = ("agent", "read_rules", "write_rules", "may_erase", "visible_fields", "description", "version", "erase_selectors")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     READ_RULES_FIELD_NUMBER: _ClassVar[int]
     WRITE_RULES_FIELD_NUMBER: _ClassVar[int]
@@ -212,6 +229,7 @@ class View(_message.Message):
     VISIBLE_FIELDS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    ERASE_SELECTORS_FIELD_NUMBER: _ClassVar[int]
     agent: str
     read_rules: _containers.RepeatedCompositeFieldContainer[ViewRule]
     write_rules: _containers.RepeatedCompositeFieldContainer[ViewRule]
@@ -219,4 +237,5 @@ class View(_message.Message):
     visible_fields: _containers.RepeatedScalarFieldContainer[str]
     description: str
     version: int
-    def __init__(self, agent: _Optional[str] = ..., read_rules: _Optional[_Iterable[_Union[ViewRule, _Mapping]]] = ..., write_rules: _Optional[_Iterable[_Union[ViewRule, _Mapping]]] = ..., may_erase: _Optional[bool] = ..., visible_fields: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+    erase_selectors: _containers.RepeatedScalarFieldContainer[EraseSelector]
+    def __init__(self, agent: _Optional[str] = ..., read_rules: _Optional[_Iterable[_Union[ViewRule, _Mapping]]] = ..., write_rules: _Optional[_Iterable[_Union[ViewRule, _Mapping]]] = ..., may_erase: _Optional[bool] = ..., visible_fields: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., version: _Optional[int] = ..., erase_selectors: _Optional[_Iterable[_Union[EraseSelector, str]]] = ...) -> None: ...

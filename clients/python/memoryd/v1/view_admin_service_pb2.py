@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from memoryd.v1 import memory_pb2 as memoryd_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#memoryd/v1/view_admin_service.proto\x12\nmemoryd.v1\x1a\x17memoryd/v1/memory.proto\"0\n\x0ePutViewRequest\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\"1\n\x0fPutViewResponse\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\"\x1f\n\x0eGetViewRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\"1\n\x0fGetViewResponse\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\"9\n\x10ListViewsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"M\n\x11ListViewsResponse\x12\x1f\n\x05views\x18\x01 \x03(\x0b\x32\x10.memoryd.v1.View\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x11\x44\x65leteViewRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\"%\n\x12\x44\x65leteViewResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\x32\xb1\x02\n\x10ViewAdminService\x12\x42\n\x07PutView\x12\x1a.memoryd.v1.PutViewRequest\x1a\x1b.memoryd.v1.PutViewResponse\x12\x42\n\x07GetView\x12\x1a.memoryd.v1.GetViewRequest\x1a\x1b.memoryd.v1.GetViewResponse\x12H\n\tListViews\x12\x1c.memoryd.v1.ListViewsRequest\x1a\x1d.memoryd.v1.ListViewsResponse\x12K\n\nDeleteView\x12\x1d.memoryd.v1.DeleteViewRequest\x1a\x1e.memoryd.v1.DeleteViewResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#memoryd/v1/view_admin_service.proto\x12\nmemoryd.v1\x1a\x17memoryd/v1/memory.proto\"J\n\x0ePutViewRequest\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\x12\x18\n\x10\x65xpected_version\x18\x02 \x01(\x03\"B\n\x0fPutViewResponse\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"\x1f\n\x0eGetViewRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\"1\n\x0fGetViewResponse\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\"9\n\x10ListViewsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"M\n\x11ListViewsResponse\x12\x1f\n\x05views\x18\x01 \x03(\x0b\x32\x10.memoryd.v1.View\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x11\x44\x65leteViewRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\"%\n\x12\x44\x65leteViewResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\x32\xb1\x02\n\x10ViewAdminService\x12\x42\n\x07PutView\x12\x1a.memoryd.v1.PutViewRequest\x1a\x1b.memoryd.v1.PutViewResponse\x12\x42\n\x07GetView\x12\x1a.memoryd.v1.GetViewRequest\x1a\x1b.memoryd.v1.GetViewResponse\x12H\n\tListViews\x12\x1c.memoryd.v1.ListViewsRequest\x1a\x1d.memoryd.v1.ListViewsResponse\x12K\n\nDeleteView\x12\x1d.memoryd.v1.DeleteViewRequest\x1a\x1e.memoryd.v1.DeleteViewResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,21 +33,21 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memoryd.v1.view_admin_servi
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PUTVIEWREQUEST']._serialized_start=76
-  _globals['_PUTVIEWREQUEST']._serialized_end=124
-  _globals['_PUTVIEWRESPONSE']._serialized_start=126
-  _globals['_PUTVIEWRESPONSE']._serialized_end=175
-  _globals['_GETVIEWREQUEST']._serialized_start=177
-  _globals['_GETVIEWREQUEST']._serialized_end=208
-  _globals['_GETVIEWRESPONSE']._serialized_start=210
-  _globals['_GETVIEWRESPONSE']._serialized_end=259
-  _globals['_LISTVIEWSREQUEST']._serialized_start=261
-  _globals['_LISTVIEWSREQUEST']._serialized_end=318
-  _globals['_LISTVIEWSRESPONSE']._serialized_start=320
-  _globals['_LISTVIEWSRESPONSE']._serialized_end=397
-  _globals['_DELETEVIEWREQUEST']._serialized_start=399
-  _globals['_DELETEVIEWREQUEST']._serialized_end=433
-  _globals['_DELETEVIEWRESPONSE']._serialized_start=435
-  _globals['_DELETEVIEWRESPONSE']._serialized_end=472
-  _globals['_VIEWADMINSERVICE']._serialized_start=475
-  _globals['_VIEWADMINSERVICE']._serialized_end=780
+  _globals['_PUTVIEWREQUEST']._serialized_end=150
+  _globals['_PUTVIEWRESPONSE']._serialized_start=152
+  _globals['_PUTVIEWRESPONSE']._serialized_end=218
+  _globals['_GETVIEWREQUEST']._serialized_start=220
+  _globals['_GETVIEWREQUEST']._serialized_end=251
+  _globals['_GETVIEWRESPONSE']._serialized_start=253
+  _globals['_GETVIEWRESPONSE']._serialized_end=302
+  _globals['_LISTVIEWSREQUEST']._serialized_start=304
+  _globals['_LISTVIEWSREQUEST']._serialized_end=361
+  _globals['_LISTVIEWSRESPONSE']._serialized_start=363
+  _globals['_LISTVIEWSRESPONSE']._serialized_end=440
+  _globals['_DELETEVIEWREQUEST']._serialized_start=442
+  _globals['_DELETEVIEWREQUEST']._serialized_end=476
+  _globals['_DELETEVIEWRESPONSE']._serialized_start=478
+  _globals['_DELETEVIEWRESPONSE']._serialized_end=515
+  _globals['_VIEWADMINSERVICE']._serialized_start=518
+  _globals['_VIEWADMINSERVICE']._serialized_end=823
 # @@protoc_insertion_point(module_scope)

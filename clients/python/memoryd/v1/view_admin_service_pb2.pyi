@@ -9,16 +9,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PutViewRequest(_message.Message):
-    __slots__ = ("view",)
+    __slots__ = ("view", "expected_version")
     VIEW_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
     view: _memory_pb2.View
-    def __init__(self, view: _Optional[_Union[_memory_pb2.View, _Mapping]] = ...) -> None: ...
+    expected_version: int
+    def __init__(self, view: _Optional[_Union[_memory_pb2.View, _Mapping]] = ..., expected_version: _Optional[int] = ...) -> None: ...
 
 class PutViewResponse(_message.Message):
-    __slots__ = ("view",)
+    __slots__ = ("view", "changed")
     VIEW_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
     view: _memory_pb2.View
-    def __init__(self, view: _Optional[_Union[_memory_pb2.View, _Mapping]] = ...) -> None: ...
+    changed: bool
+    def __init__(self, view: _Optional[_Union[_memory_pb2.View, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
 
 class GetViewRequest(_message.Message):
     __slots__ = ("agent",)

@@ -85,7 +85,8 @@ class ViewAdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteView(self, request, context):
-        """DeleteView removes the view of one agent; the agent is then denied everything.
+        """DeleteView removes the view of one agent; the agent is then denied everything. Every
+        change of a view is recorded in the tenant's audit log.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
