@@ -19,7 +19,7 @@ import pytest
 from memoryd.server import load_or_create_signing_key
 from memoryd.storage import EmbeddedPostgres, migrate
 
-from .support import Agent, ServerProcess, server_env, token_for, unique
+from .support import Agent, ServerProcess, full_view, put_view, server_env, token_for, unique
 
 
 @pytest.fixture(scope="session")
@@ -88,11 +88,18 @@ def tenant() -> str:
 
 @pytest.fixture
 def connect(channel: grpc.Channel, key_file: Path, tenant: str) -> Callable[..., Agent]:
-    """``connect(agent="a", tenant=None, roles=("agent",), subject="")`` → an Agent; tenant
-    defaults to this test's own tenant."""
+    """``connect(agent="a", tenant=None, view="full", roles=("agent",), subject="")`` → an
+    Agent; tenant defaults to this test's own tenant. Its view is stored first: a full one by
+    default, ``view=<pb.View>`` for another, ``view=None`` for none (it may then do nothing)."""
+    granted: set[tuple[str, str]] = set()
 
-    def make(agent: str = "agent-1", tenant: str | None = None, **kwargs: Any) -> Agent:
-        return Agent(channel, token_for(key_file, tenant or tenant_default, agent, **kwargs))
+    def make(agent: str = "agent-1", tenant: str | None = None, view: Any = "full", **kwargs: Any) -> Agent:
+        tenant = tenant or tenant_default
+        # A view stored earlier in the test (full or not) is kept unless another is given.
+        if view is not None and (view != "full" or (tenant, agent) not in granted):
+            put_view(channel, key_file, tenant, full_view(agent) if view == "full" else view)
+            granted.add((tenant, agent))
+        return Agent(channel, token_for(key_file, tenant, agent, **kwargs))
 
     tenant_default = tenant
     return make

@@ -23,6 +23,7 @@ from memoryd.server import issue_token, load_signing_key
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,6 +199,38 @@ def fails(fn: Any, *args: Any, **kwargs: Any) -> RpcFailure:
 
 def token_for(key_file: Path, tenant: str, agent: str = "agent-1", **kwargs: Any) -> str:
     return issue_token(load_signing_key(key_file), tenant=tenant, agent=agent, **kwargs)
+
+
+ALL_FIELDS = sorted(f.name for f in pb.Memory.DESCRIPTOR.fields if f.name != "content_unavailable")
+ALL_CATEGORIES = [c for c in pb.Category.values() if c != pb.CATEGORY_UNSPECIFIED]
+
+
+def rule(category: str, *patterns: str) -> pb.ViewRule:
+    return pb.ViewRule(category=pb.Category.Value(f"CATEGORY_{category.upper()}"), key_patterns=list(patterns or ["*"]))
+
+
+def full_view(agent: str, **overrides: Any) -> pb.View:
+    """Every category and key, every field, every erase selector."""
+    every = [pb.ViewRule(category=c, key_patterns=["*"]) for c in ALL_CATEGORIES]
+    fields: dict[str, Any] = dict(agent=agent, read_rules=every, write_rules=every, may_erase=True,
+                                  visible_fields=ALL_FIELDS, description="full access (test)")
+    fields.update(overrides)
+    return pb.View(**fields)
+
+
+def put_view(channel: grpc.Channel, key_file: Path, tenant: str, view: pb.View,
+             admin_agent: str = "tenant-admin") -> admin.PutViewResponse:
+    """Store ``view`` with a tenant admin's token (as an operator would)."""
+    token = token_for(key_file, tenant, admin_agent, roles=("admin",))
+    return admin_grpc.ViewAdminServiceStub(channel).PutView(
+        admin.PutViewRequest(view=view), metadata=(("authorization", f"Bearer {token}"),), timeout=30)
+
+
+def agent_with_view(channel: grpc.Channel, key_file: Path, tenant: str, agent: str = "agent-1",
+                    view: pb.View | None = None, **token_kwargs: Any) -> Agent:
+    """An Agent whose view (full unless given) is stored first: agents without one may do nothing."""
+    put_view(channel, key_file, tenant, view or full_view(agent))
+    return Agent(channel, token_for(key_file, tenant, agent, **token_kwargs))
 
 
 MILVUS_LITE = Path(sys.executable).parent / "milvus-lite"

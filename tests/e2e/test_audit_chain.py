@@ -10,7 +10,7 @@ import psycopg
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import MEMORYD, ROOT, Agent, ServerProcess, draft, server_env, token_for, unique
+from ..support import MEMORYD, ROOT, ServerProcess, agent_with_view, draft, server_env, unique
 
 
 def _verify(env: dict[str, str], tenant: str) -> subprocess.CompletedProcess[str]:
@@ -32,7 +32,7 @@ def test_every_write_read_and_erase_is_chained_and_tampering_is_detected(tmp_pat
     process = ServerProcess(env, tmp_path / "server.log").start()
     try:
         with grpc.insecure_channel(process.target) as channel:
-            agent = Agent(channel, token_for(key_file, tenant, "support-bot"))
+            agent = agent_with_view(channel, key_file, tenant, "support-bot")
             written = agent.write("alice", draft("fact", "Lives in Lyon", key="home_city"),
                                   draft("event", "Asked about a refund"))
             ids = [r.memory_id for r in written.results]
@@ -47,14 +47,16 @@ def test_every_write_read_and_erase_is_chained_and_tampering_is_detected(tmp_pat
     # Writes and erases are chained in their own transaction; reads are batched off the
     # request path, so they join the chain up to a second later, in the order they happened.
     actions = [action for _, action, _, _ in events]
-    assert sorted(actions) == sorted(["write", "read.recall", "read.view", "read.history", "erase.forget"])
+    assert sorted(actions) == sorted(["view.put", "write", "read.recall", "read.view", "read.history",
+                                      "erase.forget"])
     assert [a for a in actions if a.startswith("read.")] == ["read.recall", "read.view", "read.history"]
-    assert actions.index("write") < actions.index("erase.forget")
-    assert all(agent == "support-bot" for _, _, agent, _ in events)
+    assert actions.index("view.put") < actions.index("write") < actions.index("erase.forget")
+    # The view was stored by the tenant admin; everything else was done by the agent.
+    assert {(action, agent) for _, action, agent, _ in events if agent != "support-bot"} == {("view.put", "tenant-admin")}
     recall_event = next(e for e in events if e[1] == "read.recall")
     assert recall_event[3] == [ids[0]]  # the read event names exactly the memories returned
     result = _verify(env, tenant)
-    assert result.returncode == 0 and "intact: 5 events" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0 and "intact: 6 events" in result.stdout, result.stdout + result.stderr
 
     # Someone with database access edits one event: the chain no longer holds from there.
     with psycopg.connect(private_database, autocommit=True) as conn:
@@ -79,10 +81,11 @@ def test_each_tenant_has_its_own_chain(tmp_path, private_database, key_file):
     process = ServerProcess(env, tmp_path / "server.log").start()
     try:
         with grpc.insecure_channel(process.target) as channel:
+            agents = {tenant: agent_with_view(channel, key_file, tenant) for tenant in (a, b)}
             for tenant in (a, b, a, b):
-                Agent(channel, token_for(key_file, tenant)).write("alice", draft("event", f"note {time.time()}"))
+                agents[tenant].write("alice", draft("event", f"note {time.time()}"))
     finally:
         process.stop()
     for tenant in (a, b):
         result = _verify(env, tenant)
-        assert result.returncode == 0 and "intact: 2 events" in result.stdout
+        assert result.returncode == 0 and "intact: 3 events" in result.stdout  # its view, two writes

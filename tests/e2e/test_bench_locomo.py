@@ -28,7 +28,7 @@ from memoryd.cli._bench import add_bench_commands
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import ServerProcess, token_for, unique
+from ..support import ServerProcess, full_view, put_view, token_for, unique
 
 # ---------------------------------------------------------------------------------------------
 # A synthetic dataset in LoCoMo's shape.
@@ -504,7 +504,10 @@ def test_bench_runs_end_to_end_on_its_own_embedded_server(dataset: Path):
 
 def test_bench_command_against_a_running_server(dataset: Path, server: ServerProcess, key_file: Path,
                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    token = token_for(key_file, unique("tenant"), "bench")
+    tenant = unique("tenant")
+    with grpc.insecure_channel(server.target) as channel:
+        put_view(channel, key_file, tenant, full_view("bench"))
+    token = token_for(key_file, tenant, "bench")
     out = tmp_path / "results.json"
     command = ["bench", "locomo", "--dataset", str(dataset), "--conversations", "1", "--addr", server.target,
                "--token", token, "--json", str(out), "--markdown", "--batch-size", "3", "--no-progress"]

@@ -13,7 +13,7 @@ import psycopg
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, ServerProcess, draft, fails, server_env, token_for, unique
+from ..support import Agent, ServerProcess, agent_with_view, draft, fails, server_env, unique
 
 
 def _embedded(tmp_path: Path) -> ServerProcess:
@@ -78,7 +78,7 @@ def test_sigterm_lets_an_in_flight_write_finish(tmp_path, private_database, key_
     blocker.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lock_name,))
     result: dict[str, object] = {}
     with grpc.insecure_channel(process.target) as channel:
-        agent = Agent(channel, token_for(key_file, tenant))
+        agent = agent_with_view(channel, key_file, tenant)
 
         def write() -> None:
             try:
@@ -115,7 +115,7 @@ def test_postgres_down_gives_unavailable_and_writes_nothing(tmp_path, key_file):
     process = ServerProcess(env, tmp_path / "server.log").start()
     try:
         with grpc.insecure_channel(process.target) as channel:
-            agent = Agent(channel, token_for(key_file, unique("tenant")))
+            agent = agent_with_view(channel, key_file, unique("tenant"))
             agent.write("alice", draft("fact", "before the outage", key="k1"))
             pg.stop()
             failure = fails(agent.write, "alice", draft("fact", "during the outage", key="k2"))

@@ -12,7 +12,7 @@ import psycopg
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import MEMORYD, ROOT, Agent, ServerProcess, draft, server_env, token_for, unique
+from ..support import MEMORYD, ROOT, ServerProcess, agent_with_view, draft, server_env, unique
 from ..support_fake_openai import FakeOpenAI
 
 
@@ -30,7 +30,7 @@ def test_embedder_outage_keeps_writes_degrades_recall_and_dead_letters_until_rep
             process = ServerProcess(env, tmp_path / "server.log").start()
             try:
                 with grpc.insecure_channel(process.target) as channel:
-                    agent = Agent(channel, token_for(key_file, unique("tenant")))
+                    agent = agent_with_view(channel, key_file, unique("tenant"))
                     fake.fail_next(*["500"] * 1000)
 
                     written = agent.write("alice", draft("event", "Alice renewed her passport in March"))

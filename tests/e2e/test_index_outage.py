@@ -15,7 +15,7 @@ import pytest
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, MilvusServer, ServerProcess, draft, server_env, token_for, unique
+from ..support import Agent, MilvusServer, ServerProcess, agent_with_view, draft, server_env, unique
 
 @pytest.fixture
 def milvus(tmp_path: Path) -> Iterator[MilvusServer]:
@@ -43,7 +43,7 @@ def test_milvus_outage_loses_no_write_and_recall_degrades_to_keywords(memoryd_on
                                                                      private_database):
     tenant = unique("tenant")
     with grpc.insecure_channel(memoryd_on_remote_milvus.target) as channel:
-        agent = Agent(channel, token_for(key_file, tenant))
+        agent = agent_with_view(channel, key_file, tenant)
         before = agent.write("alice", draft("event", "Alice booked a ferry to Naxos"),
                              consistency=svc.CONSISTENCY_WAIT_INDEXED)
         assert before.indexed
@@ -85,7 +85,7 @@ def test_milvus_outage_loses_no_write_and_recall_degrades_to_keywords(memoryd_on
 def test_purge_while_milvus_is_down_is_reported_unverified_and_finished_later(memoryd_on_remote_milvus, milvus,
                                                                              key_file):
     with grpc.insecure_channel(memoryd_on_remote_milvus.target) as channel:
-        agent = Agent(channel, token_for(key_file, unique("tenant")))
+        agent = agent_with_view(channel, key_file, unique("tenant"))
         agent.write("alice", draft("event", "Alice's locker code is 1234"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
         milvus.stop()
 

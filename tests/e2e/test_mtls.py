@@ -17,7 +17,7 @@ from cryptography.x509.oid import NameOID
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, ServerProcess, draft, fails, server_env, token_for, unique
+from ..support import Agent, ServerProcess, draft, fails, full_view, put_view, server_env, token_for, unique
 
 TRUST_DOMAIN = "example.org"
 
@@ -96,9 +96,10 @@ def channel(server: ServerProcess, ca: Authority, client: Issued | None) -> grpc
     return grpc.secure_channel(server.target, credentials, options=[("grpc.ssl_target_name_override", "localhost")])
 
 
-def test_a_client_certificate_names_the_caller_without_a_token(tls_server, ca):
+def test_a_client_certificate_names_the_caller_without_a_token(tls_server, ca, key_file):
     tenant = unique("tenant")
     with channel(tls_server, ca, ca.agent(tenant, "payment-agent")) as ch:
+        put_view(ch, key_file, tenant, full_view("payment-agent"), admin_agent="payment-agent")
         agent = Agent(ch, token="")
         stub = agent.memory
         stub.Write(svc.WriteRequest(subject="alice", items=[draft("fact", "IBAN ends 0042", key="iban")]), timeout=30)
@@ -106,18 +107,21 @@ def test_a_client_certificate_names_the_caller_without_a_token(tls_server, ca):
     assert found.memory.provenance.agent == "payment-agent"
 
 
-def test_another_tenants_certificate_sees_nothing(tls_server, ca):
-    tenant = unique("tenant")
+def test_another_tenants_certificate_sees_nothing(tls_server, ca, key_file):
+    tenant, other = unique("tenant"), unique("tenant")
     with channel(tls_server, ca, ca.agent(tenant, "a")) as ch:
+        put_view(ch, key_file, tenant, full_view("a"), admin_agent="a")
         Agent(ch, "").memory.Write(svc.WriteRequest(subject="alice", items=[draft("fact", "secret", key="k")]),
                                    timeout=30)
-    with channel(tls_server, ca, ca.agent(unique("tenant"), "a")) as ch:
+    with channel(tls_server, ca, ca.agent(other, "a")) as ch:
+        put_view(ch, key_file, other, full_view("a"), admin_agent="a")  # same agent name, full view
         assert Agent(ch, "").memory.Recall(svc.RecallRequest(subject="alice", keys=["k"]), timeout=30).memories == []
 
 
 def test_a_token_must_name_the_same_caller_as_the_certificate(tls_server, ca, key_file):
     tenant = unique("tenant")
     with channel(tls_server, ca, ca.agent(tenant, "a")) as ch:
+        put_view(ch, key_file, tenant, full_view("a"), admin_agent="a")
         same = Agent(ch, token_for(key_file, tenant, "a", subject="alice"))
         same.write("alice", draft("fact", "x", key="k"))  # the token adds a subject binding
         assert fails(same.write, "bob", draft("fact", "x", key="k")).reason == "SUBJECT_NOT_ALLOWED"

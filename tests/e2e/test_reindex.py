@@ -12,7 +12,7 @@ import psycopg
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import MEMORYD, ROOT, Agent, MilvusServer, ServerProcess, draft, server_env, token_for, unique
+from ..support import MEMORYD, ROOT, Agent, MilvusServer, ServerProcess, agent_with_view, draft, server_env, unique
 from ..support_fake_openai import FakeOpenAI, vector_for
 
 MEMORIES = ["Alice booked a ferry to Naxos", "Alice's cat is called Miso", "Alice plays the cello",
@@ -53,7 +53,7 @@ def test_reindex_moves_recall_to_the_new_model_without_a_restart(tmp_path, key_f
             process = ServerProcess(env, tmp_path / "server.log").start()
             try:
                 with grpc.insecure_channel(process.target) as channel:
-                    agent = Agent(channel, token_for(key_file, unique("tenant")))
+                    agent = agent_with_view(channel, key_file, unique("tenant"))
                     written = agent.write("alice", *(draft("event", t) for t in MEMORIES),
                                           consistency=svc.CONSISTENCY_WAIT_INDEXED)
                     assert written.indexed

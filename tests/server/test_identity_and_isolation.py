@@ -415,15 +415,6 @@ def test_view_admin_calls_need_the_admin_role(connect: Callable[..., Agent], met
     assert error.reason == "ROLE_REQUIRED"
 
 
-@pytest.mark.parametrize("method", ADMIN_METHODS)
-def test_view_admin_calls_with_the_admin_role_are_not_implemented_yet(connect: Callable[..., Agent],
-                                                                      method: str) -> None:
-    for roles in (("admin",), ("admin", "agent")):
-        error = refused(connect("admin-1", roles=roles), method, request_for(method))
-        assert error.code == grpc.StatusCode.UNIMPLEMENTED
-        assert error.reason == "NOT_IMPLEMENTED"
-
-
 # --- tenant isolation ----------------------------------------------------------------------
 
 @dataclass

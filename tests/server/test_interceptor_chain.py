@@ -13,8 +13,10 @@ from memoryd.server import Config, Memoryd, build_chain
 from memoryd.server._auth import TokenVerifier
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+from memoryd.v1 import view_admin_service_pb2 as admin
+from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
-from ..support import draft, fails, token_for, unique
+from ..support import draft, fails, full_view, token_for, unique
 
 SERVER_PACKAGE = Path(__file__).resolve().parents[2] / "server" / "memoryd" / "server"
 
@@ -67,9 +69,13 @@ async def test_every_rpc_gets_one_server_span_with_its_status(private_database, 
                     signing_key_file=str(key_file))
     app = Memoryd(config, span_exporter=exporter)
     started = await app.start()
-    token = token_for(key_file, unique("tenant"))
+    tenant = unique("tenant")
+    token = token_for(key_file, tenant)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{started.port}") as channel:
+            await admin_grpc.ViewAdminServiceStub(channel).PutView(
+                admin.PutViewRequest(view=full_view("agent-1")),
+                metadata=(("authorization", f"Bearer {token_for(key_file, tenant, 'ops', roles=('admin',))}"),))
             stub = svc_grpc.MemoryServiceStub(channel)
             meta = (("authorization", f"Bearer {token}"),)
             await stub.Write(svc.WriteRequest(subject="alice", items=[draft("goal", "ship v1", key="q4")]),

@@ -39,11 +39,12 @@ from ._model import (
     WriteResult,
     policy_for,
 )
-from ._ports import Embedder, MemoryStore
+from ._ports import Embedder, MemoryStore, ViewStore
 from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, recency, score
-from ._view import MEMORY_FIELDS, View, ViewRule, glob_to_like, glob_to_regex
+from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_like, glob_to_regex
 
 __all__ = [
+    "ERASE_SELECTORS",
     "MEMORY_FIELDS",
     "Embedder",
     "MemoryStore",
@@ -54,7 +55,9 @@ __all__ = [
     "recency",
     "score",
     "View",
+    "ViewChange",
     "ViewRule",
+    "ViewStore",
     "glob_to_like",
     "glob_to_regex",
     "Category",

@@ -191,6 +191,19 @@ class EraseSelector:
     category: Category | None = None
     all_of_subject: bool = False
 
+    @property
+    def kind(self) -> str:
+        """Which selector this is, as named in a view's erase_selectors."""
+        if self.ids:
+            return "ids"
+        if self.key:
+            return "key"
+        if self.source_turn_id:
+            return "source_turn"
+        if self.category is not None:
+            return "category"
+        return "all_of_subject"
+
     def describe(self) -> dict[str, Any]:
         if self.ids:
             return {"ids": list(self.ids)}

@@ -17,6 +17,7 @@ from ._model import (
     ReadFilter,
     WriteResult,
 )
+from ._view import View, ViewChange
 
 
 class MemoryStore(Protocol):
@@ -34,6 +35,20 @@ class MemoryStore(Protocol):
 
     async def erase(self, tenant: str, agent: str, subject: str, flt: ReadFilter, selector: EraseSelector,
                     mode: EraseMode, *, reason: str = "", request_id: str = "") -> ErasureReceipt: ...
+
+
+class ViewStore(Protocol):
+    """Per-agent views, versioned. Every method is confined to ``tenant``; ``admin`` is the
+    agent making the change, recorded in the audit log."""
+
+    async def get(self, tenant: str, agent: str) -> View | None: ...
+
+    async def put(self, tenant: str, admin: str, view: View, *, expected_version: int = 0,
+                  request_id: str = "") -> ViewChange: ...
+
+    async def delete(self, tenant: str, admin: str, agent: str, *, request_id: str = "") -> bool: ...
+
+    async def list(self, tenant: str, after_agent: str, limit: int) -> tuple[list[View], bool]: ...
 
 
 class Embedder(Protocol):

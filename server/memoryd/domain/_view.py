@@ -37,8 +37,19 @@ class ViewRule:
         return category is self.category and any(glob_to_regex(p).fullmatch(key) for p in self.key_patterns)
 
 
+# The Erase selectors a view can allow (names of EraseSelector kinds).
+ERASE_SELECTORS = ("ids", "key", "source_turn", "category", "all_of_subject")
+
+
 @dataclass(frozen=True)
 class View:
+    """What one agent may read, write and erase, and which Memory fields it receives.
+
+    An agent without a stored view may do nothing (deny by default). Reading is decided on
+    (category, key) alone, before anything is looked up, so the answer never depends on what
+    exists.
+    """
+
     agent: str
     read_rules: tuple[ViewRule, ...]
     write_rules: tuple[ViewRule, ...]
@@ -46,12 +57,73 @@ class View:
     visible_fields: frozenset[str]
     description: str = ""
     version: int = 0
+    erase_selectors: frozenset[str] = frozenset()  # empty: every selector (when may_erase)
 
     @classmethod
-    def allow_all(cls, agent: str) -> View:
-        """Everything: the effective view of every agent until per-agent views are stored."""
+    def full(cls, agent: str, description: str = "full access") -> View:
+        """Every category and key, every field, every erase selector."""
         every = tuple(ViewRule(c) for c in Category)
-        return cls(agent, every, every, True, MEMORY_FIELDS, "full access (no per-agent view stored)")
+        return cls(agent, every, every, True, MEMORY_FIELDS, description)
 
     def may_write(self, category: Category, key: str) -> bool:
         return any(rule.allows(category, key) for rule in self.write_rules)
+
+    def may_read_category(self, category: Category) -> bool:
+        return any(rule.category is category for rule in self.read_rules)
+
+    def may_read_key(self, key: str, categories: tuple[Category, ...] = ()) -> bool:
+        """Whether some read rule (of one of ``categories``, if given) allows ``key``."""
+        return any(rule.allows(rule.category, key) for rule in self.read_rules
+                   if not categories or rule.category in categories)
+
+    def reads_everything(self) -> bool:
+        """Every category with every key: what erasing a whole subject needs."""
+        return all(any(r.category is c and "*" in r.key_patterns for r in self.read_rules) for c in Category)
+
+    def may_erase_with(self, selector: str) -> bool:
+        return self.may_erase and (not self.erase_selectors or selector in self.erase_selectors)
+
+    def definition(self) -> dict[str, object]:
+        """The view as plain data, in a canonical order (agent and version aside): what is
+        stored, compared for changes and shown as a diff."""
+        def rules(items: tuple[ViewRule, ...]) -> list[dict[str, object]]:
+            merged: dict[Category, set[str]] = {}
+            for rule in items:
+                merged.setdefault(rule.category, set()).update(rule.key_patterns)
+            return [{"category": c.value, "key_patterns": sorted(["*"] if "*" in p else p)}
+                    for c, p in sorted(merged.items(), key=lambda item: list(Category).index(item[0]))]
+
+        return {
+            "description": self.description,
+            "read_rules": rules(self.read_rules),
+            "write_rules": rules(self.write_rules),
+            "may_erase": self.may_erase,
+            "erase_selectors": [s for s in ERASE_SELECTORS if s in self.erase_selectors] if self.may_erase else [],
+            "visible_fields": sorted(self.visible_fields),
+        }
+
+    @classmethod
+    def from_definition(cls, agent: str, definition: dict[str, object], version: int = 0) -> View:
+        def rules(items: object) -> tuple[ViewRule, ...]:
+            return tuple(ViewRule(Category(r["category"]), tuple(r["key_patterns"]))  # type: ignore[index]
+                         for r in items)  # type: ignore[attr-defined]
+
+        return cls(
+            agent=agent,
+            read_rules=rules(definition.get("read_rules", [])),
+            write_rules=rules(definition.get("write_rules", [])),
+            may_erase=bool(definition.get("may_erase", False)),
+            visible_fields=frozenset(definition.get("visible_fields", [])),  # type: ignore[arg-type]
+            description=str(definition.get("description", "")),
+            version=version,
+            erase_selectors=frozenset(definition.get("erase_selectors", [])),  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class ViewChange:
+    """The stored view after a put, whether the put changed anything, and what it replaced."""
+
+    view: View
+    changed: bool
+    before: View | None

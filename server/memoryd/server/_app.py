@@ -17,7 +17,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from memoryd.domain import Embedder, FailedPrecondition, Unavailable
+from memoryd.domain import Embedder, FailedPrecondition, Unavailable, View
 from memoryd.storage import (
     WORKER_ROLE,
     EmbeddedPostgres,
@@ -28,6 +28,7 @@ from memoryd.storage import (
     Postgres,
     PostgresMemoryStore,
     PostgresSettings,
+    PostgresViewStore,
     TermHasher,
     embedder_from_config,
     keywords_warm_up,
@@ -44,6 +45,7 @@ from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
 from ._scope import Services
+from ._view_admin import ViewRegistry
 from ._tracing import tracer, tracer_provider
 
 _log = logging.getLogger("memoryd.server")
@@ -53,6 +55,7 @@ SERVICE_NAMES = (
     view_admin_service_pb2.DESCRIPTOR.services_by_name["ViewAdminService"].full_name,
 )
 DEMO_TENANT = "demo"
+DEMO_AGENT = "demo-agent"
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,7 @@ class Memoryd:
         folder = self.config.data_dir / "tokens"
         folder.mkdir(parents=True, exist_ok=True)
         written = []
-        for name, agent, roles in (("admin", "admin", ("admin", "agent")), ("demo-agent", "demo-agent", ("agent",))):
+        for name, agent, roles in (("admin", "admin", ("admin", "agent")), (DEMO_AGENT, DEMO_AGENT, ("agent",))):
             path = folder / f"{name}.token"
             token = issue_token(key, tenant=DEMO_TENANT, agent=agent, roles=roles, ttl_seconds=30 * 86400)
             path.touch(mode=0o600)
@@ -211,8 +214,15 @@ class Memoryd:
 
         self._access = AccessRecorder(store)
         self._access.start()
+        views = ViewRegistry(PostgresViewStore(self._db), config.view_cache_seconds)
+        if config.embedded:
+            # The embedded default's demo token works out of the box: its agent gets a full view
+            # once, unless an admin has given it another (deny by default holds for the rest).
+            await views.ensure(DEMO_TENANT, View.full(DEMO_AGENT, "embedded default: the demo agent's full view"),
+                               changed_by="memoryd")
         services = Services(
             store=store,
+            views=views,
             recaller=Recaller(store, config.scoring, dense),
             access=self._access,
             scoring=config.scoring,

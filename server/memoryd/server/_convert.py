@@ -26,6 +26,7 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ._validate import CATEGORIES, ERASE_MODES
+from ._validate_views import ERASE_SELECTOR_NAMES
 
 _CATEGORY = {v: k for k, v in CATEGORIES.items()}
 _SCOPE = {Scope.SUBJECT: pb.SCOPE_SUBJECT, Scope.ORG: pb.SCOPE_ORG, Scope.SESSION: pb.SCOPE_SESSION}
@@ -136,4 +137,5 @@ def view(v: View) -> pb.View:
         visible_fields=sorted(v.visible_fields),
         description=v.description,
         version=v.version,
+        erase_selectors=[number for number, name in ERASE_SELECTOR_NAMES.items() if name in v.erase_selectors],
     )

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import grpc
 
-from memoryd.domain import NotImplementedYet
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._interceptors import current_command
-from ._scope import current_scope
+from ._scope import current_admin_scope, current_scope
 
 
 class MemoryService(svc_grpc.MemoryServiceServicer):
@@ -35,22 +34,19 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
         return await current_scope().history(current_command())
 
 
-_VIEWS_LATER = "per-agent views are not stored by this server version; every agent has full access to its tenant"
-
-
 class ViewAdminService(admin_grpc.ViewAdminServiceServicer):
-    """Admin-only (checked by the caller scope); views arrive in a later version."""
+    """Tenant admins manage their tenant's views (the admin role is checked by the caller scope)."""
 
     async def PutView(self, request: admin.PutViewRequest, context: grpc.aio.ServicerContext) -> admin.PutViewResponse:
-        raise NotImplementedYet(_VIEWS_LATER)
+        return await current_admin_scope().put_view(current_command())
 
     async def GetView(self, request: admin.GetViewRequest, context: grpc.aio.ServicerContext) -> admin.GetViewResponse:
-        raise NotImplementedYet(_VIEWS_LATER)
+        return await current_admin_scope().get_view(current_command())
 
     async def ListViews(self, request: admin.ListViewsRequest,
                         context: grpc.aio.ServicerContext) -> admin.ListViewsResponse:
-        raise NotImplementedYet(_VIEWS_LATER)
+        return await current_admin_scope().list_views(current_command())
 
     async def DeleteView(self, request: admin.DeleteViewRequest,
                          context: grpc.aio.ServicerContext) -> admin.DeleteViewResponse:
-        raise NotImplementedYet(_VIEWS_LATER)
+        return await current_admin_scope().delete_view(current_command())

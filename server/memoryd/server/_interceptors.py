@@ -23,7 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Status as SpanStatus
 from opentelemetry.trace import StatusCode as SpanStatusCode
 
-from memoryd.domain import Internal, MemorydError, PermissionDenied, Unauthenticated, View
+from memoryd.domain import Internal, MemorydError, PermissionDenied, Unauthenticated
 
 from ._auth import Principal, TokenVerifier
 from ._config import Config
@@ -31,6 +31,8 @@ from ._errors import to_status
 from ._mtls import peer_principal
 from ._scope import CallerScope, Services, reset_current_scope, set_current_scope
 from ._validate import VALIDATORS
+from ._validate_views import VIEW_VALIDATORS
+from ._view_admin import AdminScope
 
 PREFIX = "/memoryd.v1."
 ADMIN_SERVICE = "/memoryd.v1.ViewAdminService/"
@@ -157,7 +159,12 @@ class Authentication:
 
 
 class CallerScopeStep:
-    """Builds the caller's confined store handle and puts it in the request context."""
+    """Builds the caller's confined store handle and puts it in the request context.
+
+    A ViewAdminService call gets an admin scope, and only with the admin role. Any other
+    call gets the agent's stored view, or nothing at all: an agent without a view is denied
+    every call (deny by default), whatever its roles.
+    """
 
     def __init__(self, services: Services) -> None:
         self._services = services
@@ -166,11 +173,19 @@ class CallerScopeStep:
         principal = call.principal
         if principal is None:
             raise Internal("caller scope before authentication")
-        if call.method.startswith(ADMIN_SERVICE) and not principal.is_admin:
-            raise PermissionDenied("this call needs the admin role", reason="ROLE_REQUIRED")
-        view = View.allow_all(principal.agent)
-        call.scope = CallerScope(principal, view, self._services, call.request_id)
-        token = set_current_scope(call.scope)
+        scope: CallerScope | AdminScope
+        if call.method.startswith(ADMIN_SERVICE):
+            if not principal.is_admin:
+                raise PermissionDenied("this call needs the admin role", reason="ROLE_REQUIRED")
+            scope = AdminScope(principal, self._services.views, self._services.page_tokens, call.request_id)
+        else:
+            view = await self._services.views.view_for(principal.tenant, principal.agent)
+            if view is None:
+                raise PermissionDenied(f"agent '{principal.agent}' has no view in this tenant, so it may do nothing; "
+                                       "a tenant admin can give it one (ViewAdminService.PutView, or "
+                                       "'memoryd views apply')", reason="VIEW_MISSING")
+            call.scope = scope = CallerScope(principal, view, self._services, call.request_id)
+        token = set_current_scope(scope)
         try:
             return await next(call)
         finally:
@@ -182,9 +197,10 @@ class Validation:
 
     def __init__(self, config: Config) -> None:
         self._limits = config.limits
+        self._validators = {**VALIDATORS, **VIEW_VALIDATORS}
 
     async def __call__(self, call: Call, next: Next) -> Message:
-        validator = VALIDATORS.get(call.method)
+        validator = self._validators.get(call.method)
         if validator is not None:
             call.command = validator(call.request, self._limits)
         return await next(call)

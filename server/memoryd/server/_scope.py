@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from memoryd.domain import (
+    Category,
     EraseMode,
     FailedPrecondition,
     Internal,
@@ -40,8 +41,9 @@ from ._config import Scoring
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
 from ._validate import EraseCommand, HistoryCommand, ListCommand, RecallCommand, WriteCommand
+from ._view_admin import AdminScope, ViewRegistry
 
-_CURRENT: ContextVar[CallerScope | None] = ContextVar("memoryd_caller_scope", default=None)
+_CURRENT: ContextVar[CallerScope | AdminScope | None] = ContextVar("memoryd_caller_scope", default=None)
 
 MAX_INDEX_WAIT_SECONDS = 30.0
 BLOCK_HEADER = (
@@ -58,12 +60,20 @@ _FRAME_TAG = re.compile(r"<\s*/?\s*memory-reference[^>]*>?", re.IGNORECASE)
 def current_scope() -> CallerScope:
     """The caller scope of the running request; fails loudly outside the interceptor chain."""
     scope = _CURRENT.get()
-    if scope is None:
+    if not isinstance(scope, CallerScope):
         raise Internal("no caller scope: the handler ran outside the interceptor chain")
     return scope
 
 
-def set_current_scope(scope: CallerScope | None) -> object:
+def current_admin_scope() -> AdminScope:
+    """The admin scope of the running ViewAdminService request; fails loudly otherwise."""
+    scope = _CURRENT.get()
+    if not isinstance(scope, AdminScope):
+        raise Internal("no admin scope: the handler ran outside the interceptor chain")
+    return scope
+
+
+def set_current_scope(scope: CallerScope | AdminScope | None) -> object:
     return _CURRENT.set(scope)
 
 
@@ -76,6 +86,7 @@ class Services:
     """What a caller scope may use, built once at start-up. Only the scope reaches these."""
 
     store: PostgresMemoryStore
+    views: ViewRegistry
     recaller: Recaller
     access: AccessRecorder
     scoring: Scoring
@@ -105,13 +116,29 @@ class CallerScope:
         if bound and subject != bound:
             raise PermissionDenied("this credential is bound to another subject", reason="SUBJECT_NOT_ALLOWED")
 
-    def _narrow(self, flt: ReadFilter) -> ReadFilter:
-        """The request's filter further restricted to what the view may read."""
+    def _narrow(self, flt: ReadFilter, keys: tuple[str, ...] | list[str] = ()) -> ReadFilter:
+        """The request's filter further restricted to what the view may read.
+
+        Categories and keys the caller names explicitly are checked against the read rules
+        first, from the view alone: a denied key is refused whether or not it exists, so the
+        answer never tells what is stored. Everything else is narrowed silently by the rules,
+        which every query carries down into Postgres and Milvus.
+        """
         self._check_subject(flt.subject)
         if flt.include_org and self.principal.subject:
             raise PermissionDenied("a subject-bound credential cannot read organisation memories",
                                    reason="SUBJECT_NOT_ALLOWED")
+        for category in flt.categories:
+            self._check_category(category)
+        for key in (*flt.keys, *keys):
+            if not self.view.may_read_key(key, flt.categories):
+                within = " within the requested categories" if flt.categories else ""
+                raise PermissionDenied(f"no read rule of this agent's view allows the key '{key}'{within}")
         return replace(flt, rules=tuple((r.category, r.key_patterns) for r in self.view.read_rules))
+
+    def _check_category(self, category: Category) -> None:
+        if not self.view.may_read_category(category):
+            raise PermissionDenied(f"no read rule of this agent's view covers the category '{category.value}'")
 
     def _binding(self, subject: str, what: object) -> dict[str, str]:
         digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
@@ -147,7 +174,7 @@ class CallerScope:
         return svc.WriteResponse(results=convert.write_results(results), indexed=indexed)
 
     async def recall(self, cmd: RecallCommand) -> svc.RecallResponse:
-        flt = self._narrow(cmd.filter)
+        flt = self._narrow(cmd.filter, cmd.keys)
         now = datetime.now(UTC)
         recalled = await self._services.recaller.recall(
             self.principal.tenant, flt, query=cmd.query, keys=cmd.keys, top_k=cmd.top_k,
@@ -211,8 +238,18 @@ class CallerScope:
 
     async def erase(self, cmd: EraseCommand) -> svc.EraseResponse:
         flt = self._narrow(ReadFilter(subject=cmd.subject))
+        kind = cmd.selector.kind
         if not self.view.may_erase:
             raise PermissionDenied("this agent's view does not allow erasing")
+        if not self.view.may_erase_with(kind):
+            raise PermissionDenied(f"this agent's view does not allow erasing by {kind.replace('_', ' ')}")
+        if cmd.selector.category is not None:
+            self._check_category(cmd.selector.category)
+        if cmd.selector.key and not self.view.may_read_key(cmd.selector.key):
+            raise PermissionDenied(f"no read rule of this agent's view allows the key '{cmd.selector.key}'")
+        if cmd.selector.all_of_subject and not self.view.reads_everything():
+            raise PermissionDenied("erasing a whole subject needs a view whose read rules cover every category "
+                                   "with the key pattern '*'")
         tenant, indexes = self.principal.tenant, self._services.indexes
 
         async def clear_vectors(ids: list[str]) -> tuple[int, bool]:

@@ -15,6 +15,7 @@ from ._milvus import IndexedMemory, MilvusIndex, collection_name, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, embedding_text, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
 from ._reindex import ReindexReport, activate, reindex
+from ._views import PostgresViewStore
 
 __all__ = [
     "APP_ROLE",
@@ -33,6 +34,7 @@ __all__ = [
     "Postgres",
     "PostgresMemoryStore",
     "PostgresSettings",
+    "PostgresViewStore",
     "ReindexReport",
     "TermHasher",
     "activate",

@@ -1,0 +1,237 @@
+"""``memoryd views``: declare the tenant's views in a YAML file and apply it.
+
+::
+
+    views:
+      payment-agent:
+        description: Pays invoices and refunds
+        read:  {fact: [iban, "billing_*"], preference: [currency]}
+        write: {fact: [iban, "billing_*"]}
+        erase: false              # true (every selector) or a list: [ids, key, source_turn, ...]
+        fields: [id, key, text, category, updated_at]
+
+A category of ``"*"`` means every category, and a field list of ``"*"`` every field.
+``apply`` stores each view that differs from the stored one and prints what changed;
+applying the same file again changes nothing. ``--prune`` also deletes the views of agents
+the file does not name. The tenant is the admin token's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+
+from memoryd.domain import ERASE_SELECTORS, MEMORY_FIELDS, Category, View, ViewRule
+from memoryd.server._config import Limits
+from memoryd.server._convert import view as view_message
+from memoryd.server._validate import _Checker
+from memoryd.server._validate_views import view_from_message
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import view_admin_service_pb2 as admin
+from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
+
+from ._client import _print_error
+
+
+def add_view_commands(commands: Any) -> None:
+    views = commands.add_parser("views", help="per-agent views (admin token)")
+    sub = views.add_subparsers(dest="views_command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, help=help)
+        parser.add_argument("--addr", default=os.environ.get("MEMORYD_ADDR", "127.0.0.1:50051"))
+        parser.add_argument("--token", default=os.environ.get("MEMORYD_TOKEN", ""),
+                            help="an admin token (default: $MEMORYD_TOKEN, else --token-file)")
+        parser.add_argument("--token-file", default=".memoryd/tokens/admin.token")
+        return parser
+
+    apply = command("apply", "store the views declared in a YAML file; print what changed")
+    apply.add_argument("file", type=Path)
+    apply.add_argument("--prune", action="store_true", help="delete the views of agents the file does not name")
+    apply.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
+    apply.set_defaults(run=_apply)
+    listing = command("list", "print every view of the tenant as YAML")
+    listing.set_defaults(run=_list)
+    delete = command("delete", "delete one agent's view (the agent is then denied everything)")
+    delete.add_argument("agent")
+    delete.set_defaults(run=_delete)
+
+
+def load_views(path: Path) -> list[View]:
+    """The views declared in ``path``; ValueError names the first problem."""
+    document = yaml.safe_load(path.read_text())
+    if not isinstance(document, dict) or not isinstance(document.get("views"), dict):
+        raise ValueError(f"{path}: expected a mapping 'views: {{<agent>: <view>}}'")
+    unknown_top = set(document) - {"views"}
+    if unknown_top:
+        raise ValueError(f"{path}: unknown top-level keys: {', '.join(sorted(map(str, unknown_top)))}")
+    views = []
+    for agent, body in document["views"].items():
+        where = f"{path}: views.{agent}"
+        body = body or {}
+        if not isinstance(body, dict):
+            raise ValueError(f"{where}: expected a mapping")
+        unknown = set(body) - {"description", "read", "write", "erase", "fields"}
+        if unknown:
+            raise ValueError(f"{where}: unknown keys: {', '.join(sorted(map(str, unknown)))}")
+        erase = body.get("erase", False)
+        if isinstance(erase, bool):
+            may_erase, selectors = erase, frozenset[str]()
+        elif isinstance(erase, list) and all(s in ERASE_SELECTORS for s in erase):
+            may_erase, selectors = bool(erase), frozenset(erase)
+        else:
+            raise ValueError(f"{where}.erase: true, false or a list of {', '.join(ERASE_SELECTORS)}")
+        fields = body.get("fields", [])
+        fields = sorted(MEMORY_FIELDS) if fields == "*" or fields == ["*"] else fields
+        if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+            raise ValueError(f"{where}.fields: a list of Memory field names, or '*'")
+        view = View(str(agent), _rules(f"{where}.read", body.get("read")), _rules(f"{where}.write", body.get("write")),
+                    may_erase, frozenset(fields), str(body.get("description", "")), 0, selectors)
+        check = _Checker(Limits())
+        view_from_message(check, "view", view_message(view))  # the server's own rules, before any call
+        if check.violations:
+            raise ValueError(f"{where}: " + "; ".join(f"{v.field.removeprefix('view.')}: {v.description}"
+                                                      for v in check.violations))
+        views.append(view)
+    return views
+
+
+def _rules(where: str, section: Any) -> tuple[ViewRule, ...]:
+    if section is None:
+        return ()
+    if not isinstance(section, dict):
+        raise ValueError(f"{where}: a mapping of category to key patterns")
+    rules = []
+    for name, patterns in section.items():
+        patterns = [patterns] if isinstance(patterns, str) else patterns
+        if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) for p in patterns):
+            raise ValueError(f"{where}.{name}: a key pattern or a list of them")
+        try:
+            categories = list(Category) if name == "*" else [Category(name)]
+        except ValueError:
+            raise ValueError(f"{where}: unknown category {name!r} "
+                             f"(one of {', '.join(c.value for c in Category)} or '*')") from None
+        rules += [ViewRule(c, tuple(patterns)) for c in categories]
+    return tuple(rules)
+
+
+def diff(before: View | None, after: View | None) -> list[str]:
+    """What changes between two views, one line per changed part."""
+    old = before.definition() if before else {}
+    new = after.definition() if after else {}
+    return [f"{key}: {json.dumps(old.get(key))} -> {json.dumps(new.get(key))}"
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+
+
+def _from_message(message: pb.View) -> View:
+    view = view_from_message(_Checker(Limits()), "view", message)
+    return View.from_definition(view.agent, view.definition(), message.version)
+
+
+class _Admin:
+    def __init__(self, args: argparse.Namespace, channel: grpc.Channel) -> None:
+        token = args.token
+        if not token:
+            path = Path(args.token_file)
+            if not path.exists():
+                raise ValueError(f"no admin token: pass --token, set MEMORYD_TOKEN, or create {path} "
+                                 "(memoryd token issue --role admin)")
+            token = path.read_text().strip()
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._stub = admin_grpc.ViewAdminServiceStub(channel)
+
+    def call(self, method: str, request: Any) -> Any:
+        return getattr(self._stub, method)(request, metadata=self._metadata, timeout=30)
+
+    def current(self) -> dict[str, View]:
+        views: dict[str, View] = {}
+        token = ""
+        while True:
+            page = self.call("ListViews", admin.ListViewsRequest(page_size=500, page_token=token))
+            views.update({v.agent: _from_message(v) for v in page.views})
+            token = page.next_page_token
+            if not token:
+                return views
+
+
+def _apply(args: argparse.Namespace) -> int:
+    desired = load_views(args.file)
+    with grpc.insecure_channel(args.addr) as channel:
+        client = _Admin(args, channel)
+        try:
+            current = client.current()
+            changes = 0
+            for view in desired:
+                before = current.get(view.agent)
+                lines = diff(before, view)
+                if not lines:
+                    print(f"= {view.agent} (version {before.version if before else 0}, unchanged)")
+                    continue
+                changes += 1
+                version = "?"
+                if not args.dry_run:
+                    stored = client.call("PutView", admin.PutViewRequest(
+                        view=view_message(view), expected_version=before.version if before else 0)).view
+                    version = str(stored.version)
+                print(f"{'~' if before else '+'} {view.agent} (version {version})")
+                for line in lines:
+                    print(f"    {line}")
+            named = {v.agent for v in desired}
+            for agent in sorted(set(current) - named):
+                if not args.prune:
+                    print(f"  {agent} (not in the file; kept, --prune deletes it)")
+                    continue
+                changes += 1
+                if not args.dry_run:
+                    client.call("DeleteView", admin.DeleteViewRequest(agent=agent))
+                print(f"- {agent} (deleted)")
+        except grpc.RpcError as error:
+            _print_error(error)
+            return 1
+    summary = "would change" if args.dry_run else "changed"
+    print(f"{changes} view(s) {summary}", file=sys.stderr)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    with grpc.insecure_channel(args.addr) as channel:
+        try:
+            current = _Admin(args, channel).current()
+        except grpc.RpcError as error:
+            _print_error(error)
+            return 1
+    document = {"views": {agent: _as_yaml(view) for agent, view in sorted(current.items())}}
+    print(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), end="")
+    return 0
+
+
+def _as_yaml(view: View) -> dict[str, Any]:
+    definition = view.definition()
+    body: dict[str, Any] = {"version": view.version}
+    if view.description:
+        body["description"] = view.description
+    for name, key in (("read", "read_rules"), ("write", "write_rules")):
+        rules = definition[key]
+        if rules:
+            body[name] = {r["category"]: r["key_patterns"] for r in rules}  # type: ignore[index, union-attr]
+    body["erase"] = definition["erase_selectors"] or view.may_erase
+    body["fields"] = definition["visible_fields"]
+    return body
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with grpc.insecure_channel(args.addr) as channel:
+        try:
+            deleted = _Admin(args, channel).call("DeleteView", admin.DeleteViewRequest(agent=args.agent)).deleted
+        except grpc.RpcError as error:
+            _print_error(error)
+            return 1
+    print(f"deleted the view of {args.agent}" if deleted else f"{args.agent} had no view")
+    return 0
