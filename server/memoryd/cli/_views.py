@@ -13,7 +13,8 @@
 A category of ``"*"`` means every category, and a field list of ``"*"`` every field.
 ``apply`` stores each view that differs from the stored one and prints what changed;
 applying the same file again changes nothing. ``--prune`` also deletes the views of agents
-the file does not name. The tenant is the admin token's.
+the file does not name. The tenant is the admin token's (``--token``, ``$MEMORYD_ADMIN_TOKEN``,
+else the embedded default's ``.memoryd/tokens/admin.token``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,8 +49,9 @@ def add_view_commands(commands: Any) -> None:
     def command(name: str, help: str) -> argparse.ArgumentParser:
         parser = sub.add_parser(name, help=help)
         parser.add_argument("--addr", default=os.environ.get("MEMORYD_ADDR", "127.0.0.1:50051"))
-        parser.add_argument("--token", default=os.environ.get("MEMORYD_TOKEN", ""),
-                            help="an admin token (default: $MEMORYD_TOKEN, else --token-file)")
+        # Not $MEMORYD_TOKEN: that is usually an agent's token, and views need an admin's.
+        parser.add_argument("--token", default=os.environ.get("MEMORYD_ADMIN_TOKEN", ""),
+                            help="an admin token (default: $MEMORYD_ADMIN_TOKEN, else --token-file)")
         parser.add_argument("--token-file", default=".memoryd/tokens/admin.token")
         return parser
 
@@ -78,7 +81,8 @@ def load_views(path: Path) -> list[View]:
         body = body or {}
         if not isinstance(body, dict):
             raise ValueError(f"{where}: expected a mapping")
-        unknown = set(body) - {"description", "read", "write", "erase", "fields"}
+        # "version" is what `views list` prints; it is informational here.
+        unknown = set(body) - {"description", "read", "write", "erase", "fields", "version"}
         if unknown:
             raise ValueError(f"{where}: unknown keys: {', '.join(sorted(map(str, unknown)))}")
         erase = body.get("erase", False)
@@ -97,10 +101,19 @@ def load_views(path: Path) -> list[View]:
         check = _Checker(Limits())
         view_from_message(check, "view", view_message(view))  # the server's own rules, before any call
         if check.violations:
-            raise ValueError(f"{where}: " + "; ".join(f"{v.field.removeprefix('view.')}: {v.description}"
+            raise ValueError(f"{where}: " + "; ".join(f"{_file_field(v.field)}: {v.description}"
                                                       for v in check.violations))
         views.append(view)
     return views
+
+
+def _file_field(path: str) -> str:
+    """A field path of the View message, in the file's words (view.visible_fields[2] → fields)."""
+    path = re.sub(r"\[\d+\]", "", path.removeprefix("view."))
+    for message_name, file_name in (("visible_fields", "fields"), ("read_rules", "read"), ("write_rules", "write"),
+                                    ("erase_selectors", "erase"), ("key_patterns", "patterns")):
+        path = path.replace(message_name, file_name)
+    return path
 
 
 def _rules(where: str, section: Any) -> tuple[ViewRule, ...]:
@@ -141,7 +154,7 @@ class _Admin:
         if not token:
             path = Path(args.token_file)
             if not path.exists():
-                raise ValueError(f"no admin token: pass --token, set MEMORYD_TOKEN, or create {path} "
+                raise ValueError(f"no admin token: pass --token, set MEMORYD_ADMIN_TOKEN, or create {path} "
                                  "(memoryd token issue --role admin)")
             token = path.read_text().strip()
         self._metadata = (("authorization", f"Bearer {token}"),)

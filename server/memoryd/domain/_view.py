@@ -72,9 +72,12 @@ class View:
         return any(rule.category is category for rule in self.read_rules)
 
     def may_read_key(self, key: str, categories: tuple[Category, ...] = ()) -> bool:
-        """Whether some read rule (of one of ``categories``, if given) allows ``key``."""
+        """Whether some read rule (of one of ``categories``, if given) allows ``key``.
+
+        Episodic categories have no keys, so their rules never allow a named key.
+        """
         return any(rule.allows(rule.category, key) for rule in self.read_rules
-                   if not categories or rule.category in categories)
+                   if (not categories or rule.category in categories) and not (key and rule.category.episodic))
 
     def reads_everything(self) -> bool:
         """Every category with every key: what erasing a whole subject needs."""
