@@ -4,6 +4,7 @@ Nothing here imports gRPC, protobuf or a store driver.
 """
 
 from ._errors import (
+    DataKeyUnavailable,
     FailedPrecondition,
     FieldViolation,
     IdempotencyKeyReused,
@@ -39,13 +40,15 @@ from ._model import (
     WriteResult,
     policy_for,
 )
-from ._ports import Embedder, MemoryStore
+from ._ports import Embedder, KeyProvider, MemoryStore
 from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, recency, score
 from ._view import MEMORY_FIELDS, View, ViewRule, glob_to_like, glob_to_regex
 
 __all__ = [
     "MEMORY_FIELDS",
+    "DataKeyUnavailable",
     "Embedder",
+    "KeyProvider",
     "MemoryStore",
     "ScoreParts",
     "ScoreWeights",
