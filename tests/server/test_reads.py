@@ -350,7 +350,8 @@ def test_memory_view_returns_the_callers_effective_view(connect):
     assert sorted(r.category for r in view.read_rules) == every_category
     assert sorted(r.category for r in view.write_rules) == every_category
     assert all(list(r.key_patterns) == ["*"] for r in [*view.read_rules, *view.write_rules])
-    assert set(view.visible_fields) == {f.name for f in pb.Memory.DESCRIPTOR.fields}
+    # Every field a view can grant; content_unavailable is not one, it is always sent.
+    assert set(view.visible_fields) == {f.name for f in pb.Memory.DESCRIPTOR.fields} - {"content_unavailable"}
 
 
 # --- GetHistory pagination ---------------------------------------------------------------

