@@ -255,12 +255,24 @@ class PostgresMemoryStore:
     ) -> ErasureReceipt:
         """Forget or purge the selected memories of ``subject``, verify, and log a receipt.
 
+        A PURGE of the whole subject also destroys the subject's data key (crypto-shredding)
+        once nothing of the subject is left in memories or memory_versions; if the caller's
+        view could not reach all of them, the key stays (the rest would become unreadable)
+        and the receipt is not verified. FORGET never touches keys.
+
         ``after_commit`` runs once the rows are gone, with the erased ids, to clear other
         stores (the vector index); it returns (vectors deleted, whether that was verified).
         """
         started = datetime.now(UTC)
         where, params = self._selection(tenant, subject, flt, selector, mode)
+        shred = mode is EraseMode.PURGE and selector.all_of_subject
         async with self._db.tenant_tx(tenant) as conn:
+            if shred:
+                # Taken before the memories: a concurrent write holds the key row FOR SHARE
+                # until it commits, so this waits for it and then sees (and purges) its rows;
+                # a write that starts later waits for this commit and makes a fresh key.
+                await conn.execute("SELECT 1 FROM subject_keys WHERE tenant_id = %s AND subject = %s FOR UPDATE",
+                                   (tenant, subject))
             cur = await conn.execute(
                 sql.SQL("SELECT id FROM memories WHERE {where} FOR UPDATE").format(where=where), params
             )
@@ -269,6 +281,8 @@ class PostgresMemoryStore:
                 counts = await self._forget(conn, tenant, subject, ids)
             else:
                 counts = await self._purge(conn, tenant, ids)
+            if shred and not await self._subject_rows_left(conn, tenant, subject):
+                counts = replace(counts, keys=await self.keys.destroy(conn, tenant, subject))
             await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, request_id,
                          {"selector": selector.describe(), "reason": reason})
         if after_commit is not None:
@@ -347,6 +361,16 @@ class PostgresMemoryStore:
             counts[table] = cur.rowcount
         return StoreCounts(memories=counts["memories"], versions=counts["memory_versions"], outbox=counts["outbox"])
 
+    @staticmethod
+    async def _subject_rows_left(conn: Any, tenant: str, subject: str) -> bool:
+        cur = await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM memories WHERE tenant_id = %s AND subject = %s) "
+            "OR EXISTS (SELECT 1 FROM memory_versions WHERE tenant_id = %s AND subject = %s) AS left",
+            (tenant, subject, tenant, subject),
+        )
+        row = await cur.fetchone()
+        return bool(row and row["left"])
+
     async def _verify(self, conn: Any, tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector,
                       mode: EraseMode, ids: list[str]) -> bool:
         """Re-read after commit: nothing selected is left (PURGE) or still active (FORGET)."""
@@ -367,6 +391,9 @@ class PostgresMemoryStore:
                             t=sql.Identifier(table)),
                         [tenant, subject],
                     ))
+            if selector.all_of_subject:
+                checks.append((sql.SQL("SELECT count(*) AS n FROM subject_keys WHERE tenant_id = %s AND subject = %s"),
+                               [tenant, subject]))
         for query, query_params in checks:
             cur = await conn.execute(query, query_params)
             row = await cur.fetchone()
