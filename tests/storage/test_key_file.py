@@ -66,6 +66,14 @@ async def test_a_wrapped_key_unwraps_only_for_its_tenant_and_subject_and_master_
     assert await provider.wrap("acme", "alice", data_key) != wrapped
 
 
+def test_a_provider_that_must_not_create_a_key_refuses_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="MEMORYD_KEY_FILE"):
+        LocalKeyProvider.from_file(tmp_path / "master.key", create=False)
+    assert not (tmp_path / "master.key").exists()
+    load_or_create_master_key(tmp_path / "master.key")
+    assert LocalKeyProvider.from_file(tmp_path / "master.key", create=False).key_id.startswith("local:")
+
+
 def test_the_key_id_names_the_master_key_without_revealing_it() -> None:
     master = os.urandom(32)
 

@@ -24,7 +24,9 @@ class Storage:
 async def open_storage(args: argparse.Namespace) -> AsyncIterator[Storage]:
     config = load(args.config)
     key = load_or_create_signing_key(config.signing_key_path)
-    provider = LocalKeyProvider.from_file(config.key_file_path)
+    # Never a new key here: a worker with a key of its own could not read a single memory
+    # and would settle their index work without embedding them.
+    provider = LocalKeyProvider.from_file(config.key_file_path, create=False)
     settings, embedded = await prepare_postgres(config)
     app_db, queue = Postgres(settings), Postgres(settings, role=WORKER_ROLE)
     try:

@@ -74,7 +74,10 @@ class LocalKeyProvider:
         self._tenant_keys: dict[str, AESGCM] = {}
 
     @classmethod
-    def from_file(cls, path: Path) -> LocalKeyProvider:
+    def from_file(cls, path: Path, *, create: bool = True) -> LocalKeyProvider:
+        """The provider of the master key at ``path``, created there if missing and ``create``."""
+        if not create and not path.exists():
+            raise ValueError(f"no master key file at {path}: point MEMORYD_KEY_FILE at the one the server uses")
         return cls(load_or_create_master_key(path))
 
     @property
