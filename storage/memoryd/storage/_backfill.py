@@ -58,7 +58,8 @@ async def plaintext_tenants(settings: PostgresSettings) -> list[str]:
     return sorted(found)
 
 
-async def _key(conn: Any, keys: SubjectKeys, tenant: str, subject: str, held: dict[str, DataKey | None]) -> DataKey | None:
+async def _key(conn: Any, keys: SubjectKeys, tenant: str, subject: str,
+               held: dict[str, DataKey | None]) -> DataKey | None:
     if subject not in held:
         try:
             held[subject] = await keys.for_write(conn, tenant, subject)

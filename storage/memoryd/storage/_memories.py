@@ -46,7 +46,9 @@ async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, 
     await audit.append(conn, tenant, agent, subject, action, ids, request_id, details)
 
 
-_INDEX_COLUMNS = "id, subject, scope, session_id, category, key, tags, updated_at, valid_until, text, data, text_ct, data_ct"
+_INDEX_COLUMNS = (
+    "id, subject, scope, session_id, category, key, tags, updated_at, valid_until, text, data, text_ct, data_ct"
+)
 
 
 def _index_row(r: dict[str, Any]) -> tuple[IndexedMemory, str | None]:
