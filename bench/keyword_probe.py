@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import tempfile
@@ -26,7 +27,7 @@ from pathlib import Path
 import psycopg
 
 from memoryd.domain import Category, Draft, ReadFilter
-from memoryd.storage import EmbeddedPostgres, Postgres, PostgresMemoryStore, PostgresSettings, migrate
+from memoryd.storage import EmbeddedPostgres, LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings, migrate
 from memoryd.storage._keywords import TermHasher, bm25_statement, keyword_search, tokenize, warm_up
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
@@ -60,7 +61,7 @@ def sentence(rng: random.Random) -> str:
 
 async def load(db: Postgres, hasher: TermHasher, tenant: str, subject: str, count: int, rng: random.Random) -> None:
     """Write ``count`` memories through the store, whose write path indexes their terms."""
-    store = PostgresMemoryStore(db, hasher)
+    store = PostgresMemoryStore(db, hasher, LocalKeyProvider(os.urandom(32)))
     for start in range(0, count, 250):
         drafts = [Draft(Category.EVENT, f"{sentence(rng)} #{start + i}") for i in range(min(250, count - start))]
         await store.write(tenant, "probe", subject, drafts)
@@ -107,7 +108,7 @@ async def probe(owner_dsn: str, memories: int, others: int, repeats: int) -> Non
 
 async def load_rare(db: Postgres, hasher: TermHasher, tenant: str) -> None:
     draft = Draft(Category.EVENT, "bought a kumquat tree for the customer")
-    await PostgresMemoryStore(db, hasher).write(tenant, "probe", "probed", [draft])
+    await PostgresMemoryStore(db, hasher, LocalKeyProvider(os.urandom(32))).write(tenant, "probe", "probed", [draft])
 
 
 def main() -> None:

@@ -17,17 +17,18 @@ import psycopg
 import pytest
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, ReadFilter, Scope
-from memoryd.storage import Postgres, PostgresMemoryStore, PostgresSettings
+from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
 from memoryd.storage._keywords import B, K1, TermHasher, delete_terms, keyword_search, replace_terms, tokenize
 
 from ..support import unique
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 HASHER = TermHasher(b"test-keyword-secret-0123456789ab")
+KEYS = LocalKeyProvider(b"\x07" * 32)
 
 
 def _store(db: Postgres) -> PostgresMemoryStore:
-    return PostgresMemoryStore(db, HASHER)
+    return PostgresMemoryStore(db, HASHER, KEYS)
 
 
 @pytest.fixture

@@ -44,6 +44,7 @@ from memoryd.storage import (
     EmbeddedPostgres,
     IndexedMemory,
     IndexTarget,
+    LocalKeyProvider,
     MilvusIndex,
     OutboxWorker,
     Postgres,
@@ -173,7 +174,7 @@ async def rig(settings: PostgresSettings, tmp_path: Path, routing: str) -> Async
     await app.open()
     path = tmp_path / "m.db"
     index = MilvusIndex(str(path), model_id=FakeEmbedder.model_id, dim=DIM, routing=routing)
-    rig = Rig(settings, app, PostgresMemoryStore(app, HASHER), index, FakeEmbedder())
+    rig = Rig(settings, app, PostgresMemoryStore(app, HASHER, LocalKeyProvider(b"\x07" * 32)), index, FakeEmbedder())
     try:
         yield rig
     finally:
@@ -300,6 +301,22 @@ async def test_forget_deletes_the_vector_through_the_worker(rig: Rig) -> None:
     assert await rig.index.count(tenant, ids=[kept]) == 1
     assert await rig.outbox(tenant) == []
     assert sum(rig.embedder.embedded.values()) == 2  # the delete embedded nothing
+
+
+async def test_a_memory_whose_content_is_unavailable_is_neither_embedded_nor_retried(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [lost] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    [kept] = await rig.write(tenant, Draft(Category.FACT, "lives in Oslo", key="home_city"), subject="bob")
+    async with await psycopg.AsyncConnection.connect(rig.settings.dsn, autocommit=True) as owner:
+        await owner.execute("UPDATE subject_keys SET wrapped = '\\x00'::bytea WHERE tenant_id = %s "
+                            "AND subject = 'alice'", (tenant,))
+    worker = await rig.worker()
+
+    assert await drain(worker) == 2
+
+    assert await rig.outbox(tenant) == []  # settled, not spinning or dead-lettered
+    assert set(await rig.index.vectors(tenant, [lost, kept])) == {kept}
+    assert embedding_text("home_city", "lives in Lyon") not in rig.embedder.embedded
 
 
 async def test_a_memory_forgotten_before_draining_is_never_embedded(rig: Rig) -> None:

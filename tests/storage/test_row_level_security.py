@@ -11,6 +11,7 @@ from memoryd.domain import Category, Draft, ReadFilter
 from memoryd.storage import (
     APP_ROLE,
     WORKER_ROLE,
+    LocalKeyProvider,
     Postgres,
     PostgresMemoryStore,
     PostgresSettings,
@@ -22,7 +23,7 @@ from memoryd.storage import (
 from ..support import unique
 
 TENANT_TABLES = ["memories", "memory_versions", "outbox", "audit_log", "erasure_log", "idempotency_keys",
-                 "memory_terms", "index_routes"]
+                 "memory_terms", "index_routes", "subject_keys"]
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 
 
@@ -30,7 +31,7 @@ EVERYTHING = tuple((c, ("*",)) for c in Category)
 async def store(postgres):
     db = Postgres(PostgresSettings(postgres.owner_dsn))  # owner DSN + SET ROLE memoryd_app
     await db.open()
-    yield PostgresMemoryStore(db, TermHasher(b"test terms secret"))
+    yield PostgresMemoryStore(db, TermHasher(b"test terms secret"), LocalKeyProvider(b"\x07" * 32))
     await db.close()
 
 
@@ -119,7 +120,7 @@ async def test_worker_role_sees_outbox_ids_of_every_tenant_but_no_memory_content
     async with await psycopg.AsyncConnection.connect(postgres.worker_dsn, autocommit=True) as conn:
         cur = await conn.execute("SELECT count(*) FROM outbox WHERE tenant_id = %s", (a,))
         assert (await cur.fetchone())[0] >= 1
-        for table in ("memories", "memory_versions", "memory_terms", "audit_log"):
+        for table in ("memories", "memory_versions", "memory_terms", "audit_log", "subject_keys"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 await conn.execute(f"SELECT count(*) FROM {table}")
         cur = await conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")

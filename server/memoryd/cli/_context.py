@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from memoryd.server import Config, keyword_hasher, load, load_or_create_signing_key, prepare_postgres
-from memoryd.storage import WORKER_ROLE, Postgres, PostgresMemoryStore, PostgresSettings
+from memoryd.storage import WORKER_ROLE, LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
 
 
 @dataclass
@@ -24,12 +24,15 @@ class Storage:
 async def open_storage(args: argparse.Namespace) -> AsyncIterator[Storage]:
     config = load(args.config)
     key = load_or_create_signing_key(config.signing_key_path)
+    # Never a new key here: a worker with a key of its own could not read a single memory
+    # and would settle their index work without embedding them.
+    provider = LocalKeyProvider.from_file(config.key_file_path, create=False)
     settings, embedded = await prepare_postgres(config)
     app_db, queue = Postgres(settings), Postgres(settings, role=WORKER_ROLE)
     try:
         await app_db.open()
         await queue.open()
-        yield Storage(config, settings, PostgresMemoryStore(app_db, keyword_hasher(key)), queue)
+        yield Storage(config, settings, PostgresMemoryStore(app_db, keyword_hasher(key), provider), queue)
     finally:
         await queue.close()
         await app_db.close()

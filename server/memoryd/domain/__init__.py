@@ -4,6 +4,7 @@ Nothing here imports gRPC, protobuf or a store driver.
 """
 
 from ._errors import (
+    DataKeyUnavailable,
     FailedPrecondition,
     FieldViolation,
     IdempotencyKeyReused,
@@ -39,14 +40,16 @@ from ._model import (
     WriteResult,
     policy_for,
 )
-from ._ports import Embedder, MemoryStore, ViewStore
+from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
 from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, recency, score
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_like, glob_to_regex
 
 __all__ = [
     "ERASE_SELECTORS",
     "MEMORY_FIELDS",
+    "DataKeyUnavailable",
     "Embedder",
+    "KeyProvider",
     "MemoryStore",
     "ScoreParts",
     "ScoreWeights",

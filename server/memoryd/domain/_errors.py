@@ -8,7 +8,8 @@
     ├── PermissionDenied       outside the caller's rights (subject binding, role, view)
     ├── NotFound               nothing the caller may see by that name
     ├── FailedPrecondition     the system is not in a state to do this (e.g. no model)
-    │   └── IdempotencyKeyReused
+    │   ├── IdempotencyKeyReused
+    │   └── DataKeyUnavailable  a subject's data key is missing or cannot be unwrapped
     ├── ResourceExhausted      size limits and quotas
     ├── NotImplementedYet      a feature this server version does not have
     ├── Unavailable            a store cannot be reached; retryable, nothing was written
@@ -79,6 +80,16 @@ class IdempotencyKeyReused(FailedPrecondition):
 
     def __init__(self) -> None:
         super().__init__("idempotency_key was already used for a different request")
+
+
+class DataKeyUnavailable(FailedPrecondition):
+    """The subject's data key cannot be unwrapped (wrong or lost tenant key, a damaged key
+    row): nothing of that subject can be written or decrypted until the key is restored."""
+
+    reason = "DATA_KEY_UNAVAILABLE"
+
+    def __init__(self, message: str = "the data key of this subject is unavailable") -> None:
+        super().__init__(message)
 
 
 class ResourceExhausted(MemorydError):

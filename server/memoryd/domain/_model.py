@@ -141,6 +141,9 @@ class Memory:
     updated_at: datetime
     access_count: int = 0
     last_access_at: datetime | None = None
+    # The text and data could not be decrypted (the subject's data key is missing or cannot
+    # be unwrapped): ``text`` is then "" and ``data`` None — never ciphertext or garbage.
+    content_unavailable: bool = False
 
 
 @dataclass(frozen=True)

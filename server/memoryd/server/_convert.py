@@ -89,6 +89,7 @@ def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
         value = getattr(m, name)
         if name in visible and value is not None:
             getattr(out, name).CopyFrom(timestamp(value))
+    out.content_unavailable = m.content_unavailable  # always: it says why text and data are empty
     if "provenance" in visible:
         out.provenance.CopyFrom(
             pb.Provenance(agent=m.agent, source_kind=_SOURCE[m.source_kind], source_turn_id=m.source_turn_id)

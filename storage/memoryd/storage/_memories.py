@@ -21,6 +21,7 @@ from memoryd.domain import (
     EraseMode,
     EraseSelector,
     ErasureReceipt,
+    KeyProvider,
     Listing,
     MemoryVersion,
     Memory,
@@ -32,6 +33,7 @@ from memoryd.domain import (
 )
 
 from . import _audit as audit
+from ._envelope import DataKey, SubjectKeys
 from ._keywords import TermHasher, delete_terms, keyword_search
 from ._milvus import IndexedMemory
 from ._postgres import Postgres
@@ -44,25 +46,32 @@ async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, 
     await audit.append(conn, tenant, agent, subject, action, ids, request_id, details)
 
 
-_INDEX_COLUMNS = "id, subject, scope, session_id, category, key, tags, updated_at, valid_until, text"
+_INDEX_COLUMNS = (
+    "id, subject, scope, session_id, category, key, tags, updated_at, valid_until, text, data, text_ct, data_ct"
+)
 
 
-def _index_row(r: dict[str, Any]) -> tuple[IndexedMemory, str]:
+def _index_row(r: dict[str, Any]) -> tuple[IndexedMemory, str | None]:
+    """What the index needs of an opened row, with the text to embed (None: unavailable)."""
     return (IndexedMemory(str(r["id"]), r["subject"], r["scope"], r["session_id"], r["category"], r["key"],
-                          tuple(r["tags"]), r["updated_at"], r["valid_until"]), r["text"])
+                          tuple(r["tags"]), r["updated_at"], r["valid_until"]),
+            None if r["content_unavailable"] else r["text"])
 
 
 class PostgresMemoryStore:
     """Memories in Postgres, the source of truth, with their keyword index.
 
     ``hasher`` keys the keyword index's term hashes; the store keeps the terms of every
-    memory in step with its text in the same transaction.
+    memory in step with its text in the same transaction. ``keys`` wraps the subjects' data
+    keys: text and data are stored only sealed (``_envelope``), and read back as
+    ``content_unavailable`` when their key is gone or cannot be unwrapped.
     """
 
-    def __init__(self, db: Postgres, hasher: TermHasher) -> None:
+    def __init__(self, db: Postgres, hasher: TermHasher, keys: KeyProvider) -> None:
         self._db = db
         self._root_hasher = hasher
         self._hashers: dict[str, TermHasher] = {}
+        self.keys = SubjectKeys(keys)
 
     def _hasher(self, tenant: str) -> TermHasher:
         hasher = self._hashers.get(tenant)
@@ -89,7 +98,14 @@ class PostgresMemoryStore:
                 first = await claim_idempotency(conn, tenant, agent, idempotency_key, request_hash)
                 if first is not None:
                     return first
-            writer = ItemWriter(conn, tenant, agent, subject, self._hasher(tenant))
+            held: dict[str, DataKey] = {}
+
+            async def key_for(owner: str) -> DataKey:
+                if owner not in held:
+                    held[owner] = await self.keys.for_write(conn, tenant, owner)
+                return held[owner]
+
+            writer = ItemWriter(conn, tenant, agent, subject, self._hasher(tenant), key_for)
             results = [await writer.write(draft) for draft in drafts]
             if idempotency_key:
                 await store_idempotent_response(conn, tenant, agent, idempotency_key, results)
@@ -123,17 +139,20 @@ class PostgresMemoryStore:
         ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where, which=which)
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(query, [*params, values, now])
-            return [memory_from_row(row) for row in await cur.fetchall()]
+            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+        return [memory_from_row(row) for row in rows]
 
-    async def index_rows(self, tenant: str, ids: list[str]) -> list[tuple[IndexedMemory, str]]:
-        """What the index needs of the active memories among ``ids``, with the text to embed."""
+    async def index_rows(self, tenant: str, ids: list[str]) -> list[tuple[IndexedMemory, str | None]]:
+        """What the index needs of the active memories among ``ids``, with the text to embed
+        (None for a memory whose content cannot be decrypted: it must not be embedded)."""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 f"SELECT {_INDEX_COLUMNS} FROM memories WHERE tenant_id = %s AND id = ANY(%s::uuid[]) "
                 "AND status = 'active'",
                 (tenant, ids),
             )
-            return [_index_row(r) for r in await cur.fetchall()]
+            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+        return [_index_row(r) for r in rows]
 
     async def enqueue_vector_deletes(self, tenant: str, subject: str, ids: list[str]) -> None:
         """Leave the index's deletions to the outbox worker (the index was unreachable)."""
@@ -148,7 +167,8 @@ class PostgresMemoryStore:
             row = await cur.fetchone()
         return int(row["n"]) if row else 0
 
-    async def index_page(self, tenant: str, after_id: str | None, limit: int) -> list[tuple[IndexedMemory, str]]:
+    async def index_page(self, tenant: str, after_id: str | None,
+                         limit: int) -> list[tuple[IndexedMemory, str | None]]:
         """A page of active memories in id order after ``after_id``, for re-embedding."""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
@@ -156,7 +176,8 @@ class PostgresMemoryStore:
                 "AND id > %s::uuid ORDER BY id LIMIT %s",
                 (tenant, after_id or "00000000-0000-0000-0000-000000000000", limit),
             )
-            return [_index_row(r) for r in await cur.fetchall()]
+            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+        return [_index_row(r) for r in rows]
 
     async def pending_index_work(self, tenant: str, ids: list[str]) -> tuple[int, int]:
         """(pending, dead) outbox rows for ``ids``."""
@@ -203,7 +224,7 @@ class PostgresMemoryStore:
         )
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(query, [*params, page.size + 1])
-            rows = await cur.fetchall()
+            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
         return Listing([memory_from_row(r) for r in rows[: page.size]], has_more=len(rows) > page.size)
 
     async def history(self, tenant: str, flt: ReadFilter, memory_id: str, after_version: int,
@@ -216,7 +237,7 @@ class PostgresMemoryStore:
         ).format(where=where)
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(query, [*params, memory_id, after_version or 2**31 - 1, size + 1])
-            rows = await cur.fetchall()
+            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall(), id_column="memory_id")
         if not rows and not after_version:
             raise NotFound("no such memory for this subject")
         return [version_from_row(r) for r in rows[:size]], len(rows) > size
@@ -236,12 +257,24 @@ class PostgresMemoryStore:
     ) -> ErasureReceipt:
         """Forget or purge the selected memories of ``subject``, verify, and log a receipt.
 
+        A PURGE of the whole subject also destroys the subject's data key (crypto-shredding)
+        once nothing of the subject is left in memories or memory_versions; if the caller's
+        view could not reach all of them, the key stays (the rest would become unreadable)
+        and the receipt is not verified. FORGET never touches keys.
+
         ``after_commit`` runs once the rows are gone, with the erased ids, to clear other
         stores (the vector index); it returns (vectors deleted, whether that was verified).
         """
         started = datetime.now(UTC)
         where, params = self._selection(tenant, subject, flt, selector, mode)
+        shred = mode is EraseMode.PURGE and selector.all_of_subject
         async with self._db.tenant_tx(tenant) as conn:
+            if shred:
+                # Taken before the memories: a concurrent write holds the key row FOR SHARE
+                # until it commits, so this waits for it and then sees (and purges) its rows;
+                # a write that starts later waits for this commit and makes a fresh key.
+                await conn.execute("SELECT 1 FROM subject_keys WHERE tenant_id = %s AND subject = %s FOR UPDATE",
+                                   (tenant, subject))
             cur = await conn.execute(
                 sql.SQL("SELECT id FROM memories WHERE {where} FOR UPDATE").format(where=where), params
             )
@@ -250,6 +283,8 @@ class PostgresMemoryStore:
                 counts = await self._forget(conn, tenant, subject, ids)
             else:
                 counts = await self._purge(conn, tenant, ids)
+            if shred and not await self._subject_rows_left(conn, tenant, subject):
+                counts = replace(counts, keys=await self.keys.destroy(conn, tenant, subject))
             await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, request_id,
                          {"selector": selector.describe(), "reason": reason})
         if after_commit is not None:
@@ -328,6 +363,16 @@ class PostgresMemoryStore:
             counts[table] = cur.rowcount
         return StoreCounts(memories=counts["memories"], versions=counts["memory_versions"], outbox=counts["outbox"])
 
+    @staticmethod
+    async def _subject_rows_left(conn: Any, tenant: str, subject: str) -> bool:
+        cur = await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM memories WHERE tenant_id = %s AND subject = %s) "
+            "OR EXISTS (SELECT 1 FROM memory_versions WHERE tenant_id = %s AND subject = %s) AS left",
+            (tenant, subject, tenant, subject),
+        )
+        row = await cur.fetchone()
+        return bool(row and row["left"])
+
     async def _verify(self, conn: Any, tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector,
                       mode: EraseMode, ids: list[str]) -> bool:
         """Re-read after commit: nothing selected is left (PURGE) or still active (FORGET)."""
@@ -348,6 +393,9 @@ class PostgresMemoryStore:
                             t=sql.Identifier(table)),
                         [tenant, subject],
                     ))
+            if selector.all_of_subject:
+                checks.append((sql.SQL("SELECT count(*) AS n FROM subject_keys WHERE tenant_id = %s AND subject = %s"),
+                               [tenant, subject]))
         for query, query_params in checks:
             cur = await conn.execute(query, query_params)
             row = await cur.fetchone()

@@ -128,8 +128,15 @@ class OutboxWorker:
         return settled
 
     async def _apply(self, tenant: str, ids: list[str]) -> None:
-        current = await self._store.index_rows(tenant, ids)
-        gone = [i for i in ids if i not in {m.id for m, _ in current}]
+        rows = await self._store.index_rows(tenant, ids)
+        gone = [i for i in ids if i not in {m.id for m, _ in rows}]
+        # A memory whose content cannot be decrypted (its data key is lost or cannot be
+        # unwrapped) is neither embedded nor removed: its vector, if any, stays as it was,
+        # and its outbox row is settled — retrying could not make the key come back.
+        current = [(m, text) for m, text in rows if text is not None]
+        for m, text in rows:
+            if text is None:
+                _log.warning("outbox: memory %s of tenant %s not indexed: its content is unavailable", m.id, tenant)
         for target in self._targets():
             vectors: list[list[float]] = []
             if current:

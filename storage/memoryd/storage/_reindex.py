@@ -67,8 +67,11 @@ async def reindex(owner_dsn: str, queue: Postgres, store: PostgresMemoryStore, t
             page = await store.index_page(tenant, after, batch_size)
             if not page:
                 break
-            vectors = await target.embedder.embed_passages([embedding_text(m.key, text) for m, text in page])
-            await target.index.upsert(tenant, [m for m, _ in page], vectors)
+            # Memories whose content cannot be decrypted are skipped, as the outbox worker does.
+            readable = [(m, text) for m, text in page if text is not None]
+            if readable:
+                vectors = await target.embedder.embed_passages([embedding_text(m.key, t) for m, t in readable])
+                await target.index.upsert(tenant, [m for m, _ in readable], vectors)
             after = page[-1][0].id
             await _save(queue, model_id, tenant, after, done=False)
             written += len(page)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from typing import Any
 
 from psycopg import sql
@@ -22,22 +20,17 @@ from memoryd.domain import (
     glob_to_like,
 )
 
+# text/data are NULL in rows written since encryption (0007): their content is in
+# text_ct/data_ct and is opened with the subject's data key (``_envelope``) before
+# ``memory_from_row``.
 MEMORY_COLUMNS = (
-    "id, subject, scope, session_id, category, key, text, data, importance, confidence, stability, "
+    "id, subject, scope, session_id, category, key, text, data, text_ct, data_ct, importance, confidence, stability, "
     "pinned, tags, valid_from, valid_until, agent, source_kind, source_turn_id, version, status, "
     "created_at, updated_at, access_count, last_access_at"
 )
 
-_SPACE = re.compile(r"\s+")
-
-
-def text_digest(text: str) -> bytes:
-    """Digest of the normalised text (case-folded, whitespace collapsed), used to find repeats."""
-    normalised = _SPACE.sub(" ", text.strip()).casefold()
-    return hashlib.sha256(normalised.encode()).digest()
-
-
 def memory_from_row(row: dict[str, Any]) -> Memory:
+    """A row opened by ``_envelope.open_row`` (its text and data in the clear) as a Memory."""
     return Memory(
         id=str(row["id"]),
         subject=row["subject"],
@@ -63,6 +56,7 @@ def memory_from_row(row: dict[str, Any]) -> Memory:
         updated_at=row.get("updated_at") or row["recorded_at"],
         access_count=row.get("access_count", 0),
         last_access_at=row.get("last_access_at"),
+        content_unavailable=row.get("content_unavailable", False),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -18,24 +20,29 @@ from memoryd.domain import (
     policy_for,
 )
 
+from ._envelope import DataKey, open_row
 from ._keywords import TermHasher, replace_terms
 from ._milvus import MAX_TAGS
-from ._rows import MEMORY_COLUMNS, same_value, text_digest
+from ._rows import MEMORY_COLUMNS, same_value
 
 _VERSION_COLUMNS = (
     "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
-    "importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, "
-    "source_turn_id, status, created_at, recorded_at"
+    "text_ct, data_ct, importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, "
+    "source_kind, source_turn_id, status, created_at, recorded_at"
 )
 _SNAPSHOT = (
     "SELECT tenant_id, id, version, %s, subject, scope, session_id, category, key, text, data, "
-    "importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, "
-    "source_turn_id, status, created_at, updated_at FROM memories WHERE tenant_id = %s AND id = %s"
+    "text_ct, data_ct, importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, "
+    "source_kind, source_turn_id, status, created_at, updated_at FROM memories WHERE tenant_id = %s AND id = %s"
 )
 
 
 async def record_version(conn: psycopg.AsyncConnection, tenant: str, memory_id: str, change: Change) -> None:
-    """Snapshot the memory's current row as a version, and mark older versions superseded."""
+    """Snapshot the memory's current row as a version, and mark older versions superseded.
+
+    The version keeps the memory's ciphertext as it is: it was sealed for the same memory id
+    and field, so the subject's data key opens it there too.
+    """
     await conn.execute(
         "UPDATE memory_versions SET status = 'superseded' "
         "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
@@ -104,22 +111,33 @@ async def store_idempotent_response(
     )
 
 
+KeyFor = Callable[[str], Awaitable[DataKey]]
+
+
 class ItemWriter:
-    """Applies one item's conflict policy inside the caller's transaction."""
+    """Applies one item's conflict policy inside the caller's transaction.
+
+    ``key_for(owner)`` gives the data key of the memory's owner (the subject, or '' for the
+    organisation), locked for the rest of the transaction; text and data are stored only
+    sealed with it.
+    """
 
     def __init__(self, conn: psycopg.AsyncConnection, tenant: str, agent: str, subject: str,
-                 hasher: TermHasher) -> None:
+                 hasher: TermHasher, key_for: KeyFor) -> None:
         self._conn = conn
         self._tenant = tenant
         self._agent = agent
         self._subject = subject
         self._hasher = hasher
+        self._key_for = key_for
+        self._key: DataKey | None = None
 
     async def write(self, draft: Draft) -> WriteResult:
         owner = "" if draft.scope is Scope.ORG else self._subject
         session = draft.session_id if draft.scope is Scope.SESSION else ""
         policy = policy_for(draft.category)
-        digest = text_digest(draft.text)
+        self._key = await self._key_for(owner)
+        digest = self._key.text_digest(draft.text)
         # Serialise writers of the same key (or, unkeyed, the same text) of the same owner,
         # so the check-then-write below cannot race.
         lock_name = draft.key or digest.hex()
@@ -139,9 +157,10 @@ class ItemWriter:
             "AND category = %s AND key = %s AND status = 'active' FOR UPDATE",
             (self._tenant, owner, session, draft.category.value, draft.key),
         )
-        current = await cur.fetchone()
-        if current is None:
+        row = await cur.fetchone()
+        if row is None:
             return await self._insert(draft, owner, session, digest, "")
+        current = open_row(row, self._key)
         memory_id = str(current["id"])
         if same_value(current, draft):
             return WriteResult(memory_id, Outcome.UNCHANGED, "same as the current value", current["version"])
@@ -202,16 +221,17 @@ class ItemWriter:
         return WriteResult(memory_id, Outcome.MERGED, "repeats an existing memory; merged into it", row["version"])
 
     async def _insert(self, draft: Draft, owner: str, session: str, digest: bytes, reason: str) -> WriteResult:
+        # The id is made here, not by Postgres, because the ciphertext is bound to it.
+        memory_id = str(uuid.uuid4())
         cur = await self._conn.execute(
-            "INSERT INTO memories (tenant_id, subject, scope, session_id, category, key, text, text_hash, data, "
-            "importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, "
-            "source_turn_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "RETURNING id, version",
-            (self._tenant, owner, draft.scope.value, session, *self._values(draft, digest)),
+            "INSERT INTO memories (tenant_id, id, subject, scope, session_id, category, key, text_ct, text_hash, "
+            "data_ct, importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, "
+            "source_turn_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "RETURNING version",
+            (self._tenant, memory_id, owner, draft.scope.value, session, *self._values(memory_id, draft, digest)),
         )
         row = await cur.fetchone()
         assert row is not None
-        memory_id = str(row["id"])
         await replace_terms(self._conn, self._tenant, owner, memory_id, draft.key, draft.text, self._hasher)
         await record_version(self._conn, self._tenant, memory_id, Change.CREATED)
         await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
@@ -219,23 +239,25 @@ class ItemWriter:
 
     async def _update(self, memory_id: str, draft: Draft, digest: bytes) -> int:
         cur = await self._conn.execute(
-            "UPDATE memories SET category = %s, key = %s, text = %s, text_hash = %s, data = %s, importance = %s, "
+            "UPDATE memories SET category = %s, key = %s, text_ct = %s, text_hash = %s, data_ct = %s, "
+            "text = NULL, data = NULL, importance = %s, "
             "confidence = %s, stability = %s, pinned = %s, tags = %s, valid_from = %s, valid_until = %s, "
             "agent = %s, source_kind = %s, source_turn_id = %s, version = version + 1, updated_at = now() "
             "WHERE tenant_id = %s AND id = %s RETURNING version",
-            (*self._values(draft, digest), self._tenant, memory_id),
+            (*self._values(memory_id, draft, digest), self._tenant, memory_id),
         )
         row = await cur.fetchone()
         assert row is not None
         return int(row["version"])
 
-    def _values(self, draft: Draft, digest: bytes) -> tuple[Any, ...]:
+    def _values(self, memory_id: str, draft: Draft, digest: bytes) -> tuple[Any, ...]:
+        assert self._key is not None
         return (
             draft.category.value,
             draft.key,
-            draft.text,
+            self._key.seal_text(memory_id, draft.text),
             digest,
-            Jsonb(draft.data) if draft.data is not None else None,
+            self._key.seal_data(memory_id, draft.data),
             draft.importance,
             draft.confidence,
             draft.stability.value,

@@ -1,0 +1,221 @@
+"""The store seals memory content with per-subject data keys: rows written before that are
+read as stored and sealed by the start-up backfill, content whose key is lost reads as
+unavailable (never as garbage) while everything else works, and a PURGE of a subject and a
+write to it are ordered by the subject's key row."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from memoryd.domain import (
+    Category,
+    DataKeyUnavailable,
+    Draft,
+    EraseMode,
+    EraseSelector,
+    Outcome,
+    Page,
+    ReadFilter,
+    Scope,
+    Status,
+)
+from memoryd.storage import (
+    LocalKeyProvider,
+    Postgres,
+    PostgresMemoryStore,
+    PostgresSettings,
+    TermHasher,
+    seal_plaintext,
+)
+from memoryd.storage._envelope import legacy_digest
+
+from ..support import unique
+
+EVERYTHING = tuple((c, ("*",)) for c in Category)
+HASHER = TermHasher(b"test-keyword-secret-0123456789ab")
+MASTER = os.urandom(32)
+
+
+def alice(**fields: Any) -> ReadFilter:
+    return ReadFilter(subject="alice", rules=EVERYTHING, **fields)
+
+
+async def listed(store: PostgresMemoryStore, tenant: str) -> list[Any]:
+    return (await store.list(tenant, alice(), Page())).memories
+
+
+@pytest.fixture
+async def db(postgres: Any) -> AsyncIterator[Postgres]:
+    database = Postgres(PostgresSettings(postgres.owner_dsn))  # owner DSN + SET ROLE memoryd_app
+    await database.open()
+    yield database
+    await database.close()
+
+
+@pytest.fixture
+def store(db: Postgres) -> PostgresMemoryStore:
+    return PostgresMemoryStore(db, HASHER, LocalKeyProvider(MASTER))
+
+
+async def owner(postgres: Any, query: str, *params: Any) -> list[dict[str, Any]]:
+    async with await psycopg.AsyncConnection.connect(postgres.owner_dsn, autocommit=True,
+                                                     row_factory=dict_row) as conn:
+        cur = await conn.execute(query, params)
+        return await cur.fetchall() if cur.description else []
+
+
+async def insert_legacy(postgres: Any, tenant: str, category: str, text: str, key: str = "",
+                        data: dict[str, Any] | None = None) -> str:
+    """A memory and its first version in the shape written before encryption (plaintext)."""
+    memory_id = str(uuid.uuid4())
+    await owner(postgres,
+                "INSERT INTO memories (tenant_id, id, subject, scope, category, key, text, text_hash, data, importance, "
+                "confidence, stability, agent, source_kind) VALUES (%s, %s, 'alice', 'subject', %s, %s, %s, %s, %s, "
+                "0.5, 1.0, 'stable', 'agent-1', 'input')",
+                tenant, memory_id, category, key, text, legacy_digest(text), Jsonb(data) if data else None)
+    await owner(postgres,
+                "INSERT INTO memory_versions (tenant_id, memory_id, version, change, subject, scope, session_id, "
+                "category, key, text, data, importance, confidence, stability, pinned, tags, agent, source_kind, "
+                "source_turn_id, status, created_at) SELECT tenant_id, id, 1, 'created', subject, scope, session_id, "
+                "category, key, text, data, importance, confidence, stability, pinned, tags, agent, source_kind, "
+                "source_turn_id, status, created_at FROM memories WHERE tenant_id = %s AND id = %s",
+                tenant, memory_id)
+    return memory_id
+
+
+async def test_plaintext_rows_read_as_stored_and_the_backfill_seals_them(postgres, db, store):
+    tenant = unique("legacy")
+    fact = await insert_legacy(postgres, tenant, "fact", "Lives in Lyon", "home_city", {"zip": "69001"})
+    event = await insert_legacy(postgres, tenant, "event", "Visited Rome")
+    now = datetime.now(UTC)
+
+    async def reads() -> tuple[Any, ...]:
+        [m] = await store.recall_keys(tenant, alice(), ["home_city"], now)
+        versions, _ = await store.history(tenant, alice(), fact, 0, 10)
+        texts = sorted(m.text for m in await listed(store, tenant))
+        return m.text, m.data, m.content_unavailable, [v.memory.text for v in versions], texts
+
+    before = await reads()
+    assert before == ("Lives in Lyon", {"zip": "69001"}, False, ["Lives in Lyon"], ["Lives in Lyon", "Visited Rome"])
+
+    report = await seal_plaintext(PostgresSettings(postgres.owner_dsn), db, store.keys, batch_size=1)
+
+    assert report.memories >= 2 and report.versions >= 2
+    rows = await owner(postgres, "SELECT text, data, text_ct, data_ct, text_hash FROM memories WHERE tenant_id = %s "
+                                 "UNION ALL SELECT text, data, text_ct, data_ct, NULL FROM memory_versions "
+                                 "WHERE tenant_id = %s", tenant, tenant)
+    assert len(rows) == 4 and all(r["text"] is None and r["data"] is None and r["text_ct"] for r in rows)
+    assert legacy_digest("Visited Rome") not in [bytes(r["text_hash"]) for r in rows if r["text_hash"]]
+    assert await reads() == before
+    # Repeats are still recognised under the keyed digest the backfill wrote.
+    merged, unchanged = await store.write(tenant, "agent-1", "alice", [
+        Draft(Category.EVENT, "visited  ROME"), Draft(Category.FACT, "Lives in Lyon", key="home_city",
+                                                      data={"zip": "69001"})])
+    assert (merged.memory_id, merged.outcome) == (event, Outcome.MERGED)
+    assert (unchanged.memory_id, unchanged.outcome) == (fact, Outcome.UNCHANGED)
+    # Nothing left to do on the next start.
+    again = await seal_plaintext(PostgresSettings(postgres.owner_dsn), db, store.keys)
+    assert await owner(postgres, "SELECT 1 FROM memories WHERE tenant_id = %s AND text_ct IS NULL", tenant) == []
+    assert again.skipped == 0
+
+
+async def test_with_another_master_key_content_is_unavailable_and_writes_to_that_subject_fail(postgres, db, store):
+    tenant = unique("wrongkey")
+    [written] = await store.write(tenant, "agent-1", "alice", [
+        Draft(Category.FACT, "Lives in Lyon", key="home_city", data={"zip": "69001"})])
+    await store.write(tenant, "agent-1", "alice", [Draft(Category.FACT, "Lives in Nice", key="home_city")])
+    other = PostgresMemoryStore(db, HASHER, LocalKeyProvider(os.urandom(32)))
+    now = datetime.now(UTC)
+
+    [m] = await other.recall_keys(tenant, alice(), ["home_city"], now)
+    assert (m.id, m.text, m.data, m.content_unavailable) == (written.memory_id, "", None, True)
+    versions, _ = await other.history(tenant, alice(), written.memory_id, 0, 10)
+    assert [(v.memory.text, v.memory.content_unavailable) for v in versions] == [("", True), ("", True)]
+    assert [text for _, text in await other.index_rows(tenant, [written.memory_id])] == [None]
+
+    with pytest.raises(DataKeyUnavailable):
+        await other.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "Visited Rome")])
+    assert len(await listed(store, tenant)) == 1
+    # Another subject is unaffected; the right key still reads everything.
+    [new] = await other.write(tenant, "agent-1", "carol", [Draft(Category.EVENT, "Visited Rome")])
+    assert new.outcome is Outcome.CREATED
+    [m] = await store.recall_keys(tenant, alice(), ["home_city"], now)
+    assert (m.text, m.content_unavailable) == ("Lives in Nice", False)
+
+
+async def test_ciphertext_moved_to_another_memory_does_not_decrypt(postgres, store):
+    tenant = unique("moved")
+    first, second = await store.write(tenant, "agent-1", "alice", [
+        Draft(Category.FACT, "Lives in Lyon", key="home_city"), Draft(Category.FACT, "Born in Oslo", key="birthplace")])
+    await owner(postgres, "UPDATE memories SET text_ct = (SELECT text_ct FROM memories WHERE tenant_id = %s "
+                          "AND id = %s) WHERE tenant_id = %s AND id = %s",
+                tenant, first.memory_id, tenant, second.memory_id)
+
+    found = {m.key: m for m in await store.recall_keys(tenant, alice(), ["home_city", "birthplace"],
+                                                      datetime.now(UTC))}
+
+    assert (found["home_city"].text, found["home_city"].content_unavailable) == ("Lives in Lyon", False)
+    assert (found["birthplace"].text, found["birthplace"].content_unavailable) == ("", True)
+
+
+async def test_a_purge_of_the_subject_waits_for_a_write_holding_its_key(postgres, store):
+    tenant = unique("order")
+    await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "Visited Rome")])
+    async with await psycopg.AsyncConnection.connect(postgres.owner_dsn) as writer:
+        # What a write transaction holds on its subject's key until it commits.
+        await writer.execute("SELECT 1 FROM subject_keys WHERE tenant_id = %s AND subject = 'alice' FOR SHARE",
+                             (tenant,))
+        purge = asyncio.create_task(store.erase(tenant, "agent-1", "alice", alice(), EraseSelector(all_of_subject=True),
+                                                EraseMode.PURGE))
+        await asyncio.sleep(0.5)
+        assert not purge.done()
+        await writer.commit()
+    receipt = await purge
+    assert (receipt.counts.keys, receipt.counts.memories, receipt.verified) == (1, 1, True)
+
+
+async def test_a_write_waiting_for_a_purge_of_its_subject_gets_a_fresh_key(postgres, store):
+    tenant = unique("order")
+    await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "Visited Rome")])
+    [old] = await owner(postgres, "SELECT wrapped FROM subject_keys WHERE tenant_id = %s", tenant)
+    async with await psycopg.AsyncConnection.connect(postgres.owner_dsn) as purger:
+        # What a PURGE of the whole subject holds: the key row, locked and then deleted.
+        await purger.execute("SELECT 1 FROM subject_keys WHERE tenant_id = %s AND subject = 'alice' FOR UPDATE",
+                             (tenant,))
+        await purger.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject = 'alice'", (tenant,))
+        write = asyncio.create_task(store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "Visited Oslo")]))
+        await asyncio.sleep(0.5)
+        assert not write.done()
+        await purger.commit()
+    [result] = await write
+    assert result.outcome is Outcome.CREATED
+    [new] = await owner(postgres, "SELECT wrapped FROM subject_keys WHERE tenant_id = %s", tenant)
+    assert bytes(new["wrapped"]) != bytes(old["wrapped"])
+    texts = sorted((m.text, m.content_unavailable) for m in await listed(store, tenant))
+    assert texts == [("", True), ("Visited Oslo", False)]  # the old key is gone for good
+
+
+async def test_org_memories_use_the_organisations_key_and_survive_a_subject_purge(postgres, store):
+    tenant = unique("org")
+    await store.write(tenant, "agent-1", "alice", [
+        Draft(Category.CONSTRAINT, "No alcohol at work events", key="diet", scope=Scope.ORG),
+        Draft(Category.FACT, "Lives in Lyon", key="home_city")])
+    keys = await owner(postgres, "SELECT subject FROM subject_keys WHERE tenant_id = %s ORDER BY subject", tenant)
+    assert [k["subject"] for k in keys] == ["", "alice"]
+
+    receipt = await store.erase(tenant, "agent-1", "alice", alice(), EraseSelector(all_of_subject=True),
+                                EraseMode.PURGE)
+
+    assert receipt.counts.keys == 1
+    [m] = await store.recall_keys(tenant, alice(include_org=True), ["diet"], datetime.now(UTC))
+    assert (m.text, m.content_unavailable, m.status) == ("No alcohol at work events", False, Status.ACTIVE)
