@@ -14,7 +14,7 @@ import psycopg
 from memoryd.storage._envelope import legacy_digest
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, ServerProcess, draft, fails, server_env, token_for, unique
+from ..support import Agent, ServerProcess, agent_with_view, draft, fails, server_env, token_for, unique
 
 
 def _start(tmp_path: Path, dsn: str, signing_key: Path, master_key: Path, name: str) -> ServerProcess:
@@ -54,7 +54,7 @@ def test_legacy_plaintext_is_sealed_at_start_and_a_wrong_master_key_never_yields
     process = _start(tmp_path, private_database, key_file, right, "first")
     try:
         with grpc.insecure_channel(process.target) as channel:
-            agent = Agent(channel, token_for(key_file, tenant))
+            agent = agent_with_view(channel, key_file, tenant)  # views are not encrypted: it stays
             [m] = agent.recall_keys("alice", "home_city").memories
             assert (m.memory.id, m.memory.text, dict(m.memory.data), m.memory.content_unavailable) == (
                 legacy, "Lives in Lyon", {"zip": "69001"}, False)
