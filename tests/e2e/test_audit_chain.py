@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 
@@ -55,6 +56,14 @@ def test_every_write_read_and_erase_is_chained_and_tampering_is_detected(tmp_pat
     assert {(action, agent) for _, action, agent, _ in events if agent != "support-bot"} == {("view.put", "tenant-admin")}
     recall_event = next(e for e in events if e[1] == "read.recall")
     assert recall_event[3] == [ids[0]]  # the read event names exactly the memories returned
+    # Each event names the view version the agent acted through and the call's trace.
+    with psycopg.connect(private_database) as conn:
+        tags = conn.execute("SELECT action, details->>'view', trace_id FROM audit_log WHERE tenant_id = %s "
+                            "ORDER BY seq", (tenant,)).fetchall()
+    assert [(action, view) for action, view, _ in tags if action != "view.put"] == [
+        (action, "1") for action in actions if action != "view.put"]
+    traces = [trace for _, _, trace in tags]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", t) for t in traces) and len(set(traces)) == len(traces)
     result = _verify(env, tenant)
     assert result.returncode == 0 and "intact: 6 events" in result.stdout, result.stdout + result.stderr
 

@@ -19,6 +19,7 @@ from ._errors import (
     Unavailable,
 )
 from ._model import (
+    AuditTag,
     Category,
     Change,
     Draft,
@@ -45,6 +46,7 @@ from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, rec
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_like, glob_to_regex
 
 __all__ = [
+    "AuditTag",
     "ERASE_SELECTORS",
     "MEMORY_FIELDS",
     "DataKeyUnavailable",

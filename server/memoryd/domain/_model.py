@@ -220,6 +220,16 @@ class EraseSelector:
 
 
 @dataclass(frozen=True)
+class AuditTag:
+    """What an audit event records about the call behind it: the request id, the trace id
+    and the version of the view the caller acted through (None for admin calls)."""
+
+    request_id: str = ""
+    trace_id: str = ""
+    view_version: int | None = None
+
+
+@dataclass(frozen=True)
 class StoreCounts:
     memories: int = 0
     versions: int = 0

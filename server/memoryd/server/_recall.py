@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from memoryd.domain import (
+    AuditTag,
     Embedder,
     Memory,
     MemorydError,
@@ -249,16 +250,16 @@ class AccessRecorder:
         self._store = store
         self._interval = interval
         self._counts: dict[str, dict[str, int]] = {}
-        self._events: dict[str, list[tuple[str, str, str, list[str], str]]] = {}
+        self._events: dict[str, list[tuple[str, str, str, list[str], AuditTag]]] = {}
         self._task: asyncio.Task[None] | None = None
 
-    def record(self, tenant: str, agent: str, subject: str, action: str, ids: list[str], request_id: str, *,
+    def record(self, tenant: str, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag, *,
                count_access: bool = False) -> None:
         if count_access:
             counts = self._counts.setdefault(tenant, {})
             for memory_id in ids:
                 counts[memory_id] = counts.get(memory_id, 0) + 1
-        self._events.setdefault(tenant, []).append((agent, subject, action, ids, request_id))
+        self._events.setdefault(tenant, []).append((agent, subject, action, ids, tag))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())

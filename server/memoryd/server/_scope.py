@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from memoryd.domain import (
+    AuditTag,
     Category,
     EraseMode,
     FailedPrecondition,
@@ -40,6 +41,7 @@ from ._auth import Principal
 from ._config import Scoring
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
+from ._tracing import current_trace_id
 from ._validate import EraseCommand, HistoryCommand, ListCommand, RecallCommand, WriteCommand
 from ._view_admin import AdminScope, ViewRegistry
 
@@ -106,6 +108,8 @@ class CallerScope:
         self._scoring = services.scoring
         self._pages = services.page_tokens
         self._request_id = request_id
+        # Every audit event of this call names the request, its trace and the view version.
+        self._tag = AuditTag(request_id, current_trace_id(), view.version)
 
     @property
     def visible_fields(self) -> frozenset[str]:
@@ -159,7 +163,7 @@ class CallerScope:
         tenant = self.principal.tenant
         results = await self._store.write(
             tenant, self.principal.agent, cmd.subject, cmd.drafts,
-            idempotency_key=cmd.idempotency_key, request_hash=cmd.request_hash, request_id=self._request_id,
+            idempotency_key=cmd.idempotency_key, request_hash=cmd.request_hash, tag=self._tag,
         )
         ids = sorted({r.memory_id for r in results if r.memory_id})
         worker = self._services.worker
@@ -194,7 +198,7 @@ class CallerScope:
     def _record_read(self, subject: str, action: str, ids: list[str], *, count_access: bool = False) -> None:
         """Audit what this caller received (batched off the request path)."""
         self._services.access.record(self.principal.tenant, self.principal.agent, subject, action, ids,
-                                     self._request_id, count_access=count_access)
+                                     self._tag, count_access=count_access)
 
     def _weights(self, cmd: RecallCommand) -> ScoreWeights:
         s, w = self._scoring, cmd.weights
@@ -273,7 +277,7 @@ class CallerScope:
 
         receipt = await self._store.erase(
             tenant, self.principal.agent, cmd.subject, flt, cmd.selector, cmd.mode,
-            reason=cmd.reason, request_id=self._request_id, after_commit=clear_vectors,
+            reason=cmd.reason, tag=self._tag, after_commit=clear_vectors,
         )
         return svc.EraseResponse(receipt=convert.receipt(receipt))
 

@@ -28,3 +28,9 @@ def tracer_provider(config: Config, exporter: SpanExporter | None = None) -> Tra
 
 def tracer(provider: TracerProvider) -> trace.Tracer:
     return provider.get_tracer("memoryd.server")
+
+
+def current_trace_id() -> str:
+    """The running span's trace id (32 hex digits), or "" outside a sampled span."""
+    context = trace.get_current_span().get_span_context()
+    return trace.format_trace_id(context.trace_id) if context.is_valid else ""

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 
-from memoryd.domain import NotFound, View, ViewChange, ViewStore
+from memoryd.domain import AuditTag, NotFound, View, ViewChange, ViewStore
 from memoryd.v1 import view_admin_service_pb2 as admin
 
 from . import _convert as convert
 from ._auth import Principal
 from ._paging import PageTokens
+from ._tracing import current_trace_id
 from ._validate_views import AgentCommand, ListViewsCommand, PutViewCommand
 
 MAX_CACHED_VIEWS = 10_000
@@ -61,13 +62,13 @@ class AdminScope:
         self._registry = registry
         self._store = registry.store
         self._pages = pages
-        self._request_id = request_id
+        self._tag = AuditTag(request_id, current_trace_id())
 
     async def put_view(self, cmd: PutViewCommand) -> admin.PutViewResponse:
         tenant = self.principal.tenant
         change: ViewChange = await self._store.put(tenant, self.principal.agent, cmd.view,
                                                    expected_version=cmd.expected_version,
-                                                   request_id=self._request_id)
+                                                   tag=self._tag)
         self._registry.forget(tenant, cmd.view.agent)
         return admin.PutViewResponse(view=convert.view(change.view), changed=change.changed)
 
@@ -88,6 +89,6 @@ class AdminScope:
 
     async def delete_view(self, cmd: AgentCommand) -> admin.DeleteViewResponse:
         tenant = self.principal.tenant
-        deleted = await self._store.delete(tenant, self.principal.agent, cmd.agent, request_id=self._request_id)
+        deleted = await self._store.delete(tenant, self.principal.agent, cmd.agent, tag=self._tag)
         self._registry.forget(tenant, cmd.agent)
         return admin.DeleteViewResponse(deleted=deleted)

@@ -19,23 +19,29 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from memoryd.domain import AuditTag
+
 GENESIS = b"\x00" * 32
 
 
 def event_hash(prev: bytes, at: datetime, agent: str, subject: str, action: str, ids: list[str],
-               request_id: str, details: dict[str, Any]) -> bytes:
-    body = json.dumps(
-        [at.astimezone(UTC).isoformat(timespec="microseconds"), agent, subject, action, sorted(ids), request_id,
-         details],
-        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-    ).encode()
+               request_id: str, details: dict[str, Any], trace_id: str = "") -> bytes:
+    content: list[Any] = [at.astimezone(UTC).isoformat(timespec="microseconds"), agent, subject, action, sorted(ids),
+                          request_id, details]
+    if trace_id:  # events chained before trace ids were recorded keep their hashes
+        content.append(trace_id)
+    body = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return hashlib.sha256(prev + body).digest()
 
 
-async def append(conn: Any, tenant: str, agent: str, subject: str, action: str, ids: list[str], request_id: str,
+async def append(conn: Any, tenant: str, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag,
                  details: dict[str, Any] | None = None) -> None:
-    """Append one event to the tenant's chain, inside the caller's transaction."""
-    details = details or {}
+    """Append one event to the tenant's chain, inside the caller's transaction. The view
+    version the caller acted through, if any, is recorded in ``details["view"]``."""
+    details = dict(details or {})
+    if tag.view_version is not None:
+        details["view"] = tag.view_version
+    request_id, trace_id = tag.request_id, tag.trace_id
     await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", ("memoryd-audit\x1f" + tenant,))
     cur = await conn.execute(
         "SELECT hash FROM audit_log WHERE tenant_id = %s ORDER BY seq DESC LIMIT 1", (tenant,)
@@ -43,11 +49,11 @@ async def append(conn: Any, tenant: str, agent: str, subject: str, action: str, 
     row = await cur.fetchone()
     prev = bytes(row["hash"]) if row is not None and row["hash"] is not None else GENESIS
     at = datetime.now(UTC)
-    digest = event_hash(prev, at, agent, subject, action, ids, request_id, details)
+    digest = event_hash(prev, at, agent, subject, action, ids, request_id, details, trace_id)
     await conn.execute(
-        "INSERT INTO audit_log (tenant_id, at, agent, subject, action, memory_ids, request_id, details, "
-        "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (tenant, at, agent, subject, action, ids, request_id, Jsonb(details), prev, digest),
+        "INSERT INTO audit_log (tenant_id, at, agent, subject, action, memory_ids, request_id, trace_id, details, "
+        "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (tenant, at, agent, subject, action, ids, request_id, trace_id, Jsonb(details), prev, digest),
     )
 
 
@@ -65,7 +71,7 @@ class ChainReport:
 
 async def verify(conn: Any, tenant: str) -> ChainReport:
     cur = await conn.execute(
-        "SELECT seq, at, agent, subject, action, memory_ids, request_id, details, prev_hash, hash "
+        "SELECT seq, at, agent, subject, action, memory_ids, request_id, trace_id, details, prev_hash, hash "
         "FROM audit_log WHERE tenant_id = %s ORDER BY seq", (tenant,)
     )
     prev, events, unchained = GENESIS, 0, 0
@@ -75,7 +81,7 @@ async def verify(conn: Any, tenant: str) -> ChainReport:
             unchained += 1
             continue
         expected = event_hash(prev, row["at"], row["agent"], row["subject"], row["action"],
-                              [str(i) for i in row["memory_ids"]], row["request_id"], row["details"])
+                              [str(i) for i in row["memory_ids"]], row["request_id"], row["details"], row["trace_id"])
         if bytes(row["prev_hash"]) != prev or bytes(row["hash"]) != expected:
             return ChainReport(events, unchained, row["seq"], prev)
         prev = expected

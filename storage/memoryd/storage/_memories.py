@@ -16,6 +16,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
+    AuditTag,
     Change,
     Draft,
     EraseMode,
@@ -41,9 +42,9 @@ from ._rows import MEMORY_COLUMNS, memory_from_row, read_conditions, rules_condi
 from ._writes import ItemWriter, claim_idempotency, enqueue_index, record_version, store_idempotent_response
 
 
-async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, ids: list[str], request_id: str,
+async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag,
                  details: dict[str, Any] | None = None) -> None:
-    await audit.append(conn, tenant, agent, subject, action, ids, request_id, details)
+    await audit.append(conn, tenant, agent, subject, action, ids, tag, details)
 
 
 _INDEX_COLUMNS = (
@@ -90,7 +91,7 @@ class PostgresMemoryStore:
         *,
         idempotency_key: str = "",
         request_hash: bytes = b"",
-        request_id: str = "",
+        tag: AuditTag = AuditTag(),
     ) -> list[WriteResult]:
         """Apply every draft's conflict policy in one transaction: all items or none."""
         async with self._db.tenant_tx(tenant) as conn:
@@ -110,7 +111,7 @@ class PostgresMemoryStore:
             if idempotency_key:
                 await store_idempotent_response(conn, tenant, agent, idempotency_key, results)
             await _audit(conn, tenant, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
-                         request_id, {"outcomes": [r.outcome.value for r in results]})
+                         tag, {"outcomes": [r.outcome.value for r in results]})
             return results
 
     async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]:
@@ -192,7 +193,7 @@ class PostgresMemoryStore:
         return int(row["pending"]), int(row["dead"])
 
     async def record_reads(self, tenant: str, counts: dict[str, int],
-                           events: list[tuple[str, str, str, list[str], str]]) -> None:
+                           events: list[tuple[str, str, str, list[str], AuditTag]]) -> None:
         """Add recall counts and last-access times, and append read events (agent, subject,
         action, ids, request id) to the audit chain — one transaction per batch."""
         if not counts and not events:
@@ -204,8 +205,8 @@ class PostgresMemoryStore:
                     "FROM unnest(%s::uuid[], %s::int[]) AS c(id, n) WHERE m.tenant_id = %s AND m.id = c.id",
                     (list(counts), list(counts.values()), tenant),
                 )
-            for agent, subject, action, ids, request_id in events:
-                await _audit(conn, tenant, agent, subject, action, ids, request_id)
+            for agent, subject, action, ids, tag in events:
+                await _audit(conn, tenant, agent, subject, action, ids, tag)
 
     async def verify_audit(self, tenant: str) -> audit.ChainReport:
         async with self._db.tenant_tx(tenant) as conn:
@@ -252,7 +253,7 @@ class PostgresMemoryStore:
         mode: EraseMode,
         *,
         reason: str = "",
-        request_id: str = "",
+        tag: AuditTag = AuditTag(),
         after_commit: Callable[[list[str]], Awaitable[tuple[int, bool]]] | None = None,
     ) -> ErasureReceipt:
         """Forget or purge the selected memories of ``subject``, verify, and log a receipt.
@@ -285,7 +286,7 @@ class PostgresMemoryStore:
                 counts = await self._purge(conn, tenant, ids)
             if shred and not await self._subject_rows_left(conn, tenant, subject):
                 counts = replace(counts, keys=await self.keys.destroy(conn, tenant, subject))
-            await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, request_id,
+            await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
                          {"selector": selector.describe(), "reason": reason})
         if after_commit is not None:
             vectors, index_verified = await after_commit(ids)

@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from memoryd.domain import FailedPrecondition, View, ViewChange
+from memoryd.domain import AuditTag, FailedPrecondition, View, ViewChange
 
 from . import _audit as audit
 from ._postgres import Postgres
@@ -27,7 +27,7 @@ class PostgresViewStore:
             return await _current(conn, tenant, agent)
 
     async def put(self, tenant: str, admin: str, view: View, *, expected_version: int = 0,
-                  request_id: str = "") -> ViewChange:
+                  tag: AuditTag = AuditTag()) -> ViewChange:
         async with self._db.tenant_tx(tenant) as conn:
             await _lock(conn, tenant, view.agent)
             latest = await _latest_version(conn, tenant, view.agent)
@@ -43,12 +43,12 @@ class PostgresViewStore:
             await conn.execute(
                 "INSERT INTO agent_views (tenant_id, agent, version, definition, changed_by, request_id) "
                 "VALUES (%s, %s, %s, %s, %s, %s)",
-                (tenant, view.agent, version, Jsonb(definition), admin, request_id))
-            await audit.append(conn, tenant, admin, "", "view.put", [], request_id,
+                (tenant, view.agent, version, Jsonb(definition), admin, tag.request_id))
+            await audit.append(conn, tenant, admin, "", "view.put", [], tag,
                                {"agent": view.agent, "version": version, "definition": definition})
             return ViewChange(View.from_definition(view.agent, definition, version), True, current)
 
-    async def delete(self, tenant: str, admin: str, agent: str, *, request_id: str = "") -> bool:
+    async def delete(self, tenant: str, admin: str, agent: str, *, tag: AuditTag = AuditTag()) -> bool:
         async with self._db.tenant_tx(tenant) as conn:
             await _lock(conn, tenant, agent)
             current = await _current(conn, tenant, agent)
@@ -57,8 +57,8 @@ class PostgresViewStore:
             version = await _latest_version(conn, tenant, agent) + 1
             await conn.execute(
                 "INSERT INTO agent_views (tenant_id, agent, version, definition, changed_by, request_id) "
-                "VALUES (%s, %s, %s, NULL, %s, %s)", (tenant, agent, version, admin, request_id))
-            await audit.append(conn, tenant, admin, "", "view.delete", [], request_id,
+                "VALUES (%s, %s, %s, NULL, %s, %s)", (tenant, agent, version, admin, tag.request_id))
+            await audit.append(conn, tenant, admin, "", "view.delete", [], tag,
                                {"agent": agent, "version": version})
             return True
 
