@@ -99,7 +99,7 @@ class Provenance(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., source_kind: _Optional[_Union[SourceKind, str]] = ..., source_turn_id: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "subject", "scope", "session_id", "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "provenance", "version", "status", "created_at", "updated_at", "access_count", "last_access_at", "content_unavailable")
+    __slots__ = ("id", "subject", "scope", "session_id", "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "provenance", "version", "status", "created_at", "updated_at", "access_count", "last_access_at", "content_unavailable", "expires_at", "trust", "pending")
     ID_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +123,9 @@ class Memory(_message.Message):
     ACCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESS_AT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    TRUST_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
     id: str
     subject: str
     scope: Scope
@@ -146,7 +149,26 @@ class Memory(_message.Message):
     access_count: int
     last_access_at: _timestamp_pb2.Timestamp
     content_unavailable: bool
-    def __init__(self, id: _Optional[str] = ..., subject: _Optional[str] = ..., scope: _Optional[_Union[Scope, str]] = ..., session_id: _Optional[str] = ..., category: _Optional[_Union[Category, str]] = ..., key: _Optional[str] = ..., text: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., stability: _Optional[_Union[Stability, str]] = ..., pinned: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., version: _Optional[int] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_access_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., content_unavailable: _Optional[bool] = ...) -> None: ...
+    expires_at: _timestamp_pb2.Timestamp
+    trust: float
+    pending: _containers.RepeatedCompositeFieldContainer[PendingValue]
+    def __init__(self, id: _Optional[str] = ..., subject: _Optional[str] = ..., scope: _Optional[_Union[Scope, str]] = ..., session_id: _Optional[str] = ..., category: _Optional[_Union[Category, str]] = ..., key: _Optional[str] = ..., text: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., stability: _Optional[_Union[Stability, str]] = ..., pinned: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., version: _Optional[int] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_access_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., content_unavailable: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trust: _Optional[float] = ..., pending: _Optional[_Iterable[_Union[PendingValue, _Mapping]]] = ...) -> None: ...
+
+class PendingValue(_message.Message):
+    __slots__ = ("id", "text", "data", "provenance", "trust", "written_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    TRUST_FIELD_NUMBER: _ClassVar[int]
+    WRITTEN_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    text: str
+    data: _struct_pb2.Struct
+    provenance: Provenance
+    trust: float
+    written_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., trust: _Optional[float] = ..., written_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class MemoryDraft(_message.Message):
     __slots__ = ("scope", "session_id", "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "source_kind", "source_turn_id")

@@ -28,6 +28,12 @@ class WriteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WRITE_OUTCOME_UNCHANGED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_REJECTED: _ClassVar[WriteOutcome]
 
+class TurnMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TURN_MODE_UNSPECIFIED: _ClassVar[TurnMode]
+    TURN_MODE_EXTRACT: _ClassVar[TurnMode]
+    TURN_MODE_CHUNK: _ClassVar[TurnMode]
+
 class EraseMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ERASE_MODE_UNSPECIFIED: _ClassVar[EraseMode]
@@ -42,6 +48,20 @@ class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHANGE_KIND_VERSIONED: _ClassVar[ChangeKind]
     CHANGE_KIND_MERGED: _ClassVar[ChangeKind]
     CHANGE_KIND_FORGOTTEN: _ClassVar[ChangeKind]
+
+class ExtractionJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXTRACTION_JOB_STATE_UNSPECIFIED: _ClassVar[ExtractionJobState]
+    EXTRACTION_JOB_STATE_QUEUED: _ClassVar[ExtractionJobState]
+    EXTRACTION_JOB_STATE_RUNNING: _ClassVar[ExtractionJobState]
+    EXTRACTION_JOB_STATE_SUCCEEDED: _ClassVar[ExtractionJobState]
+    EXTRACTION_JOB_STATE_FAILED: _ClassVar[ExtractionJobState]
+
+class ConflictResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFLICT_RESOLUTION_UNSPECIFIED: _ClassVar[ConflictResolution]
+    CONFLICT_RESOLUTION_KEEP_CURRENT: _ClassVar[ConflictResolution]
+    CONFLICT_RESOLUTION_ACCEPT_PENDING: _ClassVar[ConflictResolution]
 CONSISTENCY_UNSPECIFIED: Consistency
 CONSISTENCY_INDEX_ASYNC: Consistency
 CONSISTENCY_WAIT_INDEXED: Consistency
@@ -52,6 +72,9 @@ WRITE_OUTCOME_VERSIONED: WriteOutcome
 WRITE_OUTCOME_MERGED: WriteOutcome
 WRITE_OUTCOME_UNCHANGED: WriteOutcome
 WRITE_OUTCOME_REJECTED: WriteOutcome
+TURN_MODE_UNSPECIFIED: TurnMode
+TURN_MODE_EXTRACT: TurnMode
+TURN_MODE_CHUNK: TurnMode
 ERASE_MODE_UNSPECIFIED: EraseMode
 ERASE_MODE_FORGET: EraseMode
 ERASE_MODE_PURGE: EraseMode
@@ -61,20 +84,30 @@ CHANGE_KIND_UPDATED: ChangeKind
 CHANGE_KIND_VERSIONED: ChangeKind
 CHANGE_KIND_MERGED: ChangeKind
 CHANGE_KIND_FORGOTTEN: ChangeKind
+EXTRACTION_JOB_STATE_UNSPECIFIED: ExtractionJobState
+EXTRACTION_JOB_STATE_QUEUED: ExtractionJobState
+EXTRACTION_JOB_STATE_RUNNING: ExtractionJobState
+EXTRACTION_JOB_STATE_SUCCEEDED: ExtractionJobState
+EXTRACTION_JOB_STATE_FAILED: ExtractionJobState
+CONFLICT_RESOLUTION_UNSPECIFIED: ConflictResolution
+CONFLICT_RESOLUTION_KEEP_CURRENT: ConflictResolution
+CONFLICT_RESOLUTION_ACCEPT_PENDING: ConflictResolution
 
 class WriteRequest(_message.Message):
-    __slots__ = ("subject", "items", "turns", "idempotency_key", "consistency")
+    __slots__ = ("subject", "items", "turns", "idempotency_key", "consistency", "turn_mode")
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     TURNS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    TURN_MODE_FIELD_NUMBER: _ClassVar[int]
     subject: str
     items: _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryDraft]
     turns: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Turn]
     idempotency_key: str
     consistency: Consistency
-    def __init__(self, subject: _Optional[str] = ..., items: _Optional[_Iterable[_Union[_memory_pb2.MemoryDraft, _Mapping]]] = ..., turns: _Optional[_Iterable[_Union[_memory_pb2.Turn, _Mapping]]] = ..., idempotency_key: _Optional[str] = ..., consistency: _Optional[_Union[Consistency, str]] = ...) -> None: ...
+    turn_mode: TurnMode
+    def __init__(self, subject: _Optional[str] = ..., items: _Optional[_Iterable[_Union[_memory_pb2.MemoryDraft, _Mapping]]] = ..., turns: _Optional[_Iterable[_Union[_memory_pb2.Turn, _Mapping]]] = ..., idempotency_key: _Optional[str] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., turn_mode: _Optional[_Union[TurnMode, str]] = ...) -> None: ...
 
 class WriteResult(_message.Message):
     __slots__ = ("memory_id", "outcome", "reason", "version")
@@ -275,3 +308,99 @@ class GetHistoryResponse(_message.Message):
     versions: _containers.RepeatedCompositeFieldContainer[MemoryVersion]
     next_page_token: str
     def __init__(self, versions: _Optional[_Iterable[_Union[MemoryVersion, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DroppedCount(_message.Message):
+    __slots__ = ("reason", "count")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    count: int
+    def __init__(self, reason: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ExtractionJob(_message.Message):
+    __slots__ = ("id", "subject", "state", "turns", "attempts", "error", "results", "dropped", "created_at", "finished_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    subject: str
+    state: ExtractionJobState
+    turns: int
+    attempts: int
+    error: str
+    results: _containers.RepeatedCompositeFieldContainer[WriteResult]
+    dropped: _containers.RepeatedCompositeFieldContainer[DroppedCount]
+    created_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., subject: _Optional[str] = ..., state: _Optional[_Union[ExtractionJobState, str]] = ..., turns: _Optional[int] = ..., attempts: _Optional[int] = ..., error: _Optional[str] = ..., results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., dropped: _Optional[_Iterable[_Union[DroppedCount, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetExtractionJobRequest(_message.Message):
+    __slots__ = ("subject", "job_id")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    job_id: str
+    def __init__(self, subject: _Optional[str] = ..., job_id: _Optional[str] = ...) -> None: ...
+
+class GetExtractionJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: ExtractionJob
+    def __init__(self, job: _Optional[_Union[ExtractionJob, _Mapping]] = ...) -> None: ...
+
+class ResolveConflictRequest(_message.Message):
+    __slots__ = ("subject", "memory_id", "resolution", "pending_id")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    PENDING_ID_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    memory_id: str
+    resolution: ConflictResolution
+    pending_id: str
+    def __init__(self, subject: _Optional[str] = ..., memory_id: _Optional[str] = ..., resolution: _Optional[_Union[ConflictResolution, str]] = ..., pending_id: _Optional[str] = ...) -> None: ...
+
+class ResolveConflictResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class ExportMemoriesRequest(_message.Message):
+    __slots__ = ("subject", "passphrase")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PASSPHRASE_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    passphrase: str
+    def __init__(self, subject: _Optional[str] = ..., passphrase: _Optional[str] = ...) -> None: ...
+
+class ExportMemoriesResponse(_message.Message):
+    __slots__ = ("archive", "memories")
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    archive: bytes
+    memories: int
+    def __init__(self, archive: _Optional[bytes] = ..., memories: _Optional[int] = ...) -> None: ...
+
+class ImportMemoriesRequest(_message.Message):
+    __slots__ = ("subject", "archive", "passphrase")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    PASSPHRASE_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    archive: bytes
+    passphrase: str
+    def __init__(self, subject: _Optional[str] = ..., archive: _Optional[bytes] = ..., passphrase: _Optional[str] = ...) -> None: ...
+
+class ImportMemoriesResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[WriteResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ...) -> None: ...

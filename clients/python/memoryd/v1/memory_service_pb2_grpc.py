@@ -62,6 +62,26 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetHistoryRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetHistoryResponse.FromString,
                 _registered_method=True)
+        self.GetExtractionJob = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetExtractionJob',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetExtractionJobRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetExtractionJobResponse.FromString,
+                _registered_method=True)
+        self.ResolveConflict = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ResolveConflict',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ResolveConflictRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ResolveConflictResponse.FromString,
+                _registered_method=True)
+        self.ExportMemories = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ExportMemories',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ExportMemoriesRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ExportMemoriesResponse.FromString,
+                _registered_method=True)
+        self.ImportMemories = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ImportMemories',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -109,6 +129,37 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetExtractionJob(self, request, context):
+        """GetExtractionJob reports the state of an extraction job queued by a Write with turns.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveConflict(self, request, context):
+        """ResolveConflict settles a pending conflict on a keyed memory: keep the current value,
+        or accept the pending one (which then becomes current, the old value kept as a version).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportMemories(self, request, context):
+        """ExportMemories returns the subject's memories that the caller's view reads, as a
+        portable archive, optionally sealed with a passphrase.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportMemories(self, request, context):
+        """ImportMemories writes the memories of an archive made by ExportMemories to a subject,
+        through the same policies and view checks as Write.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -136,6 +187,26 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetHistory,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetHistoryRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetHistoryResponse.SerializeToString,
+            ),
+            'GetExtractionJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetExtractionJob,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetExtractionJobRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetExtractionJobResponse.SerializeToString,
+            ),
+            'ResolveConflict': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveConflict,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ResolveConflictRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ResolveConflictResponse.SerializeToString,
+            ),
+            'ExportMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportMemories,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ExportMemoriesRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ExportMemoriesResponse.SerializeToString,
+            ),
+            'ImportMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportMemories,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -276,6 +347,114 @@ class MemoryService:
             '/memoryd.v1.MemoryService/GetHistory',
             memoryd_dot_v1_dot_memory__service__pb2.GetHistoryRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.GetHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetExtractionJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetExtractionJob',
+            memoryd_dot_v1_dot_memory__service__pb2.GetExtractionJobRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetExtractionJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveConflict(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ResolveConflict',
+            memoryd_dot_v1_dot_memory__service__pb2.ResolveConflictRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ResolveConflictResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ExportMemories',
+            memoryd_dot_v1_dot_memory__service__pb2.ExportMemoriesRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ExportMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ImportMemories',
+            memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,
