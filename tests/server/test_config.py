@@ -66,3 +66,38 @@ def test_bad_scoring_is_refused(tmp_path, document):
     path.write_text(document)
     with pytest.raises(ValueError):
         load(path, env={})
+
+
+def test_tenant_policy_defaults_and_per_tenant_overrides(tmp_path):
+    from memoryd.domain import Category, SourceKind
+
+    path = tmp_path / "memoryd.toml"
+    path.write_text(
+        '[policy]\ntimezone = "Asia/Shanghai"\n[policy.ttl_days]\ncontext = 14\n[policy.trust]\nsync = 0.95\n'
+        '[policy.tenants.acme]\nallow_sensitive = true\nepisodic_cap = 50\n[policy.tenants.acme.ttl_days]\nfact = 0\n'
+    )
+    config = load(path, env={})
+    default, acme = config.policy_for("someone"), config.policy_for("acme")
+    assert default.timezone == "Asia/Shanghai" and default.ttl_days[Category.CONTEXT] == 14
+    assert default.trust[SourceKind.SYNC] == 0.95 and default.allow_sensitive is False
+    assert default.ttl(Category.PREFERENCE).days == 180 and default.ttl(Category.EVENT) is None
+    assert default.ttl(Category.FACT, session=True).total_seconds() == 24 * 3600
+    # A tenant's table overrides the default policy, and inherits the rest of it.
+    assert acme.allow_sensitive and acme.episodic_cap == 50 and acme.ttl(Category.FACT) is None
+    assert acme.ttl_days[Category.CONTEXT] == 14 and acme.timezone == "Asia/Shanghai"
+
+
+@pytest.mark.parametrize("table", [
+    '[policy]\ntimezone = "Mars/Olympus"\n',
+    '[policy]\nmin_confidence = 1.5\n',
+    '[policy]\nepisodic_cap = "many"\n',
+    '[policy]\nforget_everything = true\n',
+    '[policy.ttl_days]\nfacts = 3\n',
+    '[policy.trust]\ngossip = 0.1\n',
+    '[policy.tenants.acme]\nstale_days = 0\n',
+], ids=["zone", "confidence", "cap-type", "unknown-key", "category", "source-kind", "tenant-stale"])
+def test_bad_policy_tables_are_refused_with_their_place(tmp_path, table):
+    path = tmp_path / "memoryd.toml"
+    path.write_text(table)
+    with pytest.raises(ValueError, match="policy"):
+        load(path, env={})

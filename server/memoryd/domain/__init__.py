@@ -41,6 +41,7 @@ from ._model import (
     WriteResult,
     policy_for,
 )
+from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
 from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, recency, score
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_like, glob_to_regex
@@ -93,6 +94,7 @@ __all__ = [
     "Stability",
     "Status",
     "StoreCounts",
+    "TenantPolicy",
     "Unauthenticated",
     "Unavailable",
     "WriteResult",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from memoryd.domain import Category
+from memoryd.domain import Category, SourceKind, TenantPolicy
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,12 @@ class Config:
     otlp_endpoint: str = ""
     limits: Limits = field(default_factory=Limits)
     scoring: Scoring = field(default_factory=Scoring)
+    # [policy]: the default tenant policy; [policy.tenants.<tenant>]: per-tenant overrides.
+    policy: TenantPolicy = field(default_factory=TenantPolicy)
+    tenant_policies: Mapping[str, TenantPolicy] = field(default_factory=dict)
+
+    def policy_for(self, tenant: str) -> TenantPolicy:
+        return self.tenant_policies.get(tenant, self.policy)
 
     @property
     def embedded(self) -> bool:
@@ -213,18 +219,79 @@ def _scoring(section: dict[str, Any]) -> Scoring:
     return Scoring(**weights, half_life_days=half_lives)
 
 
+def _policy(section: dict[str, Any], base: TenantPolicy, where: str) -> TenantPolicy:
+    """A policy table over ``base``: scalars, plus ``ttl_days`` by category (0: no TTL) and
+    ``trust`` by source kind (input, inference, sync)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    values: dict[str, Any] = {}
+    ttl = dict(base.ttl_days)
+    for name, days in dict(section.pop("ttl_days", {})).items():
+        try:
+            category = Category(name)
+        except ValueError:
+            raise ValueError(f"{where}.ttl_days: unknown category {name!r}") from None
+        if not isinstance(days, (int, float)) or days < 0:
+            raise ValueError(f"{where}.ttl_days.{name} must be a number of days (0: no TTL)")
+        ttl[category] = float(days) or None
+    trust = dict(base.trust)
+    for name, level in dict(section.pop("trust", {})).items():
+        try:
+            kind = SourceKind(name)
+        except ValueError:
+            raise ValueError(f"{where}.trust: unknown source kind {name!r} (input, inference, sync)") from None
+        if not isinstance(level, (int, float)) or not 0 <= level <= 1:
+            raise ValueError(f"{where}.trust.{name} must be between 0 and 1")
+        trust[kind] = float(level)
+    known = {f.name: f.type for f in fields(TenantPolicy)}
+    for name, value in section.items():
+        if name not in known or name in ("ttl_days", "trust"):
+            raise ValueError(f"{where}: unknown key {name!r}")
+        values[name] = _coerce_to(known[name], value, f"{where}.{name}")
+    policy = replace(base, **values, ttl_days=ttl, trust=trust)
+    try:
+        ZoneInfo(policy.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{where}.timezone: unknown time zone {policy.timezone!r}") from None
+    if not 0 <= policy.min_confidence <= 1 or not 0 <= policy.stale_importance <= 1:
+        raise ValueError(f"{where}: min_confidence and stale_importance must be between 0 and 1")
+    if policy.episodic_cap < 1 or policy.stale_days <= 0 or policy.session_ttl_hours <= 0:
+        raise ValueError(f"{where}: episodic_cap, stale_days and session_ttl_hours must be positive")
+    return policy
+
+
+def _coerce_to(kind: str, value: Any, where: str) -> Any:
+    if kind == "bool" and isinstance(value, bool):
+        return value
+    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if kind == "str" and isinstance(value, str):
+        return value
+    raise ValueError(f"{where} must be a {kind}")
+
+
+def _policies(section: dict[str, Any]) -> tuple[TenantPolicy, dict[str, TenantPolicy]]:
+    tenants = dict(section.pop("tenants", {}))
+    default = _policy(section, TenantPolicy(), "policy")
+    return default, {name: _policy(dict(body), default, f"policy.tenants.{name}") for name, body in tenants.items()}
+
+
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Build the configuration from defaults, an optional TOML file and the environment."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     limits: dict[str, Any] = {}
     scoring: Scoring | None = None
+    policies: tuple[TenantPolicy, dict[str, TenantPolicy]] | None = None
     path = path or env.get("MEMORYD_CONFIG")
     if path:
         with open(path, "rb") as handle:
             document = tomllib.load(handle)
         limits = dict(document.pop("limits", {}))
         scoring = _scoring(dict(document.pop("scoring", {})))
+        policies = _policies(dict(document.pop("policy", {})))
         encryption = dict(document.pop("encryption", {}))
         if set(encryption) - {"key_file"}:
             raise ValueError(f"unknown encryption keys in {path}: {', '.join(sorted(set(encryption) - {'key_file'}))}")
@@ -245,6 +312,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         config = replace(config, limits=replace(config.limits, **limits))
     if scoring is not None:
         config = replace(config, scoring=scoring)
+    if policies is not None:
+        config = replace(config, policy=policies[0], tenant_policies=policies[1])
     if config.trace_exporter not in ("", "console", "otlp"):
         raise ValueError("trace_exporter must be empty, 'console' or 'otlp'")
     if not 0 < config.limits.max_tags <= 32:
