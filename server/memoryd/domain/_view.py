@@ -11,7 +11,8 @@ from ._model import Category
 MEMORY_FIELDS = frozenset({
     "id", "subject", "scope", "session_id", "category", "key", "text", "data", "importance",
     "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "provenance",
-    "version", "status", "created_at", "updated_at", "access_count", "last_access_at",
+    "version", "status", "created_at", "updated_at", "access_count", "last_access_at", "expires_at", "trust",
+    "pending",
 })
 
 

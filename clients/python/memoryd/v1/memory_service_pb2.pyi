@@ -27,6 +27,7 @@ class WriteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WRITE_OUTCOME_MERGED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_UNCHANGED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_REJECTED: _ClassVar[WriteOutcome]
+    WRITE_OUTCOME_PENDING: _ClassVar[WriteOutcome]
 
 class TurnMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -72,6 +73,7 @@ WRITE_OUTCOME_VERSIONED: WriteOutcome
 WRITE_OUTCOME_MERGED: WriteOutcome
 WRITE_OUTCOME_UNCHANGED: WriteOutcome
 WRITE_OUTCOME_REJECTED: WriteOutcome
+WRITE_OUTCOME_PENDING: WriteOutcome
 TURN_MODE_UNSPECIFIED: TurnMode
 TURN_MODE_EXTRACT: TurnMode
 TURN_MODE_CHUNK: TurnMode
