@@ -1,4 +1,4 @@
-"""memoryd's domain: the memory model, the conflict policies and the error tree.
+"""memoryd's domain: the memory model, the conflict policies, normalisation and the error tree.
 
 Nothing here imports gRPC, protobuf or a store driver.
 """
@@ -41,6 +41,7 @@ from ._model import (
     WriteResult,
     policy_for,
 )
+from ._normalise import Normalised, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
 from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, recency, score
@@ -81,6 +82,7 @@ __all__ = [
     "Memory",
     "MemoryVersion",
     "MemorydError",
+    "Normalised",
     "NotFound",
     "NotImplementedYet",
     "Outcome",
@@ -98,5 +100,6 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "WriteResult",
+    "normalise",
     "policy_for",
 ]
