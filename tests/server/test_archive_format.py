@@ -1,14 +1,32 @@
-"""The export archive on its own: canonical bytes, sealing, and every way an archive is refused."""
+"""The export archive on its own: canonical bytes, sealing, every way an archive is refused,
+and what an export of a listing holds (paged, size-limited, as the view allows)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memoryd.domain import MEMORY_FIELDS, ArchiveInvalid, Category, Memory, Scope, SourceKind, Stability, Status
+from memoryd.domain import (
+    MEMORY_FIELDS,
+    ArchiveInvalid,
+    Category,
+    DataKeyUnavailable,
+    Listing,
+    Memory,
+    Page,
+    PermissionDenied,
+    ResourceExhausted,
+    Scope,
+    SourceKind,
+    Stability,
+    Status,
+    View,
+    ViewRule,
+)
 from memoryd.server._archive import (
     FORMAT,
     SEALED_FORMAT,
@@ -20,6 +38,7 @@ from memoryd.server._archive import (
     seal,
 )
 from memoryd.server._config import Limits
+from memoryd.server._transfer import ExportCommand, export_archive
 
 WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 PASSPHRASE = "correct horse battery staple"
@@ -145,3 +164,59 @@ def test_every_invalid_memory_field_is_named_with_its_path():
 def test_a_short_passphrase_cannot_seal():
     with pytest.raises(ValueError, match="8 to 1024 bytes"):
         seal(_plain(), "short")
+
+
+def _pages(memories: list[Memory], size: int = 2):
+    """A listing of ``memories`` served page by page, newest first, as the store serves it."""
+    ordered = sorted(memories, key=lambda m: (m.updated_at, m.id), reverse=True)
+
+    async def pages(page: Page) -> Listing:
+        start = 0
+        if page.after_updated_at is not None:
+            start = next(i for i, m in enumerate(ordered) if m.id == page.after_id) + 1
+        chunk = ordered[start:start + size]
+        return Listing(chunk, has_more=start + size < len(ordered))
+
+    return pages
+
+
+def _export(memories: list[Memory], view: View | None = None, max_bytes: int = 1 << 20) -> tuple[bytes, list[str]]:
+    cmd = ExportCommand("alice", "", max_bytes)
+    return asyncio.run(export_archive(view or View.full("a"), cmd, _pages(memories)))
+
+
+def _many(n: int, text: str = "x") -> list[Memory]:
+    return [_memory(id=f"0b4f5c1e-0000-4000-8000-{i:012d}", key=f"k{i}", text=f"{text} {i}",
+                    created_at=WHEN + timedelta(minutes=i), updated_at=WHEN + timedelta(minutes=n - i))
+            for i in range(n)]
+
+
+def test_an_export_pages_through_everything_oldest_first():
+    memories = _many(5)
+    data, ids = _export(memories)
+    assert ids == [m.id for m in memories]
+    assert [m["key"] for m in json.loads(data)["memories"]] == ["k0", "k1", "k2", "k3", "k4"]
+
+
+def test_an_export_that_would_not_fit_one_message_is_refused():
+    with pytest.raises(ResourceExhausted, match="would exceed 2000 bytes"):
+        _export(_many(5, "y" * 500), max_bytes=2000)
+
+
+def test_an_export_with_undecryptable_memories_is_refused_rather_than_incomplete():
+    with pytest.raises(DataKeyUnavailable):
+        _export([*_many(2), _memory(text="", data=None, content_unavailable=True)])
+
+
+@pytest.mark.parametrize("fields", [{"category", "key"}, {"text", "key"}, {"category", "text"}],
+                         ids=["no-text", "no-category", "no-key"])
+def test_a_view_hiding_what_a_restore_needs_cannot_export(fields):
+    view = View("a", (ViewRule(Category.FACT),), (), False, frozenset(fields))
+    with pytest.raises(PermissionDenied, match="exporting needs a view that shows"):
+        _export(_many(1), view)
+
+
+def test_a_view_of_keyless_categories_only_needs_no_key():
+    view = View("a", (ViewRule(Category.EVENT),), (), False, frozenset({"category", "text"}))
+    data, _ = _export([_memory(category=Category.EVENT, key="")], view)
+    assert json.loads(data)["memories"] == [{"category": "event", "text": "Works at 青岛啤酒"}]
