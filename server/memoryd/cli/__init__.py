@@ -1,4 +1,4 @@
-"""The ``memoryd`` command: serve, migrate, token, views, and a small client for trying the RPCs."""
+"""The ``memoryd`` command: serve, migrate, token, views, export/import, and a small client for trying the RPCs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from ._admin import add_admin_commands
+from ._archive import add_archive_commands
 from ._audit import add_audit_commands
 from ._bench import add_bench_commands
 from ._client import add_client_commands
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     add_audit_commands(commands)
     add_view_commands(commands)
     add_client_commands(commands)
+    add_archive_commands(commands)
     add_bench_commands(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,

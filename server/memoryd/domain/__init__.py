@@ -4,6 +4,7 @@ Nothing here imports gRPC, protobuf or a store driver.
 """
 
 from ._errors import (
+    ArchiveInvalid,
     DataKeyUnavailable,
     FailedPrecondition,
     FieldViolation,
@@ -48,6 +49,7 @@ from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, rec
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_like, glob_to_regex
 
 __all__ = [
+    "ArchiveInvalid",
     "AuditTag",
     "ERASE_SELECTORS",
     "MEMORY_FIELDS",

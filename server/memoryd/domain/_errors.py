@@ -4,6 +4,7 @@
 
     MemorydError
     ├── InvalidArgument        bad input; carries field violations
+    │   └── ArchiveInvalid      an import archive that cannot be opened or restored
     ├── Unauthenticated        no, malformed, badly signed or expired credential
     ├── PermissionDenied       outside the caller's rights (subject binding, role, view)
     ├── NotFound               nothing the caller may see by that name
@@ -57,6 +58,13 @@ class InvalidArgument(MemorydError):
         if len(self.violations) > 5:
             summary += f"; and {len(self.violations) - 5} more"
         super().__init__(message or f"invalid request: {summary}")
+
+
+class ArchiveInvalid(InvalidArgument):
+    """An import archive is malformed, of an unknown format or version, cannot be opened with
+    the passphrase given, or holds a memory that fails validation."""
+
+    reason = "ARCHIVE_INVALID"
 
 
 class Unauthenticated(MemorydError):

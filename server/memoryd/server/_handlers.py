@@ -33,6 +33,14 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
                          context: grpc.aio.ServicerContext) -> svc.GetHistoryResponse:
         return await current_scope().history(current_command())
 
+    async def ExportMemories(self, request: svc.ExportMemoriesRequest,
+                             context: grpc.aio.ServicerContext) -> svc.ExportMemoriesResponse:
+        return await current_scope().export(current_command())
+
+    async def ImportMemories(self, request: svc.ImportMemoriesRequest,
+                             context: grpc.aio.ServicerContext) -> svc.ImportMemoriesResponse:
+        return await current_scope().import_archive(current_command(), context.time_remaining())
+
 
 class ViewAdminService(admin_grpc.ViewAdminServiceServicer):
     """Tenant admins manage their tenant's views (the admin role is checked by the caller scope)."""

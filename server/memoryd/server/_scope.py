@@ -42,6 +42,7 @@ from ._config import Scoring
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
 from ._tracing import current_trace_id
+from ._transfer import ExportCommand, ImportCommand, export_archive, import_drafts
 from ._validate import EraseCommand, HistoryCommand, ListCommand, RecallCommand, WriteCommand
 from ._view_admin import AdminScope, ViewRegistry
 
@@ -280,6 +281,21 @@ class CallerScope:
             reason=cmd.reason, tag=self._tag, after_commit=clear_vectors,
         )
         return svc.EraseResponse(receipt=convert.receipt(receipt))
+
+    async def export(self, cmd: ExportCommand) -> svc.ExportMemoriesResponse:
+        flt = self._narrow(ReadFilter(subject=cmd.subject, any_session=True))
+        tenant = self.principal.tenant
+        data, ids = await export_archive(self.view, cmd, lambda page: self._store.list(tenant, flt, page))
+        self._record_read(cmd.subject, "read.export", ids)
+        return svc.ExportMemoriesResponse(archive=data, memories=len(ids))
+
+    async def import_archive(self, cmd: ImportCommand, time_remaining: float | None) -> svc.ImportMemoriesResponse:
+        self._check_subject(cmd.subject)  # before the passphrase's key derivation
+        drafts = await import_drafts(cmd)
+        if not drafts:
+            return svc.ImportMemoriesResponse()
+        written = await self.write(WriteCommand(cmd.subject, drafts, "", b"", False, False), time_remaining)
+        return svc.ImportMemoriesResponse(results=written.results)
 
 
 def render_block(memories: list[Memory], visible: frozenset[str]) -> str:

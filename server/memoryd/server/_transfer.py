@@ -1,0 +1,141 @@
+"""ExportMemories and ImportMemories: their validation, and what the caller scope runs for them.
+
+Export reads what the caller's view reads and keeps what it shows, so an archive never holds
+more than the agent could have listed. It needs a view that shows at least category, text
+and (unless it reads only keyless categories) key: without them nothing could be restored.
+Import writes through the caller scope's own Write path — the view's write rules, the
+conflict policies, one transaction — so it can do nothing a Write could not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from memoryd.domain import DataKeyUnavailable, Draft, Listing, Memory, Page, PermissionDenied, ResourceExhausted, View
+from memoryd.v1 import memory_service_pb2 as svc
+
+from . import _archive as archive
+from ._config import Limits
+from ._validate import _Checker
+
+# What an import request carries besides its archive (subject, passphrase, framing): an
+# exported archive leaves room for it, so every archive that can be exported can be imported.
+REQUEST_HEADROOM_BYTES = 4096
+EXPORT_PAGE_SIZE = 500
+
+
+def max_archive_bytes(limits: Limits) -> int:
+    return limits.max_message_bytes - REQUEST_HEADROOM_BYTES
+
+
+@dataclass(frozen=True)
+class ExportCommand:
+    subject: str
+    passphrase: str
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class ImportCommand:
+    subject: str
+    archive: bytes
+    passphrase: str
+    limits: Limits
+
+
+def _passphrase(check: _Checker, value: str) -> str:
+    if value and not archive.MIN_PASSPHRASE_BYTES <= len(value.encode()) <= archive.MAX_PASSPHRASE_BYTES:
+        check.fail("passphrase", f"must be {archive.MIN_PASSPHRASE_BYTES} to {archive.MAX_PASSPHRASE_BYTES} bytes")
+    return value
+
+
+def validate_export(request: svc.ExportMemoriesRequest, limits: Limits) -> ExportCommand:
+    check = _Checker(limits)
+    subject = check.subject("subject", request.subject)
+    passphrase = _passphrase(check, request.passphrase)
+    check.done()
+    return ExportCommand(subject, passphrase, max_archive_bytes(limits))
+
+
+def validate_import(request: svc.ImportMemoriesRequest, limits: Limits) -> ImportCommand:
+    check = _Checker(limits)
+    subject = check.subject("subject", request.subject)
+    passphrase = _passphrase(check, request.passphrase)
+    if not request.archive:
+        check.fail("archive", "is required")
+    elif len(request.archive) > max_archive_bytes(limits):
+        check.fail("archive", f"must be at most {max_archive_bytes(limits)} bytes")
+    check.done()
+    return ImportCommand(subject, request.archive, passphrase, limits)
+
+
+TRANSFER_VALIDATORS: dict[str, Callable[[Any, Limits], Any]] = {
+    "/memoryd.v1.MemoryService/ExportMemories": validate_export,
+    "/memoryd.v1.MemoryService/ImportMemories": validate_import,
+}
+
+
+def check_exportable(view: View) -> None:
+    """Refuse a view whose field mask would leave memories that cannot be restored."""
+    needed = {"category", "text"}
+    if any(not rule.category.episodic for rule in view.read_rules):
+        needed.add("key")  # keyless (episodic) categories alone need no key
+    missing = sorted(needed - view.visible_fields)
+    if missing:
+        raise PermissionDenied("exporting needs a view that shows " + ", ".join(sorted(needed))
+                               + f"; this agent's view hides {', '.join(missing)}")
+
+
+Pages = Callable[[Page], Awaitable[Listing]]
+
+
+async def export_archive(view: View, cmd: ExportCommand, pages: Pages) -> tuple[bytes, list[str]]:
+    """The archive of every memory ``pages`` yields (the caller's narrowed listing), and their ids."""
+    check_exportable(view)
+    memories: list[Memory] = []
+    size = 0
+    page = Page(size=EXPORT_PAGE_SIZE)
+    while True:
+        listing = await pages(page)
+        for m in listing.memories:
+            if m.content_unavailable:
+                raise DataKeyUnavailable("some of this subject's memories cannot be decrypted (its data key is "
+                                         "unavailable), so no faithful archive can be made")
+            size += len(m.text.encode()) + (len(archive.encode(m.data)) if m.data else 0)
+            if size > cmd.max_bytes:
+                raise _too_big(cmd.max_bytes)
+            if len(memories) >= archive.MAX_MEMORIES:
+                raise ResourceExhausted(f"an archive holds at most {archive.MAX_MEMORIES} memories; export with "
+                                        "a view that reads fewer categories")
+            memories.append(m)
+        if not listing.has_more or not listing.memories:
+            break
+        last = listing.memories[-1]
+        page = Page(last.updated_at, last.id, EXPORT_PAGE_SIZE)
+    # Oldest first, so an import re-creates them in the order they were first written.
+    memories.sort(key=lambda m: (m.created_at, m.id))
+    entries = [archive.memory_entry(m, view.visible_fields) for m in memories]
+    data = archive.plain_archive(cmd.subject, entries, datetime.now(UTC))
+    if cmd.passphrase:
+        data = await asyncio.to_thread(archive.seal, data, cmd.passphrase)  # scrypt: off the event loop
+    if len(data) > cmd.max_bytes:
+        raise _too_big(cmd.max_bytes)
+    return data, [m.id for m in memories]
+
+
+def _too_big(max_bytes: int) -> ResourceExhausted:
+    return ResourceExhausted(f"the archive would exceed {max_bytes} bytes, the most one message can carry "
+                             "(limits.max_message_bytes less room for the request); export with a view that reads "
+                             "fewer categories, or raise the limit on every server")
+
+
+async def import_drafts(cmd: ImportCommand) -> list[Draft]:
+    """The archive's memories as validated drafts; ArchiveInvalid names what is wrong."""
+    def parse() -> list[Draft]:
+        return archive.drafts(archive.open_archive(cmd.archive, cmd.passphrase), cmd.limits)
+
+    return await asyncio.to_thread(parse)  # scrypt and a 4 MiB parse: off the event loop

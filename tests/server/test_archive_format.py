@@ -1,0 +1,222 @@
+"""The export archive on its own: canonical bytes, sealing, every way an archive is refused,
+and what an export of a listing holds (paged, size-limited, as the view allows)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memoryd.domain import (
+    MEMORY_FIELDS,
+    ArchiveInvalid,
+    Category,
+    DataKeyUnavailable,
+    Listing,
+    Memory,
+    Page,
+    PermissionDenied,
+    ResourceExhausted,
+    Scope,
+    SourceKind,
+    Stability,
+    Status,
+    View,
+    ViewRule,
+)
+from memoryd.server._archive import (
+    FORMAT,
+    SEALED_FORMAT,
+    drafts,
+    encode,
+    memory_entry,
+    open_archive,
+    plain_archive,
+    seal,
+)
+from memoryd.server._config import Limits
+from memoryd.server._transfer import ExportCommand, export_archive
+
+WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+PASSPHRASE = "correct horse battery staple"
+
+
+def _memory(**overrides: object) -> Memory:
+    values: dict[str, object] = dict(
+        id="0b4f5c1e-0000-4000-8000-000000000001", subject="alice", scope=Scope.SUBJECT, session_id="",
+        category=Category.FACT, key="employer", text="Works at 青岛啤酒", data={"since": 2019.0, "team": ["a"]},
+        importance=0.699999988079071, confidence=1.0, stability=Stability.STABLE, pinned=True, tags=("work", "job"),
+        valid_from=datetime(2019, 1, 1, tzinfo=UTC), valid_until=None, agent="seeder",
+        source_kind=SourceKind.INFERENCE, source_turn_id="turn-7", version=3, status=Status.ACTIVE,
+        created_at=WHEN, updated_at=WHEN,
+    )
+    values.update(overrides)
+    return Memory(**values)  # type: ignore[arg-type]
+
+
+def _plain(*entries: dict[str, object]) -> bytes:
+    return plain_archive("alice", list(entries), WHEN)
+
+
+def _violations(data: bytes, passphrase: str = "") -> dict[str, str]:
+    with pytest.raises(ArchiveInvalid) as caught:
+        drafts(open_archive(data, passphrase), Limits())
+    assert caught.value.reason == "ARCHIVE_INVALID"
+    return {v.field: v.description for v in caught.value.violations}
+
+
+def test_a_plain_archive_round_trips_into_the_drafts_a_write_would_make():
+    data = _plain(memory_entry(_memory(), MEMORY_FIELDS))
+    [draft] = drafts(open_archive(data), Limits())
+    assert (draft.category, draft.key, draft.text, draft.data) == (
+        Category.FACT, "employer", "Works at 青岛啤酒", {"since": 2019.0, "team": ["a"]})
+    assert draft.importance == pytest.approx(0.7) and draft.pinned and draft.tags == ("job", "work")
+    assert draft.valid_from == datetime(2019, 1, 1, tzinfo=UTC) and draft.valid_until is None
+    assert (draft.source_kind, draft.source_turn_id) == (SourceKind.INFERENCE, "turn-7")
+
+
+def test_archive_bytes_are_canonical_json():
+    entry = memory_entry(_memory(), MEMORY_FIELDS)
+    data = _plain(entry)
+    assert data == _plain(dict(reversed(list(entry.items()))))
+    document = json.loads(data)
+    assert data == json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    assert "青岛啤酒".encode() in data  # UTF-8, not \\u escapes
+    assert document["format"] == FORMAT and document["version"] == 1 and document["exported_at"] == "2025-03-01T12:00:00Z"
+    assert document["memories"][0]["importance"] == 0.7
+
+
+def test_hidden_fields_are_left_out_of_the_archive_and_restored_with_defaults():
+    entry = memory_entry(_memory(scope=Scope.SESSION, session_id="s1"), frozenset({"category", "key", "text", "session_id"}))
+    assert entry == {"category": "fact", "key": "employer", "text": "Works at 青岛啤酒"}  # session only with scope
+    [draft] = drafts(open_archive(_plain(entry)), Limits())
+    assert (draft.scope, draft.importance, draft.pinned, draft.tags, draft.data) == (Scope.SUBJECT, 0.5, False, (), None)
+
+
+def test_a_sealed_archive_round_trips_and_is_deterministic_given_salt_and_nonce():
+    plain = _plain(memory_entry(_memory(), MEMORY_FIELDS))
+    sealed = seal(plain, PASSPHRASE, salt=b"s" * 16, nonce=b"n" * 12)
+    assert sealed == seal(plain, PASSPHRASE, salt=b"s" * 16, nonce=b"n" * 12)
+    envelope = json.loads(sealed)
+    assert envelope["format"] == SEALED_FORMAT and envelope["kdf"] == "scrypt" and envelope["n"] == 2**15
+    assert "青岛".encode() not in sealed and b"employer" not in sealed
+    assert open_archive(sealed, PASSPHRASE) == json.loads(plain)
+    assert seal(plain, PASSPHRASE) != seal(plain, PASSPHRASE)  # fresh salt and nonce each time
+
+
+def test_the_wrong_passphrase_or_none_does_not_open_a_sealed_archive():
+    sealed = seal(_plain(), PASSPHRASE)
+    assert "wrong" in _violations(sealed, "not the passphrase")["passphrase"]
+    assert _violations(sealed, "")["passphrase"] == "is required to open a sealed archive"
+
+
+@pytest.mark.parametrize("where", ["ciphertext", "nonce", "salt", "n", "version", "format"])
+def test_a_tampered_sealed_archive_is_refused(where):
+    envelope = json.loads(seal(_plain(memory_entry(_memory(), MEMORY_FIELDS)), PASSPHRASE))
+    if where in ("ciphertext", "nonce", "salt"):
+        raw = bytearray(base64.b64decode(envelope[where]))
+        raw[0] ^= 1
+        envelope[where] = base64.b64encode(bytes(raw)).decode()
+    else:
+        envelope[where] = {"n": 2**20, "version": 2, "format": "memoryd-export-sealed-v0"}[where]
+    violations = _violations(encode(envelope), PASSPHRASE)
+    assert violations  # and nothing opened
+
+
+@pytest.mark.parametrize(("data", "field", "words"), [
+    (b"\xff\xfe", "archive", "UTF-8"),
+    (b"{not json", "archive", "JSON"),
+    (b"[1, 2]", "archive", "object"),
+    (b'{"format": "other-tool", "version": 1, "memories": []}', "archive.format", "memoryd-export"),
+    (b'{"format": "memoryd-export", "version": 2, "memories": []}', "archive.version", "version 1"),
+    (b'{"format": "memoryd-export", "version": "1", "memories": []}', "archive.version", "version 1"),
+    (b'{"format": "memoryd-export", "version": 1, "memories": {}}', "archive.memories", "list"),
+    (b"[" * 100_000 + b"]" * 100_000, "archive", "JSON"),
+], ids=["not-utf8", "not-json", "not-object", "unknown-format", "unknown-version", "version-as-string",
+        "memories-not-list", "deeply-nested"])
+def test_a_malformed_archive_is_refused(data, field, words):
+    violations = _violations(data)
+    assert words in violations[field]
+
+
+def test_every_invalid_memory_field_is_named_with_its_path():
+    good = memory_entry(_memory(), MEMORY_FIELDS)
+    data = _plain(
+        good,
+        {**good, "key": "has space"},
+        {**good, "category": "gossip", "colour": "red"},
+        {**good, "text": 42, "tags": "work", "importance": 2.0},
+        {"category": "event", "key": "events-have-no-key", "text": "x"},
+        {**good, "valid_from": "yesterday", "provenance": {"source_kind": "rumour"}},
+        "not an object",
+    )
+    violations = _violations(data)
+    assert set(violations) == {
+        "archive.memories[1].key", "archive.memories[2].category", "archive.memories[2].colour",
+        "archive.memories[3].text", "archive.memories[3].tags", "archive.memories[4].key",
+        "archive.memories[5].valid_from", "archive.memories[5].provenance.source_kind", "archive.memories[6]",
+    }
+
+
+def test_a_short_passphrase_cannot_seal():
+    with pytest.raises(ValueError, match="8 to 1024 bytes"):
+        seal(_plain(), "short")
+
+
+def _pages(memories: list[Memory], size: int = 2):
+    """A listing of ``memories`` served page by page, newest first, as the store serves it."""
+    ordered = sorted(memories, key=lambda m: (m.updated_at, m.id), reverse=True)
+
+    async def pages(page: Page) -> Listing:
+        start = 0
+        if page.after_updated_at is not None:
+            start = next(i for i, m in enumerate(ordered) if m.id == page.after_id) + 1
+        chunk = ordered[start:start + size]
+        return Listing(chunk, has_more=start + size < len(ordered))
+
+    return pages
+
+
+def _export(memories: list[Memory], view: View | None = None, max_bytes: int = 1 << 20) -> tuple[bytes, list[str]]:
+    cmd = ExportCommand("alice", "", max_bytes)
+    return asyncio.run(export_archive(view or View.full("a"), cmd, _pages(memories)))
+
+
+def _many(n: int, text: str = "x") -> list[Memory]:
+    return [_memory(id=f"0b4f5c1e-0000-4000-8000-{i:012d}", key=f"k{i}", text=f"{text} {i}",
+                    created_at=WHEN + timedelta(minutes=i), updated_at=WHEN + timedelta(minutes=n - i))
+            for i in range(n)]
+
+
+def test_an_export_pages_through_everything_oldest_first():
+    memories = _many(5)
+    data, ids = _export(memories)
+    assert ids == [m.id for m in memories]
+    assert [m["key"] for m in json.loads(data)["memories"]] == ["k0", "k1", "k2", "k3", "k4"]
+
+
+def test_an_export_that_would_not_fit_one_message_is_refused():
+    with pytest.raises(ResourceExhausted, match="would exceed 2000 bytes"):
+        _export(_many(5, "y" * 500), max_bytes=2000)
+
+
+def test_an_export_with_undecryptable_memories_is_refused_rather_than_incomplete():
+    with pytest.raises(DataKeyUnavailable):
+        _export([*_many(2), _memory(text="", data=None, content_unavailable=True)])
+
+
+@pytest.mark.parametrize("fields", [{"category", "key"}, {"text", "key"}, {"category", "text"}],
+                         ids=["no-text", "no-category", "no-key"])
+def test_a_view_hiding_what_a_restore_needs_cannot_export(fields):
+    view = View("a", (ViewRule(Category.FACT),), (), False, frozenset(fields))
+    with pytest.raises(PermissionDenied, match="exporting needs a view that shows"):
+        _export(_many(1), view)
+
+
+def test_a_view_of_keyless_categories_only_needs_no_key():
+    view = View("a", (ViewRule(Category.EVENT),), (), False, frozenset({"category", "text"}))
+    data, _ = _export([_memory(category=Category.EVENT, key="")], view)
+    assert json.loads(data)["memories"] == [{"category": "event", "text": "Works at 青岛啤酒"}]
