@@ -41,6 +41,7 @@ from ._model import (
     WriteResult,
     policy_for,
 )
+from ._extraction import ExtractionJob, JobState, Turn
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
 from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, recency, score
@@ -71,6 +72,9 @@ __all__ = [
     "Draft",
     "EraseMode",
     "EraseSelector",
+    "ExtractionJob",
+    "JobState",
+    "Turn",
     "ErasureReceipt",
     "FailedPrecondition",
     "FieldViolation",
