@@ -33,6 +33,10 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
                          context: grpc.aio.ServicerContext) -> svc.GetHistoryResponse:
         return await current_scope().history(current_command())
 
+    async def GetExtractionJob(self, request: svc.GetExtractionJobRequest,
+                               context: grpc.aio.ServicerContext) -> svc.GetExtractionJobResponse:
+        return await current_scope().extraction_job(current_command())
+
 
 class ViewAdminService(admin_grpc.ViewAdminServiceServicer):
     """Tenant admins manage their tenant's views (the admin role is checked by the caller scope)."""
