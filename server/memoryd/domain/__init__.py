@@ -1,4 +1,4 @@
-"""memoryd's domain: the memory model, the conflict policies and the error tree.
+"""memoryd's domain: the memory model, the conflict policies, normalisation and the error tree.
 
 Nothing here imports gRPC, protobuf or a store driver.
 """
@@ -42,6 +42,7 @@ from ._model import (
     policy_for,
 )
 from ._extraction import ExtractionJob, JobState, Turn
+from ._normalise import Normalised, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
 from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, recency, score
@@ -85,6 +86,7 @@ __all__ = [
     "Memory",
     "MemoryVersion",
     "MemorydError",
+    "Normalised",
     "NotFound",
     "NotImplementedYet",
     "Outcome",
@@ -102,5 +104,6 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "WriteResult",
+    "normalise",
     "policy_for",
 ]

@@ -42,6 +42,7 @@ from memoryd.domain import (
     SourceKind,
     TenantPolicy,
     View,
+    normalise,
 )
 from memoryd.storage import ClaimedJob, ExtractionJobs, MilvusIndex, PlannedItem, embedding_text
 
@@ -49,10 +50,6 @@ from ._extraction_filters import ExtractedItem, filter_items
 from ._extraction_llm import ChatExtractor, ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 from ._view_admin import ViewRegistry
 
-try:  # the normaliser of relative dates and units (memoryd.domain, branch "normalise")
-    from memoryd.domain import normalise as _normalise  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - until that branch is merged
-    _normalise = None
 
 _log = logging.getLogger("memoryd.server.extraction")
 
@@ -212,10 +209,9 @@ class ExtractionWorker:
             if not sources:  # every memory must lead back to a turn, or Erase by turn could miss it
                 dropped[NO_SOURCE_TURN] += 1
                 continue
-            text, tags = item.text, item.tags
-            if _normalise is not None:
-                normalised = _normalise(text, at=turns[sources[0]].time.astimezone(zone), entities=item.entities)
-                text, tags = normalised.text, (*tags, *normalised.tags)
+            # Relative dates are read against the source turn's time in the subject's zone.
+            normalised = normalise(item.text, at=turns[sources[0]].time.astimezone(zone), entities=item.entities)
+            text, tags = normalised.text, (*normalised.tags, *item.tags)
             if len(text.encode()) > self._max_text_bytes:
                 dropped[TOO_LONG] += 1
                 continue
