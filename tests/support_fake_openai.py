@@ -23,6 +23,15 @@ Failure modes for ``fail_next`` (each one is used up by one request):
   connection without a response. Use a client timeout shorter than ``hang_seconds``.
 - ``"malformed_json"``: status 200 with a body that is not JSON.
 - ``"wrong_dim"``: status 200 with vectors of ``dim + 1`` dimensions.
+
+It also speaks ``POST /v1/chat/completions``, with scripted answers for the extraction model::
+
+    server.script_chat({"items": [...]}, "500", "not json")
+    # the next chat requests get: that JSON as the message content; HTTP 500; the content
+    # "not json". A failure mode of ``fail_next`` ("500", "429", "400", "hang",
+    # "malformed_json": a body that is not JSON at all) is that failure; any other string is
+    # sent as the message content; Slow(seconds, answer) sends the answer late. With the script used up, the answer is {"items": []}.
+    server.chat_requests[-1].body["messages"]
 """
 
 from __future__ import annotations
@@ -49,6 +58,14 @@ def vector_for(text: str, dim: int) -> list[float]:
 
 
 @dataclass(frozen=True)
+class Slow:
+    """A scripted chat answer sent only after ``seconds``."""
+
+    seconds: float
+    answer: Any
+
+
+@dataclass(frozen=True)
 class RecordedRequest:
     method: str
     path: str
@@ -64,6 +81,7 @@ class FakeOpenAI:
         self.hang_seconds = hang_seconds
         self._failures: deque[Failure] = deque()
         self._requests: list[RecordedRequest] = []
+        self._chat_script: deque[Any] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -90,6 +108,15 @@ class FakeOpenAI:
         with self._lock:
             self._failures.extend(failures)
 
+    def script_chat(self, *answers: Any) -> None:
+        """Queue answers for the next chat completion requests, in order."""
+        with self._lock:
+            self._chat_script.extend(answers)
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == "/v1/chat/completions"]
+
     def recover(self) -> None:
         """Drop the failures still queued: from now on every request is answered."""
         with self._lock:
@@ -108,9 +135,11 @@ class FakeOpenAI:
 
     # Called from handler threads.
 
-    def _record(self, request: RecordedRequest) -> Failure | None:
+    def _record(self, request: RecordedRequest) -> Any:
         with self._lock:
             self._requests.append(request)
+            if request.path == "/v1/chat/completions":
+                return self._chat_script.popleft() if self._chat_script else {"items": []}
             return self._failures.popleft() if self._failures else None
 
 
@@ -129,7 +158,15 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 body = None
             headers = {name.lower(): value for name, value in self.headers.items()}
             failure = server._record(RecordedRequest("POST", self.path, headers, body))
-            if self.path != "/v1/embeddings":
+            if self.path == "/v1/chat/completions" and not (isinstance(failure, str) and failure in FAILURES):
+                if isinstance(failure, Slow):
+                    server._stopping.wait(failure.seconds)
+                    failure = failure.answer
+                content = failure if isinstance(failure, str) else json.dumps(failure, ensure_ascii=False)
+                self._send(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": (body or {}).get("model", ""),
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": content}}]})
+            elif self.path not in ("/v1/embeddings", "/v1/chat/completions"):
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             elif failure == "hang":
                 server._stopping.wait(server.hang_seconds)
@@ -160,6 +197,9 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))
             self.end_headers()
-            self.wfile.write(raw)
+            try:
+                self.wfile.write(raw)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting (a timeout under test)
 
     return Handler

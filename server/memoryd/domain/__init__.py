@@ -42,6 +42,7 @@ from ._model import (
     WriteResult,
     policy_for,
 )
+from ._extraction import ExtractionJob, JobState, Turn
 from ._normalise import Normalised, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
@@ -74,6 +75,9 @@ __all__ = [
     "Draft",
     "EraseMode",
     "EraseSelector",
+    "ExtractionJob",
+    "JobState",
+    "Turn",
     "ErasureReceipt",
     "FailedPrecondition",
     "FieldViolation",

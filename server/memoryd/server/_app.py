@@ -21,6 +21,7 @@ from memoryd.domain import Embedder, FailedPrecondition, Unavailable, View
 from memoryd.storage import (
     WORKER_ROLE,
     EmbeddedPostgres,
+    ExtractionJobs,
     IndexSet,
     LocalKeyProvider,
     MilvusIndex,
@@ -41,6 +42,7 @@ from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_s
 
 from ._auth import TokenVerifier, issue_token, load_or_create_signing_key
 from ._config import Config
+from ._extraction import ExtractionWorker, extraction_worker
 from ._handlers import MemoryService, ViewAdminService
 from ._interceptors import ChainInterceptor, build_chain
 from ._mtls import TlsSettings
@@ -133,6 +135,7 @@ class Memoryd:
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._access: AccessRecorder | None = None
+        self._extraction: ExtractionWorker | None = None
         self._indexes: IndexSet | None = None
         self._embedders: Embedders | None = None
         self._server: grpc.aio.Server | None = None
@@ -209,9 +212,11 @@ class Memoryd:
         indexes = self._indexes = await self._open_indexes(settings)
         self._tasks.append(asyncio.create_task(indexes.run(self._stopping)))
         worker = None
-        if config.worker_in_process:
+        if config.worker_in_process or config.extraction_configured:
             self._worker_db = Postgres(settings, role=WORKER_ROLE)
             await self._worker_db.open()
+        if config.worker_in_process:
+            assert self._worker_db is not None
             worker = OutboxWorker(self._worker_db, store, indexes.targets, max_attempts=config.outbox_max_attempts)
             self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
 
@@ -227,6 +232,11 @@ class Memoryd:
             # once, unless an admin has given it another (deny by default holds for the rest).
             await views.ensure(DEMO_TENANT, View.full(DEMO_AGENT, "embedded default: the demo agent's full view"),
                                changed_by="memoryd")
+        jobs = ExtractionJobs(store, self._worker_db)
+        if config.extraction_configured:  # every replica runs one; they share jobs (SKIP LOCKED)
+            self._extraction = extraction_worker(config, jobs, views, dense,
+                                                 on_written=worker.wakeup.set if worker else None)
+            self._tasks.append(asyncio.create_task(self._extraction.run(self._stopping)))
         services = Services(
             store=store,
             views=views,
@@ -236,6 +246,9 @@ class Memoryd:
             page_tokens=PageTokens(derive_secret(key, b"memoryd page tokens")),
             indexes=indexes,
             worker=worker,
+            jobs=jobs,
+            extraction=self._extraction,
+            extraction_enabled=config.extraction_configured,
         )
         chain = build_chain(verifier=TokenVerifier([key.public_key()]), services=services, config=config,
                             tracer=tracer(self._provider))
@@ -280,6 +293,9 @@ class Memoryd:
         for task in self._tasks:
             await task
         self._tasks.clear()
+        if self._extraction is not None:
+            self._extraction.close()
+            self._extraction = None
         if self._access is not None:
             await self._access.stop()  # recall counts of the last second are not lost
             self._access = None

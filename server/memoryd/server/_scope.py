@@ -24,6 +24,7 @@ from memoryd.domain import (
     Internal,
     Listing,
     Memory,
+    NotFound,
     Page,
     PermissionDenied,
     ReadFilter,
@@ -32,18 +33,21 @@ from memoryd.domain import (
     Unavailable,
     View,
 )
-from memoryd.storage import IndexSet, OutboxWorker, PostgresMemoryStore, wait_indexed
+from memoryd.storage import ExtractionJobs, IndexSet, OutboxWorker, PostgresMemoryStore, wait_indexed
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
 from . import _convert as convert
 from ._auth import Principal
+from ._chunking import chunk_drafts
 from ._config import Scoring
+from ._extraction import ExtractionWorker
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
 from ._tracing import current_trace_id
 from ._transfer import ExportCommand, ImportCommand, export_archive, import_drafts
 from ._validate import EraseCommand, HistoryCommand, ListCommand, RecallCommand, WriteCommand
+from ._validate_jobs import JobCommand
 from ._view_admin import AdminScope, ViewRegistry
 
 _CURRENT: ContextVar[CallerScope | AdminScope | None] = ContextVar("memoryd_caller_scope", default=None)
@@ -96,6 +100,9 @@ class Services:
     page_tokens: PageTokens
     indexes: IndexSet | None = None
     worker: OutboxWorker | None = None
+    jobs: ExtractionJobs | None = None
+    extraction: ExtractionWorker | None = None
+    extraction_enabled: bool = False
 
 
 class CallerScope:
@@ -151,9 +158,10 @@ class CallerScope:
 
     async def write(self, cmd: WriteCommand, time_remaining: float | None) -> svc.WriteResponse:
         self._check_subject(cmd.subject)
+        if cmd.has_turns and not cmd.chunk:
+            return await self._queue_extraction(cmd)
         if cmd.has_turns:
-            raise FailedPrecondition("turns need an extraction model, and none is configured",
-                                     reason="EXTRACTION_NOT_CONFIGURED")
+            cmd = replace(cmd, drafts=chunk_drafts(cmd.turns))
         for i, draft in enumerate(cmd.drafts):
             if draft.scope is Scope.ORG and self.principal.subject:
                 raise PermissionDenied(f"items[{i}]: a subject-bound credential cannot write organisation memories",
@@ -177,6 +185,28 @@ class CallerScope:
             pending, dead = await self._store.pending_index_work(tenant, ids)
             indexed = not pending and not dead
         return svc.WriteResponse(results=convert.write_results(results), indexed=indexed)
+
+    async def _queue_extraction(self, cmd: WriteCommand) -> svc.WriteResponse:
+        """Queue the turns for the extraction worker; the reply names the job at once."""
+        services = self._services
+        if services.jobs is None or not services.extraction_enabled:
+            raise FailedPrecondition("turns need an extraction model, and none is configured",
+                                     reason="EXTRACTION_NOT_CONFIGURED")
+        if not self.view.write_rules:
+            raise PermissionDenied("this agent's view allows no writes, so nothing extracted could be kept")
+        job_id = await services.jobs.enqueue(self.principal.tenant, self.principal.agent, cmd.subject, cmd.turns,
+                                             idempotency_key=cmd.idempotency_key, request_hash=cmd.request_hash,
+                                             tag=self._tag)
+        if services.extraction is not None:
+            services.extraction.wakeup.set()
+        return svc.WriteResponse(extraction_job_id=job_id)
+
+    async def extraction_job(self, cmd: JobCommand) -> svc.GetExtractionJobResponse:
+        self._check_subject(cmd.subject)
+        if self._services.jobs is None:
+            raise NotFound("no such extraction job for this subject")
+        job = await self._services.jobs.get(self.principal.tenant, cmd.subject, cmd.job_id)
+        return svc.GetExtractionJobResponse(job=convert.extraction_job(job))
 
     async def recall(self, cmd: RecallCommand) -> svc.RecallResponse:
         flt = self._narrow(cmd.filter, cmd.keys)

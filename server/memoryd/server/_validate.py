@@ -30,6 +30,7 @@ from memoryd.domain import (
     SourceKind,
     Stability,
     Status,
+    Turn,
 )
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
@@ -74,6 +75,8 @@ class WriteCommand:
     request_hash: bytes
     has_turns: bool
     wait_indexed: bool
+    turns: tuple[Turn, ...] = ()
+    chunk: bool = False  # TURN_MODE_CHUNK: store the turns as chunks; else extract memories from them
 
 
 @dataclass(frozen=True)
@@ -259,8 +262,9 @@ def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
         check.fail("items", f"must have at most {limits.max_items} entries")
         check.done()
     drafts = [_draft(check, f"items[{i}]", item) for i, item in enumerate(request.items)]
-    for i, turn in enumerate(request.turns):
-        check.text(f"turns[{i}].text", turn.text, limits.max_text_bytes, required=True)
+    from ._validate_jobs import check_turns  # it builds on this module
+
+    turns, chunk = check_turns(check, request) if not request.items else ((), False)
     key = check.text("idempotency_key", request.idempotency_key, 128)
     check.enum("consistency", request.consistency,
                {svc.CONSISTENCY_INDEX_ASYNC: 0, svc.CONSISTENCY_WAIT_INDEXED: 1})
@@ -268,7 +272,7 @@ def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
     # The hash of the deterministic encoding tells a retry from a different request.
     digest = hashlib.sha256(request.SerializeToString(deterministic=True)).digest()
     return WriteCommand(subject, [d for d in drafts if d is not None], key, digest, bool(request.turns),
-                        request.consistency == svc.CONSISTENCY_WAIT_INDEXED)
+                        request.consistency == svc.CONSISTENCY_WAIT_INDEXED, turns, chunk)
 
 
 def _filter(check: _Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:

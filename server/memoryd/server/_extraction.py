@@ -1,0 +1,262 @@
+"""The extraction worker: turns → model → parse → filter → normalise → dedup → write.
+
+An in-process task of the server (started by ``_app``), like the outbox worker. Jobs are
+claimed with ``FOR UPDATE SKIP LOCKED`` under a lease, so any number of replicas share them.
+A job runs entirely off the caller's latency path:
+
+1. open its sealed turns; find the subject's time zone (its ``timezone`` memory, else the
+   tenant policy's);
+2. ask the model (``_extraction_llm``); an outage is retried with backoff up to
+   ``extraction_max_attempts``, a refusal or an unparsable answer fails the job at once;
+3. drop what the filters say (``_extraction_filters``) and what the queuing agent's view —
+   read again now — may not write; count each drop by reason;
+4. normalise each kept item's text against its source turn's time in the subject's zone;
+5. find near-duplicate episodic items by meaning (cosine ≥ 0.92 against the subject's active
+   memories in the active index, filter first; and against earlier items of the same job);
+6. write everything, and finish the job, in one transaction (``ExtractionJobs.finish``).
+
+Whichever way a job ends, its turns are deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from memoryd.domain import (
+    Category,
+    DataKeyUnavailable,
+    Draft,
+    Embedder,
+    MemorydError,
+    ReadFilter,
+    SourceKind,
+    TenantPolicy,
+    View,
+    normalise,
+)
+from memoryd.storage import ClaimedJob, ExtractionJobs, MilvusIndex, PlannedItem, embedding_text
+
+from ._extraction_filters import ExtractedItem, filter_items
+from ._extraction_llm import ChatExtractor, ExtractionParseError, ExtractionRefused, ExtractionUnavailable
+from ._view_admin import ViewRegistry
+
+
+_log = logging.getLogger("memoryd.server.extraction")
+
+MERGE_SIMILARITY = 0.92
+NO_SOURCE_TURN = "no_source_turn"
+TOO_LONG = "too_long"
+_KEY_CHARS = re.compile(r"[^a-z0-9._:/-]+")
+
+Dense = Callable[[], tuple[MilvusIndex, Embedder] | None]
+
+
+def clean_key(key: str, category: Category, max_bytes: int = 128) -> str:
+    """The model's key in the form keys take (snake_case); '' for episodic categories."""
+    if category.episodic:
+        return ""
+    slug = _KEY_CHARS.sub("_", key.strip().lower().replace(" ", "_")).strip("_.:/-")
+    return slug if slug and len(slug.encode()) <= max_bytes else ""
+
+
+def clean_tags(*groups: tuple[str, ...], limit: int = 32, max_bytes: int = 64) -> tuple[str, ...]:
+    tags: list[str] = []
+    for group in groups:
+        for tag in group:
+            tag = " ".join(tag.replace("\x00", " ").split())
+            if tag and len(tag.encode()) <= max_bytes and tag not in tags:
+                tags.append(tag)
+    return tuple(tags[:limit])
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def zone_of(name: str) -> tzinfo | None:
+    if not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+class ExtractionWorker:
+    def __init__(self, jobs: ExtractionJobs, extractor: ChatExtractor, views: ViewRegistry,
+                 policy_for: Callable[[str], TenantPolicy], dense: Dense, *, max_attempts: int = 4,
+                 lease_seconds: float = 120.0, base_backoff: float = 0.5, max_backoff: float = 60.0,
+                 max_text_bytes: int = 8 * 1024, on_written: Callable[[], None] | None = None) -> None:
+        self._jobs = jobs
+        self._extractor = extractor
+        self._views = views
+        self._policy_for = policy_for
+        self._dense = dense
+        self._max_attempts = max_attempts
+        self._lease = lease_seconds
+        self._base = base_backoff
+        self._cap = max_backoff
+        self._max_text_bytes = max_text_bytes
+        self._on_written = on_written
+        self.wakeup = asyncio.Event()
+
+    def close(self) -> None:
+        self._extractor.close()
+
+    async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
+        """Run jobs until ``stop``; a job still running then is given back to the queue."""
+        while not stop.is_set():
+            try:
+                claimed = await self._jobs.claim(self._lease)
+            except MemorydError as exc:
+                _log.warning("extraction worker: %s", exc.message)
+                claimed = None
+            if claimed is None:
+                self.wakeup.clear()
+                waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.wakeup.wait())]
+                await asyncio.wait(waiters, timeout=idle_seconds, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in waiters:
+                    waiter.cancel()
+                continue
+            job = asyncio.ensure_future(self.run_job(*claimed))
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([job, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not job.done():
+                job.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await job
+                with contextlib.suppress(MemorydError):
+                    await self._jobs.release(*claimed)
+
+    async def run_job(self, tenant: str, job_id: str) -> None:
+        try:
+            job = await self._jobs.open(tenant, job_id)
+        except DataKeyUnavailable as exc:
+            await self._jobs.fail(tenant, job_id, exc.message)
+            return
+        if job is None:
+            return  # erased since it was claimed
+        try:
+            await self._run(job)
+        except asyncio.CancelledError:
+            raise
+        except MemorydError as exc:  # a store outage: try again later, within the attempts
+            await self._retry_or_fail(job, exc.message)
+        except Exception:
+            _log.exception("extraction job %s of tenant %s failed unexpectedly", job.id, tenant)
+            await self._jobs.fail(tenant, job.id, "internal error")
+
+    async def _retry_or_fail(self, job: ClaimedJob, reason: str) -> None:
+        if job.attempts >= self._max_attempts:
+            await self._jobs.fail(job.tenant, job.id, f"{reason} (gave up after {job.attempts} attempts)")
+        else:
+            delay = min(self._base * 2 ** (job.attempts - 1), self._cap)
+            _log.warning("extraction job %s: %s; attempt %d, next in %.1fs", job.id, reason, job.attempts, delay)
+            await self._jobs.retry_later(job, reason, delay)
+
+    async def _zone(self, job: ClaimedJob, policy: TenantPolicy) -> tzinfo:
+        return zone_of(await self._jobs.subject_timezone(job.tenant, job.subject)) or zone_of(policy.timezone) or UTC
+
+    async def _run(self, job: ClaimedJob) -> None:
+        if job.attempts > self._max_attempts:  # claimed again after workers died on it
+            await self._jobs.fail(job.tenant, job.id, f"gave up after {job.attempts - 1} attempts")
+            return
+        policy = self._policy_for(job.tenant)
+        zone = await self._zone(job, policy)
+        try:
+            items = await self._extractor.extract(job.turns, datetime.now(UTC), zone)
+        except ExtractionUnavailable as exc:
+            await self._retry_or_fail(job, exc.message)
+            return
+        except ExtractionRefused as exc:
+            await self._jobs.fail(job.tenant, job.id, exc.message)
+            return
+        except ExtractionParseError as exc:
+            _log.warning("extraction job %s: parse failure: %s", job.id, exc.message)
+            await self._jobs.fail(job.tenant, job.id, f"parse failure: {exc.message}",
+                                  counts={"extraction.parse_failures": 1})
+            return
+        view = await self._views.view_for(job.tenant, job.agent)
+        drafts, dropped = self.drafts(job, items, view, policy, zone)
+        plans = await self._dedup(job, drafts)
+        results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None)
+        if results and self._on_written is not None:
+            self._on_written()
+
+    def drafts(self, job: ClaimedJob, items: list[ExtractedItem], view: View | None, policy: TenantPolicy,
+               zone: tzinfo) -> tuple[list[Draft], Counter[str]]:
+        """The drafts to write of the model's items, and the drops by reason."""
+        may_write = view.may_write if view is not None else (lambda category, key: False)
+        cleaned = [replace(i, key=clean_key(i.key, i.category)) for i in items]
+        kept, dropped = filter_items(cleaned, policy, may_write)
+        turns = {t.turn_id: t for t in job.turns}
+        drafts = []
+        for item in kept:
+            sources = [t for t in item.source_turn_ids if t in turns]
+            if not sources:  # every memory must lead back to a turn, or Erase by turn could miss it
+                dropped[NO_SOURCE_TURN] += 1
+                continue
+            # Relative dates are read against the source turn's time in the subject's zone.
+            normalised = normalise(item.text, at=turns[sources[0]].time.astimezone(zone), entities=item.entities)
+            text, tags = normalised.text, (*normalised.tags, *item.tags)
+            if len(text.encode()) > self._max_text_bytes:
+                dropped[TOO_LONG] += 1
+                continue
+            drafts.append(Draft(category=item.category, text=text, key=item.key, importance=item.importance,
+                                confidence=item.confidence, stability=item.stability, tags=clean_tags(tags),
+                                source_kind=SourceKind.INFERENCE, source_turn_id=sources[0]))
+        return drafts, dropped
+
+    async def _dedup(self, job: ClaimedJob, drafts: list[Draft]) -> list[PlannedItem]:
+        """Plans for the drafts: episodic ones that say what a memory (or an earlier item of
+        this job) already says are merged into it. Without an index, nothing is merged."""
+        plans = [PlannedItem(d) for d in drafts]
+        episodic = [i for i, d in enumerate(drafts) if d.category.episodic]
+        dense = self._dense()
+        if not episodic or dense is None:
+            return plans
+        index, embedder = dense
+        now = datetime.now(UTC)
+        try:
+            vectors = await embedder.embed_passages([embedding_text("", drafts[i].text) for i in episodic])
+            for n, i in enumerate(episodic):
+                category = drafts[i].category
+                earlier = [(m, _cosine(vectors[n], vectors[k])) for k, m in enumerate(episodic[:n])
+                           if drafts[m].category is category]
+                best = max(earlier, key=lambda pair: pair[1], default=None)
+                if best is not None and best[1] >= MERGE_SIMILARITY:
+                    plans[i] = PlannedItem(drafts[i], same_as=best[0])
+                    continue
+                # Filter first: this subject's active memories of the category, then search.
+                flt = ReadFilter(subject=job.subject, categories=(category,), rules=((category, ("*",)),))
+                hits = await index.search(job.tenant, flt, vectors[n], 1, now)
+                if hits and hits[0][1] >= MERGE_SIMILARITY:
+                    plans[i] = PlannedItem(drafts[i], merge_into=hits[0][0])
+        except MemorydError as exc:
+            _log.warning("extraction job %s: no dedup by meaning (%s)", job.id, exc.message)
+            return [PlannedItem(d) for d in drafts]
+        return plans
+
+
+def extraction_worker(config: Any, jobs: ExtractionJobs, views: ViewRegistry, dense: Dense,
+                      on_written: Callable[[], None] | None = None) -> ExtractionWorker:
+    """The worker the server runs when an extraction model is configured."""
+    extractor = ChatExtractor(config.extraction_url, config.extraction_model, config.extraction_api_key,
+                              config.extraction_timeout_seconds)
+    return ExtractionWorker(jobs, extractor, views, config.policy_for, dense,
+                            max_attempts=config.extraction_max_attempts,
+                            lease_seconds=config.extraction_timeout_seconds + 60.0,
+                            max_text_bytes=config.limits.max_text_bytes, on_written=on_written)

@@ -1,0 +1,69 @@
+"""Validation of turns (Write) and of GetExtractionJob, registered like the view validators."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from memoryd.domain import Turn
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ._config import Limits
+from ._validate import TOKENISH, _Checker, _uuid
+
+MAX_TURNS = 200
+MAX_TURN_ID_BYTES = 64  # a turn id becomes a tag of the memories made from it (tags hold 64 bytes)
+MAX_SPEAKER_BYTES = 64
+TURN_MODES = {svc.TURN_MODE_UNSPECIFIED: False, svc.TURN_MODE_EXTRACT: False, svc.TURN_MODE_CHUNK: True}
+
+
+def check_turns(check: _Checker, request: svc.WriteRequest) -> tuple[tuple[Turn, ...], bool]:
+    """The request's turns and whether they are to be chunked (else extracted)."""
+    chunk = bool(check.enum("turn_mode", request.turn_mode, TURN_MODES))
+    if not request.turns:
+        return (), chunk
+    if len(request.turns) > MAX_TURNS:
+        check.fail("turns", f"must have at most {MAX_TURNS} entries")
+        return (), chunk
+    turns: list[Turn] = []
+    seen: set[str] = set()
+    for i, turn in enumerate(request.turns):
+        path = f"turns[{i}]"
+        before = len(check.violations)
+        turn_id = check.text(f"{path}.turn_id", turn.turn_id, MAX_TURN_ID_BYTES, required=True, pattern=TOKENISH,
+                             what="an identifier")
+        if turn_id in seen:
+            check.fail(f"{path}.turn_id", "must be unique within the request")
+        seen.add(turn_id)
+        speaker = check.text(f"{path}.speaker", turn.speaker, MAX_SPEAKER_BYTES, required=True)
+        if speaker and not speaker.strip():
+            check.fail(f"{path}.speaker", "must not be blank")
+        text = check.text(f"{path}.text", turn.text, check.limits.max_text_bytes, required=True)
+        if text and not text.strip():
+            check.fail(f"{path}.text", "must not be blank")
+        time = check.timestamp(turn, "time", f"{path}.time")
+        if time is None and not turn.HasField("time"):
+            check.fail(f"{path}.time", "is required")
+        if len(check.violations) == before and time is not None:
+            turns.append(Turn(turn_id, " ".join(speaker.split()), text, time))
+    return tuple(turns), chunk
+
+
+@dataclass(frozen=True)
+class JobCommand:
+    subject: str
+    job_id: str
+
+
+def validate_get_extraction_job(request: svc.GetExtractionJobRequest, limits: Limits) -> JobCommand:
+    check = _Checker(limits)
+    subject = check.subject("subject", request.subject)
+    job_id = _uuid(check, "job_id", request.job_id, required=True)
+    check.done()
+    return JobCommand(subject, job_id)
+
+
+JOB_VALIDATORS: dict[str, Callable[[Any, Limits], Any]] = {
+    "/memoryd.v1.MemoryService/GetExtractionJob": validate_get_extraction_job,
+}

@@ -1,0 +1,325 @@
+"""Extraction jobs in Postgres: queued by Write, claimed by workers, finished in one transaction.
+
+A job's turns are sealed with the subject's data key (AAD bound to the job id and the field
+``turns``) and set to NULL when the job finishes, whichever way. Workers claim due jobs across
+tenants as ``memoryd_worker`` with ``FOR UPDATE SKIP LOCKED`` (ids and states only) and do
+everything else as ``memoryd_app`` with the job's tenant set. A claimed job carries a lease
+(``next_attempt_at``): if its worker dies, another claims it once the lease runs out.
+
+Lock order, shared with Erase so the two never deadlock: the subject's key row, then the job
+row, then memory rows.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from cryptography.exceptions import InvalidTag
+from psycopg.types.json import Jsonb
+
+from memoryd.domain import (
+    AuditTag,
+    DataKeyUnavailable,
+    Draft,
+    EraseMode,
+    ExtractionJob,
+    IdempotencyKeyReused,
+    Internal,
+    JobState,
+    NotFound,
+    Outcome,
+    Turn,
+    WriteResult,
+)
+
+from . import _audit as audit
+from ._envelope import DataKey
+from ._postgres import Postgres
+from ._writes import ItemWriter
+
+if TYPE_CHECKING:
+    from ._memories import PostgresMemoryStore
+
+TURNS_FIELD = "turns"
+ERASED = "dropped: the subject was erased"
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A running job with its turns opened, for the worker that claimed it."""
+
+    tenant: str
+    id: str
+    subject: str
+    agent: str
+    attempts: int
+    turns: tuple[Turn, ...]
+    tag: AuditTag
+
+
+@dataclass(frozen=True)
+class PlannedItem:
+    """One item to write: merged into ``merge_into`` (a near-duplicate found by meaning), or
+    into the memory an earlier item of the same job wrote (``same_as``, its index), or
+    written through the category's conflict policy."""
+
+    draft: Draft
+    merge_into: str = ""
+    same_as: int | None = None
+
+
+def _turns_json(turns: tuple[Turn, ...] | list[Turn]) -> bytes:
+    return json.dumps([{"turn_id": t.turn_id, "speaker": t.speaker, "text": t.text, "time": t.time.isoformat()}
+                       for t in turns], ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _results_json(results: list[WriteResult]) -> list[dict[str, Any]]:
+    return [{"memory_id": r.memory_id, "outcome": r.outcome.value, "reason": r.reason, "version": r.version}
+            for r in results]
+
+
+async def bump_counts(conn: psycopg.AsyncConnection, tenant: str, counts: Mapping[str, int]) -> None:
+    """Add to the tenant's pipeline counters (read by metrics)."""
+    for name, value in sorted(counts.items()):
+        if value:
+            await conn.execute(
+                "INSERT INTO pipeline_counts (tenant_id, name, value) VALUES (%s, %s, %s) ON CONFLICT (tenant_id, name) "
+                "DO UPDATE SET value = pipeline_counts.value + EXCLUDED.value, updated_at = now()",
+                (tenant, name, value),
+            )
+
+
+async def drop_subject_jobs(conn: psycopg.AsyncConnection, tenant: str, subject: str, mode: EraseMode) -> int:
+    """Erase of a whole subject: its queued and running jobs are dropped (their turns with
+    them); a PURGE deletes every job of the subject. Returns how many pending jobs went."""
+    if mode is EraseMode.PURGE:
+        cur = await conn.execute("DELETE FROM extraction_jobs WHERE tenant_id = %s AND subject = %s RETURNING state",
+                                 (tenant, subject))
+        return sum(1 for row in await cur.fetchall() if row["state"] in ("queued", "running"))
+    cur = await conn.execute(
+        "UPDATE extraction_jobs SET state = 'failed', error = %s, turns_ct = NULL, finished_at = now() "
+        "WHERE tenant_id = %s AND subject = %s AND state IN ('queued', 'running')",
+        (ERASED, tenant, subject),
+    )
+    return cur.rowcount
+
+
+class ExtractionJobs:
+    """The job queue of one deployment. ``claims`` is the worker-role pool (None where this
+    process only queues and reads jobs)."""
+
+    def __init__(self, store: PostgresMemoryStore, claims: Postgres | None = None) -> None:
+        self._store = store
+        self._db: Postgres = store._db
+        self._claims = claims
+
+    async def enqueue(self, tenant: str, agent: str, subject: str, turns: tuple[Turn, ...], *,
+                      idempotency_key: str = "", request_hash: bytes = b"", tag: AuditTag = AuditTag()) -> str:
+        """Queue a job with ``turns`` sealed; return its id (the first one's, for a retry)."""
+        async with self._db.tenant_tx(tenant) as conn:
+            if idempotency_key:
+                first = await self._claim_key(conn, tenant, agent, idempotency_key, request_hash)
+                if first:
+                    return first
+            key = await self._store.keys.for_write(conn, tenant, subject)
+            job_id = str(uuid.uuid4())
+            await conn.execute(
+                "INSERT INTO extraction_jobs (tenant_id, id, subject, agent, turns_ct, turn_count, request_id, "
+                "trace_id, view_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (tenant, job_id, subject, agent, key.seal(job_id, TURNS_FIELD, _turns_json(turns)), len(turns),
+                 tag.request_id, tag.trace_id, tag.view_version),
+            )
+            if idempotency_key:
+                await conn.execute(
+                    "UPDATE idempotency_keys SET response = %s WHERE tenant_id = %s AND agent = %s AND key = %s",
+                    (Jsonb({"extraction_job_id": job_id}), tenant, agent, idempotency_key),
+                )
+            await audit.append(conn, tenant, agent, subject, "extraction.queued", [], tag,
+                               {"job": job_id, "turns": len(turns)})
+            await bump_counts(conn, tenant, {"extraction.jobs_queued": 1})
+            return job_id
+
+    @staticmethod
+    async def _claim_key(conn: psycopg.AsyncConnection, tenant: str, agent: str, key: str,
+                         request_hash: bytes) -> str:
+        cur = await conn.execute(
+            "INSERT INTO idempotency_keys (tenant_id, agent, key, request_hash) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT DO NOTHING RETURNING key",
+            (tenant, agent, key, request_hash),
+        )
+        if await cur.fetchone() is not None:
+            return ""
+        cur = await conn.execute(
+            "SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = %s AND agent = %s AND key = %s",
+            (tenant, agent, key),
+        )
+        row = await cur.fetchone()
+        response = row["response"] if row is not None else None
+        if (row is None or bytes(row["request_hash"]) != request_hash or not isinstance(response, dict)
+                or not response.get("extraction_job_id")):
+            raise IdempotencyKeyReused()
+        return str(response["extraction_job_id"])
+
+    async def claim(self, lease_seconds: float) -> tuple[str, str] | None:
+        """Claim one due job for ``lease_seconds``: (tenant, job id), or None if none is due."""
+        if self._claims is None:
+            raise Internal("this process does not run extraction jobs")
+        async with self._claims.worker_tx() as conn:
+            cur = await conn.execute(
+                "SELECT tenant_id, id FROM extraction_jobs WHERE state IN ('queued', 'running') "
+                "AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            await conn.execute(
+                "UPDATE extraction_jobs SET state = 'running', attempts = attempts + 1, "
+                "next_attempt_at = now() + make_interval(secs => %s), started_at = COALESCE(started_at, now()) "
+                "WHERE tenant_id = %s AND id = %s",
+                (lease_seconds, row["tenant_id"], row["id"]),
+            )
+            return row["tenant_id"], str(row["id"])
+
+    async def open(self, tenant: str, job_id: str) -> ClaimedJob | None:
+        """The claimed job with its turns in the clear; None if it is no longer running (it
+        was erased). Raises DataKeyUnavailable if the turns cannot be opened."""
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute(
+                "SELECT subject, agent, state, attempts, turns_ct, request_id, trace_id, view_version "
+                "FROM extraction_jobs WHERE tenant_id = %s AND id = %s",
+                (tenant, job_id),
+            )
+            row = await cur.fetchone()
+            if row is None or row["state"] != "running" or row["turns_ct"] is None:
+                return None
+            subject = row["subject"]
+            key: DataKey | None = (await self._store.keys.for_read(conn, tenant, {subject}))[subject]
+        try:
+            if key is None:
+                raise InvalidTag()
+            raw = json.loads(key.open(job_id, TURNS_FIELD, bytes(row["turns_ct"])))
+        except (InvalidTag, ValueError) as exc:
+            raise DataKeyUnavailable("the turns of this job cannot be opened: the subject's data key is gone") from exc
+        turns = tuple(Turn(t["turn_id"], t["speaker"], t["text"], datetime.fromisoformat(t["time"])) for t in raw)
+        return ClaimedJob(tenant, job_id, subject, row["agent"], row["attempts"], turns,
+                          AuditTag(row["request_id"], row["trace_id"], row["view_version"]))
+
+    async def subject_timezone(self, tenant: str, subject: str) -> str:
+        """The text of the subject's current ``timezone`` memory (preference or fact), or ''."""
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute(
+                "SELECT id, subject, text, data, text_ct, data_ct FROM memories WHERE tenant_id = %s AND subject = %s "
+                "AND scope = 'subject' AND key = 'timezone' AND category IN ('preference', 'fact') "
+                "AND status = 'active' AND (valid_until IS NULL OR valid_until > now()) "
+                "ORDER BY updated_at DESC LIMIT 1",
+                (tenant, subject),
+            )
+            rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
+        return rows[0]["text"].strip() if rows and not rows[0]["content_unavailable"] else ""
+
+    async def retry_later(self, job: ClaimedJob, error: str, delay_seconds: float) -> None:
+        async with self._db.tenant_tx(job.tenant) as conn:
+            await conn.execute(
+                "UPDATE extraction_jobs SET state = 'queued', error = %s, "
+                "next_attempt_at = now() + make_interval(secs => %s) "
+                "WHERE tenant_id = %s AND id = %s AND state = 'running'",
+                (error[:500], delay_seconds, job.tenant, job.id),
+            )
+
+    async def release(self, tenant: str, job_id: str) -> None:
+        """Give a claimed job back untried (the worker is stopping)."""
+        async with self._db.tenant_tx(tenant) as conn:
+            await conn.execute(
+                "UPDATE extraction_jobs SET state = 'queued', attempts = GREATEST(attempts - 1, 0), "
+                "next_attempt_at = now() WHERE tenant_id = %s AND id = %s AND state = 'running'",
+                (tenant, job_id),
+            )
+
+    async def fail(self, tenant: str, job_id: str, error: str, *, dropped: Mapping[str, int] | None = None,
+                   counts: Mapping[str, int] | None = None) -> None:
+        """The job failed: nothing is written, its turns are deleted, the reason is kept."""
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute(
+                "UPDATE extraction_jobs SET state = 'failed', error = %s, dropped = %s, turns_ct = NULL, "
+                "finished_at = now() WHERE tenant_id = %s AND id = %s AND state IN ('queued', 'running') "
+                "RETURNING subject, agent, request_id, trace_id, view_version",
+                (error[:500], Jsonb(dict(dropped or {})), tenant, job_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return
+            tag = AuditTag(row["request_id"], row["trace_id"], row["view_version"])
+            await audit.append(conn, tenant, row["agent"], row["subject"], "extraction.failed", [], tag,
+                               {"job": job_id, "error": error[:500]})
+            await bump_counts(conn, tenant, {"extraction.jobs_failed": 1, **(counts or {})})
+
+    async def finish(self, job: ClaimedJob, plans: list[PlannedItem], dropped: Mapping[str, int], *,
+                     view_version: int | None, counts: Mapping[str, int] | None = None) -> list[WriteResult] | None:
+        """Write the planned items and mark the job succeeded, in one transaction; None (and
+        nothing written) if the job is no longer running (the subject was erased meanwhile)."""
+        tenant, subject = job.tenant, job.subject
+        tag = AuditTag(job.tag.request_id, job.tag.trace_id, view_version)
+        async with self._db.tenant_tx(tenant) as conn:
+            key = await self._store.keys.for_write(conn, tenant, subject)  # before the job row: Erase's order
+            cur = await conn.execute(
+                "SELECT state FROM extraction_jobs WHERE tenant_id = %s AND id = %s FOR UPDATE", (tenant, job.id)
+            )
+            row = await cur.fetchone()
+            if row is None or row["state"] != "running":
+                return None
+
+            async def key_for(owner: str) -> DataKey:
+                return key if owner == subject else await self._store.keys.for_write(conn, tenant, owner)
+
+            writer = ItemWriter(conn, tenant, job.agent, subject, self._store._hasher(tenant), key_for)
+            results: list[WriteResult] = []
+            for plan in plans:
+                target = plan.merge_into
+                if plan.same_as is not None and results[plan.same_as].memory_id:
+                    target = results[plan.same_as].memory_id
+                merged = await writer.merge_similar(plan.draft, target) if target else None
+                results.append(merged or await writer.write(plan.draft))
+            await conn.execute(
+                "UPDATE extraction_jobs SET state = 'succeeded', error = '', results = %s, dropped = %s, "
+                "turns_ct = NULL, finished_at = now() WHERE tenant_id = %s AND id = %s",
+                (Jsonb(_results_json(results)), Jsonb(dict(dropped)), tenant, job.id),
+            )
+            ids = [r.memory_id for r in results if r.memory_id]
+            if results:
+                await audit.append(conn, tenant, job.agent, subject, "write", ids, tag,
+                                   {"outcomes": [r.outcome.value for r in results], "job": job.id})
+            await audit.append(conn, tenant, job.agent, subject, "extraction.succeeded", ids, tag,
+                               {"job": job.id, "dropped": dict(dropped)})
+            await bump_counts(conn, tenant, {"extraction.jobs_succeeded": 1, "extraction.items_written": len(results),
+                                             **{f"extraction.dropped.{k}": v for k, v in dropped.items()},
+                                             **(counts or {})})
+            return results
+
+    async def get(self, tenant: str, subject: str, job_id: str) -> ExtractionJob:
+        """The job, if it is ``subject``'s; NotFound otherwise (the same for any other id)."""
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute(
+                "SELECT id, subject, agent, state, turn_count, attempts, error, results, dropped, created_at, "
+                "started_at, finished_at FROM extraction_jobs WHERE tenant_id = %s AND subject = %s AND id = %s",
+                (tenant, subject, job_id),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound("no such extraction job for this subject")
+        results = tuple(WriteResult(r["memory_id"], Outcome(r["outcome"]), r["reason"], r["version"])
+                        for r in row["results"])
+        return ExtractionJob(str(row["id"]), row["subject"], row["agent"], JobState(row["state"]), row["turn_count"],
+                             row["attempts"], row["error"], results, dict(row["dropped"]), row["created_at"],
+                             row["started_at"], row["finished_at"])
+
+    async def counts(self, tenant: str) -> dict[str, int]:
+        """The tenant's pipeline counters."""
+        async with self._db.tenant_tx(tenant) as conn:
+            cur = await conn.execute("SELECT name, value FROM pipeline_counts WHERE tenant_id = %s", (tenant,))
+            return {r["name"]: int(r["value"]) for r in await cur.fetchall()}
