@@ -95,7 +95,8 @@ def test_tenant_policy_defaults_and_per_tenant_overrides(tmp_path):
     '[policy.ttl_days]\nfacts = 3\n',
     '[policy.trust]\ngossip = 0.1\n',
     '[policy.tenants.acme]\nstale_days = 0\n',
-], ids=["zone", "confidence", "cap-type", "unknown-key", "category", "source-kind", "tenant-stale"])
+    '[policy]\nmerge_similarity = 0.3\n',
+], ids=["zone", "confidence", "cap-type", "unknown-key", "category", "source-kind", "tenant-stale", "merge"])
 def test_bad_policy_tables_are_refused_with_their_place(tmp_path, table):
     path = tmp_path / "memoryd.toml"
     path.write_text(table)

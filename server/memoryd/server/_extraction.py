@@ -11,8 +11,9 @@ A job runs entirely off the caller's latency path:
 3. drop what the filters say (``_extraction_filters``) and what the queuing agent's view —
    read again now — may not write; count each drop by reason;
 4. normalise each kept item's text against its source turn's time in the subject's zone;
-5. find near-duplicate episodic items by meaning (cosine ≥ 0.92 against the subject's active
-   memories in the active index, filter first; and against earlier items of the same job);
+5. find near-duplicate episodic items by meaning (cosine ≥ the policy's merge_similarity,
+   0.95 by default, against the subject's active memories in the active index, filter
+   first; and against earlier items of the same job);
 6. write everything, and finish the job, in one transaction (``ExtractionJobs.finish``).
 
 Whichever way a job ends, its turns are deleted.
@@ -53,7 +54,6 @@ from ._view_admin import ViewRegistry
 
 _log = logging.getLogger("memoryd.server.extraction")
 
-MERGE_SIMILARITY = 0.92
 NO_SOURCE_TURN = "no_source_turn"
 TOO_LONG = "too_long"
 _KEY_CHARS = re.compile(r"[^a-z0-9._:/-]+")
@@ -191,7 +191,7 @@ class ExtractionWorker:
             return
         view = await self._views.view_for(job.tenant, job.agent)
         drafts, dropped = self.drafts(job, items, view, policy, zone)
-        plans = await self._dedup(job, drafts)
+        plans = await self._dedup(job, drafts, policy.merge_similarity)
         results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None)
         if results and self._on_written is not None:
             self._on_written()
@@ -220,7 +220,7 @@ class ExtractionWorker:
                                 source_kind=SourceKind.INFERENCE, source_turn_id=sources[0]))
         return drafts, dropped
 
-    async def _dedup(self, job: ClaimedJob, drafts: list[Draft]) -> list[PlannedItem]:
+    async def _dedup(self, job: ClaimedJob, drafts: list[Draft], threshold: float) -> list[PlannedItem]:
         """Plans for the drafts: episodic ones that say what a memory (or an earlier item of
         this job) already says are merged into it. Without an index, nothing is merged."""
         plans = [PlannedItem(d) for d in drafts]
@@ -237,13 +237,13 @@ class ExtractionWorker:
                 earlier = [(m, _cosine(vectors[n], vectors[k])) for k, m in enumerate(episodic[:n])
                            if drafts[m].category is category]
                 best = max(earlier, key=lambda pair: pair[1], default=None)
-                if best is not None and best[1] >= MERGE_SIMILARITY:
+                if best is not None and best[1] >= threshold:
                     plans[i] = PlannedItem(drafts[i], same_as=best[0])
                     continue
                 # Filter first: this subject's active memories of the category, then search.
                 flt = ReadFilter(subject=job.subject, categories=(category,), rules=((category, ("*",)),))
                 hits = await index.search(job.tenant, flt, vectors[n], 1, now)
-                if hits and hits[0][1] >= MERGE_SIMILARITY:
+                if hits and hits[0][1] >= threshold:
                     plans[i] = PlannedItem(drafts[i], merge_into=hits[0][0])
         except MemorydError as exc:
             _log.warning("extraction job %s: no dedup by meaning (%s)", job.id, exc.message)
