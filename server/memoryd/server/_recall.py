@@ -34,7 +34,7 @@ from memoryd.domain import (
     ScoreWeights,
     Unavailable,
     fit_budget,
-    recency,
+    recency_at,
     score,
 )
 
@@ -167,8 +167,8 @@ class Recaller:
         self._dense_channel = dense  # the active model's index and embedder, if any
 
     def _recency(self, m: Memory, now: datetime) -> float:
-        age_days = (now - m.updated_at).total_seconds() / 86400
-        return recency(age_days, self._scoring.half_life_days.get(m.category), m.pinned)
+        # Counted from the last change or recall, whichever is later (access reinforcement).
+        return recency_at(now, m.updated_at, m.last_access_at, self._scoring.half_life_days.get(m.category), m.pinned)
 
     async def recall(self, tenant: str, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
                      token_budget: int, weights: ScoreWeights, now: datetime) -> Recalled:
