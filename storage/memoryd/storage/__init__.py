@@ -12,6 +12,7 @@ from ._index_set import IndexSet
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
 from ._keywords import warm_up as keywords_warm_up
+from ._lifecycle import LifecycleSweeper, SweepReport, lifecycle_tenants
 from ._memories import PostgresMemoryStore
 from ._migrate import Migration, available, migrate, register_index_model
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, partition_name
@@ -29,6 +30,7 @@ __all__ = [
     "IndexSet",
     "IndexTarget",
     "IndexedMemory",
+    "LifecycleSweeper",
     "LocalKeyProvider",
     "Migration",
     "MilvusIndex",
@@ -43,6 +45,7 @@ __all__ = [
     "ReindexReport",
     "SealReport",
     "SubjectKeys",
+    "SweepReport",
     "TermHasher",
     "activate",
     "available",
@@ -50,6 +53,7 @@ __all__ = [
     "embedder_from_config",
     "embedding_text",
     "keywords_warm_up",
+    "lifecycle_tenants",
     "load_or_create_master_key",
     "migrate",
     "partition_name",
