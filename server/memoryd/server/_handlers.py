@@ -33,6 +33,10 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
                          context: grpc.aio.ServicerContext) -> svc.GetHistoryResponse:
         return await current_scope().history(current_command())
 
+    async def ResolveConflict(self, request: svc.ResolveConflictRequest,
+                              context: grpc.aio.ServicerContext) -> svc.ResolveConflictResponse:
+        return await current_scope().resolve_conflict(current_command())
+
 
 class ViewAdminService(admin_grpc.ViewAdminServiceServicer):
     """Tenant admins manage their tenant's views (the admin role is checked by the caller scope)."""

@@ -31,6 +31,7 @@ from ._errors import to_status
 from ._mtls import peer_principal
 from ._scope import CallerScope, Services, reset_current_scope, set_current_scope
 from ._validate import VALIDATORS
+from ._validate_conflicts import CONFLICT_VALIDATORS
 from ._validate_views import VIEW_VALIDATORS
 from ._view_admin import AdminScope
 
@@ -197,7 +198,7 @@ class Validation:
 
     def __init__(self, config: Config) -> None:
         self._limits = config.limits
-        self._validators = {**VALIDATORS, **VIEW_VALIDATORS}
+        self._validators = {**VALIDATORS, **VIEW_VALIDATORS, **CONFLICT_VALIDATORS}
 
     async def __call__(self, call: Call, next: Next) -> Message:
         validator = self._validators.get(call.method)
