@@ -4,23 +4,35 @@ lifecycle action is audited and counted and takes the vector out of the index (o
 
 The sweeper's clock is the test's: it is called with ``now`` in the future instead of waiting.
 Times the store sets itself (updated_at, last_access_at) are moved into the past with the
-owner's connection where a test needs an old memory.
+owner's connection where a test needs an old memory. The module has a database of its own,
+so the suite server's sweeper (which runs on the real clock) never sweeps these tenants.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from memoryd.domain import Category, Draft, Outcome, Page, ReadFilter, Scope, Status, TenantPolicy
 from memoryd.server._config import Scoring
-from memoryd.storage import LifecycleSweeper, LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings, TermHasher
+from memoryd.storage import (
+    LifecycleSweeper,
+    LocalKeyProvider,
+    Postgres,
+    PostgresMemoryStore,
+    PostgresSettings,
+    TermHasher,
+    migrate,
+)
 
 from ..support import unique
 
@@ -39,9 +51,22 @@ def policy_for(tenant: str) -> TenantPolicy:
     return TenantPolicy()
 
 
+@pytest.fixture(scope="module")
+def database(postgres: Any) -> Iterator[str]:
+    """The owner DSN of a migrated database of this module's own."""
+    name = f"lifecycle_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = make_conninfo(postgres.owner_dsn, dbname=name)
+    asyncio.run(migrate(dsn))
+    yield dsn
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.fixture
-async def db(postgres: Any) -> AsyncIterator[Postgres]:
-    pool = Postgres(PostgresSettings(postgres.owner_dsn))
+async def db(database: str) -> AsyncIterator[Postgres]:
+    pool = Postgres(PostgresSettings(database))
     await pool.open()
     yield pool
     await pool.close()
@@ -58,8 +83,8 @@ def sweeper(db: Postgres) -> LifecycleSweeper:
     return LifecycleSweeper(db, None, policy_for, Scoring().half_life_days, batch_size=2)
 
 
-def owner_sql(postgres: Any, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-    with psycopg.connect(postgres.owner_dsn, autocommit=True, row_factory=dict_row) as conn:
+def owner_sql(database: str, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    with psycopg.connect(database, autocommit=True, row_factory=dict_row) as conn:
         cur = conn.execute(query, params)
         return cur.fetchall() if cur.description else []
 
@@ -78,8 +103,8 @@ def event(text: str, importance: float = 0.5, **kwargs: Any) -> Draft:
     return Draft(Category.EVENT, text, importance=importance, **kwargs)
 
 
-def audit_events(postgres: Any, tenant: str, action: str) -> list[dict[str, Any]]:
-    return owner_sql(postgres, "SELECT agent, subject, memory_ids::text[] AS ids FROM audit_log "
+def audit_events(database: str, tenant: str, action: str) -> list[dict[str, Any]]:
+    return owner_sql(database, "SELECT agent, subject, memory_ids::text[] AS ids FROM audit_log "
                                "WHERE tenant_id = %s AND action = %s ORDER BY seq", (tenant, action))
 
 
@@ -112,12 +137,12 @@ async def test_session_memories_live_24_hours_and_a_tenant_can_change_ttls(store
     assert memories[fact].expires_at is None  # ttl_days.fact = 0: no TTL for this tenant
 
 
-async def test_pinned_memories_never_expire_and_a_change_refreshes_the_ttl(store, postgres):
+async def test_pinned_memories_never_expire_and_a_change_refreshes_the_ttl(store, database):
     tenant = unique("life")
     [pinned] = await write(store, tenant, Draft(Category.CONTEXT, "on call", key="duty", pinned=True))
     assert (await listed(store, tenant))[pinned].expires_at is None
     [memory_id] = await write(store, tenant, Draft(Category.CONTEXT, "in Paris", key="city"))
-    owner_sql(postgres, "UPDATE memories SET expires_at = now() + interval '1 hour' WHERE tenant_id = %s AND id = %s",
+    owner_sql(database, "UPDATE memories SET expires_at = now() + interval '1 hour' WHERE tenant_id = %s AND id = %s",
               (tenant, memory_id))
     await write(store, tenant, Draft(Category.CONTEXT, "in Rome", key="city"))
     m = (await listed(store, tenant))[memory_id]
@@ -139,12 +164,12 @@ async def test_an_expired_memory_is_never_read_even_before_the_sweeper_runs(stor
     assert memory_id not in await listed(store, tenant, later)
 
 
-async def test_the_sweeper_forgets_expired_memories_audits_counts_and_deletes_their_vectors(store, sweeper, postgres):
+async def test_the_sweeper_forgets_expired_memories_audits_counts_and_deletes_their_vectors(store, sweeper, database):
     tenant = unique("life")
     [context, pinned, fact] = await write(store, tenant, Draft(Category.CONTEXT, "in Paris", key="city"),
                                           Draft(Category.CONTEXT, "on call", key="duty", pinned=True),
                                           Draft(Category.FACT, "speaks French", key="language"))
-    owner_sql(postgres, "DELETE FROM outbox WHERE tenant_id = %s", (tenant,))  # as if indexed
+    owner_sql(database, "DELETE FROM outbox WHERE tenant_id = %s", (tenant,))  # as if indexed
 
     assert (await sweeper.sweep(datetime.now(UTC) + timedelta(days=6), [tenant])).expired == 0
     report = await sweeper.sweep(datetime.now(UTC) + timedelta(days=8), [tenant])
@@ -155,10 +180,10 @@ async def test_the_sweeper_forgets_expired_memories_audits_counts_and_deletes_th
     assert forgotten.version == 2
     history, _ = await store.history(tenant, ReadFilter(subject="alice", rules=EVERYTHING), context, 0, 10)
     assert history[0].change.value == "forgotten"
-    assert audit_events(postgres, tenant, "lifecycle.expire") == [{"agent": "memoryd", "subject": "alice",
+    assert audit_events(database, tenant, "lifecycle.expire") == [{"agent": "memoryd", "subject": "alice",
                                                                    "ids": [context]}]
     assert (await store.lifecycle_counts(tenant))["lifecycle.expired"] == 1
-    assert owner_sql(postgres, "SELECT memory_id::text AS id, op FROM outbox WHERE tenant_id = %s",
+    assert owner_sql(database, "SELECT memory_id::text AS id, op FROM outbox WHERE tenant_id = %s",
                      (tenant,)) == [{"id": context, "op": "delete"}]
     # Sweeping again finds nothing more to do.
     assert (await sweeper.sweep(datetime.now(UTC) + timedelta(days=8), [tenant])).expired == 0
@@ -177,19 +202,19 @@ async def test_expiry_sweeps_in_batches_and_leaves_other_tenants_alone(store, sw
 # --- staleness -------------------------------------------------------------------------------
 
 
-async def test_unused_unimportant_memories_are_forgotten_after_stale_days(store, sweeper, postgres):
+async def test_unused_unimportant_memories_are_forgotten_after_stale_days(store, sweeper, database):
     tenant = unique("life")
     [trivial, important, pinned, recalled] = await write(
         store, tenant, event("had a coffee", 0.2), event("got married", 0.9), event("likes jazz", 0.1, pinned=True),
         event("bought a bike", 0.2))
     # Recall reinforces: a memory read recently is in use, however old its last change.
-    owner_sql(postgres, "UPDATE memories SET updated_at = now() - interval '200 days' WHERE tenant_id = %s", (tenant,))
-    owner_sql(postgres, "UPDATE memories SET last_access_at = now() - interval '10 days' WHERE tenant_id = %s "
+    owner_sql(database, "UPDATE memories SET updated_at = now() - interval '200 days' WHERE tenant_id = %s", (tenant,))
+    owner_sql(database, "UPDATE memories SET last_access_at = now() - interval '10 days' WHERE tenant_id = %s "
                         "AND id = %s", (tenant, recalled))
 
     assert (await sweeper.sweep(datetime.now(UTC), [tenant])).forgotten_stale == 1
     assert set(await listed(store, tenant)) == {important, pinned, recalled}
-    assert audit_events(postgres, tenant, "lifecycle.forget_stale") == [{"agent": "memoryd", "subject": "alice",
+    assert audit_events(database, tenant, "lifecycle.forget_stale") == [{"agent": "memoryd", "subject": "alice",
                                                                          "ids": [trivial]}]
     # 81 days later the recalled one is unused for 91 days too.
     assert (await sweeper.sweep(datetime.now(UTC) + timedelta(days=81), [tenant])).forgotten_stale == 1
@@ -207,20 +232,20 @@ async def test_a_memory_changed_recently_is_not_stale(store, sweeper):
 # --- episodic cap ----------------------------------------------------------------------------
 
 
-async def test_the_episodic_cap_evicts_the_least_important_and_least_recent_never_pinned(store, sweeper, postgres):
+async def test_the_episodic_cap_evicts_the_least_important_and_least_recent_never_pinned(store, sweeper, database):
     tenant = unique(OVERRIDE)  # episodic_cap = 3
     [low, pinned_low, high, mid_old, mid_new] = await write(
         store, tenant, event("low", 0.3), event("pinned low", 0.3, pinned=True), event("high", 0.9),
         event("mid old", 0.6), event("mid new", 0.6, tags=("x",)))
     await write(store, tenant, event("someone else's", 0.1), subject="bob")
-    owner_sql(postgres, "UPDATE memories SET updated_at = now() - interval '60 days' WHERE tenant_id = %s AND id = %s",
+    owner_sql(database, "UPDATE memories SET updated_at = now() - interval '60 days' WHERE tenant_id = %s AND id = %s",
               (tenant, mid_old))  # event half-life 30 days: 0.6 * 0.25 = 0.15 < 0.3
 
     report = await sweeper.sweep(datetime.now(UTC), [tenant])
     assert report.evicted == 2
     assert set(await listed(store, tenant)) == {pinned_low, high, mid_new}
     assert len(await listed(store, tenant, subject="bob")) == 1
-    [evict] = audit_events(postgres, tenant, "lifecycle.evict")
+    [evict] = audit_events(database, tenant, "lifecycle.evict")
     assert (evict["agent"], evict["subject"], sorted(evict["ids"])) == ("memoryd", "alice", sorted([low, mid_old]))
     assert (await store.lifecycle_counts(tenant))["lifecycle.evicted"] == 2
     assert (await sweeper.sweep(datetime.now(UTC), [tenant])).evicted == 0
@@ -245,7 +270,7 @@ async def test_pinned_memories_never_expire_decay_or_go_stale(store, sweeper):
 # --- trust (storage level) -------------------------------------------------------------------
 
 
-async def test_pending_values_are_sealed_and_dropped_with_their_memory(store, postgres):
+async def test_pending_values_are_sealed_and_dropped_with_their_memory(store, database):
     from memoryd.domain import EraseMode, EraseSelector, SourceKind
 
     tenant = unique("life")
@@ -253,10 +278,10 @@ async def test_pending_values_are_sealed_and_dropped_with_their_memory(store, po
                                                    source_kind=SourceKind.SYNC))
     [result] = await store.write(tenant, AGENT, "alice", [Draft(Category.PREFERENCE, "secret coffee", key="drink")])
     assert (result.outcome, result.memory_id) == (Outcome.PENDING, memory_id)
-    rows = owner_sql(postgres, "SELECT text_ct, text_hash FROM pending_values WHERE tenant_id = %s", (tenant,))
+    rows = owner_sql(database, "SELECT text_ct, text_hash FROM pending_values WHERE tenant_id = %s", (tenant,))
     assert len(rows) == 1 and b"secret coffee" not in bytes(rows[0]["text_ct"])
     [pending] = (await listed(store, tenant))[memory_id].pending
     assert (pending.text, pending.source_kind, pending.trust) == ("secret coffee", SourceKind.INPUT, 0.6)
     await store.erase(tenant, AGENT, "alice", ReadFilter(subject="alice", rules=EVERYTHING),
                       EraseSelector(ids=(memory_id,)), EraseMode.PURGE)
-    assert owner_sql(postgres, "SELECT 1 FROM pending_values WHERE tenant_id = %s", (tenant,)) == []
+    assert owner_sql(database, "SELECT 1 FROM pending_values WHERE tenant_id = %s", (tenant,)) == []
