@@ -9,6 +9,8 @@ served), their similarity is a convex combination of both channels' normalised s
 
     w_sim · similarity + w_rec · 0.5^(age / half_life[category]) + w_imp · importance (+ pinned)
 
+(age since the last change or recall, whichever is later: recalling reinforces a memory)
+
 de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. If the dense
 channel is down the answer comes from the keyword channel alone and says so (degraded).
 """

@@ -30,6 +30,7 @@ from memoryd.domain import (
     Page,
     ReadFilter,
     Resolution,
+    Status,
     StoreCounts,
     TenantPolicy,
     WriteResult,
@@ -262,7 +263,7 @@ class PostgresMemoryStore:
             raise NotFound("no such memory for this subject")
         if pending:
             versions = [replace(v, memory=replace(v.memory, pending=tuple(pending[memory_id])))
-                        if v.memory.status.value == "active" else v for v in versions]
+                        if v.memory.status is Status.ACTIVE else v for v in versions]
         return versions, len(rows) > size
 
     async def resolve_conflict(self, tenant: str, agent: str, subject: str, flt: ReadFilter, memory_id: str,

@@ -19,7 +19,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 
-from memoryd.domain import DataKeyUnavailable, Draft, Memory, PendingValue, SourceKind, Stability
+from memoryd.domain import DataKeyUnavailable, Draft, Memory, PendingValue, SourceKind, Stability, Status
 
 from ._envelope import DataKey, SubjectKeys
 
@@ -153,9 +153,9 @@ async def load(conn: Any, keys: SubjectKeys, tenant: str, memory_ids: list[str])
 
 async def with_pending(conn: Any, keys: SubjectKeys, tenant: str, memories: list[Memory]) -> list[Memory]:
     """``memories`` with the pending values of the active ones attached."""
-    pending = await load(conn, keys, tenant, [m.id for m in memories if m.status.value == "active"])
+    pending = await load(conn, keys, tenant, [m.id for m in memories if m.status is Status.ACTIVE])
     if not pending:
         return memories
-    return [replace(m, pending=tuple(pending[m.id])) if m.id in pending and m.status.value == "active" else m
+    return [replace(m, pending=tuple(pending[m.id])) if m.id in pending and m.status is Status.ACTIVE else m
             for m in memories]
 
