@@ -102,3 +102,10 @@ def test_bad_policy_tables_are_refused_with_their_place(tmp_path, table):
     path.write_text(table)
     with pytest.raises(ValueError, match="policy"):
         load(path, env={})
+
+
+def test_the_lifecycle_sweeper_runs_every_minute_unless_configured_otherwise():
+    assert load(env={}).lifecycle_interval_seconds == 60.0
+    assert load(env={"MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "0"}).lifecycle_interval_seconds == 0.0
+    with pytest.raises(ValueError, match="lifecycle_interval_seconds"):
+        load(env={"MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "-1"})

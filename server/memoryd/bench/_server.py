@@ -47,6 +47,8 @@ def server_environment(base: dict[str, str], data_dir: Path) -> tuple[dict[str, 
     env = {k: v for k, v in base.items() if _passed_on(k)}
     passed = tuple(sorted(k for k in env if k.startswith("MEMORYD_")))
     env.update({"MEMORYD_ADDR": "127.0.0.1:0", "MEMORYD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"})
+    # A run must not lose turns to the episodic cap or to staleness while it is measured.
+    env.setdefault("MEMORYD_LIFECYCLE_INTERVAL_SECONDS", "0")
     return env, passed
 
 

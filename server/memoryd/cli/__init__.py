@@ -1,4 +1,5 @@
-"""The ``memoryd`` command: serve, migrate, token, views, export/import, and a small client for trying the RPCs."""
+"""The ``memoryd`` command: serve, migrate, token, views, lifecycle, export/import, and a small client for
+trying the RPCs."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ._audit import add_audit_commands
 from ._bench import add_bench_commands
 from ._client import add_client_commands
 from ._index import add_index_commands
+from ._lifecycle import add_lifecycle_commands
 from ._views import add_view_commands
 
 __all__ = ["main"]
@@ -37,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_admin_commands(commands)
     add_index_commands(commands)
+    add_lifecycle_commands(commands)
     add_audit_commands(commands)
     add_view_commands(commands)
     add_client_commands(commands)

@@ -1,4 +1,4 @@
-"""Opening the stores for the operator commands (worker, outbox, reindex, audit)."""
+"""Opening the stores for the operator commands (worker, outbox, reindex, audit, lifecycle)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ async def open_storage(args: argparse.Namespace) -> AsyncIterator[Storage]:
     try:
         await app_db.open()
         await queue.open()
-        yield Storage(config, settings, PostgresMemoryStore(app_db, keyword_hasher(key), provider), queue)
+        store = PostgresMemoryStore(app_db, keyword_hasher(key), provider, config.policy_for)
+        yield Storage(config, settings, store, queue)
     finally:
         await queue.close()
         await app_db.close()

@@ -32,8 +32,10 @@ from ._model import (
     MemoryVersion,
     Outcome,
     Page,
+    PendingValue,
     Policy,
     ReadFilter,
+    Resolution,
     Scope,
     SourceKind,
     Stability,
@@ -46,7 +48,7 @@ from ._extraction import ExtractionJob, JobState, Turn
 from ._normalise import Normalised, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
-from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, recency, score
+from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, last_use, recency, recency_at, score
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_like, glob_to_regex
 
 __all__ = [
@@ -62,7 +64,9 @@ __all__ = [
     "ScoreWeights",
     "estimate_tokens",
     "fit_budget",
+    "last_use",
     "recency",
+    "recency_at",
     "score",
     "View",
     "ViewChange",
@@ -93,9 +97,11 @@ __all__ = [
     "NotImplementedYet",
     "Outcome",
     "Page",
+    "PendingValue",
     "PermissionDenied",
     "Policy",
     "ReadFilter",
+    "Resolution",
     "ResourceExhausted",
     "Scope",
     "SourceKind",

@@ -52,6 +52,8 @@ class Outcome(enum.StrEnum):
     MERGED = "merged"
     UNCHANGED = "unchanged"
     REJECTED = "rejected"
+    # Trusted less than the current value: kept as a pending value of that memory.
+    PENDING = "pending"
 
 
 class Change(enum.StrEnum):
@@ -113,6 +115,29 @@ class Draft:
     source_turn_id: str = ""
 
 
+class Resolution(enum.StrEnum):
+    """How ResolveConflict settles a memory's pending values."""
+
+    KEEP_CURRENT = "keep_current"
+    ACCEPT_PENDING = "accept_pending"
+
+
+@dataclass(frozen=True)
+class PendingValue:
+    """A value of a keyed memory held back because its source is trusted less than the
+    current value's (see ``memoryd.storage._trust``)."""
+
+    id: str
+    text: str
+    data: dict[str, Any] | None
+    agent: str
+    source_kind: SourceKind
+    source_turn_id: str
+    trust: float
+    written_at: datetime
+    content_unavailable: bool = False
+
+
 @dataclass(frozen=True)
 class Memory:
     """One memory (or one version of it) as stored."""
@@ -144,6 +169,10 @@ class Memory:
     # The text and data could not be decrypted (the subject's data key is missing or cannot
     # be unwrapped): ``text`` is then "" and ``data`` None — never ciphertext or garbage.
     content_unavailable: bool = False
+    # When its time to live runs out (None: never); the trust of the source that wrote it.
+    expires_at: datetime | None = None
+    trust: float = 0.0
+    pending: tuple[PendingValue, ...] = ()
 
 
 @dataclass(frozen=True)

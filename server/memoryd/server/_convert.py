@@ -16,6 +16,7 @@ from memoryd.domain import (
     Memory,
     MemoryVersion,
     Outcome,
+    PendingValue,
     ScoreParts,
     Scope,
     SourceKind,
@@ -44,6 +45,7 @@ _OUTCOME = {
     Outcome.MERGED: svc.WRITE_OUTCOME_MERGED,
     Outcome.UNCHANGED: svc.WRITE_OUTCOME_UNCHANGED,
     Outcome.REJECTED: svc.WRITE_OUTCOME_REJECTED,
+    Outcome.PENDING: svc.WRITE_OUTCOME_PENDING,
 }
 _CHANGE = {
     Change.CREATED: svc.CHANGE_KIND_CREATED,
@@ -85,6 +87,7 @@ def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
         "version": m.version,
         "status": _STATUS[m.status],
         "access_count": m.access_count,
+        "trust": m.trust,
     }
     for name, value in simple.items():
         if name in visible:
@@ -93,7 +96,7 @@ def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
         out.tags.extend(m.tags)
     if "data" in visible and m.data is not None:
         out.data.update(m.data)
-    for name in ("valid_from", "valid_until", "created_at", "updated_at", "last_access_at"):
+    for name in ("valid_from", "valid_until", "created_at", "updated_at", "last_access_at", "expires_at"):
         value = getattr(m, name)
         if name in visible and value is not None:
             getattr(out, name).CopyFrom(timestamp(value))
@@ -101,6 +104,22 @@ def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
     if "provenance" in visible:
         out.provenance.CopyFrom(
             pb.Provenance(agent=m.agent, source_kind=_SOURCE[m.source_kind], source_turn_id=m.source_turn_id)
+        )
+    if "pending" in visible:
+        out.pending.extend(pending(p, visible) for p in m.pending)
+    return out
+
+
+def pending(p: PendingValue, visible: frozenset[str]) -> pb.PendingValue:
+    """A pending value; its text, data and provenance only where the view shows the memory's."""
+    out = pb.PendingValue(id=p.id, trust=p.trust, written_at=timestamp(p.written_at))
+    if "text" in visible:
+        out.text = p.text
+    if "data" in visible and p.data is not None:
+        out.data.update(p.data)
+    if "provenance" in visible:
+        out.provenance.CopyFrom(
+            pb.Provenance(agent=p.agent, source_kind=_SOURCE[p.source_kind], source_turn_id=p.source_turn_id)
         )
     return out
 

@@ -45,6 +45,10 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
                                context: grpc.aio.ServicerContext) -> svc.GetExtractionJobResponse:
         return await current_scope().extraction_job(current_command())
 
+    async def ResolveConflict(self, request: svc.ResolveConflictRequest,
+                              context: grpc.aio.ServicerContext) -> svc.ResolveConflictResponse:
+        return await current_scope().resolve_conflict(current_command())
+
 
 class ViewAdminService(admin_grpc.ViewAdminServiceServicer):
     """Tenant admins manage their tenant's views (the admin role is checked by the caller scope)."""

@@ -32,6 +32,7 @@ from ._mtls import peer_principal
 from ._scope import CallerScope, Services, reset_current_scope, set_current_scope
 from ._transfer import TRANSFER_VALIDATORS
 from ._validate import VALIDATORS
+from ._validate_conflicts import CONFLICT_VALIDATORS
 from ._validate_jobs import JOB_VALIDATORS
 from ._validate_views import VIEW_VALIDATORS
 from ._view_admin import AdminScope
@@ -199,7 +200,8 @@ class Validation:
 
     def __init__(self, config: Config) -> None:
         self._limits = config.limits
-        self._validators = {**VALIDATORS, **VIEW_VALIDATORS, **JOB_VALIDATORS, **TRANSFER_VALIDATORS}
+        self._validators = {**VALIDATORS, **VIEW_VALIDATORS, **JOB_VALIDATORS, **TRANSFER_VALIDATORS,
+                            **CONFLICT_VALIDATORS}
 
     async def __call__(self, call: Call, next: Next) -> Message:
         validator = self._validators.get(call.method)

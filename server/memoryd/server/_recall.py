@@ -9,6 +9,8 @@ served), their similarity is a convex combination of both channels' normalised s
 
     w_sim · similarity + w_rec · 0.5^(age / half_life[category]) + w_imp · importance (+ pinned)
 
+(age since the last change or recall, whichever is later: recalling reinforces a memory)
+
 de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. If the dense
 channel is down the answer comes from the keyword channel alone and says so (degraded).
 """
@@ -34,7 +36,7 @@ from memoryd.domain import (
     ScoreWeights,
     Unavailable,
     fit_budget,
-    recency,
+    recency_at,
     score,
 )
 
@@ -167,8 +169,8 @@ class Recaller:
         self._dense_channel = dense  # the active model's index and embedder, if any
 
     def _recency(self, m: Memory, now: datetime) -> float:
-        age_days = (now - m.updated_at).total_seconds() / 86400
-        return recency(age_days, self._scoring.half_life_days.get(m.category), m.pinned)
+        # Counted from the last change or recall, whichever is later (access reinforcement).
+        return recency_at(now, m.updated_at, m.last_access_at, self._scoring.half_life_days.get(m.category), m.pinned)
 
     async def recall(self, tenant: str, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
                      token_budget: int, weights: ScoreWeights, now: datetime) -> Recalled:

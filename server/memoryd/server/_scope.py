@@ -47,6 +47,7 @@ from ._recall import AccessRecorder, Recaller
 from ._tracing import current_trace_id
 from ._transfer import ExportCommand, ImportCommand, export_archive, import_drafts
 from ._validate import EraseCommand, HistoryCommand, ListCommand, RecallCommand, WriteCommand
+from ._validate_conflicts import ResolveConflictCommand
 from ._validate_jobs import JobCommand
 from ._view_admin import AdminScope, ViewRegistry
 
@@ -270,6 +271,21 @@ class CallerScope:
         if more and versions:
             response.next_page_token = self._pages.encode(binding, {"v": versions[-1].memory.version})
         return response
+
+    async def resolve_conflict(self, cmd: ResolveConflictCommand) -> svc.ResolveConflictResponse:
+        """Settle a memory's pending values. The memory must be one this view reads (else
+        NOT_FOUND, like any unknown id) and may write (else PERMISSION_DENIED)."""
+        flt = self._narrow(ReadFilter(subject=cmd.subject, include_org=not self.principal.subject, any_session=True))
+
+        def check(m: Memory) -> None:
+            if not self.view.may_write(m.category, m.key):
+                raise PermissionDenied("no write rule of this agent's view allows changing this memory")
+
+        memory = await self._store.resolve_conflict(self.principal.tenant, self.principal.agent, cmd.subject, flt,
+                                                    cmd.memory_id, cmd.resolution, cmd.pending_id, check, self._tag)
+        if self._services.worker is not None:
+            self._services.worker.wakeup.set()
+        return svc.ResolveConflictResponse(memory=convert.memory(memory, self.visible_fields))
 
     async def erase(self, cmd: EraseCommand) -> svc.EraseResponse:
         flt = self._narrow(ReadFilter(subject=cmd.subject))

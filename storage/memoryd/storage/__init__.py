@@ -13,6 +13,7 @@ from ._jobs import ClaimedJob, ExtractionJobs, PlannedItem
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
 from ._keywords import warm_up as keywords_warm_up
+from ._lifecycle import LifecycleSweeper, SweepReport, lifecycle_tenants
 from ._memories import PostgresMemoryStore
 from ._migrate import Migration, available, migrate, register_index_model
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, partition_name
@@ -32,6 +33,7 @@ __all__ = [
     "IndexSet",
     "IndexTarget",
     "IndexedMemory",
+    "LifecycleSweeper",
     "LocalKeyProvider",
     "Migration",
     "MilvusIndex",
@@ -47,6 +49,7 @@ __all__ = [
     "ReindexReport",
     "SealReport",
     "SubjectKeys",
+    "SweepReport",
     "TermHasher",
     "activate",
     "available",
@@ -54,6 +57,7 @@ __all__ = [
     "embedder_from_config",
     "embedding_text",
     "keywords_warm_up",
+    "lifecycle_tenants",
     "load_or_create_master_key",
     "migrate",
     "partition_name",

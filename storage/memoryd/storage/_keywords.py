@@ -192,12 +192,13 @@ async def delete_terms(conn: psycopg.AsyncConnection[Any], tenant: str, memory_i
 # active, unexpired); N, avgdl and df are computed over it, and only its members can match. So
 # neither what the caller may not read nor forgotten or expired memories influence the scores
 # of what it may. `memories` columns stay unqualified because read_conditions names them bare.
-# Placeholders are positional, in this order: the WHERE clause's, now, query terms, their
+# Placeholders are positional, in this order: the WHERE clause's, now (twice), query terms, their
 # frequencies, tenant, owners, query terms, limit.
 _BM25 = sql.SQL(f"""
 WITH eligible AS MATERIALIZED (
     SELECT id, doc_len FROM memories
     WHERE {{where}} AND status = 'active' AND (valid_until IS NULL OR valid_until > %s)
+      AND (expires_at IS NULL OR expires_at > %s)
 ),
 stats AS MATERIALIZED (  -- once, not once per hit
     SELECT count(*)::float8 AS n, COALESCE(NULLIF(avg(doc_len), 0), 1)::float8 AS avgdl FROM eligible
@@ -232,7 +233,7 @@ def bm25_statement(
     # postings index narrow to the subject's (and, if asked for, the organisation's) rows.
     owners = [flt.subject, ""] if flt.include_org else [flt.subject]
     hashes = list(terms)
-    return _BM25.format(where=where), [*params, now, hashes, list(terms.values()), tenant, owners, hashes, limit]
+    return _BM25.format(where=where), [*params, now, now, hashes, list(terms.values()), tenant, owners, hashes, limit]
 
 
 async def keyword_search(

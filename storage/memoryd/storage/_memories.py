@@ -29,17 +29,24 @@ from memoryd.domain import (
     NotFound,
     Page,
     ReadFilter,
+    Resolution,
+    Status,
     StoreCounts,
+    TenantPolicy,
     WriteResult,
 )
 
 from . import _audit as audit
+from . import _counters as counters
+from . import _trust as trust
 from ._envelope import DataKey, SubjectKeys
 from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms, keyword_search
 from ._milvus import IndexedMemory
 from ._postgres import Postgres
-from ._rows import MEMORY_COLUMNS, memory_from_row, read_conditions, rules_condition, version_from_row
+from ._rows import UNEXPIRED, MEMORY_COLUMNS, memory_from_row, read_conditions, rules_condition, version_from_row
+from ._resolve import resolve
+from ._trust import with_pending
 from ._writes import ItemWriter, claim_idempotency, enqueue_index, record_version, store_idempotent_response
 
 
@@ -69,11 +76,19 @@ class PostgresMemoryStore:
     ``content_unavailable`` when their key is gone or cannot be unwrapped.
     """
 
-    def __init__(self, db: Postgres, hasher: TermHasher, keys: KeyProvider) -> None:
+    def __init__(self, db: Postgres, hasher: TermHasher, keys: KeyProvider,
+                 policy_for: Callable[[str], TenantPolicy] | None = None) -> None:
         self._db = db
+        # The tenant's lifecycle and trust policy (TTLs, trust levels), asked for per write.
+        self.policy_for: Callable[[str], TenantPolicy] = policy_for or (lambda tenant: TenantPolicy())
         self._root_hasher = hasher
         self._hashers: dict[str, TermHasher] = {}
         self.keys = SubjectKeys(keys)
+
+    @property
+    def db(self) -> Postgres:
+        """The app-role pool (the lifecycle sweeper shares it)."""
+        return self._db
 
     def _hasher(self, tenant: str) -> TermHasher:
         hasher = self._hashers.get(tenant)
@@ -107,7 +122,7 @@ class PostgresMemoryStore:
                     held[owner] = await self.keys.for_write(conn, tenant, owner)
                 return held[owner]
 
-            writer = ItemWriter(conn, tenant, agent, subject, self._hasher(tenant), key_for)
+            writer = ItemWriter(conn, tenant, agent, subject, self._hasher(tenant), key_for, self.policy_for(tenant))
             results = [await writer.write(draft) for draft in drafts]
             if idempotency_key:
                 await store_idempotent_response(conn, tenant, agent, idempotency_key, results)
@@ -137,12 +152,12 @@ class PostgresMemoryStore:
         where, params = read_conditions(tenant, flt)
         query = sql.SQL(
             "SELECT {cols} FROM memories WHERE {where} AND status = 'active' AND {which} "
-            "AND (valid_until IS NULL OR valid_until > %s) ORDER BY key, updated_at DESC, id"
-        ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where, which=which)
+            "AND (valid_until IS NULL OR valid_until > %s) AND {unexpired} ORDER BY key, updated_at DESC, id"
+        ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where, which=which, unexpired=sql.SQL(UNEXPIRED))
         async with self._db.tenant_tx(tenant) as conn:
-            cur = await conn.execute(query, [*params, values, now])
+            cur = await conn.execute(query, [*params, values, now, now])
             rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
-        return [memory_from_row(row) for row in rows]
+            return await with_pending(conn, self.keys, tenant, [memory_from_row(row) for row in rows])
 
     async def index_rows(self, tenant: str, ids: list[str]) -> list[tuple[IndexedMemory, str | None]]:
         """What the index needs of the active memories among ``ids``, with the text to embed
@@ -213,11 +228,12 @@ class PostgresMemoryStore:
         async with self._db.tenant_tx(tenant) as conn:
             return await audit.verify(conn, tenant)
 
-    async def list(self, tenant: str, flt: ReadFilter, page: Page) -> Listing:
-        """One page of memories, most recently updated first (keyset pagination)."""
+    async def list(self, tenant: str, flt: ReadFilter, page: Page, now: datetime | None = None) -> Listing:
+        """One page of memories, most recently updated first (keyset pagination). An active
+        memory past its time to live is not listed (the sweeper soon marks it forgotten)."""
         where, params = read_conditions(tenant, flt)
-        clauses = [where, sql.SQL("status = ANY(%s)")]
-        params.append([s.value for s in flt.statuses])
+        clauses = [where, sql.SQL("status = ANY(%s)"), sql.SQL("(status <> 'active' OR {})").format(sql.SQL(UNEXPIRED))]
+        params += [[s.value for s in flt.statuses], now or datetime.now(UTC)]
         if page.after_updated_at is not None:
             clauses.append(sql.SQL("(updated_at, id) < (%s, %s)"))
             params += [page.after_updated_at, page.after_id]
@@ -227,7 +243,8 @@ class PostgresMemoryStore:
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(query, [*params, page.size + 1])
             rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
-        return Listing([memory_from_row(r) for r in rows[: page.size]], has_more=len(rows) > page.size)
+            memories = await with_pending(conn, self.keys, tenant, [memory_from_row(r) for r in rows[: page.size]])
+        return Listing(memories, has_more=len(rows) > page.size)
 
     async def history(self, tenant: str, flt: ReadFilter, memory_id: str, after_version: int,
                       size: int) -> tuple[list[MemoryVersion], bool]:
@@ -240,9 +257,28 @@ class PostgresMemoryStore:
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(query, [*params, memory_id, after_version or 2**31 - 1, size + 1])
             rows = await self.keys.open_rows(conn, tenant, await cur.fetchall(), id_column="memory_id")
+            versions = [version_from_row(r) for r in rows[:size]]
+            # The pending values belong to the current value: shown on the active version.
+            pending = await trust.load(conn, self.keys, tenant, [memory_id])
         if not rows and not after_version:
             raise NotFound("no such memory for this subject")
-        return [version_from_row(r) for r in rows[:size]], len(rows) > size
+        if pending:
+            versions = [replace(v, memory=replace(v.memory, pending=tuple(pending[memory_id])))
+                        if v.memory.status is Status.ACTIVE else v for v in versions]
+        return versions, len(rows) > size
+
+    async def resolve_conflict(self, tenant: str, agent: str, subject: str, flt: ReadFilter, memory_id: str,
+                               resolution: Resolution, pending_id: str, check: Callable[[Memory], None],
+                               tag: AuditTag = AuditTag()) -> Memory:
+        """Settle one keyed memory's pending values by hand (see ``_resolve.resolve``)."""
+        async with self._db.tenant_tx(tenant) as conn:
+            return await resolve(conn, self.keys, self._hasher(tenant), self.policy_for(tenant), tenant, agent,
+                                 subject, flt, memory_id, resolution, pending_id, check, tag)
+
+    async def lifecycle_counts(self, tenant: str) -> dict[str, int]:
+        """The tenant's lifecycle and conflict counters (``_counters``)."""
+        async with self._db.tenant_tx(tenant) as conn:
+            return await counters.read(conn, tenant)
 
     async def erase(
         self,
@@ -285,7 +321,7 @@ class PostgresMemoryStore:
             )
             ids = [str(r["id"]) for r in await cur.fetchall()]
             if mode is EraseMode.FORGET:
-                counts = await self._forget(conn, tenant, subject, ids)
+                counts = await self.forget_ids(conn, tenant, subject, ids)
             else:
                 counts = await self._purge(conn, tenant, ids)
             counts = replace(counts, jobs=jobs)
@@ -335,7 +371,9 @@ class PostgresMemoryStore:
         return sql.SQL(" AND ").join(parts), params
 
     @staticmethod
-    async def _forget(conn: Any, tenant: str, subject: str, ids: list[str]) -> StoreCounts:
+    async def forget_ids(conn: Any, tenant: str, subject: str, ids: list[str]) -> StoreCounts:
+        """Forget the locked, active memories ``ids`` of ``subject`` in the caller's transaction
+        (Erase FORGET and the lifecycle sweeper)."""
         if not ids:
             return StoreCounts()
         await conn.execute(
@@ -347,6 +385,7 @@ class PostgresMemoryStore:
             "DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND op = 'upsert'", (tenant, ids)
         )
         dropped = cur.rowcount
+        await trust.discard(conn, tenant, ids)  # a forgotten memory has no value left to settle
         for memory_id in ids:
             await record_version(conn, tenant, memory_id, Change.FORGOTTEN)
             # A forgotten memory must leave the vector index as well.

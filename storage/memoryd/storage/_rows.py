@@ -17,6 +17,7 @@ from memoryd.domain import (
     SourceKind,
     Stability,
     Status,
+    TenantPolicy,
     glob_to_like,
 )
 
@@ -26,8 +27,20 @@ from memoryd.domain import (
 MEMORY_COLUMNS = (
     "id, subject, scope, session_id, category, key, text, data, text_ct, data_ct, importance, confidence, stability, "
     "pinned, tags, valid_from, valid_until, agent, source_kind, source_turn_id, version, status, "
-    "created_at, updated_at, access_count, last_access_at"
+    "created_at, updated_at, access_count, last_access_at, expires_at, trust"
 )
+# An active memory whose time to live has run out is gone for every read, even before the
+# lifecycle sweeper marks it forgotten (placeholder: now).
+UNEXPIRED = "(expires_at IS NULL OR expires_at > %s)"
+_DEFAULT_POLICY = TenantPolicy()
+
+
+def stored_trust(row: dict[str, Any]) -> float:
+    """The row's trust; rows written before trust was recorded read as the default trust of
+    their source kind."""
+    trust = row.get("trust")
+    return float(trust) if trust is not None else _DEFAULT_POLICY.trust_of(SourceKind(row["source_kind"]))
+
 
 def memory_from_row(row: dict[str, Any]) -> Memory:
     """A row opened by ``_envelope.open_row`` (its text and data in the clear) as a Memory."""
@@ -57,6 +70,8 @@ def memory_from_row(row: dict[str, Any]) -> Memory:
         access_count=row.get("access_count", 0),
         last_access_at=row.get("last_access_at"),
         content_unavailable=row.get("content_unavailable", False),
+        expires_at=row.get("expires_at"),
+        trust=stored_trust(row),
     )
 
 

@@ -16,24 +16,28 @@ from memoryd.domain import (
     Outcome,
     Policy,
     Scope,
+    TenantPolicy,
     WriteResult,
     policy_for,
 )
 
+from . import _counters as counters
+from . import _trust as trust
 from ._envelope import DataKey, open_row
 from ._keywords import TermHasher, replace_terms
 from ._milvus import MAX_TAGS
-from ._rows import MEMORY_COLUMNS, same_value
+from ._rows import MEMORY_COLUMNS, same_value, stored_trust
 
 _VERSION_COLUMNS = (
     "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
     "text_ct, data_ct, importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, "
-    "source_kind, source_turn_id, status, created_at, recorded_at"
+    "source_kind, source_turn_id, status, created_at, recorded_at, expires_at, trust"
 )
 _SNAPSHOT = (
     "SELECT tenant_id, id, version, %s, subject, scope, session_id, category, key, text, data, "
     "text_ct, data_ct, importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, "
-    "source_kind, source_turn_id, status, created_at, updated_at FROM memories WHERE tenant_id = %s AND id = %s"
+    "source_kind, source_turn_id, status, created_at, updated_at, expires_at, trust FROM memories "
+    "WHERE tenant_id = %s AND id = %s"
 )
 
 
@@ -123,8 +127,9 @@ class ItemWriter:
     """
 
     def __init__(self, conn: psycopg.AsyncConnection, tenant: str, agent: str, subject: str,
-                 hasher: TermHasher, key_for: KeyFor) -> None:
+                 hasher: TermHasher, key_for: KeyFor, policy: TenantPolicy = TenantPolicy()) -> None:
         self._conn = conn
+        self._policy = policy
         self._tenant = tenant
         self._agent = agent
         self._subject = subject
@@ -162,8 +167,40 @@ class ItemWriter:
             return await self._insert(draft, owner, session, digest, "")
         current = open_row(row, self._key)
         memory_id = str(current["id"])
+        level, held = self._policy.trust_of(draft.source_kind), stored_trust(current)
         if same_value(current, draft):
+            if level > held:  # confirmed by a more trusted source
+                await self._conn.execute("UPDATE memories SET trust = %s WHERE tenant_id = %s AND id = %s",
+                                         (level, self._tenant, memory_id))
+            if level >= held:  # a confirmation settles what it outranks, as a replacement would
+                await self._settle(memory_id, level)
             return WriteResult(memory_id, Outcome.UNCHANGED, "same as the current value", current["version"])
+        if level < held:
+            # Never silently replace a more trusted value: keep this one pending beside it.
+            await trust.hold(self._conn, self._tenant, self._key, memory_id, owner, draft, self._agent, level, digest)
+            await counters.bump(self._conn, self._tenant, counters.CONFLICTS_PENDING)
+            return WriteResult(memory_id, Outcome.PENDING,
+                               f"a {draft.source_kind.value} source (trust {level:g}) is trusted less than the current "
+                               f"value's (trust {held:g}): kept as a pending value until a write of higher trust "
+                               "or ResolveConflict settles it", current["version"])
+        return await self.replace_current(current, draft, owner, digest, policy, level)
+
+    async def accept(self, current: dict[str, Any], draft: Draft, owner: str, level: float) -> WriteResult:
+        """Make a pending value (``draft``, trusted ``level``) the current value of the locked
+        row ``current`` (ResolveConflict); this writer's agent is the pending value's."""
+        self._key = await self._key_for(owner)
+        return await self.replace_current(open_row(current, self._key), draft, owner,
+                                          self._key.text_digest(draft.text), policy_for(draft.category), level)
+
+    async def _settle(self, memory_id: str, level: float) -> None:
+        await counters.bump(self._conn, self._tenant, counters.CONFLICTS_SETTLED,
+                            await trust.settle(self._conn, self._tenant, memory_id, level))
+
+    async def replace_current(self, current: dict[str, Any], draft: Draft, owner: str, digest: bytes,
+                              policy: Policy, level: float) -> WriteResult:
+        """Make ``draft`` (trusted ``level``) the current value of the locked, opened row
+        ``current``; pending values trusted no more than it are settled."""
+        memory_id = str(current["id"])
         if policy is Policy.VERSIONED:
             # The old fact stays as a dated version: its validity ends where the new one starts.
             await self._conn.execute(
@@ -174,7 +211,8 @@ class ItemWriter:
             outcome, change, reason = Outcome.VERSIONED, Change.VERSIONED, "new current value; the old one is kept as a dated version"
         else:
             outcome, change, reason = Outcome.UPDATED, Change.UPDATED, "last write wins; the old value is kept as a version"
-        version = await self._update(memory_id, draft, digest)
+        version = await self._update(memory_id, draft, digest, level)
+        await self._settle(memory_id, level)
         await replace_terms(self._conn, self._tenant, owner, memory_id, draft.key, draft.text, self._hasher)
         await record_version(self._conn, self._tenant, memory_id, change)
         await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
@@ -210,9 +248,11 @@ class ItemWriter:
         tags = sorted(merged[:MAX_TAGS])
         cur = await self._conn.execute(
             "UPDATE memories SET importance = GREATEST(importance, %s), tags = %s, pinned = pinned OR %s, "
-            "agent = %s, version = version + 1, updated_at = now() WHERE tenant_id = %s AND id = %s "
-            "RETURNING version",
-            (draft.importance, tags, draft.pinned, self._agent, self._tenant, memory_id),
+            "agent = %s, version = version + 1, updated_at = now(), "
+            "expires_at = CASE WHEN pinned OR %s THEN NULL ELSE now() + %s::float8 * interval '1 second' END "
+            "WHERE tenant_id = %s AND id = %s RETURNING version",
+            (draft.importance, tags, draft.pinned, self._agent, draft.pinned, self._ttl_seconds(draft),
+             self._tenant, memory_id),
         )
         row = await cur.fetchone()
         assert row is not None
@@ -258,8 +298,8 @@ class ItemWriter:
         cur = await self._conn.execute(
             "INSERT INTO memories (tenant_id, id, subject, scope, session_id, category, key, text_ct, text_hash, "
             "data_ct, importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, "
-            "source_turn_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "RETURNING version",
+            "source_turn_id, expires_at, trust) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "%s, %s, %s, %s, %s, now() + %s::float8 * interval '1 second', %s) RETURNING version",
             (self._tenant, memory_id, owner, draft.scope.value, session, *self._values(memory_id, draft, digest)),
         )
         row = await cur.fetchone()
@@ -269,20 +309,21 @@ class ItemWriter:
         await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
         return WriteResult(memory_id, Outcome.CREATED, reason, row["version"])
 
-    async def _update(self, memory_id: str, draft: Draft, digest: bytes) -> int:
+    async def _update(self, memory_id: str, draft: Draft, digest: bytes, level: float) -> int:
         cur = await self._conn.execute(
             "UPDATE memories SET category = %s, key = %s, text_ct = %s, text_hash = %s, data_ct = %s, "
             "text = NULL, data = NULL, importance = %s, "
             "confidence = %s, stability = %s, pinned = %s, tags = %s, valid_from = %s, valid_until = %s, "
-            "agent = %s, source_kind = %s, source_turn_id = %s, version = version + 1, updated_at = now() "
-            "WHERE tenant_id = %s AND id = %s RETURNING version",
-            (*self._values(memory_id, draft, digest), self._tenant, memory_id),
+            "agent = %s, source_kind = %s, source_turn_id = %s, "
+            "expires_at = now() + %s::float8 * interval '1 second', trust = %s, version = version + 1, "
+            "updated_at = now() WHERE tenant_id = %s AND id = %s RETURNING version",
+            (*self._values(memory_id, draft, digest, level), self._tenant, memory_id),
         )
         row = await cur.fetchone()
         assert row is not None
         return int(row["version"])
 
-    def _values(self, memory_id: str, draft: Draft, digest: bytes) -> tuple[Any, ...]:
+    def _values(self, memory_id: str, draft: Draft, digest: bytes, level: float | None = None) -> tuple[Any, ...]:
         assert self._key is not None
         return (
             draft.category.value,
@@ -300,4 +341,14 @@ class ItemWriter:
             self._agent,
             draft.source_kind.value,
             draft.source_turn_id,
+            self._ttl_seconds(draft),
+            self._policy.trust_of(draft.source_kind) if level is None else level,
         )
+
+    def _ttl_seconds(self, draft: Draft) -> float | None:
+        """How long a new or changed value lives (None: it does not expire). Counted from the
+        change, not from reads: recalling a memory refreshes its recency, not its TTL."""
+        if draft.pinned:
+            return None
+        ttl = self._policy.ttl(draft.category, session=draft.scope is Scope.SESSION)
+        return None if ttl is None else ttl.total_seconds()

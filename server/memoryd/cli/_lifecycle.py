@@ -1,0 +1,56 @@
+"""Operator commands for the memory lifecycle: sweep (expiry, staleness, episodic cap), counts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from memoryd.domain import MemorydError
+from memoryd.storage import LifecycleSweeper
+
+from ._context import open_storage
+
+
+def add_lifecycle_commands(commands: Any) -> None:
+    lifecycle = commands.add_parser("lifecycle", help="memory lifecycle: expiry, staleness, episodic cap")
+    sub = lifecycle.add_subparsers(dest="lifecycle_command", required=True, metavar="COMMAND")
+    sweep = sub.add_parser("sweep", help="run one lifecycle sweep now and print what it did")
+    sweep.add_argument("--now", type=_instant, default=None,
+                       help="sweep as of this ISO 8601 time (default: the current time)")
+    sweep.add_argument("--tenant", action="append", default=None,
+                       help="sweep only this tenant (repeatable; default: every tenant with memories)")
+    sweep.set_defaults(run=_sweep)
+    counts = sub.add_parser("counts", help="a tenant's lifecycle and conflict counters")
+    counts.add_argument("--tenant", required=True)
+    counts.set_defaults(run=_counts)
+
+
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+async def _sweep(args: argparse.Namespace) -> int:
+    async with open_storage(args) as s:
+        sweeper = LifecycleSweeper(s.store.db, s.queue, s.config.policy_for, s.config.scoring.half_life_days)
+        try:
+            report = await sweeper.sweep(args.now or datetime.now(UTC), args.tenant)
+        except MemorydError as exc:
+            print(f"memoryd: error: {exc.message}", file=sys.stderr)
+            return 1
+    print(f"swept {report.tenants} tenant(s): {report.expired} expired, {report.forgotten_stale} stale forgotten, "
+          f"{report.evicted} evicted")
+    return 0
+
+
+async def _counts(args: argparse.Namespace) -> int:
+    async with open_storage(args) as s:
+        counts = await s.store.lifecycle_counts(args.tenant)
+    for name in sorted(counts):
+        print(f"{name}: {counts[name]}")
+    return 0

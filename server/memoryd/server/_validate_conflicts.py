@@ -1,0 +1,43 @@
+"""Validation of ResolveConflict requests (like ``_validate``: every invalid field at once)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from memoryd.domain import Resolution
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ._config import Limits
+from ._validate import _Checker, _uuid
+
+RESOLUTIONS = {
+    svc.CONFLICT_RESOLUTION_KEEP_CURRENT: Resolution.KEEP_CURRENT,
+    svc.CONFLICT_RESOLUTION_ACCEPT_PENDING: Resolution.ACCEPT_PENDING,
+}
+
+
+@dataclass(frozen=True)
+class ResolveConflictCommand:
+    subject: str
+    memory_id: str
+    resolution: Resolution
+    # The pending value to accept; with KEEP_CURRENT, the one to discard (empty: all).
+    pending_id: str
+
+
+def validate_resolve_conflict(request: svc.ResolveConflictRequest, limits: Limits) -> ResolveConflictCommand:
+    check = _Checker(limits)
+    subject = check.subject("subject", request.subject)
+    memory_id = _uuid(check, "memory_id", request.memory_id, required=True)
+    resolution = check.enum("resolution", request.resolution, RESOLUTIONS, required=True)
+    pending_id = _uuid(check, "pending_id", request.pending_id,
+                       required=resolution is Resolution.ACCEPT_PENDING)
+    check.done()
+    return ResolveConflictCommand(subject, memory_id, resolution, pending_id)
+
+
+CONFLICT_VALIDATORS: dict[str, Callable[[Any, Limits], Any]] = {
+    "/memoryd.v1.MemoryService/ResolveConflict": validate_resolve_conflict,
+}
