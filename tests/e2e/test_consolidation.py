@@ -203,3 +203,23 @@ def test_without_an_extraction_model_it_says_so_in_one_line(rig):
     assert result.stderr.strip().splitlines() == [
         "memoryd: error: consolidation needs the extraction model: set MEMORYD_EXTRACTION_URL and "
         "MEMORYD_EXTRACTION_MODEL"]
+
+
+def test_a_profile_value_trusted_less_than_the_current_one_is_kept_pending_and_the_fragments_stay(rig):
+    tenant, agent = rig.agent()
+    # The user said it themselves (SOURCE_KIND_INPUT, trust 0.6): an inference (0.5) may not replace it.
+    said = agent.write("erin", draft("preference", "Erin prefers swimming to running.", key="exercise_habit"))
+    ids = remember(agent, "erin", *[("event", t) for t in RUNS])
+
+    rig.fake.script_chat(RUNNING)
+    result = rig.consolidate(tenant, "erin")
+    assert result.returncode == 0, result.stderr
+    assert "kept pending" in result.stdout
+
+    now = active(agent, "erin")
+    assert sorted(now) == sorted(["Erin prefers swimming to running.", *RUNS])
+    assert all(now[t].id == ids[t] and now[t].version == 1 for t in RUNS)
+    current = now["Erin prefers swimming to running."]
+    assert current.id == said.results[0].memory_id
+    assert [p.text for p in current.pending] == [RUNNING["text"]]
+    assert rig.counts(tenant) == {"consolidation.groups": 1, "consolidation.pending": 1}
