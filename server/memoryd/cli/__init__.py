@@ -1,4 +1,4 @@
-"""The ``memoryd`` command: serve, migrate, token, views, lifecycle, export/import, and a small client for
+"""The ``memoryd`` command: serve, migrate, token, views, lifecycle, consolidate, export/import, and a small client for
 trying the RPCs."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ._archive import add_archive_commands
 from ._audit import add_audit_commands
 from ._bench import add_bench_commands
 from ._client import add_client_commands
+from ._consolidate import add_consolidate_command
 from ._index import add_index_commands
 from ._lifecycle import add_lifecycle_commands
 from ._views import add_view_commands
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     add_admin_commands(commands)
     add_index_commands(commands)
     add_lifecycle_commands(commands)
+    add_consolidate_command(commands)
     add_audit_commands(commands)
     add_view_commands(commands)
     add_client_commands(commands)

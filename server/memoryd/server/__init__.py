@@ -11,12 +11,16 @@ from ._app import (
 )
 from ._auth import Principal, TokenVerifier, issue_token, load_or_create_signing_key, load_signing_key, parse_ttl
 from ._config import Config, Limits, Scoring, load
+from ._consolidation import DEFAULT_SIMILARITY, ConsolidationReport, Consolidator, consolidator, topic_groups
 from ._interceptors import Call, Interceptor, build_chain
 
 __all__ = [
+    "DEFAULT_SIMILARITY",
     "DEMO_TENANT",
     "Call",
     "Config",
+    "ConsolidationReport",
+    "Consolidator",
     "Embedders",
     "Interceptor",
     "Limits",
@@ -27,6 +31,7 @@ __all__ = [
     "TokenVerifier",
     "build_chain",
     "configured_embedder",
+    "consolidator",
     "issue_token",
     "keyword_hasher",
     "load",
@@ -34,4 +39,5 @@ __all__ = [
     "load_signing_key",
     "parse_ttl",
     "prepare_postgres",
+    "topic_groups",
 ]

