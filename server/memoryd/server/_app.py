@@ -47,6 +47,7 @@ from ._config import Config
 from ._extraction import ExtractionWorker, extraction_worker
 from ._handlers import MemoryService, ViewAdminService
 from ._interceptors import ChainInterceptor, build_chain
+from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
@@ -143,6 +144,8 @@ class Memoryd:
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
         self._provider = tracer_provider(config, span_exporter)
+        self.metrics = Metrics(config)
+        self.metrics_port = 0
 
     async def _postgres_settings(self) -> PostgresSettings:
         settings, self._embedded = await prepare_postgres(self.config)
@@ -223,6 +226,11 @@ class Memoryd:
             self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
         if config.lifecycle_interval_seconds > 0:
             await self._start_sweeper(settings)
+        if self.metrics.enabled:
+            await self._ensure_worker_db(settings)
+            assert self._worker_db is not None
+            refresher = MetricsRefresher(self.metrics, self._db, self._worker_db)
+            self._tasks.append(asyncio.create_task(refresher.run(self._stopping)))
 
         def dense() -> tuple[MilvusIndex, Embedder] | None:
             active = indexes.active()
@@ -244,7 +252,7 @@ class Memoryd:
         services = Services(
             store=store,
             views=views,
-            recaller=Recaller(store, config.scoring, dense),
+            recaller=Recaller(store, config.scoring, dense, tracer=tracer(self._provider)),
             access=self._access,
             scoring=config.scoring,
             page_tokens=PageTokens(derive_secret(key, b"memoryd page tokens")),
@@ -253,9 +261,10 @@ class Memoryd:
             jobs=jobs,
             extraction=self._extraction,
             extraction_enabled=config.extraction_configured,
+            metrics=self.metrics,
         )
         chain = build_chain(verifier=TokenVerifier([key.public_key()]), services=services, config=config,
-                            tracer=tracer(self._provider))
+                            tracer=tracer(self._provider), metrics=self.metrics)
         limit = config.limits.max_message_bytes
         server = grpc.aio.server(
             interceptors=[ChainInterceptor(chain)],
@@ -275,6 +284,13 @@ class Memoryd:
         if port == 0:
             await self._close_stores()
             raise OSError(f"cannot listen on {config.addr}")
+        try:
+            self.metrics_port = self.metrics.serve()
+        except OSError as exc:
+            await self._close_stores()
+            raise OSError(f"cannot serve metrics on {config.metrics_addr}: {exc}") from exc
+        if self.metrics_port:
+            _log.info("metrics: http://%s:%d/metrics", config.metrics_addr.rpartition(":")[0], self.metrics_port)
         await server.start()
         self._server = server
         for name in ("", *SERVICE_NAMES):
@@ -285,13 +301,17 @@ class Memoryd:
     async def _start_sweeper(self, settings: PostgresSettings) -> None:
         """The lifecycle sweeper (expiry, staleness, episodic cap) as an in-process task."""
         assert self._db is not None
-        if self._worker_db is None:  # it lists tenants through the worker role
-            self._worker_db = Postgres(replace(settings, pool_min=1, pool_max=2), role=WORKER_ROLE)
-            await self._worker_db.open()
+        await self._ensure_worker_db(settings)  # it lists tenants through the worker role
+        assert self._worker_db is not None
         sweeper = LifecycleSweeper(self._db, self._worker_db, self.config.policy_for,
                                    self.config.scoring.half_life_days)
         self._tasks.append(asyncio.create_task(
             sweeper.run(self._stopping, self.config.lifecycle_interval_seconds, lambda: datetime.now(UTC))))
+
+    async def _ensure_worker_db(self, settings: PostgresSettings) -> None:
+        if self._worker_db is None:
+            self._worker_db = Postgres(replace(settings, pool_min=1, pool_max=2), role=WORKER_ROLE)
+            await self._worker_db.open()
 
     async def stop(self) -> None:
         """Stop taking calls, let in-flight calls finish within the grace period, close stores."""
@@ -302,6 +322,7 @@ class Memoryd:
             self._server = None
         await self._close_stores()
         self._provider.shutdown()
+        self.metrics.shutdown()
 
     async def _close_stores(self) -> None:
         self._stopping.set()

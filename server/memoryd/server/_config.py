@@ -125,6 +125,14 @@ class Config:
     # "", "console" or "otlp" (the otlp extra must be installed).
     trace_exporter: str = ""
     otlp_endpoint: str = ""
+    # Metrics: a Prometheus scrape endpoint on host:port ("" = none), and "otlp" to push them to
+    # otlp_endpoint ("" follows trace_exporter: otlp tracing also exports metrics; "none": never).
+    metrics_addr: str = ""
+    metrics_exporter: str = ""
+    # How often the gauges read from Postgres (outbox, memories per tenant, counters) are
+    # re-read, and for at most how many tenants (the first ones by id) memories are reported.
+    metrics_refresh_seconds: float = 5.0
+    metrics_max_tenants: int = 100
     limits: Limits = field(default_factory=Limits)
     scoring: Scoring = field(default_factory=Scoring)
     # [policy]: the default tenant policy; [policy.tenants.<tenant>]: per-tenant overrides.
@@ -196,6 +204,10 @@ _ENV = {
     "MEMORYD_TLS_TRUST_DOMAIN": "tls_trust_domain",
     "MEMORYD_TRACE_EXPORTER": "trace_exporter",
     "MEMORYD_OTLP_ENDPOINT": "otlp_endpoint",
+    "MEMORYD_METRICS_ADDR": "metrics_addr",
+    "MEMORYD_METRICS_EXPORTER": "metrics_exporter",
+    "MEMORYD_METRICS_REFRESH_SECONDS": "metrics_refresh_seconds",
+    "MEMORYD_METRICS_MAX_TENANTS": "metrics_max_tenants",
 }
 
 
@@ -338,6 +350,12 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         config = replace(config, policy=policies[0], tenant_policies=policies[1])
     if config.trace_exporter not in ("", "console", "otlp"):
         raise ValueError("trace_exporter must be empty, 'console' or 'otlp'")
+    if config.metrics_exporter not in ("", "otlp", "none"):
+        raise ValueError("metrics_exporter must be empty, 'otlp' or 'none'")
+    if config.metrics_addr and not config.metrics_addr.rpartition(":")[2].isdigit():
+        raise ValueError("metrics_addr must be host:port, e.g. 127.0.0.1:9464")
+    if config.metrics_refresh_seconds < 1 or config.metrics_max_tenants < 0:
+        raise ValueError("metrics_refresh_seconds must be at least 1 and metrics_max_tenants not negative")
     if not 0 < config.limits.max_tags <= 32:
         raise ValueError("limits.max_tags must be between 1 and 32 (the vector index holds at most 32 tags)")
     if config.milvus_routing not in ("partition", "partition_key"):

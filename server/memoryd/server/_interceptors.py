@@ -1,6 +1,7 @@
 """The interceptor chain, declared once (``build_chain``) and run for every memoryd RPC.
 
-Order: request id → tracing → error mapping → authentication → caller scope → validation.
+Order: request id → tracing → metrics → error mapping → authentication → caller scope →
+validation.
 Each step is a small object called with the ``Call`` and ``next``, in the manner of
 temporalio's interceptors. Health and reflection RPCs are not memoryd RPCs and pass through
 untouched.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 import uuid
 from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,6 +30,7 @@ from memoryd.domain import Internal, MemorydError, PermissionDenied, Unauthentic
 from ._auth import Principal, TokenVerifier
 from ._config import Config
 from ._errors import to_status
+from ._metrics import Metrics
 from ._mtls import peer_principal
 from ._scope import CallerScope, Services, reset_current_scope, set_current_scope
 from ._transfer import TRANSFER_VALIDATORS
@@ -102,6 +105,25 @@ class Tracing:
                     span.set_attribute("memoryd.agent", call.principal.agent)
                 if call.code not in (grpc.StatusCode.OK,):
                     span.set_status(SpanStatus(SpanStatusCode.ERROR, call.code.name))
+
+
+class RpcMetrics:
+    """Times every RPC into ``memoryd.rpc.duration`` by method and status code (after error
+    mapping has set the code, since it runs inside this step)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    async def __call__(self, call: Call, next: Next) -> Message:
+        started = time.perf_counter()
+        try:
+            return await next(call)
+        except asyncio.CancelledError:
+            if call.code == grpc.StatusCode.OK:
+                call.code = grpc.StatusCode.CANCELLED
+            raise
+        finally:
+            self._metrics.rpc(call.method, call.code.value[0], time.perf_counter() - started)
 
 
 class ErrorMapping:
@@ -211,11 +233,12 @@ class Validation:
 
 
 def build_chain(*, verifier: TokenVerifier, services: Services, config: Config,
-                tracer: trace.Tracer) -> list[Interceptor]:
+                tracer: trace.Tracer, metrics: Metrics | None = None) -> list[Interceptor]:
     """The chain, in order. ``tests/server/test_interceptor_chain.py`` pins this order."""
     return [
         RequestId(),
         Tracing(tracer),
+        RpcMetrics(metrics if metrics is not None else Metrics(config)),
         ErrorMapping(),
         Authentication(verifier, mtls=bool(config.tls_client_ca_file), trust_domain=config.tls_trust_domain),
         CallerScopeStep(services),

@@ -13,6 +13,10 @@ served), their similarity is a convex combination of both channels' normalised s
 
 de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. If the dense
 channel is down the answer comes from the keyword channel alone and says so (degraded).
+
+Each stage is a child span of the RPC's span: ``memoryd.embed``, ``memoryd.vector_search``,
+``memoryd.keyword_search``, ``memoryd.row_fetch``, ``memoryd.rerank``; they carry counts,
+never the query or any memory's content.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
+from opentelemetry import trace
 
 from memoryd.domain import (
     AuditTag,
@@ -163,8 +168,10 @@ class Recaller:
     """Runs recall for one tenant's view-narrowed filter."""
 
     def __init__(self, store: RecallStore, scoring: Scoring,
-                 dense: Callable[[], tuple[DenseIndex, Embedder] | None] = lambda: None) -> None:
+                 dense: Callable[[], tuple[DenseIndex, Embedder] | None] = lambda: None, *,
+                 tracer: trace.Tracer | None = None) -> None:
         self._store = store
+        self._tracer = tracer or trace.NoOpTracer()
         self._scoring = scoring
         self._dense_channel = dense  # the active model's index and embedder, if any
 
@@ -177,24 +184,36 @@ class Recaller:
         result = Recalled()
         scored: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
         if keys:
-            for m in await self._store.recall_keys(tenant, flt, keys, now):
+            with self._tracer.start_as_current_span("memoryd.row_fetch", attributes={"memoryd.keys": len(keys)}):
+                keyed = await self._store.recall_keys(tenant, flt, keys, now)
+            for m in keyed:
                 # A keyed lookup is an exact match: similarity 1.
                 scored[m.id] = (m, score(weights, 1.0, self._recency(m, now), m.importance, m.pinned), None)
         if query.strip():
             for memory_id, item in (await self._free_text(tenant, flt, query, top_k, weights, now, result)).items():
                 if memory_id not in scored:
                     scored[memory_id] = item
-        ranked = sorted(scored.values(), key=lambda item: -item[1].score)
-        diverse = mmr(ranked, len(ranked))
-        result.ranked = fit_budget(diverse, top_k, token_budget, lambda pair: pair[0].text)
+        with self._tracer.start_as_current_span("memoryd.rerank",
+                                                attributes={"memoryd.candidates": len(scored)}) as span:
+            ranked = sorted(scored.values(), key=lambda item: -item[1].score)
+            diverse = mmr(ranked, len(ranked))
+            result.ranked = fit_budget(diverse, top_k, token_budget, lambda pair: pair[0].text)
+            span.set_attribute("memoryd.returned", len(result.ranked))
         return result
+
+    async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int,
+                       now: datetime) -> list[tuple[str, float]]:
+        with self._tracer.start_as_current_span("memoryd.keyword_search") as span:
+            hits = await self._store.keyword_search(tenant, flt, query, limit, now)
+            span.set_attribute("memoryd.hits", len(hits))
+            return hits
 
     async def _free_text(self, tenant: str, flt: ReadFilter, query: str, top_k: int, weights: ScoreWeights,
                          now: datetime, result: Recalled) -> dict[str, tuple[Memory, ScoreParts, list[float] | None]]:
         limit = top_k * 3
         dense_outcome, keyword_outcome = await asyncio.gather(
             self._dense(tenant, flt, query, limit, now),
-            self._store.keyword_search(tenant, flt, query, limit, now),
+            self._keyword(tenant, flt, query, limit, now),
             return_exceptions=True,
         )
         if isinstance(keyword_outcome, BaseException):
@@ -210,7 +229,9 @@ class Recaller:
         candidates = fuse(dense, keyword_outcome)
         if not candidates:
             return {}
-        rows = {m.id: m for m in await self._store.fetch(tenant, flt, list(candidates), now)}
+        with self._tracer.start_as_current_span("memoryd.row_fetch",
+                                                attributes={"memoryd.candidates": len(candidates)}):
+            rows = {m.id: m for m in await self._store.fetch(tenant, flt, list(candidates), now)}
         missing = [i for i in rows if candidates[i].vector is None]
         channel = self._dense_channel()
         if missing and query_vector is not None and channel is not None:
@@ -236,8 +257,12 @@ class Recaller:
         if channel is None:
             return None
         index, embedder = channel
-        vector = await embedder.embed_query(query)
-        return vector, await index.search(tenant, flt, vector, limit, now)
+        with self._tracer.start_as_current_span("memoryd.embed"):
+            vector = await embedder.embed_query(query)
+        with self._tracer.start_as_current_span("memoryd.vector_search") as span:
+            hits = await index.search(tenant, flt, vector, limit, now)
+            span.set_attribute("memoryd.hits", len(hits))
+        return vector, hits
 
 
 class AccessRecorder:

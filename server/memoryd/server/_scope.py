@@ -43,6 +43,7 @@ from ._chunking import chunk_drafts
 from ._config import Scoring
 from ._extraction import ExtractionWorker
 from ._paging import PageTokens
+from ._metrics import Metrics
 from ._recall import AccessRecorder, Recaller
 from ._tracing import current_trace_id
 from ._transfer import ExportCommand, ImportCommand, export_archive, import_drafts
@@ -104,6 +105,7 @@ class Services:
     jobs: ExtractionJobs | None = None
     extraction: ExtractionWorker | None = None
     extraction_enabled: bool = False
+    metrics: Metrics | None = None
 
 
 class CallerScope:
@@ -218,6 +220,8 @@ class CallerScope:
         )
         self._record_read(cmd.subject, "read.recall", [m.id for m, _ in recalled.ranked], count_access=True)
         visible = self.visible_fields
+        if self._services.metrics is not None:
+            self._services.metrics.recalled(len(recalled.ranked), bool(recalled.degraded_reason))
         response = svc.RecallResponse(
             memories=[convert.scored(m, parts, visible) for m, parts in recalled.ranked],
             degraded=bool(recalled.degraded_reason),
@@ -326,6 +330,8 @@ class CallerScope:
             tenant, self.principal.agent, cmd.subject, flt, cmd.selector, cmd.mode,
             reason=cmd.reason, tag=self._tag, after_commit=clear_vectors,
         )
+        if self._services.metrics is not None:
+            self._services.metrics.erased_memories(receipt.mode.value, receipt.counts.memories)
         return svc.EraseResponse(receipt=convert.receipt(receipt))
 
     async def export(self, cmd: ExportCommand) -> svc.ExportMemoriesResponse:

