@@ -304,3 +304,22 @@ def test_conformance_helpers_follow_the_readme():
     assert (lookup(doc, "results.length"), lookup(doc, "memories.length"), lookup(doc, "absent.length")) == (1, 0, 0)
     assert lookup(doc, "results[3].memoryId") is None and lookup(doc, "indexed") is None
     assert substitute({"x": ["${a}-${b}"]}, {"a": 1, "b": "z"}) == {"x": ["1-z"]}
+
+
+def test_the_readme_examples_run(server: ServerProcess, token: str, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]):
+    import re
+
+    from ..support import ROOT
+
+    section = (ROOT / "README.md").read_text().split("### Python client", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 2
+    token_file = tmp_path / "demo-agent.token"
+    token_file.write_text(token)
+    for block in blocks:
+        code = block.replace("127.0.0.1:50051", server.target).replace(".memoryd/tokens/demo-agent.token",
+                                                                        str(token_file))
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("Lyon ") and "home_city Lyon" in printed and printed[-1] == "Lyon"
