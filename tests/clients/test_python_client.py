@@ -16,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 import pytest
 
 from memoryd.client import (
+    TLS,
     AsyncMemorydClient,
     FailedPrecondition,
     InvalidArgument,
@@ -31,6 +32,7 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
+from ..e2e.test_mtls import Authority, ca, tls_server  # noqa: F401 (fixtures)
 from ..support import ServerProcess, full_view, put_view, token_for, unique
 
 FAST = RetryPolicy(max_attempts=4, initial_backoff=0.01, max_backoff=0.05)
@@ -323,3 +325,25 @@ def test_the_readme_examples_run(server: ServerProcess, token: str, tmp_path: Pa
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("Lyon ") and "home_city Lyon" in printed and printed[-1] == "Lyon"
+
+
+def test_mutual_tls_names_the_caller_from_pem_files(tls_server: ServerProcess, ca: Authority, tmp_path: Path):
+    tenant = unique("tenant")
+    issued = ca.agent(tenant, "payment-agent")
+    for name, content in {"ca.pem": ca.pem, "agent.pem": issued.cert_pem, "agent-key.pem": issued.key_pem}.items():
+        (tmp_path / name).write_bytes(content)
+    tls = TLS(ca_cert=tmp_path / "ca.pem", client_cert=str(tmp_path / "agent.pem"),
+              client_key=tmp_path / "agent-key.pem", server_name="localhost")
+    with MemorydClient(tls_server.target, tls=tls) as client:
+        with pytest.raises(PermissionDenied):  # the certificate names an agent that has no view yet
+            client.recall(subject="alice", keys=["iban"])
+        with pytest.raises(ValueError):
+            TLS(ca_cert=ca.pem, client_cert=issued.cert_pem).channel_credentials()
+    # As the certificate's agent with the admin role (a token naming the same caller adds it).
+    admin_token = token_for(Path(tls_server.env["MEMORYD_SIGNING_KEY_FILE"]), tenant, "payment-agent", roles=("admin",))
+    with MemorydClient(tls_server.target, tls=tls, token=admin_token) as admin:
+        admin.put_view(view=full_view("payment-agent"))
+    with MemorydClient(tls_server.target, tls=tls) as client:
+        client.write(subject="alice", items=[pb.MemoryDraft(category=pb.CATEGORY_FACT, key="iban", text="ends 0042")])
+        [found] = client.recall(subject="alice", keys=["iban"]).memories
+    assert found.memory.provenance.agent == "payment-agent"
