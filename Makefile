@@ -8,10 +8,10 @@ STAMP  := $(VENV)/.installed-stamp
 
 # Create the virtualenv and install memoryd with its dev tools (pytest, buf) — re-run when
 # pyproject.toml changes.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ./clients/python -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)

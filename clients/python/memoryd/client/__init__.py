@@ -1,0 +1,48 @@
+"""memoryd.client — Python clients for memoryd, blocking and asyncio.
+
+    from memoryd.client import MemorydClient, InvalidArgument
+    from memoryd.v1 import memory_pb2 as pb
+
+    with MemorydClient("127.0.0.1:50051", token=token) as client:
+        client.write(subject="user-42", items=[
+            pb.MemoryDraft(category=pb.CATEGORY_PREFERENCE, key="language", text="Rust")])
+        print(client.recall(subject="user-42", keys=["language"]).memories[0].memory.text)
+
+Both clients have one method per RPC of ``memoryd.v1.MemoryService`` and
+``ViewAdminService`` (``write``, ``recall``, ``erase``, ``memory_view`` + ``iter_memories``,
+``get_history``, ``get_extraction_job``, ``resolve_conflict``, ``export_memories``,
+``import_memories``, ``put_view``, ``get_view``, ``list_views`` + ``iter_views``,
+``delete_view``); each takes the request message or its fields as keyword arguments.
+Calls have a default deadline, are retried with exponential backoff and jitter when UNAVAILABLE
+(only when that is safe), and raise the :class:`MemorydError` tree on failure.
+"""
+
+from ._async import AsyncMemorydClient
+from ._errors import (
+    Aborted,
+    AlreadyExists,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    MemorydError,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+    Unknown,
+)
+from ._options import DEFAULT_TIMEOUT, TLS, RetryPolicy
+from ._sync import MemorydClient
+
+__all__ = [
+    "AsyncMemorydClient", "MemorydClient", "TLS", "RetryPolicy", "DEFAULT_TIMEOUT",
+    "MemorydError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
+    "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
+    "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+]

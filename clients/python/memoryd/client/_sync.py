@@ -1,0 +1,225 @@
+"""The blocking client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+import grpc
+
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+from memoryd.v1 import view_admin_service_pb2 as admin
+from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
+
+from ._errors import from_rpc_error
+from ._options import DEFAULT_TIMEOUT, TLS, RetryPolicy, metadata_for, prepare
+
+__all__ = ["MemorydClient", "build_request"]
+
+R = TypeVar("R")
+
+
+def build_request(cls: type[R], request: R | None, fields: dict[str, Any]) -> R:
+    """``request`` as given, or ``cls(**fields)``; never both."""
+    if request is not None:
+        if fields:
+            raise TypeError("pass either a request message or its fields, not both")
+        if not isinstance(request, cls):
+            raise TypeError(f"expected {cls.__name__}, got {type(request).__name__}")
+        return request
+    return cls(**fields)
+
+
+class MemorydClient:
+    """A blocking memoryd client: one channel, typed methods for every RPC.
+
+    Each method takes the request message, or its fields as keyword arguments, and returns the
+    response message; a failure raises a :class:`~memoryd.client.MemorydError` subclass.
+
+        from memoryd.client import MemorydClient
+        from memoryd.v1 import memory_pb2 as pb
+
+        with MemorydClient("127.0.0.1:50051", token=token) as client:
+            client.write(subject="user-42", items=[
+                pb.MemoryDraft(category=pb.CATEGORY_PREFERENCE, key="language", text="Rust")])
+            for scored in client.recall(subject="user-42", query="which language?").memories:
+                print(scored.memory.text, scored.score)
+
+    Args:
+        target: ``host:port`` of the server.
+        token: a bearer token (sent as ``authorization: Bearer …``); None with mTLS identities.
+        tls: TLS or mutual TLS (:class:`TLS`); None for a plaintext channel (loopback, tests).
+        timeout: default seconds per attempt of a call (each method takes ``timeout=`` too).
+        retry: the :class:`RetryPolicy` for UNAVAILABLE.
+        options: extra gRPC channel options.
+        channel: an existing channel to use instead (the client will not close it).
+    """
+
+    def __init__(self, target: str = "", *, token: str | None = None, tls: TLS | None = None,
+                 timeout: float | None = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
+                 options: list[tuple[str, Any]] | None = None, channel: grpc.Channel | None = None) -> None:
+        self._owns_channel = channel is None
+        if channel is None:
+            opts = list(options or []) + (tls.channel_options() if tls else [])
+            channel = (grpc.secure_channel(target, tls.channel_credentials(), options=opts) if tls
+                       else grpc.insecure_channel(target, options=opts))
+        self.channel = channel
+        self.token = token
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self._memory = svc_grpc.MemoryServiceStub(channel)
+        self._admin = admin_grpc.ViewAdminServiceStub(channel)
+
+    def close(self) -> None:
+        """Close the channel (if the client opened it)."""
+        if self._owns_channel:
+            self.channel.close()
+
+    def __enter__(self) -> MemorydClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, stub: Any, method: str, request: Any, timeout: float | None) -> Any:
+        request, retryable = prepare(method, request)
+        policy = self.retry
+        attempts = policy.max_attempts if retryable else 1
+        metadata = metadata_for(self.token)
+        for attempt in range(1, attempts + 1):
+            try:
+                return getattr(stub, method)(request, metadata=metadata,
+                                             timeout=timeout if timeout is not None else self.timeout)
+            except grpc.RpcError as error:
+                code = error.code()  # type: ignore[attr-defined]
+                if attempt == attempts or code not in policy.codes:
+                    raise from_rpc_error(error) from None
+            time.sleep(policy.backoff(attempt))
+        raise AssertionError("unreachable")
+
+    # --- MemoryService -----------------------------------------------------------------
+
+    def write(self, request: svc.WriteRequest | None = None, /, *, timeout: float | None = None,
+              **fields: Any) -> svc.WriteResponse:
+        """Write memories (or turns) for one subject, atomically.
+
+        Without an ``idempotency_key`` the client sets a fresh UUID, so a retry after
+        UNAVAILABLE returns the first attempt's response instead of writing twice.
+
+            client.write(subject="user-42", items=[pb.MemoryDraft(
+                category=pb.CATEGORY_FACT, key="city", text="Lyon")])
+        """
+        return self._call(self._memory, "Write", build_request(svc.WriteRequest, request, fields), timeout)
+
+    def recall(self, request: svc.RecallRequest | None = None, /, *, timeout: float | None = None,
+               **fields: Any) -> svc.RecallResponse:
+        """Recall the memories that matter for a query and/or keys.
+
+            client.recall(subject="user-42", query="where does the user live?", top_k=3)
+        """
+        return self._call(self._memory, "Recall", build_request(svc.RecallRequest, request, fields), timeout)
+
+    def erase(self, request: svc.EraseRequest | None = None, /, *, timeout: float | None = None,
+              **fields: Any) -> svc.EraseResponse:
+        """Forget or purge selected memories; returns the receipt. Retried after UNAVAILABLE
+        (erasing again selects nothing more).
+
+            client.erase(subject="user-42", key="city", mode=svc.ERASE_MODE_PURGE, reason="user asked")
+        """
+        return self._call(self._memory, "Erase", build_request(svc.EraseRequest, request, fields), timeout)
+
+    def memory_view(self, request: svc.MemoryViewRequest | None = None, /, *, timeout: float | None = None,
+                    **fields: Any) -> svc.MemoryViewResponse:
+        """One page of a subject's memories as the caller's view shows them (see :meth:`iter_memories`)."""
+        return self._call(self._memory, "MemoryView", build_request(svc.MemoryViewRequest, request, fields),
+                          timeout)
+
+    def iter_memories(self, request: svc.MemoryViewRequest | None = None, /, *, timeout: float | None = None,
+                      **fields: Any) -> Iterator[pb.Memory]:
+        """Every memory of every MemoryView page, fetching pages as needed.
+
+            for memory in client.iter_memories(subject="user-42", page_size=100):
+                print(memory.key, memory.text)
+        """
+        page_request = svc.MemoryViewRequest()
+        page_request.CopyFrom(build_request(svc.MemoryViewRequest, request, fields))
+        while True:
+            page = self.memory_view(page_request, timeout=timeout)
+            yield from page.memories
+            if not page.next_page_token:
+                return
+            page_request.page_token = page.next_page_token
+
+    def get_history(self, request: svc.GetHistoryRequest | None = None, /, *, timeout: float | None = None,
+                    **fields: Any) -> svc.GetHistoryResponse:
+        """Every version of one memory, newest first.
+
+            client.get_history(subject="user-42", memory_id=memory_id)
+        """
+        return self._call(self._memory, "GetHistory", build_request(svc.GetHistoryRequest, request, fields),
+                          timeout)
+
+    def get_extraction_job(self, request: svc.GetExtractionJobRequest | None = None, /, *,
+                           timeout: float | None = None, **fields: Any) -> svc.GetExtractionJobResponse:
+        """The state of an extraction job queued by a Write with turns."""
+        return self._call(self._memory, "GetExtractionJob",
+                          build_request(svc.GetExtractionJobRequest, request, fields), timeout)
+
+    def resolve_conflict(self, request: svc.ResolveConflictRequest | None = None, /, *,
+                         timeout: float | None = None, **fields: Any) -> svc.ResolveConflictResponse:
+        """Settle a pending conflict (never retried: a replay could apply twice)."""
+        return self._call(self._memory, "ResolveConflict",
+                          build_request(svc.ResolveConflictRequest, request, fields), timeout)
+
+    def export_memories(self, request: svc.ExportMemoriesRequest | None = None, /, *,
+                        timeout: float | None = None, **fields: Any) -> svc.ExportMemoriesResponse:
+        """The subject's memories the view reads, as an archive (sealed with ``passphrase=``)."""
+        return self._call(self._memory, "ExportMemories",
+                          build_request(svc.ExportMemoriesRequest, request, fields), timeout)
+
+    def import_memories(self, request: svc.ImportMemoriesRequest | None = None, /, *,
+                        timeout: float | None = None, **fields: Any) -> svc.ImportMemoriesResponse:
+        """Write an archive's memories to a subject (never retried: the contract gives
+        ImportMemories no idempotency key)."""
+        return self._call(self._memory, "ImportMemories",
+                          build_request(svc.ImportMemoriesRequest, request, fields), timeout)
+
+    # --- ViewAdminService (tokens with the admin role) ------------------------------------
+
+    def put_view(self, request: admin.PutViewRequest | None = None, /, *, timeout: float | None = None,
+                 **fields: Any) -> admin.PutViewResponse:
+        """Create or replace an agent's view.
+
+            client.put_view(view=pb.View(agent="support-bot", read_rules=[...], visible_fields=["text"]))
+        """
+        return self._call(self._admin, "PutView", build_request(admin.PutViewRequest, request, fields), timeout)
+
+    def get_view(self, request: admin.GetViewRequest | None = None, /, *, timeout: float | None = None,
+                 **fields: Any) -> admin.GetViewResponse:
+        """The view of one agent."""
+        return self._call(self._admin, "GetView", build_request(admin.GetViewRequest, request, fields), timeout)
+
+    def list_views(self, request: admin.ListViewsRequest | None = None, /, *, timeout: float | None = None,
+                   **fields: Any) -> admin.ListViewsResponse:
+        """One page of the tenant's views (see :meth:`iter_views`)."""
+        return self._call(self._admin, "ListViews", build_request(admin.ListViewsRequest, request, fields),
+                          timeout)
+
+    def iter_views(self, *, page_size: int = 0, timeout: float | None = None) -> Iterator[pb.View]:
+        """Every view of the tenant, page after page."""
+        token = ""
+        while True:
+            page = self.list_views(page_size=page_size, page_token=token, timeout=timeout)
+            yield from page.views
+            token = page.next_page_token
+            if not token:
+                return
+
+    def delete_view(self, request: admin.DeleteViewRequest | None = None, /, *, timeout: float | None = None,
+                    **fields: Any) -> admin.DeleteViewResponse:
+        """Remove an agent's view (the agent is then denied everything)."""
+        return self._call(self._admin, "DeleteView", build_request(admin.DeleteViewRequest, request, fields),
+                          timeout)
