@@ -1,0 +1,42 @@
+"""The TypeScript client (clients/typescript) installs from its lock file, builds with tsc and passes
+its own tests (node --test, against a gRPC server on loopback). No Node means failure, never a skip."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "clients" / "typescript"
+
+
+def _npm(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    npm = shutil.which("npm")
+    assert npm and shutil.which("node"), "node and npm are needed for the TypeScript client (Node 20+)"
+    return subprocess.run([npm, *args], cwd=PACKAGE, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    lock, installed = PACKAGE / "package-lock.json", PACKAGE / "node_modules" / ".package-lock.json"
+    if not installed.exists() or lock.stat().st_mtime > installed.stat().st_mtime:
+        run = _npm("ci", "--no-audit", "--no-fund")
+        assert run.returncode == 0, run.stdout + run.stderr
+    run = _npm("run", "build")
+    assert run.returncode == 0, f"tsc failed:\n{run.stdout}{run.stderr}"
+    (PACKAGE / "dist" / ".build-stamp").touch()  # conformance.sh then reuses this build
+
+
+def test_the_typescript_client_builds(built: None):
+    assert (PACKAGE / "dist" / "index.js").exists()
+    assert (PACKAGE / "dist" / "index.d.ts").exists()
+    assert (PACKAGE / "dist" / "conformance.js").exists()
+
+
+def test_the_typescript_client_passes_its_tests(built: None):
+    run = _npm("test", timeout=300)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert "# fail 0" in run.stdout
