@@ -40,3 +40,29 @@ def test_the_typescript_client_passes_its_tests(built: None):
     run = _npm("test", timeout=300)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "# fail 0" in run.stdout
+
+
+def test_the_readme_example_runs(built: None, server, connect, tmp_path: Path):
+    """The README's TypeScript example, run as written against a real memoryd (only the token
+    file and the package import point at this checkout)."""
+    from memoryd.v1 import memory_pb2 as pb
+
+    from ..support import full_view
+
+    rules = [pb.ViewRule(category=pb.CATEGORY_FACT, key_patterns=["home_city"])]
+    agent = connect("demo-agent", view=full_view("demo-agent", read_rules=rules, write_rules=rules))
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("### TypeScript client", 1)[1].split("```typescript\n", 1)[1].split("```", 1)[0]
+    token_file = tmp_path / "demo-agent.token"
+    token_file.write_text(agent.token + "\n")
+    script = (example.replace('"@memoryd/client"', f'"{(PACKAGE / "dist" / "index.js").as_uri()}"')
+              .replace(".memoryd/tokens/demo-agent.token", str(token_file))
+              .replace("127.0.0.1:50051", server.target))
+    (tmp_path / "example.mjs").write_text(script)
+    run = subprocess.run([shutil.which("node") or "node", str(tmp_path / "example.mjs")], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "Lyon"
+    code, reason, request_id = lines[1].split(" ")
+    assert (code, reason) == ("PERMISSION_DENIED", "VIEW_DENIED") and request_id
