@@ -27,7 +27,9 @@ WRITER, MASKED, STRANGER = "conformance-writer", "conformance-masked", "conforma
 def _views() -> list[pb.View]:
     every = [pb.ViewRule(category=c, key_patterns=["*"]) for c in pb.Category.values() if c]
     fields = [f.name for f in pb.Memory.DESCRIPTOR.fields if f.name != "content_unavailable"]
-    masked_rules = [pb.ViewRule(category=pb.CATEGORY_PREFERENCE, key_patterns=["*"]),
+    # Keys are not bound to categories: a "*" preference rule would let the masked agent look
+    # up any key (the scenario's "iban" too), so its preference rule names the keys it reads.
+    masked_rules = [pb.ViewRule(category=pb.CATEGORY_PREFERENCE, key_patterns=["primary_*"]),
                     pb.ViewRule(category=pb.CATEGORY_EVENT, key_patterns=["*"])]
     return [
         pb.View(agent=WRITER, read_rules=every, write_rules=every, may_erase=True, visible_fields=fields,
