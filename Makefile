@@ -33,6 +33,7 @@ bench: install
 gen: install
 	$(BIN)/python scripts/gen_protos.py
 	MEMORYD_PYTHON=$(BIN)/python bash scripts/gen_go.sh
+	PYTHON=$(BIN)/python bash scripts/gen_ts.sh
 
 ## lint-proto: buf lint and format check of the contract.
 lint-proto: install

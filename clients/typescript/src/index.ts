@@ -1,0 +1,8 @@
+// The public surface of the memoryd TypeScript client: the wrapper and the generated memoryd.v1 types.
+export * from "./client.js";
+export * from "./gen/memoryd/v1/memory_pb.js";
+export * from "./gen/memoryd/v1/memory_service_pb.js";
+export * from "./gen/memoryd/v1/view_admin_service_pb.js";
+export * from "./gen/memoryd/v1/error_reason_pb.js";
+export { Code } from "@connectrpc/connect";
+export { create, fromJson, toJson } from "@bufbuild/protobuf";
