@@ -32,6 +32,7 @@ bench: install
 ## gen: regenerate the Python code from protos/ (commit the result).
 gen: install
 	$(BIN)/python scripts/gen_protos.py
+	PYTHON=$(BIN)/python bash scripts/gen_java.sh
 
 ## lint-proto: buf lint and format check of the contract.
 lint-proto: install
