@@ -34,6 +34,7 @@ gen: install
 	$(BIN)/python scripts/gen_protos.py
 	MEMORYD_PYTHON=$(BIN)/python bash scripts/gen_go.sh
 	PYTHON=$(BIN)/python bash scripts/gen_ts.sh
+	PYTHON=$(BIN)/python bash scripts/gen_java.sh
 
 ## lint-proto: buf lint and format check of the contract.
 lint-proto: install
