@@ -28,6 +28,8 @@ def add_health_command(commands: Any) -> None:
     health.add_argument("--ca-file", type=Path, help="speak TLS, trusting this CA")
     health.add_argument("--cert-file", type=Path, help="client certificate (when the server requires one)")
     health.add_argument("--key-file", type=Path, help="the client certificate's key")
+    health.add_argument("--server-name", default="", help="the name the server's certificate carries, when "
+                                                          "it is not the host of --addr (e.g. a probe on loopback)")
     health.add_argument("-q", "--quiet", action="store_true", help="print nothing when serving")
     health.set_defaults(run=_health)
 
@@ -39,7 +41,8 @@ def _channel(args: argparse.Namespace) -> grpc.Channel:
         root_certificates=args.ca_file.read_bytes(),
         private_key=args.key_file.read_bytes() if args.key_file else None,
         certificate_chain=args.cert_file.read_bytes() if args.cert_file else None)
-    return grpc.secure_channel(_dialable(args.addr), credentials)
+    options = [("grpc.ssl_target_name_override", args.server_name)] if args.server_name else []
+    return grpc.secure_channel(_dialable(args.addr), credentials, options=options)
 
 
 def _dialable(addr: str) -> str:
