@@ -56,7 +56,7 @@ def test_a_wrong_passphrase_prints_one_line_and_the_field(server, agent, tmp_pat
                       P="not the passphrase")
     assert failed.returncode == 1
     first, *violations = failed.stderr.strip().splitlines()
-    assert first.startswith("error: INVALID_ARGUMENT: ")
+    assert first.startswith("memoryd: error: INVALID_ARGUMENT: ")
     assert violations and violations[0].startswith("  passphrase: ")
     assert agent.list_all("bob") == []
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from cryptography.x509.oid import NameOID
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, ServerProcess, draft, fails, full_view, put_view, server_env, token_for, unique
+from ..support import MEMORYD, ROOT, Agent, ServerProcess, draft, fails, full_view, put_view, server_env, token_for, unique
 
 TRUST_DOMAIN = "example.org"
 
@@ -151,3 +152,20 @@ def test_the_handshake_refuses_clients_without_a_trusted_certificate(tls_server,
     with channel(tls_server, ca, issued) as ch:
         failure = fails(Agent(ch, "").memory.Recall, svc.RecallRequest(subject="alice", keys=["k"]), timeout=10)
     assert failure.code == grpc.StatusCode.UNAVAILABLE
+
+
+def test_the_health_probe_speaks_mtls_with_a_probe_certificate(tls_server, ca, tmp_path):
+    # deploy/k8s/spiffe-direct-tls.yaml probes a server that requires client certificates with
+    # `memoryd health --ca-file --cert-file --key-file --server-name`; the health service needs
+    # no memoryd identity, only a certificate the handshake accepts.
+    probe = ca.issue([x509.UniformResourceIdentifier(f"spiffe://{TRUST_DOMAIN}/ns/memoryd/sa/kubelet-probe")])
+    for name, content in {"ca.crt": ca.pem, "probe.crt": probe.cert_pem, "probe.key": probe.key_pem}.items():
+        (tmp_path / name).write_bytes(content)
+    tls = ["--ca-file", str(tmp_path / "ca.crt"), "--server-name", "localhost"]
+    with_cert = [*tls, "--cert-file", str(tmp_path / "probe.crt"), "--key-file", str(tmp_path / "probe.key")]
+    ok = subprocess.run([*MEMORYD, "health", "--addr", tls_server.target, *with_cert], cwd=ROOT, env=server_env(),
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stdout.strip().endswith(": SERVING"), ok.stderr
+    refused = subprocess.run([*MEMORYD, "health", "--addr", tls_server.target, *tls], cwd=ROOT, env=server_env(),
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and refused.stderr.startswith("memoryd: error: ")

@@ -1,4 +1,5 @@
-"""A one-line progress bar on a text stream (stderr), redrawn at most ten times a second.
+"""A one-line progress bar with rate and ETA on a text stream (stderr), redrawn at most ten
+times a second. Used by the benchmark and the CLI's long jobs (reindex, lifecycle sweep).
 
 On a terminal the line is redrawn in place; elsewhere (logs, CI) a plain line is written
 every 30 seconds and at the end, so captured output stays readable.
@@ -46,8 +47,12 @@ class Progress:
         fraction = min(self.done / self.total, 1.0) if self.total else 1.0
         filled = int(round(fraction * self._width))
         elapsed = max(time.monotonic() - self._started, 1e-9)
+        rate = self.done / elapsed
+        # The time left at the rate so far (0 once done; unknown before the first step).
+        left = max(self.total - self.done, 0)
+        eta = f"{left / rate:,.0f}s" if rate else ("0s" if not left else "?")
         return (f"{self.label} [{'#' * filled}{'.' * (self._width - filled)}] {self.done}/{self.total} "
-                f"{self.done / elapsed:,.1f}/s {elapsed:,.0f}s")
+                f"{rate:,.1f}/s {elapsed:,.0f}s ETA {eta}")
 
     def close(self, *, failed: bool = False) -> None:
         if self._closed:

@@ -1,5 +1,8 @@
-"""The ``memoryd`` command: serve, migrate, token, views, lifecycle, consolidate, export/import, and a small client for
-trying the RPCs."""
+"""The ``memoryd`` command: serve, worker, migrate, token, views, reindex, lifecycle, consolidate, audit,
+export/import, bench, health, and a small client for trying the RPCs.
+
+Failures print one line, ``memoryd: error: …``, and where a likely fix is known a second,
+``hint: …`` (see ``_errors``)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from ._audit import add_audit_commands
 from ._bench import add_bench_commands
 from ._client import add_client_commands
 from ._consolidate import add_consolidate_command
+from ._errors import CliError, hint_for, report
+from ._health import add_health_command
 from ._index import add_index_commands
 from ._lifecycle import add_lifecycle_commands
 from ._views import add_view_commands
@@ -34,7 +39,10 @@ class _MilvusLiteNoise(logging.Filter):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="memoryd", description="Long-term memory for multi-agent systems over gRPC.")
+    parser = argparse.ArgumentParser(
+        prog="memoryd", description="Long-term memory for multi-agent systems over gRPC.",
+        epilog="Run `memoryd COMMAND --help` for a command's options. Configuration: --config FILE, "
+               "MEMORYD_CONFIG, MEMORYD_* variables (README, Configuration).")
     parser.add_argument("--config", help="a TOML configuration file (default: $MEMORYD_CONFIG)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -47,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     add_client_commands(commands)
     add_archive_commands(commands)
     add_bench_commands(commands)
+    add_health_command(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -61,8 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(result or 0)
     except KeyboardInterrupt:
         return 130
+    except CliError as exc:
+        report(exc.message, exc.hint)
+        return 2
     except (ValueError, OSError) as exc:
-        print(f"memoryd: error: {exc}", file=sys.stderr)
+        report(str(exc) or type(exc).__name__, hint_for(exc))
         return 2
 
 

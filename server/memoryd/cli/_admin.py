@@ -20,7 +20,7 @@ def add_admin_commands(commands: Any) -> None:
     mig = commands.add_parser("migrate", help="apply database migrations and exit")
     mig.set_defaults(run=_migrate)
 
-    token = commands.add_parser("token", help="credentials")
+    token = commands.add_parser("token", help="credentials: issue bearer tokens signed with the server's key")
     token_commands = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
     issue = token_commands.add_parser("issue", help="print a bearer token signed with the server's key")
     issue.add_argument("--tenant", required=True)

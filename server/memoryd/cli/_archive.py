@@ -68,7 +68,7 @@ def _export(args: argparse.Namespace) -> int:
     try:
         response = _call(args, "ExportMemories", request)
     except grpc.RpcError as error:
-        _print_error(error)
+        _print_error(error, args.addr)
         return 1
     kind = "sealed" if request.passphrase else "plain"
     if args.out is None:
@@ -88,7 +88,7 @@ def _import(args: argparse.Namespace) -> int:
     try:
         response = _call(args, "ImportMemories", request)
     except grpc.RpcError as error:
-        _print_error(error)
+        _print_error(error, args.addr)
         return 1
     outcomes = Counter(svc.WriteOutcome.Name(r.outcome).removeprefix("WRITE_OUTCOME_").lower()
                        for r in response.results)

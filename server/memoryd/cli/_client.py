@@ -16,12 +16,12 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+
+from ._errors import TOKEN_HINT, CliError, report_rpc_error
 
 CATEGORY_NAMES = [c.removeprefix("CATEGORY_").lower() for c in pb.Category.keys()[1:]]
 
@@ -36,7 +36,7 @@ def add_client_commands(commands: Any) -> None:
         parser.add_argument("--subject", default="")
         return parser
 
-    write = client("write", "Write one memory")
+    write = client("write", "write one memory")
     write.add_argument("--category", choices=CATEGORY_NAMES, default="fact")
     write.add_argument("--key", default="")
     write.add_argument("--text", default="")
@@ -47,23 +47,23 @@ def add_client_commands(commands: Any) -> None:
     write.add_argument("--wait", action="store_true", help="return once the memory is searchable by meaning")
     write.set_defaults(run=_write)
 
-    recall = client("recall", "Recall memories by meaning and words (--query) and/or by key (repeat --key)")
+    recall = client("recall", "recall memories by meaning and words (--query) and/or by key (repeat --key)")
     recall.add_argument("--key", action="append", default=[])
     recall.add_argument("--query", default="")
     recall.add_argument("--top-k", type=int, default=0)
     recall.add_argument("--block", action="store_true", help="also render the prompt block")
     recall.set_defaults(run=_recall)
 
-    view = client("view", "List a subject's memories (MemoryView)")
+    view = client("view", "list a subject's memories (MemoryView)")
     view.add_argument("--page-size", type=int, default=0)
     view.add_argument("--page-token", default="")
     view.set_defaults(run=_view)
 
-    history = client("history", "List the versions of one memory")
+    history = client("history", "list the versions of one memory")
     history.add_argument("--memory-id", default="")
     history.set_defaults(run=_history)
 
-    erase = client("erase", "Forget or purge memories of a subject")
+    erase = client("erase", "forget or purge memories of a subject")
     which = erase.add_mutually_exclusive_group()
     which.add_argument("--id", action="append", default=[])
     which.add_argument("--key", default="")
@@ -124,7 +124,7 @@ def _token(args: argparse.Namespace) -> str:
         return str(args.token)
     path = Path(args.token_file)
     if not path.exists():
-        raise ValueError(f"no token: pass --token, set MEMORYD_TOKEN, or create {path} (memoryd token issue)")
+        raise CliError(f"no token: --token and MEMORYD_TOKEN are empty and {path} does not exist", TOKEN_HINT)
     return path.read_text().strip()
 
 
@@ -137,7 +137,7 @@ def _call(args: argparse.Namespace, method: str, request: Any, *, print_id: bool
             response = getattr(stub, method)(request, metadata=(("authorization", f"Bearer {_token(args)}"),),
                                              timeout=30)
         except grpc.RpcError as error:
-            _print_error(error)
+            _print_error(error, args.addr)
             return 1
     if print_id:
         print(response.results[0].memory_id)
@@ -146,12 +146,5 @@ def _call(args: argparse.Namespace, method: str, request: Any, *, print_id: bool
     return 0
 
 
-def _print_error(error: grpc.RpcError) -> None:
-    print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)  # type: ignore[attr-defined]
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    for detail in status.details if status else ():
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            for violation in bad.field_violations:
-                print(f"  {violation.field}: {violation.description}", file=sys.stderr)
+def _print_error(error: grpc.RpcError, addr: str = "") -> None:
+    report_rpc_error(error, addr)

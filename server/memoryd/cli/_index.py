@@ -6,10 +6,10 @@ import argparse
 import asyncio
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from memoryd.bench._progress import Progress
 from memoryd.domain import MemorydError
 from memoryd.server import Embedders, configured_embedder
 from memoryd.storage import IndexSet, IndexTarget, MilvusIndex, OutboxWorker, embedder_from_config, reindex
@@ -80,20 +80,19 @@ async def _outbox_replay(args: argparse.Namespace) -> int:
 
 
 class _ProgressBar:
-    """done/total, rate and ETA on one line of stderr."""
+    """reindex's progress callback (done, total) drawn as the shared bar: rate and ETA on stderr."""
 
     def __init__(self) -> None:
-        self._start = time.monotonic()
+        self._bar: Progress | None = None
 
     def __call__(self, done: int, total: int) -> None:
-        elapsed = max(time.monotonic() - self._start, 1e-6)
-        rate = done / elapsed
-        eta = (total - done) / rate if rate else 0.0
-        width = 30
-        filled = int(width * done / total) if total else width
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                         f"{rate:.0f}/s ETA {eta:.0f}s ")
-        sys.stderr.flush()
+        if self._bar is None or self._bar.total != total:
+            self._bar = Progress("reindex", total, sys.stderr)
+        self._bar.advance(done - self._bar.done)
+
+    def close(self, *, failed: bool = False) -> None:
+        if self._bar is not None:
+            self._bar.close(failed=failed)
 
 
 async def _reindex(args: argparse.Namespace) -> int:
@@ -109,16 +108,22 @@ async def _reindex(args: argparse.Namespace) -> int:
                                 routing=config.milvus_routing, token=config.milvus_token,
                                 seal_writes=config.milvus_seal)
             settle = args.settle_seconds if args.settle_seconds is not None else 2 * config.index_refresh_seconds
+            bar = _ProgressBar()
             try:
                 report = await reindex(s.settings.dsn, s.queue, s.store, IndexTarget(index, embedder),
-                                       settle_seconds=settle, batch_size=args.batch_size, progress=_ProgressBar())
+                                       settle_seconds=settle, batch_size=args.batch_size, progress=bar)
+            except BaseException:
+                bar.close(failed=True)
+                raise
+            else:
+                bar.close()
             finally:
                 await index.close()
         except MemorydError as exc:
-            print(f"\nmemoryd: error: {exc.message}", file=sys.stderr)
+            print(f"memoryd: error: {exc.message}", file=sys.stderr)
             return 1
         finally:
             embedder.close()  # type: ignore[attr-defined]
-    print(f"\nre-embedded {report.memories} memories of {report.tenants} tenant(s) with {report.model_id}"
+    print(f"re-embedded {report.memories} memories of {report.tenants} tenant(s) with {report.model_id}"
           f"{' (resumed)' if report.resumed else ''}; Recall now uses it")
     return 0

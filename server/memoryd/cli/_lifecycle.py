@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.domain import MemorydError
-from memoryd.storage import LifecycleSweeper
+from memoryd.bench._progress import Progress
+from memoryd.storage import LifecycleSweeper, SweepReport, lifecycle_tenants
 
 from ._context import open_storage
 
@@ -38,8 +39,15 @@ def _instant(text: str) -> datetime:
 async def _sweep(args: argparse.Namespace) -> int:
     async with open_storage(args) as s:
         sweeper = LifecycleSweeper(s.store.db, s.queue, s.config.policy_for, s.config.scoring.half_life_days)
+        now = args.now or datetime.now(UTC)
         try:
-            report = await sweeper.sweep(args.now or datetime.now(UTC), args.tenant)
+            tenants = args.tenant if args.tenant is not None else await lifecycle_tenants(s.queue)
+            report = SweepReport()
+            # One tenant at a time, so a sweep over many tenants shows its progress and ETA.
+            with Progress("sweep", len(tenants), sys.stderr if len(tenants) > 1 else None) as bar:
+                for tenant in tenants:
+                    report += await sweeper.sweep_tenant(tenant, now)
+                    bar.advance()
         except MemorydError as exc:
             print(f"memoryd: error: {exc.message}", file=sys.stderr)
             return 1

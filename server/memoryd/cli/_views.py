@@ -206,7 +206,7 @@ def _apply(args: argparse.Namespace) -> int:
                     client.call("DeleteView", admin.DeleteViewRequest(agent=agent))
                 print(f"- {agent} (deleted)")
         except grpc.RpcError as error:
-            _print_error(error)
+            _print_error(error, args.addr)
             return 1
     summary = "would change" if args.dry_run else "changed"
     print(f"{changes} view(s) {summary}", file=sys.stderr)
@@ -218,7 +218,7 @@ def _list(args: argparse.Namespace) -> int:
         try:
             current = _Admin(args, channel).current()
         except grpc.RpcError as error:
-            _print_error(error)
+            _print_error(error, args.addr)
             return 1
     document = {"views": {agent: _as_yaml(view) for agent, view in sorted(current.items())}}
     print(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), end="")
@@ -244,7 +244,7 @@ def _delete(args: argparse.Namespace) -> int:
         try:
             deleted = _Admin(args, channel).call("DeleteView", admin.DeleteViewRequest(agent=args.agent)).deleted
         except grpc.RpcError as error:
-            _print_error(error)
+            _print_error(error, args.addr)
             return 1
     print(f"deleted the view of {args.agent}" if deleted else f"{args.agent} had no view")
     return 0

@@ -1,0 +1,74 @@
+"""How the CLI reports a failure: one line ``memoryd: error: …`` on stderr, then, where a
+likely fix is known, one line ``hint: …``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+
+class CliError(Exception):
+    """A failure the user can act on: a one-line message and, if known, a hint."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+TOKEN_HINT = ("issue one with `memoryd token issue --tenant T --agent A` and pass it with --token, "
+              "MEMORYD_TOKEN or --token-file")
+
+
+def report(message: str, hint: str = "") -> None:
+    print(f"memoryd: error: {_one_line(message)}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+
+
+def report_rpc_error(error: grpc.RpcError, addr: str = "") -> None:
+    """A failed call: its code and message on one line, a hint for the usual causes, then
+    the request's field violations (BadRequest details) indented, one per line."""
+    code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
+    details = error.details() or ""  # type: ignore[attr-defined]
+    hint = ""
+    if code == grpc.StatusCode.UNAVAILABLE:
+        where = f" at {addr}" if addr else ""
+        details = f"no memoryd answering{where} ({details})"
+        hint = "start one with `memoryd serve`, or point --addr / MEMORYD_ADDR at a running server"
+    elif code == grpc.StatusCode.UNAUTHENTICATED:
+        hint = TOKEN_HINT + " (tokens expire; the server must hold the key that signed it)"
+    elif code == grpc.StatusCode.PERMISSION_DENIED:
+        hint = "the caller's view does not allow this; an admin can change it with `memoryd views apply`"
+    elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        hint = "the server is slow or overloaded; `memoryd health --addr ADDR` checks it answers"
+    report(f"{code.name}: {details}", hint)
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    for detail in status.details if status else ():
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            for violation in bad.field_violations:
+                print(f"  {violation.field}: {_one_line(violation.description)}", file=sys.stderr)
+
+
+def hint_for(exc: BaseException) -> str:
+    """A hint for an unexpected ValueError/OSError escaping a command."""
+    text = str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return "check the path; relative paths are resolved from the current directory"
+    if isinstance(exc, PermissionError):
+        return "the file is not readable by this user (key files must belong to the user running memoryd)"
+    if "MEMORYD_" in text or "configuration" in text:
+        return "see the Configuration section of the README, or deploy/memoryd.example.toml"
+    if "connection" in text.lower() and ("postgres" in text.lower() or "dsn" in text.lower()):
+        return "check MEMORYD_POSTGRES_DSN and that PostgreSQL is reachable"
+    return ""
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
