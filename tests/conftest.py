@@ -19,6 +19,7 @@ import pytest
 from memoryd.server import load_or_create_signing_key
 from memoryd.storage import EmbeddedPostgres, migrate
 
+from .support_tls import ca, tls_server  # noqa: F401  (fixtures of the mTLS tests)
 from .support import Agent, ServerProcess, full_view, put_view, server_env, token_for, unique
 
 

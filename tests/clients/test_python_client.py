@@ -32,7 +32,7 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
-from ..e2e.test_mtls import Authority, ca, tls_server  # noqa: F401 (fixtures)
+from ..support_tls import Authority
 from ..support import ServerProcess, full_view, put_view, token_for, unique
 
 FAST = RetryPolicy(max_attempts=4, initial_backoff=0.01, max_backoff=0.05)

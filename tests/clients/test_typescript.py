@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ..e2e.test_mtls import Authority, ca, tls_server  # noqa: F401 (fixtures)
+from ..support_tls import Authority
 from ..support import ServerProcess, full_view, put_view, unique
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -169,24 +167,6 @@ def test_the_otel_collector_config_wires_the_traces_pipeline():
     for kind in ("receivers", "processors", "exporters"):
         assert set(pipeline[kind]) <= set(config[kind])
     assert config["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].endswith(":4317")
-
-
-def test_docker_compose_config_accepts_the_file_when_the_client_has_compose(tmp_path):
-    docker = shutil.which("docker")
-    probe = subprocess.run([docker, "compose", "version"], capture_output=True, text=True) if docker else None
-    if probe is None or probe.returncode != 0:
-        pytest.skip("no `docker compose` plugin on this machine; the structural tests above stand in for it")
-    secrets = DEPLOY / "secrets"
-    made = [f for f in ("master.key", "signing.pem", "pgpass", "postgres_password") if not (secrets / f).exists()]
-    try:
-        for name in made:
-            (secrets / name).write_text("placeholder\n")
-        result = subprocess.run([docker, "compose", "-f", str(DEPLOY / "compose.yaml"), "config", "--quiet"],
-                                capture_output=True, text=True, timeout=60)
-        assert result.returncode == 0, result.stderr
-    finally:
-        for name in made:
-            (secrets / name).unlink()
 
 
 # --- Kubernetes -------------------------------------------------------------------------

@@ -2,90 +2,16 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import grpc
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import MEMORYD, ROOT, Agent, ServerProcess, draft, fails, full_view, put_view, server_env, token_for, unique
-
-TRUST_DOMAIN = "example.org"
-
-
-@dataclass(frozen=True)
-class Issued:
-    key_pem: bytes
-    cert_pem: bytes
-
-
-class Authority:
-    """A throw-away certificate authority."""
-
-    def __init__(self, name: str) -> None:
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        now = dt.datetime.now(dt.UTC)
-        self.cert = (
-            x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(hours=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(self.key, hashes.SHA256())
-        )
-
-    @property
-    def pem(self) -> bytes:
-        return self.cert.public_bytes(serialization.Encoding.PEM)
-
-    def issue(self, names: list[x509.GeneralName], *, server: bool = False) -> Issued:
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.UTC)
-        usage = x509.oid.ExtendedKeyUsageOID.SERVER_AUTH if server else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
-        cert = (
-            x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "memoryd")]))
-            .issuer_name(self.cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .sign(self.key, hashes.SHA256())
-        )
-        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption())
-        return Issued(key_pem, cert.public_bytes(serialization.Encoding.PEM))
-
-    def agent(self, tenant: str, agent: str, domain: str = TRUST_DOMAIN) -> Issued:
-        return self.issue([x509.UniformResourceIdentifier(f"spiffe://{domain}/tenant/{tenant}/agent/{agent}")])
-
-
-@pytest.fixture(scope="module")
-def ca() -> Authority:
-    return Authority("memoryd test CA")
-
-
-@pytest.fixture
-def tls_server(tmp_path: Path, private_database: str, key_file: Path, ca: Authority) -> Iterator[ServerProcess]:
-    server = ca.issue([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))], server=True)
-    files = {"cert.pem": server.cert_pem, "key.pem": server.key_pem, "ca.pem": ca.pem}
-    for name, content in files.items():
-        (tmp_path / name).write_bytes(content)
-    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=private_database,
-                     MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_TLS_CERT_FILE=str(tmp_path / "cert.pem"),
-                     MEMORYD_TLS_KEY_FILE=str(tmp_path / "key.pem"),
-                     MEMORYD_TLS_CLIENT_CA_FILE=str(tmp_path / "ca.pem"), MEMORYD_TLS_TRUST_DOMAIN=TRUST_DOMAIN)
-    process = ServerProcess(env, tmp_path / "server.log").start()
-    yield process
-    process.stop()
+from ..support_tls import TRUST_DOMAIN, Authority, Issued
 
 
 def channel(server: ServerProcess, ca: Authority, client: Issued | None) -> grpc.Channel:
