@@ -8,14 +8,15 @@ the dataset's licence); the metric arithmetic lives in pure functions (``recall_
 from ._dataset import (CATEGORY_NAMES, SCORED_CATEGORIES, Conversation, DatasetError, Question, Turn,
                        canonical_dia_id, load_locomo, parse_conversation, parse_session_time, resolve_dataset,
                        select_conversations, split_evidence, subject_for, turn_text)
+from ._load import LoadOptions, LoadResult, run_load
 from ._locomo import BenchError, LocomoOptions, LocomoResult, run_locomo
 from ._metrics import QuestionResult, Row, Summary, channel_hits, percentile, recall_at_k, summarise
 from ._server import EmbeddedServer, ServerError
 
 __all__ = [
     "CATEGORY_NAMES", "SCORED_CATEGORIES", "BenchError", "Conversation", "DatasetError", "EmbeddedServer",
-    "LocomoOptions", "LocomoResult", "Question", "QuestionResult", "Row", "ServerError", "Summary", "Turn",
+    "LoadOptions", "LoadResult", "LocomoOptions", "LocomoResult", "Question", "QuestionResult", "Row", "ServerError", "Summary", "Turn",
     "canonical_dia_id", "channel_hits", "load_locomo", "parse_conversation", "parse_session_time", "percentile",
-    "recall_at_k", "resolve_dataset", "run_locomo", "select_conversations", "split_evidence", "subject_for",
+    "recall_at_k", "resolve_dataset", "run_load", "run_locomo", "select_conversations", "split_evidence", "subject_for",
     "summarise", "turn_text",
 ]

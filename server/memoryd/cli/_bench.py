@@ -54,6 +54,30 @@ def add_bench_commands(commands: Any) -> None:
     locomo.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     locomo.set_defaults(run=run_locomo_command)
 
+    load = benchmarks.add_parser(
+        "load", help="closed-loop load: 80%% Recall, 15%% Write, 5%% MemoryView/Erase across many tenants",
+        description="Set up TENANTS tenants (a view for the agent 'load' in each, a few seed memories per "
+                    "subject), run CONCURRENCY closed-loop workers for DURATION seconds with the mix 80% Recall, "
+                    "15% Write, 3% MemoryView, 2% Erase, then check that every acknowledged write is still "
+                    "there. Reports throughput, p50/p95/p99 per operation, errors by code and lost writes. "
+                    "Starts its own embedded server unless --addr is given; loopback addresses only. "
+                    "Exits 1 if any call failed or any write was lost.")
+    load.add_argument("--addr", help="a memoryd on loopback instead of an embedded one (needs --key-file)")
+    load.add_argument("--key-file", help="that server's signing key (to store a view in each tenant)")
+    load.add_argument("--tenants", type=int, default=100, help="default 100")
+    load.add_argument("--subjects", type=int, default=2, help="subjects per tenant (default 2)")
+    load.add_argument("--seed-memories", type=int, default=5, help="memories written per subject first (default 5)")
+    load.add_argument("--concurrency", type=int, default=8, help="closed-loop workers (default 8)")
+    load.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
+    load.add_argument("--deadline", type=float, default=10.0, help="deadline of each call in seconds (default 10)")
+    load.add_argument("--seed", type=int, default=0, help="random seed of the workers' choices (default 0)")
+    load.add_argument("--start-timeout", type=float, default=180.0,
+                      help="seconds to wait for the embedded server to listen (default 180)")
+    load.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    load.add_argument("--markdown", action="store_true", help="print a Markdown section for bench/RESULTS.md")
+    load.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    load.set_defaults(run=run_load_command)
+
 
 def _token(args: argparse.Namespace) -> str:
     if args.addr is None:
@@ -90,3 +114,29 @@ def run_locomo_command(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
         print(f"results written to {args.json}", file=sys.stderr)
     return 0
+
+
+def run_load_command(args: argparse.Namespace) -> int:
+    from memoryd.bench import LoadOptions, run_load
+    from memoryd.bench import _load
+
+    options = LoadOptions(addr=args.addr, key_file=Path(args.key_file) if args.key_file else None,
+                          tenants=args.tenants, subjects=args.subjects, seed_memories=args.seed_memories,
+                          concurrency=args.concurrency, duration=args.duration, seed=args.seed,
+                          deadline=args.deadline, start_timeout=args.start_timeout)
+    try:
+        before = machine()
+        result = run_load(options, progress=None if args.quiet else sys.stderr)
+        after = machine()
+    except (BenchError, ServerError) as exc:
+        print(f"memoryd bench: error: {exc}", file=sys.stderr)
+        return 1
+    found = versions()
+    recorded = settings(os.environ) if result.server.get("embedded") else {}
+    print(_load.markdown_report(result, before, after, found, recorded) if args.markdown
+          else _load.text_report(result))
+    if args.json:
+        document = _load.json_report(result, before, after, found, recorded)
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 0 if not result.errors and not result.lost else 1

@@ -1,0 +1,544 @@
+"""``memoryd bench load``: a bounded, closed-loop load generator on loopback.
+
+Sets up ``tenants`` tenants (a tenant admin token stores a full view for the agent ``load``
+in each), seeds every subject with a few memories, then runs ``concurrency`` workers for
+``duration`` seconds. Each worker, in a loop: picks a tenant and a subject at random, picks
+an operation by the mix (80 % Recall, 15 % Write, 3 % MemoryView, 2 % Erase), calls it with
+a deadline and records the latency and the status code. Closed loop: a worker's next call
+starts when its previous one ended, so the load is bounded by ``concurrency``.
+
+Every Write carries an idempotency key and every memory id it acknowledges is recorded. An
+Erase purges one acknowledged memory (taken out of the pool under a lock, so no two workers
+erase the same one, and no acknowledged memory is ever erased by anyone else). At the end
+every subject is listed (MemoryView, every status) and each acknowledged memory that the run
+did not erase itself must be there: a missing one is a **lost write**. An Erase that failed
+leaves its memory uncertain; it is counted as an error and left out of the check.
+
+Only loopback addresses are accepted: this is a tool for one's own machine, not for load
+testing somebody else's server.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import grpc
+
+from memoryd.server import issue_token, load_signing_key
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+from memoryd.v1 import view_admin_service_pb2 as admin
+from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
+
+from ._locomo import BenchError
+from ._metrics import percentile
+from ._server import EmbeddedServer
+
+OPERATIONS = ("Recall", "Write", "MemoryView", "Erase")
+# The mix: 80 % Recall, 15 % Write, 5 % MemoryView/Erase (split 3 / 2).
+MIX: Mapping[str, float] = {"Recall": 0.80, "Write": 0.15, "MemoryView": 0.03, "Erase": 0.02}
+AGENT = "load"
+ADMIN = "load-admin"
+ALL_STATUSES = [pb.MEMORY_STATUS_ACTIVE, pb.MEMORY_STATUS_FORGOTTEN]  # superseded ones are versions
+_WORDS = ("apple", "harbour", "cello", "marathon", "Berlin", "puppy", "recital", "pastry", "fjord", "Norwegian",
+          "mountain", "garden", "bicycle", "coffee", "library", "painting", "river", "winter", "concert", "recipe",
+          "train", "island", "market", "violin", "football", "museum", "sunrise", "novel", "kitchen", "lantern")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    addr: str | None = None           # None: start an embedded server
+    key_file: Path | None = None      # the server's signing key (needed with addr)
+    tenants: int = 100
+    subjects: int = 2                 # per tenant
+    seed_memories: int = 5            # per subject
+    concurrency: int = 8
+    duration: float = 60.0
+    seed: int = 0
+    deadline: float = 10.0            # per call, seconds
+    write_items: int = 2              # items per load Write
+    start_timeout: float = 180.0
+    run_id: str = ""                  # tenant prefix; random when empty
+
+
+@dataclass
+class OpStats:
+    latencies_ms: list[float] = field(default_factory=list)   # successful calls
+    errors: Counter[str] = field(default_factory=Counter)     # by status code name
+
+    @property
+    def calls(self) -> int:
+        return len(self.latencies_ms) + sum(self.errors.values())
+
+
+@dataclass
+class LoadResult:
+    options: LoadOptions
+    server: dict[str, Any]
+    seconds: float                     # the measured phase
+    setup_seconds: float
+    verify_seconds: float
+    ops: dict[str, OpStats]
+    acknowledged: int                  # memories acknowledged by Write (seeds included)
+    erased: int                        # of those, purged by this run's Erase calls
+    uncertain: int                     # taken by an Erase that failed
+    lost: list[tuple[str, str, str]]   # (tenant, subject, memory_id) missing at the end
+    inactive: int                      # present but no longer active (lifecycle)
+    erase_mismatches: int              # an Erase of one id that did not report 1 memory
+    degraded: int                      # Recall responses marked degraded
+    server_rss_bytes: dict[str, int | None] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for stats in self.ops.values():
+            total.update(stats.errors)
+        return total
+
+    def summary(self, op: str) -> dict[str, Any]:
+        stats = self.ops[op]
+        lat = stats.latencies_ms
+        return {"calls": stats.calls, "ok": len(lat), "errors": dict(stats.errors),
+                "per_second": len(lat) / self.seconds if self.seconds > 0 else None,
+                "p50_ms": percentile(lat, 50), "p95_ms": percentile(lat, 95), "p99_ms": percentile(lat, 99),
+                "max_ms": max(lat) if lat else None}
+
+
+def is_loopback(addr: str) -> bool:
+    """True if every address ``host:port`` resolves to is a loopback address."""
+    host = addr.rsplit(":", 1)[0] if ":" in addr else addr
+    host = host.strip("[]")
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
+
+
+def choose_op(rng: random.Random) -> str:
+    x = rng.random()
+    for op in OPERATIONS:
+        x -= MIX[op]
+        if x < 0:
+            return op
+    return OPERATIONS[0]
+
+
+def process_rss(pid: int) -> dict[str, int | None]:
+    """RSS of a process and of it plus its descendants (Linux /proc), in bytes."""
+    def rss(p: int) -> int | None:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+
+    def children(p: int) -> list[int]:
+        found: list[int] = []
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                found.extend(int(c) for c in (task / "children").read_text().split())
+        except (OSError, ValueError):
+            pass
+        return found
+
+    own = rss(pid)
+    total, stack, seen = 0, [pid], set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        total += rss(p) or 0
+        stack.extend(children(p))
+    return {"server": own, "with_children": total if own is not None else None}
+
+
+class _Tenant:
+    def __init__(self, name: str, token: str, subjects: list[str]) -> None:
+        self.name = name
+        self.metadata = (("authorization", f"Bearer {token}"),)
+        self.subjects = subjects
+        # Acknowledged, not yet erased memory ids per subject; erased ones move to `erased`.
+        self.live: dict[str, list[str]] = {s: [] for s in subjects}
+        self.erased: dict[str, set[str]] = {s: set() for s in subjects}
+        self.uncertain: dict[str, set[str]] = {s: set() for s in subjects}
+        self.lock = threading.Lock()
+
+
+class _Run:
+    def __init__(self, options: LoadOptions, channel: grpc.Channel, key_path: Path) -> None:
+        self.options = options
+        self.memory = svc_grpc.MemoryServiceStub(channel)
+        self.admin = admin_grpc.ViewAdminServiceStub(channel)
+        self.key = load_signing_key(key_path)
+        run_id = options.run_id or uuid.uuid4().hex[:8]
+        self.run_id = run_id
+        ttl = int(options.duration + 3600)
+        self.tenants = [_Tenant(f"load-{run_id}-{i:03d}",
+                                issue_token(self.key, tenant=f"load-{run_id}-{i:03d}", agent=AGENT,
+                                            ttl_seconds=ttl),
+                                [f"user-{j}" for j in range(options.subjects)])
+                        for i in range(options.tenants)]
+        self.ops = {op: OpStats() for op in OPERATIONS}
+        self.stats_lock = threading.Lock()
+        self.counter = 0
+        self.erase_mismatches = 0
+        self.degraded = 0
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _text(self, rng: random.Random) -> str:
+        with self.stats_lock:
+            self.counter += 1
+            n = self.counter
+        words = " ".join(rng.choice(_WORDS) for _ in range(6))
+        return f"memory {n} of {self.run_id}: the user mentioned {words}."
+
+    def _write(self, tenant: _Tenant, subject: str, count: int, rng: random.Random) -> None:
+        items = [pb.MemoryDraft(category=pb.CATEGORY_EVENT, text=self._text(rng)) for _ in range(count)]
+        key = f"load-{uuid.uuid4().hex}"
+        response = self.memory.Write(svc.WriteRequest(subject=subject, items=items, idempotency_key=key),
+                                     metadata=tenant.metadata, timeout=self.options.deadline)
+        ids = [r.memory_id for r in response.results if r.memory_id]
+        if len(ids) != count:
+            raise _Mismatch(f"Write acknowledged {len(ids)} of {count} items")
+        with tenant.lock:
+            tenant.live[subject].extend(ids)
+
+    # -- setup -----------------------------------------------------------------------------
+
+    def setup_tenant(self, tenant: _Tenant, rng: random.Random) -> None:
+        token = issue_token(self.key, tenant=tenant.name, agent=ADMIN, roles=("admin",), ttl_seconds=600)
+        every = [pb.ViewRule(category=c, key_patterns=["*"])
+                 for c in pb.Category.values() if c != pb.CATEGORY_UNSPECIFIED]
+        fields = [f.name for f in pb.Memory.DESCRIPTOR.fields if f.name != "content_unavailable"]
+        view = pb.View(agent=AGENT, read_rules=every, write_rules=every, may_erase=True, visible_fields=fields,
+                       description="load generator (memoryd bench load)")
+        self.admin.PutView(admin.PutViewRequest(view=view), metadata=(("authorization", f"Bearer {token}"),),
+                           timeout=max(self.options.deadline, 30))
+        for subject in tenant.subjects:
+            if self.options.seed_memories:
+                self._write(tenant, subject, self.options.seed_memories, rng)
+
+    # -- the measured loop -----------------------------------------------------------------
+
+    def call(self, op: str, rng: random.Random) -> None:
+        tenant = rng.choice(self.tenants)
+        subject = rng.choice(tenant.subjects)
+        if op == "Recall":
+            query = " ".join(rng.choice(_WORDS) for _ in range(3))
+            response = self.memory.Recall(svc.RecallRequest(subject=subject, query=query, top_k=10),
+                                          metadata=tenant.metadata, timeout=self.options.deadline)
+            if response.degraded:
+                with self.stats_lock:
+                    self.degraded += 1
+        elif op == "Write":
+            self._write(tenant, subject, self.options.write_items, rng)
+        elif op == "MemoryView":
+            self.memory.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=50),
+                                   metadata=tenant.metadata, timeout=self.options.deadline)
+        else:
+            with tenant.lock:
+                pool = tenant.live[subject]
+                if not pool:
+                    memory_id = ""
+                else:
+                    memory_id = pool.pop(rng.randrange(len(pool)))
+                    tenant.uncertain[subject].add(memory_id)
+            if not memory_id:  # nothing to erase here: list instead, so the call still counts
+                self.memory.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=50),
+                                       metadata=tenant.metadata, timeout=self.options.deadline)
+                return
+            response = self.memory.Erase(
+                svc.EraseRequest(subject=subject, ids=svc.MemoryIds(ids=[memory_id]), mode=svc.ERASE_MODE_PURGE,
+                                 reason="load generator"),
+                metadata=tenant.metadata, timeout=self.options.deadline)
+            with tenant.lock:
+                tenant.uncertain[subject].discard(memory_id)
+                tenant.erased[subject].add(memory_id)
+            if response.receipt.counts.memories != 1 or not response.receipt.verified:
+                with self.stats_lock:
+                    self.erase_mismatches += 1
+
+    def worker(self, index: int, stop_at: float, progress: Callable[[], None]) -> None:
+        rng = random.Random(self.options.seed * 1_000_003 + index)
+        while time.monotonic() < stop_at:
+            op = choose_op(rng)
+            started = time.perf_counter()
+            code = ""
+            try:
+                self.call(op, rng)
+            except grpc.RpcError as exc:
+                code = exc.code().name if exc.code() is not None else "UNKNOWN"  # type: ignore[attr-defined]
+            except _Mismatch:
+                code = "BAD_RESPONSE"
+            elapsed = (time.perf_counter() - started) * 1000
+            with self.stats_lock:
+                if code:
+                    self.ops[op].errors[code] += 1
+                else:
+                    self.ops[op].latencies_ms.append(elapsed)
+            progress()
+
+    # -- verification ----------------------------------------------------------------------
+
+    def verify(self) -> tuple[list[tuple[str, str, str]], int]:
+        lost: list[tuple[str, str, str]] = []
+        inactive = 0
+        for tenant in self.tenants:
+            for subject in tenant.subjects:
+                found: dict[str, int] = {}
+                token = ""
+                while True:
+                    page = self.memory.MemoryView(
+                        svc.MemoryViewRequest(subject=subject, statuses=ALL_STATUSES, page_size=500, page_token=token),
+                        metadata=tenant.metadata, timeout=max(self.options.deadline, 30))
+                    found.update((m.id, m.status) for m in page.memories)
+                    token = page.next_page_token
+                    if not token:
+                        break
+                for memory_id in tenant.live[subject]:
+                    status = found.get(memory_id)
+                    if status is None:
+                        lost.append((tenant.name, subject, memory_id))
+                    elif status != pb.MEMORY_STATUS_ACTIVE:
+                        inactive += 1
+        return lost, inactive
+
+
+class _Mismatch(Exception):
+    """A call succeeded but its answer did not say what was asked."""
+
+
+def _run_threads(count: int, target: Callable[[int], None]) -> None:
+    errors: list[BaseException] = []
+
+    def guarded(i: int) -> None:
+        try:
+            target(i)
+        except BaseException as exc:  # noqa: BLE001 — re-raised in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def _load(options: LoadOptions, target: str, key_path: Path, server: dict[str, Any],
+          rss: Callable[[], dict[str, int | None]] | None, stream: TextIO | None) -> LoadResult:
+    def say(text: str) -> None:
+        if stream is not None:
+            stream.write(text + "\n")
+            stream.flush()
+
+    with grpc.insecure_channel(target) as channel:
+        grpc.channel_ready_future(channel).result(timeout=30)
+        run = _Run(options, channel, key_path)
+        started = time.monotonic()
+        queue = list(run.tenants)
+        queue_lock = threading.Lock()
+
+        def set_up(i: int) -> None:
+            rng = random.Random(options.seed * 7919 + i)
+            while True:
+                with queue_lock:
+                    if not queue:
+                        return
+                    tenant = queue.pop()
+                try:
+                    run.setup_tenant(tenant, rng)
+                except grpc.RpcError as exc:
+                    raise BenchError(f"setting up tenant {tenant.name} failed: "
+                                     f"{exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
+
+        say(f"setting up {options.tenants} tenants × {options.subjects} subjects × {options.seed_memories} memories")
+        _run_threads(max(1, min(options.concurrency, options.tenants)), set_up)
+        setup_seconds = time.monotonic() - started
+        rss_before = rss() if rss else {}
+        say(f"set up in {setup_seconds:.1f} s; running {options.concurrency} workers for {options.duration:.0f} s")
+        calls = [0]
+        next_report = [time.monotonic() + 30]
+
+        def progress() -> None:
+            calls[0] += 1
+            now = time.monotonic()
+            if now >= next_report[0]:
+                next_report[0] = now + 30
+                say(f"  {now - begun:,.0f} s: {calls[0]} calls")
+
+        begun = time.monotonic()
+        stop_at = begun + options.duration
+        _run_threads(options.concurrency, lambda i: run.worker(i, stop_at, progress))
+        seconds = time.monotonic() - begun
+        rss_after = rss() if rss else {}
+        say(f"ran {sum(s.calls for s in run.ops.values())} calls in {seconds:.1f} s; verifying acknowledged writes")
+        verify_started = time.monotonic()
+        lost, inactive = run.verify()
+        verify_seconds = time.monotonic() - verify_started
+
+    acknowledged = sum(len(t.live[s]) + len(t.erased[s]) + len(t.uncertain[s]) for t in run.tenants for s in t.subjects)
+    return LoadResult(
+        options=options, server=server, seconds=seconds, setup_seconds=setup_seconds, verify_seconds=verify_seconds,
+        ops=run.ops, acknowledged=acknowledged,
+        erased=sum(len(t.erased[s]) for t in run.tenants for s in t.subjects),
+        uncertain=sum(len(t.uncertain[s]) for t in run.tenants for s in t.subjects),
+        lost=lost, inactive=inactive, erase_mismatches=run.erase_mismatches, degraded=run.degraded,
+        server_rss_bytes={**{f"before_{k}": v for k, v in rss_before.items()},
+                          **{f"after_{k}": v for k, v in rss_after.items()}})
+
+
+def run_load(options: LoadOptions, *, progress: TextIO | None = None) -> LoadResult:
+    if options.tenants < 1 or options.subjects < 1 or options.concurrency < 1 or options.duration <= 0:
+        raise BenchError("tenants, subjects and concurrency must be at least 1 and the duration positive")
+    if not 1 <= options.write_items <= 100 or not 0 <= options.seed_memories <= 100:
+        raise BenchError("write items must be 1-100 and seed memories 0-100")
+    if options.addr is not None:
+        if not is_loopback(options.addr):
+            raise BenchError(f"refusing to load {options.addr}: the load generator only runs against loopback "
+                             "addresses (127.0.0.1, ::1, localhost)")
+        if options.key_file is None or not Path(options.key_file).is_file():
+            raise BenchError("--addr needs --key-file: the server's signing key, to store a view per tenant")
+        return _load(options, options.addr, Path(options.key_file), {"embedded": False, "addr": options.addr},
+                     None, progress)
+    with EmbeddedServer(start_timeout=options.start_timeout) as server:
+        pid = server.pid
+        return _load(options, server.target, server.signing_key_path, {"embedded": True},
+                     (lambda: process_rss(pid)) if pid else None, progress)
+
+
+def load_settings() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in ("MEMORYD_EMBEDDER", "MEMORYD_EMBEDDER_MODEL")}
+
+
+# -- presenting ------------------------------------------------------------------------------
+
+def _n(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def _mib(value: int | None) -> str:
+    return "?" if value is None else f"{value / 2**20:,.0f} MiB"
+
+
+def facts(result: LoadResult) -> list[str]:
+    o = result.options
+    total_ok = sum(len(s.latencies_ms) for s in result.ops.values())
+    errors = result.errors
+    lines = [
+        f"{o.tenants} tenants × {o.subjects} subjects, {o.seed_memories} seed memories each; {o.concurrency} "
+        f"closed-loop workers for {result.seconds:.0f} s (seed {o.seed}, deadline {o.deadline:g} s per call, "
+        f"{o.write_items} items per Write)",
+        f"throughput: {_n(total_ok / result.seconds if result.seconds else None)} calls/s in total",
+        "errors: " + (", ".join(f"{code} {n}" for code, n in errors.most_common()) if errors else "none"),
+        f"writes: {result.acknowledged} memories acknowledged (with idempotency keys), {result.erased} erased by "
+        f"the run, {result.uncertain} left uncertain by a failed Erase; **lost writes: {len(result.lost)}**"
+        + (f" (e.g. {', '.join('/'.join(x) for x in result.lost[:3])})" if result.lost else "")
+        + (f"; {result.inactive} present but no longer active" if result.inactive else ""),
+        f"setup {result.setup_seconds:.0f} s, verification {result.verify_seconds:.0f} s"
+        + (f"; {result.degraded} Recall responses degraded" if result.degraded else "")
+        + (f"; {result.erase_mismatches} Erase receipts not for exactly one verified memory"
+           if result.erase_mismatches else ""),
+    ]
+    rss = result.server_rss_bytes
+    if rss:
+        lines.append(f"server process RSS: {_mib(rss.get('before_server'))} after setup, "
+                     f"{_mib(rss.get('after_server'))} after the run"
+                     + (f"; with its child processes {_mib(rss.get('before_with_children'))} → "
+                        f"{_mib(rss.get('after_with_children'))}"
+                        if rss.get('after_with_children') != rss.get('after_server') else ""))
+    return lines
+
+
+def table(result: LoadResult, markdown: bool) -> list[str]:
+    if markdown:
+        lines = ["| operation | calls | ok/s | p50 ms | p95 ms | p99 ms | max ms | errors |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    else:
+        lines = [f"{'operation':<11} {'calls':>7} {'ok/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+                 f"{'max ms':>8} {'errors':>6}"]
+    for op in OPERATIONS:
+        s = result.summary(op)
+        cells = [op, str(s["calls"]), _n(s["per_second"]), _n(s["p50_ms"]), _n(s["p95_ms"]), _n(s["p99_ms"]),
+                 _n(s["max_ms"]), str(sum(s["errors"].values()))]
+        if markdown:
+            lines.append("| " + " | ".join(cells) + " |")
+        else:
+            lines.append(f"{cells[0]:<11} {cells[1]:>7} {cells[2]:>7} {cells[3]:>8} {cells[4]:>8} {cells[5]:>8} "
+                         f"{cells[6]:>8} {cells[7]:>6}")
+    return lines
+
+
+def text_report(result: LoadResult) -> str:
+    return "\n".join(["Load test (closed loop, loopback)", *table(result, False), "", *facts(result)]) + "\n"
+
+
+def markdown_report(result: LoadResult, before: Mapping[str, Any], after: Mapping[str, Any],
+                    found: Mapping[str, str | None], recorded: Mapping[str, str]) -> str:
+    from datetime import UTC, datetime
+
+    today = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    server = ("embedded (started by the run)" if result.server.get("embedded")
+              else f"external at {result.server.get('addr')}")
+    setting_text = ", ".join(f"{k}={v}" for k, v in recorded.items())
+    version_text = ", ".join(f"{name} {value}" for name, value in found.items() if value)
+    memory = before.get("memory_bytes")
+    lines = [f"### Load, {result.seconds / 60:.0f} min, {today}", "", *table(result, True), "",
+             *(f"- {line}" for line in facts(result)),
+             f"- server: {server}" + (f"; settings: {setting_text}" if setting_text else ""),
+             f"- machine: {before.get('cpu')}, nproc {before.get('nproc')}, memory "
+             f"{'?' if memory is None else f'{memory / 2**30:.1f} GiB'}, {before.get('os')}, "
+             f"Python {before.get('python')}",
+             f"- load average (1/5/15 min): before {before.get('loadavg')}, after {after.get('loadavg')}",
+             f"- versions: {version_text}", ""]
+    return "\n".join(lines)
+
+
+def json_report(result: LoadResult, before: Mapping[str, Any], after: Mapping[str, Any],
+                found: Mapping[str, str | None], recorded: Mapping[str, str]) -> dict[str, Any]:
+    o = result.options
+    return {
+        "benchmark": "load",
+        "options": {"tenants": o.tenants, "subjects": o.subjects, "seed_memories": o.seed_memories,
+                    "concurrency": o.concurrency, "duration": o.duration, "seed": o.seed, "deadline": o.deadline,
+                    "write_items": o.write_items, "mix": dict(MIX)},
+        "server": {**result.server, "settings": dict(recorded), "rss_bytes": result.server_rss_bytes},
+        "machine": {"before": dict(before), "after": dict(after)},
+        "versions": dict(found),
+        "seconds": result.seconds, "setup_seconds": result.setup_seconds, "verify_seconds": result.verify_seconds,
+        "operations": {op: result.summary(op) for op in OPERATIONS},
+        "errors": dict(result.errors),
+        "writes": {"acknowledged": result.acknowledged, "erased": result.erased, "uncertain": result.uncertain,
+                   "lost": len(result.lost), "lost_ids": ["/".join(x) for x in result.lost],
+                   "inactive": result.inactive},
+        "erase_mismatches": result.erase_mismatches,
+        "degraded": result.degraded,
+        "p99_ms": {op: result.summary(op)["p99_ms"] for op in OPERATIONS},
+        "throughput_per_second": (sum(len(s.latencies_ms) for s in result.ops.values()) / result.seconds
+                                  if result.seconds else math.nan),
+    }
