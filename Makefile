@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test bench gen lint-proto clean
+.PHONY: install serve test bench bench-load gen lint-proto clean
 
 # Create the virtualenv and install memoryd with its dev tools (pytest, buf) — re-run when
 # pyproject.toml changes.
@@ -26,8 +26,15 @@ test: install
 
 ## bench: LoCoMo retrieval benchmark on a throw-away embedded server (bench/README.md).
 ## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".
+## Then the 10-minute load run (bench-load).
 bench: install
 	$(BIN)/memoryd bench locomo $(if $(LOCOMO),--dataset $(LOCOMO)) $(BENCH_ARGS)
+	$(MAKE) --no-print-directory bench-load
+
+## bench-load: 10 minutes of closed-loop load (80% Recall, 15% Write, 5% MemoryView/Erase) over
+## 100 tenants on a throw-away embedded server; LOAD_ARGS="--duration 180 --json out.json".
+bench-load: install
+	$(BIN)/memoryd bench load --tenants 100 --duration 600 --markdown $(LOAD_ARGS)
 
 ## gen: regenerate the Python code from protos/ (commit the result).
 gen: install

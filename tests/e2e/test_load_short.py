@@ -1,0 +1,91 @@
+"""`memoryd bench load`, the short version: a bounded closed-loop run (80 % Recall, 15 % Write,
+5 % MemoryView/Erase) against the suite's server, with zero errors and zero lost writes.
+
+Nothing here is timed: speed is measured by `make bench-load` (bench/RESULTS.md); this file
+only checks that the load neither fails a call nor loses an acknowledged write, and that the
+lost-write check itself finds a write that was taken away behind the generator's back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import grpc
+import pytest
+
+from memoryd.bench import BenchError, LoadOptions, run_load
+from memoryd.bench._load import MIX, OPERATIONS, _Run, choose_op, is_loopback
+from memoryd.cli._bench import add_bench_commands
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ..support import ServerProcess
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd")
+    add_bench_commands(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_the_mix_is_80_15_5():
+    assert sum(MIX.values()) == pytest.approx(1.0)
+    assert MIX["Recall"] == 0.80 and MIX["Write"] == 0.15
+    assert MIX["MemoryView"] + MIX["Erase"] == pytest.approx(0.05)
+    rng = random.Random(7)
+    draws = Counter(choose_op(rng) for _ in range(100_000))
+    assert set(draws) == set(OPERATIONS)
+    for op, share in MIX.items():
+        assert draws[op] / 100_000 == pytest.approx(share, abs=0.005)
+
+
+def test_only_loopback_addresses_are_accepted(tmp_path: Path):
+    for addr in ("127.0.0.1:50051", "localhost:50051", "[::1]:50051", "127.5.6.7:1"):
+        assert is_loopback(addr), addr
+    for addr in ("10.0.0.1:50051", "8.8.8.8:443", "0.0.0.0:50051", ":50051", "no-such-host.invalid:1"):
+        assert not is_loopback(addr), addr
+    key = tmp_path / "signing.pem"
+    key.write_text("not used")
+    with pytest.raises(BenchError, match="only runs against loopback"):
+        run_load(LoadOptions(addr="192.0.2.1:50051", key_file=key, duration=1))
+    with pytest.raises(BenchError, match="needs --key-file"):
+        run_load(LoadOptions(addr="127.0.0.1:50051", key_file=None, duration=1))
+
+
+def test_the_lost_write_check_finds_a_write_erased_behind_its_back(server: ServerProcess, key_file: Path):
+    options = LoadOptions(addr=server.target, key_file=key_file, tenants=1, subjects=2, seed_memories=3)
+    with grpc.insecure_channel(server.target) as channel:
+        run = _Run(options, channel, key_file)
+        tenant = run.tenants[0]
+        run.setup_tenant(tenant, random.Random(1))
+        assert run.verify() == ([], 0)
+        victim = tenant.live["user-1"][1]
+        run.memory.Erase(svc.EraseRequest(subject="user-1", ids=svc.MemoryIds(ids=[victim]),
+                                          mode=svc.ERASE_MODE_PURGE),
+                         metadata=tenant.metadata, timeout=30)
+        # Erased by somebody else: the generator did not erase it, so it counts as lost.
+        assert run.verify() == ([(tenant.name, "user-1", victim)], 0)
+
+
+def test_a_short_load_run_has_no_errors_and_loses_no_writes(server: ServerProcess, key_file: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "load.json"
+    args = _parser().parse_args([
+        "bench", "load", "--addr", server.target, "--key-file", str(key_file), "--tenants", "30",
+        "--concurrency", "4", "--duration", "20", "--seed", "3", "--json", str(out), "--markdown", "--quiet"])
+    code = args.run(args)
+    printed = capsys.readouterr()
+    document = json.loads(out.read_text())
+    assert document["errors"] == {}, printed.out
+    assert document["writes"]["lost"] == 0, document["writes"]["lost_ids"]
+    assert document["erase_mismatches"] == 0
+    assert code == 0
+    assert document["options"]["tenants"] == 30 and document["options"]["mix"] == dict(MIX)
+    calls = {op: document["operations"][op]["calls"] for op in OPERATIONS}
+    assert calls["Recall"] > calls["Write"] > 0 and calls["MemoryView"] + calls["Erase"] > 0
+    # Every tenant was seeded, and the run's own erases are accounted for, not counted as lost.
+    assert document["writes"]["acknowledged"] >= 30 * 2 * 5
+    assert "| Recall |" in printed.out and "lost writes: 0" in printed.out
