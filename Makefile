@@ -36,7 +36,7 @@ bench: install
 bench-load: install
 	$(BIN)/memoryd bench load --tenants 100 --duration 600 --markdown $(LOAD_ARGS)
 
-## gen: regenerate the Python code from protos/ (commit the result).
+## gen: regenerate the code of every client language from protos/ (commit the result).
 gen: install
 	$(BIN)/python scripts/gen_protos.py
 	MEMORYD_PYTHON=$(BIN)/python bash scripts/gen_go.sh
