@@ -476,3 +476,66 @@ def test_erase_refuses_bad_input_and_erases_nothing(agent: Agent, build: Build, 
     after = sorted((m.id, m.version, m.status) for m in everything(agent, subject))
     assert after == before
     assert len(after) == 2
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited field on the wire (numbers and lengths under 128)."""
+    assert number < 16 and len(payload) < 128
+    return bytes([(number << 3) | 2, len(payload)]) + payload
+
+
+def _deep_struct_bytes(depth: int) -> bytes:
+    """A Struct nested ``depth`` levels ({"a": {"a": ...}}) as raw wire bytes, deeper than the
+    Python runtime lets a client build."""
+    struct = b""
+    for _ in range(depth):
+        value = bytes([(5 << 3) | 2]) + _varint(len(struct)) + struct  # Value.struct_value
+        entry = _field(1, b"a") + bytes([(2 << 3) | 2]) + _varint(len(value)) + value  # FieldsEntry
+        struct = bytes([(1 << 3) | 2]) + _varint(len(entry)) + entry  # Struct.fields
+    return struct
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+UNDECODABLE = [
+    pytest.param("MemoryService/Write", _field(1, b"\xff\xfeuser"), id="write-subject-not-utf8"),
+    pytest.param("MemoryService/Recall", _field(2, b"\xc3\x28"), id="recall-query-not-utf8"),
+    pytest.param("MemoryService/MemoryView", bytes([(5 << 3) | 2, 100]) + b"ab", id="length-past-the-end"),
+    pytest.param("MemoryService/Erase", b"\xff\xff\xff", id="not-protobuf-at-all"),
+    pytest.param("MemoryService/Write", (lambda d: bytes([(2 << 3) | 2]) + _varint(len(d)) + d)(
+        bytes([(6 << 3) | 2]) + _varint(len(s := _deep_struct_bytes(120))) + s), id="struct-past-parser-depth"),
+    pytest.param("ViewAdminService/PutView", _field(1, _field(1, b"\x80agent")), id="put-view-agent-not-utf8"),
+]
+
+
+@pytest.mark.parametrize("method, payload", UNDECODABLE)
+def test_undecodable_bytes_are_invalid_argument_not_unknown(agent: Agent, connect: Callable[..., Agent],
+                                                           method: str, payload: bytes) -> None:
+    """Found by tests/fuzz: a request that does not parse came back UNKNOWN ("Unexpected
+    DecodeError") from gRPC's own deserialization step; it is the client's bad input."""
+    subject = unique("subject")
+    agent.write(subject, fact())
+    before = everything(agent, subject)
+    caller = connect(agent="ops", roles=("admin",), view=None) if method.startswith("ViewAdmin") else agent
+    rpc = agent.channel.unary_unary(f"/memoryd.v1.{method}")
+    with pytest.raises(grpc.RpcError) as raised:
+        rpc(payload, metadata=caller.metadata, timeout=30)
+    error = failure(raised.value)
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT, error.message
+    assert error.reason == "INVALID_REQUEST"
+    assert "not a valid memoryd.v1." in error.message
+    assert everything(agent, subject) == before
+
+
+def test_undecodable_bytes_are_still_unauthenticated_without_a_token(agent: Agent) -> None:
+    rpc = agent.channel.unary_unary("/memoryd.v1.MemoryService/Write")
+    with pytest.raises(grpc.RpcError) as raised:
+        rpc(b"\xff\xff\xff", timeout=30)
+    assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]

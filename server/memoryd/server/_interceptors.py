@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from opentelemetry import trace
 from opentelemetry.trace import Status as SpanStatus
 from opentelemetry.trace import StatusCode as SpanStatusCode
 
-from memoryd.domain import Internal, MemorydError, PermissionDenied, Unauthenticated
+from memoryd.domain import FieldViolation, Internal, InvalidArgument, MemorydError, PermissionDenied, Unauthenticated
 
 from ._auth import Principal, TokenVerifier
 from ._config import Config
@@ -226,6 +226,9 @@ class Validation:
                             **CONFLICT_VALIDATORS}
 
     async def __call__(self, call: Call, next: Next) -> Message:
+        if isinstance(call.request, Undecodable):
+            raise InvalidArgument(FieldViolation("", f"the request is not a valid {call.request.type_name}: "
+                                                     f"{call.request.error}"))
         validator = self._validators.get(call.method)
         if validator is not None:
             call.command = validator(call.request, self._limits)
@@ -244,6 +247,31 @@ def build_chain(*, verifier: TokenVerifier, services: Services, config: Config,
         CallerScopeStep(services),
         Validation(config),
     ]
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A request whose bytes did not parse (corrupt wire format, invalid UTF-8 in a string,
+    nesting past the parser's depth limit). gRPC would answer UNKNOWN/INTERNAL for a failing
+    deserializer; the chain refuses it as INVALID_ARGUMENT after authentication instead."""
+
+    type_name: str
+    error: str
+
+
+def _lenient(deserialize: Callable[[bytes], Message] | None) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+    type_name = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
+    name = type_name.full_name if type_name is not None else "request"
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as error:
+            return Undecodable(name, str(error))
+
+    return parse
 
 
 class ChainInterceptor(grpc.aio.ServerInterceptor):
@@ -274,7 +302,7 @@ class ChainInterceptor(grpc.aio.ServerInterceptor):
                 _CURRENT_CALL.reset(token)
 
         return grpc.unary_unary_rpc_method_handler(
-            run, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+            run, request_deserializer=_lenient(handler.request_deserializer), response_serializer=handler.response_serializer
         )
 
 

@@ -1,0 +1,450 @@
+"""Fuzzing the gRPC surface: random, huge, malformed and undecodable requests to every
+memoryd.v1 method against the suite's real server.
+
+The properties, for every request:
+- the status is OK or a client error (INVALID_ARGUMENT, PERMISSION_DENIED, NOT_FOUND,
+  FAILED_PRECONDITION, RESOURCE_EXHAUSTED, UNAUTHENTICATED) — never INTERNAL, UNKNOWN or
+  UNAVAILABLE — and the server process stays alive;
+- a rejected request changes nothing: the tenant's rows in every tenant table are the same
+  before and after (read with the owner DSN).
+
+Runs are reproducible (``derandomize``, no example database). ``MEMORYD_FUZZ_EXAMPLES`` raises
+the number of examples per test for a longer local run (the default keeps the file under a
+minute on the 2-core CI machine).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psycopg
+import pytest
+from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import view_admin_service_pb2 as admin
+from tests.support import ALL_FIELDS, Agent, ServerProcess, draft, full_view, put_view, token_for, unique
+
+EXAMPLES = int(os.environ.get("MEMORYD_FUZZ_EXAMPLES", "60"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,  # a call's latency is not a property; CI machines are slow and shared
+    derandomize=True,  # the same examples on every run: CI is reproducible
+    database=None,
+    # Huge strings and Structs are the point: generating them is slow and large on purpose.
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+CLIENT_ERRORS = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.UNAUTHENTICATED,
+}
+MEMORY_METHODS = [m.name for m in svc.DESCRIPTOR.services_by_name["MemoryService"].methods]
+ADMIN_METHODS = [m.name for m in admin.DESCRIPTOR.services_by_name["ViewAdminService"].methods]
+REQUESTS = {
+    **{m.name: m.input_type for m in svc.DESCRIPTOR.services_by_name["MemoryService"].methods},
+    **{m.name: m.input_type for m in admin.DESCRIPTOR.services_by_name["ViewAdminService"].methods},
+}
+ALL_STATUSES = [pb.MEMORY_STATUS_ACTIVE, pb.MEMORY_STATUS_FORGOTTEN]
+SUBJECT = "user-fuzz"
+
+
+# ---------------------------------------------------------------------------------------------
+# The world: one tenant with seeded memories, real page tokens and real archives.
+
+
+@dataclass
+class World:
+    server: ServerProcess
+    channel: grpc.Channel
+    owner_dsn: str
+    tenant: str
+    agent: Agent
+    admin: Agent
+    ids: list[str] = field(default_factory=list)
+    page_tokens: list[str] = field(default_factory=list)
+    archives: list[tuple[bytes, str]] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:  # hypothesis prints the arguments of a failing example
+        return f"World(tenant={self.tenant!r})"
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every row of the tenant, table by table: (count, digest of the rows' text). Left
+        out: the outbox (the index and lifecycle workers change it in the background) and the
+        audit log (written asynchronously; refused requests are checked in it by request id
+        when the module ends)."""
+        out: dict[str, Any] = {}
+        with psycopg.connect(self.owner_dsn) as conn:
+            for table in self.tables:
+                if table in ("outbox", "audit_log"):
+                    continue
+                count, digest = conn.execute(
+                    f"SELECT count(*), coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '') "
+                    f"FROM {table} t WHERE tenant_id = %s", (self.tenant,)).fetchone()  # type: ignore[misc]
+                out[table] = (count, digest)
+        return out
+
+    def send(self, method: str, request: Message | bytes, caller: Agent | None = None) -> grpc.StatusCode:
+        """Send ``request`` (a message, or raw wire bytes); check the properties; return the code."""
+        caller = caller or (self.admin if method in ADMIN_METHODS else self.agent)
+        service = "ViewAdminService" if method in ADMIN_METHODS else "MemoryService"
+        payload = request if isinstance(request, bytes) else request.SerializeToString()
+        # A generic call with identity serializers: the exact bytes go on the wire.
+        rpc = self.channel.unary_unary(f"/memoryd.v1.{service}/{method}")
+        request_id = unique("fuzz").replace("-", "")
+        before = self.snapshot()
+        try:
+            rpc(payload, metadata=(*caller.metadata, ("x-request-id", request_id)), timeout=60)
+            code = grpc.StatusCode.OK
+        except grpc.RpcError as error:
+            code = error.code()  # type: ignore[attr-defined]
+            assert code in CLIENT_ERRORS, f"{method} answered {code}: {error.details()}"  # type: ignore[attr-defined]
+            after = self.snapshot()
+            changed = {t for t in before if before[t] != after[t]}
+            assert not changed, (f"{method} was refused ({code}: {error.details()}) but changed "  # type: ignore[attr-defined]
+                                 f"{sorted(changed)}")
+            self.refused.append(request_id)
+        assert self.server.process is not None and self.server.process.poll() is None, "the server died"
+        return code
+
+
+@pytest.fixture(scope="module")
+def world(server: ServerProcess, channel: grpc.Channel, key_file: Path, postgres: Any) -> Iterator[World]:
+    tenant = unique("fuzz")
+    put_view(channel, key_file, tenant, full_view("fuzzer"))
+    agent = Agent(channel, token_for(key_file, tenant, "fuzzer"))
+    ops = Agent(channel, token_for(key_file, tenant, "ops", roles=("admin",)))
+    with psycopg.connect(postgres.owner_dsn) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.columns WHERE column_name = 'tenant_id' "
+            "AND table_schema = 'public' ORDER BY table_name").fetchall()]
+    w = World(server, channel, postgres.owner_dsn, tenant, agent, ops, tables=tables)
+    written = agent.write(SUBJECT, draft("fact", "lives in Lisbon", key="home_city"),
+                          draft("preference", "likes green tea", key="drink"),
+                          draft("event", "went to the dentist"), draft("goal", "run a marathon", key="goal"))
+    agent.write(SUBJECT, draft("fact", "lives in Porto", key="home_city"))  # a second version
+    w.ids = [r.memory_id for r in written.results]
+    agent.erase(SUBJECT, mode=svc.ERASE_MODE_FORGET, key="goal")  # a forgotten one
+    token = ""
+    while True:
+        page = agent.list(SUBJECT, page_size=1, page_token=token, statuses=ALL_STATUSES)
+        token = page.next_page_token
+        if not token:
+            break
+        w.page_tokens.append(token)
+    history = agent.history(SUBJECT, w.ids[0], page_size=1)
+    if history.next_page_token:
+        w.page_tokens.append(history.next_page_token)
+    for passphrase in ("", "correct horse battery staple"):
+        exported = agent.call("ExportMemories", svc.ExportMemoriesRequest(subject=SUBJECT, passphrase=passphrase))
+        w.archives.append((exported.archive, passphrase))
+    assert w.page_tokens and all(a for a, _ in w.archives)
+    yield w
+    # Audit records are written asynchronously: give the writer time to flush, then no
+    # refused request may have left one.
+    time.sleep(2)
+    with psycopg.connect(postgres.owner_dsn) as conn:
+        audited = conn.execute("SELECT action, request_id FROM audit_log WHERE tenant_id = %s AND request_id = ANY(%s)",
+                               (tenant, w.refused)).fetchall()
+    assert not audited, f"refused requests left audit records: {audited}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Strategies.
+
+texts = st.one_of(
+    st.text(st.characters(codec="utf-8"), max_size=40),
+    st.sampled_from(["", " ", "\x00", "home_city", "*", "a" * 1000, "\u202e\u0301", "user-fuzz", "../../etc"]),
+    st.builds(lambda c, n: c * n, st.characters(codec="utf-8"), st.sampled_from([9_000, 300_000])),
+)
+subjects = st.one_of(st.just(SUBJECT), st.just(SUBJECT), texts)
+int32s = st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([0, 1, -1, 2**31 - 1, -(2**31)]))
+floats = st.one_of(st.floats(width=32), st.sampled_from([math.nan, math.inf, -math.inf, 0.0, 1.0, -0.0, 1e30]))
+enums = st.one_of(st.integers(0, 8), st.integers(-(2**31), 2**31 - 1))
+timestamps = st.builds(
+    lambda s, n: timestamp_pb2.Timestamp(seconds=s, nanos=n),
+    st.one_of(st.integers(-(2**40), 2**40), st.integers(-62135596800, 253402300799)),
+    st.one_of(st.just(0), st.integers(-(2**31), 2**31 - 1)),
+)
+json_leaves = st.one_of(st.none(), st.booleans(), st.floats(), st.text(st.characters(codec="utf-8"), max_size=20),
+                        st.just("x" * 300_000))
+json_values = st.recursive(
+    json_leaves,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(st.characters(codec="utf-8"), max_size=8), inner, max_size=4)),
+    max_leaves=20,
+)
+
+
+def _deep(depth: int, as_list: bool) -> Any:
+    value: Any = 1
+    for level in range(depth):
+        value = [value] if as_list else {f"l{level}": value}
+    return value
+
+
+def _struct(value: Any) -> struct_pb2.Struct:
+    data = struct_pb2.Struct()
+    data.update(value if isinstance(value, dict) else {"v": value})
+    return data
+
+
+structs = st.one_of(
+    st.dictionaries(st.text(st.characters(codec="utf-8"), max_size=10), json_values, max_size=5).map(_struct),
+    st.builds(lambda d, l: _struct({"deep": _deep(d, l)}), st.integers(1, 30), st.booleans()),
+    st.integers(1, 5000).map(lambda n: _struct({f"k{i}": i for i in range(n)})),
+)
+
+
+def _set_enum(message: Message, name: str, value: int) -> Message:
+    """Set an enum field to any number, known or not (proto3 keeps unknown values)."""
+    setattr(message, name, value) if value in (message.DESCRIPTOR.fields_by_name[name].enum_type.values_by_number) \
+        else _raw_enum(message, name, value)
+    return message
+
+
+def _raw_enum(message: Message, name: str, value: int) -> None:
+    number = message.DESCRIPTOR.fields_by_name[name].number
+    message.MergeFromString(_varint((number << 3) | 0) + _varint(value & 0xFFFFFFFFFFFFFFFF))
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+@st.composite
+def drafts(draw: st.DrawFn) -> pb.MemoryDraft:
+    d = pb.MemoryDraft(
+        session_id=draw(st.one_of(st.just(""), texts)),
+        key=draw(st.one_of(st.just(""), st.just("home_city"), texts)),
+        text=draw(st.one_of(st.just("likes oolong tea"), texts)),
+        pinned=draw(st.booleans()),
+        tags=draw(st.lists(texts, max_size=4)),
+        source_turn_id=draw(st.one_of(st.just(""), texts)),
+    )
+    for name in ("scope", "category", "stability", "source_kind"):
+        _set_enum(d, name, draw(enums))
+    if draw(st.booleans()):
+        d.data.CopyFrom(draw(structs))
+    if draw(st.booleans()):
+        d.importance = draw(floats)
+    if draw(st.booleans()):
+        d.confidence = draw(floats)
+    if draw(st.booleans()):
+        d.valid_from.CopyFrom(draw(timestamps))
+    if draw(st.booleans()):
+        d.valid_until.CopyFrom(draw(timestamps))
+    return d
+
+
+# Turn texts stay small: a long accepted turn is chunked and embedded (seconds on CPU), which
+# is load, not fuzzing; the huge strings go to the fields where limits refuse them.
+small_texts = st.text(st.characters(codec="utf-8"), max_size=40)
+turns = st.builds(lambda i, s, t: pb.Turn(turn_id=i, speaker=s, text=t), small_texts, small_texts, small_texts)
+
+
+@st.composite
+def memory_filters(draw: st.DrawFn) -> pb.MemoryFilter:
+    f = pb.MemoryFilter(keys=draw(st.lists(texts, max_size=4)), tags=draw(st.lists(texts, max_size=3)),
+                        session_id=draw(st.one_of(st.just(""), texts)), include_org=draw(st.booleans()))
+    for value in draw(st.lists(enums, max_size=4)):
+        f.MergeFromString(_varint((1 << 3) | 0) + _varint(value & 0xFFFFFFFFFFFFFFFF))
+    if draw(st.booleans()):
+        f.updated_after.CopyFrom(draw(timestamps))
+    if draw(st.booleans()):
+        f.updated_before.CopyFrom(draw(timestamps))
+    return f
+
+
+def page_tokens(world: World) -> st.SearchStrategy[str]:
+    def mutate(token: str, position: int, char: str) -> str:
+        position %= max(len(token), 1)
+        return token[:position] + char + token[position + 1:]
+
+    return st.one_of(
+        st.just(""),
+        st.sampled_from(world.page_tokens),
+        st.builds(mutate, st.sampled_from(world.page_tokens), st.integers(0, 10_000), st.characters(codec="utf-8")),
+        st.binary(max_size=200).map(lambda b: base64.urlsafe_b64encode(b).decode()),
+        st.binary(max_size=200).map(lambda b: base64.b64encode(b).decode()),
+        texts,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The properties, one test per method (or family).
+
+
+@FUZZ
+@given(data=st.data())
+def test_write(world: World, data: st.DataObject) -> None:
+    request = svc.WriteRequest(
+        subject=data.draw(subjects),
+        items=data.draw(st.lists(drafts(), max_size=4)),
+        turns=data.draw(st.lists(turns, max_size=3)),
+        idempotency_key=data.draw(st.one_of(st.just(""), texts)),
+    )
+    _set_enum(request, "consistency", data.draw(enums))
+    _set_enum(request, "turn_mode", data.draw(enums))
+    world.send("Write", request)
+
+
+@FUZZ
+@given(data=st.data())
+def test_recall(world: World, data: st.DataObject) -> None:
+    request = svc.RecallRequest(
+        subject=data.draw(subjects), query=data.draw(texts), keys=data.draw(st.lists(texts, max_size=4)),
+        top_k=data.draw(int32s), token_budget=data.draw(int32s), render_block=data.draw(st.booleans()))
+    if data.draw(st.booleans()):
+        request.filter.CopyFrom(data.draw(memory_filters()))
+    for name in ("similarity", "recency", "importance"):
+        if data.draw(st.booleans()):
+            setattr(request.weights, name, data.draw(floats))
+    world.send("Recall", request)
+
+
+@FUZZ
+@given(data=st.data())
+def test_memory_view_and_history(world: World, data: st.DataObject) -> None:
+    tokens = page_tokens(world)
+    listing = svc.MemoryViewRequest(subject=data.draw(subjects), page_size=data.draw(int32s),
+                                    page_token=data.draw(tokens))
+    if data.draw(st.booleans()):
+        listing.filter.CopyFrom(data.draw(memory_filters()))
+    for value in data.draw(st.lists(enums, max_size=4)):
+        listing.MergeFromString(_varint((3 << 3) | 0) + _varint(value & 0xFFFFFFFFFFFFFFFF))
+    world.send("MemoryView", listing)
+    history = svc.GetHistoryRequest(subject=data.draw(subjects),
+                                    memory_id=data.draw(st.one_of(st.sampled_from(world.ids), texts)),
+                                    page_size=data.draw(int32s), page_token=data.draw(tokens))
+    world.send("GetHistory", history)
+
+
+@FUZZ
+@given(data=st.data())
+def test_jobs_and_conflicts(world: World, data: st.DataObject) -> None:
+    ids = st.one_of(st.sampled_from(world.ids), st.uuids().map(str), texts)
+    world.send("GetExtractionJob", svc.GetExtractionJobRequest(subject=data.draw(subjects), job_id=data.draw(ids)))
+    resolve = svc.ResolveConflictRequest(subject=data.draw(subjects), memory_id=data.draw(ids),
+                                         pending_id=data.draw(ids))
+    _set_enum(resolve, "resolution", data.draw(enums))
+    world.send("ResolveConflict", resolve)
+
+
+@FUZZ
+@given(data=st.data())
+def test_export_and_import(world: World, data: st.DataObject) -> None:
+    world.send("ExportMemories", svc.ExportMemoriesRequest(subject=data.draw(subjects),
+                                                          passphrase=data.draw(st.one_of(st.just(""), texts))))
+
+    def mutate(archive: bytes, position: int, byte: int) -> bytes:
+        position %= len(archive)
+        return archive[:position] + bytes([byte]) + archive[position + 1:]
+
+    real = st.sampled_from(world.archives)
+    archive, passphrase = data.draw(st.one_of(
+        real,
+        st.builds(lambda a, n: (a[0][:n % len(a[0])], a[1]), real, st.integers(0, 10**6)),
+        st.builds(lambda a, p, b: (mutate(a[0], p, b), a[1]), real, st.integers(0, 10**6), st.integers(0, 255)),
+        st.tuples(st.binary(max_size=500), texts),
+        st.tuples(st.sampled_from([b"\xff\xfe\xfd", b"{\"memories\": [\"\xc3\x28\"]}", b"PK\x03\x04", b""]),
+                  st.just("")),
+    ))
+    if data.draw(st.booleans()):
+        passphrase = data.draw(texts)
+    world.send("ImportMemories", svc.ImportMemoriesRequest(
+        subject=data.draw(st.one_of(st.just("user-fuzz-import"), subjects)), archive=archive, passphrase=passphrase))
+
+
+@FUZZ
+@given(data=st.data())
+def test_put_view(world: World, data: st.DataObject) -> None:
+    def rule() -> pb.ViewRule:
+        r = pb.ViewRule(key_patterns=data.draw(st.lists(texts, max_size=3)))
+        return _set_enum(r, "category", data.draw(enums))  # type: ignore[return-value]
+
+    view = pb.View(
+        agent=data.draw(texts.filter(lambda a: a not in ("fuzzer", "ops"))),
+        read_rules=[rule() for _ in range(data.draw(st.integers(0, 3)))],
+        write_rules=[rule() for _ in range(data.draw(st.integers(0, 3)))],
+        may_erase=data.draw(st.booleans()),
+        visible_fields=data.draw(st.lists(st.one_of(st.sampled_from(ALL_FIELDS), texts), max_size=5)),
+        description=data.draw(texts), version=data.draw(st.integers(-(2**63), 2**63 - 1)))
+    for value in data.draw(st.lists(enums, max_size=3)):
+        view.MergeFromString(_varint((8 << 3) | 0) + _varint(value & 0xFFFFFFFFFFFFFFFF))
+    world.send("PutView", admin.PutViewRequest(view=view, expected_version=data.draw(
+        st.integers(-(2**63), 2**63 - 1))))
+    world.send("GetView", admin.GetViewRequest(agent=data.draw(texts)))
+    world.send("ListViews", admin.ListViewsRequest(page_size=data.draw(int32s), page_token=data.draw(texts)))
+    # A non-admin may not touch views at all.
+    world.send("DeleteView", admin.DeleteViewRequest(agent=data.draw(texts)), caller=world.agent)
+
+
+@FUZZ
+@given(method=st.sampled_from(MEMORY_METHODS + ADMIN_METHODS), payload=st.one_of(
+    st.binary(max_size=300),
+    # A valid tag for a string field followed by bytes that are not UTF-8.
+    st.builds(lambda n, b: _varint((n << 3) | 2) + _varint(len(b)) + b, st.integers(1, 8),
+              st.binary(min_size=1, max_size=40).map(lambda b: b"\xff" + b)),
+    # A length that runs past the end.
+    st.builds(lambda n: _varint((n << 3) | 2) + _varint(1000) + b"ab", st.integers(1, 8)),
+))
+def test_undecodable_bytes(world: World, method: str, payload: bytes) -> None:
+    world.send(method, payload)
+
+
+@FUZZ
+@given(data=st.data())
+def test_erase(world: World, data: st.DataObject) -> None:
+    request = svc.EraseRequest(subject=data.draw(st.one_of(st.just("user-fuzz-erase"), texts)),
+                               reason=data.draw(texts))
+    selector = data.draw(st.sampled_from(["ids", "key", "source_turn_id", "category", "all_of_subject", "none"]))
+    if selector == "ids":
+        request.ids.ids.extend(data.draw(st.lists(st.one_of(st.sampled_from(world.ids), st.uuids().map(str), texts),
+                                                  max_size=5)))
+    elif selector in ("key", "source_turn_id"):
+        setattr(request, selector, data.draw(texts))
+    elif selector == "category":
+        _set_enum(request, "category", data.draw(enums))
+    elif selector == "all_of_subject":
+        request.all_of_subject = data.draw(st.booleans())
+    _set_enum(request, "mode", data.draw(enums))
+    world.send("Erase", request)
+
+
+@FUZZ
+@given(method=st.sampled_from(MEMORY_METHODS), token=st.one_of(st.text(st.characters(codec="utf-8"), max_size=200), st.sampled_from(
+    ["", "Bearer", "Bearer ", "Bearer a.b.c", "bearer x", "Basic Zm9vOmJhcg=="])))
+def test_bad_tokens(world: World, method: str, token: str) -> None:
+    payload = GetMessageClass(REQUESTS[method])(subject=SUBJECT).SerializeToString() \
+        if "subject" in REQUESTS[method].fields_by_name else b""
+    rpc = world.channel.unary_unary(f"/memoryd.v1.MemoryService/{method}")
+    metadata = (("authorization", token),) if token.isascii() and token.isprintable() else ()
+    before = world.snapshot()
+    with pytest.raises(grpc.RpcError) as raised:
+        rpc(payload, metadata=metadata, timeout=60)
+    assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED, (method, raised.value.details())  # type: ignore[attr-defined]
+    assert world.snapshot() == before
