@@ -35,6 +35,21 @@ def test_bad_turns_are_refused_field_by_field(agent):
     assert set(fails(agent.call, "Write", svc.WriteRequest(subject="alice", turns=many)).violations) == {"turns"}
 
 
+def test_turns_totalling_more_than_64_kib_are_refused_and_write_nothing(agent):
+    # Found by the fuzz tests: 200 turns of 8 KiB each were accepted, and one CHUNK Write then
+    # made thousands of memories in one transaction.
+    subject = unique("subject")
+    long = [turn(f"t{i}", "user", f"turn {i}: " + "the quick brown fox jumps over the lazy dog. " * 180)
+            for i in range(9)]
+    assert sum(len(t.text.encode()) for t in long) > 64 * 1024
+    failure = fails(agent.call, "Write", svc.WriteRequest(subject=subject, turns=long, turn_mode=svc.TURN_MODE_CHUNK))
+    assert failure.code == grpc.StatusCode.INVALID_ARGUMENT and set(failure.violations) == {"turns"}
+    assert agent.list_all(subject) == []
+    # Just under the limit is fine.
+    fits = agent.call("Write", svc.WriteRequest(subject=subject, turns=long[:8], turn_mode=svc.TURN_MODE_CHUNK))
+    assert len(fits.results) > 8
+
+
 def test_chunk_mode_stores_turns_as_dated_events_searchable_by_meaning_and_erasable_by_turn(agent):
     subject = unique("subject")
     long_text = ("I moved to Berlin last spring for a job at a robotics startup. The first months were hard because "

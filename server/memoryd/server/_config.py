@@ -23,6 +23,9 @@ class Limits:
     max_message_bytes: int = 4 * 1024 * 1024
     max_items: int = 100
     max_text_bytes: int = 8 * 1024
+    # All turns of one Write together: bounds the memories one CHUNK request makes (~300) and
+    # the transcript one extraction job holds.
+    max_turns_text_bytes: int = 64 * 1024
     max_data_bytes: int = 16 * 1024
     max_data_depth: int = 8
     max_key_bytes: int = 128

@@ -47,6 +47,10 @@ def check_turns(check: _Checker, request: svc.WriteRequest) -> tuple[tuple[Turn,
             check.fail(f"{path}.time", "is required")
         if len(check.violations) == before and time is not None:
             turns.append(Turn(turn_id, " ".join(speaker.split()), text, time))
+    total = sum(len(turn.text.encode()) for turn in request.turns)
+    if total > check.limits.max_turns_text_bytes:
+        check.fail("turns", f"the turns' texts must total at most {check.limits.max_turns_text_bytes} bytes "
+                            f"(got {total}); send longer conversations in several Writes")
     return tuple(turns), chunk
 
 
