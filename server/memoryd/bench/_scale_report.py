@@ -112,7 +112,9 @@ def markdown_scale(result: ScaleResult, before: Mapping[str, Any], after: Mappin
         "(the machine is shared with other engineers' test runs)",
         f"versions: {version_text}",
         f"run took {result.seconds:.0f} s; load: {o.load_workers} concurrent writers, batches of up to 50, "
-        f"CONSISTENCY_WAIT_INDEXED; endpoint answered {result.endpoint.get('requests', 0):,} requests "
+        + ("every batch CONSISTENCY_WAIT_INDEXED" if o.load_consistency == "wait" else
+           "CONSISTENCY_INDEX_ASYNC with a last CONSISTENCY_WAIT_INDEXED batch per point")
+        + f"; endpoint answered {result.endpoint.get('requests', 0):,} requests "
         f"for {result.endpoint.get('inputs', 0):,} texts",
     ]
     lines.extend(f"- {fact}" for fact in facts)

