@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test bench gen lint-proto clean
+.PHONY: install serve test bench bench-scale gen lint-proto clean
 
 # Create the virtualenv and install memoryd with its dev tools (pytest, buf) — re-run when
 # pyproject.toml changes.
@@ -28,6 +28,10 @@ test: install
 ## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".
 bench: install
 	$(BIN)/memoryd bench locomo $(if $(LOCOMO),--dataset $(LOCOMO)) $(BENCH_ARGS)
+
+## bench-scale: scale curves, write and indexing rates (bench/README.md); SCALE_ARGS="--totals 1k,10k".
+bench-scale: install
+	$(BIN)/memoryd bench scale $(SCALE_ARGS)
 
 ## gen: regenerate the Python code from protos/ (commit the result).
 gen: install
