@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test bench bench-load gen lint-proto clean
+.PHONY: install serve test bench bench-load bench-scale gen lint-proto clean
 
 # Create the virtualenv and install memoryd with its dev tools (pytest, buf) — re-run when
 # pyproject.toml changes.
@@ -35,6 +35,10 @@ bench: install
 ## 100 tenants on a throw-away embedded server; LOAD_ARGS="--duration 180 --json out.json".
 bench-load: install
 	$(BIN)/memoryd bench load --tenants 100 --duration 600 --markdown $(LOAD_ARGS)
+
+## bench-scale: scale curves, write and indexing rates (bench/README.md); SCALE_ARGS="--totals 1k,10k".
+bench-scale: install
+	$(BIN)/memoryd bench scale $(SCALE_ARGS)
 
 ## gen: regenerate the code of every client language from protos/ (commit the result).
 gen: install

