@@ -23,7 +23,7 @@ from pymilvus import MilvusClient
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, MilvusServer, ServerProcess, agent_with_view, draft, server_env, unique
+from ..support import Agent, MilvusServer, ServerProcess, agent_with_view, draft, fails, server_env, unique
 
 CATCH_UP_SECONDS = 30  # the bound of the issue: acknowledged writes are searchable within 30 s
 SUBJECT = "alice"
@@ -216,6 +216,10 @@ def test_postgres_restarted_mid_stream_gives_unavailable_and_loses_nothing(tmp_p
                 _wait_for("some writes are acknowledged", lambda: writer.counts()[0] >= 5, 30, diagnose)
                 pg.stop()
                 _wait_for("writes fail while PostgreSQL is down", lambda: writer.counts()[1] >= 3, 30, diagnose)
+                for method, call in (("Recall", svc.RecallRequest(subject=SUBJECT, query="ferry to Naxos")),
+                                     ("MemoryView", svc.MemoryViewRequest(subject=SUBJECT))):
+                    outage = fails(agent.call, method, call, timeout=15)
+                    assert outage.code == grpc.StatusCode.UNAVAILABLE, (method, outage)
                 pg.start()
                 after_restart = writer.counts()[0]
                 _wait_for("writes succeed again without restarting the server",
@@ -238,11 +242,14 @@ def test_postgres_restarted_mid_stream_gives_unavailable_and_loses_nothing(tmp_p
 # 3. The server killed (SIGKILL) mid-load, then restarted ------------------------------------------
 
 
-def test_server_killed_mid_load_resumes_its_outbox_after_restart(tmp_path, private_database, key_file):
-    # The embedded vector index (Milvus Lite under the data directory), as in a single-node deployment.
-    env = server_env(MEMORYD_DATA_DIR=str(tmp_path / "memoryd"), MEMORYD_POSTGRES_DSN=private_database,
-                     MEMORYD_SIGNING_KEY_FILE=str(key_file))
-    (tmp_path / "memoryd").mkdir()
+def test_server_killed_mid_load_resumes_its_outbox_after_restart(tmp_path, key_file):
+    # The embedded default (PostgreSQL and Milvus Lite under the data directory), as in a single-node
+    # deployment: the killed server's PostgreSQL outlives it as an orphan and is taken over on restart.
+    # (The outbox lives in PostgreSQL either way; a configured one only makes this easier.)
+    data_dir = tmp_path / "memoryd"
+    data_dir.mkdir()
+    env = server_env(MEMORYD_DATA_DIR=str(data_dir), MEMORYD_SIGNING_KEY_FILE=str(key_file))
+    dsn = f"postgresql://postgres:@/postgres?host={(data_dir / 'postgres').resolve()}"
     process = ServerProcess(env, tmp_path / "memoryd.log").start()
     tenant = unique("tenant")
     try:
@@ -250,25 +257,29 @@ def test_server_killed_mid_load_resumes_its_outbox_after_restart(tmp_path, priva
             agent = agent_with_view(channel, key_file, tenant)
             with Writer(agent, items_per_call=5) as writer:
                 def pending() -> bool:
-                    return writer.counts()[0] >= 20 and any(not row[3] for row in _outbox(private_database))
+                    return writer.counts()[0] >= 20 and any(not row[3] for row in _outbox(dsn))
 
-                _wait_for("the outbox has work in flight", pending, 30, _diagnose(process, private_database))
+                _wait_for("the outbox has work in flight", pending, 30, _diagnose(process, dsn))
                 process.stop(signal.SIGKILL)
-                left = len(_outbox(private_database))
+                left = len(_outbox(dsn))
                 _wait_for("the writer sees the server gone", lambda: writer.counts()[1] >= 1, 30, lambda: "")
             acknowledged = dict(writer.acknowledged)
             assert set(writer.failures) == {grpc.StatusCode.UNAVAILABLE}, writer.failures
             assert left > 0, "the kill came after the outbox had caught up: it proves nothing"
 
         process = ServerProcess(env, tmp_path / "memoryd.log").start()
-        diagnose = _diagnose(process, private_database)
+        diagnose = _diagnose(process, dsn)
         with grpc.insecure_channel(process.target) as channel:
             agent = Agent(channel, agent.token)
             _assert_stored_once(agent, acknowledged)
             _wait_for("every acknowledged write is searchable by meaning",
                       lambda: not _not_found_by_meaning(agent, acknowledged), CATCH_UP_SECONDS,
                       lambda: f"not found: {_not_found_by_meaning(agent, acknowledged)}\n{diagnose()}")
-            _wait_for("the outbox is empty", lambda: _outbox(private_database) == [], CATCH_UP_SECONDS, diagnose)
+            _wait_for("the outbox is empty", lambda: _outbox(dsn) == [], CATCH_UP_SECONDS, diagnose)
             _assert_stored_once(agent, acknowledged)
     finally:
         process.stop()
+        if (data_dir / "postgres" / "postmaster.pid").exists():
+            orphan = EmbeddedPostgres(data_dir)  # the test failed with the killed server's PostgreSQL left running
+            orphan.start()
+            orphan.stop()
