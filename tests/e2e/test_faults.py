@@ -23,7 +23,8 @@ from pymilvus import MilvusClient
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, MilvusServer, ServerProcess, agent_with_view, draft, fails, server_env, unique
+from ..support import (Agent, MilvusServer, ServerProcess, agent_with_view, draft, fails, free_port, server_env,
+                       unique)
 
 CATCH_UP_SECONDS = 30  # the bound of the issue: acknowledged writes are searchable within 30 s
 SUBJECT = "alice"
@@ -44,6 +45,7 @@ class Writer:
 
     agent: Agent
     items_per_call: int = 1
+    retry: bool = False  # retry a failed call with the same idempotency key until it is acknowledged
     acknowledged: dict[str, str] = field(default_factory=dict)
     failures: list[grpc.StatusCode] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -66,19 +68,23 @@ class Writer:
 
     def _run(self) -> None:
         i = 0
+        texts: list[str] = []
         while not self._stop.is_set():
-            texts = [_text(i + k, unique("t")) for k in range(self.items_per_call)]
-            i += self.items_per_call
+            if not (self.retry and texts):
+                texts = [_text(i + k, unique("t")) for k in range(self.items_per_call)]
+                key = unique("write")
+                i += self.items_per_call
             try:
                 response = self.agent.call("Write", svc.WriteRequest(
-                    subject=SUBJECT, items=[draft("event", t) for t in texts]), timeout=10)
+                    subject=SUBJECT, items=[draft("event", t) for t in texts], idempotency_key=key), timeout=10)
             except grpc.RpcError as error:
                 with self._lock:
                     self.failures.append(error.code())  # type: ignore[attr-defined]
                 time.sleep(0.1)
                 continue
+            texts_written, texts = texts, []
             with self._lock:
-                for result, text in zip(response.results, texts, strict=True):
+                for result, text in zip(response.results, texts_written, strict=True):
                     assert result.memory_id, result
                     self.acknowledged[result.memory_id] = text
 
@@ -212,7 +218,7 @@ def test_postgres_restarted_mid_stream_gives_unavailable_and_loses_nothing(tmp_p
         diagnose = _diagnose(process)
         with grpc.insecure_channel(process.target) as channel:
             agent = agent_with_view(channel, key_file, unique("tenant"))
-            with Writer(agent) as writer:
+            with Writer(agent, retry=True) as writer:
                 _wait_for("some writes are acknowledged", lambda: writer.counts()[0] >= 5, 30, diagnose)
                 pg.stop()
                 _wait_for("writes fail while PostgreSQL is down", lambda: writer.counts()[1] >= 3, 30, diagnose)
@@ -228,6 +234,9 @@ def test_postgres_restarted_mid_stream_gives_unavailable_and_loses_nothing(tmp_p
             assert set(writer.failures) == {grpc.StatusCode.UNAVAILABLE}, writer.failures
 
             _assert_stored_once(agent, acknowledged)
+            # A call cut off by the outage may have committed; its retry (same idempotency key) then
+            # returned the first result, so nothing is stored that was not acknowledged.
+            assert sorted(m.id for m in agent.list_all(SUBJECT)) == sorted(acknowledged)
             _wait_for("every acknowledged write is searchable by meaning",
                       lambda: not _not_found_by_meaning(agent, acknowledged), CATCH_UP_SECONDS,
                       lambda: f"not found: {_not_found_by_meaning(agent, acknowledged)}\n{diagnose()}")
@@ -248,14 +257,15 @@ def test_server_killed_mid_load_resumes_its_outbox_after_restart(tmp_path, key_f
     # (The outbox lives in PostgreSQL either way; a configured one only makes this easier.)
     data_dir = tmp_path / "memoryd"
     data_dir.mkdir()
-    env = server_env(MEMORYD_DATA_DIR=str(data_dir), MEMORYD_SIGNING_KEY_FILE=str(key_file))
+    # A fixed port, so the writer goes on writing to the restarted server.
+    env = server_env(MEMORYD_DATA_DIR=str(data_dir), MEMORYD_SIGNING_KEY_FILE=str(key_file),
+                     MEMORYD_ADDR=f"127.0.0.1:{free_port()}")
     dsn = f"postgresql://postgres:@/postgres?host={(data_dir / 'postgres').resolve()}"
     process = ServerProcess(env, tmp_path / "memoryd.log").start()
-    tenant = unique("tenant")
     try:
         with grpc.insecure_channel(process.target) as channel:
-            agent = agent_with_view(channel, key_file, tenant)
-            with Writer(agent, items_per_call=5) as writer:
+            agent = agent_with_view(channel, key_file, unique("tenant"))
+            with Writer(agent, items_per_call=5, retry=True) as writer:
                 def pending() -> bool:
                     return writer.counts()[0] >= 20 and any(not row[3] for row in _outbox(dsn))
 
@@ -263,20 +273,22 @@ def test_server_killed_mid_load_resumes_its_outbox_after_restart(tmp_path, key_f
                 process.stop(signal.SIGKILL)
                 left = len(_outbox(dsn))
                 _wait_for("the writer sees the server gone", lambda: writer.counts()[1] >= 1, 30, lambda: "")
+                process = ServerProcess(env, tmp_path / "memoryd.log").start()
+                diagnose = _diagnose(process, dsn)
+                after_restart = writer.counts()[0]
+                _wait_for("writes are acknowledged by the restarted server",
+                          lambda: writer.counts()[0] >= after_restart + 10, 30, diagnose)
             acknowledged = dict(writer.acknowledged)
             assert set(writer.failures) == {grpc.StatusCode.UNAVAILABLE}, writer.failures
             assert left > 0, "the kill came after the outbox had caught up: it proves nothing"
 
-        process = ServerProcess(env, tmp_path / "memoryd.log").start()
-        diagnose = _diagnose(process, dsn)
-        with grpc.insecure_channel(process.target) as channel:
-            agent = Agent(channel, agent.token)
             _assert_stored_once(agent, acknowledged)
+            # The call cut off by the kill was retried with its idempotency key: stored once, not twice.
+            assert sorted(m.id for m in agent.list_all(SUBJECT)) == sorted(acknowledged)
             _wait_for("every acknowledged write is searchable by meaning",
                       lambda: not _not_found_by_meaning(agent, acknowledged), CATCH_UP_SECONDS,
                       lambda: f"not found: {_not_found_by_meaning(agent, acknowledged)}\n{diagnose()}")
             _wait_for("the outbox is empty", lambda: _outbox(dsn) == [], CATCH_UP_SECONDS, diagnose)
-            _assert_stored_once(agent, acknowledged)
     finally:
         process.stop()
         if (data_dir / "postgres" / "postmaster.pid").exists():
