@@ -82,11 +82,11 @@ class Writer:
                     self.failures.append(error.code())  # type: ignore[attr-defined]
                 time.sleep(0.1)
                 continue
-            texts_written, texts = texts, []
             with self._lock:
-                for result, text in zip(response.results, texts_written, strict=True):
-                    assert result.memory_id, result
-                    self.acknowledged[result.memory_id] = text
+                for result, text in zip(response.results, texts, strict=True):
+                    self.acknowledged[result.memory_id or f"(rejected: {result.reason})"] = text
+            texts = []
+            time.sleep(0.05)  # a steady stream, not a flood: every write is checked one by one afterwards
 
     def counts(self) -> tuple[int, int]:
         with self._lock:
