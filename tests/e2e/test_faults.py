@@ -23,8 +23,8 @@ from pymilvus import MilvusClient
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import (Agent, MilvusServer, ServerProcess, agent_with_view, draft, fails, free_port, server_env,
-                       unique)
+from ..support import (Agent, MilvusServer, ServerProcess, agent_with_view, draft, fails, free_port, full_view,
+                       put_view, server_env, unique)
 
 CATCH_UP_SECONDS = 30  # the bound of the issue: acknowledged writes are searchable within 30 s
 SUBJECT = "alice"
@@ -217,15 +217,22 @@ def test_postgres_restarted_mid_stream_gives_unavailable_and_loses_nothing(tmp_p
         process = ServerProcess(env, tmp_path / "memoryd.log").start()
         diagnose = _diagnose(process)
         with grpc.insecure_channel(process.target) as channel:
-            agent = agent_with_view(channel, key_file, unique("tenant"))
+            tenant = unique("tenant")
+            agent = agent_with_view(channel, key_file, tenant)
             with Writer(agent, retry=True) as writer:
                 _wait_for("some writes are acknowledged", lambda: writer.counts()[0] >= 5, 30, diagnose)
                 pg.stop()
                 _wait_for("writes fail while PostgreSQL is down", lambda: writer.counts()[1] >= 3, 30, diagnose)
+                first = next(iter(writer.acknowledged))
                 for method, call in (("Recall", svc.RecallRequest(subject=SUBJECT, query="ferry to Naxos")),
-                                     ("MemoryView", svc.MemoryViewRequest(subject=SUBJECT))):
+                                     ("MemoryView", svc.MemoryViewRequest(subject=SUBJECT)),
+                                     ("GetHistory", svc.GetHistoryRequest(subject=SUBJECT, memory_id=first)),
+                                     ("Erase", svc.EraseRequest(subject=SUBJECT, mode=svc.ERASE_MODE_FORGET,
+                                                                ids=svc.MemoryIds(ids=[first])))):
                     outage = fails(agent.call, method, call, timeout=15)
                     assert outage.code == grpc.StatusCode.UNAVAILABLE, (method, outage)
+                outage = fails(put_view, channel, key_file, tenant, full_view("agent-2"))
+                assert outage.code == grpc.StatusCode.UNAVAILABLE, ("PutView", outage)
                 pg.start()
                 after_restart = writer.counts()[0]
                 _wait_for("writes succeed again without restarting the server",
