@@ -86,7 +86,7 @@ class Writer:
                 for result, text in zip(response.results, texts, strict=True):
                     self.acknowledged[result.memory_id or f"(rejected: {result.reason})"] = text
             texts = []
-            time.sleep(0.05)  # a steady stream, not a flood: every write is checked one by one afterwards
+            time.sleep(0.2)  # a steady stream, not a flood: every write is checked one by one afterwards
 
     def counts(self) -> tuple[int, int]:
         with self._lock:
@@ -186,11 +186,17 @@ def test_milvus_stopped_mid_stream_loses_and_duplicates_nothing(tmp_path, privat
                 before = writer.counts()[0]
                 _wait_for("writes are acknowledged while Milvus is down",
                           lambda: writer.counts()[0] >= before + 8, 30, diagnose)
+                # A write that asks to wait for the index answers within its deadline: durable, not indexed.
+                waited_text = _text(0, unique("wait"))
+                waited = agent.call("Write", svc.WriteRequest(subject=SUBJECT, items=[draft("event", waited_text)],
+                                                              consistency=svc.CONSISTENCY_WAIT_INDEXED), timeout=4)
+                assert not waited.indexed
                 milvus.start()
                 during = writer.counts()[0]
                 _wait_for("writes go on after Milvus is back", lambda: writer.counts()[0] >= during + 5, 30, diagnose)
             assert writer.failures == [], "a write failed although only the index was down"
             acknowledged = dict(writer.acknowledged)
+            acknowledged[waited.results[0].memory_id] = waited_text
 
             ids = sorted(acknowledged)
             _wait_for("the index holds one vector for every acknowledged write",
