@@ -302,6 +302,10 @@ def test_server_killed_mid_load_resumes_its_outbox_after_restart(tmp_path, key_f
                       lambda: not _not_found_by_meaning(agent, acknowledged), CATCH_UP_SECONDS,
                       lambda: f"not found: {_not_found_by_meaning(agent, acknowledged)}\n{diagnose()}")
             _wait_for("the outbox is empty", lambda: _outbox(dsn) == [], CATCH_UP_SECONDS, diagnose)
+        # A graceful stop after the kill still stops the embedded PostgreSQL (the killed process's
+        # handle on it is forgotten, not waited for forever).
+        assert process.stop() == 0
+        assert not (data_dir / "postgres" / "postmaster.pid").exists(), "the embedded PostgreSQL was left running"
     finally:
         process.stop()
         if (data_dir / "postgres" / "postmaster.pid").exists():
