@@ -1,32 +1,38 @@
 """An OpenAI-compatible embedding endpoint that fails: writes stay safe, Recall degrades,
-index work dead-letters after its tries and is replayed with `memoryd outbox replay`."""
+index work dead-letters after its tries (shown in the metrics) and is replayed with
+`memoryd outbox replay`."""
 
 from __future__ import annotations
 
 import subprocess
 import time
+import urllib.request
 
 import grpc
 import psycopg
+from prometheus_client.parser import text_string_to_metric_families
 
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import MEMORYD, ROOT, ServerProcess, agent_with_view, draft, server_env, unique
+from ..support import MEMORYD, ROOT, ServerProcess, agent_with_view, draft, free_port, server_env, unique
 from ..support_fake_openai import FakeOpenAI
 
 
 def test_embedder_outage_keeps_writes_degrades_recall_and_dead_letters_until_replayed(tmp_path, key_file):
     pg = EmbeddedPostgres(tmp_path / "pg")  # own database: the embedding model registry is per database
     pg.start()
+    metrics_port = free_port()
     try:
         with FakeOpenAI(dim=8) as fake:
             env = server_env(
                 MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=pg.owner_dsn,
                 MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_EMBEDDER="openai",
                 MEMORYD_EMBEDDER_URL=fake.base_url, MEMORYD_EMBEDDER_MODEL="fake-embed",
-                MEMORYD_OUTBOX_MAX_ATTEMPTS="2",
+                MEMORYD_OUTBOX_MAX_ATTEMPTS="2", MEMORYD_METRICS_ADDR=f"127.0.0.1:{metrics_port}",
+                MEMORYD_METRICS_REFRESH_SECONDS="1",
             )
+            metrics = f"http://127.0.0.1:{metrics_port}/metrics"
             process = ServerProcess(env, tmp_path / "server.log").start()
             try:
                 with grpc.insecure_channel(process.target) as channel:
@@ -45,6 +51,8 @@ def test_embedder_outage_keeps_writes_degrades_recall_and_dead_letters_until_rep
                         assert time.monotonic() < deadline, "the failing work never became a dead letter"
                         time.sleep(0.5)
 
+                    _wait_for_dead_letters(metrics, 1)  # the operator sees them without the CLI
+
                     fake.recover()
                     assert "replaying 1 dead letter(s)" in _outbox(env, "replay")
                     deadline = time.monotonic() + 60
@@ -55,6 +63,7 @@ def test_embedder_outage_keeps_writes_degrades_recall_and_dead_letters_until_rep
                         assert time.monotonic() < deadline, "the replayed work never reached the index"
                         time.sleep(0.5)
                     assert "pending: 0  dead letters: 0" in _outbox(env, "status")
+                    _wait_for_dead_letters(metrics, 0)
             finally:
                 assert process.stop() == 0
         with psycopg.connect(pg.owner_dsn) as conn:
@@ -69,3 +78,17 @@ def _outbox(env: dict[str, str], command: str) -> str:
                             timeout=120)
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+def _wait_for_dead_letters(url: str, expected: float) -> None:
+    """The scraped memoryd_outbox_dead_letters gauge reaches ``expected`` (it is re-read every second)."""
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        found = [s.value for family in text_string_to_metric_families(text) for s in family.samples
+                 if s.name == "memoryd_outbox_dead_letters"]
+        if found == [expected]:
+            return
+        assert time.monotonic() < deadline, f"memoryd_outbox_dead_letters is {found}, expected {expected}"
+        time.sleep(0.5)

@@ -7,7 +7,9 @@ called or the process exits.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ class EmbeddedPostgres:
     def start(self) -> None:
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         _log.info("starting embedded PostgreSQL in %s", self.pgdata)
+        _forget_dead_handles(self.pgdata)
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (root shells, CI): harmless here.
             warnings.simplefilter("ignore", UserWarning)
@@ -54,3 +57,28 @@ class EmbeddedPostgres:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop the processes that died without letting go of the server (SIGKILL, OOM kill) from
+    the package's list of handles: it stops PostgreSQL only when the last handle goes, so a
+    dead one left in the list would keep every later run from ever stopping it."""
+    handles = pgdata / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
+    if alive != pids:
+        _log.warning("embedded PostgreSQL: forgetting handles of dead processes %s", sorted(set(pids) - set(alive)))
+        handles.write_text(json.dumps(alive))
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
