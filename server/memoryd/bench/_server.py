@@ -84,10 +84,6 @@ class EmbeddedServer:
         return Path(self._folder.name) / "server.log"
 
     @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    @property
     def signing_key_path(self) -> Path:
         """The server's signing key (the default place under its data directory)."""
         assert self._folder is not None
