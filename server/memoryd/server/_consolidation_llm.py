@@ -89,18 +89,8 @@ class ChatConsolidator(ChatExtractor):
     """Asks the extraction model for one profile memory per group of fragments."""
 
     def consolidation_body(self, fragments: Sequence[tuple[datetime, str]], now: datetime, zone: Any) -> dict[str, Any]:
-        local = now.astimezone(zone)
-        return {
-            "model": self.model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT.format(now=local.strftime("%Y-%m-%d %H:%M %A"),
-                                                                   zone=str(zone))},
-                {"role": "user", "content": fragment_lines(fragments, zone)},
-            ],
-            "response_format": {"type": "json_schema",
-                                "json_schema": {"name": "profile_memory", "strict": True, "schema": PROFILE_SCHEMA}},
-        }
+        return self.chat_body(SYSTEM_PROMPT, fragment_lines(fragments, zone), "profile_memory", PROFILE_SCHEMA,
+                              now, zone)
 
     async def consolidate(self, fragments: Sequence[tuple[datetime, str]], now: datetime,
                           zone: Any) -> ExtractedItem | None:

@@ -215,19 +215,24 @@ class ChatExtractor:
     def __repr__(self) -> str:
         return f"ChatExtractor(url={self._url!r}, model={self.model!r})"
 
-    def request_body(self, turns: tuple[Turn, ...] | list[Turn], now: datetime, zone: Any) -> dict[str, Any]:
+    def chat_body(self, system_prompt: str, user: str, schema_name: str, schema: dict[str, Any], now: datetime,
+                  zone: Any) -> dict[str, Any]:
+        """A chat request: the system prompt told the local time and zone, strict JSON-schema output."""
         local = now.astimezone(zone)
         return {
             "model": self.model,
             "temperature": 0,
             "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT.format(now=local.strftime("%Y-%m-%d %H:%M %A"),
+                {"role": "system", "content": system_prompt.format(now=local.strftime("%Y-%m-%d %H:%M %A"),
                                                                    zone=str(zone))},
-                {"role": "user", "content": transcript(turns, zone)},
+                {"role": "user", "content": user},
             ],
             "response_format": {"type": "json_schema",
-                                "json_schema": {"name": "memory_items", "strict": True, "schema": ITEM_SCHEMA}},
+                                "json_schema": {"name": schema_name, "strict": True, "schema": schema}},
         }
+
+    def request_body(self, turns: tuple[Turn, ...] | list[Turn], now: datetime, zone: Any) -> dict[str, Any]:
+        return self.chat_body(SYSTEM_PROMPT, transcript(turns, zone), "memory_items", ITEM_SCHEMA, now, zone)
 
     async def extract(self, turns: tuple[Turn, ...] | list[Turn], now: datetime, zone: Any) -> list[ExtractedItem]:
         return parse_answer(await self.complete(self.request_body(turns, now, zone)))
