@@ -20,7 +20,7 @@ from memoryd.server import load_or_create_signing_key
 from memoryd.storage import EmbeddedPostgres, migrate
 
 from .support_tls import ca, tls_server  # noqa: F401  (fixtures of the mTLS tests)
-from .support import Agent, ServerProcess, full_view, put_view, server_env, token_for, unique
+from .support import Agent, MilvusServer, ServerProcess, full_view, put_view, server_env, token_for, unique
 
 
 @pytest.fixture(scope="session")
@@ -109,3 +109,12 @@ def connect(channel: grpc.Channel, key_file: Path, tenant: str) -> Callable[...,
 @pytest.fixture
 def agent(connect: Callable[..., Agent]) -> Agent:
     return connect()
+
+
+@pytest.fixture
+def milvus(tmp_path: Path) -> Iterator[MilvusServer]:
+    """A Milvus Lite server of this test's own on loopback (stop and start it to inject outages)."""
+    server = MilvusServer(tmp_path / "milvus", tmp_path / "milvus.log")
+    server.start()
+    yield server
+    server.stop()

@@ -11,19 +11,17 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import grpc
 import psycopg
-import pytest
 from pymilvus import MilvusClient
 
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import (Agent, MilvusServer, ServerProcess, agent_with_view, draft, fails, free_port, full_view,
+from ..support import (Agent, ServerProcess, agent_with_view, draft, fails, free_port, full_view,
                        put_view, server_env, unique)
 
 CATCH_UP_SECONDS = 30  # the bound of the issue: acknowledged writes are searchable within 30 s
@@ -146,14 +144,6 @@ def _diagnose(process: ServerProcess, dsn: str | None = None) -> Callable[[], st
 
 
 # 1. Milvus stopped during a stream of writes, then restarted ---------------------------------------
-
-
-@pytest.fixture
-def milvus(tmp_path: Path) -> Iterator[MilvusServer]:
-    server = MilvusServer(tmp_path / "milvus", tmp_path / "milvus.log")
-    server.start()
-    yield server
-    server.stop()
 
 
 def _index_counts(uri: str, ids: list[str]) -> dict[str, int]:

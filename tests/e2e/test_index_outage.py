@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import psycopg
@@ -15,15 +14,7 @@ import pytest
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, MilvusServer, ServerProcess, agent_with_view, draft, server_env, unique
-
-@pytest.fixture
-def milvus(tmp_path: Path) -> Iterator[MilvusServer]:
-    server = MilvusServer(tmp_path / "milvus", tmp_path / "milvus.log")
-    server.start()
-    yield server
-    server.stop()
-
+from ..support import Agent, ServerProcess, agent_with_view, draft, server_env, unique
 
 @pytest.fixture
 def memoryd_on_remote_milvus(tmp_path, private_database, key_file, milvus) -> Iterator[ServerProcess]:
