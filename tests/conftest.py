@@ -20,7 +20,7 @@ from memoryd.server import load_or_create_signing_key
 from memoryd.storage import EmbeddedPostgres, migrate
 
 from .support_tls import ca, tls_server  # noqa: F401  (fixtures of the mTLS tests)
-from .support import Agent, MilvusServer, ServerProcess, full_view, put_view, server_env, token_for, unique
+from .support import Agent, MilvusServer, ServerProcess, fresh_database, full_view, put_view, server_env, token_for, unique
 
 
 @pytest.fixture(scope="session")
@@ -42,17 +42,8 @@ def private_database(postgres: EmbeddedPostgres) -> Iterator[str]:
     own Milvus on the suite's shared database would have its outbox worker take index work
     of the suite's server (and the other way round) into the wrong index.
     """
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    name = unique("db").replace("-", "_")
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    dsn = make_conninfo(postgres.owner_dsn, dbname=name)
-    asyncio.run(migrate(dsn))
-    yield dsn
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with fresh_database(postgres.owner_dsn) as dsn:
+        yield dsn
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,6 +104,28 @@ class ServerProcess:
             self.process.stdout.close()
         self.process = None
         return code
+
+
+@contextmanager
+def fresh_database(owner_dsn: str, prefix: str = "db") -> Iterator[str]:
+    """The owner DSN of a new, migrated database on the same PostgreSQL, dropped afterwards."""
+    import asyncio
+
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from memoryd.storage import migrate
+
+    name = unique(prefix).replace("-", "_")
+    with psycopg.connect(owner_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = make_conninfo(owner_dsn, dbname=name)
+    try:
+        asyncio.run(migrate(dsn))
+        yield dsn
+    finally:
+        with psycopg.connect(owner_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def server_env(**overrides: str) -> dict[str, str]:

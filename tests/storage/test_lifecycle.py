@@ -10,8 +10,6 @@ so the suite server's sweeper (which runs on the real clock) never sweeps these 
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -19,7 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from memoryd.domain import Category, Draft, Outcome, Page, ReadFilter, Scope, Status, TenantPolicy
@@ -31,10 +28,9 @@ from memoryd.storage import (
     PostgresMemoryStore,
     PostgresSettings,
     TermHasher,
-    migrate,
 )
 
-from ..support import unique
+from ..support import fresh_database, unique
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 AGENT = "agent-1"
@@ -54,14 +50,8 @@ def policy_for(tenant: str) -> TenantPolicy:
 @pytest.fixture(scope="module")
 def database(postgres: Any) -> Iterator[str]:
     """The owner DSN of a migrated database of this module's own."""
-    name = f"lifecycle_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    dsn = make_conninfo(postgres.owner_dsn, dbname=name)
-    asyncio.run(migrate(dsn))
-    yield dsn
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with fresh_database(postgres.owner_dsn, "lifecycle") as dsn:
+        yield dsn
 
 
 @pytest.fixture
