@@ -15,6 +15,7 @@ from ..support import draft, full_view, token_for, unique
 
 STAGES = {"memoryd.embed", "memoryd.vector_search", "memoryd.keyword_search", "memoryd.row_fetch",
           "memoryd.rerank"}
+OPTIONAL = {"memoryd.vector_fetch"}  # only when a candidate came from the keyword channel alone
 
 
 async def test_recall_has_a_child_span_per_stage(private_database, key_file, tmp_path):
@@ -42,7 +43,7 @@ async def test_recall_has_a_child_span_per_stage(private_database, key_file, tmp
     spans = exporter.get_finished_spans()
     recall = next(s for s in spans if s.name == "memoryd.v1.MemoryService/Recall")
     children = [s for s in spans if s.parent is not None and s.parent.span_id == recall.context.span_id]
-    assert {s.name for s in children} == STAGES
+    assert STAGES <= {s.name for s in children} <= STAGES | OPTIONAL
     assert all(s.context.trace_id == recall.context.trace_id for s in children)
     for span in children:
         attributes = str(dict(span.attributes or {}))

@@ -15,7 +15,8 @@ de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. If the 
 channel is down the answer comes from the keyword channel alone and says so (degraded).
 
 Each stage is a child span of the RPC's span: ``memoryd.embed``, ``memoryd.vector_search``,
-``memoryd.keyword_search``, ``memoryd.row_fetch``, ``memoryd.rerank``; they carry counts,
+``memoryd.keyword_search``, ``memoryd.row_fetch``, ``memoryd.vector_fetch`` (vectors of the
+keyword-only candidates), ``memoryd.rerank``; they carry counts,
 never the query or any memory's content.
 """
 
@@ -229,18 +230,17 @@ class Recaller:
         candidates = fuse(dense, keyword_outcome)
         if not candidates:
             return {}
-        with self._tracer.start_as_current_span("memoryd.row_fetch",
-                                                attributes={"memoryd.candidates": len(candidates)}):
-            rows = {m.id: m for m in await self._store.fetch(tenant, flt, list(candidates), now)}
-        missing = [i for i in rows if candidates[i].vector is None]
-        channel = self._dense_channel()
-        if missing and query_vector is not None and channel is not None:
-            try:
-                for memory_id, vector in (await channel[0].vectors(tenant, missing)).items():
-                    candidates[memory_id].vector = vector
-                    candidates[memory_id].cosine = _dot(query_vector, vector)
-            except Unavailable:
-                pass  # those candidates are scored on keywords alone; MMR falls back to text
+        # The rows and the vectors of keyword-only candidates (for their cosine, and MMR) are
+        # read at the same time; a vector counts only for a candidate whose row came back.
+        rows_list, fetched = await asyncio.gather(
+            self._fetch_rows(tenant, flt, list(candidates), now),
+            self._fetch_vectors(tenant, [i for i, c in candidates.items() if c.vector is None], query_vector),
+        )
+        rows = {m.id: m for m in rows_list}
+        for memory_id, vector in fetched.items():
+            if memory_id in rows and query_vector is not None:
+                candidates[memory_id].vector = vector
+                candidates[memory_id].cosine = _dot(query_vector, vector)
         closeness = similarities([candidates[i] for i in rows])
         out: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
         for memory_id, m in rows.items():
@@ -250,6 +250,22 @@ class Recaller:
                           keyword_rank=c.keyword_rank, dense_rank=c.dense_rank)
             out[memory_id] = (m, parts, c.vector)
         return out
+
+    async def _fetch_rows(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
+        with self._tracer.start_as_current_span("memoryd.row_fetch", attributes={"memoryd.candidates": len(ids)}):
+            return await self._store.fetch(tenant, flt, ids, now)
+
+    async def _fetch_vectors(self, tenant: str, ids: list[str],
+                             query_vector: list[float] | None) -> dict[str, list[float]]:
+        channel = self._dense_channel()
+        if not ids or query_vector is None or channel is None:
+            return {}
+        try:
+            with self._tracer.start_as_current_span("memoryd.vector_fetch",
+                                                    attributes={"memoryd.candidates": len(ids)}):
+                return await channel[0].vectors(tenant, ids)
+        except Unavailable:
+            return {}  # those candidates are scored on keywords alone; MMR falls back to text
 
     async def _dense(self, tenant: str, flt: ReadFilter, query: str, limit: int,
                      now: datetime) -> tuple[list[float], list[tuple[str, float, list[float]]]] | None:

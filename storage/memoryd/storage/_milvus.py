@@ -340,16 +340,19 @@ class MilvusIndex:
     async def vectors(self, tenant: str, ids: list[str]) -> dict[str, list[float]]:
         if not ids:
             return {}
-        expr = f"tenant == {_literal(tenant)} and id in {_list(ids)}"
+        # A pure primary-key expression, the tenant checked on each row returned instead: Milvus
+        # Lite answers `id in [...]` alone from its key index (~1 ms) but scans the whole
+        # partition for any other expression (~18 ms at 10k rows of one tenant).
+        expr = f"id in {_list(ids)}"
 
         def call() -> dict[str, list[float]]:
             client = self._connect()
             partitions = self._partition(client, tenant, create=False)
             if partitions == []:
                 return {}
-            rows = client.query(self.collection, filter=expr, output_fields=["id", "vec"], partition_names=partitions,
-                                timeout=SEARCH_TIMEOUT)
-            return {str(r["id"]): list(r["vec"]) for r in rows}
+            rows = client.query(self.collection, filter=expr, output_fields=["id", "tenant", "vec"],
+                                partition_names=partitions, timeout=SEARCH_TIMEOUT)
+            return {str(r["id"]): list(r["vec"]) for r in rows if r.get("tenant") == tenant}
 
         return await self._run(call)
 
