@@ -243,6 +243,35 @@ async def test_draining_indexes_every_written_memory_and_empties_the_outbox(rig:
     assert await found(rig, unique("tenant"), everything(include_org=True, any_session=True)) == set()
 
 
+async def test_a_busy_worker_seals_the_index_once_for_many_tenants_and_rows_are_found_before(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every Milvus Lite seal rewrites its manifest, so sealing after each tenant's upsert made
+    # indexing slower the more tenants there were; now a busy worker seals at most every
+    # SEAL_SECONDS, and at once when the queue is drained.
+    seals: list[float] = []
+    original = rig.index.seal
+
+    async def counting() -> None:
+        seals.append(1.0)
+        await original()
+
+    monkeypatch.setattr(rig.index, "seal", counting)
+    tenants = [unique("tenant") for _ in range(5)]
+    ids = {t: await rig.write(t, Draft(Category.EVENT, f"went hiking, {t}")) for t in tenants}
+    worker = await rig.worker(batch_size=4)
+
+    assert await worker.drain_once() == 4  # a full batch: more may be waiting, no seal yet
+    assert seals == []
+    for tenant in tenants[:4]:  # already searchable unsealed, and only by their own tenant
+        assert await found(rig, tenant, everything()) == set(ids[tenant])
+    assert await worker.drain_once() == 1  # the queue is drained: one seal for all five tenants
+    assert seals == [1.0]
+    for tenant in tenants:
+        assert await found(rig, tenant, everything()) == set(ids[tenant])
+    assert await worker.drain_once() == 0
+    assert seals == [1.0]  # nothing new written: nothing to seal
+
+
 @pytest.mark.parametrize("routing", ["partition", "partition_key"], ids=["partition", "partition-key"])
 async def test_index_routes_get_a_row_for_the_tenant_after_the_first_drain(rig: Rig, routing: str) -> None:
     tenant = unique("tenant")

@@ -162,7 +162,7 @@ def query_text(rng: random.Random) -> str:
 class ScaleOptions:
     totals: tuple[int, ...] = (1_000, 10_000, 100_000)
     tenants: int = 1_000
-    tenant_sizes: tuple[int, ...] = (100, 10_000)
+    tenant_sizes: tuple[int, ...] = (100, 10_000, 100_000)
     queries: int = 200
     top_k: int = 10
     write_samples: int = 200  # Write calls per batch size

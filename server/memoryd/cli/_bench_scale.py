@@ -38,8 +38,8 @@ def add_scale_command(benchmarks: Any) -> None:
     scale.add_argument("--totals", type=_sizes, default=(1_000, 10_000, 100_000), metavar="N,N,...",
                        help="total sizes, e.g. 1k,10k,100k,1m (default 1k,10k,100k)")
     scale.add_argument("--tenants", type=int, default=1_000, help="tenants the totals are spread over (default 1000)")
-    scale.add_argument("--tenant-sizes", type=_sizes, default=(100, 10_000), metavar="N,N,...",
-                       help="sizes of one more tenant, e.g. 100,10k,100k (default 100,10k; '0' for none)")
+    scale.add_argument("--tenant-sizes", type=_sizes, default=(100, 10_000, 100_000), metavar="N,N,...",
+                       help="sizes of one more tenant (default 100,10k,100k; '0' for none)")
     scale.add_argument("--queries", type=int, default=200, help="Recall calls per point (default 200)")
     scale.add_argument("--write-samples", type=int, default=200,
                        help="Write calls of 1 item (a fifth as many of 50) for the ack figures (default 200)")

@@ -245,7 +245,15 @@ class MilvusIndex:
     async def ping(self) -> None:
         await self._run(lambda: self._connect().get_load_state(self.collection, timeout=CALL_TIMEOUT))
 
-    async def upsert(self, tenant: str, items: list[IndexedMemory], vectors: list[list[float]]) -> None:
+    async def upsert(self, tenant: str, items: list[IndexedMemory], vectors: list[list[float]], *,
+                     seal: bool = True) -> None:
+        """Insert or replace the items' vectors, and read them back before returning.
+
+        ``seal=False`` leaves sealing to a later ``seal()``: a writer of many small batches
+        (the outbox worker) seals once for all of them, since every Milvus Lite flush rewrites
+        its manifest and grows with the number of segments (1,000 tenants' partitions made
+        per-batch flushes the bottleneck of indexing). Unsealed rows are already searchable.
+        """
         if not items:
             return
         if len(items) != len(vectors) or any(len(v) != self.dim for v in vectors):
@@ -265,18 +273,24 @@ class MilvusIndex:
             partitions = self._partition(client, tenant, create=True)
             client.upsert(self.collection, rows, partition_name=partitions[0] if partitions else None,
                           timeout=CALL_TIMEOUT)
-            if self._seal:
+            if self._seal and seal:
                 client.flush(self.collection, timeout=CALL_TIMEOUT)
             # Read the write back (strong consistency) before the outbox lets go of the work:
-            # an outbox row is only settled once its vector is known to be in this index.
-            kept = client.query(self.collection, filter=f"tenant == {_literal(tenant)} and id in {_list(ids)}",
-                                output_fields=["count(*)"], partition_names=partitions, timeout=CALL_TIMEOUT,
-                                consistency_level="Strong")
-            return int(kept[0]["count(*)"]) if kept else 0
+            # an outbox row is only settled once its vector is known to be in this index. A
+            # bare primary-key expression (see ``vectors``), the tenant checked per row.
+            kept = client.query(self.collection, filter=f"id in {_list(ids)}", output_fields=["id", "tenant"],
+                                partition_names=partitions, timeout=CALL_TIMEOUT, consistency_level="Strong")
+            return len({str(r["id"]) for r in kept if r.get("tenant") == tenant})
 
         kept = await self._run(call)
         if kept < len(set(ids)):
             raise Unavailable("the vector index did not keep a write; it will be retried")
+
+    async def seal(self) -> None:
+        """Seal rows written with ``upsert(seal=False)`` (Milvus Lite only: a server seals
+        segments itself)."""
+        if self._seal:
+            await self._run(lambda: self._connect().flush(self.collection, timeout=CALL_TIMEOUT))
 
     async def delete(self, tenant: str, ids: list[str]) -> int:
         if not ids:

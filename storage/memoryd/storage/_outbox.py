@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from ._milvus import MilvusIndex, partition_name
 from ._postgres import Postgres
 
 _log = logging.getLogger("memoryd.storage.outbox")
+SEAL_SECONDS = 1.0  # while busy, the index is sealed at most this often
 
 
 class _IndexDown(Exception):
@@ -66,6 +68,10 @@ class OutboxWorker:
         self._base = base_backoff
         self._cap = max_backoff
         self.wakeup = asyncio.Event()
+        # Indexes written without sealing since the last seal, by collection; sealed at most
+        # every SEAL_SECONDS while busy, and as soon as the queue is drained.
+        self._unsealed: dict[str, MilvusIndex] = {}
+        self._sealed_at = time.monotonic()
 
     async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
         """Drain until ``stop`` is set; sleep when idle or when Postgres is unreachable."""
@@ -80,11 +86,13 @@ class OutboxWorker:
                 pause = min(pause * 2, 10.0)
             if processed:
                 continue
+            await self._seal(drained=True)  # idle: nothing is left to wait for
             self.wakeup.clear()
             waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.wakeup.wait())]
             await asyncio.wait(waiters, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
             for waiter in waiters:
                 waiter.cancel()
+        await self._seal(drained=True)
 
     async def drain_once(self) -> int:
         """Claim and settle one batch; return how many outbox rows it settled.
@@ -125,7 +133,24 @@ class OutboxWorker:
                 settled += len(claimed)
         if index_down is not None:
             raise index_down
+        await self._seal(drained=len(rows) < self._batch)
         return settled
+
+    async def _seal(self, *, drained: bool) -> None:
+        """Seal what this worker wrote, once for many batches: with Milvus Lite each seal costs
+        more the more segments there are (tens of ms with 1,000 tenants), while the rows are
+        searchable unsealed, only slower to search. A failed seal is tried again next time."""
+        now = time.monotonic()
+        if not self._unsealed or not (drained or now - self._sealed_at >= SEAL_SECONDS):
+            return
+        self._sealed_at = now
+        for name, index in list(self._unsealed.items()):
+            try:
+                await index.seal()
+            except MemorydError as exc:
+                _log.warning("outbox: sealing the index failed (%s); will retry", exc.message)
+                continue
+            self._unsealed.pop(name, None)
 
     async def _apply(self, tenant: str, ids: list[str]) -> None:
         rows = await self._store.index_rows(tenant, ids)
@@ -143,7 +168,8 @@ class OutboxWorker:
                 vectors = await target.embedder.embed_passages([embedding_text(m.key, text) for m, text in current])
             try:
                 if current:
-                    await target.index.upsert(tenant, [m for m, _ in current], vectors)
+                    await target.index.upsert(tenant, [m for m, _ in current], vectors, seal=False)
+                    self._unsealed[target.index.collection] = target.index
                 if gone:
                     await target.index.delete(tenant, gone)
             except Unavailable as exc:
