@@ -188,27 +188,38 @@ async def delete_terms(conn: psycopg.AsyncConnection[Any], tenant: str, memory_i
     return cur.rowcount
 
 
-# FILTER FIRST: `eligible` is every memory the read may consider (the shared read WHERE clause,
-# active, unexpired); N, avgdl and df are computed over it, and only its members can match. So
-# neither what the caller may not read nor forgotten or expired memories influence the scores
-# of what it may. `memories` columns stay unqualified because read_conditions names them bare.
+# FILTER FIRST: a memory counts only if it passes the shared read WHERE clause and is active
+# and unexpired. N and avgdl are computed over every such memory (`stats`), df over the hits
+# among them, and only they can match; so neither what the caller may not read nor forgotten
+# or expired memories influence the scores of what it may. `memories` columns stay unqualified
+# because read_conditions names them bare (inside each subquery they resolve to `memories`).
+#
+# The plan must not depend on the tenant's size being known: the postings of the query's terms
+# drive (`hits`), and each posting's memory is checked by primary key in a LATERAL subquery
+# (LIMIT 1 keeps it from being flattened into a join the planner could reorder). The older form
+# joined the postings to a materialised CTE of every eligible memory; under a generic plan
+# (psycopg prepares a statement after a few executions) that became a nested loop over the
+# CTE: 7.5 s instead of 0.1 s for a tenant of 100,000 memories (bench/RESULTS.md).
 # Placeholders are positional, in this order: the WHERE clause's, now (twice), query terms, their
-# frequencies, tenant, owners, query terms, limit.
+# frequencies, the WHERE clause's again, now (twice), tenant, owners, query terms, limit.
 _BM25 = sql.SQL(f"""
-WITH eligible AS MATERIALIZED (
-    SELECT id, doc_len FROM memories
+WITH stats AS MATERIALIZED (
+    SELECT count(*)::float8 AS n, COALESCE(NULLIF(avg(doc_len), 0), 1)::float8 AS avgdl FROM memories
     WHERE {{where}} AND status = 'active' AND (valid_until IS NULL OR valid_until > %s)
       AND (expires_at IS NULL OR expires_at > %s)
-),
-stats AS MATERIALIZED (  -- once, not once per hit
-    SELECT count(*)::float8 AS n, COALESCE(NULLIF(avg(doc_len), 0), 1)::float8 AS avgdl FROM eligible
 ),
 query AS (
     SELECT q.term, q.qtf FROM unnest(%s::bigint[], %s::integer[]) AS q(term, qtf)
 ),
-hits AS (
-    SELECT t.memory_id, t.term, t.tf, e.doc_len
-    FROM memory_terms t JOIN eligible e ON e.id = t.memory_id
+hits AS MATERIALIZED (
+    SELECT t.memory_id, t.term, t.tf, m.doc_len
+    FROM memory_terms t
+    CROSS JOIN LATERAL (
+        SELECT doc_len FROM memories
+        WHERE {{where}} AND id = t.memory_id AND status = 'active'
+          AND (valid_until IS NULL OR valid_until > %s) AND (expires_at IS NULL OR expires_at > %s)
+        LIMIT 1
+    ) m
     WHERE t.tenant_id = %s AND t.subject = ANY(%s) AND t.term = ANY(%s::bigint[])
 ),
 idf AS (
@@ -229,11 +240,12 @@ def bm25_statement(
 ) -> tuple[sql.Composed, list[Any]]:
     """The one SQL statement of a keyword search and its parameters (bench/keyword_probe.py EXPLAINs it)."""
     where, params = read_conditions(tenant, flt)
-    # Redundant with the join on `eligible`, which alone decides what may match; it lets the
-    # postings index narrow to the subject's (and, if asked for, the organisation's) rows.
+    # The postings index narrows to the subject's (and, if asked for, the organisation's) rows;
+    # the LATERAL check on each memory alone decides what may match.
     owners = [flt.subject, ""] if flt.include_org else [flt.subject]
     hashes = list(terms)
-    return _BM25.format(where=where), [*params, now, now, hashes, list(terms.values()), tenant, owners, hashes, limit]
+    return _BM25.format(where=where), [*params, now, now, hashes, list(terms.values()),
+                                       *params, now, now, tenant, owners, hashes, limit]
 
 
 async def keyword_search(
@@ -255,5 +267,6 @@ async def keyword_search(
         return []
     statement, params = bm25_statement(tenant, flt, terms, limit, now)
     async with conn.cursor(row_factory=tuple_row) as cur:
-        await cur.execute(statement, params)
+        # Never a prepared statement: a plan made for one tenant's size must not serve another's.
+        await cur.execute(statement, params, prepare=False)
         return [(memory_id, float(score)) for memory_id, score in await cur.fetchall()]
