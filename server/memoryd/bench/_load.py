@@ -45,6 +45,7 @@ from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._locomo import BenchError
 from ._metrics import percentile
+from ._proc import resident
 from ._server import EmbeddedServer
 
 OPERATIONS = ("Recall", "Write", "MemoryView", "Erase")
@@ -145,33 +146,7 @@ def choose_op(rng: random.Random) -> str:
 
 def process_rss(pid: int) -> dict[str, int | None]:
     """RSS of a process and of it plus its descendants (Linux /proc), in bytes."""
-    def rss(p: int) -> int | None:
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except (OSError, ValueError, IndexError):
-            return None
-        return None
-
-    def children(p: int) -> list[int]:
-        found: list[int] = []
-        try:
-            for task in Path(f"/proc/{p}/task").iterdir():
-                found.extend(int(c) for c in (task / "children").read_text().split())
-        except (OSError, ValueError):
-            pass
-        return found
-
-    own = rss(pid)
-    total, stack, seen = 0, [pid], set()
-    while stack:
-        p = stack.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        total += rss(p) or 0
-        stack.extend(children(p))
+    own, total = resident(pid)
     return {"server": own, "with_children": total if own is not None else None}
 
 

