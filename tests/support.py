@@ -33,6 +33,16 @@ MEMORYD = [sys.executable, "-m", "memoryd.cli"]
 _LISTENING = re.compile(r"memoryd listening on (\S+):(\d+)")
 
 
+def varint(n: int) -> bytes:
+    """``n`` as a protobuf base-128 varint: for hand-built wire bytes protobuf would refuse to make."""
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import view_admin_service_pb2 as admin
-from tests.support import ALL_FIELDS, Agent, ServerProcess, draft, full_view, put_view, token_for, unique
+from tests.support import ALL_FIELDS, Agent, ServerProcess, draft, full_view, put_view, token_for, unique, varint
 
 EXAMPLES = int(os.environ.get("MEMORYD_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
@@ -223,16 +223,7 @@ def _set_enum(message: Message, name: str, value: int) -> Message:
 
 def _raw_enum(message: Message, name: str, value: int) -> None:
     number = message.DESCRIPTOR.fields_by_name[name].number
-    message.MergeFromString(_varint((number << 3) | 0) + _varint(value & 0xFFFFFFFFFFFFFFFF))
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
+    message.MergeFromString(varint((number << 3) | 0) + varint(value & 0xFFFFFFFFFFFFFFFF))
 
 
 @st.composite
@@ -271,7 +262,7 @@ def memory_filters(draw: st.DrawFn) -> pb.MemoryFilter:
     f = pb.MemoryFilter(keys=draw(st.lists(texts, max_size=4)), tags=draw(st.lists(texts, max_size=3)),
                         session_id=draw(st.one_of(st.just(""), texts)), include_org=draw(st.booleans()))
     for value in draw(st.lists(enums, max_size=4)):
-        f.MergeFromString(_varint((1 << 3) | 0) + _varint(value & 0xFFFFFFFFFFFFFFFF))
+        f.MergeFromString(varint((1 << 3) | 0) + varint(value & 0xFFFFFFFFFFFFFFFF))
     if draw(st.booleans()):
         f.updated_after.CopyFrom(draw(timestamps))
     if draw(st.booleans()):
@@ -335,7 +326,7 @@ def test_memory_view_and_history(world: World, data: st.DataObject) -> None:
     if data.draw(st.booleans()):
         listing.filter.CopyFrom(data.draw(memory_filters()))
     for value in data.draw(st.lists(enums, max_size=4)):
-        listing.MergeFromString(_varint((3 << 3) | 0) + _varint(value & 0xFFFFFFFFFFFFFFFF))
+        listing.MergeFromString(varint((3 << 3) | 0) + varint(value & 0xFFFFFFFFFFFFFFFF))
     world.send("MemoryView", listing)
     history = svc.GetHistoryRequest(subject=data.draw(subjects),
                                     memory_id=data.draw(st.one_of(st.sampled_from(world.ids), texts)),
@@ -394,7 +385,7 @@ def test_put_view(world: World, data: st.DataObject) -> None:
         visible_fields=data.draw(st.lists(st.one_of(st.sampled_from(ALL_FIELDS), texts), max_size=5)),
         description=data.draw(texts), version=data.draw(st.integers(-(2**63), 2**63 - 1)))
     for value in data.draw(st.lists(enums, max_size=3)):
-        view.MergeFromString(_varint((8 << 3) | 0) + _varint(value & 0xFFFFFFFFFFFFFFFF))
+        view.MergeFromString(varint((8 << 3) | 0) + varint(value & 0xFFFFFFFFFFFFFFFF))
     world.send("PutView", admin.PutViewRequest(view=view, expected_version=data.draw(
         st.integers(-(2**63), 2**63 - 1))))
     world.send("GetView", admin.GetViewRequest(agent=data.draw(texts)))
@@ -407,10 +398,10 @@ def test_put_view(world: World, data: st.DataObject) -> None:
 @given(method=st.sampled_from(MEMORY_METHODS + ADMIN_METHODS), payload=st.one_of(
     st.binary(max_size=300),
     # A valid tag for a string field followed by bytes that are not UTF-8.
-    st.builds(lambda n, b: _varint((n << 3) | 2) + _varint(len(b)) + b, st.integers(1, 8),
+    st.builds(lambda n, b: varint((n << 3) | 2) + varint(len(b)) + b, st.integers(1, 8),
               st.binary(min_size=1, max_size=40).map(lambda b: b"\xff" + b)),
     # A length that runs past the end.
-    st.builds(lambda n: _varint((n << 3) | 2) + _varint(1000) + b"ab", st.integers(1, 8)),
+    st.builds(lambda n: varint((n << 3) | 2) + varint(1000) + b"ab", st.integers(1, 8)),
 ))
 def test_undecodable_bytes(world: World, method: str, payload: bytes) -> None:
     world.send(method, payload)

@@ -14,7 +14,7 @@ from google.protobuf.message import Message
 
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
-from tests.support import Agent, RpcFailure, draft, failure, unique
+from tests.support import Agent, RpcFailure, draft, failure, unique, varint
 
 NAN = float("nan")
 UUID = "7a4b8f9e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -489,19 +489,10 @@ def _deep_struct_bytes(depth: int) -> bytes:
     Python runtime lets a client build."""
     struct = b""
     for _ in range(depth):
-        value = bytes([(5 << 3) | 2]) + _varint(len(struct)) + struct  # Value.struct_value
-        entry = _field(1, b"a") + bytes([(2 << 3) | 2]) + _varint(len(value)) + value  # FieldsEntry
-        struct = bytes([(1 << 3) | 2]) + _varint(len(entry)) + entry  # Struct.fields
+        value = bytes([(5 << 3) | 2]) + varint(len(struct)) + struct  # Value.struct_value
+        entry = _field(1, b"a") + bytes([(2 << 3) | 2]) + varint(len(value)) + value  # FieldsEntry
+        struct = bytes([(1 << 3) | 2]) + varint(len(entry)) + entry  # Struct.fields
     return struct
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 UNDECODABLE = [
@@ -509,8 +500,8 @@ UNDECODABLE = [
     pytest.param("MemoryService/Recall", _field(2, b"\xc3\x28"), id="recall-query-not-utf8"),
     pytest.param("MemoryService/MemoryView", bytes([(5 << 3) | 2, 100]) + b"ab", id="length-past-the-end"),
     pytest.param("MemoryService/Erase", b"\xff\xff\xff", id="not-protobuf-at-all"),
-    pytest.param("MemoryService/Write", (lambda d: bytes([(2 << 3) | 2]) + _varint(len(d)) + d)(
-        bytes([(6 << 3) | 2]) + _varint(len(s := _deep_struct_bytes(120))) + s), id="struct-past-parser-depth"),
+    pytest.param("MemoryService/Write", (lambda d: bytes([(2 << 3) | 2]) + varint(len(d)) + d)(
+        bytes([(6 << 3) | 2]) + varint(len(s := _deep_struct_bytes(120))) + s), id="struct-past-parser-depth"),
     pytest.param("ViewAdminService/PutView", _field(1, _field(1, b"\x80agent")), id="put-view-agent-not-utf8"),
 ]
 
