@@ -117,6 +117,11 @@ async def test_a_view_without_rules_reads_nothing(store):
 
 async def test_worker_role_sees_outbox_ids_of_every_tenant_but_no_memory_content(postgres, store):
     a = await _seed(store)
+    # The suite's server drains this shared outbox at any moment; a row due in an hour stays
+    # put, so the worker role's read below is not a race with it.
+    async with await psycopg.AsyncConnection.connect(postgres.owner_dsn, autocommit=True) as owner:
+        await owner.execute("INSERT INTO outbox (tenant_id, memory_id, subject, op, next_attempt_at) "
+                            "VALUES (%s, gen_random_uuid(), 'alice', 'upsert', now() + interval '1 hour')", (a,))
     async with await psycopg.AsyncConnection.connect(postgres.worker_dsn, autocommit=True) as conn:
         cur = await conn.execute("SELECT count(*) FROM outbox WHERE tenant_id = %s", (a,))
         assert (await cur.fetchone())[0] >= 1
@@ -127,3 +132,5 @@ async def test_worker_role_sees_outbox_ids_of_every_tenant_but_no_memory_content
         cur = await conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
         assert await cur.fetchone() == (False, False)
         assert (await (await conn.execute("SELECT current_user")).fetchone())[0] == WORKER_ROLE
+    async with await psycopg.AsyncConnection.connect(postgres.owner_dsn, autocommit=True) as owner:
+        await owner.execute("DELETE FROM outbox WHERE tenant_id = %s", (a,))
