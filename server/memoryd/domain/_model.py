@@ -33,6 +33,14 @@ class SourceKind(enum.StrEnum):
     INFERENCE = "inference"
     SYNC = "sync"
 
+    @property
+    def rank(self) -> int:
+        """How strong a claim the kind is: INFERENCE < INPUT < SYNC (a view caps it)."""
+        return _SOURCE_RANK[self]
+
+
+_SOURCE_RANK = {SourceKind.INFERENCE: 0, SourceKind.INPUT: 1, SourceKind.SYNC: 2}
+
 
 class Stability(enum.StrEnum):
     STABLE = "stable"
@@ -54,6 +62,9 @@ class Outcome(enum.StrEnum):
     REJECTED = "rejected"
     # Trusted less than the current value: kept as a pending value of that memory.
     PENDING = "pending"
+    # Stored blind: the writer may write and not read this key, so its answer says nothing
+    # about how the item met what is stored (see memoryd.server.guard).
+    ACCEPTED = "accepted"
 
 
 class Change(enum.StrEnum):

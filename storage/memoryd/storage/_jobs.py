@@ -41,7 +41,6 @@ from memoryd.domain import (
 from . import _audit as audit
 from ._envelope import DataKey
 from ._postgres import Postgres
-from ._writes import ItemWriter
 
 if TYPE_CHECKING:
     from ._memories import PostgresMemoryStore
@@ -273,11 +272,8 @@ class ExtractionJobs:
             row = await cur.fetchone()
             if row is None or row["state"] != "running":
                 return None
-
-            async def key_for(owner: str) -> DataKey:
-                return key if owner == subject else await self._store.keys.for_write(conn, tenant, owner)
-
-            writer = ItemWriter(conn, tenant, job.agent, subject, self._store._hasher(tenant), key_for)
+            # The session's writer carries the tenant's policy: TTLs and trust as for any write.
+            writer = self._store.session(tenant, job.agent).item_writer(conn, subject, first_key=key)
             results: list[WriteResult] = []
             for plan in plans:
                 target = plan.merge_into
