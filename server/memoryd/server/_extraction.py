@@ -179,15 +179,16 @@ class ExtractionWorker:
         try:
             items = await self._extractor.extract(job.turns, datetime.now(UTC), zone)
         except ExtractionUnavailable as exc:
+            _log.warning("extraction job %s: %s", job.id, exc.detail)
             await self._retry_or_fail(job, exc.message)
             return
         except ExtractionRefused as exc:
+            _log.warning("extraction job %s: %s", job.id, exc.detail)
             await self._jobs.fail(job.tenant, job.id, exc.message)
             return
         except ExtractionParseError as exc:
-            _log.warning("extraction job %s: parse failure: %s", job.id, exc.message)
-            await self._jobs.fail(job.tenant, job.id, f"parse failure: {exc.message}",
-                                  counts={"extraction.parse_failures": 1})
+            _log.warning("extraction job %s: parse failure: %s", job.id, exc.detail)
+            await self._jobs.fail(job.tenant, job.id, exc.message, counts={"extraction.parse_failures": 1})
             return
         view = await self._views.view_for(job.tenant, job.agent)
         drafts, dropped = self.drafts(job, items, view, policy, zone)

@@ -1,0 +1,118 @@
+"""Background extraction acts with the view of the agent that queued it.
+
+Non-interference: two worlds that differ only in what an agent may not read give that agent
+identical answers — GetExtractionJob's included — and its queued extraction the same effects
+on what it can read. Each test builds both worlds (two subjects, or two tenants where the
+difference is per subject) and tries the leak for real against a running server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+import pytest
+
+from memoryd.server._extraction_llm import ChatExtractor, ExtractionUnavailable
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ..support import draft, fails, free_port, full_view, rule, unique
+from .test_extraction import (
+    CAT_EN,
+    HIKE_EN,
+    HIKE_EN_AGAIN,
+    Rig,
+    extract,
+    extraction_server,
+    finished,
+    item,
+    turn,
+    wait_indexed,
+)
+
+POLICY_TTL_DAYS, POLICY_INFERENCE_TRUST = 10, 0.3
+
+
+@pytest.fixture(scope="module")
+def strict_tenant() -> str:
+    return unique("tenant-strict")
+
+
+@pytest.fixture(scope="module")
+def rig(postgres, key_file, tmp_path_factory, strict_tenant) -> Iterator[Rig]:
+    policies = (f'[policy.tenants."{strict_tenant}"]\nttl_days = {{ fact = {POLICY_TTL_DAYS} }}\n'
+                f'trust = {{ inference = {POLICY_INFERENCE_TRUST} }}\n')
+    with extraction_server(postgres, key_file, tmp_path_factory, policies) as started:
+        yield started
+
+
+def answer(j: svc.ExtractionJob) -> tuple[Any, ...]:
+    """What GetExtractionJob tells the agent, but for what names the job itself."""
+    return (j.state, j.turns, j.attempts, j.error, [(r.memory_id, r.outcome, r.reason, r.version) for r in j.results],
+            sorted((d.reason, d.count) for d in j.dropped))
+
+
+def writes_events_reads_facts(agent: str) -> pb.View:
+    """May write events but read only facts: it cannot see the events it (or anyone) wrote."""
+    return full_view(agent, read_rules=[rule("fact")], write_rules=[rule("event")])
+
+
+def _port(rig: Rig) -> str:
+    return rig.fake.base_url.rsplit(":", 1)[1]
+
+
+TOKYO = "Alice flies to Tokyo tomorrow"
+
+
+@pytest.mark.parametrize(("script", "error"), [
+    (("500", "500", "500"), "the extraction model was unavailable (gave up after 3 attempts)"),
+    (("400",), "the extraction model refused the request"),
+    (("Sure! Alice lives in Lyon.",), "the extraction model's answer could not be parsed"),
+    (({"items": [item("Alice lives in Lyon", "Lyon")]},), "the extraction model's answer could not be parsed"),
+], ids=["overloaded", "refused", "not-json", "off-schema"])
+def test_a_failed_job_says_what_happened_without_the_models_address_or_output(rig, script, error):
+    agent = rig.agent()
+    subject = unique("subject")
+    rig.fake.script_chat(*script)
+    done, _ = finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon")))
+    assert done.state == svc.EXTRACTION_JOB_STATE_FAILED and done.error == error
+    for secret in ("127.0.0.1", _port(rig), "Lyon", "sk-extract", "HTTP"):
+        assert secret not in done.error
+    # The operator's log keeps the detail, never the API key.
+    log = rig.log.read_text(errors="replace")
+    assert "sk-extract" not in log
+    if "parsed" not in error:
+        assert f"127.0.0.1:{_port(rig)}" in log
+
+
+def test_while_retrying_a_job_shows_no_address_either(rig):
+    agent = rig.agent()
+    subject = unique("subject")
+    rig.fake.script_chat("500", {"items": []})
+    job_id = extract(agent, subject, turn("t1", "..."))
+    seen = set()
+    deadline = time.monotonic() + 30
+    while (current := agent.call("GetExtractionJob", svc.GetExtractionJobRequest(subject=subject, job_id=job_id)).job
+           ).state != svc.EXTRACTION_JOB_STATE_SUCCEEDED:
+        seen.add(current.error)
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert seen <= {"", "the extraction model was unavailable"}
+
+
+def test_a_model_that_is_down_is_named_in_generic_words():
+    port = free_port()
+    extractor = ChatExtractor(f"http://127.0.0.1:{port}/v1", "fake-chat", "sk-secret", timeout=2.0)
+    try:
+        with pytest.raises(ExtractionUnavailable) as raised:
+            asyncio.run(extractor.extract([], datetime.now(UTC), UTC))
+    finally:
+        extractor.close()
+    assert raised.value.message == "the extraction model could not be reached" == str(raised.value)
+    assert f"127.0.0.1:{port}" in raised.value.detail and "sk-secret" not in raised.value.detail
