@@ -116,3 +116,15 @@ def test_a_model_that_is_down_is_named_in_generic_words():
         extractor.close()
     assert raised.value.message == "the extraction model could not be reached" == str(raised.value)
     assert f"127.0.0.1:{port}" in raised.value.detail and "sk-secret" not in raised.value.detail
+
+
+def test_extracted_memories_follow_the_tenants_policy(rig, strict_tenant):
+    for tenant, ttl_days, trust in ((strict_tenant, POLICY_TTL_DAYS, POLICY_INFERENCE_TRUST), (unique("tenant"), 730, 0.5)):
+        agent = rig.agent(tenant)
+        subject = unique("subject")
+        rig.fake.script_chat({"items": [item("Alice lives in Lyon", "fact", "home_city")]})
+        finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon")))
+        [memory] = agent.list_all(subject)
+        assert memory.trust == pytest.approx(trust)
+        lives = memory.expires_at.seconds - time.time()
+        assert ttl_days * 86400 - 600 < lives <= ttl_days * 86400

@@ -277,7 +277,8 @@ class ExtractionJobs:
             async def key_for(owner: str) -> DataKey:
                 return key if owner == subject else await self._store.keys.for_write(conn, tenant, owner)
 
-            writer = ItemWriter(conn, tenant, job.agent, subject, self._store._hasher(tenant), key_for)
+            writer = ItemWriter(conn, tenant, job.agent, subject, self._store._hasher(tenant), key_for,
+                                self._store.policy_for(tenant))
             results: list[WriteResult] = []
             for plan in plans:
                 target = plan.merge_into
