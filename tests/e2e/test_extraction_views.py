@@ -128,3 +128,20 @@ def test_extracted_memories_follow_the_tenants_policy(rig, strict_tenant):
         assert memory.trust == pytest.approx(trust)
         lives = memory.expires_at.seconds - time.time()
         assert ttl_days * 86400 - 600 < lives <= ttl_days * 86400
+
+
+
+def test_another_agent_of_the_tenant_cannot_read_a_job_it_did_not_queue(rig):
+    tenant = unique("tenant")
+    owner = rig.agent(tenant, "agent-1")
+    other = rig.agent(tenant, "agent-2")  # the full view too, and the same subject
+    subject = unique("subject")
+    rig.fake.script_chat({"items": [item("Alice lives in Lyon", "fact", "home_city")]})
+    job_id = extract(owner, subject, turn("t1", "I live in Lyon"))
+    done, _ = finished(owner, subject, job_id)
+    assert done.results[0].memory_id
+    answers = [fails(other.call, "GetExtractionJob", svc.GetExtractionJobRequest(subject=subject, job_id=job_id)),
+               fails(other.call, "GetExtractionJob", svc.GetExtractionJobRequest(subject=subject,
+                                                                                  job_id=str(uuid.uuid4())))]
+    assert {(a.code, a.reason, a.message) for a in answers} == {
+        (grpc.StatusCode.NOT_FOUND, "NOT_FOUND", "no such extraction job for this subject")}

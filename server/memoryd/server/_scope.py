@@ -208,7 +208,7 @@ class CallerScope:
         self._check_subject(cmd.subject)
         if self._services.jobs is None:
             raise NotFound("no such extraction job for this subject")
-        job = await self._services.jobs.get(self.principal.tenant, cmd.subject, cmd.job_id)
+        job = await self._services.jobs.get(self.principal.tenant, cmd.subject, cmd.job_id, agent=self.principal.agent)
         return svc.GetExtractionJobResponse(job=convert.extraction_job(job))
 
     async def recall(self, cmd: RecallCommand) -> svc.RecallResponse:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 TURNS_FIELD = "turns"
 ERASED = "dropped: the subject was erased"
+NO_SUCH_JOB = "no such extraction job for this subject"
 
 
 @dataclass(frozen=True)
@@ -302,17 +303,19 @@ class ExtractionJobs:
                                              **(counts or {})})
             return results
 
-    async def get(self, tenant: str, subject: str, job_id: str) -> ExtractionJob:
-        """The job, if it is ``subject``'s; NotFound otherwise (the same for any other id)."""
+    async def get(self, tenant: str, subject: str, job_id: str, *, agent: str) -> ExtractionJob:
+        """The job, if ``agent`` queued it for ``subject``; NotFound otherwise, the same as for
+        an id that does not exist, so no other agent's job can be read or told apart."""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT id, subject, agent, state, turn_count, attempts, error, results, dropped, created_at, "
-                "started_at, finished_at FROM extraction_jobs WHERE tenant_id = %s AND subject = %s AND id = %s",
-                (tenant, subject, job_id),
+                "started_at, finished_at FROM extraction_jobs WHERE tenant_id = %s AND subject = %s AND agent = %s "
+                "AND id = %s",
+                (tenant, subject, agent, job_id),
             )
             row = await cur.fetchone()
         if row is None:
-            raise NotFound("no such extraction job for this subject")
+            raise NotFound(NO_SUCH_JOB)
         results = tuple(WriteResult(r["memory_id"], Outcome(r["outcome"]), r["reason"], r["version"])
                         for r in row["results"])
         return ExtractionJob(str(row["id"]), row["subject"], row["agent"], JobState(row["state"]), row["turn_count"],
