@@ -145,3 +145,40 @@ def test_another_agent_of_the_tenant_cannot_read_a_job_it_did_not_queue(rig):
                                                                                   job_id=str(uuid.uuid4())))]
     assert {(a.code, a.reason, a.message) for a in answers} == {
         (grpc.StatusCode.NOT_FOUND, "NOT_FOUND", "no such extraction job for this subject")}
+
+
+@pytest.mark.parametrize("view", [
+    full_view("extractor", read_rules=[rule("event")], write_rules=[rule("event")]),
+    full_view("extractor", read_rules=[rule("event"), rule("preference", "timezone"), rule("fact", "timezone")],
+              write_rules=[rule("event")], visible_fields=["id", "key", "category"]),
+], ids=["cannot-read-the-key", "cannot-read-the-text"])
+def test_a_time_zone_the_agent_may_not_read_does_not_shape_extracted_dates(rig, view):
+    worlds = []
+    for hidden_zone in ("Asia/Shanghai", ""):
+        tenant = unique("tenant")
+        owner = rig.agent(tenant, "owner")
+        extractor = rig.agent(tenant, "extractor", view)
+        subject = "alice"  # the same subject in both tenants
+        if hidden_zone:
+            owner.write(subject, pb.MemoryDraft(category=pb.CATEGORY_PREFERENCE, key="timezone", text=hidden_zone))
+        rig.fake.script_chat({"items": [item(TOKYO)]})
+        # 16:00 UTC on Wednesday 1 May is already Thursday 2 May in Shanghai.
+        done, _ = finished(extractor, subject, extract(extractor, subject, turn("t1", "I fly tomorrow", minutes=480)))
+        system, user = rig.fake.chat_requests[-1].body["messages"]
+        worlds.append((answer(done)[:4], [m.text for m in owner.list_all(subject) if m.category == pb.CATEGORY_EVENT],
+                       system["content"].split("(", 1)[1][:20], user["content"]))
+    assert worlds[0] == worlds[1]
+    assert worlds[0][1] == [f"{TOKYO} (2024-05-02)"]
+
+
+def test_a_time_zone_the_agent_may_read_is_used(rig):
+    view = full_view("extractor", read_rules=[rule("event"), rule("preference", "timezone")],
+                     write_rules=[rule("event")])
+    tenant = unique("tenant")
+    owner = rig.agent(tenant, "owner")
+    extractor = rig.agent(tenant, "extractor", view)
+    subject = unique("subject")
+    owner.write(subject, pb.MemoryDraft(category=pb.CATEGORY_PREFERENCE, key="timezone", text="Asia/Shanghai"))
+    rig.fake.script_chat({"items": [item(TOKYO)]})
+    finished(extractor, subject, extract(extractor, subject, turn("t1", "I fly tomorrow", minutes=480)))
+    assert [m.text for m in extractor.list_all(subject) if m.category == pb.CATEGORY_EVENT] == [f"{TOKYO} (2024-05-03)"]

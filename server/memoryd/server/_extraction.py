@@ -59,6 +59,8 @@ TOO_LONG = "too_long"
 _KEY_CHARS = re.compile(r"[^a-z0-9._:/-]+")
 
 Dense = Callable[[], tuple[MilvusIndex, Embedder] | None]
+# Where a subject's own time zone is kept: a `timezone` memory of one of these categories.
+TIMEZONE_CATEGORIES = (Category.PREFERENCE, Category.FACT)
 
 
 def clean_key(key: str, category: Category, max_bytes: int = 128) -> str:
@@ -83,6 +85,13 @@ def _cosine(a: list[float], b: list[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
+
+
+def timezone_categories(view: View | None) -> tuple[Category, ...]:
+    """The categories whose ``timezone`` memory the view may read, text included."""
+    if view is None or "text" not in view.visible_fields:
+        return ()
+    return tuple(c for c in TIMEZONE_CATEGORIES if view.may_read_key("timezone", (c,)))
 
 
 def zone_of(name: str) -> tzinfo | None:
@@ -167,15 +176,20 @@ class ExtractionWorker:
             _log.warning("extraction job %s: %s; attempt %d, next in %.1fs", job.id, reason, job.attempts, delay)
             await self._jobs.retry_later(job, reason, delay)
 
-    async def _zone(self, job: ClaimedJob, policy: TenantPolicy) -> tzinfo:
-        return zone_of(await self._jobs.subject_timezone(job.tenant, job.subject)) or zone_of(policy.timezone) or UTC
+    async def _zone(self, job: ClaimedJob, view: View | None, policy: TenantPolicy) -> tzinfo:
+        # The subject's own zone only where the agent could read it itself: otherwise a
+        # memory it may not read would shape the dates of the memories it can.
+        categories = timezone_categories(view)
+        own = await self._jobs.subject_timezone(job.tenant, job.subject, categories) if categories else ""
+        return zone_of(own) or zone_of(policy.timezone) or UTC
 
     async def _run(self, job: ClaimedJob) -> None:
         if job.attempts > self._max_attempts:  # claimed again after workers died on it
             await self._jobs.fail(job.tenant, job.id, f"gave up after {job.attempts - 1} attempts")
             return
         policy = self._policy_for(job.tenant)
-        zone = await self._zone(job, policy)
+        view = await self._views.view_for(job.tenant, job.agent)
+        zone = await self._zone(job, view, policy)
         try:
             items = await self._extractor.extract(job.turns, datetime.now(UTC), zone)
         except ExtractionUnavailable as exc:
@@ -190,7 +204,6 @@ class ExtractionWorker:
             _log.warning("extraction job %s: parse failure: %s", job.id, exc.detail)
             await self._jobs.fail(job.tenant, job.id, exc.message, counts={"extraction.parse_failures": 1})
             return
-        view = await self._views.view_for(job.tenant, job.agent)
         drafts, dropped = self.drafts(job, items, view, policy, zone)
         plans = await self._dedup(job, drafts, policy.merge_similarity)
         results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None)

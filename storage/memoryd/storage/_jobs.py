@@ -25,6 +25,7 @@ from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
     AuditTag,
+    Category,
     DataKeyUnavailable,
     Draft,
     EraseMode,
@@ -41,6 +42,7 @@ from memoryd.domain import (
 from . import _audit as audit
 from ._envelope import DataKey
 from ._postgres import Postgres
+from ._rows import UNEXPIRED
 from ._writes import ItemWriter
 
 if TYPE_CHECKING:
@@ -211,15 +213,18 @@ class ExtractionJobs:
         return ClaimedJob(tenant, job_id, subject, row["agent"], row["attempts"], turns,
                           AuditTag(row["request_id"], row["trace_id"], row["view_version"]))
 
-    async def subject_timezone(self, tenant: str, subject: str) -> str:
-        """The text of the subject's current ``timezone`` memory (preference or fact), or ''."""
+    async def subject_timezone(self, tenant: str, subject: str,
+                               categories: tuple[Category, ...] = (Category.PREFERENCE, Category.FACT)) -> str:
+        """The text of the subject's current ``timezone`` memory of one of ``categories``, or ''."""
+        if not categories:
+            return ""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT id, subject, text, data, text_ct, data_ct FROM memories WHERE tenant_id = %s AND subject = %s "
-                "AND scope = 'subject' AND key = 'timezone' AND category IN ('preference', 'fact') "
+                "AND scope = 'subject' AND key = 'timezone' AND category = ANY(%s) "
                 "AND status = 'active' AND (valid_until IS NULL OR valid_until > now()) "
-                "ORDER BY updated_at DESC LIMIT 1",
-                (tenant, subject),
+                f"AND {UNEXPIRED.replace('%s', 'now()')} ORDER BY updated_at DESC LIMIT 1",
+                (tenant, subject, [c.value for c in categories]),
             )
             rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
         return rows[0]["text"].strip() if rows and not rows[0]["content_unavailable"] else ""
