@@ -182,3 +182,56 @@ def test_a_time_zone_the_agent_may_read_is_used(rig):
     rig.fake.script_chat({"items": [item(TOKYO)]})
     finished(extractor, subject, extract(extractor, subject, turn("t1", "I fly tomorrow", minutes=480)))
     assert [m.text for m in extractor.list_all(subject) if m.category == pb.CATEGORY_EVENT] == [f"{TOKYO} (2024-05-03)"]
+
+
+def test_extraction_never_merges_into_an_event_the_agent_may_not_read(rig):
+    tenant = unique("tenant")
+    owner = rig.agent(tenant, "owner")
+    blind = rig.agent(tenant, "extractor", writes_events_reads_facts("extractor"))
+    hidden_world, empty_world = unique("subject"), unique("subject")
+    hidden_id = owner.write(hidden_world, draft("event", HIKE_EN)).results[0].memory_id
+    wait_indexed(rig, hidden_world)
+
+    answers = []
+    for subject in (hidden_world, empty_world):
+        rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
+        done, _ = finished(blind, subject, extract(blind, subject, turn("t1", "...")))
+        assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED
+        answers.append(answer(done))
+    assert answers[0] == answers[1]
+
+    # The paraphrase was written beside the event it may not read, which is untouched.
+    memories = {m.id: m for m in owner.list_all(hidden_world)}
+    assert memories[hidden_id].text == HIKE_EN and memories[hidden_id].version == 1
+    assert sorted(m.text for m in memories.values()) == sorted([HIKE_EN, HIKE_EN_AGAIN])
+    assert [v.memory.text for v in owner.history(hidden_world, hidden_id).versions] == [HIKE_EN]
+
+
+def test_extraction_still_merges_into_events_the_agent_may_read(rig):
+    tenant = unique("tenant")
+    reader = rig.agent(tenant, "extractor", full_view("extractor", read_rules=[rule("event")],
+                                                        write_rules=[rule("event")]))
+    subject = unique("subject")
+    seen_id = reader.write(subject, draft("event", HIKE_EN)).results[0].memory_id
+    wait_indexed(rig, subject)
+    rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
+    done, _ = finished(reader, subject, extract(reader, subject, turn("t1", "...")))
+    assert [(r.outcome, r.memory_id) for r in done.results] == [(svc.WRITE_OUTCOME_MERGED, seen_id)]
+
+
+def test_the_results_of_a_job_never_tell_what_the_agent_may_not_read(rig):
+    # An exact repeat of an event is merged into it by the write path: the outcome and the id
+    # would say whether such an event existed.
+    tenant = unique("tenant")
+    owner = rig.agent(tenant, "owner")
+    blind = rig.agent(tenant, "extractor", writes_events_reads_facts("extractor"))
+    hidden_world, empty_world = unique("subject"), unique("subject")
+    owner.write(hidden_world, draft("event", CAT_EN))
+    answers = []
+    for subject in (hidden_world, empty_world):
+        rig.fake.script_chat({"items": [item(CAT_EN), item("Alice lives in Lyon", "fact", "home_city")]})
+        done, _ = finished(blind, subject, extract(blind, subject, turn("t1", "...")))
+        answers.append(answer(done))
+    assert answers[0] == answers[1]
+    assert answers[0][4] == []  # writing facts is outside its view; the event is not named
+    assert dict(answers[0][5]) == {"outside_view": 1}

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg import sql
 from cryptography.exceptions import InvalidTag
 from psycopg.types.json import Jsonb
 
@@ -35,6 +36,7 @@ from memoryd.domain import (
     JobState,
     NotFound,
     Outcome,
+    ReadFilter,
     Turn,
     WriteResult,
 )
@@ -42,7 +44,7 @@ from memoryd.domain import (
 from . import _audit as audit
 from ._envelope import DataKey
 from ._postgres import Postgres
-from ._rows import UNEXPIRED
+from ._rows import UNEXPIRED, read_conditions
 from ._writes import ItemWriter
 
 if TYPE_CHECKING:
@@ -68,13 +70,17 @@ class ClaimedJob:
 
 @dataclass(frozen=True)
 class PlannedItem:
-    """One item to write: merged into ``merge_into`` (a near-duplicate found by meaning), or
-    into the memory an earlier item of the same job wrote (``same_as``, its index), or
-    written through the category's conflict policy."""
+    """One item to write: merged into ``merge_into`` (a near-duplicate found by meaning, if
+    it still passes ``merge_filter``, the queuing agent's read filter), or into the memory an
+    earlier item of the same job wrote (``same_as``, its index), or written through the
+    category's conflict policy. ``readable``: whether the queuing agent's view may read it;
+    only such items are named in the job's results."""
 
     draft: Draft
     merge_into: str = ""
     same_as: int | None = None
+    merge_filter: ReadFilter | None = None
+    readable: bool = True
 
 
 def _turns_json(turns: tuple[Turn, ...] | list[Turn]) -> bytes:
@@ -288,14 +294,17 @@ class ExtractionJobs:
             results: list[WriteResult] = []
             for plan in plans:
                 target = plan.merge_into
+                if target and not await self._still_readable(conn, tenant, target, plan.merge_filter):
+                    target = ""
                 if plan.same_as is not None and results[plan.same_as].memory_id:
                     target = results[plan.same_as].memory_id
                 merged = await writer.merge_similar(plan.draft, target) if target else None
                 results.append(merged or await writer.write(plan.draft))
+            shown = [r for r, plan in zip(results, plans) if plan.readable]
             await conn.execute(
                 "UPDATE extraction_jobs SET state = 'succeeded', error = '', results = %s, dropped = %s, "
                 "turns_ct = NULL, finished_at = now() WHERE tenant_id = %s AND id = %s",
-                (Jsonb(_results_json(results)), Jsonb(dict(dropped)), tenant, job.id),
+                (Jsonb(_results_json(shown)), Jsonb(dict(dropped)), tenant, job.id),
             )
             ids = [r.memory_id for r in results if r.memory_id]
             if results:
@@ -307,6 +316,20 @@ class ExtractionJobs:
                                              **{f"extraction.dropped.{k}": v for k, v in dropped.items()},
                                              **(counts or {})})
             return results
+
+    @staticmethod
+    async def _still_readable(conn: psycopg.AsyncConnection, tenant: str, memory_id: str,
+                              flt: ReadFilter | None) -> bool:
+        """Whether the index's hit ``memory_id`` passes ``flt`` in Postgres now (the index may
+        lag, and lets a little more through); locked, so it stays so until the merge."""
+        if flt is None:
+            return False
+        where, params = read_conditions(tenant, flt)
+        query = sql.SQL("SELECT 1 FROM memories WHERE {where} AND id = %s::uuid AND status = 'active' "
+                        "AND (valid_until IS NULL OR valid_until > now()) AND {unexpired} FOR UPDATE").format(
+            where=where, unexpired=sql.SQL(UNEXPIRED.replace("%s", "now()")))
+        cur = await conn.execute(query, [*params, memory_id])
+        return await cur.fetchone() is not None
 
     async def get(self, tenant: str, subject: str, job_id: str, *, agent: str) -> ExtractionJob:
         """The job, if ``agent`` queued it for ``subject``; NotFound otherwise, the same as for
