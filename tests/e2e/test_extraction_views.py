@@ -22,7 +22,7 @@ from memoryd.server._extraction_llm import ChatExtractor, ExtractionUnavailable
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import draft, fails, free_port, full_view, rule, unique
+from ..support import ALL_FIELDS, draft, fails, free_port, full_view, rule, unique
 from .test_extraction import (
     CAT_EN,
     HIKE_EN,
@@ -217,6 +217,24 @@ def test_extraction_still_merges_into_events_the_agent_may_read(rig):
     rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
     done, _ = finished(reader, subject, extract(reader, subject, turn("t1", "...")))
     assert [(r.outcome, r.memory_id) for r in done.results] == [(svc.WRITE_OUTCOME_MERGED, seen_id)]
+
+
+def test_extraction_never_merges_into_an_event_whose_text_the_agent_may_not_see(rig):
+    tenant = unique("tenant")
+    owner = rig.agent(tenant, "owner")
+    textless = [f for f in ALL_FIELDS if f != "text"]
+    extractor = rig.agent(tenant, "extractor", full_view("extractor", read_rules=[rule("event")],
+                                                         write_rules=[rule("event")], visible_fields=textless))
+    hidden_world, empty_world = unique("subject"), unique("subject")
+    hidden_id = owner.write(hidden_world, draft("event", HIKE_EN)).results[0].memory_id
+    wait_indexed(rig, hidden_world)
+    answers = []
+    for subject in (hidden_world, empty_world):
+        rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
+        done, _ = finished(extractor, subject, extract(extractor, subject, turn("t1", "...")))
+        answers.append([r.outcome for r in done.results])
+    assert answers == [[svc.WRITE_OUTCOME_CREATED]] * 2
+    assert {m.id: m.text for m in owner.list_all(hidden_world)}[hidden_id] == HIKE_EN
 
 
 def test_the_results_of_a_job_never_tell_what_the_agent_may_not_read(rig):

@@ -255,8 +255,9 @@ class ExtractionWorker:
                      threshold: float) -> list[PlannedItem]:
         """Plans for the drafts: episodic ones that say what a memory the view may read (or an
         earlier item of this job) already says are merged into it. Items the view may not
-        read are never merged by meaning, and their results are not reported. Without an
-        index, nothing is merged."""
+        read are never merged by meaning, and their results are not reported; nor is
+        anything merged into a stored memory where the view hides ``text`` (the merge would
+        tell what the hidden text says). Without an index, nothing is merged."""
         readable = [view is not None and view.may_read_key(d.key, (d.category,)) for d in drafts]
         plans = [PlannedItem(d, readable=r) for d, r in zip(drafts, readable)]
         episodic = [i for i, d in enumerate(drafts) if d.category.episodic and readable[i]]
@@ -264,6 +265,7 @@ class ExtractionWorker:
         if not episodic or dense is None:
             return plans
         index, embedder = dense
+        sees_text = view is not None and "text" in view.visible_fields
         now = datetime.now(UTC)
         try:
             vectors = await embedder.embed_passages([embedding_text("", drafts[i].text) for i in episodic])
@@ -274,6 +276,8 @@ class ExtractionWorker:
                 best = max(earlier, key=lambda pair: pair[1], default=None)
                 if best is not None and best[1] >= threshold:
                     plans[i] = replace(plans[i], same_as=best[0])
+                    continue
+                if not sees_text:
                     continue
                 # Filter first: what the view reads of this subject's active memories of the
                 # category, then search; ``finish`` checks the hit against the same filter.
