@@ -20,6 +20,7 @@ from ._errors import (
     Unavailable,
 )
 from ._model import (
+    BLIND_REASON,
     AuditTag,
     Category,
     Change,
@@ -42,6 +43,7 @@ from ._model import (
     Status,
     StoreCounts,
     WriteResult,
+    blind_answer,
     policy_for,
 )
 from ._extraction import ExtractionJob, JobState, Turn
@@ -53,6 +55,8 @@ from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, g
 
 __all__ = [
     "ArchiveInvalid",
+    "BLIND_REASON",
+    "blind_answer",
     "AuditTag",
     "ERASE_SELECTORS",
     "MEMORY_FIELDS",

@@ -194,6 +194,25 @@ class WriteResult:
     version: int
 
 
+BLIND_REASON = ("stored; this agent's view does not read this key with every field, so the answer does not say "
+                "how the item met what is stored")
+
+
+def blind_answer(draft: Draft, result: WriteResult) -> WriteResult:
+    """What a writer that cannot see what its item met is told: the same whatever is stored.
+
+    An item of an appending or accumulating category always became a memory of its own
+    (CREATED, its new id, version 1); a keyed last-write-wins or versioned item is ACCEPTED,
+    with no id and no version (which memory it changed, or whether it was held pending,
+    depends on what the writer cannot see).
+    """
+    if result.outcome is Outcome.REJECTED:
+        return result
+    if policy_for(draft.category) in (Policy.APPEND, Policy.ACCUMULATE):
+        return WriteResult(result.memory_id, Outcome.CREATED, "", 1)
+    return WriteResult("", Outcome.ACCEPTED, BLIND_REASON, 0)
+
+
 @dataclass(frozen=True)
 class MemoryVersion:
     memory: Memory

@@ -30,6 +30,7 @@ from memoryd.domain import (
     Status,
     View,
     WriteResult,
+    blind_answer,
 )
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
@@ -37,7 +38,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 from .._validate import CATEGORIES, ERASE_MODES
 from .._validate_views import ERASE_SELECTOR_NAMES
 from ._block import render_block
-from ._rules import Guard, WriteItem, blind_answer_creates
+from ._rules import Guard, WriteItem
 
 _CATEGORY = {v: k for k, v in CATEGORIES.items()}
 _SCOPE = {Scope.SUBJECT: pb.SCOPE_SUBJECT, Scope.ORG: pb.SCOPE_ORG, Scope.SESSION: pb.SCOPE_SESSION}
@@ -56,8 +57,7 @@ _OUTCOME = {
     Outcome.PENDING: svc.WRITE_OUTCOME_PENDING,
     Outcome.ACCEPTED: svc.WRITE_OUTCOME_ACCEPTED,
 }
-BLIND_REASON = ("stored; this agent's view does not read this key with every field, so the answer does not "
-                "say how the item met what is stored")
+
 _CHANGE = {
     Change.CREATED: svc.CHANGE_KIND_CREATED,
     Change.UPDATED: svc.CHANGE_KIND_UPDATED,
@@ -142,11 +142,7 @@ def pending(p: PendingValue, visible: frozenset[str]) -> pb.PendingValue:
 def answer(item: WriteItem, result: WriteResult) -> WriteResult:
     """What the caller is told about one written item: the result itself when it was
     sighted; for a blind item, the same answer whatever was stored."""
-    if not item.blind or result.outcome is Outcome.REJECTED:
-        return result
-    if blind_answer_creates(item.draft):
-        return WriteResult(result.memory_id, Outcome.CREATED, "", 1)  # always a memory of its own
-    return WriteResult("", Outcome.ACCEPTED, BLIND_REASON, 0)
+    return blind_answer(item.draft, result) if item.blind else result
 
 
 def write_results(results: Iterable[WriteResult]) -> list[svc.WriteResult]:

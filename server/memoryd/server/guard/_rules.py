@@ -35,12 +35,10 @@ from memoryd.domain import (
     EraseSelector,
     Memory,
     PermissionDenied,
-    Policy,
     ReadFilter,
     Scope,
     ScoreMask,
     View,
-    policy_for,
 )
 
 from .._auth import Principal
@@ -51,6 +49,11 @@ SIGHTED_FIELDS = frozenset({
     "id", "version", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from",
     "valid_until", "trust", "provenance", "pending", "updated_at", "expires_at",
 })
+
+
+def sighted(view: View, category: Category, key: str) -> bool:
+    """Whether ``view`` reads (category, key) with every field a write's outcome depends on."""
+    return view.may_read(category, key) and SIGHTED_FIELDS <= view.visible_fields
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ class Guard:
         return items
 
     def sighted(self, category: Category, key: str) -> bool:
-        return self.view.may_read(category, key) and SIGHTED_FIELDS <= self.visible
+        return sighted(self.view, category, key)
 
     def within_trust(self, draft: Draft) -> Draft:
         """An imported draft asserts no more than the view allows: an archive's provenance
@@ -199,8 +202,3 @@ class Guard:
             raise PermissionDenied("erasing a whole subject needs a view whose read rules cover every category "
                                    "with the key pattern '*'")
         return flt
-
-
-def blind_answer_creates(draft: Draft) -> bool:
-    """A blind item of an appending or accumulating category becomes a memory of its own."""
-    return policy_for(draft.category) in (Policy.APPEND, Policy.ACCUMULATE)

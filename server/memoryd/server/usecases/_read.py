@@ -99,5 +99,5 @@ async def extraction_job(ctx: CallContext, cmd: JobCommand) -> svc.GetExtraction
     ctx.guard.check_subject(cmd.subject)
     if ctx.services.jobs is None:
         raise NotFound("no such extraction job for this subject")
-    job = await ctx.services.jobs.get(ctx.tenant, cmd.subject, cmd.job_id)
+    job = await ctx.services.jobs.get(ctx.tenant, cmd.subject, cmd.job_id, agent=ctx.guard.agent)
     return svc.GetExtractionJobResponse(job=present.extraction_job(job))
