@@ -53,8 +53,10 @@ def rig(postgres, key_file, tmp_path_factory, strict_tenant) -> Iterator[Rig]:
 
 
 def answer(j: svc.ExtractionJob) -> tuple[Any, ...]:
-    """What GetExtractionJob tells the agent, but for what names the job itself."""
-    return (j.state, j.turns, j.attempts, j.error, [(r.memory_id, r.outcome, r.reason, r.version) for r in j.results],
+    """What GetExtractionJob tells the agent, but for what names the job itself (and whether,
+    not which, a memory id is given: a blind item's memory of its own has a fresh id)."""
+    return (j.state, j.turns, j.attempts, j.error,
+            [(bool(r.memory_id), r.outcome, r.reason, r.version) for r in j.results],
             sorted((d.reason, d.count) for d in j.dropped))
 
 
@@ -251,5 +253,6 @@ def test_the_results_of_a_job_never_tell_what_the_agent_may_not_read(rig):
         done, _ = finished(blind, subject, extract(blind, subject, turn("t1", "...")))
         answers.append(answer(done))
     assert answers[0] == answers[1]
-    assert answers[0][4] == []  # writing facts is outside its view; the event is not named
+    # Writing facts is outside its view; the event, written blind, is a memory of its own.
+    assert answers[0][4] == [(True, svc.WRITE_OUTCOME_CREATED, "", 1)]
     assert dict(answers[0][5]) == {"outside_view": 1}

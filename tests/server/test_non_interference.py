@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import json_format
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from memoryd.v1 import memory_pb2 as pb
@@ -35,8 +35,11 @@ VISIBLE_TEXTS = ["Pays by bank transfer", "Lives in Lyon near the river", "Prefe
 HIDDEN_TEXTS = ["Has type 2 diabetes", "Secret offshore billing account", "Pays by bank transfer",
                 "Complained about a late parcel", "Internal fraud flag raised"]
 QUERIES = ["bank transfer", "parcel", "refund order", "tea", "Lyon river", "offshore billing", "diabetes"]
-TIMESTAMP_FIELDS = {"created_at", "updated_at", "last_access_at", "expires_at", "valid_from", "recorded_at",
-                    "written_at", "started_at", "finished_at"}
+# Left out of the comparison: timestamps (the worlds are written milliseconds apart), and
+# access_count, which the agent's own recalls raise through a recorder that flushes once a
+# second, so when it shows a recall depends on timing alone.
+UNCOMPARED = {"created_at", "updated_at", "last_access_at", "expires_at", "valid_from", "recorded_at", "written_at",
+              "started_at", "finished_at", "access_count"}
 
 # What the agent reads: billing_* and iban facts, every preference and event. It may also write
 # `secret_*` facts it cannot read (a write-only key) and constraints it cannot read.
@@ -102,7 +105,7 @@ class Normaliser:
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: self(v) for k, v in sorted(value.items()) if k not in TIMESTAMP_FIELDS}
+            return {k: self(v) for k, v in sorted(value.items()) if k not in UNCOMPARED}
         if isinstance(value, list):
             return [self(v) for v in value]
         if isinstance(value, str):
@@ -177,7 +180,8 @@ def worlds(connect):
     return make
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
+@pytest.mark.timeout(1200)
+@settings(max_examples=12, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(fields=st.sampled_from(sorted(FIELD_SETS)), visible=items(VISIBLE_SLOTS, VISIBLE_TEXTS),
        hidden=items(HIDDEN_SLOTS, HIDDEN_TEXTS), hidden_values=st.lists(st.tuples(

@@ -241,6 +241,21 @@ async def test_the_episodic_cap_evicts_the_least_important_and_least_recent_neve
     assert (await sweeper.sweep(datetime.now(UTC), [tenant])).evicted == 0
 
 
+async def test_one_writer_flooding_a_subject_evicts_only_its_own_events(store, sweeper):
+    # A writer without erase rights must not be able to push other agents' events out with
+    # a flood of important ones: the cap counts per writer.
+    tenant = unique(OVERRIDE)  # episodic_cap = 3
+    theirs = [r.memory_id for r in await store.write(tenant, "support-bot", "alice",
+                                                     [event("refund asked", 0.2), event("parcel late", 0.2)])]
+    flood = [r.memory_id for r in await store.write(tenant, "flooder", "alice",
+                                                    [event(f"noise {i}", 1.0) for i in range(6)])]
+    report = await sweeper.sweep(datetime.now(UTC), [tenant])
+    assert report.evicted == 3
+    left = set(await listed(store, tenant))
+    assert set(theirs) <= left
+    assert len(left & set(flood)) == 3
+
+
 async def test_the_cap_never_evicts_pinned_memories_even_above_the_cap(store, sweeper):
     tenant = unique(OVERRIDE)
     ids = await write(store, tenant, *(event(f"pinned {i}", 0.1, pinned=True) for i in range(4)))
