@@ -197,3 +197,14 @@ def test_a_subject_bound_admin_token_cannot_manage_views(connect, tenant):
         failure = fails(bound.call, method, request)
         assert failure.code == grpc.StatusCode.PERMISSION_DENIED and failure.reason == "SUBJECT_NOT_ALLOWED"
 
+
+
+def test_a_listing_never_orders_by_a_hidden_update_time(world):
+    seeder, reader = world(full_view("no-times", visible_fields=["id", "key", "text", "category"]))
+    for key in ("a", "b", "c", "d"):
+        seeder.write("alice", draft("preference", f"first {key}", key=key))
+    seeder.write("alice", draft("preference", "second a", key="a"))  # `a` is now the most recent
+    listed = [m.id for m in reader.list_all("alice", page_size=2)]
+    assert listed == sorted(listed, reverse=True) and len(listed) == 4
+    newest_first = [m.key for m in seeder.list_all("alice")]
+    assert newest_first[0] == "a"

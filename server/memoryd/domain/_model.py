@@ -310,11 +310,14 @@ class ErasureReceipt:
 
 @dataclass(frozen=True)
 class Page:
-    """Where a listing continues: after (updated_at, id) in descending order."""
+    """Where a listing continues: after (updated_at, id) in descending order — or, ``by_id``,
+    after ``after_id`` in descending id order, for a caller whose view hides updated_at (the
+    order of a listing must not tell what a hidden field holds)."""
 
     after_updated_at: datetime | None = None
     after_id: str = ""
     size: int = 50
+    by_id: bool = False
 
 
 @dataclass

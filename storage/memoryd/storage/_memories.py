@@ -243,11 +243,15 @@ class PostgresMemoryStore:
         where, params = read_conditions(tenant, flt)
         clauses = [where, sql.SQL("status = ANY(%s)"), sql.SQL("(status <> 'active' OR {})").format(sql.SQL(UNEXPIRED))]
         params += [[s.value for s in flt.statuses], now or datetime.now(UTC)]
-        if page.after_updated_at is not None:
+        if page.by_id and page.after_id:
+            clauses.append(sql.SQL("id < %s::uuid"))
+            params.append(page.after_id)
+        elif page.after_updated_at is not None:
             clauses.append(sql.SQL("(updated_at, id) < (%s, %s)"))
             params += [page.after_updated_at, page.after_id]
-        query = sql.SQL("SELECT {cols} FROM memories WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT %s").format(
-            cols=sql.SQL(MEMORY_COLUMNS), where=sql.SQL(" AND ").join(clauses)
+        order = "id DESC" if page.by_id else "updated_at DESC, id DESC"
+        query = sql.SQL("SELECT {cols} FROM memories WHERE {where} ORDER BY {order} LIMIT %s").format(
+            cols=sql.SQL(MEMORY_COLUMNS), where=sql.SQL(" AND ").join(clauses), order=sql.SQL(order)
         )
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(query, [*params, page.size + 1])

@@ -7,7 +7,7 @@ import hashlib
 import json
 from datetime import UTC, datetime
 
-from memoryd.domain import Listing, NotFound, Page, ReadFilter, ScoreWeights
+from memoryd.domain import FieldViolation, InvalidArgument, Listing, NotFound, Page, ReadFilter, ScoreWeights
 from memoryd.v1 import memory_service_pb2 as svc
 
 from .._services import CallContext
@@ -59,17 +59,23 @@ async def memory_view(ctx: CallContext, cmd: ListCommand) -> svc.MemoryViewRespo
     guard, pages = ctx.guard, ctx.services.page_tokens
     flt = guard.read_filter(cmd.filter)
     binding = _binding(ctx, cmd.subject, ["list", cmd.filter])
-    page = Page(size=cmd.page_size)
+    # A view that hides updated_at gets the listing in id order: newest-first would tell it.
+    by_id = not guard.shows("updated_at")
+    page = Page(size=cmd.page_size, by_id=by_id)
     if cmd.page_token:
         position = pages.decode(cmd.page_token, binding)
-        page = Page(datetime.fromisoformat(str(position["u"])), str(position["i"]), cmd.page_size)
+        if not by_id and "u" not in position:  # issued in id order, before the view changed
+            raise InvalidArgument(FieldViolation("page_token", "is invalid or was not issued for this request"))
+        after = None if by_id else datetime.fromisoformat(str(position["u"]))
+        page = Page(after, str(position["i"]), cmd.page_size, by_id)
     listing: Listing = await ctx.services.store.list(ctx.tenant, flt, page)
     ctx.record_read(cmd.subject, "read.view", [m.id for m in listing.memories])
     response = svc.MemoryViewResponse(memories=[present.memory_for(guard, m) for m in listing.memories],
                                       view=present.view(guard.view))
     if listing.has_more and listing.memories:
         last = listing.memories[-1]
-        response.next_page_token = pages.encode(binding, {"u": last.updated_at.isoformat(), "i": last.id})
+        position = {"i": last.id} if by_id else {"u": last.updated_at.isoformat(), "i": last.id}
+        response.next_page_token = pages.encode(binding, position)
     return response
 
 
