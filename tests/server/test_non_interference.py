@@ -155,7 +155,7 @@ def run(agent: Agent, norm: Normaliser, call: tuple[Any, ...]) -> Any:
         else:
             if call[1] >= len(norm.order):
                 return "no such id"
-            response = agent.erase(SUBJECT, ids=svc.EraseIds(ids=[norm.order[call[1]]]), mode=svc.ERASE_MODE_FORGET)
+            response = agent.erase(SUBJECT, ids=svc.MemoryIds(ids=[norm.order[call[1]]]), mode=svc.ERASE_MODE_FORGET)
     except grpc.RpcError as error:
         f = failure(error)
         return (f.code.name, norm(f.message), f.reason, f.violations)
