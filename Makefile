@@ -49,9 +49,9 @@ bench-mem0:
 ## gen: regenerate the code of every client language from protos/ (commit the result).
 gen: install
 	$(BIN)/python scripts/gen_protos.py
-	MEMORYD_PYTHON=$(BIN)/python bash scripts/gen_go.sh
-	PYTHON=$(BIN)/python bash scripts/gen_ts.sh
-	PYTHON=$(BIN)/python bash scripts/gen_java.sh
+	MEMORYD_PYTHON=$(abspath $(BIN))/python bash scripts/gen_go.sh
+	PYTHON=$(abspath $(BIN))/python bash scripts/gen_ts.sh
+	PYTHON=$(abspath $(BIN))/python bash scripts/gen_java.sh
 
 ## lint-proto: buf lint and format check of the contract.
 lint-proto: install

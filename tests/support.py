@@ -244,10 +244,11 @@ def rule(category: str, *patterns: str) -> pb.ViewRule:
 
 
 def full_view(agent: str, **overrides: Any) -> pb.View:
-    """Every category and key, every field, every erase selector."""
+    """Every category and key, every field, every erase selector, every source kind."""
     every = [pb.ViewRule(category=c, key_patterns=["*"]) for c in ALL_CATEGORIES]
     fields: dict[str, Any] = dict(agent=agent, read_rules=every, write_rules=every, may_erase=True,
-                                  visible_fields=ALL_FIELDS, description="full access (test)")
+                                  visible_fields=ALL_FIELDS, description="full access (test)",
+                                  max_source_kind=pb.SOURCE_KIND_SYNC)
     fields.update(overrides)
     return pb.View(**fields)
 

@@ -24,7 +24,7 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from ..support import Agent, draft, fails, full_view, rule
 
 PAYMENT_FIELDS = ["id", "key", "text", "category", "updated_at"]
-SUPPORT_FIELDS = ["id", "key", "text", "category", "tags", "updated_at", "provenance"]
+SUPPORT_FIELDS = ["id", "key", "text", "category", "tags", "updated_at", "provenance", "version"]
 SECRETS = {
     "iban": "IBAN FR76 3000 6000 0112 3456 7890 189",
     "billing_address": "Bills go to 12 rue de la Paix, Paris",
@@ -144,8 +144,10 @@ def test_asking_for_a_category_outside_the_view_is_denied(acme: Tenant, category
 def test_memory_view_lists_only_what_the_view_reads(acme: Tenant):
     assert _texts(acme.payment.list_all("alice")) == {SECRETS["iban"], SECRETS["billing_address"], "EUR"}
     assert _texts(acme.support.list_all("alice")) == {COMPLAINT, "French"}
-    tagged = acme.payment.list_all("alice", filter=pb.MemoryFilter(tags=["complaint"]))
-    assert tagged == []
+    # The payment view hides tags: filtering by one would tell which memories carry it.
+    refused = fails(acme.payment.list_all, "alice", filter=pb.MemoryFilter(tags=["complaint"]))
+    assert refused.code == grpc.StatusCode.PERMISSION_DENIED and "tags" in refused.message
+    assert acme.support.list_all("alice", filter=pb.MemoryFilter(tags=["complaint"]))[0].text == COMPLAINT
 
 
 @pytest.mark.parametrize(("who", "target"), [("payment", "complaint"), ("payment", "diagnosis"),
@@ -154,7 +156,10 @@ def test_history_of_a_memory_outside_the_view_is_not_found_like_a_random_id(acme
     agent = acme.payment if who == "payment" else acme.support
     hidden = fails(agent.history, "alice", acme.ids[target])
     random = fails(agent.history, "alice", str(uuid.uuid4()))
-    assert hidden.code == random.code == grpc.StatusCode.NOT_FOUND
+    # The payment view hides `version` (a history's length is the version): refused from the
+    # view alone, the same for every id.
+    expected = grpc.StatusCode.PERMISSION_DENIED if who == "payment" else grpc.StatusCode.NOT_FOUND
+    assert hidden.code == random.code == expected
     assert hidden.message == random.message and hidden.reason == random.reason
 
 
@@ -196,8 +201,9 @@ def test_only_visible_fields_reach_the_payment_agent(acme: Tenant, rpc: str):
         memories = _recall(payment, query="bank account", top_k=5)
     elif rpc == "MemoryView":
         memories = list(payment.list_all("alice"))
-    else:
-        memories = [v.memory for v in payment.history("alice", acme.ids["iban"]).versions]
+    else:  # a history's length would be the hidden version: refused from the view alone
+        assert fails(payment.history, "alice", acme.ids["iban"]).code == grpc.StatusCode.PERMISSION_DENIED
+        return
     assert memories
     for memory in memories:
         assert _fields(memory) <= set(PAYMENT_FIELDS)

@@ -3,7 +3,7 @@ expression, literal matching of every value, reopening, routing modes and error 
 
 Tests open Milvus Lite files under their ``tmp_path`` (the read-only filter and literal-matching
 tests share one module-wide file, each in its own tenants), with small fake vectors (dim 8).
-Expected results mirror ``memoryd.storage._rows.read_conditions``: the index may let a little
+Expected results mirror ``memoryd.storage._filters.read_conditions``: the index may let a little
 more through than Postgres (the re-read is exact), never less.
 """
 

@@ -30,9 +30,9 @@ from typing import Any
 import grpc
 import yaml
 
-from memoryd.domain import ERASE_SELECTORS, MEMORY_FIELDS, Category, View, ViewRule
+from memoryd.domain import ERASE_SELECTORS, MEMORY_FIELDS, Category, SourceKind, View, ViewRule
 from memoryd.server._config import Limits
-from memoryd.server._convert import view as view_message
+from memoryd.server.guard._present import view as view_message
 from memoryd.server._validate import _Checker
 from memoryd.server._validate_views import view_from_message
 from memoryd.v1 import memory_pb2 as pb
@@ -82,7 +82,7 @@ def load_views(path: Path) -> list[View]:
         if not isinstance(body, dict):
             raise ValueError(f"{where}: expected a mapping")
         # "version" is what `views list` prints; it is informational here.
-        unknown = set(body) - {"description", "read", "write", "erase", "fields", "version"}
+        unknown = set(body) - {"description", "read", "write", "erase", "fields", "version", "trust"}
         if unknown:
             raise ValueError(f"{where}: unknown keys: {', '.join(sorted(map(str, unknown)))}")
         erase = body.get("erase", False)
@@ -96,8 +96,12 @@ def load_views(path: Path) -> list[View]:
         fields = sorted(MEMORY_FIELDS) if fields == "*" or fields == ["*"] else fields
         if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
             raise ValueError(f"{where}.fields: a list of Memory field names, or '*'")
+        trust = body.get("trust", SourceKind.INPUT.value)
+        if trust not in [k.value for k in SourceKind]:
+            raise ValueError(f"{where}.trust: the most trusted source kind the agent may assert, one of "
+                             f"{', '.join(k.value for k in SourceKind)}")
         view = View(str(agent), _rules(f"{where}.read", body.get("read")), _rules(f"{where}.write", body.get("write")),
-                    may_erase, frozenset(fields), str(body.get("description", "")), 0, selectors)
+                    may_erase, frozenset(fields), str(body.get("description", "")), 0, selectors, SourceKind(trust))
         check = _Checker(Limits())
         view_from_message(check, "view", view_message(view))  # the server's own rules, before any call
         if check.violations:
@@ -236,6 +240,8 @@ def _as_yaml(view: View) -> dict[str, Any]:
             body[name] = {r["category"]: r["key_patterns"] for r in rules}  # type: ignore[index, union-attr]
     body["erase"] = definition["erase_selectors"] or view.may_erase
     body["fields"] = definition["visible_fields"]
+    if view.max_source_kind is not SourceKind.INPUT:
+        body["trust"] = view.max_source_kind.value
     return body
 
 

@@ -20,6 +20,7 @@ from ._errors import (
     Unavailable,
 )
 from ._model import (
+    BLIND_REASON,
     AuditTag,
     Category,
     Change,
@@ -42,17 +43,20 @@ from ._model import (
     Status,
     StoreCounts,
     WriteResult,
+    blind_answer,
     policy_for,
 )
 from ._extraction import ExtractionJob, JobState, Turn
 from ._normalise import Normalised, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
-from ._scoring import ScoreParts, ScoreWeights, estimate_tokens, fit_budget, last_use, recency, recency_at, score
+from ._scoring import ScoreMask, ScoreParts, ScoreWeights, estimate_tokens, fit_budget, last_use, recency, recency_at, score
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_like, glob_to_regex
 
 __all__ = [
     "ArchiveInvalid",
+    "BLIND_REASON",
+    "blind_answer",
     "AuditTag",
     "ERASE_SELECTORS",
     "MEMORY_FIELDS",
@@ -60,6 +64,7 @@ __all__ = [
     "Embedder",
     "KeyProvider",
     "MemoryStore",
+    "ScoreMask",
     "ScoreParts",
     "ScoreWeights",
     "estimate_tokens",

@@ -33,6 +33,14 @@ class SourceKind(enum.StrEnum):
     INFERENCE = "inference"
     SYNC = "sync"
 
+    @property
+    def rank(self) -> int:
+        """How strong a claim the kind is: INFERENCE < INPUT < SYNC (a view caps it)."""
+        return _SOURCE_RANK[self]
+
+
+_SOURCE_RANK = {SourceKind.INFERENCE: 0, SourceKind.INPUT: 1, SourceKind.SYNC: 2}
+
 
 class Stability(enum.StrEnum):
     STABLE = "stable"
@@ -54,6 +62,9 @@ class Outcome(enum.StrEnum):
     REJECTED = "rejected"
     # Trusted less than the current value: kept as a pending value of that memory.
     PENDING = "pending"
+    # Stored blind: the writer may write and not read this key, so its answer says nothing
+    # about how the item met what is stored (see memoryd.server.guard).
+    ACCEPTED = "accepted"
 
 
 class Change(enum.StrEnum):
@@ -181,6 +192,25 @@ class WriteResult:
     outcome: Outcome
     reason: str
     version: int
+
+
+BLIND_REASON = ("stored; this agent's view does not read this key with every field, so the answer does not say "
+                "how the item met what is stored")
+
+
+def blind_answer(draft: Draft, result: WriteResult) -> WriteResult:
+    """What a writer that cannot see what its item met is told: the same whatever is stored.
+
+    An item of an appending or accumulating category always became a memory of its own
+    (CREATED, its new id, version 1); a keyed last-write-wins or versioned item is ACCEPTED,
+    with no id and no version (which memory it changed, or whether it was held pending,
+    depends on what the writer cannot see).
+    """
+    if result.outcome is Outcome.REJECTED:
+        return result
+    if policy_for(draft.category) in (Policy.APPEND, Policy.ACCUMULATE):
+        return WriteResult(result.memory_id, Outcome.CREATED, "", 1)
+    return WriteResult("", Outcome.ACCEPTED, BLIND_REASON, 0)
 
 
 @dataclass(frozen=True)

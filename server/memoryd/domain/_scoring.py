@@ -25,6 +25,18 @@ class ScoreWeights:
 
 
 @dataclass(frozen=True)
+class ScoreMask:
+    """Which stored fields may shape a score, an order or a budget: a field the caller's view
+    hides must not, or the answer would tell what it holds (``memoryd.server.guard``)."""
+
+    importance: bool = True
+    pinned: bool = True
+    recency: bool = True  # updated_at and the category's half-life
+    access: bool = True  # last_access_at: recalls by anyone refresh recency
+    text: bool = True  # de-duplication by text and the token budget
+
+
+@dataclass(frozen=True)
 class ScoreParts:
     score: float
     similarity: float

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ._model import Category
+from ._model import Category, SourceKind
 
 # The Memory fields a view can make visible (names of memoryd.v1.Memory fields).
 MEMORY_FIELDS = frozenset({
@@ -59,15 +59,24 @@ class View:
     description: str = ""
     version: int = 0
     erase_selectors: frozenset[str] = frozenset()  # empty: every selector (when may_erase)
+    # The most trusted source kind the agent may assert in what it writes.
+    max_source_kind: SourceKind = SourceKind.INPUT
 
     @classmethod
     def full(cls, agent: str, description: str = "full access") -> View:
         """Every category and key, every field, every erase selector."""
         every = tuple(ViewRule(c) for c in Category)
-        return cls(agent, every, every, True, MEMORY_FIELDS, description)
+        return cls(agent, every, every, True, MEMORY_FIELDS, description, max_source_kind=SourceKind.SYNC)
 
     def may_write(self, category: Category, key: str) -> bool:
         return any(rule.allows(category, key) for rule in self.write_rules)
+
+    def may_read(self, category: Category, key: str) -> bool:
+        """Whether a memory of ``category`` with ``key`` ('' for episodic ones) is readable."""
+        return any(rule.allows(category, key) for rule in self.read_rules)
+
+    def may_assert(self, kind: SourceKind) -> bool:
+        return kind.rank <= self.max_source_kind.rank
 
     def may_read_category(self, category: Category) -> bool:
         return any(rule.category is category for rule in self.read_rules)
@@ -104,6 +113,7 @@ class View:
             "may_erase": self.may_erase,
             "erase_selectors": [s for s in ERASE_SELECTORS if s in self.erase_selectors] if self.may_erase else [],
             "visible_fields": sorted(self.visible_fields),
+            "max_source_kind": self.max_source_kind.value,
         }
 
     @classmethod
@@ -121,6 +131,8 @@ class View:
             description=str(definition.get("description", "")),
             version=version,
             erase_selectors=frozenset(definition.get("erase_selectors", [])),  # type: ignore[arg-type]
+            # Views stored before the field existed assert what a plain write asserts.
+            max_source_kind=SourceKind(str(definition.get("max_source_kind", SourceKind.INPUT.value))),
         )
 
 

@@ -51,7 +51,7 @@ from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
-from ._scope import Services
+from ._services import Services
 from ._view_admin import ViewRegistry
 from ._tracing import tracer, tracer_provider
 
@@ -270,8 +270,8 @@ class Memoryd:
             interceptors=[ChainInterceptor(chain)],
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
         )
-        memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryService(), server)
-        view_admin_service_pb2_grpc.add_ViewAdminServiceServicer_to_server(ViewAdminService(), server)
+        memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryService(services, config.limits), server)
+        view_admin_service_pb2_grpc.add_ViewAdminServiceServicer_to_server(ViewAdminService(config.limits), server)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

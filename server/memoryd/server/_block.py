@@ -22,8 +22,6 @@ import unicodedata
 from memoryd.domain import Memory
 from memoryd.v1 import memory_pb2 as pb
 
-from . import _convert as convert
-
 __all__ = ["BLOCK_FOOTER", "BLOCK_HEADER", "neutralise", "render_block"]
 
 BLOCK_HEADER = (
@@ -84,9 +82,11 @@ def neutralise(text: str) -> str:
 
 def render_block(memories: list[Memory], visible: frozenset[str]) -> str:
     """The prompt-ready block: one ``- [category] key: text`` line per memory, in the frame."""
+    from .guard._present import memory  # the same mask as every other answer; the guard imports us
+
     lines = [BLOCK_HEADER]
     for m in (m for m in memories if not m.content_unavailable):  # nothing to show of those
-        masked = convert.memory(m, visible)
+        masked = memory(m, visible)
         label = pb.Category.Name(masked.category).removeprefix("CATEGORY_").lower() if "category" in visible else ""
         parts = (f"[{neutralise(label)}]" if label else "", neutralise(masked.key))
         head = " ".join(part for part in parts if part)

@@ -4,17 +4,26 @@ An in-process task of the server (started by ``_app``), like the outbox worker. 
 claimed with ``FOR UPDATE SKIP LOCKED`` under a lease, so any number of replicas share them.
 A job runs entirely off the caller's latency path:
 
-1. open its sealed turns; find the subject's time zone (its ``timezone`` memory, else the
-   tenant policy's);
-2. ask the model (``_extraction_llm``); an outage is retried with backoff up to
+1. open its sealed turns; read the queuing agent's view again, now;
+2. find the subject's time zone: its ``timezone`` memory if that view may read it (the key
+   in its category, and the field ``text``), else the tenant policy's;
+3. ask the model (``_extraction_llm``); an outage is retried with backoff up to
    ``extraction_max_attempts``, a refusal or an unparsable answer fails the job at once;
-3. drop what the filters say (``_extraction_filters``) and what the queuing agent's view —
-   read again now — may not write; count each drop by reason;
-4. normalise each kept item's text against its source turn's time in the subject's zone;
-5. find near-duplicate episodic items by meaning (cosine ≥ the policy's merge_similarity,
+4. drop what the filters say (``_extraction_filters``) and what the view may not write;
+   count each drop by reason;
+5. normalise each kept item's text against its source turn's time in the subject's zone;
+6. find near-duplicate episodic items by meaning (cosine ≥ the policy's merge_similarity,
    0.95 by default, against the subject's active memories in the active index, filter
-   first; and against earlier items of the same job);
-6. write everything, and finish the job, in one transaction (``ExtractionJobs.finish``).
+   first — the view's read rules for the category, so nothing is merged into a memory the
+   agent may not read; and against earlier items of the same job);
+7. write everything with the tenant's policy, and finish the job, in one transaction
+   (``ExtractionJobs.finish``).
+
+Non-interference: the job acts with the queuing agent's view, so what that agent may not
+read changes nothing it can see — neither the memories it can read nor GetExtractionJob's
+answer. Hence the zone and the dedup above; a job's ``results`` name only items the view may
+read (the outcome of writing an item it may not read can depend on what is stored there),
+and its ``error`` says what happened in generic words (details go to the log).
 
 Whichever way a job ends, its turns are deleted.
 """
@@ -50,6 +59,7 @@ from memoryd.storage import ClaimedJob, ExtractionJobs, MilvusIndex, PlannedItem
 from ._extraction_filters import ExtractedItem, filter_items
 from ._extraction_llm import ChatExtractor, ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 from ._view_admin import ViewRegistry
+from .guard._rules import sighted
 
 
 _log = logging.getLogger("memoryd.server.extraction")
@@ -59,6 +69,8 @@ TOO_LONG = "too_long"
 _KEY_CHARS = re.compile(r"[^a-z0-9._:/-]+")
 
 Dense = Callable[[], tuple[MilvusIndex, Embedder] | None]
+# Where a subject's own time zone is kept: a `timezone` memory of one of these categories.
+TIMEZONE_CATEGORIES = (Category.PREFERENCE, Category.FACT)
 
 
 def clean_key(key: str, category: Category, max_bytes: int = 128) -> str:
@@ -83,6 +95,21 @@ def _cosine(a: list[float], b: list[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
+
+
+def read_rules_of(view: View | None, category: Category) -> tuple[tuple[Category, tuple[str, ...]], ...]:
+    """The view's read rules narrowed to ``category``, as a ReadFilter takes them (none: the
+    view may not read the category, and a filter with no rules matches nothing)."""
+    if view is None:
+        return ()
+    return tuple((r.category, r.key_patterns) for r in view.read_rules if r.category is category)
+
+
+def timezone_categories(view: View | None) -> tuple[Category, ...]:
+    """The categories whose ``timezone`` memory the view may read, text included."""
+    if view is None or "text" not in view.visible_fields:
+        return ()
+    return tuple(c for c in TIMEZONE_CATEGORIES if view.may_read_key("timezone", (c,)))
 
 
 def zone_of(name: str) -> tzinfo | None:
@@ -167,31 +194,36 @@ class ExtractionWorker:
             _log.warning("extraction job %s: %s; attempt %d, next in %.1fs", job.id, reason, job.attempts, delay)
             await self._jobs.retry_later(job, reason, delay)
 
-    async def _zone(self, job: ClaimedJob, policy: TenantPolicy) -> tzinfo:
-        return zone_of(await self._jobs.subject_timezone(job.tenant, job.subject)) or zone_of(policy.timezone) or UTC
+    async def _zone(self, job: ClaimedJob, view: View | None, policy: TenantPolicy) -> tzinfo:
+        # The subject's own zone only where the agent could read it itself: otherwise a
+        # memory it may not read would shape the dates of the memories it can.
+        categories = timezone_categories(view)
+        own = await self._jobs.subject_timezone(job.tenant, job.subject, categories) if categories else ""
+        return zone_of(own) or zone_of(policy.timezone) or UTC
 
     async def _run(self, job: ClaimedJob) -> None:
         if job.attempts > self._max_attempts:  # claimed again after workers died on it
             await self._jobs.fail(job.tenant, job.id, f"gave up after {job.attempts - 1} attempts")
             return
         policy = self._policy_for(job.tenant)
-        zone = await self._zone(job, policy)
+        view = await self._views.view_for(job.tenant, job.agent)
+        zone = await self._zone(job, view, policy)
         try:
             items = await self._extractor.extract(job.turns, datetime.now(UTC), zone)
         except ExtractionUnavailable as exc:
+            _log.warning("extraction job %s: %s", job.id, exc.detail)
             await self._retry_or_fail(job, exc.message)
             return
         except ExtractionRefused as exc:
+            _log.warning("extraction job %s: %s", job.id, exc.detail)
             await self._jobs.fail(job.tenant, job.id, exc.message)
             return
         except ExtractionParseError as exc:
-            _log.warning("extraction job %s: parse failure: %s", job.id, exc.message)
-            await self._jobs.fail(job.tenant, job.id, f"parse failure: {exc.message}",
-                                  counts={"extraction.parse_failures": 1})
+            _log.warning("extraction job %s: parse failure: %s", job.id, exc.detail)
+            await self._jobs.fail(job.tenant, job.id, exc.message, counts={"extraction.parse_failures": 1})
             return
-        view = await self._views.view_for(job.tenant, job.agent)
         drafts, dropped = self.drafts(job, items, view, policy, zone)
-        plans = await self._dedup(job, drafts, policy.merge_similarity)
+        plans = await self._dedup(job, drafts, view, policy.merge_similarity)
         results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None)
         if results and self._on_written is not None:
             self._on_written()
@@ -220,15 +252,21 @@ class ExtractionWorker:
                                 source_kind=SourceKind.INFERENCE, source_turn_id=sources[0]))
         return drafts, dropped
 
-    async def _dedup(self, job: ClaimedJob, drafts: list[Draft], threshold: float) -> list[PlannedItem]:
-        """Plans for the drafts: episodic ones that say what a memory (or an earlier item of
-        this job) already says are merged into it. Without an index, nothing is merged."""
-        plans = [PlannedItem(d) for d in drafts]
-        episodic = [i for i, d in enumerate(drafts) if d.category.episodic]
+    async def _dedup(self, job: ClaimedJob, drafts: list[Draft], view: View | None,
+                     threshold: float) -> list[PlannedItem]:
+        """Plans for the drafts: episodic ones that say what a memory the view may read (or an
+        earlier item of this job) already says are merged into it. Items the view may not
+        read are never merged by meaning, and their results are not reported; nor is
+        anything merged into a stored memory where the view hides ``text`` (the merge would
+        tell what the hidden text says). Without an index, nothing is merged."""
+        blind = [view is None or not sighted(view, d.category, d.key) for d in drafts]
+        plans = [PlannedItem(d, blind=b) for d, b in zip(drafts, blind)]
+        episodic = [i for i, d in enumerate(drafts) if d.category.episodic and not blind[i]]
         dense = self._dense()
         if not episodic or dense is None:
             return plans
         index, embedder = dense
+        sees_text = view is not None and "text" in view.visible_fields
         now = datetime.now(UTC)
         try:
             vectors = await embedder.embed_passages([embedding_text("", drafts[i].text) for i in episodic])
@@ -238,16 +276,19 @@ class ExtractionWorker:
                            if drafts[m].category is category]
                 best = max(earlier, key=lambda pair: pair[1], default=None)
                 if best is not None and best[1] >= threshold:
-                    plans[i] = PlannedItem(drafts[i], same_as=best[0])
+                    plans[i] = replace(plans[i], same_as=best[0])
                     continue
-                # Filter first: this subject's active memories of the category, then search.
-                flt = ReadFilter(subject=job.subject, categories=(category,), rules=((category, ("*",)),))
+                if not sees_text:
+                    continue
+                # Filter first: what the view reads of this subject's active memories of the
+                # category, then search; ``finish`` checks the hit against the same filter.
+                flt = ReadFilter(subject=job.subject, categories=(category,), rules=read_rules_of(view, category))
                 hits = await index.search(job.tenant, flt, vectors[n], 1, now)
                 if hits and hits[0][1] >= threshold:
-                    plans[i] = PlannedItem(drafts[i], merge_into=hits[0][0])
+                    plans[i] = replace(plans[i], merge_into=hits[0][0], merge_filter=flt)
         except MemorydError as exc:
             _log.warning("extraction job %s: no dedup by meaning (%s)", job.id, exc.message)
-            return [PlannedItem(d) for d in drafts]
+            return [PlannedItem(d, blind=b) for d, b in zip(drafts, blind)]
         return plans
 
 

@@ -10,7 +10,10 @@ told apart, because the worker treats each differently:
 - ``ExtractionParseError``: an answer that is not JSON or does not follow the schema — the
   job fails at once and nothing is written.
 
-The API key is sent only in the Authorization header and never appears in a message.
+Each error has a ``message`` in generic words, which is what a job's ``error`` (and any answer
+to a caller) may say, and a ``detail`` for the server's log only: the model's host and port,
+the HTTP status, which part of the answer broke the schema. Neither carries the API key (sent
+only in the Authorization header), a status body or the model's output, which may repeat turns.
 """
 
 from __future__ import annotations
@@ -35,21 +38,33 @@ _log = logging.getLogger("memoryd.server.extraction")
 
 
 class ExtractionError(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    """``message``: what happened, safe to store on a job and show its agent; ``detail``: the
+    specifics, for the server's log only."""
+
+    public = "the extraction model failed"
+
+    def __init__(self, detail: str, message: str = "") -> None:
+        self.message = message or self.public
+        self.detail = detail
+        super().__init__(self.message)
 
 
 class ExtractionUnavailable(ExtractionError):
     """The model could not be reached or was overloaded; try again later."""
 
+    public = "the extraction model could not be reached"
+
 
 class ExtractionRefused(ExtractionError):
     """The endpoint refused the request (4xx other than 408/429)."""
 
+    public = "the extraction model refused the request"
+
 
 class ExtractionParseError(ExtractionError):
     """The answer was not JSON or did not follow the schema."""
+
+    public = "the extraction model's answer could not be parsed"
 
 
 _ITEM_PROPERTIES: dict[str, Any] = {
@@ -256,12 +271,16 @@ class ChatExtractor:
             status = exc.code
             exc.close()
             if status in (408, 429) or status >= 500:
-                raise ExtractionUnavailable(f"the extraction model at {self._where} answered HTTP {status}") from exc
+                raise ExtractionUnavailable(f"the extraction model at {self._where} answered HTTP {status}",
+                                            "the extraction model was unavailable") from exc
             raise ExtractionRefused(f"the extraction model at {self._where} refused the request "
                                     f"(HTTP {status})") from exc
         except (OSError, http.client.HTTPException) as exc:
-            kind = "timed out" if isinstance(exc, TimeoutError) or "timed out" in str(exc) else "cannot be reached"
-            raise ExtractionUnavailable(f"the extraction model at {self._where} {kind}") from exc
+            if isinstance(exc, TimeoutError) or "timed out" in str(exc):
+                raise ExtractionUnavailable(f"the extraction model at {self._where} timed out",
+                                            "the extraction model did not answer in time") from exc
+            raise ExtractionUnavailable(f"the extraction model at {self._where} cannot be reached "
+                                        f"({type(exc).__name__})") from exc
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,5 +1,5 @@
-"""The gRPC handlers. Thin by rule: take the validated command and the caller scope, call
-one scope method, return its answer. No SQL, no store, no policy here (a test checks that
+"""The gRPC handlers. Thin by rule: validate the typed request, take the caller the chain
+authorised, run the RPC's use case. No SQL, no store, no policy here (a test checks that
 this module imports no store)."""
 
 from __future__ import annotations
@@ -11,58 +11,79 @@ from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
-from ._interceptors import current_command
-from ._scope import current_admin_scope, current_scope
+from . import usecases
+from ._caller import current_admin, current_caller
+from ._config import Limits
+from ._services import CallContext, Services
+from ._transfer import validate_export, validate_import
+from ._validate import validate_erase, validate_history, validate_memory_view, validate_recall, validate_write
+from ._validate_conflicts import validate_resolve_conflict
+from ._validate_jobs import validate_get_extraction_job
+from ._validate_views import validate_agent, validate_list_views, validate_put_view
 
 
 class MemoryService(svc_grpc.MemoryServiceServicer):
+    def __init__(self, services: Services, limits: Limits) -> None:
+        self._services = services
+        self._limits = limits
+
+    def _context(self, context: grpc.aio.ServicerContext) -> CallContext:
+        caller = current_caller()
+        guard = caller.guard
+        return CallContext(guard, self._services.store.session(guard.tenant, guard.agent), self._services,
+                           caller.tag, context.time_remaining())
+
     async def Write(self, request: svc.WriteRequest, context: grpc.aio.ServicerContext) -> svc.WriteResponse:
-        return await current_scope().write(current_command(), context.time_remaining())
+        return await usecases.write(self._context(context), validate_write(request, self._limits))
 
     async def Recall(self, request: svc.RecallRequest, context: grpc.aio.ServicerContext) -> svc.RecallResponse:
-        return await current_scope().recall(current_command())
+        return await usecases.recall(self._context(context), validate_recall(request, self._limits))
 
     async def Erase(self, request: svc.EraseRequest, context: grpc.aio.ServicerContext) -> svc.EraseResponse:
-        return await current_scope().erase(current_command())
+        return await usecases.erase(self._context(context), validate_erase(request, self._limits))
 
     async def MemoryView(self, request: svc.MemoryViewRequest,
                          context: grpc.aio.ServicerContext) -> svc.MemoryViewResponse:
-        return await current_scope().list(current_command())
+        return await usecases.memory_view(self._context(context), validate_memory_view(request, self._limits))
 
     async def GetHistory(self, request: svc.GetHistoryRequest,
                          context: grpc.aio.ServicerContext) -> svc.GetHistoryResponse:
-        return await current_scope().history(current_command())
+        return await usecases.history(self._context(context), validate_history(request, self._limits))
 
     async def ExportMemories(self, request: svc.ExportMemoriesRequest,
                              context: grpc.aio.ServicerContext) -> svc.ExportMemoriesResponse:
-        return await current_scope().export(current_command())
+        return await usecases.export(self._context(context), validate_export(request, self._limits))
 
     async def ImportMemories(self, request: svc.ImportMemoriesRequest,
                              context: grpc.aio.ServicerContext) -> svc.ImportMemoriesResponse:
-        return await current_scope().import_archive(current_command(), context.time_remaining())
+        return await usecases.import_archive(self._context(context), validate_import(request, self._limits))
 
     async def GetExtractionJob(self, request: svc.GetExtractionJobRequest,
                                context: grpc.aio.ServicerContext) -> svc.GetExtractionJobResponse:
-        return await current_scope().extraction_job(current_command())
+        return await usecases.extraction_job(self._context(context), validate_get_extraction_job(request, self._limits))
 
     async def ResolveConflict(self, request: svc.ResolveConflictRequest,
                               context: grpc.aio.ServicerContext) -> svc.ResolveConflictResponse:
-        return await current_scope().resolve_conflict(current_command())
+        return await usecases.resolve_conflict(self._context(context),
+                                               validate_resolve_conflict(request, self._limits))
 
 
 class ViewAdminService(admin_grpc.ViewAdminServiceServicer):
-    """Tenant admins manage their tenant's views (the admin role is checked by the caller scope)."""
+    """Tenant admins manage their tenant's views (the admin role is checked by the chain)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
 
     async def PutView(self, request: admin.PutViewRequest, context: grpc.aio.ServicerContext) -> admin.PutViewResponse:
-        return await current_admin_scope().put_view(current_command())
+        return await current_admin().put_view(validate_put_view(request, self._limits))
 
     async def GetView(self, request: admin.GetViewRequest, context: grpc.aio.ServicerContext) -> admin.GetViewResponse:
-        return await current_admin_scope().get_view(current_command())
+        return await current_admin().get_view(validate_agent(request, self._limits))
 
     async def ListViews(self, request: admin.ListViewsRequest,
                         context: grpc.aio.ServicerContext) -> admin.ListViewsResponse:
-        return await current_admin_scope().list_views(current_command())
+        return await current_admin().list_views(validate_list_views(request, self._limits))
 
     async def DeleteView(self, request: admin.DeleteViewRequest,
                          context: grpc.aio.ServicerContext) -> admin.DeleteViewResponse:
-        return await current_admin_scope().delete_view(current_command())
+        return await current_admin().delete_view(validate_agent(request, self._limits))

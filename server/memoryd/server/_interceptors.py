@@ -14,7 +14,6 @@ import logging
 import re
 import time
 import uuid
-from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,20 +24,26 @@ from opentelemetry import trace
 from opentelemetry.trace import Status as SpanStatus
 from opentelemetry.trace import StatusCode as SpanStatusCode
 
-from memoryd.domain import FieldViolation, Internal, InvalidArgument, MemorydError, PermissionDenied, Unauthenticated
+from memoryd.domain import (
+    AuditTag,
+    FieldViolation,
+    Internal,
+    InvalidArgument,
+    MemorydError,
+    PermissionDenied,
+    Unauthenticated,
+)
 
 from ._auth import Principal, TokenVerifier
 from ._config import Config
 from ._errors import to_status
 from ._metrics import Metrics
 from ._mtls import peer_principal
-from ._scope import CallerScope, Services, reset_current_scope, set_current_scope
-from ._transfer import TRANSFER_VALIDATORS
-from ._validate import VALIDATORS
-from ._validate_conflicts import CONFLICT_VALIDATORS
-from ._validate_jobs import JOB_VALIDATORS
-from ._validate_views import VIEW_VALIDATORS
+from ._caller import Caller, reset_caller, set_caller
+from ._services import Services
+from ._tracing import current_trace_id
 from ._view_admin import AdminScope
+from .guard import Guard
 
 PREFIX = "/memoryd.v1."
 ADMIN_SERVICE = "/memoryd.v1.ViewAdminService/"
@@ -56,14 +61,11 @@ class Call:
     metadata: Mapping[str, tuple[str, ...]]
     request_id: str = ""
     principal: Principal | None = None
-    scope: CallerScope | None = None
-    command: Any = None
     code: grpc.StatusCode = grpc.StatusCode.OK
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 Next = Callable[[Call], Awaitable[Message]]
-_CURRENT_CALL: ContextVar[Call | None] = ContextVar("memoryd_call", default=None)
 
 
 class Interceptor(Protocol):
@@ -184,11 +186,13 @@ class Authentication:
 
 
 class CallerScopeStep:
-    """Builds the caller's confined store handle and puts it in the request context.
+    """Builds the caller's guard from the principal and the agent's view, and puts it in the
+    request context (``_caller``).
 
-    A ViewAdminService call gets an admin scope, and only with the admin role. Any other
-    call gets the agent's stored view, or nothing at all: an agent without a view is denied
-    every call (deny by default), whatever its roles.
+    A ViewAdminService call gets an admin scope, and only with the admin role and a
+    credential not bound to a subject (views are tenant-wide). Any other call gets the
+    agent's stored view, or nothing at all: an agent without a view is denied every call
+    (deny by default), whatever its roles.
     """
 
     def __init__(self, services: Services) -> None:
@@ -198,10 +202,13 @@ class CallerScopeStep:
         principal = call.principal
         if principal is None:
             raise Internal("caller scope before authentication")
-        scope: CallerScope | AdminScope
+        scope: Caller | AdminScope
         if call.method.startswith(ADMIN_SERVICE):
             if not principal.is_admin:
                 raise PermissionDenied("this call needs the admin role", reason="ROLE_REQUIRED")
+            if principal.subject:
+                raise PermissionDenied("a credential bound to a subject cannot manage the tenant's views",
+                                       reason="SUBJECT_NOT_ALLOWED")
             scope = AdminScope(principal, self._services.views, self._services.page_tokens, call.request_id)
         else:
             view = await self._services.views.view_for(principal.tenant, principal.agent)
@@ -209,29 +216,23 @@ class CallerScopeStep:
                 raise PermissionDenied(f"agent '{principal.agent}' has no view in this tenant, so it may do nothing; "
                                        "a tenant admin can give it one (ViewAdminService.PutView, or "
                                        "'memoryd views apply')", reason="VIEW_MISSING")
-            call.scope = scope = CallerScope(principal, view, self._services, call.request_id)
-        token = set_current_scope(scope)
+            # Every audit event of the call names the request, its trace and the view version.
+            scope = Caller(Guard(principal, view), AuditTag(call.request_id, current_trace_id(), view.version))
+        token = set_caller(scope)
         try:
             return await next(call)
         finally:
-            reset_current_scope(token)
+            reset_caller(token)
 
 
 class Validation:
-    """Validates the request and hands the handler a parsed command (``current_command``)."""
-
-    def __init__(self, config: Config) -> None:
-        self._limits = config.limits
-        self._validators = {**VALIDATORS, **VIEW_VALIDATORS, **JOB_VALIDATORS, **TRANSFER_VALIDATORS,
-                            **CONFLICT_VALIDATORS}
+    """Refuses a request whose bytes did not parse (``Undecodable``). Each handler then
+    validates its typed request into a typed command (``_validate``) before its use case."""
 
     async def __call__(self, call: Call, next: Next) -> Message:
         if isinstance(call.request, Undecodable):
             raise InvalidArgument(FieldViolation("", f"the request is not a valid {call.request.type_name}: "
                                                      f"{call.request.error}"))
-        validator = self._validators.get(call.method)
-        if validator is not None:
-            call.command = validator(call.request, self._limits)
         return await next(call)
 
 
@@ -245,7 +246,7 @@ def build_chain(*, verifier: TokenVerifier, services: Services, config: Config,
         ErrorMapping(),
         Authentication(verifier, mtls=bool(config.tls_client_ca_file), trust_domain=config.tls_trust_domain),
         CallerScopeStep(services),
-        Validation(config),
+        Validation(),
     ]
 
 
@@ -295,11 +296,7 @@ class ChainInterceptor(grpc.aio.ServerInterceptor):
                 if isinstance(value, str):
                     metadata[key.lower()] = (*metadata.get(key.lower(), ()), value)
             call = Call(method=method, request=request, context=context, metadata=metadata)
-            token = _CURRENT_CALL.set(call)
-            try:
-                return await _run(chain, 0, call, inner)
-            finally:
-                _CURRENT_CALL.reset(token)
+            return await _run(chain, 0, call, inner)
 
         return grpc.unary_unary_rpc_method_handler(
             run, request_deserializer=_lenient(handler.request_deserializer), response_serializer=handler.response_serializer
@@ -310,11 +307,3 @@ async def _run(chain: Sequence[Interceptor], index: int, call: Call, inner: Call
     if index == len(chain):
         return await inner(call.request, call.context)
     return await chain[index](call, lambda c: _run(chain, index + 1, c, inner))
-
-
-def current_command() -> Any:
-    """The validated command of the running request; fails loudly outside the chain."""
-    call = _CURRENT_CALL.get()
-    if call is None or call.command is None:
-        raise Internal("no validated command: the handler ran outside the interceptor chain")
-    return call.command

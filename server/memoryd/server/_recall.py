@@ -14,6 +14,11 @@ served), their similarity is a convex combination of both channels' normalised s
 de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. If the dense
 channel is down the answer comes from the keyword channel alone and says so (degraded).
 
+Only what the caller may read shapes the answer: both channels search the view-narrowed
+filter, ranks are numbered among the candidates the exact re-read kept, and the guard's
+``ScoreMask`` replaces every stored input the view hides (importance, pinned, the recency
+inputs, last access, text) by a constant before scoring.
+
 Each stage is a child span of the RPC's span: ``memoryd.embed``, ``memoryd.vector_search``,
 ``memoryd.keyword_search``, ``memoryd.row_fetch``, ``memoryd.vector_fetch`` (vectors of the
 keyword-only candidates), ``memoryd.rerank``; they carry counts,
@@ -38,6 +43,7 @@ from memoryd.domain import (
     Memory,
     MemorydError,
     ReadFilter,
+    ScoreMask,
     ScoreParts,
     ScoreWeights,
     Unavailable,
@@ -124,8 +130,20 @@ def similarities(candidates: list[Candidate], *, dense_weight: float = DENSE_WEI
     return out
 
 
+def renumber(candidates: dict[str, Candidate], kept: set[str]) -> None:
+    """Each channel's ranks counted among the ``kept`` candidates only (those the exact
+    re-read returned): a candidate dropped there must not show up as a gap in the ranks."""
+    for attribute in ("dense_rank", "keyword_rank"):
+        ranked = sorted((c for i, c in candidates.items() if i in kept and getattr(c, attribute)),
+                        key=lambda c: getattr(c, attribute))
+        for c in candidates.values():
+            setattr(c, attribute, 0)
+        for rank, c in enumerate(ranked, start=1):
+            setattr(c, attribute, rank)
+
+
 def mmr(items: list[tuple[Memory, ScoreParts, list[float] | None]], limit: int,
-        lam: float = MMR_LAMBDA) -> list[tuple[Memory, ScoreParts]]:
+        lam: float = MMR_LAMBDA, *, by_text: bool = True) -> list[tuple[Memory, ScoreParts]]:
     """Maximal marginal relevance: prefer high scores, penalise closeness to what is chosen.
 
     Near-duplicates (cosine above DUPLICATE_COSINE with a chosen memory) sink below distinct
@@ -145,7 +163,12 @@ def mmr(items: list[tuple[Memory, ScoreParts, list[float] | None]], limit: int,
     # cosine of 0.75-0.85 already, so raw cosines would barely separate a paraphrase from a
     # distinct memory. Above DUPLICATE_COSINE the penalty rises to its full weight.
     closeness = np.clip((matrix @ matrix.T - DUPLICATE_COSINE) / (1 - DUPLICATE_COSINE), 0.0, 1.0)
-    if not has_vector.all():
+    if not has_vector.all() and not by_text:
+        for i in range(n):
+            for j in range(n):
+                if not (has_vector[i] and has_vector[j]):
+                    closeness[i, j] = 1.0 if i == j else 0.0
+    elif not has_vector.all():
         texts = [m.text.strip().casefold() for m, _, _ in items]
         for i in range(n):
             for j in range(n):
@@ -176,12 +199,23 @@ class Recaller:
         self._scoring = scoring
         self._dense_channel = dense  # the active model's index and embedder, if any
 
-    def _recency(self, m: Memory, now: datetime) -> float:
-        # Counted from the last change or recall, whichever is later (access reinforcement).
-        return recency_at(now, m.updated_at, m.last_access_at, self._scoring.half_life_days.get(m.category), m.pinned)
+    def _score(self, m: Memory, similarity: float, weights: ScoreWeights, now: datetime, mask: ScoreMask,
+               keyword_rank: int = 0, dense_rank: int = 0) -> ScoreParts:
+        """The score from what ``mask`` lets count: a hidden input is a constant (importance
+        0, not pinned, recency 1, no access reinforcement)."""
+        pinned = m.pinned and mask.pinned
+        recency = 1.0
+        if mask.recency:
+            # Counted from the last change or recall, whichever is later (access reinforcement).
+            recency = recency_at(now, m.updated_at, m.last_access_at if mask.access else None,
+                                 self._scoring.half_life_days.get(m.category), pinned)
+        importance = m.importance if mask.importance else 0.0
+        return score(weights, similarity, recency, importance, pinned, keyword_rank=keyword_rank,
+                     dense_rank=dense_rank)
 
     async def recall(self, tenant: str, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
-                     token_budget: int, weights: ScoreWeights, now: datetime) -> Recalled:
+                     token_budget: int, weights: ScoreWeights, now: datetime,
+                     mask: ScoreMask = ScoreMask()) -> Recalled:
         result = Recalled()
         scored: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
         if keys:
@@ -189,16 +223,17 @@ class Recaller:
                 keyed = await self._store.recall_keys(tenant, flt, keys, now)
             for m in keyed:
                 # A keyed lookup is an exact match: similarity 1.
-                scored[m.id] = (m, score(weights, 1.0, self._recency(m, now), m.importance, m.pinned), None)
+                scored[m.id] = (m, self._score(m, 1.0, weights, now, mask), None)
         if query.strip():
-            for memory_id, item in (await self._free_text(tenant, flt, query, top_k, weights, now, result)).items():
+            found = await self._free_text(tenant, flt, query, top_k, weights, now, result, mask)
+            for memory_id, item in found.items():
                 if memory_id not in scored:
                     scored[memory_id] = item
         with self._tracer.start_as_current_span("memoryd.rerank",
                                                 attributes={"memoryd.candidates": len(scored)}) as span:
             ranked = sorted(scored.values(), key=lambda item: -item[1].score)
-            diverse = mmr(ranked, len(ranked))
-            result.ranked = fit_budget(diverse, top_k, token_budget, lambda pair: pair[0].text)
+            diverse = mmr(ranked, len(ranked), by_text=mask.text)
+            result.ranked = fit_budget(diverse, top_k, token_budget, lambda pair: pair[0].text if mask.text else "")
             span.set_attribute("memoryd.returned", len(result.ranked))
         return result
 
@@ -210,7 +245,8 @@ class Recaller:
             return hits
 
     async def _free_text(self, tenant: str, flt: ReadFilter, query: str, top_k: int, weights: ScoreWeights,
-                         now: datetime, result: Recalled) -> dict[str, tuple[Memory, ScoreParts, list[float] | None]]:
+                         now: datetime, result: Recalled,
+                         mask: ScoreMask) -> dict[str, tuple[Memory, ScoreParts, list[float] | None]]:
         limit = top_k * 3
         dense_outcome, keyword_outcome = await asyncio.gather(
             self._dense(tenant, flt, query, limit, now),
@@ -237,6 +273,7 @@ class Recaller:
             self._fetch_vectors(tenant, [i for i, c in candidates.items() if c.vector is None], query_vector),
         )
         rows = {m.id: m for m in rows_list}
+        renumber(candidates, set(rows))
         for memory_id, vector in fetched.items():
             if memory_id in rows and query_vector is not None:
                 candidates[memory_id].vector = vector
@@ -246,8 +283,8 @@ class Recaller:
         for memory_id, m in rows.items():
             c = candidates[memory_id]
             similarity = closeness[memory_id]
-            parts = score(weights, similarity, self._recency(m, now), m.importance, m.pinned,
-                          keyword_rank=c.keyword_rank, dense_rank=c.dense_rank)
+            parts = self._score(m, similarity, weights, now, mask, keyword_rank=c.keyword_rank,
+                                dense_rank=c.dense_rank)
             out[memory_id] = (m, parts, c.vector)
         return out
 

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.domain import MEMORY_FIELDS, View, ViewRule
+from memoryd.domain import MEMORY_FIELDS, SourceKind, View, ViewRule
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import view_admin_service_pb2 as admin
 
 from ._auth import NAME
 from ._config import Limits
-from ._validate import CATEGORIES, _Checker
+from ._validate import CATEGORIES, SOURCE_KINDS, _Checker
 
 ERASE_SELECTOR_NAMES = {
     pb.ERASE_SELECTOR_IDS: "ids",
@@ -96,8 +96,10 @@ def view_from_message(check: _Checker, field: str, message: pb.View) -> View:
     if selectors and not message.may_erase:
         check.fail(f"{field}.erase_selectors", "must be empty unless may_erase is true")
     description = check.text(f"{field}.description", message.description, MAX_DESCRIPTION_BYTES)
+    max_source_kind = check.enum(f"{field}.max_source_kind", message.max_source_kind, SOURCE_KINDS)
     return View(agent=agent, read_rules=read, write_rules=write, may_erase=message.may_erase,
-                visible_fields=frozenset(fields), description=description, erase_selectors=frozenset(selectors))
+                visible_fields=frozenset(fields), description=description, erase_selectors=frozenset(selectors),
+                max_source_kind=max_source_kind or SourceKind.INPUT)
 
 
 def validate_put_view(request: admin.PutViewRequest, limits: Limits) -> PutViewCommand:

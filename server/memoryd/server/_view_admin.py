@@ -14,7 +14,7 @@ import time
 from memoryd.domain import AuditTag, NotFound, View, ViewChange, ViewStore
 from memoryd.v1 import view_admin_service_pb2 as admin
 
-from . import _convert as convert
+from .guard import present
 from ._auth import Principal
 from ._paging import PageTokens
 from ._tracing import current_trace_id
@@ -70,19 +70,19 @@ class AdminScope:
                                                    expected_version=cmd.expected_version,
                                                    tag=self._tag)
         self._registry.forget(tenant, cmd.view.agent)
-        return admin.PutViewResponse(view=convert.view(change.view), changed=change.changed)
+        return admin.PutViewResponse(view=present.view(change.view), changed=change.changed)
 
     async def get_view(self, cmd: AgentCommand) -> admin.GetViewResponse:
         view = await self._store.get(self.principal.tenant, cmd.agent)
         if view is None:
             raise NotFound(f"agent '{cmd.agent}' has no view")
-        return admin.GetViewResponse(view=convert.view(view))
+        return admin.GetViewResponse(view=present.view(view))
 
     async def list_views(self, cmd: ListViewsCommand) -> admin.ListViewsResponse:
         binding = {"t": self.principal.tenant, "a": self.principal.agent, "k": "views"}
         after = str(self._pages.decode(cmd.page_token, binding)["g"]) if cmd.page_token else ""
         views, more = await self._store.list(self.principal.tenant, after, cmd.page_size)
-        response = admin.ListViewsResponse(views=[convert.view(v) for v in views])
+        response = admin.ListViewsResponse(views=[present.view(v) for v in views])
         if more and views:
             response.next_page_token = self._pages.encode(binding, {"g": views[-1].agent})
         return response

@@ -28,7 +28,6 @@ from . import _audit as audit
 from ._envelope import DataKey
 from ._jobs import bump_counts
 from ._memories import PostgresMemoryStore
-from ._writes import ItemWriter
 
 AGENT = "memoryd"
 ACTION = "consolidate"
@@ -90,12 +89,7 @@ class Consolidations:
             )
             if len(await cur.fetchall()) != len(set(fragment_ids)):
                 return None
-
-            async def key_for(owner: str) -> DataKey:
-                return key if owner == subject else await self._store.keys.for_write(conn, tenant, owner)
-
-            writer = ItemWriter(conn, tenant, AGENT, subject, self._store._hasher(tenant), key_for,
-                                self._store.policy_for(tenant))
+            writer = self._store.session(tenant, AGENT).item_writer(conn, subject, first_key=key)
             result = await writer.write(draft)
             forgotten: list[str] = []
             if result.outcome is not Outcome.PENDING:

@@ -20,11 +20,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg import sql
 from cryptography.exceptions import InvalidTag
 from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
     AuditTag,
+    Category,
     DataKeyUnavailable,
     Draft,
     EraseMode,
@@ -34,20 +36,24 @@ from memoryd.domain import (
     JobState,
     NotFound,
     Outcome,
+    ReadFilter,
     Turn,
     WriteResult,
+    blind_answer,
 )
 
 from . import _audit as audit
 from ._envelope import DataKey
 from ._postgres import Postgres
-from ._writes import ItemWriter
+from ._filters import read_conditions
+from ._rows import UNEXPIRED
 
 if TYPE_CHECKING:
     from ._memories import PostgresMemoryStore
 
 TURNS_FIELD = "turns"
 ERASED = "dropped: the subject was erased"
+NO_SUCH_JOB = "no such extraction job for this subject"
 
 
 @dataclass(frozen=True)
@@ -65,13 +71,18 @@ class ClaimedJob:
 
 @dataclass(frozen=True)
 class PlannedItem:
-    """One item to write: merged into ``merge_into`` (a near-duplicate found by meaning), or
-    into the memory an earlier item of the same job wrote (``same_as``, its index), or
-    written through the category's conflict policy."""
+    """One item to write: merged into ``merge_into`` (a near-duplicate found by meaning, if
+    it still passes ``merge_filter``, the queuing agent's read filter), or into the memory an
+    earlier item of the same job wrote (``same_as``, its index), or written through the
+    category's conflict policy. ``blind``: the queuing agent's view cannot see what the item
+    meets (``memoryd.server.guard``): it is never merged, and the job's results give it the
+    answer a blind Write gets."""
 
     draft: Draft
     merge_into: str = ""
     same_as: int | None = None
+    merge_filter: ReadFilter | None = None
+    blind: bool = False
 
 
 def _turns_json(turns: tuple[Turn, ...] | list[Turn]) -> bytes:
@@ -210,15 +221,18 @@ class ExtractionJobs:
         return ClaimedJob(tenant, job_id, subject, row["agent"], row["attempts"], turns,
                           AuditTag(row["request_id"], row["trace_id"], row["view_version"]))
 
-    async def subject_timezone(self, tenant: str, subject: str) -> str:
-        """The text of the subject's current ``timezone`` memory (preference or fact), or ''."""
+    async def subject_timezone(self, tenant: str, subject: str,
+                               categories: tuple[Category, ...] = (Category.PREFERENCE, Category.FACT)) -> str:
+        """The text of the subject's current ``timezone`` memory of one of ``categories``, or ''."""
+        if not categories:
+            return ""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT id, subject, text, data, text_ct, data_ct FROM memories WHERE tenant_id = %s AND subject = %s "
-                "AND scope = 'subject' AND key = 'timezone' AND category IN ('preference', 'fact') "
+                "AND scope = 'subject' AND key = 'timezone' AND category = ANY(%s) "
                 "AND status = 'active' AND (valid_until IS NULL OR valid_until > now()) "
-                "ORDER BY updated_at DESC LIMIT 1",
-                (tenant, subject),
+                f"AND {UNEXPIRED.replace('%s', 'now()')} ORDER BY updated_at DESC LIMIT 1",
+                (tenant, subject, [c.value for c in categories]),
             )
             rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
         return rows[0]["text"].strip() if rows and not rows[0]["content_unavailable"] else ""
@@ -273,22 +287,22 @@ class ExtractionJobs:
             row = await cur.fetchone()
             if row is None or row["state"] != "running":
                 return None
-
-            async def key_for(owner: str) -> DataKey:
-                return key if owner == subject else await self._store.keys.for_write(conn, tenant, owner)
-
-            writer = ItemWriter(conn, tenant, job.agent, subject, self._store._hasher(tenant), key_for)
+            # The session's writer carries the tenant's policy: TTLs and trust as for any write.
+            writer = self._store.session(tenant, job.agent).item_writer(conn, subject, first_key=key)
             results: list[WriteResult] = []
             for plan in plans:
                 target = plan.merge_into
+                if target and not await self._still_readable(conn, tenant, target, plan.merge_filter):
+                    target = ""
                 if plan.same_as is not None and results[plan.same_as].memory_id:
                     target = results[plan.same_as].memory_id
-                merged = await writer.merge_similar(plan.draft, target) if target else None
-                results.append(merged or await writer.write(plan.draft))
+                merged = await writer.merge_similar(plan.draft, target) if target and not plan.blind else None
+                results.append(merged or await writer.write(plan.draft, blind=plan.blind))
+            shown = [blind_answer(plan.draft, r) if plan.blind else r for r, plan in zip(results, plans)]
             await conn.execute(
                 "UPDATE extraction_jobs SET state = 'succeeded', error = '', results = %s, dropped = %s, "
                 "turns_ct = NULL, finished_at = now() WHERE tenant_id = %s AND id = %s",
-                (Jsonb(_results_json(results)), Jsonb(dict(dropped)), tenant, job.id),
+                (Jsonb(_results_json(shown)), Jsonb(dict(dropped)), tenant, job.id),
             )
             ids = [r.memory_id for r in results if r.memory_id]
             if results:
@@ -301,17 +315,33 @@ class ExtractionJobs:
                                              **(counts or {})})
             return results
 
-    async def get(self, tenant: str, subject: str, job_id: str) -> ExtractionJob:
-        """The job, if it is ``subject``'s; NotFound otherwise (the same for any other id)."""
+    @staticmethod
+    async def _still_readable(conn: psycopg.AsyncConnection, tenant: str, memory_id: str,
+                              flt: ReadFilter | None) -> bool:
+        """Whether the index's hit ``memory_id`` passes ``flt`` in Postgres now (the index may
+        lag, and lets a little more through); locked, so it stays so until the merge."""
+        if flt is None:
+            return False
+        where, params = read_conditions(tenant, flt)
+        query = sql.SQL("SELECT 1 FROM memories WHERE {where} AND id = %s::uuid AND status = 'active' "
+                        "AND (valid_until IS NULL OR valid_until > now()) AND {unexpired} FOR UPDATE").format(
+            where=where, unexpired=sql.SQL(UNEXPIRED.replace("%s", "now()")))
+        cur = await conn.execute(query, [*params, memory_id])
+        return await cur.fetchone() is not None
+
+    async def get(self, tenant: str, subject: str, job_id: str, *, agent: str) -> ExtractionJob:
+        """The job, if ``agent`` queued it for ``subject``; NotFound otherwise, the same as for
+        an id that does not exist, so no other agent's job can be read or told apart."""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT id, subject, agent, state, turn_count, attempts, error, results, dropped, created_at, "
-                "started_at, finished_at FROM extraction_jobs WHERE tenant_id = %s AND subject = %s AND id = %s",
-                (tenant, subject, job_id),
+                "started_at, finished_at FROM extraction_jobs WHERE tenant_id = %s AND subject = %s AND agent = %s "
+                "AND id = %s",
+                (tenant, subject, agent, job_id),
             )
             row = await cur.fetchone()
         if row is None:
-            raise NotFound("no such extraction job for this subject")
+            raise NotFound(NO_SUCH_JOB)
         results = tuple(WriteResult(r["memory_id"], Outcome(r["outcome"]), r["reason"], r["version"])
                         for r in row["results"])
         return ExtractionJob(str(row["id"]), row["subject"], row["agent"], JobState(row["state"]), row["turn_count"],

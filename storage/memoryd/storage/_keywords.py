@@ -27,7 +27,7 @@ from psycopg.rows import tuple_row
 
 from memoryd.domain import Internal, ReadFilter
 
-from ._rows import read_conditions
+from ._filters import read_conditions
 
 # BM25 parameters: Anserini's defaults for short passages. Memories are short; on LoCoMo
 # (bench/RESULTS.md) these beat the Lucene defaults (1.2, 0.75) by about one point of recall@10.

@@ -5,10 +5,12 @@ Per tenant, each with its own ``TenantPolicy``:
 1. expire — active, unpinned memories whose ``expires_at`` has passed are forgotten;
 2. forget stale — active, unpinned memories with importance below ``stale_importance``,
    neither changed nor recalled for ``stale_days``, are forgotten;
-3. evict — a subject (the organisation, '', counts as one) with more active episodic
-   memories (event, decision) than ``episodic_cap`` loses the least valuable unpinned ones,
-   valued importance × recency (recency as in recall scoring, counted from the last change
-   or recall, whichever is later).
+3. evict — a writer with more active episodic memories (event, decision) of one subject
+   (the organisation, '', counts as one) than ``episodic_cap`` loses its least valuable
+   unpinned ones, valued importance × recency (recency as in recall scoring, counted from
+   the last change or recall, whichever is later). The cap counts per (subject, agent that
+   last wrote the memory): a writer flooding a subject only ever evicts its own memories,
+   never another agent's.
 
 Forgetting is what a FORGET erase does (status 'forgotten', a 'forgotten' version, pending
 values dropped, the vector deleted through the outbox), audited per subject as
@@ -129,16 +131,17 @@ class LifecycleSweeper:
     async def _evict(self, tenant: str, cap: int, now: datetime) -> int:
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
-                "SELECT subject FROM memories WHERE tenant_id = %s AND status = 'active' AND category = ANY(%s) "
-                "GROUP BY subject HAVING count(*) > %s", (tenant, _EPISODIC, cap))
-            crowded = [r["subject"] for r in await cur.fetchall()]
+                "SELECT subject, agent FROM memories WHERE tenant_id = %s AND status = 'active' "
+                "AND category = ANY(%s) GROUP BY subject, agent HAVING count(*) > %s", (tenant, _EPISODIC, cap))
+            crowded = [(r["subject"], r["agent"]) for r in await cur.fetchall()]
         done = 0
-        for subject in crowded:
+        for subject, agent in crowded:
             async with self._db.tenant_tx(tenant) as conn:
                 cur = await conn.execute(
                     "SELECT id, subject, category, importance, pinned, updated_at, last_access_at FROM memories "
-                    "WHERE tenant_id = %s AND subject = %s AND status = 'active' AND category = ANY(%s) FOR UPDATE",
-                    (tenant, subject, _EPISODIC))
+                    "WHERE tenant_id = %s AND subject = %s AND agent = %s AND status = 'active' "
+                    "AND category = ANY(%s) FOR UPDATE",
+                    (tenant, subject, agent, _EPISODIC))
                 rows = await cur.fetchall()
                 excess = len(rows) - cap
                 if excess <= 0:

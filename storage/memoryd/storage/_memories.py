@@ -44,10 +44,12 @@ from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms, keyword_search
 from ._milvus import IndexedMemory
 from ._postgres import Postgres
-from ._rows import UNEXPIRED, MEMORY_COLUMNS, memory_from_row, read_conditions, rules_condition, version_from_row
+from ._session import StoreSession
+from ._filters import read_conditions, rules_condition
+from ._rows import UNEXPIRED, MEMORY_COLUMNS, memory_from_row, version_from_row
 from ._resolve import resolve
 from ._trust import with_pending
-from ._writes import ItemWriter, claim_idempotency, enqueue_index, record_version, store_idempotent_response
+from ._writes import claim_idempotency, enqueue_index, record_version, store_idempotent_response
 
 
 async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag,
@@ -90,6 +92,13 @@ class PostgresMemoryStore:
         """The app-role pool (the lifecycle sweeper shares it)."""
         return self._db
 
+    def session(self, tenant: str, agent: str) -> StoreSession:
+        """The tenant-bound session of ``agent`` (``_session``)."""
+        return StoreSession(self, tenant, agent)
+
+    def term_hasher(self, tenant: str) -> TermHasher:
+        return self._hasher(tenant)
+
     def _hasher(self, tenant: str) -> TermHasher:
         hasher = self._hashers.get(tenant)
         if hasher is None:
@@ -105,25 +114,25 @@ class PostgresMemoryStore:
         subject: str,
         drafts: list[Draft],
         *,
+        blind: list[bool] | None = None,
         idempotency_key: str = "",
         request_hash: bytes = b"",
         tag: AuditTag = AuditTag(),
     ) -> list[WriteResult]:
-        """Apply every draft's conflict policy in one transaction: all items or none."""
-        async with self._db.tenant_tx(tenant) as conn:
+        """Apply every draft's conflict policy in one transaction: all items or none.
+
+        ``blind[i]`` says the writer cannot see what item i meets (``ItemWriter.write``).
+        The results are the real outcomes; what the caller is told is the guard's business.
+        """
+        session = self.session(tenant, agent)
+        async with session.transaction() as conn:
             if idempotency_key:
                 first = await claim_idempotency(conn, tenant, agent, idempotency_key, request_hash)
                 if first is not None:
                     return first
-            held: dict[str, DataKey] = {}
-
-            async def key_for(owner: str) -> DataKey:
-                if owner not in held:
-                    held[owner] = await self.keys.for_write(conn, tenant, owner)
-                return held[owner]
-
-            writer = ItemWriter(conn, tenant, agent, subject, self._hasher(tenant), key_for, self.policy_for(tenant))
-            results = [await writer.write(draft) for draft in drafts]
+            writer = session.item_writer(conn, subject)
+            flags = blind or [False] * len(drafts)
+            results = [await writer.write(draft, blind=flag) for draft, flag in zip(drafts, flags, strict=True)]
             if idempotency_key:
                 await store_idempotent_response(conn, tenant, agent, idempotency_key, results)
             await _audit(conn, tenant, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
@@ -272,8 +281,8 @@ class PostgresMemoryStore:
                                tag: AuditTag = AuditTag()) -> Memory:
         """Settle one keyed memory's pending values by hand (see ``_resolve.resolve``)."""
         async with self._db.tenant_tx(tenant) as conn:
-            return await resolve(conn, self.keys, self._hasher(tenant), self.policy_for(tenant), tenant, agent,
-                                 subject, flt, memory_id, resolution, pending_id, check, tag)
+            return await resolve(conn, self.session(tenant, agent), subject, flt, memory_id, resolution, pending_id,
+                                 check, tag)
 
     async def lifecycle_counts(self, tenant: str) -> dict[str, int]:
         """The tenant's lifecycle and conflict counters (``_counters``)."""

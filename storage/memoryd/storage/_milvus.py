@@ -35,9 +35,10 @@ import grpc
 
 from memoryd.domain import Internal, ReadFilter, Unavailable
 
+from ._filters import filter_expression, index_is_exact, literal, literal_list, rules_allow
+
 T = TypeVar("T")
 _log = logging.getLogger("memoryd.storage.milvus")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 ROUTING_MODES = ("partition", "partition_key")
 # pymilvus retries failed calls for minutes unless given a timeout; these bound every call so
 # an unreachable index fails fast (Recall then degrades to keywords, the outbox backs off).
@@ -45,6 +46,8 @@ CONNECT_TIMEOUT = 5.0
 CALL_TIMEOUT = 10.0
 SEARCH_TIMEOUT = 3.0
 BREAKER_SECONDS = 2.0
+# Milvus's largest top-k; an inexact filter's search widens up to it.
+MAX_SEARCH_LIMIT = 16_384
 # The most tags a memory can carry: the index's array capacity is fixed when a collection is made.
 MAX_TAGS = 32
 
@@ -83,18 +86,6 @@ def _is_outage(exc: BaseException) -> bool:
     return any(word in message for word in _OUTAGE_WORDS)
 
 
-def _literal(value: str) -> str:
-    """A string literal for a Milvus expression: backslashes and quotes escaped, control
-    characters refused, so no value can change the expression's structure."""
-    if _CONTROL.search(value):
-        raise Internal("refusing a control character in a vector-index expression")
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _list(values: list[str] | tuple[str, ...]) -> str:
-    return "[" + ", ".join(_literal(v) for v in values) + "]"
-
-
 def collection_name(model_id: str, routing: str) -> str:
     """Readable, and unique per model id: the slug alone would merge "a-b" with "a_b"."""
     slug = re.sub(r"[^A-Za-z0-9]+", "_", model_id).strip("_").lower()[:160]
@@ -104,45 +95,6 @@ def collection_name(model_id: str, routing: str) -> str:
 
 def partition_name(tenant: str) -> str:
     return "t_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
-
-
-def filter_expression(tenant: str, flt: ReadFilter, now: datetime) -> str:
-    """The view-narrowed read filter as a Milvus boolean expression (filter first, then search).
-
-    It mirrors ``_rows.read_conditions``; where Milvus is coarser (``like`` treats ``_`` as a
-    wildcard) it may let a little more through, never less — the Postgres re-read is exact.
-    """
-    # Times are whole seconds in the index, rounded so the index keeps a little more than
-    # Postgres would, never less (valid_until and updated_at are stored rounded down).
-    parts = [f"tenant == {_literal(tenant)}", 'status == "active"',
-             f"(valid_until == 0 or valid_until >= {math.floor(now.timestamp())})"]
-    if flt.include_org:
-        parts.append(f'(subject == {_literal(flt.subject)} or (subject == "" and scope == "org"))')
-    else:
-        parts.append(f'subject == {_literal(flt.subject)} and scope != "org"')
-    if flt.session_id and not flt.any_session:
-        parts.append(f'(scope != "session" or session_id == {_literal(flt.session_id)})')
-    elif not flt.any_session:
-        parts.append('scope != "session"')
-    if flt.categories:
-        parts.append(f"category in {_list([c.value for c in flt.categories])}")
-    if flt.keys:
-        parts.append(f"key in {_list(list(flt.keys))}")
-    if flt.tags:
-        parts.append(f"array_contains_all(tags, {_list(list(flt.tags))})")
-    if flt.updated_after is not None:
-        parts.append(f"updated_at >= {math.floor(flt.updated_after.timestamp())}")
-    if flt.updated_before is not None:
-        parts.append(f"updated_at < {math.ceil(flt.updated_before.timestamp())}")
-    rules = []
-    for category, patterns in flt.rules:
-        if "*" in patterns or not patterns:
-            rules.append(f"category == {_literal(category.value)}")
-        else:
-            likes = " or ".join(f"key like {_literal(p.replace('*', '%'))}" for p in patterns)
-            rules.append(f"(category == {_literal(category.value)} and ({likes}))")
-    parts.append("(" + " or ".join(rules) + ")" if rules else "false")
-    return " and ".join(parts)
 
 
 class MilvusIndex:
@@ -278,7 +230,7 @@ class MilvusIndex:
             # Read the write back (strong consistency) before the outbox lets go of the work:
             # an outbox row is only settled once its vector is known to be in this index. A
             # bare primary-key expression (see ``vectors``), the tenant checked per row.
-            kept = client.query(self.collection, filter=f"id in {_list(ids)}", output_fields=["id", "tenant"],
+            kept = client.query(self.collection, filter=f"id in {literal_list(ids)}", output_fields=["id", "tenant"],
                                 partition_names=partitions, timeout=CALL_TIMEOUT, consistency_level="Strong")
             return len({str(r["id"]) for r in kept if r.get("tenant") == tenant})
 
@@ -295,11 +247,11 @@ class MilvusIndex:
     async def delete(self, tenant: str, ids: list[str]) -> int:
         if not ids:
             return 0
-        expr = f"tenant == {_literal(tenant)} and id in {_list(ids)}"
+        expr = f"tenant == {literal(tenant)} and id in {literal_list(ids)}"
         return await self._run(lambda: self._delete(tenant, expr))
 
     async def delete_subject(self, tenant: str, subject: str) -> int:
-        expr = f"tenant == {_literal(tenant)} and subject == {_literal(subject)}"
+        expr = f"tenant == {literal(tenant)} and subject == {literal(subject)}"
         return await self._run(lambda: self._delete(tenant, expr))
 
     def _delete(self, tenant: str, expr: str) -> int:
@@ -315,13 +267,13 @@ class MilvusIndex:
 
     async def count(self, tenant: str, *, ids: list[str] | None = None, subject: str = "") -> int:
         """How many vectors of ``tenant`` remain (of ``ids``, or of ``subject``)."""
-        expr = f"tenant == {_literal(tenant)}"
+        expr = f"tenant == {literal(tenant)}"
         if ids is not None:
             if not ids:
                 return 0
-            expr += f" and id in {_list(ids)}"
+            expr += f" and id in {literal_list(ids)}"
         if subject:
-            expr += f" and subject == {_literal(subject)}"
+            expr += f" and subject == {literal(subject)}"
 
         def call() -> int:
             client = self._connect()
@@ -336,18 +288,31 @@ class MilvusIndex:
 
     async def search(self, tenant: str, flt: ReadFilter, vector: list[float], limit: int,
                      now: datetime) -> list[tuple[str, float, list[float]]]:
-        """(id, cosine similarity, vector) of the nearest memories that pass the filter."""
+        """(id, cosine similarity, vector) of the ``limit`` nearest memories that pass the filter.
+
+        Filter first. Where the expression can only over-approximate the view's key patterns
+        (``index_is_exact``), each hit is checked exactly and the search asks for more until
+        it has ``limit`` exact hits or the partition has no more: so the hits are the nearest
+        of exactly what the filter admits, whatever else the partition holds.
+        """
         expr = filter_expression(tenant, flt, now)
+        exact = index_is_exact(flt.rules)
 
         def call() -> list[tuple[str, float, list[float]]]:
             client = self._connect()
             partitions = self._partition(client, tenant, create=False)
             if partitions == []:
                 return []
-            hits = client.search(self.collection, [vector], limit=limit, filter=expr, output_fields=["vec"],
-                                 partition_names=partitions, search_params={"metric_type": "COSINE"},
-                                 timeout=SEARCH_TIMEOUT)
-            return [(str(h["id"]), float(h["distance"]), list(h["entity"]["vec"])) for h in hits[0]]
+            asked = limit if exact else limit * 2
+            while True:
+                hits = client.search(self.collection, [vector], limit=asked, filter=expr,
+                                     output_fields=["vec", "category", "key"], partition_names=partitions,
+                                     search_params={"metric_type": "COSINE"}, timeout=SEARCH_TIMEOUT)[0]
+                kept = [h for h in hits
+                        if exact or rules_allow(flt.rules, h["entity"]["category"], h["entity"]["key"])]
+                if len(kept) >= limit or len(hits) < asked or asked >= MAX_SEARCH_LIMIT:
+                    return [(str(h["id"]), float(h["distance"]), list(h["entity"]["vec"])) for h in kept[:limit]]
+                asked = min(asked * 4, MAX_SEARCH_LIMIT)
 
         return await self._run(call)
 
@@ -357,7 +322,7 @@ class MilvusIndex:
         # A pure primary-key expression, the tenant checked on each row returned instead: Milvus
         # Lite answers `id in [...]` alone from its key index (~1 ms) but scans the whole
         # partition for any other expression (~18 ms at 10k rows of one tenant).
-        expr = f"id in {_list(ids)}"
+        expr = f"id in {literal_list(ids)}"
 
         def call() -> dict[str, list[float]]:
             client = self._connect()

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
-from memoryd.domain import AuditTag, Memory, NotFound, ReadFilter, Resolution, TenantPolicy
+from memoryd.domain import AuditTag, Memory, NotFound, ReadFilter, Resolution
 
 from . import _audit as audit
 from . import _counters as counters
 from . import _trust as trust
-from ._envelope import SubjectKeys
-from ._keywords import TermHasher
-from ._rows import MEMORY_COLUMNS, memory_from_row, read_conditions
-from ._writes import ItemWriter
+from ._filters import read_conditions
+from ._rows import MEMORY_COLUMNS, memory_from_row
+
+if TYPE_CHECKING:
+    from ._session import StoreSession
 
 
 async def _current(conn: Any, tenant: str, flt: ReadFilter, memory_id: str) -> dict[str, Any] | None:
@@ -28,15 +29,15 @@ async def _current(conn: Any, tenant: str, flt: ReadFilter, memory_id: str) -> d
     return await cur.fetchone()  # type: ignore[no-any-return]
 
 
-async def resolve(conn: Any, keys: SubjectKeys, hasher: TermHasher, policy: TenantPolicy, tenant: str, agent: str,
-                  subject: str, flt: ReadFilter, memory_id: str, resolution: Resolution, pending_id: str,
-                  check: Callable[[Memory], None], tag: AuditTag) -> Memory:
+async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilter, memory_id: str,
+                  resolution: Resolution, pending_id: str, check: Callable[[Memory], None], tag: AuditTag) -> Memory:
     """Keep the current value (dropping the pending value ``pending_id``, or all of them) or
     accept ``pending_id`` as the new current value, with its own provenance and trust.
 
     The memory must be an active keyed memory the filter reads (else NotFound, as for an id
     that does not exist); ``check`` then decides whether the caller may change it (it raises).
     """
+    tenant, agent, keys = session.tenant, session.agent, session.keys
     row = await _current(conn, tenant, flt, memory_id)
     if row is None:
         raise NotFound("no such keyed memory for this subject")
@@ -53,11 +54,7 @@ async def resolve(conn: Any, keys: SubjectKeys, hasher: TermHasher, policy: Tena
         held = await trust.take(conn, keys, tenant, memory_from_row(opened), pending_id)
         if held is None:
             raise NotFound("this memory has no such pending value")
-
-        async def key_for(who: str) -> Any:
-            return await keys.for_write(conn, tenant, who)
-
-        writer = ItemWriter(conn, tenant, held.agent, subject, hasher, key_for, policy)
+        writer = session.item_writer(conn, subject, agent=held.agent)
         result = await writer.accept(row, held.draft, owner, held.trust)
         details.update(accepted=held.id, version=result.version)
     await counters.bump(conn, tenant, counters.CONFLICTS_RESOLVED)

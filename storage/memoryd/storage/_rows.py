@@ -1,10 +1,8 @@
-"""Row ↔ domain conversion and the WHERE clause every read shares."""
+"""Row ↔ domain conversion (the WHERE clause every read shares is in ``_filters``)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from psycopg import sql
 
 from memoryd.domain import (
     Category,
@@ -12,13 +10,11 @@ from memoryd.domain import (
     Draft,
     Memory,
     MemoryVersion,
-    ReadFilter,
     Scope,
     SourceKind,
     Stability,
     Status,
     TenantPolicy,
-    glob_to_like,
 )
 
 # text/data are NULL in rows written since encryption (0007): their content is in
@@ -94,56 +90,3 @@ def same_value(row: dict[str, Any], draft: Draft) -> bool:
         and row["valid_from"] == draft.valid_from
         and row["valid_until"] == draft.valid_until
     )
-
-
-def rules_condition(rules: tuple[tuple[Category, tuple[str, ...]], ...]) -> tuple[sql.Composable, list[Any]]:
-    """The view's rules as SQL: a row passes if one rule allows its category and key."""
-    if not rules:
-        return sql.SQL("false"), []
-    alternatives: list[sql.Composable] = []
-    params: list[Any] = []
-    for category, patterns in rules:
-        if "*" in patterns or not patterns:
-            alternatives.append(sql.SQL("category = %s"))
-            params.append(category.value)
-            continue
-        likes = sql.SQL(" OR ").join(sql.SQL("key LIKE %s ESCAPE '\\'") for _ in patterns)
-        alternatives.append(sql.SQL("(category = %s AND ({}))").format(likes))
-        params += [category.value, *(glob_to_like(p) for p in patterns)]
-    return sql.SQL("({})").format(sql.SQL(" OR ").join(alternatives)), params
-
-
-def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[Any]]:
-    """The WHERE clause of a read: tenant (besides RLS), subject/org/session, and the filter.
-
-    Every read path uses this one function, so a filter field cannot be forgotten on one path.
-    """
-    rules, params = rules_condition(flt.rules)
-    parts: list[sql.Composable] = [sql.SQL("tenant_id = %s"), rules]
-    params.insert(0, tenant)
-    if flt.include_org:
-        parts.append(sql.SQL("(subject = %s OR (subject = '' AND scope = 'org'))"))
-    else:
-        parts.append(sql.SQL("subject = %s AND scope <> 'org'"))
-    params.append(flt.subject)
-    if flt.session_id and not flt.any_session:
-        parts.append(sql.SQL("(scope <> 'session' OR session_id = %s)"))
-        params.append(flt.session_id)
-    elif not flt.any_session:
-        parts.append(sql.SQL("scope <> 'session'"))
-    if flt.categories:
-        parts.append(sql.SQL("category = ANY(%s)"))
-        params.append([c.value for c in flt.categories])
-    if flt.keys:
-        parts.append(sql.SQL("key = ANY(%s)"))
-        params.append(list(flt.keys))
-    if flt.tags:
-        parts.append(sql.SQL("tags @> %s"))
-        params.append(list(flt.tags))
-    if flt.updated_after is not None:
-        parts.append(sql.SQL("updated_at >= %s"))
-        params.append(flt.updated_after)
-    if flt.updated_before is not None:
-        parts.append(sql.SQL("updated_at < %s"))
-        params.append(flt.updated_before)
-    return sql.SQL(" AND ").join(parts), params

@@ -137,7 +137,12 @@ class ItemWriter:
         self._key_for = key_for
         self._key: DataKey | None = None
 
-    async def write(self, draft: Draft) -> WriteResult:
+    async def write(self, draft: Draft, *, blind: bool = False) -> WriteResult:
+        """Apply ``draft``'s category policy. ``blind``: the writer cannot see what the item
+        meets, so nothing it cannot see may decide the item's fate in a way it could
+        observe: an episodic item or a constraint becomes a memory of its own (never merged
+        into, or found equal to, a stored one), and a repeat of a key's current value still
+        records a new version. Trust still decides replace or pending."""
         owner = "" if draft.scope is Scope.ORG else self._subject
         session = draft.session_id if draft.scope is Scope.SESSION else ""
         policy = policy_for(draft.category)
@@ -151,12 +156,15 @@ class ItemWriter:
             ("\x1f".join((self._tenant, owner, session, draft.category.value, lock_name)),),
         )
         if draft.key and policy in (Policy.LAST_WRITE_WINS, Policy.VERSIONED):
-            return await self._replace(draft, owner, session, digest, policy)
+            return await self._replace(draft, owner, session, digest, policy, blind)
+        if blind:
+            return await self._insert(draft, owner, session, digest, "")
         if draft.key:
             return await self._accumulate(draft, owner, session, digest)
         return await self._append(draft, owner, session, digest)
 
-    async def _replace(self, draft: Draft, owner: str, session: str, digest: bytes, policy: Policy) -> WriteResult:
+    async def _replace(self, draft: Draft, owner: str, session: str, digest: bytes, policy: Policy,
+                       blind: bool = False) -> WriteResult:
         cur = await self._conn.execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = %s AND subject = %s AND session_id = %s "
             "AND category = %s AND key = %s AND status = 'active' FOR UPDATE",
@@ -168,7 +176,7 @@ class ItemWriter:
         current = open_row(row, self._key)
         memory_id = str(current["id"])
         level, held = self._policy.trust_of(draft.source_kind), stored_trust(current)
-        if same_value(current, draft):
+        if same_value(current, draft) and not blind:
             if level > held:  # confirmed by a more trusted source
                 await self._conn.execute("UPDATE memories SET trust = %s WHERE tenant_id = %s AND id = %s",
                                          (level, self._tenant, memory_id))

@@ -243,7 +243,7 @@ class ViewRule(_message.Message):
     def __init__(self, category: _Optional[_Union[Category, str]] = ..., key_patterns: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class View(_message.Message):
-    __slots__ = ("agent", "read_rules", "write_rules", "may_erase", "visible_fields", "description", "version", "erase_selectors")
+    __slots__ = ("agent", "read_rules", "write_rules", "may_erase", "visible_fields", "description", "version", "erase_selectors", "max_source_kind")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     READ_RULES_FIELD_NUMBER: _ClassVar[int]
     WRITE_RULES_FIELD_NUMBER: _ClassVar[int]
@@ -252,6 +252,7 @@ class View(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ERASE_SELECTORS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SOURCE_KIND_FIELD_NUMBER: _ClassVar[int]
     agent: str
     read_rules: _containers.RepeatedCompositeFieldContainer[ViewRule]
     write_rules: _containers.RepeatedCompositeFieldContainer[ViewRule]
@@ -260,4 +261,5 @@ class View(_message.Message):
     description: str
     version: int
     erase_selectors: _containers.RepeatedScalarFieldContainer[EraseSelector]
-    def __init__(self, agent: _Optional[str] = ..., read_rules: _Optional[_Iterable[_Union[ViewRule, _Mapping]]] = ..., write_rules: _Optional[_Iterable[_Union[ViewRule, _Mapping]]] = ..., may_erase: _Optional[bool] = ..., visible_fields: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., version: _Optional[int] = ..., erase_selectors: _Optional[_Iterable[_Union[EraseSelector, str]]] = ...) -> None: ...
+    max_source_kind: SourceKind
+    def __init__(self, agent: _Optional[str] = ..., read_rules: _Optional[_Iterable[_Union[ViewRule, _Mapping]]] = ..., write_rules: _Optional[_Iterable[_Union[ViewRule, _Mapping]]] = ..., may_erase: _Optional[bool] = ..., visible_fields: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., version: _Optional[int] = ..., erase_selectors: _Optional[_Iterable[_Union[EraseSelector, str]]] = ..., max_source_kind: _Optional[_Union[SourceKind, str]] = ...) -> None: ...

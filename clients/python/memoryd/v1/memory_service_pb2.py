@@ -26,27 +26,27 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from memoryd.v1 import memory_pb2 as memoryd_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmemoryd/v1/memory_service.proto\x12\nmemoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/memory.proto\"\xd8\x01\n\x0cWriteRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12&\n\x05items\x18\x02 \x03(\x0b\x32\x17.memoryd.v1.MemoryDraft\x12\x1f\n\x05turns\x18\x03 \x03(\x0b\x32\x10.memoryd.v1.Turn\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12,\n\x0b\x63onsistency\x18\x05 \x01(\x0e\x32\x17.memoryd.v1.Consistency\x12\'\n\tturn_mode\x18\x06 \x01(\x0e\x32\x14.memoryd.v1.TurnMode\"l\n\x0bWriteResult\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12)\n\x07outcome\x18\x02 \x01(\x0e\x32\x18.memoryd.v1.WriteOutcome\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\x03\"e\n\rWriteResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.memoryd.v1.WriteResult\x12\x19\n\x11\x65xtraction_job_id\x18\x02 \x01(\t\x12\x0f\n\x07indexed\x18\x03 \x01(\x08\"\x80\x01\n\x0cScoreWeights\x12\x17\n\nsimilarity\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x14\n\x07recency\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x17\n\nimportance\x18\x03 \x01(\x02H\x02\x88\x01\x01\x42\r\n\x0b_similarityB\n\n\x08_recencyB\r\n\x0b_importance\"\xcd\x01\n\rRecallRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12(\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x18.memoryd.v1.MemoryFilter\x12\r\n\x05top_k\x18\x05 \x01(\x05\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12)\n\x07weights\x18\x07 \x01(\x0b\x32\x18.memoryd.v1.ScoreWeights\x12\x14\n\x0crender_block\x18\x08 \x01(\x08\"\xa4\x01\n\x0cScoredMemory\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x12\n\nsimilarity\x18\x03 \x01(\x02\x12\x0f\n\x07recency\x18\x04 \x01(\x02\x12\x12\n\nimportance\x18\x05 \x01(\x02\x12\x14\n\x0ckeyword_rank\x18\x06 \x01(\x05\x12\x12\n\ndense_rank\x18\x07 \x01(\x05\"v\n\x0eRecallResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.memoryd.v1.ScoredMemory\x12\r\n\x05\x62lock\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65graded\x18\x03 \x01(\x08\x12\x17\n\x0f\x64\x65graded_reason\x18\x04 \x01(\t\"\x18\n\tMemoryIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\xf3\x01\n\x0c\x45raseRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12$\n\x03ids\x18\x02 \x01(\x0b\x32\x15.memoryd.v1.MemoryIdsH\x00\x12\r\n\x03key\x18\x03 \x01(\tH\x00\x12\x18\n\x0esource_turn_id\x18\x04 \x01(\tH\x00\x12(\n\x08\x63\x61tegory\x18\x05 \x01(\x0e\x32\x14.memoryd.v1.CategoryH\x00\x12\x18\n\x0e\x61ll_of_subject\x18\x06 \x01(\x08H\x00\x12#\n\x04mode\x18\x07 \x01(\x0e\x32\x15.memoryd.v1.EraseMode\x12\x0e\n\x06reason\x18\x08 \x01(\tB\n\n\x08selector\"n\n\x0bStoreCounts\x12\x10\n\x08memories\x18\x01 \x01(\x03\x12\x10\n\x08versions\x18\x02 \x01(\x03\x12\x0e\n\x06outbox\x18\x03 \x01(\x03\x12\x0f\n\x07vectors\x18\x04 \x01(\x03\x12\x0c\n\x04jobs\x18\x05 \x01(\x03\x12\x0c\n\x04keys\x18\x06 \x01(\x03\"\xe3\x01\n\x0e\x45rasureReceipt\x12\x10\n\x08\x65rase_id\x18\x01 \x01(\t\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.memoryd.v1.EraseMode\x12\'\n\x06\x63ounts\x18\x03 \x01(\x0b\x32\x17.memoryd.v1.StoreCounts\x12\x10\n\x08verified\x18\x04 \x01(\x08\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"<\n\rEraseResponse\x12+\n\x07receipt\x18\x01 \x01(\x0b\x32\x1a.memoryd.v1.ErasureReceipt\"\xa1\x01\n\x11MemoryViewRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x18.memoryd.v1.MemoryFilter\x12*\n\x08statuses\x18\x03 \x03(\x0e\x32\x18.memoryd.v1.MemoryStatus\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"s\n\x12MemoryViewResponse\x12$\n\x08memories\x18\x01 \x03(\x0b\x32\x12.memoryd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x1e\n\x04view\x18\x03 \x01(\x0b\x32\x10.memoryd.v1.View\"^\n\x11GetHistoryRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\x8c\x01\n\rMemoryVersion\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\x12&\n\x06\x63hange\x18\x02 \x01(\x0e\x32\x16.memoryd.v1.ChangeKind\x12/\n\x0brecorded_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Z\n\x12GetHistoryResponse\x12+\n\x08versions\x18\x01 \x03(\x0b\x32\x19.memoryd.v1.MemoryVersion\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"-\n\x0c\x44roppedCount\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\"\xc1\x02\n\rExtractionJob\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.memoryd.v1.ExtractionJobState\x12\r\n\x05turns\x18\x04 \x01(\x05\x12\x10\n\x08\x61ttempts\x18\x05 \x01(\x05\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12(\n\x07results\x18\x07 \x03(\x0b\x32\x17.memoryd.v1.WriteResult\x12)\n\x07\x64ropped\x18\x08 \x03(\x0b\x32\x18.memoryd.v1.DroppedCount\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\":\n\x17GetExtractionJobRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\"B\n\x18GetExtractionJobResponse\x12&\n\x03job\x18\x01 \x01(\x0b\x32\x19.memoryd.v1.ExtractionJob\"\x84\x01\n\x16ResolveConflictRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x32\n\nresolution\x18\x03 \x01(\x0e\x32\x1e.memoryd.v1.ConflictResolution\x12\x12\n\npending_id\x18\x04 \x01(\t\"=\n\x17ResolveConflictResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\"<\n\x15\x45xportMemoriesRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x12\n\npassphrase\x18\x02 \x01(\t\";\n\x16\x45xportMemoriesResponse\x12\x0f\n\x07\x61rchive\x18\x01 \x01(\x0c\x12\x10\n\x08memories\x18\x02 \x01(\x03\"M\n\x15ImportMemoriesRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0f\n\x07\x61rchive\x18\x02 \x01(\x0c\x12\x12\n\npassphrase\x18\x03 \x01(\t\"B\n\x16ImportMemoriesResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.memoryd.v1.WriteResult*e\n\x0b\x43onsistency\x12\x1b\n\x17\x43ONSISTENCY_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x43ONSISTENCY_INDEX_ASYNC\x10\x01\x12\x1c\n\x18\x43ONSISTENCY_WAIT_INDEXED\x10\x02*\xee\x01\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x19\n\x15WRITE_OUTCOME_UPDATED\x10\x02\x12\x1b\n\x17WRITE_OUTCOME_VERSIONED\x10\x03\x12\x18\n\x14WRITE_OUTCOME_MERGED\x10\x04\x12\x1b\n\x17WRITE_OUTCOME_UNCHANGED\x10\x05\x12\x1a\n\x16WRITE_OUTCOME_REJECTED\x10\x06\x12\x19\n\x15WRITE_OUTCOME_PENDING\x10\x07*Q\n\x08TurnMode\x12\x19\n\x15TURN_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11TURN_MODE_EXTRACT\x10\x01\x12\x13\n\x0fTURN_MODE_CHUNK\x10\x02*T\n\tEraseMode\x12\x1a\n\x16\x45RASE_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45RASE_MODE_FORGET\x10\x01\x12\x14\n\x10\x45RASE_MODE_PURGE\x10\x02*\xa9\x01\n\nChangeKind\x12\x1b\n\x17\x43HANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HANGE_KIND_CREATED\x10\x01\x12\x17\n\x13\x43HANGE_KIND_UPDATED\x10\x02\x12\x19\n\x15\x43HANGE_KIND_VERSIONED\x10\x03\x12\x16\n\x12\x43HANGE_KIND_MERGED\x10\x04\x12\x19\n\x15\x43HANGE_KIND_FORGOTTEN\x10\x05*\xc2\x01\n\x12\x45xtractionJobState\x12$\n EXTRACTION_JOB_STATE_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45XTRACTION_JOB_STATE_QUEUED\x10\x01\x12 \n\x1c\x45XTRACTION_JOB_STATE_RUNNING\x10\x02\x12\"\n\x1e\x45XTRACTION_JOB_STATE_SUCCEEDED\x10\x03\x12\x1f\n\x1b\x45XTRACTION_JOB_STATE_FAILED\x10\x04*\x87\x01\n\x12\x43onflictResolution\x12#\n\x1f\x43ONFLICT_RESOLUTION_UNSPECIFIED\x10\x00\x12$\n CONFLICT_RESOLUTION_KEEP_CURRENT\x10\x01\x12&\n\"CONFLICT_RESOLUTION_ACCEPT_PENDING\x10\x02\x32\xd3\x05\n\rMemoryService\x12<\n\x05Write\x12\x18.memoryd.v1.WriteRequest\x1a\x19.memoryd.v1.WriteResponse\x12?\n\x06Recall\x12\x19.memoryd.v1.RecallRequest\x1a\x1a.memoryd.v1.RecallResponse\x12<\n\x05\x45rase\x12\x18.memoryd.v1.EraseRequest\x1a\x19.memoryd.v1.EraseResponse\x12K\n\nMemoryView\x12\x1d.memoryd.v1.MemoryViewRequest\x1a\x1e.memoryd.v1.MemoryViewResponse\x12K\n\nGetHistory\x12\x1d.memoryd.v1.GetHistoryRequest\x1a\x1e.memoryd.v1.GetHistoryResponse\x12]\n\x10GetExtractionJob\x12#.memoryd.v1.GetExtractionJobRequest\x1a$.memoryd.v1.GetExtractionJobResponse\x12Z\n\x0fResolveConflict\x12\".memoryd.v1.ResolveConflictRequest\x1a#.memoryd.v1.ResolveConflictResponse\x12W\n\x0e\x45xportMemories\x12!.memoryd.v1.ExportMemoriesRequest\x1a\".memoryd.v1.ExportMemoriesResponse\x12W\n\x0eImportMemories\x12!.memoryd.v1.ImportMemoriesRequest\x1a\".memoryd.v1.ImportMemoriesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmemoryd/v1/memory_service.proto\x12\nmemoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/memory.proto\"\xd8\x01\n\x0cWriteRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12&\n\x05items\x18\x02 \x03(\x0b\x32\x17.memoryd.v1.MemoryDraft\x12\x1f\n\x05turns\x18\x03 \x03(\x0b\x32\x10.memoryd.v1.Turn\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12,\n\x0b\x63onsistency\x18\x05 \x01(\x0e\x32\x17.memoryd.v1.Consistency\x12\'\n\tturn_mode\x18\x06 \x01(\x0e\x32\x14.memoryd.v1.TurnMode\"l\n\x0bWriteResult\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12)\n\x07outcome\x18\x02 \x01(\x0e\x32\x18.memoryd.v1.WriteOutcome\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\x03\"e\n\rWriteResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.memoryd.v1.WriteResult\x12\x19\n\x11\x65xtraction_job_id\x18\x02 \x01(\t\x12\x0f\n\x07indexed\x18\x03 \x01(\x08\"\x80\x01\n\x0cScoreWeights\x12\x17\n\nsimilarity\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x14\n\x07recency\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x17\n\nimportance\x18\x03 \x01(\x02H\x02\x88\x01\x01\x42\r\n\x0b_similarityB\n\n\x08_recencyB\r\n\x0b_importance\"\xcd\x01\n\rRecallRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12(\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x18.memoryd.v1.MemoryFilter\x12\r\n\x05top_k\x18\x05 \x01(\x05\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12)\n\x07weights\x18\x07 \x01(\x0b\x32\x18.memoryd.v1.ScoreWeights\x12\x14\n\x0crender_block\x18\x08 \x01(\x08\"\xa4\x01\n\x0cScoredMemory\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x12\n\nsimilarity\x18\x03 \x01(\x02\x12\x0f\n\x07recency\x18\x04 \x01(\x02\x12\x12\n\nimportance\x18\x05 \x01(\x02\x12\x14\n\x0ckeyword_rank\x18\x06 \x01(\x05\x12\x12\n\ndense_rank\x18\x07 \x01(\x05\"v\n\x0eRecallResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.memoryd.v1.ScoredMemory\x12\r\n\x05\x62lock\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65graded\x18\x03 \x01(\x08\x12\x17\n\x0f\x64\x65graded_reason\x18\x04 \x01(\t\"\x18\n\tMemoryIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\xf3\x01\n\x0c\x45raseRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12$\n\x03ids\x18\x02 \x01(\x0b\x32\x15.memoryd.v1.MemoryIdsH\x00\x12\r\n\x03key\x18\x03 \x01(\tH\x00\x12\x18\n\x0esource_turn_id\x18\x04 \x01(\tH\x00\x12(\n\x08\x63\x61tegory\x18\x05 \x01(\x0e\x32\x14.memoryd.v1.CategoryH\x00\x12\x18\n\x0e\x61ll_of_subject\x18\x06 \x01(\x08H\x00\x12#\n\x04mode\x18\x07 \x01(\x0e\x32\x15.memoryd.v1.EraseMode\x12\x0e\n\x06reason\x18\x08 \x01(\tB\n\n\x08selector\"n\n\x0bStoreCounts\x12\x10\n\x08memories\x18\x01 \x01(\x03\x12\x10\n\x08versions\x18\x02 \x01(\x03\x12\x0e\n\x06outbox\x18\x03 \x01(\x03\x12\x0f\n\x07vectors\x18\x04 \x01(\x03\x12\x0c\n\x04jobs\x18\x05 \x01(\x03\x12\x0c\n\x04keys\x18\x06 \x01(\x03\"\xf6\x01\n\x0e\x45rasureReceipt\x12\x10\n\x08\x65rase_id\x18\x01 \x01(\t\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.memoryd.v1.EraseMode\x12\'\n\x06\x63ounts\x18\x03 \x01(\x0b\x32\x17.memoryd.v1.StoreCounts\x12\x10\n\x08verified\x18\x04 \x01(\x08\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tunchecked\x18\x07 \x03(\t\"<\n\rEraseResponse\x12+\n\x07receipt\x18\x01 \x01(\x0b\x32\x1a.memoryd.v1.ErasureReceipt\"\xa1\x01\n\x11MemoryViewRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x18.memoryd.v1.MemoryFilter\x12*\n\x08statuses\x18\x03 \x03(\x0e\x32\x18.memoryd.v1.MemoryStatus\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"s\n\x12MemoryViewResponse\x12$\n\x08memories\x18\x01 \x03(\x0b\x32\x12.memoryd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x1e\n\x04view\x18\x03 \x01(\x0b\x32\x10.memoryd.v1.View\"^\n\x11GetHistoryRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\x8c\x01\n\rMemoryVersion\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\x12&\n\x06\x63hange\x18\x02 \x01(\x0e\x32\x16.memoryd.v1.ChangeKind\x12/\n\x0brecorded_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Z\n\x12GetHistoryResponse\x12+\n\x08versions\x18\x01 \x03(\x0b\x32\x19.memoryd.v1.MemoryVersion\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"-\n\x0c\x44roppedCount\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\"\xc1\x02\n\rExtractionJob\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.memoryd.v1.ExtractionJobState\x12\r\n\x05turns\x18\x04 \x01(\x05\x12\x10\n\x08\x61ttempts\x18\x05 \x01(\x05\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12(\n\x07results\x18\x07 \x03(\x0b\x32\x17.memoryd.v1.WriteResult\x12)\n\x07\x64ropped\x18\x08 \x03(\x0b\x32\x18.memoryd.v1.DroppedCount\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\":\n\x17GetExtractionJobRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\"B\n\x18GetExtractionJobResponse\x12&\n\x03job\x18\x01 \x01(\x0b\x32\x19.memoryd.v1.ExtractionJob\"\x84\x01\n\x16ResolveConflictRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x32\n\nresolution\x18\x03 \x01(\x0e\x32\x1e.memoryd.v1.ConflictResolution\x12\x12\n\npending_id\x18\x04 \x01(\t\"=\n\x17ResolveConflictResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.memoryd.v1.Memory\"<\n\x15\x45xportMemoriesRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x12\n\npassphrase\x18\x02 \x01(\t\";\n\x16\x45xportMemoriesResponse\x12\x0f\n\x07\x61rchive\x18\x01 \x01(\x0c\x12\x10\n\x08memories\x18\x02 \x01(\x03\"M\n\x15ImportMemoriesRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0f\n\x07\x61rchive\x18\x02 \x01(\x0c\x12\x12\n\npassphrase\x18\x03 \x01(\t\"B\n\x16ImportMemoriesResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.memoryd.v1.WriteResult*e\n\x0b\x43onsistency\x12\x1b\n\x17\x43ONSISTENCY_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x43ONSISTENCY_INDEX_ASYNC\x10\x01\x12\x1c\n\x18\x43ONSISTENCY_WAIT_INDEXED\x10\x02*\x8a\x02\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x19\n\x15WRITE_OUTCOME_UPDATED\x10\x02\x12\x1b\n\x17WRITE_OUTCOME_VERSIONED\x10\x03\x12\x18\n\x14WRITE_OUTCOME_MERGED\x10\x04\x12\x1b\n\x17WRITE_OUTCOME_UNCHANGED\x10\x05\x12\x1a\n\x16WRITE_OUTCOME_REJECTED\x10\x06\x12\x19\n\x15WRITE_OUTCOME_PENDING\x10\x07\x12\x1a\n\x16WRITE_OUTCOME_ACCEPTED\x10\x08*Q\n\x08TurnMode\x12\x19\n\x15TURN_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11TURN_MODE_EXTRACT\x10\x01\x12\x13\n\x0fTURN_MODE_CHUNK\x10\x02*T\n\tEraseMode\x12\x1a\n\x16\x45RASE_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45RASE_MODE_FORGET\x10\x01\x12\x14\n\x10\x45RASE_MODE_PURGE\x10\x02*\xa9\x01\n\nChangeKind\x12\x1b\n\x17\x43HANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HANGE_KIND_CREATED\x10\x01\x12\x17\n\x13\x43HANGE_KIND_UPDATED\x10\x02\x12\x19\n\x15\x43HANGE_KIND_VERSIONED\x10\x03\x12\x16\n\x12\x43HANGE_KIND_MERGED\x10\x04\x12\x19\n\x15\x43HANGE_KIND_FORGOTTEN\x10\x05*\xc2\x01\n\x12\x45xtractionJobState\x12$\n EXTRACTION_JOB_STATE_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45XTRACTION_JOB_STATE_QUEUED\x10\x01\x12 \n\x1c\x45XTRACTION_JOB_STATE_RUNNING\x10\x02\x12\"\n\x1e\x45XTRACTION_JOB_STATE_SUCCEEDED\x10\x03\x12\x1f\n\x1b\x45XTRACTION_JOB_STATE_FAILED\x10\x04*\x87\x01\n\x12\x43onflictResolution\x12#\n\x1f\x43ONFLICT_RESOLUTION_UNSPECIFIED\x10\x00\x12$\n CONFLICT_RESOLUTION_KEEP_CURRENT\x10\x01\x12&\n\"CONFLICT_RESOLUTION_ACCEPT_PENDING\x10\x02\x32\xd3\x05\n\rMemoryService\x12<\n\x05Write\x12\x18.memoryd.v1.WriteRequest\x1a\x19.memoryd.v1.WriteResponse\x12?\n\x06Recall\x12\x19.memoryd.v1.RecallRequest\x1a\x1a.memoryd.v1.RecallResponse\x12<\n\x05\x45rase\x12\x18.memoryd.v1.EraseRequest\x1a\x19.memoryd.v1.EraseResponse\x12K\n\nMemoryView\x12\x1d.memoryd.v1.MemoryViewRequest\x1a\x1e.memoryd.v1.MemoryViewResponse\x12K\n\nGetHistory\x12\x1d.memoryd.v1.GetHistoryRequest\x1a\x1e.memoryd.v1.GetHistoryResponse\x12]\n\x10GetExtractionJob\x12#.memoryd.v1.GetExtractionJobRequest\x1a$.memoryd.v1.GetExtractionJobResponse\x12Z\n\x0fResolveConflict\x12\".memoryd.v1.ResolveConflictRequest\x1a#.memoryd.v1.ResolveConflictResponse\x12W\n\x0e\x45xportMemories\x12!.memoryd.v1.ExportMemoriesRequest\x1a\".memoryd.v1.ExportMemoriesResponse\x12W\n\x0eImportMemories\x12!.memoryd.v1.ImportMemoriesRequest\x1a\".memoryd.v1.ImportMemoriesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memoryd.v1.memory_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CONSISTENCY']._serialized_start=3418
-  _globals['_CONSISTENCY']._serialized_end=3519
-  _globals['_WRITEOUTCOME']._serialized_start=3522
-  _globals['_WRITEOUTCOME']._serialized_end=3760
-  _globals['_TURNMODE']._serialized_start=3762
-  _globals['_TURNMODE']._serialized_end=3843
-  _globals['_ERASEMODE']._serialized_start=3845
-  _globals['_ERASEMODE']._serialized_end=3929
-  _globals['_CHANGEKIND']._serialized_start=3932
-  _globals['_CHANGEKIND']._serialized_end=4101
-  _globals['_EXTRACTIONJOBSTATE']._serialized_start=4104
-  _globals['_EXTRACTIONJOBSTATE']._serialized_end=4298
-  _globals['_CONFLICTRESOLUTION']._serialized_start=4301
-  _globals['_CONFLICTRESOLUTION']._serialized_end=4436
+  _globals['_CONSISTENCY']._serialized_start=3437
+  _globals['_CONSISTENCY']._serialized_end=3538
+  _globals['_WRITEOUTCOME']._serialized_start=3541
+  _globals['_WRITEOUTCOME']._serialized_end=3807
+  _globals['_TURNMODE']._serialized_start=3809
+  _globals['_TURNMODE']._serialized_end=3890
+  _globals['_ERASEMODE']._serialized_start=3892
+  _globals['_ERASEMODE']._serialized_end=3976
+  _globals['_CHANGEKIND']._serialized_start=3979
+  _globals['_CHANGEKIND']._serialized_end=4148
+  _globals['_EXTRACTIONJOBSTATE']._serialized_start=4151
+  _globals['_EXTRACTIONJOBSTATE']._serialized_end=4345
+  _globals['_CONFLICTRESOLUTION']._serialized_start=4348
+  _globals['_CONFLICTRESOLUTION']._serialized_end=4483
   _globals['_WRITEREQUEST']._serialized_start=106
   _globals['_WRITEREQUEST']._serialized_end=322
   _globals['_WRITERESULT']._serialized_start=324
@@ -68,39 +68,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STORECOUNTS']._serialized_start=1435
   _globals['_STORECOUNTS']._serialized_end=1545
   _globals['_ERASURERECEIPT']._serialized_start=1548
-  _globals['_ERASURERECEIPT']._serialized_end=1775
-  _globals['_ERASERESPONSE']._serialized_start=1777
-  _globals['_ERASERESPONSE']._serialized_end=1837
-  _globals['_MEMORYVIEWREQUEST']._serialized_start=1840
-  _globals['_MEMORYVIEWREQUEST']._serialized_end=2001
-  _globals['_MEMORYVIEWRESPONSE']._serialized_start=2003
-  _globals['_MEMORYVIEWRESPONSE']._serialized_end=2118
-  _globals['_GETHISTORYREQUEST']._serialized_start=2120
-  _globals['_GETHISTORYREQUEST']._serialized_end=2214
-  _globals['_MEMORYVERSION']._serialized_start=2217
-  _globals['_MEMORYVERSION']._serialized_end=2357
-  _globals['_GETHISTORYRESPONSE']._serialized_start=2359
-  _globals['_GETHISTORYRESPONSE']._serialized_end=2449
-  _globals['_DROPPEDCOUNT']._serialized_start=2451
-  _globals['_DROPPEDCOUNT']._serialized_end=2496
-  _globals['_EXTRACTIONJOB']._serialized_start=2499
-  _globals['_EXTRACTIONJOB']._serialized_end=2820
-  _globals['_GETEXTRACTIONJOBREQUEST']._serialized_start=2822
-  _globals['_GETEXTRACTIONJOBREQUEST']._serialized_end=2880
-  _globals['_GETEXTRACTIONJOBRESPONSE']._serialized_start=2882
-  _globals['_GETEXTRACTIONJOBRESPONSE']._serialized_end=2948
-  _globals['_RESOLVECONFLICTREQUEST']._serialized_start=2951
-  _globals['_RESOLVECONFLICTREQUEST']._serialized_end=3083
-  _globals['_RESOLVECONFLICTRESPONSE']._serialized_start=3085
-  _globals['_RESOLVECONFLICTRESPONSE']._serialized_end=3146
-  _globals['_EXPORTMEMORIESREQUEST']._serialized_start=3148
-  _globals['_EXPORTMEMORIESREQUEST']._serialized_end=3208
-  _globals['_EXPORTMEMORIESRESPONSE']._serialized_start=3210
-  _globals['_EXPORTMEMORIESRESPONSE']._serialized_end=3269
-  _globals['_IMPORTMEMORIESREQUEST']._serialized_start=3271
-  _globals['_IMPORTMEMORIESREQUEST']._serialized_end=3348
-  _globals['_IMPORTMEMORIESRESPONSE']._serialized_start=3350
-  _globals['_IMPORTMEMORIESRESPONSE']._serialized_end=3416
-  _globals['_MEMORYSERVICE']._serialized_start=4439
-  _globals['_MEMORYSERVICE']._serialized_end=5162
+  _globals['_ERASURERECEIPT']._serialized_end=1794
+  _globals['_ERASERESPONSE']._serialized_start=1796
+  _globals['_ERASERESPONSE']._serialized_end=1856
+  _globals['_MEMORYVIEWREQUEST']._serialized_start=1859
+  _globals['_MEMORYVIEWREQUEST']._serialized_end=2020
+  _globals['_MEMORYVIEWRESPONSE']._serialized_start=2022
+  _globals['_MEMORYVIEWRESPONSE']._serialized_end=2137
+  _globals['_GETHISTORYREQUEST']._serialized_start=2139
+  _globals['_GETHISTORYREQUEST']._serialized_end=2233
+  _globals['_MEMORYVERSION']._serialized_start=2236
+  _globals['_MEMORYVERSION']._serialized_end=2376
+  _globals['_GETHISTORYRESPONSE']._serialized_start=2378
+  _globals['_GETHISTORYRESPONSE']._serialized_end=2468
+  _globals['_DROPPEDCOUNT']._serialized_start=2470
+  _globals['_DROPPEDCOUNT']._serialized_end=2515
+  _globals['_EXTRACTIONJOB']._serialized_start=2518
+  _globals['_EXTRACTIONJOB']._serialized_end=2839
+  _globals['_GETEXTRACTIONJOBREQUEST']._serialized_start=2841
+  _globals['_GETEXTRACTIONJOBREQUEST']._serialized_end=2899
+  _globals['_GETEXTRACTIONJOBRESPONSE']._serialized_start=2901
+  _globals['_GETEXTRACTIONJOBRESPONSE']._serialized_end=2967
+  _globals['_RESOLVECONFLICTREQUEST']._serialized_start=2970
+  _globals['_RESOLVECONFLICTREQUEST']._serialized_end=3102
+  _globals['_RESOLVECONFLICTRESPONSE']._serialized_start=3104
+  _globals['_RESOLVECONFLICTRESPONSE']._serialized_end=3165
+  _globals['_EXPORTMEMORIESREQUEST']._serialized_start=3167
+  _globals['_EXPORTMEMORIESREQUEST']._serialized_end=3227
+  _globals['_EXPORTMEMORIESRESPONSE']._serialized_start=3229
+  _globals['_EXPORTMEMORIESRESPONSE']._serialized_end=3288
+  _globals['_IMPORTMEMORIESREQUEST']._serialized_start=3290
+  _globals['_IMPORTMEMORIESREQUEST']._serialized_end=3367
+  _globals['_IMPORTMEMORIESRESPONSE']._serialized_start=3369
+  _globals['_IMPORTMEMORIESRESPONSE']._serialized_end=3435
+  _globals['_MEMORYSERVICE']._serialized_start=4486
+  _globals['_MEMORYSERVICE']._serialized_end=5209
 # @@protoc_insertion_point(module_scope)

@@ -28,6 +28,7 @@ class WriteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WRITE_OUTCOME_UNCHANGED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_REJECTED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_PENDING: _ClassVar[WriteOutcome]
+    WRITE_OUTCOME_ACCEPTED: _ClassVar[WriteOutcome]
 
 class TurnMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -74,6 +75,7 @@ WRITE_OUTCOME_MERGED: WriteOutcome
 WRITE_OUTCOME_UNCHANGED: WriteOutcome
 WRITE_OUTCOME_REJECTED: WriteOutcome
 WRITE_OUTCOME_PENDING: WriteOutcome
+WRITE_OUTCOME_ACCEPTED: WriteOutcome
 TURN_MODE_UNSPECIFIED: TurnMode
 TURN_MODE_EXTRACT: TurnMode
 TURN_MODE_CHUNK: TurnMode
@@ -236,20 +238,22 @@ class StoreCounts(_message.Message):
     def __init__(self, memories: _Optional[int] = ..., versions: _Optional[int] = ..., outbox: _Optional[int] = ..., vectors: _Optional[int] = ..., jobs: _Optional[int] = ..., keys: _Optional[int] = ...) -> None: ...
 
 class ErasureReceipt(_message.Message):
-    __slots__ = ("erase_id", "mode", "counts", "verified", "started_at", "finished_at")
+    __slots__ = ("erase_id", "mode", "counts", "verified", "started_at", "finished_at", "unchecked")
     ERASE_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     VERIFIED_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    UNCHECKED_FIELD_NUMBER: _ClassVar[int]
     erase_id: str
     mode: EraseMode
     counts: StoreCounts
     verified: bool
     started_at: _timestamp_pb2.Timestamp
     finished_at: _timestamp_pb2.Timestamp
-    def __init__(self, erase_id: _Optional[str] = ..., mode: _Optional[_Union[EraseMode, str]] = ..., counts: _Optional[_Union[StoreCounts, _Mapping]] = ..., verified: _Optional[bool] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    unchecked: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, erase_id: _Optional[str] = ..., mode: _Optional[_Union[EraseMode, str]] = ..., counts: _Optional[_Union[StoreCounts, _Mapping]] = ..., verified: _Optional[bool] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., unchecked: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EraseResponse(_message.Message):
     __slots__ = ("receipt",)

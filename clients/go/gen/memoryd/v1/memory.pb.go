@@ -1250,8 +1250,12 @@ type View struct {
 	// empty means every selector. ERASE_SELECTOR_ALL_OF_SUBJECT also needs read rules that
 	// cover every category with the key pattern `*`, since it erases the whole subject.
 	EraseSelectors []EraseSelector `protobuf:"varint,8,rep,packed,name=erase_selectors,json=eraseSelectors,proto3,enum=memoryd.v1.EraseSelector" json:"erase_selectors,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+	// (trust order: INFERENCE < INPUT < SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+	// asserting more is refused with PERMISSION_DENIED.
+	MaxSourceKind SourceKind `protobuf:"varint,9,opt,name=max_source_kind,json=maxSourceKind,proto3,enum=memoryd.v1.SourceKind" json:"max_source_kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *View) Reset() {
@@ -1338,6 +1342,13 @@ func (x *View) GetEraseSelectors() []EraseSelector {
 		return x.EraseSelectors
 	}
 	return nil
+}
+
+func (x *View) GetMaxSourceKind() SourceKind {
+	if x != nil {
+		return x.MaxSourceKind
+	}
+	return SourceKind_SOURCE_KIND_UNSPECIFIED
 }
 
 var File_memoryd_v1_memory_proto protoreflect.FileDescriptor
@@ -1448,7 +1459,7 @@ const file_memoryd_v1_memory_proto_rawDesc = "" +
 	"includeOrg\"_\n" +
 	"\bViewRule\x120\n" +
 	"\bcategory\x18\x01 \x01(\x0e2\x14.memoryd.v1.CategoryR\bcategory\x12!\n" +
-	"\fkey_patterns\x18\x02 \x03(\tR\vkeyPatterns\"\xcc\x02\n" +
+	"\fkey_patterns\x18\x02 \x03(\tR\vkeyPatterns\"\x8c\x03\n" +
 	"\x04View\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x123\n" +
 	"\n" +
@@ -1459,7 +1470,8 @@ const file_memoryd_v1_memory_proto_rawDesc = "" +
 	"\x0evisible_fields\x18\x05 \x03(\tR\rvisibleFields\x12 \n" +
 	"\vdescription\x18\x06 \x01(\tR\vdescription\x12\x18\n" +
 	"\aversion\x18\a \x01(\x03R\aversion\x12B\n" +
-	"\x0ferase_selectors\x18\b \x03(\x0e2\x19.memoryd.v1.EraseSelectorR\x0eeraseSelectors*\xbd\x01\n" +
+	"\x0ferase_selectors\x18\b \x03(\x0e2\x19.memoryd.v1.EraseSelectorR\x0eeraseSelectors\x12>\n" +
+	"\x0fmax_source_kind\x18\t \x01(\x0e2\x16.memoryd.v1.SourceKindR\rmaxSourceKind*\xbd\x01\n" +
 	"\bCategory\x12\x18\n" +
 	"\x14CATEGORY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCATEGORY_FACT\x10\x01\x12\x17\n" +
@@ -1562,11 +1574,12 @@ var file_memoryd_v1_memory_proto_depIdxs = []int32{
 	12, // 29: memoryd.v1.View.read_rules:type_name -> memoryd.v1.ViewRule
 	12, // 30: memoryd.v1.View.write_rules:type_name -> memoryd.v1.ViewRule
 	5,  // 31: memoryd.v1.View.erase_selectors:type_name -> memoryd.v1.EraseSelector
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	2,  // 32: memoryd.v1.View.max_source_kind:type_name -> memoryd.v1.SourceKind
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_proto_init() }

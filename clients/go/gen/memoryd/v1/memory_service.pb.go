@@ -100,6 +100,10 @@ const (
 	// WRITE_OUTCOME_PENDING: the item's source is trusted less than the current value's, so
 	// it was kept as a pending value of that memory (see Memory.pending and ResolveConflict).
 	WriteOutcome_WRITE_OUTCOME_PENDING WriteOutcome = 7
+	// WRITE_OUTCOME_ACCEPTED: the item was stored, but the caller's view may write and not
+	// read this category and key, so the answer says nothing about how the item met what is
+	// stored (no memory id, no version): it is the same whatever is already there.
+	WriteOutcome_WRITE_OUTCOME_ACCEPTED WriteOutcome = 8
 )
 
 // Enum value maps for WriteOutcome.
@@ -113,6 +117,7 @@ var (
 		5: "WRITE_OUTCOME_UNCHANGED",
 		6: "WRITE_OUTCOME_REJECTED",
 		7: "WRITE_OUTCOME_PENDING",
+		8: "WRITE_OUTCOME_ACCEPTED",
 	}
 	WriteOutcome_value = map[string]int32{
 		"WRITE_OUTCOME_UNSPECIFIED": 0,
@@ -123,6 +128,7 @@ var (
 		"WRITE_OUTCOME_UNCHANGED":   5,
 		"WRITE_OUTCOME_REJECTED":    6,
 		"WRITE_OUTCOME_PENDING":     7,
+		"WRITE_OUTCOME_ACCEPTED":    8,
 	}
 )
 
@@ -1340,7 +1346,11 @@ type ErasureReceipt struct {
 	// started_at is when the erase began.
 	StartedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	// finished_at is when it was verified and logged.
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// unchecked names what the erase could not verify physically (for example
+	// "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+	// still hold the erased rows until the store reclaims them.
+	Unchecked     []string `protobuf:"bytes,7,rep,name=unchecked,proto3" json:"unchecked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1413,6 +1423,13 @@ func (x *ErasureReceipt) GetStartedAt() *timestamppb.Timestamp {
 func (x *ErasureReceipt) GetFinishedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *ErasureReceipt) GetUnchecked() []string {
+	if x != nil {
+		return x.Unchecked
 	}
 	return nil
 }
@@ -2509,7 +2526,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06outbox\x18\x03 \x01(\x03R\x06outbox\x12\x18\n" +
 	"\avectors\x18\x04 \x01(\x03R\avectors\x12\x12\n" +
 	"\x04jobs\x18\x05 \x01(\x03R\x04jobs\x12\x12\n" +
-	"\x04keys\x18\x06 \x01(\x03R\x04keys\"\x9b\x02\n" +
+	"\x04keys\x18\x06 \x01(\x03R\x04keys\"\xb9\x02\n" +
 	"\x0eErasureReceipt\x12\x19\n" +
 	"\berase_id\x18\x01 \x01(\tR\aeraseId\x12)\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x15.memoryd.v1.EraseModeR\x04mode\x12/\n" +
@@ -2518,7 +2535,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\"E\n" +
+	"finishedAt\x12\x1c\n" +
+	"\tunchecked\x18\a \x03(\tR\tunchecked\"E\n" +
 	"\rEraseResponse\x124\n" +
 	"\areceipt\x18\x01 \x01(\v2\x1a.memoryd.v1.ErasureReceiptR\areceipt\"\xd1\x01\n" +
 	"\x11MemoryViewRequest\x12\x18\n" +
@@ -2597,7 +2615,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONSISTENCY_INDEX_ASYNC\x10\x01\x12\x1c\n" +
-	"\x18CONSISTENCY_WAIT_INDEXED\x10\x02*\xee\x01\n" +
+	"\x18CONSISTENCY_WAIT_INDEXED\x10\x02*\x8a\x02\n" +
 	"\fWriteOutcome\x12\x1d\n" +
 	"\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x19\n" +
@@ -2606,7 +2624,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x14WRITE_OUTCOME_MERGED\x10\x04\x12\x1b\n" +
 	"\x17WRITE_OUTCOME_UNCHANGED\x10\x05\x12\x1a\n" +
 	"\x16WRITE_OUTCOME_REJECTED\x10\x06\x12\x19\n" +
-	"\x15WRITE_OUTCOME_PENDING\x10\a*Q\n" +
+	"\x15WRITE_OUTCOME_PENDING\x10\a\x12\x1a\n" +
+	"\x16WRITE_OUTCOME_ACCEPTED\x10\b*Q\n" +
 	"\bTurnMode\x12\x19\n" +
 	"\x15TURN_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TURN_MODE_EXTRACT\x10\x01\x12\x13\n" +

@@ -16632,6 +16632,29 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
      * @return The enum numeric value on the wire of eraseSelectors at the given index.
      */
     int getEraseSelectorsValue(int index);
+
+    /**
+     * <pre>
+     * max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+     * (trust order: INFERENCE &lt; INPUT &lt; SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+     * asserting more is refused with PERMISSION_DENIED.
+     * </pre>
+     *
+     * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+     * @return The enum numeric value on the wire for maxSourceKind.
+     */
+    int getMaxSourceKindValue();
+    /**
+     * <pre>
+     * max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+     * (trust order: INFERENCE &lt; INPUT &lt; SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+     * asserting more is refused with PERMISSION_DENIED.
+     * </pre>
+     *
+     * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+     * @return The maxSourceKind.
+     */
+    memoryd.v1.MemoryOuterClass.SourceKind getMaxSourceKind();
   }
   /**
    * <pre>
@@ -16666,6 +16689,7 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
           com.google.protobuf.LazyStringArrayList.emptyList();
       description_ = "";
       eraseSelectors_ = emptyIntList();
+      maxSourceKind_ = 0;
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -17074,6 +17098,36 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
     }
     private int eraseSelectorsMemoizedSerializedSize;
 
+    public static final int MAX_SOURCE_KIND_FIELD_NUMBER = 9;
+    private int maxSourceKind_ = 0;
+    /**
+     * <pre>
+     * max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+     * (trust order: INFERENCE &lt; INPUT &lt; SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+     * asserting more is refused with PERMISSION_DENIED.
+     * </pre>
+     *
+     * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+     * @return The enum numeric value on the wire for maxSourceKind.
+     */
+    @java.lang.Override public int getMaxSourceKindValue() {
+      return maxSourceKind_;
+    }
+    /**
+     * <pre>
+     * max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+     * (trust order: INFERENCE &lt; INPUT &lt; SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+     * asserting more is refused with PERMISSION_DENIED.
+     * </pre>
+     *
+     * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+     * @return The maxSourceKind.
+     */
+    @java.lang.Override public memoryd.v1.MemoryOuterClass.SourceKind getMaxSourceKind() {
+      memoryd.v1.MemoryOuterClass.SourceKind result = memoryd.v1.MemoryOuterClass.SourceKind.forNumber(maxSourceKind_);
+      return result == null ? memoryd.v1.MemoryOuterClass.SourceKind.UNRECOGNIZED : result;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -17116,6 +17170,9 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
       }
       for (int i = 0; i < eraseSelectors_.size(); i++) {
         output.writeEnumNoTag(eraseSelectors_.getInt(i));
+      }
+      if (maxSourceKind_ != memoryd.v1.MemoryOuterClass.SourceKind.SOURCE_KIND_UNSPECIFIED.getNumber()) {
+        output.writeEnum(9, maxSourceKind_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -17173,6 +17230,10 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
             .computeUInt32SizeNoTag(dataSize);
         }eraseSelectorsMemoizedSerializedSize = dataSize;
       }
+      if (maxSourceKind_ != memoryd.v1.MemoryOuterClass.SourceKind.SOURCE_KIND_UNSPECIFIED.getNumber()) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeEnumSize(9, maxSourceKind_);
+      }
       return size;
     }
     @java.lang.Override
@@ -17212,6 +17273,7 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
       if (getVersion()
           != other.getVersion()) return false;
       if (!eraseSelectors_.equals(other.eraseSelectors_)) return false;
+      if (maxSourceKind_ != other.maxSourceKind_) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -17249,6 +17311,8 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
         hash = (37 * hash) + ERASE_SELECTORS_FIELD_NUMBER;
         hash = (53 * hash) + eraseSelectors_.hashCode();
       }
+      hash = (37 * hash) + MAX_SOURCE_KIND_FIELD_NUMBER;
+      hash = (53 * hash) + maxSourceKind_;
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -17405,6 +17469,7 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
         description_ = "";
         version_ = 0L;
         eraseSelectors_ = emptyIntList();
+        maxSourceKind_ = 0;
         return this;
       }
 
@@ -17479,6 +17544,9 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
         if (((from_bitField0_ & 0x00000080) != 0)) {
           eraseSelectors_.makeImmutable();
           result.eraseSelectors_ = eraseSelectors_;
+        }
+        if (((from_bitField0_ & 0x00000100) != 0)) {
+          result.maxSourceKind_ = maxSourceKind_;
         }
       }
 
@@ -17583,6 +17651,9 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
           }
           onChanged();
         }
+        if (other.maxSourceKind_ != 0) {
+          setMaxSourceKindValue(other.getMaxSourceKindValue());
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -17676,6 +17747,11 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
                 input.popLimit(limit);
                 break;
               } // case 66
+              case 72: {
+                maxSourceKind_ = input.readEnum();
+                bitField0_ |= 0x00000100;
+                break;
+              } // case 72
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -18946,6 +19022,88 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
         return this;
       }
 
+      private int maxSourceKind_ = 0;
+      /**
+       * <pre>
+       * max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+       * (trust order: INFERENCE &lt; INPUT &lt; SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+       * asserting more is refused with PERMISSION_DENIED.
+       * </pre>
+       *
+       * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+       * @return The enum numeric value on the wire for maxSourceKind.
+       */
+      @java.lang.Override public int getMaxSourceKindValue() {
+        return maxSourceKind_;
+      }
+      /**
+       * <pre>
+       * max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+       * (trust order: INFERENCE &lt; INPUT &lt; SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+       * asserting more is refused with PERMISSION_DENIED.
+       * </pre>
+       *
+       * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+       * @param value The enum numeric value on the wire for maxSourceKind to set.
+       * @return This builder for chaining.
+       */
+      public Builder setMaxSourceKindValue(int value) {
+        maxSourceKind_ = value;
+        bitField0_ |= 0x00000100;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+       * (trust order: INFERENCE &lt; INPUT &lt; SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+       * asserting more is refused with PERMISSION_DENIED.
+       * </pre>
+       *
+       * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+       * @return The maxSourceKind.
+       */
+      @java.lang.Override
+      public memoryd.v1.MemoryOuterClass.SourceKind getMaxSourceKind() {
+        memoryd.v1.MemoryOuterClass.SourceKind result = memoryd.v1.MemoryOuterClass.SourceKind.forNumber(maxSourceKind_);
+        return result == null ? memoryd.v1.MemoryOuterClass.SourceKind.UNRECOGNIZED : result;
+      }
+      /**
+       * <pre>
+       * max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+       * (trust order: INFERENCE &lt; INPUT &lt; SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+       * asserting more is refused with PERMISSION_DENIED.
+       * </pre>
+       *
+       * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+       * @param value The maxSourceKind to set.
+       * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+       * @return This builder for chaining.
+       */
+      public Builder setMaxSourceKind(memoryd.v1.MemoryOuterClass.SourceKind value) {
+        if (value == null) { throw new NullPointerException(); }
+        bitField0_ |= 0x00000100;
+        maxSourceKind_ = value.getNumber();
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * max_source_kind is the most trusted source kind the agent may assert in a MemoryDraft
+       * (trust order: INFERENCE &lt; INPUT &lt; SYNC). Unspecified means SOURCE_KIND_INPUT; a draft
+       * asserting more is refused with PERMISSION_DENIED.
+       * </pre>
+       *
+       * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearMaxSourceKind() {
+        bitField0_ = (bitField0_ & ~0x00000100);
+        maxSourceKind_ = 0;
+        onChanged();
+        return this;
+      }
+
       // @@protoc_insertion_point(builder_scope:memoryd.v1.View)
     }
 
@@ -19098,33 +19256,35 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
       "dated_before\030\006 \001(\0132\032.google.protobuf.Tim" +
       "estamp\022\023\n\013include_org\030\007 \001(\010\"H\n\010ViewRule\022" +
       "&\n\010category\030\001 \001(\0162\024.memoryd.v1.Category\022" +
-      "\024\n\014key_patterns\030\002 \003(\t\"\357\001\n\004View\022\r\n\005agent\030" +
+      "\024\n\014key_patterns\030\002 \003(\t\"\240\002\n\004View\022\r\n\005agent\030" +
       "\001 \001(\t\022(\n\nread_rules\030\002 \003(\0132\024.memoryd.v1.V" +
       "iewRule\022)\n\013write_rules\030\003 \003(\0132\024.memoryd.v" +
       "1.ViewRule\022\021\n\tmay_erase\030\004 \001(\010\022\026\n\016visible" +
       "_fields\030\005 \003(\t\022\023\n\013description\030\006 \001(\t\022\017\n\007ve" +
       "rsion\030\007 \001(\003\0222\n\017erase_selectors\030\010 \003(\0162\031.m" +
-      "emoryd.v1.EraseSelector*\275\001\n\010Category\022\030\n\024" +
-      "CATEGORY_UNSPECIFIED\020\000\022\021\n\rCATEGORY_FACT\020" +
-      "\001\022\027\n\023CATEGORY_PREFERENCE\020\002\022\027\n\023CATEGORY_C" +
-      "ONSTRAINT\020\003\022\021\n\rCATEGORY_GOAL\020\004\022\024\n\020CATEGO" +
-      "RY_CONTEXT\020\005\022\022\n\016CATEGORY_EVENT\020\006\022\025\n\021CATE" +
-      "GORY_DECISION\020\007*S\n\005Scope\022\025\n\021SCOPE_UNSPEC" +
-      "IFIED\020\000\022\021\n\rSCOPE_SUBJECT\020\001\022\r\n\tSCOPE_ORG\020" +
-      "\002\022\021\n\rSCOPE_SESSION\020\003*q\n\nSourceKind\022\033\n\027SO" +
-      "URCE_KIND_UNSPECIFIED\020\000\022\025\n\021SOURCE_KIND_I" +
-      "NPUT\020\001\022\031\n\025SOURCE_KIND_INFERENCE\020\002\022\024\n\020SOU" +
-      "RCE_KIND_SYNC\020\003*U\n\tStability\022\031\n\025STABILIT" +
-      "Y_UNSPECIFIED\020\000\022\024\n\020STABILITY_STABLE\020\001\022\027\n" +
-      "\023STABILITY_TRANSIENT\020\002*\202\001\n\014MemoryStatus\022" +
-      "\035\n\031MEMORY_STATUS_UNSPECIFIED\020\000\022\030\n\024MEMORY" +
-      "_STATUS_ACTIVE\020\001\022\034\n\030MEMORY_STATUS_SUPERS" +
-      "EDED\020\002\022\033\n\027MEMORY_STATUS_FORGOTTEN\020\003*\277\001\n\r" +
-      "EraseSelector\022\036\n\032ERASE_SELECTOR_UNSPECIF" +
-      "IED\020\000\022\026\n\022ERASE_SELECTOR_IDS\020\001\022\026\n\022ERASE_S" +
-      "ELECTOR_KEY\020\002\022\036\n\032ERASE_SELECTOR_SOURCE_T" +
-      "URN\020\003\022\033\n\027ERASE_SELECTOR_CATEGORY\020\004\022!\n\035ER" +
-      "ASE_SELECTOR_ALL_OF_SUBJECT\020\005b\006proto3"
+      "emoryd.v1.EraseSelector\022/\n\017max_source_ki" +
+      "nd\030\t \001(\0162\026.memoryd.v1.SourceKind*\275\001\n\010Cat" +
+      "egory\022\030\n\024CATEGORY_UNSPECIFIED\020\000\022\021\n\rCATEG" +
+      "ORY_FACT\020\001\022\027\n\023CATEGORY_PREFERENCE\020\002\022\027\n\023C" +
+      "ATEGORY_CONSTRAINT\020\003\022\021\n\rCATEGORY_GOAL\020\004\022" +
+      "\024\n\020CATEGORY_CONTEXT\020\005\022\022\n\016CATEGORY_EVENT\020" +
+      "\006\022\025\n\021CATEGORY_DECISION\020\007*S\n\005Scope\022\025\n\021SCO" +
+      "PE_UNSPECIFIED\020\000\022\021\n\rSCOPE_SUBJECT\020\001\022\r\n\tS" +
+      "COPE_ORG\020\002\022\021\n\rSCOPE_SESSION\020\003*q\n\nSourceK" +
+      "ind\022\033\n\027SOURCE_KIND_UNSPECIFIED\020\000\022\025\n\021SOUR" +
+      "CE_KIND_INPUT\020\001\022\031\n\025SOURCE_KIND_INFERENCE" +
+      "\020\002\022\024\n\020SOURCE_KIND_SYNC\020\003*U\n\tStability\022\031\n" +
+      "\025STABILITY_UNSPECIFIED\020\000\022\024\n\020STABILITY_ST" +
+      "ABLE\020\001\022\027\n\023STABILITY_TRANSIENT\020\002*\202\001\n\014Memo" +
+      "ryStatus\022\035\n\031MEMORY_STATUS_UNSPECIFIED\020\000\022" +
+      "\030\n\024MEMORY_STATUS_ACTIVE\020\001\022\034\n\030MEMORY_STAT" +
+      "US_SUPERSEDED\020\002\022\033\n\027MEMORY_STATUS_FORGOTT" +
+      "EN\020\003*\277\001\n\rEraseSelector\022\036\n\032ERASE_SELECTOR" +
+      "_UNSPECIFIED\020\000\022\026\n\022ERASE_SELECTOR_IDS\020\001\022\026" +
+      "\n\022ERASE_SELECTOR_KEY\020\002\022\036\n\032ERASE_SELECTOR" +
+      "_SOURCE_TURN\020\003\022\033\n\027ERASE_SELECTOR_CATEGOR" +
+      "Y\020\004\022!\n\035ERASE_SELECTOR_ALL_OF_SUBJECT\020\005b\006" +
+      "proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -19179,7 +19339,7 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_memoryd_v1_View_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_View_descriptor,
-        new java.lang.String[] { "Agent", "ReadRules", "WriteRules", "MayErase", "VisibleFields", "Description", "Version", "EraseSelectors", });
+        new java.lang.String[] { "Agent", "ReadRules", "WriteRules", "MayErase", "VisibleFields", "Description", "Version", "EraseSelectors", "MaxSourceKind", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.StructProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();

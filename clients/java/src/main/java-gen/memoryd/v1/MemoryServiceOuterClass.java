@@ -259,6 +259,16 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
      * <code>WRITE_OUTCOME_PENDING = 7;</code>
      */
     WRITE_OUTCOME_PENDING(7),
+    /**
+     * <pre>
+     * WRITE_OUTCOME_ACCEPTED: the item was stored, but the caller's view may write and not
+     * read this category and key, so the answer says nothing about how the item met what is
+     * stored (no memory id, no version): it is the same whatever is already there.
+     * </pre>
+     *
+     * <code>WRITE_OUTCOME_ACCEPTED = 8;</code>
+     */
+    WRITE_OUTCOME_ACCEPTED(8),
     UNRECOGNIZED(-1),
     ;
 
@@ -339,6 +349,16 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
      * <code>WRITE_OUTCOME_PENDING = 7;</code>
      */
     public static final int WRITE_OUTCOME_PENDING_VALUE = 7;
+    /**
+     * <pre>
+     * WRITE_OUTCOME_ACCEPTED: the item was stored, but the caller's view may write and not
+     * read this category and key, so the answer says nothing about how the item met what is
+     * stored (no memory id, no version): it is the same whatever is already there.
+     * </pre>
+     *
+     * <code>WRITE_OUTCOME_ACCEPTED = 8;</code>
+     */
+    public static final int WRITE_OUTCOME_ACCEPTED_VALUE = 8;
 
 
     public final int getNumber() {
@@ -373,6 +393,7 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
         case 5: return WRITE_OUTCOME_UNCHANGED;
         case 6: return WRITE_OUTCOME_REJECTED;
         case 7: return WRITE_OUTCOME_PENDING;
+        case 8: return WRITE_OUTCOME_ACCEPTED;
         default: return null;
       }
     }
@@ -14397,6 +14418,55 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
      * <code>.google.protobuf.Timestamp finished_at = 6;</code>
      */
     com.google.protobuf.TimestampOrBuilder getFinishedAtOrBuilder();
+
+    /**
+     * <pre>
+     * unchecked names what the erase could not verify physically (for example
+     * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+     * still hold the erased rows until the store reclaims them.
+     * </pre>
+     *
+     * <code>repeated string unchecked = 7;</code>
+     * @return A list containing the unchecked.
+     */
+    java.util.List<java.lang.String>
+        getUncheckedList();
+    /**
+     * <pre>
+     * unchecked names what the erase could not verify physically (for example
+     * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+     * still hold the erased rows until the store reclaims them.
+     * </pre>
+     *
+     * <code>repeated string unchecked = 7;</code>
+     * @return The count of unchecked.
+     */
+    int getUncheckedCount();
+    /**
+     * <pre>
+     * unchecked names what the erase could not verify physically (for example
+     * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+     * still hold the erased rows until the store reclaims them.
+     * </pre>
+     *
+     * <code>repeated string unchecked = 7;</code>
+     * @param index The index of the element to return.
+     * @return The unchecked at the given index.
+     */
+    java.lang.String getUnchecked(int index);
+    /**
+     * <pre>
+     * unchecked names what the erase could not verify physically (for example
+     * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+     * still hold the erased rows until the store reclaims them.
+     * </pre>
+     *
+     * <code>repeated string unchecked = 7;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the unchecked at the given index.
+     */
+    com.google.protobuf.ByteString
+        getUncheckedBytes(int index);
   }
   /**
    * <pre>
@@ -14426,6 +14496,8 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
     private ErasureReceipt() {
       eraseId_ = "";
       mode_ = 0;
+      unchecked_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -14650,6 +14722,67 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       return finishedAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : finishedAt_;
     }
 
+    public static final int UNCHECKED_FIELD_NUMBER = 7;
+    @SuppressWarnings("serial")
+    private com.google.protobuf.LazyStringArrayList unchecked_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    /**
+     * <pre>
+     * unchecked names what the erase could not verify physically (for example
+     * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+     * still hold the erased rows until the store reclaims them.
+     * </pre>
+     *
+     * <code>repeated string unchecked = 7;</code>
+     * @return A list containing the unchecked.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getUncheckedList() {
+      return unchecked_;
+    }
+    /**
+     * <pre>
+     * unchecked names what the erase could not verify physically (for example
+     * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+     * still hold the erased rows until the store reclaims them.
+     * </pre>
+     *
+     * <code>repeated string unchecked = 7;</code>
+     * @return The count of unchecked.
+     */
+    public int getUncheckedCount() {
+      return unchecked_.size();
+    }
+    /**
+     * <pre>
+     * unchecked names what the erase could not verify physically (for example
+     * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+     * still hold the erased rows until the store reclaims them.
+     * </pre>
+     *
+     * <code>repeated string unchecked = 7;</code>
+     * @param index The index of the element to return.
+     * @return The unchecked at the given index.
+     */
+    public java.lang.String getUnchecked(int index) {
+      return unchecked_.get(index);
+    }
+    /**
+     * <pre>
+     * unchecked names what the erase could not verify physically (for example
+     * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+     * still hold the erased rows until the store reclaims them.
+     * </pre>
+     *
+     * <code>repeated string unchecked = 7;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the unchecked at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getUncheckedBytes(int index) {
+      return unchecked_.getByteString(index);
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -14682,6 +14815,9 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       if (((bitField0_ & 0x00000004) != 0)) {
         output.writeMessage(6, getFinishedAt());
       }
+      for (int i = 0; i < unchecked_.size(); i++) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 7, unchecked_.getRaw(i));
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -14708,6 +14844,14 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       if (((bitField0_ & 0x00000004) != 0)) {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(6, getFinishedAt());
+      }
+      {
+        int dataSize = 0;
+        for (int i = 0; i < unchecked_.size(); i++) {
+          dataSize += computeStringSizeNoTag(unchecked_.getRaw(i));
+        }
+        size += dataSize;
+        size += 1 * getUncheckedList().size();
       }
       return size;
     }
@@ -14753,6 +14897,8 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
         if (!getFinishedAt()
             .equals(other.getFinishedAt())) return false;
       }
+      if (!getUncheckedList()
+          .equals(other.getUncheckedList())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -14782,6 +14928,10 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       if (hasFinishedAt()) {
         hash = (37 * hash) + FINISHED_AT_FIELD_NUMBER;
         hash = (53 * hash) + getFinishedAt().hashCode();
+      }
+      if (getUncheckedCount() > 0) {
+        hash = (37 * hash) + UNCHECKED_FIELD_NUMBER;
+        hash = (53 * hash) + getUncheckedList().hashCode();
       }
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
@@ -14944,6 +15094,8 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
           finishedAtBuilder_.dispose();
           finishedAtBuilder_ = null;
         }
+        unchecked_ =
+            com.google.protobuf.LazyStringArrayList.emptyList();
         return this;
       }
 
@@ -15005,6 +15157,10 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
               : finishedAtBuilder_.build();
           to_bitField0_ |= 0x00000004;
         }
+        if (((from_bitField0_ & 0x00000040) != 0)) {
+          unchecked_.makeImmutable();
+          result.unchecked_ = unchecked_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -15039,6 +15195,16 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.hasFinishedAt()) {
           mergeFinishedAt(other.getFinishedAt());
+        }
+        if (!other.unchecked_.isEmpty()) {
+          if (unchecked_.isEmpty()) {
+            unchecked_ = other.unchecked_;
+            bitField0_ |= 0x00000040;
+          } else {
+            ensureUncheckedIsMutable();
+            unchecked_.addAll(other.unchecked_);
+          }
+          onChanged();
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -15102,6 +15268,11 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00000020;
                 break;
               } // case 50
+              case 58: {
+                ensureUncheckedIsMutable();
+                unchecked_.add(input.readStringRequireUtf8());
+                break;
+              } // case 58
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -15799,6 +15970,171 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
           finishedAt_ = null;
         }
         return finishedAtBuilder_;
+      }
+
+      private com.google.protobuf.LazyStringArrayList unchecked_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+      private void ensureUncheckedIsMutable() {
+        if (!unchecked_.isModifiable()) {
+          unchecked_ = new com.google.protobuf.LazyStringArrayList(unchecked_);
+        }
+        bitField0_ |= 0x00000040;
+      }
+      /**
+       * <pre>
+       * unchecked names what the erase could not verify physically (for example
+       * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+       * still hold the erased rows until the store reclaims them.
+       * </pre>
+       *
+       * <code>repeated string unchecked = 7;</code>
+       * @return A list containing the unchecked.
+       */
+      public com.google.protobuf.ProtocolStringList
+          getUncheckedList() {
+        unchecked_.makeImmutable();
+        return unchecked_;
+      }
+      /**
+       * <pre>
+       * unchecked names what the erase could not verify physically (for example
+       * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+       * still hold the erased rows until the store reclaims them.
+       * </pre>
+       *
+       * <code>repeated string unchecked = 7;</code>
+       * @return The count of unchecked.
+       */
+      public int getUncheckedCount() {
+        return unchecked_.size();
+      }
+      /**
+       * <pre>
+       * unchecked names what the erase could not verify physically (for example
+       * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+       * still hold the erased rows until the store reclaims them.
+       * </pre>
+       *
+       * <code>repeated string unchecked = 7;</code>
+       * @param index The index of the element to return.
+       * @return The unchecked at the given index.
+       */
+      public java.lang.String getUnchecked(int index) {
+        return unchecked_.get(index);
+      }
+      /**
+       * <pre>
+       * unchecked names what the erase could not verify physically (for example
+       * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+       * still hold the erased rows until the store reclaims them.
+       * </pre>
+       *
+       * <code>repeated string unchecked = 7;</code>
+       * @param index The index of the value to return.
+       * @return The bytes of the unchecked at the given index.
+       */
+      public com.google.protobuf.ByteString
+          getUncheckedBytes(int index) {
+        return unchecked_.getByteString(index);
+      }
+      /**
+       * <pre>
+       * unchecked names what the erase could not verify physically (for example
+       * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+       * still hold the erased rows until the store reclaims them.
+       * </pre>
+       *
+       * <code>repeated string unchecked = 7;</code>
+       * @param index The index to set the value at.
+       * @param value The unchecked to set.
+       * @return This builder for chaining.
+       */
+      public Builder setUnchecked(
+          int index, java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ensureUncheckedIsMutable();
+        unchecked_.set(index, value);
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * unchecked names what the erase could not verify physically (for example
+       * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+       * still hold the erased rows until the store reclaims them.
+       * </pre>
+       *
+       * <code>repeated string unchecked = 7;</code>
+       * @param value The unchecked to add.
+       * @return This builder for chaining.
+       */
+      public Builder addUnchecked(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ensureUncheckedIsMutable();
+        unchecked_.add(value);
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * unchecked names what the erase could not verify physically (for example
+       * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+       * still hold the erased rows until the store reclaims them.
+       * </pre>
+       *
+       * <code>repeated string unchecked = 7;</code>
+       * @param values The unchecked to add.
+       * @return This builder for chaining.
+       */
+      public Builder addAllUnchecked(
+          java.lang.Iterable<java.lang.String> values) {
+        ensureUncheckedIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, unchecked_);
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * unchecked names what the erase could not verify physically (for example
+       * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+       * still hold the erased rows until the store reclaims them.
+       * </pre>
+       *
+       * <code>repeated string unchecked = 7;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearUnchecked() {
+        unchecked_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000040);;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * unchecked names what the erase could not verify physically (for example
+       * "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
+       * still hold the erased rows until the store reclaims them.
+       * </pre>
+       *
+       * <code>repeated string unchecked = 7;</code>
+       * @param value The bytes of the unchecked to add.
+       * @return This builder for chaining.
+       */
+      public Builder addUncheckedBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        ensureUncheckedIsMutable();
+        unchecked_.add(value);
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
       }
 
       // @@protoc_insertion_point(builder_scope:memoryd.v1.ErasureReceipt)
@@ -32223,98 +32559,99 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       "eMode\022\016\n\006reason\030\010 \001(\tB\n\n\010selector\"n\n\013Sto" +
       "reCounts\022\020\n\010memories\030\001 \001(\003\022\020\n\010versions\030\002" +
       " \001(\003\022\016\n\006outbox\030\003 \001(\003\022\017\n\007vectors\030\004 \001(\003\022\014\n" +
-      "\004jobs\030\005 \001(\003\022\014\n\004keys\030\006 \001(\003\"\343\001\n\016ErasureRec" +
+      "\004jobs\030\005 \001(\003\022\014\n\004keys\030\006 \001(\003\"\366\001\n\016ErasureRec" +
       "eipt\022\020\n\010erase_id\030\001 \001(\t\022#\n\004mode\030\002 \001(\0162\025.m" +
       "emoryd.v1.EraseMode\022\'\n\006counts\030\003 \001(\0132\027.me" +
       "moryd.v1.StoreCounts\022\020\n\010verified\030\004 \001(\010\022." +
       "\n\nstarted_at\030\005 \001(\0132\032.google.protobuf.Tim" +
       "estamp\022/\n\013finished_at\030\006 \001(\0132\032.google.pro" +
-      "tobuf.Timestamp\"<\n\rEraseResponse\022+\n\007rece" +
-      "ipt\030\001 \001(\0132\032.memoryd.v1.ErasureReceipt\"\241\001" +
-      "\n\021MemoryViewRequest\022\017\n\007subject\030\001 \001(\t\022(\n\006" +
-      "filter\030\002 \001(\0132\030.memoryd.v1.MemoryFilter\022*" +
-      "\n\010statuses\030\003 \003(\0162\030.memoryd.v1.MemoryStat" +
-      "us\022\021\n\tpage_size\030\004 \001(\005\022\022\n\npage_token\030\005 \001(" +
-      "\t\"s\n\022MemoryViewResponse\022$\n\010memories\030\001 \003(" +
-      "\0132\022.memoryd.v1.Memory\022\027\n\017next_page_token" +
-      "\030\002 \001(\t\022\036\n\004view\030\003 \001(\0132\020.memoryd.v1.View\"^" +
-      "\n\021GetHistoryRequest\022\017\n\007subject\030\001 \001(\t\022\021\n\t" +
-      "memory_id\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npa" +
-      "ge_token\030\004 \001(\t\"\214\001\n\rMemoryVersion\022\"\n\006memo" +
-      "ry\030\001 \001(\0132\022.memoryd.v1.Memory\022&\n\006change\030\002" +
-      " \001(\0162\026.memoryd.v1.ChangeKind\022/\n\013recorded" +
-      "_at\030\003 \001(\0132\032.google.protobuf.Timestamp\"Z\n" +
-      "\022GetHistoryResponse\022+\n\010versions\030\001 \003(\0132\031." +
-      "memoryd.v1.MemoryVersion\022\027\n\017next_page_to" +
-      "ken\030\002 \001(\t\"-\n\014DroppedCount\022\016\n\006reason\030\001 \001(" +
-      "\t\022\r\n\005count\030\002 \001(\003\"\301\002\n\rExtractionJob\022\n\n\002id" +
-      "\030\001 \001(\t\022\017\n\007subject\030\002 \001(\t\022-\n\005state\030\003 \001(\0162\036" +
-      ".memoryd.v1.ExtractionJobState\022\r\n\005turns\030" +
-      "\004 \001(\005\022\020\n\010attempts\030\005 \001(\005\022\r\n\005error\030\006 \001(\t\022(" +
-      "\n\007results\030\007 \003(\0132\027.memoryd.v1.WriteResult" +
-      "\022)\n\007dropped\030\010 \003(\0132\030.memoryd.v1.DroppedCo" +
-      "unt\022.\n\ncreated_at\030\t \001(\0132\032.google.protobu" +
-      "f.Timestamp\022/\n\013finished_at\030\n \001(\0132\032.googl" +
-      "e.protobuf.Timestamp\":\n\027GetExtractionJob" +
-      "Request\022\017\n\007subject\030\001 \001(\t\022\016\n\006job_id\030\002 \001(\t" +
-      "\"B\n\030GetExtractionJobResponse\022&\n\003job\030\001 \001(" +
-      "\0132\031.memoryd.v1.ExtractionJob\"\204\001\n\026Resolve" +
-      "ConflictRequest\022\017\n\007subject\030\001 \001(\t\022\021\n\tmemo" +
-      "ry_id\030\002 \001(\t\0222\n\nresolution\030\003 \001(\0162\036.memory" +
-      "d.v1.ConflictResolution\022\022\n\npending_id\030\004 " +
-      "\001(\t\"=\n\027ResolveConflictResponse\022\"\n\006memory" +
-      "\030\001 \001(\0132\022.memoryd.v1.Memory\"<\n\025ExportMemo" +
-      "riesRequest\022\017\n\007subject\030\001 \001(\t\022\022\n\npassphra" +
-      "se\030\002 \001(\t\";\n\026ExportMemoriesResponse\022\017\n\007ar" +
-      "chive\030\001 \001(\014\022\020\n\010memories\030\002 \001(\003\"M\n\025ImportM" +
-      "emoriesRequest\022\017\n\007subject\030\001 \001(\t\022\017\n\007archi" +
-      "ve\030\002 \001(\014\022\022\n\npassphrase\030\003 \001(\t\"B\n\026ImportMe" +
-      "moriesResponse\022(\n\007results\030\001 \003(\0132\027.memory" +
-      "d.v1.WriteResult*e\n\013Consistency\022\033\n\027CONSI" +
-      "STENCY_UNSPECIFIED\020\000\022\033\n\027CONSISTENCY_INDE" +
-      "X_ASYNC\020\001\022\034\n\030CONSISTENCY_WAIT_INDEXED\020\002*" +
-      "\356\001\n\014WriteOutcome\022\035\n\031WRITE_OUTCOME_UNSPEC" +
-      "IFIED\020\000\022\031\n\025WRITE_OUTCOME_CREATED\020\001\022\031\n\025WR" +
-      "ITE_OUTCOME_UPDATED\020\002\022\033\n\027WRITE_OUTCOME_V" +
-      "ERSIONED\020\003\022\030\n\024WRITE_OUTCOME_MERGED\020\004\022\033\n\027" +
-      "WRITE_OUTCOME_UNCHANGED\020\005\022\032\n\026WRITE_OUTCO" +
-      "ME_REJECTED\020\006\022\031\n\025WRITE_OUTCOME_PENDING\020\007" +
-      "*Q\n\010TurnMode\022\031\n\025TURN_MODE_UNSPECIFIED\020\000\022" +
-      "\025\n\021TURN_MODE_EXTRACT\020\001\022\023\n\017TURN_MODE_CHUN" +
-      "K\020\002*T\n\tEraseMode\022\032\n\026ERASE_MODE_UNSPECIFI" +
-      "ED\020\000\022\025\n\021ERASE_MODE_FORGET\020\001\022\024\n\020ERASE_MOD" +
-      "E_PURGE\020\002*\251\001\n\nChangeKind\022\033\n\027CHANGE_KIND_" +
-      "UNSPECIFIED\020\000\022\027\n\023CHANGE_KIND_CREATED\020\001\022\027" +
-      "\n\023CHANGE_KIND_UPDATED\020\002\022\031\n\025CHANGE_KIND_V" +
-      "ERSIONED\020\003\022\026\n\022CHANGE_KIND_MERGED\020\004\022\031\n\025CH" +
-      "ANGE_KIND_FORGOTTEN\020\005*\302\001\n\022ExtractionJobS" +
-      "tate\022$\n EXTRACTION_JOB_STATE_UNSPECIFIED" +
-      "\020\000\022\037\n\033EXTRACTION_JOB_STATE_QUEUED\020\001\022 \n\034E" +
-      "XTRACTION_JOB_STATE_RUNNING\020\002\022\"\n\036EXTRACT" +
-      "ION_JOB_STATE_SUCCEEDED\020\003\022\037\n\033EXTRACTION_" +
-      "JOB_STATE_FAILED\020\004*\207\001\n\022ConflictResolutio" +
-      "n\022#\n\037CONFLICT_RESOLUTION_UNSPECIFIED\020\000\022$" +
-      "\n CONFLICT_RESOLUTION_KEEP_CURRENT\020\001\022&\n\"" +
-      "CONFLICT_RESOLUTION_ACCEPT_PENDING\020\0022\323\005\n" +
-      "\rMemoryService\022<\n\005Write\022\030.memoryd.v1.Wri" +
-      "teRequest\032\031.memoryd.v1.WriteResponse\022?\n\006" +
-      "Recall\022\031.memoryd.v1.RecallRequest\032\032.memo" +
-      "ryd.v1.RecallResponse\022<\n\005Erase\022\030.memoryd" +
-      ".v1.EraseRequest\032\031.memoryd.v1.EraseRespo" +
-      "nse\022K\n\nMemoryView\022\035.memoryd.v1.MemoryVie" +
-      "wRequest\032\036.memoryd.v1.MemoryViewResponse" +
-      "\022K\n\nGetHistory\022\035.memoryd.v1.GetHistoryRe" +
-      "quest\032\036.memoryd.v1.GetHistoryResponse\022]\n" +
-      "\020GetExtractionJob\022#.memoryd.v1.GetExtrac" +
-      "tionJobRequest\032$.memoryd.v1.GetExtractio" +
-      "nJobResponse\022Z\n\017ResolveConflict\022\".memory" +
-      "d.v1.ResolveConflictRequest\032#.memoryd.v1" +
-      ".ResolveConflictResponse\022W\n\016ExportMemori" +
-      "es\022!.memoryd.v1.ExportMemoriesRequest\032\"." +
-      "memoryd.v1.ExportMemoriesResponse\022W\n\016Imp" +
-      "ortMemories\022!.memoryd.v1.ImportMemoriesR" +
-      "equest\032\".memoryd.v1.ImportMemoriesRespon" +
-      "seb\006proto3"
+      "tobuf.Timestamp\022\021\n\tunchecked\030\007 \003(\t\"<\n\rEr" +
+      "aseResponse\022+\n\007receipt\030\001 \001(\0132\032.memoryd.v" +
+      "1.ErasureReceipt\"\241\001\n\021MemoryViewRequest\022\017" +
+      "\n\007subject\030\001 \001(\t\022(\n\006filter\030\002 \001(\0132\030.memory" +
+      "d.v1.MemoryFilter\022*\n\010statuses\030\003 \003(\0162\030.me" +
+      "moryd.v1.MemoryStatus\022\021\n\tpage_size\030\004 \001(\005" +
+      "\022\022\n\npage_token\030\005 \001(\t\"s\n\022MemoryViewRespon" +
+      "se\022$\n\010memories\030\001 \003(\0132\022.memoryd.v1.Memory" +
+      "\022\027\n\017next_page_token\030\002 \001(\t\022\036\n\004view\030\003 \001(\0132" +
+      "\020.memoryd.v1.View\"^\n\021GetHistoryRequest\022\017" +
+      "\n\007subject\030\001 \001(\t\022\021\n\tmemory_id\030\002 \001(\t\022\021\n\tpa" +
+      "ge_size\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\"\214\001\n\rMe" +
+      "moryVersion\022\"\n\006memory\030\001 \001(\0132\022.memoryd.v1" +
+      ".Memory\022&\n\006change\030\002 \001(\0162\026.memoryd.v1.Cha" +
+      "ngeKind\022/\n\013recorded_at\030\003 \001(\0132\032.google.pr" +
+      "otobuf.Timestamp\"Z\n\022GetHistoryResponse\022+" +
+      "\n\010versions\030\001 \003(\0132\031.memoryd.v1.MemoryVers" +
+      "ion\022\027\n\017next_page_token\030\002 \001(\t\"-\n\014DroppedC" +
+      "ount\022\016\n\006reason\030\001 \001(\t\022\r\n\005count\030\002 \001(\003\"\301\002\n\r" +
+      "ExtractionJob\022\n\n\002id\030\001 \001(\t\022\017\n\007subject\030\002 \001" +
+      "(\t\022-\n\005state\030\003 \001(\0162\036.memoryd.v1.Extractio" +
+      "nJobState\022\r\n\005turns\030\004 \001(\005\022\020\n\010attempts\030\005 \001" +
+      "(\005\022\r\n\005error\030\006 \001(\t\022(\n\007results\030\007 \003(\0132\027.mem" +
+      "oryd.v1.WriteResult\022)\n\007dropped\030\010 \003(\0132\030.m" +
+      "emoryd.v1.DroppedCount\022.\n\ncreated_at\030\t \001" +
+      "(\0132\032.google.protobuf.Timestamp\022/\n\013finish" +
+      "ed_at\030\n \001(\0132\032.google.protobuf.Timestamp\"" +
+      ":\n\027GetExtractionJobRequest\022\017\n\007subject\030\001 " +
+      "\001(\t\022\016\n\006job_id\030\002 \001(\t\"B\n\030GetExtractionJobR" +
+      "esponse\022&\n\003job\030\001 \001(\0132\031.memoryd.v1.Extrac" +
+      "tionJob\"\204\001\n\026ResolveConflictRequest\022\017\n\007su" +
+      "bject\030\001 \001(\t\022\021\n\tmemory_id\030\002 \001(\t\0222\n\nresolu" +
+      "tion\030\003 \001(\0162\036.memoryd.v1.ConflictResoluti" +
+      "on\022\022\n\npending_id\030\004 \001(\t\"=\n\027ResolveConflic" +
+      "tResponse\022\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.M" +
+      "emory\"<\n\025ExportMemoriesRequest\022\017\n\007subjec" +
+      "t\030\001 \001(\t\022\022\n\npassphrase\030\002 \001(\t\";\n\026ExportMem" +
+      "oriesResponse\022\017\n\007archive\030\001 \001(\014\022\020\n\010memori" +
+      "es\030\002 \001(\003\"M\n\025ImportMemoriesRequest\022\017\n\007sub" +
+      "ject\030\001 \001(\t\022\017\n\007archive\030\002 \001(\014\022\022\n\npassphras" +
+      "e\030\003 \001(\t\"B\n\026ImportMemoriesResponse\022(\n\007res" +
+      "ults\030\001 \003(\0132\027.memoryd.v1.WriteResult*e\n\013C" +
+      "onsistency\022\033\n\027CONSISTENCY_UNSPECIFIED\020\000\022" +
+      "\033\n\027CONSISTENCY_INDEX_ASYNC\020\001\022\034\n\030CONSISTE" +
+      "NCY_WAIT_INDEXED\020\002*\212\002\n\014WriteOutcome\022\035\n\031W" +
+      "RITE_OUTCOME_UNSPECIFIED\020\000\022\031\n\025WRITE_OUTC" +
+      "OME_CREATED\020\001\022\031\n\025WRITE_OUTCOME_UPDATED\020\002" +
+      "\022\033\n\027WRITE_OUTCOME_VERSIONED\020\003\022\030\n\024WRITE_O" +
+      "UTCOME_MERGED\020\004\022\033\n\027WRITE_OUTCOME_UNCHANG" +
+      "ED\020\005\022\032\n\026WRITE_OUTCOME_REJECTED\020\006\022\031\n\025WRIT" +
+      "E_OUTCOME_PENDING\020\007\022\032\n\026WRITE_OUTCOME_ACC" +
+      "EPTED\020\010*Q\n\010TurnMode\022\031\n\025TURN_MODE_UNSPECI" +
+      "FIED\020\000\022\025\n\021TURN_MODE_EXTRACT\020\001\022\023\n\017TURN_MO" +
+      "DE_CHUNK\020\002*T\n\tEraseMode\022\032\n\026ERASE_MODE_UN" +
+      "SPECIFIED\020\000\022\025\n\021ERASE_MODE_FORGET\020\001\022\024\n\020ER" +
+      "ASE_MODE_PURGE\020\002*\251\001\n\nChangeKind\022\033\n\027CHANG" +
+      "E_KIND_UNSPECIFIED\020\000\022\027\n\023CHANGE_KIND_CREA" +
+      "TED\020\001\022\027\n\023CHANGE_KIND_UPDATED\020\002\022\031\n\025CHANGE" +
+      "_KIND_VERSIONED\020\003\022\026\n\022CHANGE_KIND_MERGED\020" +
+      "\004\022\031\n\025CHANGE_KIND_FORGOTTEN\020\005*\302\001\n\022Extract" +
+      "ionJobState\022$\n EXTRACTION_JOB_STATE_UNSP" +
+      "ECIFIED\020\000\022\037\n\033EXTRACTION_JOB_STATE_QUEUED" +
+      "\020\001\022 \n\034EXTRACTION_JOB_STATE_RUNNING\020\002\022\"\n\036" +
+      "EXTRACTION_JOB_STATE_SUCCEEDED\020\003\022\037\n\033EXTR" +
+      "ACTION_JOB_STATE_FAILED\020\004*\207\001\n\022ConflictRe" +
+      "solution\022#\n\037CONFLICT_RESOLUTION_UNSPECIF" +
+      "IED\020\000\022$\n CONFLICT_RESOLUTION_KEEP_CURREN" +
+      "T\020\001\022&\n\"CONFLICT_RESOLUTION_ACCEPT_PENDIN" +
+      "G\020\0022\323\005\n\rMemoryService\022<\n\005Write\022\030.memoryd" +
+      ".v1.WriteRequest\032\031.memoryd.v1.WriteRespo" +
+      "nse\022?\n\006Recall\022\031.memoryd.v1.RecallRequest" +
+      "\032\032.memoryd.v1.RecallResponse\022<\n\005Erase\022\030." +
+      "memoryd.v1.EraseRequest\032\031.memoryd.v1.Era" +
+      "seResponse\022K\n\nMemoryView\022\035.memoryd.v1.Me" +
+      "moryViewRequest\032\036.memoryd.v1.MemoryViewR" +
+      "esponse\022K\n\nGetHistory\022\035.memoryd.v1.GetHi" +
+      "storyRequest\032\036.memoryd.v1.GetHistoryResp" +
+      "onse\022]\n\020GetExtractionJob\022#.memoryd.v1.Ge" +
+      "tExtractionJobRequest\032$.memoryd.v1.GetEx" +
+      "tractionJobResponse\022Z\n\017ResolveConflict\022\"" +
+      ".memoryd.v1.ResolveConflictRequest\032#.mem" +
+      "oryd.v1.ResolveConflictResponse\022W\n\016Expor" +
+      "tMemories\022!.memoryd.v1.ExportMemoriesReq" +
+      "uest\032\".memoryd.v1.ExportMemoriesResponse" +
+      "\022W\n\016ImportMemories\022!.memoryd.v1.ImportMe" +
+      "moriesRequest\032\".memoryd.v1.ImportMemorie" +
+      "sResponseb\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -32387,7 +32724,7 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
     internal_static_memoryd_v1_ErasureReceipt_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_ErasureReceipt_descriptor,
-        new java.lang.String[] { "EraseId", "Mode", "Counts", "Verified", "StartedAt", "FinishedAt", });
+        new java.lang.String[] { "EraseId", "Mode", "Counts", "Verified", "StartedAt", "FinishedAt", "Unchecked", });
     internal_static_memoryd_v1_EraseResponse_descriptor =
       getDescriptor().getMessageType(11);
     internal_static_memoryd_v1_EraseResponse_fieldAccessorTable = new

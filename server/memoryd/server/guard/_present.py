@@ -1,4 +1,10 @@
-"""Domain values → protobuf messages, with the caller's field mask applied."""
+"""The guard's output side: every response message built from stored things, masked.
+
+Each function takes the caller's ``Guard`` and sets a field only when it is derived from
+what the view shows; anything else is left unset. The architecture test
+(tests/server/test_architecture.py) checks that no module outside this package builds a
+Memory, ScoredMemory, WriteResult, MemoryVersion, PendingValue or ExtractionJob message.
+"""
 
 from __future__ import annotations
 
@@ -24,12 +30,15 @@ from memoryd.domain import (
     Status,
     View,
     WriteResult,
+    blind_answer,
 )
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ._validate import CATEGORIES, ERASE_MODES
-from ._validate_views import ERASE_SELECTOR_NAMES
+from .._validate import CATEGORIES, ERASE_MODES
+from .._validate_views import ERASE_SELECTOR_NAMES
+from ._block import render_block
+from ._rules import Guard, WriteItem
 
 _CATEGORY = {v: k for k, v in CATEGORIES.items()}
 _SCOPE = {Scope.SUBJECT: pb.SCOPE_SUBJECT, Scope.ORG: pb.SCOPE_ORG, Scope.SESSION: pb.SCOPE_SESSION}
@@ -46,7 +55,9 @@ _OUTCOME = {
     Outcome.UNCHANGED: svc.WRITE_OUTCOME_UNCHANGED,
     Outcome.REJECTED: svc.WRITE_OUTCOME_REJECTED,
     Outcome.PENDING: svc.WRITE_OUTCOME_PENDING,
+    Outcome.ACCEPTED: svc.WRITE_OUTCOME_ACCEPTED,
 }
+
 _CHANGE = {
     Change.CREATED: svc.CHANGE_KIND_CREATED,
     Change.UPDATED: svc.CHANGE_KIND_UPDATED,
@@ -112,7 +123,11 @@ def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
 
 def pending(p: PendingValue, visible: frozenset[str]) -> pb.PendingValue:
     """A pending value; its text, data and provenance only where the view shows the memory's."""
-    out = pb.PendingValue(id=p.id, trust=p.trust, written_at=timestamp(p.written_at))
+    out = pb.PendingValue(id=p.id)
+    if "trust" in visible:
+        out.trust = p.trust
+    if "updated_at" in visible:
+        out.written_at.CopyFrom(timestamp(p.written_at))
     if "text" in visible:
         out.text = p.text
     if "data" in visible and p.data is not None:
@@ -124,20 +139,48 @@ def pending(p: PendingValue, visible: frozenset[str]) -> pb.PendingValue:
     return out
 
 
+def answer(item: WriteItem, result: WriteResult) -> WriteResult:
+    """What the caller is told about one written item: the result itself when it was
+    sighted; for a blind item, the same answer whatever was stored."""
+    return blind_answer(item.draft, result) if item.blind else result
+
+
 def write_results(results: Iterable[WriteResult]) -> list[svc.WriteResult]:
+    """Results already passed through ``answer`` (Write, or an extraction job's stored ones)."""
     return [svc.WriteResult(memory_id=r.memory_id, outcome=_OUTCOME[r.outcome], reason=r.reason, version=r.version)
             for r in results]
 
 
-def scored(m: Memory, parts: ScoreParts, visible: frozenset[str]) -> svc.ScoredMemory:
-    return svc.ScoredMemory(memory=memory(m, visible), score=parts.score, similarity=parts.similarity,
-                            recency=parts.recency, importance=parts.importance, keyword_rank=parts.keyword_rank,
-                            dense_rank=parts.dense_rank)
+def memory_for(guard: Guard, m: Memory) -> pb.Memory:
+    return memory(m, guard.visible)
 
 
-def version(v: MemoryVersion, visible: frozenset[str]) -> svc.MemoryVersion:
-    return svc.MemoryVersion(memory=memory(v.memory, visible), change=_CHANGE[v.change],
-                             recorded_at=timestamp(v.recorded_at))
+def scored(guard: Guard, m: Memory, parts: ScoreParts) -> svc.ScoredMemory:
+    """A recalled memory with the parts of its score that come from what the view shows.
+
+    The score itself was computed with hidden inputs replaced by constants (``score_mask``),
+    so it and the ranks tell nothing the view hides; the recency and importance parts are
+    left unset when their inputs are hidden (they would only repeat those constants).
+    """
+    out = svc.ScoredMemory(memory=memory(m, guard.visible), score=parts.score, similarity=parts.similarity,
+                           keyword_rank=parts.keyword_rank, dense_rank=parts.dense_rank)
+    mask = guard.score_mask()
+    if mask.recency:
+        out.recency = parts.recency
+    if mask.importance:
+        out.importance = parts.importance
+    return out
+
+
+def version(guard: Guard, v: MemoryVersion) -> svc.MemoryVersion:
+    out = svc.MemoryVersion(memory=memory(v.memory, guard.visible), change=_CHANGE[v.change])
+    if "updated_at" in guard.visible:
+        out.recorded_at.CopyFrom(timestamp(v.recorded_at))
+    return out
+
+
+def block(guard: Guard, memories: list[Memory]) -> str:
+    return render_block(memories, guard.visible)
 
 
 def receipt(r: ErasureReceipt) -> svc.ErasureReceipt:
@@ -150,6 +193,7 @@ def receipt(r: ErasureReceipt) -> svc.ErasureReceipt:
         verified=r.verified,
         started_at=timestamp(r.started_at),
         finished_at=timestamp(r.finished_at),
+        unchecked=list(getattr(r, "unchecked", ())),
     )
 
 
@@ -166,6 +210,7 @@ def view(v: View) -> pb.View:
         description=v.description,
         version=v.version,
         erase_selectors=[number for number, name in ERASE_SELECTOR_NAMES.items() if name in v.erase_selectors],
+        max_source_kind=_SOURCE[v.max_source_kind],
     )
 
 

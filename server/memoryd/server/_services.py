@@ -1,0 +1,56 @@
+"""What use cases may use, built once at start-up, and the context one call runs in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memoryd.domain import AuditTag
+from memoryd.storage import ExtractionJobs, IndexSet, OutboxWorker, PostgresMemoryStore, StoreSession
+
+from ._config import Scoring
+from ._extraction import ExtractionWorker
+from ._metrics import Metrics
+from ._paging import PageTokens
+from ._recall import AccessRecorder, Recaller
+from ._view_admin import ViewRegistry
+from .guard import Guard
+
+
+@dataclass(frozen=True)
+class Services:
+    """The stores and workers of one server process. Use cases reach the memory store only
+    through the call's tenant-bound session (``CallContext.store``)."""
+
+    store: PostgresMemoryStore
+    views: ViewRegistry
+    recaller: Recaller
+    access: AccessRecorder
+    scoring: Scoring
+    page_tokens: PageTokens
+    indexes: IndexSet | None = None
+    worker: OutboxWorker | None = None
+    jobs: ExtractionJobs | None = None
+    extraction: ExtractionWorker | None = None
+    extraction_enabled: bool = False
+    metrics: Metrics | None = None
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """One MemoryService call: the caller's guard, its tenant-bound store session, the
+    process's services, the audit tag every event of the call carries, and its deadline."""
+
+    guard: Guard
+    store: StoreSession
+    services: Services
+    tag: AuditTag
+    time_remaining: float | None = None
+
+    @property
+    def tenant(self) -> str:
+        return self.guard.tenant
+
+    def record_read(self, subject: str, action: str, ids: list[str], *, count_access: bool = False) -> None:
+        """Audit what this caller received (batched off the request path)."""
+        self.services.access.record(self.tenant, self.guard.agent, subject, action, ids, self.tag,
+                                    count_access=count_access)

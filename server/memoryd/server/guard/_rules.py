@@ -1,0 +1,204 @@
+"""The guard's decisions: what one caller may read, write and erase, and what may shape an answer.
+
+A ``Guard`` is built for each call from the principal (the credential's tenant, agent, roles
+and subject binding) and the agent's stored view. It is pure: it looks nothing up, so every
+decision depends on the credential, the view and the request alone — never on what is
+stored. Use cases ask it before they touch a store, and present every answer through it
+(``memoryd.server.guard._present``).
+
+Reads. The request's filter is narrowed to the view's read rules and pushed down into every
+store query (filter first). A category or key the caller names outside its rules is refused
+before anything is read. A filter on a field the view hides is refused too: filtering by it
+would tell what the field holds. Free-text recall ranks by the text and key, so it needs
+both visible.
+
+Ranking. What a caller cannot see must not order what it can: ``score_mask`` says which
+stored fields may shape a score (importance, pinned, recency from updated_at and category,
+access from last_access_at, text for de-duplication and the token budget).
+
+Writes. Trust comes from the view (``max_source_kind``), never from the request. An item is
+*sighted* when the view reads its category and key and shows every field the outcome
+depends on; then it gets the full answer and its category's policy. Any other item is
+*blind*: its answer is fixed whatever is stored (an episodic or constraint item becomes a
+memory of its own, CREATED; a last-write-wins or versioned key is ACCEPTED without id or
+version), it never merges into or compares with what is stored, and a repeat of the current
+value still records a version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from memoryd.domain import (
+    Category,
+    Draft,
+    EraseSelector,
+    Memory,
+    PermissionDenied,
+    ReadFilter,
+    Scope,
+    ScoreMask,
+    View,
+)
+
+from .._auth import Principal
+
+# The Memory fields a write's outcome depends on: a caller must see all of them (for a
+# category and key it reads) to be told how its item met what is stored.
+SIGHTED_FIELDS = frozenset({
+    "id", "version", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from",
+    "valid_until", "trust", "provenance", "pending", "updated_at", "expires_at",
+})
+
+
+def sighted(view: View, category: Category, key: str) -> bool:
+    """Whether ``view`` reads (category, key) with every field a write's outcome depends on."""
+    return view.may_read(category, key) and SIGHTED_FIELDS <= view.visible_fields
+
+
+@dataclass(frozen=True)
+class WriteItem:
+    """A draft the view allows, and whether it is written blind."""
+
+    draft: Draft
+    blind: bool
+
+
+class Guard:
+    """One caller's permissions for one call."""
+
+    def __init__(self, principal: Principal, view: View) -> None:
+        self.principal = principal
+        self.view = view
+        self.visible = view.visible_fields
+
+    @property
+    def tenant(self) -> str:
+        return self.principal.tenant
+
+    @property
+    def agent(self) -> str:
+        return self.principal.agent
+
+    def shows(self, *fields: str) -> bool:
+        return all(name in self.visible for name in fields)
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def check_subject(self, subject: str) -> None:
+        bound = self.principal.subject
+        if bound and subject != bound:
+            raise PermissionDenied("this credential is bound to another subject", reason="SUBJECT_NOT_ALLOWED")
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def read_filter(self, flt: ReadFilter, keys: tuple[str, ...] | list[str] = ()) -> ReadFilter:
+        """The request's filter restricted to what the view reads (refusing, from the view
+        alone, a category or key it names outside the rules, or a filter on a hidden field)."""
+        self.check_subject(flt.subject)
+        if flt.include_org and self.principal.subject:
+            raise PermissionDenied("a subject-bound credential cannot read organisation memories",
+                                   reason="SUBJECT_NOT_ALLOWED")
+        # Naming a key is allowed with the key hidden: the caller supplies it, and learns only
+        # that readable memories carry it.
+        for field, used in (("category", bool(flt.categories)), ("tags", bool(flt.tags)),
+                            ("updated_at", flt.updated_after is not None or flt.updated_before is not None)):
+            if used and field not in self.visible:
+                raise PermissionDenied(f"this agent's view hides the field '{field}', so it cannot filter or look "
+                                       "up memories by it")
+        for category in flt.categories:
+            self.check_category(category)
+        for key in (*flt.keys, *keys):
+            if not self.view.may_read_key(key, flt.categories):
+                within = " within the requested categories" if flt.categories else ""
+                raise PermissionDenied(f"no read rule of this agent's view allows the key '{key}'{within}")
+        return replace(flt, rules=tuple((r.category, r.key_patterns) for r in self.view.read_rules))
+
+    def check_category(self, category: Category) -> None:
+        if not self.view.may_read_category(category):
+            raise PermissionDenied(f"no read rule of this agent's view covers the category '{category.value}'")
+
+    def check_query(self) -> None:
+        """Free text is matched against a memory's key and text: ranking by them would tell
+        what they hold, so a view must show both to search by words or meaning."""
+        if not self.shows("text", "key"):
+            raise PermissionDenied("recall by a query needs a view that shows the fields 'text' and 'key'")
+
+    def any_session_filter(self, subject: str) -> ReadFilter:
+        """Everything of the subject the view reads, in every session (and the organisation's,
+        unless the credential is bound to the subject): how one memory is looked up by id."""
+        return self.read_filter(ReadFilter(subject=subject, include_org=not self.principal.subject,
+                                           any_session=True))
+
+    def history_filter(self, subject: str) -> ReadFilter:
+        """A memory's versions: their number is its version, so the view must show it."""
+        if "version" not in self.visible:
+            raise PermissionDenied("GetHistory needs a view that shows the field 'version'")
+        return self.any_session_filter(subject)
+
+    def score_mask(self) -> ScoreMask:
+        """Which stored fields may shape a recall's scores, order and budget."""
+        return ScoreMask(importance=self.shows("importance"), pinned=self.shows("pinned"),
+                         recency=self.shows("updated_at", "category"), access=self.shows("last_access_at"),
+                         text=self.shows("text"))
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def admit(self, drafts: list[Draft]) -> list[WriteItem]:
+        """The drafts as items to write; PERMISSION_DENIED (nothing written) if any is not
+        allowed: its category and key, its scope, or the source kind it asserts."""
+        items = []
+        for i, draft in enumerate(drafts):
+            if draft.scope is Scope.ORG and self.principal.subject:
+                raise PermissionDenied(f"items[{i}]: a subject-bound credential cannot write organisation memories",
+                                       reason="SUBJECT_NOT_ALLOWED")
+            if not self.view.may_write(draft.category, draft.key):
+                raise PermissionDenied(f"items[{i}]: no write rule of this agent's view allows category "
+                                       f"'{draft.category.value}' with this key")
+            if not self.view.may_assert(draft.source_kind):
+                raise PermissionDenied(f"items[{i}]: this agent's view allows source kinds up to "
+                                       f"'{self.view.max_source_kind.value}', not '{draft.source_kind.value}'")
+            items.append(WriteItem(draft, blind=not self.sighted(draft.category, draft.key)))
+        return items
+
+    def sighted(self, category: Category, key: str) -> bool:
+        return sighted(self.view, category, key)
+
+    def within_trust(self, draft: Draft) -> Draft:
+        """An imported draft asserts no more than the view allows: an archive's provenance
+        is the exporter's claim, not this caller's."""
+        if self.view.may_assert(draft.source_kind):
+            return draft
+        return replace(draft, source_kind=self.view.max_source_kind)
+
+    def may_queue_extraction(self) -> None:
+        if not self.view.write_rules:
+            raise PermissionDenied("this agent's view allows no writes, so nothing extracted could be kept")
+
+    def check_change(self, memory: Memory) -> None:
+        """ResolveConflict changes a memory: the view must write it, and see it whole (the
+        pending values it settles are compared with the current one)."""
+        if not self.view.may_write(memory.category, memory.key):
+            raise PermissionDenied("no write rule of this agent's view allows changing this memory")
+        if not self.sighted(memory.category, memory.key):
+            raise PermissionDenied("resolving a conflict needs a view that reads this memory with every field")
+
+    # -- erase ------------------------------------------------------------------------------
+
+    def erase_filter(self, subject: str, selector: EraseSelector) -> ReadFilter:
+        """What an erase may reach: the subject's memories the view reads, by a selector the
+        view allows (decided before anything is read)."""
+        flt = self.read_filter(ReadFilter(subject=subject))
+        kind = selector.kind
+        if not self.view.may_erase:
+            raise PermissionDenied("this agent's view does not allow erasing")
+        if not self.view.may_erase_with(kind):
+            raise PermissionDenied(f"this agent's view does not allow erasing by {kind.replace('_', ' ')}")
+        if selector.category is not None:
+            self.check_category(selector.category)
+        if selector.key and not self.view.may_read_key(selector.key):
+            raise PermissionDenied(f"no read rule of this agent's view allows the key '{selector.key}'")
+        if selector.all_of_subject and not self.view.reads_everything():
+            raise PermissionDenied("erasing a whole subject needs a view whose read rules cover every category "
+                                   "with the key pattern '*'")
+        return flt

@@ -1,0 +1,9 @@
+"""The use cases of MemoryService, one function per RPC, each readable top to bottom: ask the
+guard, use the call's store session, answer through the guard."""
+
+from ._change import erase, resolve_conflict
+from ._read import export, extraction_job, history, memory_view, recall
+from ._write import import_archive, write
+
+__all__ = ["erase", "export", "extraction_job", "history", "import_archive", "memory_view", "recall",
+           "resolve_conflict", "write"]

@@ -1,0 +1,103 @@
+"""Recall, MemoryView, GetHistory, ExportMemories and GetExtractionJob: read what the guard's
+filter admits, rank with what the view shows, answer through the guard."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+
+from memoryd.domain import Listing, NotFound, Page, ReadFilter, ScoreWeights
+from memoryd.v1 import memory_service_pb2 as svc
+
+from .._services import CallContext
+from .._transfer import ExportCommand, export_archive
+from .._validate import HistoryCommand, ListCommand, RecallCommand
+from .._validate_jobs import JobCommand
+from ..guard import present
+
+
+async def recall(ctx: CallContext, cmd: RecallCommand) -> svc.RecallResponse:
+    guard = ctx.guard
+    flt = guard.read_filter(cmd.filter, cmd.keys)
+    if cmd.query.strip():
+        guard.check_query()
+    recalled = await ctx.services.recaller.recall(
+        ctx.tenant, flt, query=cmd.query, keys=cmd.keys, top_k=cmd.top_k, token_budget=cmd.token_budget,
+        weights=_weights(ctx, cmd), now=datetime.now(UTC), mask=guard.score_mask(),
+    )
+    ctx.record_read(cmd.subject, "read.recall", [m.id for m, _ in recalled.ranked], count_access=True)
+    if ctx.services.metrics is not None:
+        ctx.services.metrics.recalled(len(recalled.ranked), bool(recalled.degraded_reason))
+    response = svc.RecallResponse(
+        memories=[present.scored(guard, m, parts) for m, parts in recalled.ranked],
+        degraded=bool(recalled.degraded_reason),
+        degraded_reason=recalled.degraded_reason,
+    )
+    if cmd.render_block:
+        response.block = present.block(guard, [m for m, _ in recalled.ranked])
+    return response
+
+
+def _weights(ctx: CallContext, cmd: RecallCommand) -> ScoreWeights:
+    s, w = ctx.services.scoring, cmd.weights
+    return ScoreWeights(
+        s.similarity if w.similarity is None else w.similarity,
+        s.recency if w.recency is None else w.recency,
+        s.importance if w.importance is None else w.importance,
+        s.pinned_boost,
+    )
+
+
+def _binding(ctx: CallContext, subject: str, what: object) -> dict[str, str]:
+    """What a page token is bound to: the caller, the subject and the request."""
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+    return {"t": ctx.tenant, "a": ctx.guard.agent, "s": subject, "f": digest}
+
+
+async def memory_view(ctx: CallContext, cmd: ListCommand) -> svc.MemoryViewResponse:
+    guard, pages = ctx.guard, ctx.services.page_tokens
+    flt = guard.read_filter(cmd.filter)
+    binding = _binding(ctx, cmd.subject, ["list", cmd.filter])
+    page = Page(size=cmd.page_size)
+    if cmd.page_token:
+        position = pages.decode(cmd.page_token, binding)
+        page = Page(datetime.fromisoformat(str(position["u"])), str(position["i"]), cmd.page_size)
+    listing: Listing = await ctx.services.store.list(ctx.tenant, flt, page)
+    ctx.record_read(cmd.subject, "read.view", [m.id for m in listing.memories])
+    response = svc.MemoryViewResponse(memories=[present.memory_for(guard, m) for m in listing.memories],
+                                      view=present.view(guard.view))
+    if listing.has_more and listing.memories:
+        last = listing.memories[-1]
+        response.next_page_token = pages.encode(binding, {"u": last.updated_at.isoformat(), "i": last.id})
+    return response
+
+
+async def history(ctx: CallContext, cmd: HistoryCommand) -> svc.GetHistoryResponse:
+    guard, pages = ctx.guard, ctx.services.page_tokens
+    flt = guard.history_filter(cmd.subject)
+    binding = _binding(ctx, cmd.subject, ["history", cmd.memory_id])
+    after = int(pages.decode(cmd.page_token, binding)["v"]) if cmd.page_token else 0
+    versions, more = await ctx.services.store.history(ctx.tenant, flt, cmd.memory_id, after, cmd.page_size)
+    ctx.record_read(cmd.subject, "read.history", [cmd.memory_id])
+    response = svc.GetHistoryResponse(versions=[present.version(guard, v) for v in versions])
+    if more and versions:
+        response.next_page_token = pages.encode(binding, {"v": versions[-1].memory.version})
+    return response
+
+
+async def export(ctx: CallContext, cmd: ExportCommand) -> svc.ExportMemoriesResponse:
+    flt = ctx.guard.read_filter(ReadFilter(subject=cmd.subject, any_session=True))
+    store = ctx.services.store
+    data, ids = await export_archive(ctx.guard.view, cmd, lambda page: store.list(ctx.tenant, flt, page))
+    ctx.record_read(cmd.subject, "read.export", ids)
+    return svc.ExportMemoriesResponse(archive=data, memories=len(ids))
+
+
+async def extraction_job(ctx: CallContext, cmd: JobCommand) -> svc.GetExtractionJobResponse:
+    """A job is seen only by the agent that queued it; any other id is NOT_FOUND alike."""
+    ctx.guard.check_subject(cmd.subject)
+    if ctx.services.jobs is None:
+        raise NotFound("no such extraction job for this subject")
+    job = await ctx.services.jobs.get(ctx.tenant, cmd.subject, cmd.job_id, agent=ctx.guard.agent)
+    return svc.GetExtractionJobResponse(job=present.extraction_job(job))

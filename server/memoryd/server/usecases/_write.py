@@ -1,0 +1,70 @@
+"""Write and ImportMemories: admit the items through the guard, write them in one
+transaction, answer through the guard."""
+
+from __future__ import annotations
+
+
+from memoryd.domain import FailedPrecondition
+from memoryd.storage import wait_indexed
+from memoryd.v1 import memory_service_pb2 as svc
+
+from .._chunking import chunk_drafts
+from .._services import CallContext
+from .._transfer import ImportCommand, import_drafts
+from .._validate import WriteCommand
+from ..guard import present
+
+MAX_INDEX_WAIT_SECONDS = 30.0
+
+
+async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
+    ctx.guard.check_subject(cmd.subject)
+    if cmd.has_turns and not cmd.chunk:
+        return await _queue_extraction(ctx, cmd)
+    drafts = chunk_drafts(cmd.turns) if cmd.has_turns else cmd.drafts
+    items = ctx.guard.admit(drafts)
+    results = await ctx.services.store.write(
+        ctx.tenant, ctx.guard.agent, cmd.subject, [i.draft for i in items], blind=[i.blind for i in items],
+        idempotency_key=cmd.idempotency_key, request_hash=cmd.request_hash, tag=ctx.tag,
+    )
+    worker = ctx.services.worker
+    if worker is not None:
+        worker.wakeup.set()
+    ids = sorted({r.memory_id for r in results if r.memory_id})
+    if cmd.wait_indexed:
+        budget = min(MAX_INDEX_WAIT_SECONDS, (ctx.time_remaining or MAX_INDEX_WAIT_SECONDS) - 0.5)
+        indexed = await wait_indexed(ctx.services.store, worker, ctx.tenant, ids, max(budget, 0.0))
+    else:
+        pending, dead = await ctx.services.store.pending_index_work(ctx.tenant, ids)
+        indexed = not pending and not dead
+    answers = [present.answer(item, result) for item, result in zip(items, results, strict=True)]
+    return svc.WriteResponse(results=present.write_results(answers), indexed=indexed)
+
+
+async def _queue_extraction(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
+    """Queue the turns for the extraction worker; the reply names the job at once."""
+    services = ctx.services
+    if services.jobs is None or not services.extraction_enabled:
+        raise FailedPrecondition("turns need an extraction model, and none is configured",
+                                 reason="EXTRACTION_NOT_CONFIGURED")
+    ctx.guard.may_queue_extraction()
+    job_id = await services.jobs.enqueue(ctx.tenant, ctx.guard.agent, cmd.subject, cmd.turns,
+                                         idempotency_key=cmd.idempotency_key, request_hash=cmd.request_hash,
+                                         tag=ctx.tag)
+    if services.extraction is not None:
+        services.extraction.wakeup.set()
+    return svc.WriteResponse(extraction_job_id=job_id)
+
+
+async def import_archive(ctx: CallContext, cmd: ImportCommand) -> svc.ImportMemoriesResponse:
+    """An archive's memories, written as this caller would write them (its view's write
+    rules and trust; the archive's claimed provenance never asserts more than the view)."""
+    ctx.guard.check_subject(cmd.subject)  # before the passphrase's key derivation
+    drafts = [ctx.guard.within_trust(d) for d in await import_drafts(cmd)]
+    if not drafts:
+        return svc.ImportMemoriesResponse()
+    written = await write(ctx, WriteCommand(cmd.subject, drafts, "", b"", False, False))
+    return svc.ImportMemoriesResponse(results=written.results)
+
+
+__all__ = ["import_archive", "write"]

@@ -1,0 +1,211 @@
+"""Non-interference, as a property: two worlds that differ only in what an agent cannot read
+give that agent identical answers to every call.
+
+Each example builds two tenants on the suite's server. Both get the same memories the agent
+may read (written in the same order, interleaved, so their timestamps agree to the
+millisecond); the second also gets memories the agent cannot read — including keys that a
+Milvus ``like`` would over-match (``billing-x`` against the glob ``billing_*``), repeats of
+texts the agent may write blind, and values under keys it may write but not read — and,
+for the memories it does read, other values of the fields its view hides. Then the agent
+makes the same random calls of every MemoryService RPC in both worlds. The answers must be
+equal once the worlds' own ids are replaced by their order of appearance and timestamps
+(which differ by the milliseconds between the two writes) are left out: every other field,
+rank, score part, reason and count must match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import json_format
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ..support import Agent, draft, failure, full_view, rule, unique
+
+SUBJECT = "alice"
+VISIBLE_TEXTS = ["Pays by bank transfer", "Lives in Lyon near the river", "Prefers tea in the morning",
+                 "Complained about a late parcel", "Asked for a refund of order 1042"]
+HIDDEN_TEXTS = ["Has type 2 diabetes", "Secret offshore billing account", "Pays by bank transfer",
+                "Complained about a late parcel", "Internal fraud flag raised"]
+QUERIES = ["bank transfer", "parcel", "refund order", "tea", "Lyon river", "offshore billing", "diabetes"]
+TIMESTAMP_FIELDS = {"created_at", "updated_at", "last_access_at", "expires_at", "valid_from", "recorded_at",
+                    "written_at", "started_at", "finished_at"}
+
+# What the agent reads: billing_* and iban facts, every preference and event. It may also write
+# `secret_*` facts it cannot read (a write-only key) and constraints it cannot read.
+READ = [rule("fact", "billing_*", "iban"), rule("preference"), rule("event")]
+WRITE = [*READ, rule("fact", "secret_*"), rule("constraint")]
+FIELD_SETS = {
+    "all": None,
+    "no-importance-pinned": ["id", "key", "text", "category", "tags", "version", "status", "updated_at",
+                             "created_at", "provenance", "data", "confidence", "stability", "trust", "pending",
+                             "valid_from", "valid_until", "expires_at", "scope", "subject", "session_id"],
+    "narrow": ["id", "key", "text", "category"],
+}
+# Items the agent reads: (category, key).
+VISIBLE_SLOTS = [("fact", "billing_address"), ("fact", "iban"), ("preference", "drink"), ("event", ""),
+                 ("event", "")]
+# Items it cannot read: a key the Milvus glob over-matches, a fact key outside its rules, a
+# write-only key, a constraint, a decision.
+HIDDEN_SLOTS = [("fact", "billing-offshore"), ("fact", "diagnosis"), ("fact", "secret_pin"), ("constraint", "diet"),
+                ("decision", "")]
+
+
+@dataclass(frozen=True)
+class Item:
+    category: str
+    key: str
+    text: str
+    importance: float
+    pinned: bool
+
+    def draft(self) -> pb.MemoryDraft:
+        return draft(self.category, self.text, key=self.key, importance=self.importance, pinned=self.pinned)
+
+
+def items(slots: list[tuple[str, str]], texts: list[str]) -> st.SearchStrategy[list[Item]]:
+    one = st.builds(lambda slot, text, imp, pin: Item(slot[0], slot[1], text, imp, pin),
+                    st.sampled_from(slots), st.sampled_from(texts), st.sampled_from([0.1, 0.5, 0.9]), st.booleans())
+    return st.lists(one, min_size=0, max_size=4)
+
+
+calls = st.lists(st.one_of(
+    st.tuples(st.just("recall_query"), st.sampled_from(QUERIES), st.integers(1, 4)),
+    st.tuples(st.just("recall_keys"), st.sampled_from(["iban", "billing_address", "drink"])),
+    st.tuples(st.just("list")),
+    st.tuples(st.just("history"), st.integers(0, 4)),
+    st.tuples(st.just("write"), st.sampled_from([("fact", "secret_pin"), ("fact", "iban"), ("event", ""),
+                                                ("constraint", "diet"), ("preference", "drink")]),
+              st.sampled_from(VISIBLE_TEXTS + HIDDEN_TEXTS[:2])),
+    st.tuples(st.just("erase"), st.integers(0, 4)),
+), min_size=1, max_size=5)
+
+
+class Normaliser:
+    """Replaces each world's ids by their order of first appearance; drops timestamps."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str] = {}
+        self.order: list[str] = []
+
+    def see(self, memory_id: str) -> None:
+        if memory_id and memory_id not in self.ids:
+            self.ids[memory_id] = f"#{len(self.ids)}"
+            self.order.append(memory_id)
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self(v) for k, v in sorted(value.items()) if k not in TIMESTAMP_FIELDS}
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if isinstance(value, str):
+            self_id = self.ids.get(value)
+            return self_id if self_id is not None else value
+        if isinstance(value, float):
+            return round(value, 4)
+        return value
+
+
+def _ids_in(message: Any) -> list[str]:
+    out: list[str] = []
+
+    def walk(value: Any, name: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, name)
+        elif isinstance(value, str) and name in ("id", "memoryId", "memory_id") and len(value) == 36:
+            out.append(value)
+
+    walk(message)
+    return out
+
+
+def run(agent: Agent, norm: Normaliser, call: tuple[Any, ...]) -> Any:
+    """One call in one world, its answer (or its error) normalised."""
+    kind = call[0]
+    try:
+        if kind == "recall_query":
+            response = agent.call("Recall", svc.RecallRequest(subject=SUBJECT, query=call[1], top_k=call[2],
+                                                              render_block=True))
+        elif kind == "recall_keys":
+            response = agent.recall_keys(SUBJECT, call[1], render_block=True)
+        elif kind == "list":
+            response = agent.list(SUBJECT, page_size=3)
+        elif kind == "history":
+            if call[1] >= len(norm.order):
+                return "no such id"
+            response = agent.history(SUBJECT, norm.order[call[1]])
+        elif kind == "write":
+            (category, key), text = call[1], call[2]
+            response = agent.write(SUBJECT, draft(category, text, key=key),
+                                   consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        else:
+            if call[1] >= len(norm.order):
+                return "no such id"
+            response = agent.erase(SUBJECT, ids=svc.EraseIds(ids=[norm.order[call[1]]]), mode=svc.ERASE_MODE_FORGET)
+    except grpc.RpcError as error:
+        f = failure(error)
+        return (f.code.name, norm(f.message), f.reason, f.violations)
+    document = json_format.MessageToDict(response, preserving_proto_field_name=True)
+    document.pop("next_page_token", None)  # bound to the tenant: differs by construction
+    document.get("receipt", {}).pop("erase_id", None)
+    for memory_id in _ids_in(document):
+        norm.see(memory_id)
+    return norm(document)
+
+
+@pytest.fixture
+def worlds(connect):
+    def make(fields: str) -> tuple[Agent, Agent, Any]:
+        overrides: dict[str, Any] = dict(read_rules=READ, write_rules=WRITE)
+        if FIELD_SETS[fields] is not None:
+            overrides["visible_fields"] = FIELD_SETS[fields]
+        view = full_view("probe", **overrides)
+        first, second = unique("world-a"), unique("world-b")
+        return (connect("probe", tenant=first, view=view), connect("probe", tenant=second, view=view),
+                lambda tenant: connect("seeder", tenant=tenant))
+    return make
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(fields=st.sampled_from(sorted(FIELD_SETS)), visible=items(VISIBLE_SLOTS, VISIBLE_TEXTS),
+       hidden=items(HIDDEN_SLOTS, HIDDEN_TEXTS), hidden_values=st.lists(st.tuples(
+           st.sampled_from([0.1, 0.5, 0.9]), st.booleans()), min_size=4, max_size=4), calls=calls)
+def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, visible, hidden, hidden_values, calls):
+    probe_a, probe_b, seeder_for = worlds(fields)
+    seed_a, seed_b = seeder_for(probe_a_tenant(probe_a)), seeder_for(probe_a_tenant(probe_b))
+    masks_importance = FIELD_SETS[fields] is not None
+    for n, item in enumerate(visible):
+        seed_a.write(SUBJECT, item.draft(), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        other = item
+        if masks_importance:  # a field the view hides may hold anything in the other world
+            importance, pinned = hidden_values[n % len(hidden_values)]
+            other = Item(item.category, item.key, item.text, importance, pinned)
+        seed_b.write(SUBJECT, other.draft(), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+    for item in hidden:
+        seed_b.write(SUBJECT, item.draft(), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+    norm_a, norm_b = Normaliser(), Normaliser()
+    for call in calls:
+        answer_a = run(probe_a, norm_a, call)
+        answer_b = run(probe_b, norm_b, call)
+        assert answer_a == answer_b, f"{call} answered differently in the world with hidden memories"
+
+
+def probe_a_tenant(agent: Agent) -> str:
+    """The tenant an agent's token names (the worlds are two tenants)."""
+    import base64
+    import json
+
+    body = agent.token.split(".")[1]
+    return str(json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))["tnt"])
