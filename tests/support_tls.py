@@ -16,7 +16,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from .support import ServerProcess, server_env
 
@@ -48,24 +48,33 @@ class Authority:
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, names: list[x509.GeneralName], *, server: bool = False) -> Issued:
+    def issue(self, names: list[x509.GeneralName], *, server: bool = False,
+              usages: list[x509.ObjectIdentifier] | None = None) -> Issued:
+        """A leaf certificate; ``usages`` overrides its extended key usage ([]: no EKU extension)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
-        usage = x509.oid.ExtendedKeyUsageOID.SERVER_AUTH if server else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
-        cert = (
+        if usages is None:
+            usages = [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+        builder = (
             x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "memoryd")]))
             .issuer_name(self.cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(hours=1))
             .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .sign(self.key, hashes.SHA256())
         )
+        if usages:
+            builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
         key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
         return Issued(key_pem, cert.public_bytes(serialization.Encoding.PEM))
 
-    def agent(self, tenant: str, agent: str, domain: str = TRUST_DOMAIN) -> Issued:
-        return self.issue([x509.UniformResourceIdentifier(f"spiffe://{domain}/tenant/{tenant}/agent/{agent}")])
+    def agent(self, tenant: str, agent: str, domain: str = TRUST_DOMAIN,
+              usages: list[x509.ObjectIdentifier] | None = None) -> Issued:
+        return self.issue([x509.UniformResourceIdentifier(spiffe_id(tenant, agent, domain))], usages=usages)
+
+
+def spiffe_id(tenant: str, agent: str, domain: str = TRUST_DOMAIN) -> str:
+    return f"spiffe://{domain}/tenant/{tenant}/agent/{agent}"
 
 
 @pytest.fixture(scope="module")

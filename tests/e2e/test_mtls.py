@@ -10,8 +10,29 @@ from cryptography import x509
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import MEMORYD, ROOT, Agent, ServerProcess, draft, fails, full_view, put_view, server_env, token_for, unique
-from ..support_tls import TRUST_DOMAIN, Authority, Issued
+from memoryd.domain import Unauthenticated
+from memoryd.server._auth import Principal
+from memoryd.server._mtls import peer_principal
+from memoryd.v1 import memory_pb2 as pb
+
+from ..support import (
+    ALL_FIELDS,
+    MEMORYD,
+    ROOT,
+    Agent,
+    ServerProcess,
+    draft,
+    fails,
+    full_view,
+    put_view,
+    rule,
+    server_env,
+    token_for,
+    unique,
+)
+from ..support_tls import TRUST_DOMAIN, Authority, Issued, spiffe_id
+
+SECRET = "IBAN DE89 3704 0044 0532 0130 00"
 
 
 def channel(server: ServerProcess, ca: Authority, client: Issued | None) -> grpc.Channel:
@@ -95,3 +116,111 @@ def test_the_health_probe_speaks_mtls_with_a_probe_certificate(tls_server, ca, t
     refused = subprocess.run([*MEMORYD, "health", "--addr", tls_server.target, *tls], cwd=ROOT, env=server_env(),
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1 and refused.stderr.startswith("memoryd: error: ")
+
+
+def texts(stub: object, subject: str) -> set[str]:
+    listing = stub.MemoryView(svc.MemoryViewRequest(subject=subject), timeout=30)  # type: ignore[attr-defined]
+    return {m.text for m in listing.memories}
+
+
+def test_two_spiffe_ids_in_one_tenant_are_two_callers_with_their_own_views(tls_server, ca, key_file):
+    tenant = unique("tenant")
+    billing = pb.View(agent="billing", read_rules=[rule("fact", "iban")], write_rules=[rule("fact", "iban")],
+                      visible_fields=ALL_FIELDS, description="billing reads the IBAN only")
+    support = pb.View(agent="support", read_rules=[rule("preference")], write_rules=[rule("preference")],
+                      visible_fields=ALL_FIELDS, description="support reads preferences only")
+    with channel(tls_server, ca, ca.agent(tenant, "ops")) as ch:
+        put_view(ch, key_file, tenant, billing, admin_agent="ops")
+        put_view(ch, key_file, tenant, support, admin_agent="ops")
+    with channel(tls_server, ca, ca.agent(tenant, "billing")) as b, channel(tls_server, ca, ca.agent(tenant, "support")) as s:
+        as_billing, as_support = Agent(b, "").memory, Agent(s, "").memory
+        as_billing.Write(svc.WriteRequest(subject="alice", items=[draft("fact", SECRET, key="iban")]), timeout=30)
+        as_support.Write(svc.WriteRequest(subject="alice", items=[draft("preference", "likes tea", key="drink")]),
+                         timeout=30)
+
+        assert texts(as_billing, "alice") == {SECRET}
+        assert texts(as_support, "alice") == {"likes tea"}
+        [found] = as_billing.Recall(svc.RecallRequest(subject="alice", keys=["iban"]), timeout=30).memories
+        assert found.memory.provenance.agent == "billing"
+        # support may read preferences under any key, "iban" included: narrowed, not refused.
+        assert as_support.Recall(svc.RecallRequest(subject="alice", keys=["iban"]), timeout=30).memories == []
+        denied = fails(as_support.Recall, svc.RecallRequest(subject="alice", keys=["iban"],
+                                                            filter=pb.MemoryFilter(categories=[pb.CATEGORY_FACT])),
+                       timeout=30)
+        assert denied.code == grpc.StatusCode.PERMISSION_DENIED and SECRET not in denied.message
+        by_query = as_support.Recall(svc.RecallRequest(subject="alice", query="IBAN bank account"), timeout=30)
+        assert SECRET not in {m.memory.text for m in by_query.memories}
+        # Neither may write what only the other's view allows.
+        refused = fails(as_support.Write, svc.WriteRequest(subject="alice", items=[draft("fact", "x", key="iban")]),
+                        timeout=30)
+        assert refused.code == grpc.StatusCode.PERMISSION_DENIED
+        assert texts(as_billing, "alice") == {SECRET}
+
+
+def _refused_clients(ca: Authority, tenant: str) -> dict[str, tuple[Issued, grpc.StatusCode]]:
+    """Certificates naming the victim's own (tenant, agent) that must not be let in."""
+    def uri(value: str) -> x509.UniformResourceIdentifier:
+        return x509.UniformResourceIdentifier(value)
+
+    serverauth = [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]
+    return {
+        "other-trust-domain": (ca.agent(tenant, "a", domain="evil.example"), grpc.StatusCode.UNAUTHENTICATED),
+        "two-spiffe-ids": (ca.issue([uri(spiffe_id(tenant, "a")), uri(spiffe_id(tenant, "b"))]),
+                           grpc.StatusCode.UNAUTHENTICATED),
+        "the-same-spiffe-id-twice": (ca.issue([uri(spiffe_id(tenant, "a")), uri(spiffe_id(tenant, "a"))]),
+                                     grpc.StatusCode.UNAUTHENTICATED),
+        "a-second-spiffe-id-in-upper-case": (
+            ca.issue([uri(spiffe_id(tenant, "a")), uri("SPIFFE" + spiffe_id(tenant, "b")[6:])]),
+            grpc.StatusCode.UNAUTHENTICATED),
+        # gRPC's TLS stack checks the client certificate's purpose: refused at the handshake.
+        "server-auth-only-eku": (ca.agent(tenant, "a", usages=serverauth), grpc.StatusCode.UNAVAILABLE),
+        "another-ca-with-the-same-name": (Authority("memoryd test CA").agent(tenant, "a"),
+                                          grpc.StatusCode.UNAVAILABLE),
+    }
+
+
+def test_a_refused_certificate_naming_a_real_caller_reads_and_writes_nothing(tls_server, ca, key_file):
+    # One server for every case: each would cost a server start of its own.
+    tenant = unique("tenant")
+    with channel(tls_server, ca, ca.agent(tenant, "a")) as ch:
+        put_view(ch, key_file, tenant, full_view("a"), admin_agent="a")
+        Agent(ch, "").memory.Write(svc.WriteRequest(subject="alice", items=[draft("fact", SECRET, key="iban")]),
+                                   timeout=30)
+        assert texts(Agent(ch, "").memory, "alice") == {SECRET}  # the victim's data is there
+
+    for case, (client, code) in _refused_clients(ca, tenant).items():
+        with channel(tls_server, ca, client) as ch:
+            stub = Agent(ch, "").memory
+            attempts = [
+                fails(stub.Recall, svc.RecallRequest(subject="alice", keys=["iban"]), timeout=10),
+                fails(stub.MemoryView, svc.MemoryViewRequest(subject="alice"), timeout=10),
+                fails(stub.ExportMemories, svc.ExportMemoriesRequest(subject="alice"), timeout=10),
+                fails(stub.Write, svc.WriteRequest(subject="alice", items=[draft("fact", "forged", key="iban")]),
+                      timeout=10),
+            ]
+        for failure in attempts:
+            assert failure.code == code, (case, failure)
+            assert SECRET not in failure.message and "iban" not in failure.message.lower(), (case, failure)
+
+    with channel(tls_server, ca, ca.agent(tenant, "a")) as ch:
+        assert texts(Agent(ch, "").memory, "alice") == {SECRET}  # and nothing was written
+
+
+@pytest.mark.parametrize("usages, accepted", [
+    pytest.param([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH], True, id="client-auth"),
+    pytest.param([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH, x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH], True,
+                 id="server-and-client-auth"),
+    pytest.param([], True, id="no-eku-extension"),
+    pytest.param([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH], False, id="server-auth-only"),
+    pytest.param([x509.oid.ExtendedKeyUsageOID.CODE_SIGNING], False, id="code-signing-only"),
+])
+def test_memoryd_itself_refuses_a_certificate_not_meant_for_client_authentication(ca, usages, accepted):
+    # The handshake refuses these first (see above); this is the second line, for a TLS stack
+    # that would not.
+    tenant = unique("tenant")
+    auth_context = {"x509_pem_cert": [ca.agent(tenant, "a", usages=usages).cert_pem]}
+    if accepted:
+        assert peer_principal(auth_context, TRUST_DOMAIN) == Principal(tenant, "a", frozenset({"agent"}))
+    else:
+        with pytest.raises(Unauthenticated):
+            peer_principal(auth_context, TRUST_DOMAIN)

@@ -439,3 +439,85 @@ def test_bad_tokens(world: World, method: str, token: str) -> None:
         rpc(payload, metadata=metadata, timeout=60)
     assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED, (method, raised.value.details())  # type: ignore[attr-defined]
     assert world.snapshot() == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Explicit cases (class 8): a control character or line break in every string field of every
+# request. Each once risked INTERNAL (a tag reached the vector index's expression compiler).
+
+CONTROL_CHARACTERS = {"soh": "\x01", "tab": "\t", "lf": "\n", "cr": "\r", "vt": "\x0b", "esc": "\x1b",
+                      "del": "\x7f", "nel": "\x85", "c1": "\x9f", "line-separator": "\u2028",
+                      "paragraph-separator": "\u2029", "zero-width-space": "\u200b", "bom": "\ufeff"}
+
+
+def _baselines(world: World) -> dict[str, Message]:
+    """A valid request per method, every string field filled, so each one is exercised."""
+    recall_filter = pb.MemoryFilter(keys=["home_city"], tags=["vip"], session_id="s-1", include_org=True)
+    session_draft = draft("fact", "likes oolong tea", key="drink", tags=["vip"], scope=pb.SCOPE_SESSION,
+                          session_id="s-1", source_turn_id="t-1")
+    view = pb.View(agent="ctl-agent", read_rules=[pb.ViewRule(category=pb.CATEGORY_FACT, key_patterns=["home_*"])],
+                   write_rules=[pb.ViewRule(category=pb.CATEGORY_FACT, key_patterns=["home_*"])],
+                   visible_fields=["key", "text"], description="a view")
+    archive, passphrase = world.archives[1]
+    return {
+        "Write": svc.WriteRequest(subject="user-fuzz-ctl", items=[session_draft], idempotency_key="idem-ctl"),
+        "WriteTurns": svc.WriteRequest(subject="user-fuzz-ctl", turns=[pb.Turn(turn_id="t-1", speaker="user",
+                                                                               text="hello")]),
+        "Recall": svc.RecallRequest(subject=SUBJECT, query="tea", keys=["home_city"], filter=recall_filter),
+        "MemoryView": svc.MemoryViewRequest(subject=SUBJECT, filter=recall_filter, page_token=world.page_tokens[0]),
+        "GetHistory": svc.GetHistoryRequest(subject=SUBJECT, memory_id=world.ids[0],
+                                            page_token=world.page_tokens[-1]),
+        "GetExtractionJob": svc.GetExtractionJobRequest(subject=SUBJECT, job_id=world.ids[0]),
+        "ResolveConflict": svc.ResolveConflictRequest(subject=SUBJECT, memory_id=world.ids[0],
+                                                      pending_id=world.ids[1],
+                                                      resolution=svc.CONFLICT_RESOLUTION_KEEP_CURRENT),
+        "ExportMemories": svc.ExportMemoriesRequest(subject=SUBJECT, passphrase=passphrase),
+        "ImportMemories": svc.ImportMemoriesRequest(subject="user-fuzz-ctl", archive=archive, passphrase=passphrase),
+        "EraseKey": svc.EraseRequest(subject="user-fuzz-ctl", key="drink", mode=svc.ERASE_MODE_FORGET,
+                                     reason="a reason"),
+        "EraseTurn": svc.EraseRequest(subject="user-fuzz-ctl", source_turn_id="t-9", mode=svc.ERASE_MODE_FORGET),
+        "EraseIds": svc.EraseRequest(subject="user-fuzz-ctl", ids=svc.MemoryIds(ids=[world.ids[0]]),
+                                     mode=svc.ERASE_MODE_FORGET),
+        "PutView": admin.PutViewRequest(view=view),
+        "GetView": admin.GetViewRequest(agent="ctl-agent"),
+        "ListViews": admin.ListViewsRequest(page_token="x"),
+        "DeleteView": admin.DeleteViewRequest(agent="ctl-agent-gone"),
+    }
+
+
+def _string_fields(message: Message, path: str = "") -> Iterator[tuple[str, Message, str, int]]:
+    """(path, owner, name, index or -1) of every set string field, nested messages included."""
+    for descriptor, value in message.ListFields():
+        where = f"{path}{descriptor.name}"
+        repeated = not isinstance(value, (str, Message))  # a repeated field is a container
+        if descriptor.type == descriptor.TYPE_STRING:
+            for i in range(len(value)) if repeated else [-1]:
+                yield (f"{where}[{i}]" if repeated else where), message, descriptor.name, i
+        elif descriptor.type == descriptor.TYPE_MESSAGE and descriptor.message_type.full_name.startswith("memoryd."):
+            for i, child in enumerate(value) if repeated else [(-1, value)]:
+                yield from _string_fields(child, f"{where}[{i}]." if repeated else f"{where}.")
+
+
+@pytest.mark.parametrize("case", ["Write", "WriteTurns", "Recall", "MemoryView", "GetHistory", "GetExtractionJob",
+                                  "ResolveConflict", "ExportMemories", "ImportMemories", "EraseKey", "EraseTurn",
+                                  "EraseIds", "PutView", "GetView", "ListViews", "DeleteView"])
+def test_a_control_character_in_any_string_field_is_never_internal(world: World, case: str) -> None:
+    baseline = _baselines(world)[case]
+    method = {"WriteTurns": "Write", "EraseKey": "Erase", "EraseTurn": "Erase", "EraseIds": "Erase"}.get(case, case)
+    fields = [path for path, *_ in _string_fields(baseline)]
+    assert fields, "the baseline fills its string fields"
+    sent = 0
+    for path in fields:
+        for char in CONTROL_CHARACTERS.values():
+            request = type(baseline)()
+            request.CopyFrom(baseline)
+            _, owner, name, index = next(f for f in _string_fields(request) if f[0] == path)
+            old = getattr(owner, name)[index] if index >= 0 else getattr(owner, name)
+            new = old[:1] + char + old[1:]  # inside the value: a stripped end would not hide it
+            if index >= 0:
+                getattr(owner, name)[index] = new
+            else:
+                setattr(owner, name, new)
+            world.send(method, request)  # OK or a client error, never INTERNAL; refused changes nothing
+            sent += 1
+    assert sent == len(fields) * len(CONTROL_CHARACTERS)

@@ -21,6 +21,10 @@ UUID = "7a4b8f9e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
 ALL_STATUSES = [pb.MEMORY_STATUS_ACTIVE, pb.MEMORY_STATUS_FORGOTTEN]
 
 Build = Callable[[str], Message]
+# Characters a tag must not carry (class 8): each of them once made a filtered Recall INTERNAL.
+LINE_BREAKING = {"nul": "\x00", "soh": "\x01", "tab": "\t", "lf": "\n", "cr": "\r", "esc": "\x1b", "us": "\x1f",
+                 "del": "\x7f", "nel": "\x85", "c1-apc": "\x9f", "line-separator": "\u2028",
+                 "paragraph-separator": "\u2029"}
 
 
 def refused(agent: Agent, method: str, request: Message) -> RpcFailure:
@@ -129,6 +133,8 @@ WRITE_CASES = [
     pytest.param(bad_write(fact(tags=[f"t{i}" for i in range(33)])), {"items[0].tags"}, id="tags-over-32"),
     pytest.param(bad_write(fact(tags=[""])), {"items[0].tags[0]"}, id="tag-empty"),
     pytest.param(bad_write(fact(tags=["ok", "t" * 65])), {"items[0].tags[1]"}, id="tag-over-64-bytes"),
+    *(pytest.param(bad_write(fact(tags=["ok", f"vip{c}x"])), {"items[0].tags[1]"}, id=f"tag-with-{name}")
+      for name, c in LINE_BREAKING.items()),
     # scope and session
     pytest.param(bad_write(fact(scope=pb.SCOPE_SESSION)), {"items[0].session_id"},
                  id="session-scope-without-session-id"),
@@ -225,6 +231,7 @@ LIMIT_CASES = [
     pytest.param(write(fact(scope=pb.SCOPE_SESSION, session_id="s-1")), id="session-scope-with-session-id"),
     pytest.param(write(fact(valid_from=stamp(1_600_000_000), valid_until=stamp(4_000_000_000))), id="valid-range"),
     pytest.param(write(fact(), idempotency_key="k" * 128), id="idempotency-key-of-128-bytes"),
+    pytest.param(write(fact(tags=["café", "ＶＩＰ", "a b", "zero\u200bwidth"])), id="tags-with-printable-unicode"),
 ]
 
 
@@ -273,6 +280,9 @@ RECALL_CASES = [
     pytest.param(recall(filter=pb.MemoryFilter(categories=[pb.CATEGORY_FACT, pb.CATEGORY_UNSPECIFIED])),
                  {"filter.categories[1]"}, id="filter-category-unspecified"),
     pytest.param(recall(filter=pb.MemoryFilter(tags=[""])), {"filter.tags[0]"}, id="filter-tag-empty"),
+    # With a query, the filter is compiled for the vector index too: that is where it failed.
+    *(pytest.param(recall(keys=(), query="tea", filter=pb.MemoryFilter(tags=["ok", f"vip{c}"])), {"filter.tags[1]"},
+                   id=f"filter-tag-with-{name}") for name, c in LINE_BREAKING.items()),
     pytest.param(recall(filter=pb.MemoryFilter(keys=["a b"])), {"filter.keys[0]"}, id="filter-key-with-space"),
     pytest.param(recall(filter=pb.MemoryFilter(session_id="s 1")), {"filter.session_id"},
                  id="filter-session-id-with-space"),
@@ -345,6 +355,8 @@ VIEW_CASES = [
                  id="filter-keys-over-100"),
     pytest.param(view(filter=pb.MemoryFilter(tags=[f"t{i}" for i in range(33)])), {"filter.tags"},
                  id="filter-tags-over-32"),
+    *(pytest.param(view(filter=pb.MemoryFilter(tags=[f"vip{c}"])), {"filter.tags[0]"}, id=f"filter-tag-with-{name}")
+      for name, c in LINE_BREAKING.items()),
     pytest.param(
         view(subject="", page_size=501, statuses=[pb.MEMORY_STATUS_ACTIVE, 99],
              filter=pb.MemoryFilter(categories=[pb.CATEGORY_UNSPECIFIED])),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from memoryd.domain import Unauthenticated
 
@@ -56,12 +57,24 @@ def peer_principal(auth_context: dict[str, list[bytes]], trust_domain: str = "")
     if not pems:
         return None
     certificate = x509.load_pem_x509_certificate(pems[0])
+    # gRPC's TLS stack already refuses, at the handshake, a client certificate whose extended
+    # key usage leaves out clientAuth (tests/e2e/test_mtls.py pins it). Checked again here so a
+    # change of TLS stack or verifier cannot turn a server's certificate into a caller.
+    try:
+        usages = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except x509.ExtensionNotFound:
+        usages = None  # no EKU extension: any purpose, as in RFC 5280
+    if usages is not None and ExtendedKeyUsageOID.CLIENT_AUTH not in usages:
+        raise Unauthenticated("the client certificate is not meant for client authentication",
+                              reason="TOKEN_INVALID")
     try:
         names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         names = None
     uris = names.get_values_for_type(x509.UniformResourceIdentifier) if names is not None else []
-    spiffe = [u for u in uris if u.startswith("spiffe://")]
+    # URI schemes are case-insensitive: a "SPIFFE://" id counts too, so another verifier can
+    # never read a different caller from the same certificate.
+    spiffe = [u for u in uris if u[:9].lower() == "spiffe://"]
     if len(spiffe) != 1:  # SPIFFE allows exactly one id per certificate
         raise Unauthenticated("the client certificate must carry exactly one SPIFFE id", reason="TOKEN_INVALID")
     return principal_from_spiffe(spiffe[0], trust_domain)

@@ -40,6 +40,10 @@ from ._config import Limits
 SUBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
 TOKENISH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$")
+# Tags are free text, but they are labels on one line and filter values compiled into Milvus
+# expressions, which refuse control characters (as INTERNAL, too late): C0, DEL, C1 and the
+# Unicode line and paragraph separators are refused here, with the field's path.
+LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 CATEGORIES = {
     pb.CATEGORY_FACT: Category.FACT,
@@ -200,7 +204,10 @@ class _Checker:
             self.fail(field, f"must have at most {self.limits.max_tags} entries")
             return ()
         for i, tag in enumerate(values):
+            before = len(self.violations)
             self.text(f"{field}[{i}]", tag, self.limits.max_tag_bytes, required=True)
+            if len(self.violations) == before and LINE_BREAKING.search(tag):
+                self.fail(f"{field}[{i}]", "must not contain control characters or line breaks")
         return tuple(sorted(set(values)))
 
     def page_size(self, field: str, value: int) -> int:
