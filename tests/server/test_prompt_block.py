@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memoryd.domain import Category, Memory, Scope, SourceKind, Stability, Status
-from memoryd.server._block import BLOCK_FOOTER, BLOCK_HEADER, neutralise, render_block
+from memoryd.server.guard._block import BLOCK_FOOTER, BLOCK_HEADER, neutralise, render_block
 from tests.support import draft
 
 ALL_FIELDS = frozenset({"key", "text", "category"})
