@@ -21,6 +21,7 @@ from ._errors import (
 )
 from ._model import (
     BLIND_REASON,
+    CONTROL_CHARACTERS,
     AuditTag,
     Category,
     Change,
@@ -56,6 +57,7 @@ from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, g
 __all__ = [
     "ArchiveInvalid",
     "BLIND_REASON",
+    "CONTROL_CHARACTERS",
     "blind_answer",
     "AuditTag",
     "ERASE_SELECTORS",

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+
+# Characters no tag, key or other filterable value may hold: C0, DEL, C1 and the Unicode
+# line and paragraph separators. Validation refuses them, extraction drops them, and the
+# vector-index expressions refuse them as a last line of defence.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class Category(enum.StrEnum):

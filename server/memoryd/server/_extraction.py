@@ -43,6 +43,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memoryd.domain import (
+    CONTROL_CHARACTERS,
     Category,
     DataKeyUnavailable,
     Draft,
@@ -85,7 +86,7 @@ def clean_tags(*groups: tuple[str, ...], limit: int = 32, max_bytes: int = 64) -
     tags: list[str] = []
     for group in groups:
         for tag in group:
-            tag = " ".join(tag.replace("\x00", " ").split())
+            tag = " ".join(CONTROL_CHARACTERS.sub(" ", tag).split())
             if tag and len(tag.encode()) <= max_bytes and tag not in tags:
                 tags.append(tag)
     return tuple(tags[:limit])

@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from memoryd.domain import DataKeyUnavailable, Draft, Listing, Memory, Page, PermissionDenied, ResourceExhausted, View
 from memoryd.v1 import memory_service_pb2 as svc
@@ -72,11 +71,6 @@ def validate_import(request: svc.ImportMemoriesRequest, limits: Limits) -> Impor
     check.done()
     return ImportCommand(subject, request.archive, passphrase, limits)
 
-
-TRANSFER_VALIDATORS: dict[str, Callable[[Any, Limits], Any]] = {
-    "/memoryd.v1.MemoryService/ExportMemories": validate_export,
-    "/memoryd.v1.MemoryService/ImportMemories": validate_import,
-}
 
 
 def check_exportable(view: View) -> None:

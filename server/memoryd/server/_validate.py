@@ -10,7 +10,6 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +18,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
 from memoryd.domain import (
+    CONTROL_CHARACTERS,
     Category,
     Draft,
     EraseMode,
@@ -41,9 +41,8 @@ SUBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
 TOKENISH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$")
 # Tags are free text, but they are labels on one line and filter values compiled into Milvus
-# expressions, which refuse control characters (as INTERNAL, too late): C0, DEL, C1 and the
-# Unicode line and paragraph separators are refused here, with the field's path.
-LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# expressions, which refuse control characters (as INTERNAL, too late): they are refused
+# here, with the field's path (``CONTROL_CHARACTERS``).
 
 CATEGORIES = {
     pb.CATEGORY_FACT: Category.FACT,
@@ -206,7 +205,7 @@ class _Checker:
         for i, tag in enumerate(values):
             before = len(self.violations)
             self.text(f"{field}[{i}]", tag, self.limits.max_tag_bytes, required=True)
-            if len(self.violations) == before and LINE_BREAKING.search(tag):
+            if len(self.violations) == before and CONTROL_CHARACTERS.search(tag):
                 self.fail(f"{field}[{i}]", "must not contain control characters or line breaks")
         return tuple(sorted(set(values)))
 
@@ -401,12 +400,3 @@ def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
         selector = EraseSelector(all_of_subject=True)
     check.done()
     return EraseCommand(subject, selector, mode, reason)
-
-
-VALIDATORS: dict[str, Callable[[Any, Limits], Any]] = {
-    "/memoryd.v1.MemoryService/Write": validate_write,
-    "/memoryd.v1.MemoryService/Recall": validate_recall,
-    "/memoryd.v1.MemoryService/MemoryView": validate_memory_view,
-    "/memoryd.v1.MemoryService/GetHistory": validate_history,
-    "/memoryd.v1.MemoryService/Erase": validate_erase,
-}

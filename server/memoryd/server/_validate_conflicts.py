@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from memoryd.domain import Resolution
 from memoryd.v1 import memory_service_pb2 as svc
@@ -36,8 +34,3 @@ def validate_resolve_conflict(request: svc.ResolveConflictRequest, limits: Limit
                        required=resolution is Resolution.ACCEPT_PENDING)
     check.done()
     return ResolveConflictCommand(subject, memory_id, resolution, pending_id)
-
-
-CONFLICT_VALIDATORS: dict[str, Callable[[Any, Limits], Any]] = {
-    "/memoryd.v1.MemoryService/ResolveConflict": validate_resolve_conflict,
-}

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from memoryd.domain import Turn
 from memoryd.v1 import memory_service_pb2 as svc
@@ -66,8 +64,3 @@ def validate_get_extraction_job(request: svc.GetExtractionJobRequest, limits: Li
     job_id = _uuid(check, "job_id", request.job_id, required=True)
     check.done()
     return JobCommand(subject, job_id)
-
-
-JOB_VALIDATORS: dict[str, Callable[[Any, Limits], Any]] = {
-    "/memoryd.v1.MemoryService/GetExtractionJob": validate_get_extraction_job,
-}

@@ -8,7 +8,6 @@ is wise.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,11 +125,3 @@ def validate_list_views(request: admin.ListViewsRequest, limits: Limits) -> List
     token = check.text("page_token", request.page_token, 1024)
     check.done()
     return ListViewsCommand(size, token)
-
-
-VIEW_VALIDATORS: dict[str, Callable[[Any, Limits], Any]] = {
-    "/memoryd.v1.ViewAdminService/PutView": validate_put_view,
-    "/memoryd.v1.ViewAdminService/GetView": validate_agent,
-    "/memoryd.v1.ViewAdminService/ListViews": validate_list_views,
-    "/memoryd.v1.ViewAdminService/DeleteView": validate_agent,
-}

@@ -25,7 +25,6 @@ from datetime import datetime
 from memoryd.domain import AuditTag, Category, Draft, Outcome, WriteResult
 
 from . import _audit as audit
-from ._envelope import DataKey
 from ._jobs import bump_counts
 from ._memories import PostgresMemoryStore
 

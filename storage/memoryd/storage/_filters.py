@@ -19,22 +19,20 @@ session) and liveness (active, unexpired, valid) — compiled for each store:
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime
 from typing import Any
 
 from psycopg import sql
 
-from memoryd.domain import Category, Internal, ReadFilter, glob_to_like, glob_to_regex
+from memoryd.domain import CONTROL_CHARACTERS, Category, Internal, ReadFilter, glob_to_like, glob_to_regex
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 Rules = tuple[tuple[Category, tuple[str, ...]], ...]
 
 
 def literal(value: str) -> str:
     """A string literal for a Milvus expression: backslashes and quotes escaped, control
     characters refused, so no value can change the expression's structure."""
-    if _CONTROL.search(value):
+    if CONTROL_CHARACTERS.search(value):
         raise Internal("refusing a control character in a vector-index expression")
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 

@@ -39,7 +39,7 @@ from memoryd.domain import (
 from . import _audit as audit
 from . import _counters as counters
 from . import _trust as trust
-from ._envelope import DataKey, SubjectKeys
+from ._envelope import SubjectKeys
 from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms, keyword_search
 from ._milvus import IndexedMemory
