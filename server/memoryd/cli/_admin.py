@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from memoryd.domain import MemorydError
-from memoryd.server import Memoryd, StartedServer, issue_token, load, load_or_create_signing_key, parse_ttl
+from memoryd.server import KeyFiles, Memoryd, StartedServer, issue_token, load, load_secrets, parse_ttl
 from memoryd.storage import EmbeddedPostgres, migrate
 
 
@@ -83,7 +83,7 @@ async def _migrate(args: argparse.Namespace) -> int:
 
 def _token_issue(args: argparse.Namespace) -> int:
     config = load(args.config)
-    key = load_or_create_signing_key(config.signing_key_path)
+    key = load_secrets(KeyFiles.of(config)).signing_key
     roles = tuple(args.role or ["agent"])
     print(issue_token(key, tenant=args.tenant, agent=args.agent, roles=roles, subject=args.subject,
                       ttl_seconds=parse_ttl(args.ttl)))
