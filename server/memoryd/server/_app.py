@@ -29,6 +29,7 @@ from memoryd.storage import (
     OutboxWorker,
     Postgres,
     PostgresMemoryStore,
+    PostgresRevocations,
     PostgresSettings,
     PostgresViewStore,
     TermHasher,
@@ -49,6 +50,7 @@ from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
+from ._revocation import RevocationList
 from ._secrets import KeyFiles, Secrets, load_secrets
 from ._scope import Services
 from ._view_admin import ViewRegistry
@@ -261,7 +263,8 @@ class Memoryd:
             extraction_enabled=config.extraction_configured,
             metrics=self.metrics,
         )
-        verifier = TokenVerifier(secrets.verification_keys)
+        revoked = RevocationList(PostgresRevocations(self._db), config.view_cache_seconds)
+        verifier = TokenVerifier(secrets.verification_keys, revoked)
         chain = build_chain(verifier=verifier, services=services, config=config,
                             tracer=tracer(self._provider), metrics=self.metrics)
         limit = config.limits.max_message_bytes

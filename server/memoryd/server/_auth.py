@@ -1,7 +1,7 @@
 """Identity: Ed25519-signed bearer tokens (JWT, alg EdDSA) and the Principal they yield.
 
 A token carries the tenant (``tnt``), the agent (``agt``), roles, an optional bound subject
-(``sub``), an expiry and an id (``jti``). Tenant and agent come only
+(``sub``), an expiry and an id (``jti``) by which it can be revoked. Tenant and agent come only
 from a verified token; no request field or other metadata header is ever read for them.
 
 Claims are signed but still checked for shape: a key holder's tooling, or a bug in it, must
@@ -21,7 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeGuard
+from typing import Protocol, TypeGuard
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -49,6 +49,7 @@ class Principal:
     roles: frozenset[str]
     subject: str = ""  # when set, the caller may only touch this subject
     token_id: str = ""
+    token_expires: int = 0  # the token's exp (seconds since the epoch); 0 without a token
 
     @property
     def is_admin(self) -> bool:
@@ -138,11 +139,23 @@ def issue_token(
     return signing_input + "." + _b64encode(key.sign(signing_input.encode()))
 
 
-class TokenVerifier:
-    """Verifies tokens against the server's public key(s)."""
+class RevokedTokens(Protocol):
+    async def is_revoked(self, tenant: str, token_id: str) -> bool: ...
 
-    def __init__(self, public_keys: list[Ed25519PublicKey]) -> None:
+
+class TokenVerifier:
+    """Verifies tokens against the server's public keys (the current signing key's and the
+    earlier ones not yet retired), and knows the tenant's revoked token ids."""
+
+    def __init__(self, public_keys: list[Ed25519PublicKey], revoked: RevokedTokens | None = None) -> None:
         self._keys = {key_id(k): k for k in public_keys}
+        self._revoked = revoked
+
+    async def is_revoked(self, principal: Principal) -> bool:
+        """Whether the token that yielded ``principal`` is on the tenant's deny list."""
+        if self._revoked is None or not principal.token_id:
+            return False
+        return await self._revoked.is_revoked(principal.tenant, principal.token_id)
 
     def verify(self, token: str, now: float | None = None) -> Principal:
         invalid = Unauthenticated("the bearer token is invalid", reason="TOKEN_INVALID")
@@ -190,12 +203,12 @@ class TokenVerifier:
             raise invalid
         if issued > now + CLOCK_SKEW_SECONDS:
             raise invalid
-        # Every token memoryd issues has an id; one without is not memoryd's.
+        # Without an id a token could never be revoked; every token memoryd issues has one.
         if not (isinstance(token_id, str) and TOKEN_ID.fullmatch(token_id)):
             raise invalid
         if expiry + CLOCK_SKEW_SECONDS < now:
             raise Unauthenticated("the bearer token has expired", reason="TOKEN_EXPIRED")
-        return Principal(tenant, agent, frozenset(roles), subject, token_id)
+        return Principal(tenant, agent, frozenset(roles), subject, token_id, expiry)
 
 
 def _timestamp(value: object) -> TypeGuard[int]:

@@ -22,6 +22,7 @@ from ._milvus import IndexedMemory, MilvusIndex, collection_name, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, embedding_text, outbox_lag, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
 from ._reindex import ReindexReport, activate, reindex
+from ._revocations import PostgresRevocations
 from ._views import PostgresViewStore
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "Postgres",
     "PostgresMemoryStore",
     "PostgresSettings",
+    "PostgresRevocations",
     "PostgresViewStore",
     "ReindexReport",
     "SealReport",
