@@ -4,10 +4,12 @@ key's any more), and tokens of the earlier key work until it is retired."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
 import grpc
+import pytest
 
 from memoryd.server import issue_token, load_or_create_signing_key, load_signing_key
 from memoryd.v1 import memory_service_pb2 as svc
@@ -83,3 +85,17 @@ def test_retiring_the_current_key_is_refused(tmp_path):
     result = memoryd(env, "keys", "retire", kid)
     assert result.returncode == 2 and "is the current signing key" in result.stderr
     assert Path(tmp_path / "keys" / "signing.pem").exists()
+
+
+def test_a_server_with_another_term_secret_refuses_to_start(tmp_path, private_database):
+    first, second = tmp_path / "first", tmp_path / "second"
+    process = ServerProcess(server_env(MEMORYD_DATA_DIR=str(first), MEMORYD_POSTGRES_DSN=private_database),
+                            tmp_path / "first.log").start()
+    assert process.stop() == 0
+    # A second server with keys of its own (a fresh keys folder): its term hashes would match
+    # none of the first one's, so it must not run at all.
+    env = server_env(MEMORYD_DATA_DIR=str(second), MEMORYD_POSTGRES_DSN=private_database)
+    with pytest.raises(RuntimeError, match="terms.json"):
+        ServerProcess(env, tmp_path / "second.log").start()
+    shutil.copy(first / "keys" / "terms.json", second / "keys" / "terms.json")
+    assert ServerProcess(env, tmp_path / "second.log").start().stop() == 0

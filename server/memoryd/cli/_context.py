@@ -8,7 +8,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from memoryd.server import Config, KeyFiles, keyword_hasher, load, load_secrets, prepare_postgres
+from memoryd.server import (
+    Config,
+    KeyFiles,
+    keyword_hasher,
+    load,
+    load_secrets,
+    prepare_postgres,
+    require_shared_term_secret,
+)
 from memoryd.storage import WORKER_ROLE, LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
 
 
@@ -30,6 +38,7 @@ async def open_storage(args: argparse.Namespace) -> AsyncIterator[Storage]:
     settings, embedded = await prepare_postgres(config)
     app_db, queue = Postgres(settings), Postgres(settings, role=WORKER_ROLE)
     try:
+        await require_shared_term_secret(settings.dsn, secrets, KeyFiles.of(config))
         await app_db.open()
         await queue.open()
         store = PostgresMemoryStore(app_db, keyword_hasher(secrets), provider, config.policy_for)

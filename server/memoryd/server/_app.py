@@ -51,7 +51,7 @@ from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
 from ._revocation import RevocationList
-from ._secrets import KeyFiles, Secrets, load_secrets
+from ._secrets import KeyFiles, Secrets, load_secrets, require_shared_term_secret
 from ._scope import Services
 from ._view_admin import ViewRegistry
 from ._tracing import tracer, tracer_provider
@@ -204,6 +204,7 @@ class Memoryd:
         _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,
                   len(secrets.earlier_keys), secrets.pages.current_version)
         settings = await self._postgres_settings()
+        await require_shared_term_secret(settings.dsn, secrets, KeyFiles.of(config))
         self._db = Postgres(settings)
         await self._db.open()
         provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)

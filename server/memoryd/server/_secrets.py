@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -36,6 +38,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from memoryd.storage import require_fingerprint
 
 from ._auth import key_id, load_or_create_signing_key, load_signing_key
 from ._config import Config
@@ -88,6 +92,11 @@ class SecretRing:
     def get(self, version: int) -> bytes | None:
         return self.versions.get(version)
 
+    @property
+    def fingerprint(self) -> bytes:
+        """Names the current secret without revealing it."""
+        return hmac.new(self.current, b"memoryd secret fingerprint", hashlib.sha256).digest()
+
 
 @dataclass(frozen=True)
 class Secrets:
@@ -126,6 +135,14 @@ def load_secrets(files: KeyFiles) -> Secrets:
     current = key_id(key.public_key())
     earlier = tuple(k for kid, k in _earlier_keys(files) if kid != current)
     return Secrets(key, earlier, terms, pages)
+
+
+async def require_shared_term_secret(owner_dsn: str, secrets: Secrets, files: KeyFiles) -> None:
+    """Refuse to run with a term-hash secret other than the one the database's keyword terms
+    were hashed with: every memory would silently be unfindable by words."""
+    await require_fingerprint(owner_dsn, "keyword terms", secrets.terms.fingerprint,
+                              fix=f"give {files.terms} the content of terms.json from the keys folder of the "
+                                  "deployment's other servers (MEMORYD_KEYS_DIR)")
 
 
 def rotate_signing_key(files: KeyFiles) -> tuple[str, str]:

