@@ -1,4 +1,4 @@
-"""The ``memoryd`` command: serve, worker, migrate, token, views, reindex, lifecycle, consolidate, audit,
+"""The ``memoryd`` command: serve, worker, migrate, token, keys, views, reindex, lifecycle, consolidate, audit,
 export/import, bench, health, and a small client for trying the RPCs.
 
 Failures print one line, ``memoryd: error: …``, and where a likely fix is known a second,
@@ -24,6 +24,7 @@ from ._consolidate import add_consolidate_command
 from ._errors import CliError, hint_for, report
 from ._health import add_health_command
 from ._index import add_index_commands
+from ._keys import add_key_commands
 from ._lifecycle import add_lifecycle_commands
 from ._views import add_view_commands
 
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_admin_commands(commands)
+    add_key_commands(commands)
     add_index_commands(commands)
     add_lifecycle_commands(commands)
     add_consolidate_command(commands)

@@ -1,4 +1,4 @@
-"""Operator commands: serve, migrate, token issue."""
+"""Operator commands: serve, migrate, token issue (token revoke is in ``_keys``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import sys
 from typing import Any
 
 from memoryd.domain import MemorydError
-from memoryd.server import Memoryd, StartedServer, issue_token, load, load_or_create_signing_key, parse_ttl
+from memoryd.server import KeyFiles, Memoryd, StartedServer, issue_token, load, load_secrets, parse_ttl
 from memoryd.storage import EmbeddedPostgres, migrate
+
+from ._keys import add_token_revoke
 
 
 def add_admin_commands(commands: Any) -> None:
@@ -20,7 +22,7 @@ def add_admin_commands(commands: Any) -> None:
     mig = commands.add_parser("migrate", help="apply database migrations and exit")
     mig.set_defaults(run=_migrate)
 
-    token = commands.add_parser("token", help="credentials: issue bearer tokens signed with the server's key")
+    token = commands.add_parser("token", help="credentials: issue and revoke bearer tokens")
     token_commands = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
     issue = token_commands.add_parser("issue", help="print a bearer token signed with the server's key")
     issue.add_argument("--tenant", required=True)
@@ -30,6 +32,7 @@ def add_admin_commands(commands: Any) -> None:
     issue.add_argument("--subject", default="", help="bind the token to one subject")
     issue.add_argument("--ttl", default="1h", help="lifetime such as 15m, 1h, 7d (default 1h)")
     issue.set_defaults(run=_token_issue)
+    add_token_revoke(token_commands)
 
 
 def _print_started(started: StartedServer, config_addr: str, data_dir: str, embedded: bool) -> None:
@@ -83,7 +86,7 @@ async def _migrate(args: argparse.Namespace) -> int:
 
 def _token_issue(args: argparse.Namespace) -> int:
     config = load(args.config)
-    key = load_or_create_signing_key(config.signing_key_path)
+    key = load_secrets(KeyFiles.of(config)).signing_key
     roles = tuple(args.role or ["agent"])
     print(issue_token(key, tenant=args.tenant, agent=args.agent, roles=roles, subject=args.subject,
                       ttl_seconds=parse_ttl(args.ttl)))

@@ -8,7 +8,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from memoryd.server import Config, keyword_hasher, load, load_or_create_signing_key, prepare_postgres
+from memoryd.server import (
+    Config,
+    KeyFiles,
+    keyword_hasher,
+    load,
+    load_secrets,
+    prepare_postgres,
+    require_shared_term_secret,
+)
 from memoryd.storage import WORKER_ROLE, LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
 
 
@@ -23,16 +31,17 @@ class Storage:
 @asynccontextmanager
 async def open_storage(args: argparse.Namespace) -> AsyncIterator[Storage]:
     config = load(args.config)
-    key = load_or_create_signing_key(config.signing_key_path)
+    secrets = load_secrets(KeyFiles.of(config))
     # Never a new key here: a worker with a key of its own could not read a single memory
     # and would settle their index work without embedding them.
     provider = LocalKeyProvider.from_file(config.key_file_path, create=False)
     settings, embedded = await prepare_postgres(config)
     app_db, queue = Postgres(settings), Postgres(settings, role=WORKER_ROLE)
     try:
+        await require_shared_term_secret(settings.dsn, secrets, KeyFiles.of(config))
         await app_db.open()
         await queue.open()
-        store = PostgresMemoryStore(app_db, keyword_hasher(key), provider, config.policy_for)
+        store = PostgresMemoryStore(app_db, keyword_hasher(secrets), provider, config.policy_for)
         yield Storage(config, settings, store, queue)
     finally:
         await queue.close()

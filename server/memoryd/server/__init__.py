@@ -11,6 +11,17 @@ from ._app import (
 )
 from ._auth import Principal, TokenVerifier, issue_token, load_or_create_signing_key, load_signing_key, parse_ttl
 from ._config import Config, Limits, Scoring, load
+from ._secrets import (
+    KeyFiles,
+    Secrets,
+    derive_secret,
+    describe_keys,
+    load_secrets,
+    require_shared_term_secret,
+    retire_signing_key,
+    rotate_page_secret,
+    rotate_signing_key,
+)
 from ._consolidation import DEFAULT_SIMILARITY, ConsolidationReport, Consolidator, consolidator, topic_groups
 from ._interceptors import Call, Interceptor, build_chain
 
@@ -23,21 +34,30 @@ __all__ = [
     "Consolidator",
     "Embedders",
     "Interceptor",
+    "KeyFiles",
     "Limits",
     "Memoryd",
     "Principal",
     "Scoring",
+    "Secrets",
     "StartedServer",
     "TokenVerifier",
     "build_chain",
     "configured_embedder",
     "consolidator",
+    "derive_secret",
+    "describe_keys",
     "issue_token",
     "keyword_hasher",
     "load",
     "load_or_create_signing_key",
+    "load_secrets",
     "load_signing_key",
     "parse_ttl",
     "prepare_postgres",
+    "require_shared_term_secret",
+    "retire_signing_key",
+    "rotate_page_secret",
+    "rotate_signing_key",
     "topic_groups",
 ]

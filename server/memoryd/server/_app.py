@@ -11,9 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -31,6 +29,7 @@ from memoryd.storage import (
     OutboxWorker,
     Postgres,
     PostgresMemoryStore,
+    PostgresRevocations,
     PostgresSettings,
     PostgresViewStore,
     TermHasher,
@@ -42,7 +41,7 @@ from memoryd.storage import (
 )
 from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
 
-from ._auth import TokenVerifier, issue_token, load_or_create_signing_key
+from ._auth import TokenVerifier, issue_token
 from ._config import Config
 from ._extraction import ExtractionWorker, extraction_worker
 from ._handlers import MemoryService, ViewAdminService
@@ -51,6 +50,8 @@ from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
+from ._revocation import RevocationList
+from ._secrets import KeyFiles, Secrets, load_secrets, require_shared_term_secret
 from ._services import Services
 from ._view_admin import ViewRegistry
 from ._tracing import tracer, tracer_provider
@@ -69,12 +70,6 @@ DEMO_AGENT = "demo-agent"
 class StartedServer:
     port: int
     token_files: tuple[Path, ...]
-
-
-def derive_secret(key: Ed25519PrivateKey, purpose: bytes) -> bytes:
-    """A secret for ``purpose`` derived from the signing key, so there is one secret to keep."""
-    raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(raw)
 
 
 async def prepare_postgres(config: Config) -> tuple[PostgresSettings, EmbeddedPostgres | None]:
@@ -98,8 +93,10 @@ async def prepare_postgres(config: Config) -> tuple[PostgresSettings, EmbeddedPo
     return settings, embedded
 
 
-def keyword_hasher(key: Ed25519PrivateKey) -> TermHasher:
-    return TermHasher(derive_secret(key, b"memoryd keyword terms"))
+def keyword_hasher(secrets: Secrets) -> TermHasher:
+    # The term secret of its own (never the signing key's): rotating the signing key must
+    # leave every stored term hash findable.
+    return TermHasher(secrets.terms.current)
 
 
 class Embedders:
@@ -203,12 +200,15 @@ class Memoryd:
 
     async def start(self) -> StartedServer:
         config = self.config
-        key = await asyncio.to_thread(load_or_create_signing_key, config.signing_key_path)
+        secrets = await asyncio.to_thread(load_secrets, KeyFiles.of(config))
+        _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,
+                  len(secrets.earlier_keys), secrets.pages.current_version)
         settings = await self._postgres_settings()
+        await require_shared_term_secret(settings.dsn, secrets, KeyFiles.of(config))
         self._db = Postgres(settings)
         await self._db.open()
         provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)
-        store = PostgresMemoryStore(self._db, keyword_hasher(key), provider, config.policy_for)
+        store = PostgresMemoryStore(self._db, keyword_hasher(secrets), provider, config.policy_for)
         sealed = await seal_plaintext(settings, self._db, store.keys)
         if sealed.memories or sealed.versions:
             _log.info("encrypted %d memories and %d versions written before encryption at rest",
@@ -241,7 +241,8 @@ class Memoryd:
         views = ViewRegistry(PostgresViewStore(self._db), config.view_cache_seconds)
         if config.embedded:
             # The embedded default's demo token works out of the box: its agent gets a full view
-            # once, unless an admin has given it another (deny by default holds for the rest).
+            # once, if it never had one — an admin's change or deletion stays (deny by default
+            # holds for the rest).
             await views.ensure(DEMO_TENANT, View.full(DEMO_AGENT, "embedded default: the demo agent's full view"),
                                changed_by="memoryd")
         jobs = ExtractionJobs(store, self._worker_db)
@@ -255,7 +256,7 @@ class Memoryd:
             recaller=Recaller(store, config.scoring, dense, tracer=tracer(self._provider)),
             access=self._access,
             scoring=config.scoring,
-            page_tokens=PageTokens(derive_secret(key, b"memoryd page tokens")),
+            page_tokens=PageTokens(secrets.pages),
             indexes=indexes,
             worker=worker,
             jobs=jobs,
@@ -263,7 +264,9 @@ class Memoryd:
             extraction_enabled=config.extraction_configured,
             metrics=self.metrics,
         )
-        chain = build_chain(verifier=TokenVerifier([key.public_key()]), services=services, config=config,
+        revoked = RevocationList(PostgresRevocations(self._db), config.view_cache_seconds)
+        verifier = TokenVerifier(secrets.verification_keys, revoked)
+        chain = build_chain(verifier=verifier, services=services, config=config,
                             tracer=tracer(self._provider), metrics=self.metrics)
         limit = config.limits.max_message_bytes
         server = grpc.aio.server(
@@ -295,7 +298,7 @@ class Memoryd:
         self._server = server
         for name in ("", *SERVICE_NAMES):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        tokens = self._write_demo_tokens(key) if config.embedded else ()
+        tokens = self._write_demo_tokens(secrets.signing_key) if config.embedded else ()
         return StartedServer(port, tokens)
 
     async def _start_sweeper(self, settings: PostgresSettings) -> None:

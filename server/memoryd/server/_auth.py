@@ -1,8 +1,12 @@
 """Identity: Ed25519-signed bearer tokens (JWT, alg EdDSA) and the Principal they yield.
 
 A token carries the tenant (``tnt``), the agent (``agt``), roles, an optional bound subject
-(``sub``) and an expiry. Tenant and agent come only from a verified token; no request field
-or other metadata header is ever read for them.
+(``sub``), an expiry and an id (``jti``) by which it can be revoked. Tenant and agent come only
+from a verified token; no request field or other metadata header is ever read for them.
+
+Claims are signed but still checked for shape: a key holder's tooling, or a bug in it, must
+not be able to crash the server with a claim of an odd JSON type (a list of lists for roles,
+a float or a huge number for a time) — every such token is simply invalid.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeGuard
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -31,6 +36,8 @@ SUBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 CLOCK_SKEW_SECONDS = 30
 MAX_TOKEN_BYTES = 4096
 MAX_HEADER_BYTES = 512  # a real header is under 100 bytes; refuse anything odd before parsing
+TOKEN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z: later times cannot be stored or compared as dates
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,7 @@ class Principal:
     roles: frozenset[str]
     subject: str = ""  # when set, the caller may only touch this subject
     token_id: str = ""
+    token_expires: int = 0  # the token's exp (seconds since the epoch); 0 without a token
 
     @property
     def is_admin(self) -> bool:
@@ -131,11 +139,23 @@ def issue_token(
     return signing_input + "." + _b64encode(key.sign(signing_input.encode()))
 
 
-class TokenVerifier:
-    """Verifies tokens against the server's public key(s)."""
+class RevokedTokens(Protocol):
+    async def is_revoked(self, tenant: str, token_id: str) -> bool: ...
 
-    def __init__(self, public_keys: list[Ed25519PublicKey]) -> None:
+
+class TokenVerifier:
+    """Verifies tokens against the server's public keys (the current signing key's and the
+    earlier ones not yet retired), and knows the tenant's revoked token ids."""
+
+    def __init__(self, public_keys: list[Ed25519PublicKey], revoked: RevokedTokens | None = None) -> None:
         self._keys = {key_id(k): k for k in public_keys}
+        self._revoked = revoked
+
+    async def is_revoked(self, principal: Principal) -> bool:
+        """Whether the token that yielded ``principal`` is on the tenant's deny list."""
+        if self._revoked is None or not principal.token_id:
+            return False
+        return await self._revoked.is_revoked(principal.tenant, principal.token_id)
 
     def verify(self, token: str, now: float | None = None) -> Principal:
         invalid = Unauthenticated("the bearer token is invalid", reason="TOKEN_INVALID")
@@ -152,7 +172,8 @@ class TokenVerifier:
         # Only EdDSA is accepted: "none" and every other algorithm are refused outright.
         if not isinstance(header, dict) or header.get("alg") != "EdDSA":
             raise invalid
-        key = self._keys.get(str(header.get("kid", "")))
+        kid = header.get("kid")
+        key = self._keys.get(kid) if isinstance(kid, str) else None
         if key is None:
             raise invalid
         try:
@@ -172,15 +193,24 @@ class TokenVerifier:
             raise invalid
         if not (isinstance(agent, str) and NAME.fullmatch(agent)):
             raise invalid
-        if not (isinstance(roles, list) and roles and all(r in ROLES for r in roles)):
+        # Each role is checked to be a string before the set lookup: [["admin"]] is unhashable.
+        if not (isinstance(roles, list) and roles and all(isinstance(r, str) and r in ROLES for r in roles)):
             raise invalid
         if not (isinstance(subject, str) and (subject == "" or SUBJECT.fullmatch(subject))):
             raise invalid
-        issued = claims.get("iat")
-        if not isinstance(expiry, int) or isinstance(expiry, bool):
+        issued, token_id = claims.get("iat"), claims.get("jti")
+        if not (_timestamp(expiry) and _timestamp(issued) and issued <= expiry):
             raise invalid
-        if not isinstance(issued, int) or isinstance(issued, bool) or issued > now + CLOCK_SKEW_SECONDS:
+        if issued > now + CLOCK_SKEW_SECONDS:
+            raise invalid
+        # Without an id a token could never be revoked; every token memoryd issues has one.
+        if not (isinstance(token_id, str) and TOKEN_ID.fullmatch(token_id)):
             raise invalid
         if expiry + CLOCK_SKEW_SECONDS < now:
             raise Unauthenticated("the bearer token has expired", reason="TOKEN_EXPIRED")
-        return Principal(tenant, agent, frozenset(roles), subject, str(claims.get("jti", "")))
+        return Principal(tenant, agent, frozenset(roles), subject, token_id, expiry)
+
+
+def _timestamp(value: object) -> TypeGuard[int]:
+    """A time claim: whole seconds since the epoch (bool is an int in Python, not here)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TIMESTAMP

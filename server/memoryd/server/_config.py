@@ -80,8 +80,11 @@ class Config:
     postgres_pool_min: int = 1
     postgres_pool_max: int = 10
     postgres_timeout_seconds: float = 5.0
-    # Ed25519 private key (PEM). Empty: <data_dir>/keys/signing.pem, created on first start.
+    # The current Ed25519 signing key (PEM). Empty: <keys_dir>/signing.pem, created on first start.
     signing_key_file: str = ""
+    # The other secrets (keyword term hashes, page tokens, retired-but-accepted public keys).
+    # Empty: <data_dir>/keys. Replicas that share a database must share this folder.
+    keys_dir: str = ""
     # The local key provider's master key (32 bytes, mode 0600), from which every tenant's
     # key-wrapping key is derived. Empty: <data_dir>/keys/master.key, created on first start.
     key_file: str = ""
@@ -163,7 +166,11 @@ class Config:
 
     @property
     def signing_key_path(self) -> Path:
-        return Path(self.signing_key_file) if self.signing_key_file else self.data_dir / "keys" / "signing.pem"
+        return Path(self.signing_key_file) if self.signing_key_file else self.keys_path / "signing.pem"
+
+    @property
+    def keys_path(self) -> Path:
+        return Path(self.keys_dir) if self.keys_dir else self.data_dir / "keys"
 
     @property
     def key_file_path(self) -> Path:
@@ -180,6 +187,7 @@ _ENV = {
     "MEMORYD_POSTGRES_POOL_MAX": "postgres_pool_max",
     "MEMORYD_POSTGRES_TIMEOUT_SECONDS": "postgres_timeout_seconds",
     "MEMORYD_SIGNING_KEY_FILE": "signing_key_file",
+    "MEMORYD_KEYS_DIR": "keys_dir",
     "MEMORYD_KEY_FILE": "key_file",
     "MEMORYD_MILVUS_URI": "milvus_uri",
     "MEMORYD_MILVUS_TOKEN": "milvus_token",

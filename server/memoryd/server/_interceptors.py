@@ -158,7 +158,8 @@ class Authentication:
     certificate's SPIFFE id when mTLS identity is on. Nothing else in the metadata is trusted.
 
     With both, they must name the same tenant and agent (the token may add roles and a
-    subject binding).
+    subject binding). A revoked token is refused like a forged one, after its signature is
+    checked, so the deny list is read only for tokens the server issued.
     """
 
     def __init__(self, verifier: TokenVerifier, *, mtls: bool = False, trust_domain: str = "") -> None:
@@ -179,6 +180,8 @@ class Authentication:
         if len(values) != 1 or scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("the authorization metadata must be one 'Bearer <token>'")
         principal = self._verifier.verify(token.strip())
+        if await self._verifier.is_revoked(principal):
+            raise Unauthenticated("the bearer token has been revoked", reason="TOKEN_INVALID")
         if peer is not None and (peer.tenant, peer.agent) != (principal.tenant, principal.agent):
             raise Unauthenticated("the token and the client certificate name different callers")
         call.principal = principal

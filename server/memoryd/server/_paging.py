@@ -4,6 +4,10 @@ A token is an HMAC-signed position bound to the caller (tenant, agent), the subj
 digest of the request's filter. A token presented by anyone else, or with another filter, is
 refused; and since every page runs the same view-filtered query, a token can never widen
 what the caller sees.
+
+The token starts with the version of the page secret that signed it (4 bytes, covered by the
+MAC). Tokens of the current and the previous version verify, so a listing carries on across
+one rotation of the page secret; older ones are refused like any other bad token.
 """
 
 from __future__ import annotations
@@ -17,17 +21,24 @@ from typing import Any
 
 from memoryd.domain import FieldViolation, InvalidArgument
 
+from ._secrets import SecretRing
+
+_VERSION_BYTES = 4
+_MAC_BYTES = 32
+
 
 class PageTokens:
-    def __init__(self, secret: bytes) -> None:
-        self._secret = secret
+    def __init__(self, secrets: SecretRing) -> None:
+        self._secrets = secrets
 
-    def _mac(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, hashlib.sha256).digest()
+    @staticmethod
+    def _mac(secret: bytes, signed: bytes) -> bytes:
+        return hmac.new(secret, signed, hashlib.sha256).digest()
 
     def encode(self, binding: dict[str, Any], position: dict[str, Any]) -> str:
         payload = json.dumps({"b": binding, "p": position}, sort_keys=True, separators=(",", ":")).encode()
-        return base64.urlsafe_b64encode(payload + self._mac(payload)).decode().rstrip("=")
+        signed = self._secrets.current_version.to_bytes(_VERSION_BYTES, "big") + payload
+        return base64.urlsafe_b64encode(signed + self._mac(self._secrets.current, signed)).decode().rstrip("=")
 
     def decode(self, token: str, binding: dict[str, Any]) -> dict[str, Any]:
         """The position stored in ``token``, if it was issued for exactly this ``binding``."""
@@ -36,10 +47,13 @@ class PageTokens:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         except (binascii.Error, ValueError):
             raise refused from None
-        payload, mac = raw[:-32], raw[-32:]
-        if len(raw) <= 32 or not hmac.compare_digest(mac, self._mac(payload)):
+        if len(raw) <= _VERSION_BYTES + _MAC_BYTES:
             raise refused
-        document = json.loads(payload)
+        signed, mac = raw[:-_MAC_BYTES], raw[-_MAC_BYTES:]
+        secret = self._secrets.get(int.from_bytes(signed[:_VERSION_BYTES], "big"))
+        if secret is None or not hmac.compare_digest(mac, self._mac(secret, signed)):
+            raise refused
+        document = json.loads(signed[_VERSION_BYTES:])
         expected = json.loads(json.dumps(binding, sort_keys=True))
         if document.get("b") != expected:
             raise refused

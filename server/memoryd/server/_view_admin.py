@@ -46,12 +46,11 @@ class ViewRegistry:
         self._cache.pop((tenant, agent), None)
 
     async def ensure(self, tenant: str, view: View, *, changed_by: str) -> bool:
-        """Store ``view`` unless the agent already has one (never overwrites an admin's choice)."""
-        if await self.store.get(tenant, view.agent) is not None:
-            return False
-        await self.store.put(tenant, changed_by, view)
+        """Store ``view`` only if the agent never had one: an admin's later change — a
+        deletion included — is never undone by a restart."""
+        created = await self.store.put_first(tenant, changed_by, view)
         self.forget(tenant, view.agent)
-        return True
+        return created
 
 
 class AdminScope:

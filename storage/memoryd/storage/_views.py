@@ -48,6 +48,21 @@ class PostgresViewStore:
                                {"agent": view.agent, "version": version, "definition": definition})
             return ViewChange(View.from_definition(view.agent, definition, version), True, current)
 
+    async def put_first(self, tenant: str, admin: str, view: View) -> bool:
+        """Store ``view`` only if the agent has never had one in the tenant. A deleted view
+        counts: its deletion is a row too, and an admin's "no view" must stay so."""
+        async with self._db.tenant_tx(tenant) as conn:
+            await _lock(conn, tenant, view.agent)
+            if await _latest_version(conn, tenant, view.agent):
+                return False
+            definition = view.definition()
+            await conn.execute(
+                "INSERT INTO agent_views (tenant_id, agent, version, definition, changed_by) VALUES (%s, %s, 1, %s, %s)",
+                (tenant, view.agent, Jsonb(definition), admin))
+            await audit.append(conn, tenant, admin, "", "view.put", [], AuditTag(),
+                               {"agent": view.agent, "version": 1, "definition": definition})
+            return True
+
     async def delete(self, tenant: str, admin: str, agent: str, *, tag: AuditTag = AuditTag()) -> bool:
         async with self._db.tenant_tx(tenant) as conn:
             await _lock(conn, tenant, agent)
