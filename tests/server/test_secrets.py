@@ -4,6 +4,7 @@ tests/e2e/test_key_rotation.py)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import stat
 from pathlib import Path
@@ -116,6 +117,24 @@ def test_a_page_token_outlives_one_page_secret_rotation_but_not_two(tmp_path):
     assert sorted(json.loads(files.pages.read_text())["versions"]) == ["2", "3"]
     with pytest.raises(InvalidArgument):
         PageTokens(load_secrets(files).pages).decode(token, binding)
+
+
+def test_a_page_token_tells_nothing_of_its_position_and_opens_only_for_its_binding(tmp_path):
+    # The position names the last memory of a page and its update time, which a view may hide.
+    pages = PageTokens(load_secrets(_files(tmp_path)).pages)
+    binding = {"t": "acme", "a": "a", "s": "alice", "f": "digest"}
+    position = {"u": "2026-12-01T12:00:00+00:00", "i": "3f0b2c9e-8d41-4e57-9a7b-1c2d3e4f5a6b"}
+    token = pages.encode(binding, position)
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    for secret in (b"2026-12-01", b"3f0b2c9e", b"acme", b"alice", b"digest"):
+        assert secret not in raw
+    assert pages.decode(token, binding) == position
+    with pytest.raises(InvalidArgument):
+        pages.decode(token, {**binding, "a": "another-agent"})
+    flipped = bytearray(raw)
+    flipped[-1] ^= 1
+    with pytest.raises(InvalidArgument):
+        pages.decode(base64.urlsafe_b64encode(bytes(flipped)).decode().rstrip("="), binding)
 
 
 def test_rotating_the_page_secret_leaves_the_others_alone(tmp_path):
