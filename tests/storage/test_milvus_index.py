@@ -659,3 +659,87 @@ async def test_a_remote_milvus_lite_server_serves_upsert_and_search(tmp_path: Pa
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+# --- physical erasure: compaction of what was deleted -----------------------------------------
+
+def file_bytes(folder: Path) -> bytes:
+    return b"".join(path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file())
+
+
+def random_vector(seed: int) -> list[float]:
+    import random
+
+    rng = random.Random(seed)
+    raw = [rng.uniform(-1, 1) for _ in range(DIM)]
+    length = sum(x * x for x in raw) ** 0.5
+    return [x / length for x in raw]
+
+
+@ROUTINGS
+async def test_compact_removes_deleted_rows_from_every_file_of_milvus_lite(
+        open_index: Callable[..., MilvusIndex], tmp_path: Path, routing: str) -> None:
+    import struct
+
+    index = MilvusIndex(str(tmp_path / "m.db"), model_id=MODEL, dim=DIM, routing=routing)
+    tenant, other = unique("t"), unique("t")
+    gone = [memory(subject="subject-gone-7f3a", key=f"key-gone-{i}", tags=(f"tag-gone-{i}",)) for i in range(3)]
+    kept = memory(subject="subject-kept-2b9c", key="key-kept")
+    neighbour = memory(subject="subject-gone-7f3a", key="key-neighbour")
+    vectors = {m.id: random_vector(i) for i, m in enumerate([*gone, kept, neighbour])}
+    for m in [*gone, kept]:  # one segment per write, as the outbox seals them
+        await index.upsert(tenant, [m], [vectors[m.id]])
+    await index.upsert(tenant, [gone[0]], [vectors[gone[0].id]])  # a re-index: an older copy too
+    await index.upsert(other, [neighbour], [vectors[neighbour.id]])
+    stored = await index.vectors(tenant, [m.id for m in gone])
+
+    await index.delete(tenant, [gone[0].id])
+    await index.delete_subject(tenant, "subject-gone-7f3a")
+    # A delete alone is a tombstone: the rows are still in the files.
+    assert await index.residue([m.id for m in gone]) == {m.id for m in gone}
+
+    assert await index.compact()
+
+    assert await index.residue([m.id for m in gone]) == set()
+    assert await index.residue([kept.id, neighbour.id]) == {kept.id, neighbour.id}
+    on_disk = file_bytes(tmp_path / "m.db")
+    for m in gone:
+        assert m.id.encode() not in on_disk
+        assert m.key.encode() not in on_disk and m.tags[0].encode() not in on_disk
+        assert struct.pack(f"<{DIM}f", *stored[m.id]) not in on_disk
+    assert struct.pack(f"<{DIM}f", *vectors[kept.id]) in on_disk
+    assert await index.count(tenant) == 1
+    assert await index.vectors(other, [neighbour.id]) == {neighbour.id: pytest.approx(vectors[neighbour.id])}
+    assert await found(index, tenant, everything("subject-kept-2b9c")) == {kept.id}
+
+    # Reopened (the tombstones are gone from disk too): nothing deleted comes back.
+    await index.close()  # by hand: open_index would close it again
+    release_lite_server(tmp_path / "m.db")
+    reopened = open_index(routing=routing)
+    assert await reopened.count(tenant) == 1
+    assert await reopened.vectors(tenant, [m.id for m in gone]) == {}
+    assert await found(reopened, tenant, everything("subject-kept-2b9c")) == {kept.id}
+
+
+async def test_compact_on_a_milvus_lite_server_is_not_taken_at_its_word(tmp_path: Path) -> None:
+    """A ``milvus-lite server`` answers compact() and Completed without compacting anything."""
+    port = free_loopback_port()
+    with (tmp_path / "milvus.log").open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(tmp_path / "remote"),
+             "--host", "127.0.0.1", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until_accepting(process, port, timeout=60)
+        index = MilvusIndex(f"http://127.0.0.1:{port}", model_id=MODEL, dim=DIM)
+        try:
+            tenant, m = unique("t"), memory()
+            await seed(index, tenant, m)
+            await index.delete(tenant, [m.id])
+            assert not await index.compact()
+            assert await index.residue([m.id]) is None
+            assert m.id.encode() in file_bytes(tmp_path / "remote")  # what it would have left
+        finally:
+            await index.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
