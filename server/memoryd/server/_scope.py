@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from memoryd.domain import (
     AuditTag,
     Category,
-    EraseMode,
     FailedPrecondition,
     Internal,
     Listing,
@@ -30,10 +29,10 @@ from memoryd.domain import (
     ReadFilter,
     Scope,
     ScoreWeights,
-    Unavailable,
     View,
 )
-from memoryd.storage import ExtractionJobs, IndexSet, OutboxWorker, PostgresMemoryStore, wait_indexed
+from memoryd.storage import (ExtractionJobs, IndexSet, OutboxWorker, PostgresMemoryStore, VectorErasure, erase_vectors,
+                             wait_indexed)
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -307,24 +306,9 @@ class CallerScope:
                                    "with the key pattern '*'")
         tenant, indexes = self.principal.tenant, self._services.indexes
 
-        async def clear_vectors(ids: list[str]) -> tuple[int, bool]:
-            if cmd.mode is not EraseMode.PURGE or indexes is None:
-                return 0, True  # forgotten memories leave the index through the outbox
-            deleted = left = 0
-            try:
-                for target in indexes.targets():  # every model's collection, not just the active one
-                    index = target.index
-                    deleted += await index.delete(tenant, ids)
-                    left += await index.count(tenant, ids=ids)
-                    if cmd.selector.all_of_subject:
-                        deleted += await index.delete_subject(tenant, cmd.subject)
-                        left += await index.count(tenant, subject=cmd.subject)
-                return deleted, left == 0
-            except Unavailable:
-                # The index is down: the outbox deletes the vectors when it is back, and the
-                # receipt says the erase is not verified yet. Recall never serves them meanwhile.
-                await self._store.enqueue_vector_deletes(tenant, cmd.subject, ids)
-                return 0, False
+        async def clear_vectors(ids: list[str]) -> VectorErasure:
+            return await erase_vectors(indexes, tenant, cmd.subject, ids, mode=cmd.mode,
+                                       whole_subject=cmd.selector.all_of_subject, defer=self._store.enqueue_vector_deletes)
 
         receipt = await self._store.erase(
             tenant, self.principal.agent, cmd.subject, flt, cmd.selector, cmd.mode,

@@ -92,9 +92,9 @@ def scrub(collection: Any) -> int:
 
 
 def residue(collection: Any, ids: Iterable[str]) -> set[str]:
-    """Which of ``ids`` any file under the collection's folder still holds: the key column of
-    every Parquet (segments, tombstones) and Arrow (write-ahead log) file, and the raw bytes
-    of every other file (manifests, index sidecars)."""
+    """Which of ``ids`` any file under the collection's folder may still hold: the key column
+    of every Parquet (segments, tombstones) and Arrow (write-ahead log) file, every id for an
+    index sidecar left without its segment, and the raw bytes of every other file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -119,6 +119,13 @@ def residue(collection: Any, ids: Iterable[str]) -> set[str]:
                     if pk in table.column_names:
                         found |= wanted & set(table.column(pk).to_pylist())
                         continue
+                if name.endswith((".idx", ".sidx")):
+                    # An index sidecar can be large (the segment's vectors): it is bound to its
+                    # segment by name, so one whose segment is gone may hold anything.
+                    segment = os.path.join(os.path.dirname(folder), "data", name.split(".")[0] + ".parquet")
+                    if not os.path.exists(segment):
+                        found |= wanted
+                    continue
                 with open(path, "rb") as fh:
                     data = fh.read()
             except (OSError, pa.ArrowException):
