@@ -49,7 +49,7 @@ SEARCH_TIMEOUT = 3.0
 BREAKER_SECONDS = 2.0
 # How long a purge waits for a Milvus server's compaction of its deletes before it reports the
 # vector files as unchecked (the compaction goes on; the receipt just cannot vouch for it).
-COMPACTION_TIMEOUT = 120.0
+COMPACTION_TIMEOUT = 30.0
 COMPACTION_POLL = 0.5
 # The most tags a memory can carry: the index's array capacity is fixed when a collection is made.
 MAX_TAGS = 32
