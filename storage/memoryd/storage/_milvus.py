@@ -334,8 +334,10 @@ class MilvusIndex:
             partitions = self._partition(client, tenant, create=False)
             if partitions == []:
                 return 0
+            # Strong: a Milvus server answers a default (bounded) read from before a delete it
+            # has just acknowledged — a purge's check would count the deleted vectors.
             rows = client.query(self.collection, filter=expr, output_fields=["count(*)"], partition_names=partitions,
-                                timeout=CALL_TIMEOUT)
+                                timeout=CALL_TIMEOUT, consistency_level="Strong")
             return int(rows[0]["count(*)"]) if rows else 0
 
         return await self._run(call)
