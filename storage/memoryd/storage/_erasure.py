@@ -13,7 +13,8 @@
 process can read shows it: Postgres's WAL and dead tuples (until VACUUM and WAL recycling;
 crypto-shredding leaves the sealed values there unreadable), backups, and the vector store's
 files wherever compaction could not be confirmed or its old files are out of reach (a Milvus
-server keeps the old segments' binlogs until its garbage collection).
+server keeps the old segments' binlogs until its garbage collection, and the inserted rows in
+its message log until the log's retention).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ _log = logging.getLogger("memoryd.storage.erasure")
 POSTGRES_HISTORY = "postgres_wal_and_dead_tuples"
 BACKUPS = "backups"
 VECTOR_FILES = "vector_store_files"  # compaction not confirmed: deleted rows may be in the files
-VECTOR_BINLOGS = "vector_store_binlogs"  # compacted on a server, whose old binlogs wait for its GC
+# Compacted on a Milvus server, which keeps the replaced segments' binlogs until its garbage
+# collection and every inserted row in its message log (rocksmq, Pulsar, Kafka) until retention.
+VECTOR_SERVER_LOGS = "vector_store_binlogs_and_message_log"
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ async def erase_vectors(indexes: IndexSet | None, tenant: str, subject: str, ids
                 continue
             on_disk = await index.residue(ids)
             if on_disk is None:
-                missed.add(VECTOR_BINLOGS)
+                missed.add(VECTOR_SERVER_LOGS)
             elif on_disk:
                 _log.error("%d purged vectors are still in the index files after compaction", len(on_disk))
                 left += len(on_disk)
