@@ -83,8 +83,8 @@ async def erase_vectors(indexes: IndexSet | None, tenant: str, subject: str, ids
     """Delete the vectors of ``ids`` (and of the whole subject) from every collection, compact
     them out of the files and check; ``defer`` hands the deletions to the outbox when the
     index is down. A FORGET leaves the index to the outbox."""
-    if mode is not EraseMode.PURGE or indexes is None:
-        return VectorErasure()
+    if mode is not EraseMode.PURGE or indexes is None or not (ids or whole_subject):
+        return VectorErasure()  # nothing selected: no compaction (a server's is collection-wide)
     deleted = left = 0
     missed: set[str] = set()
     try:
