@@ -121,8 +121,8 @@ def test_purge_leaves_nothing_of_the_purged_memories_in_the_vector_store_files(t
     assert set(vectors) == {first, *rest, *kept}
 
     def needles(*ids: str) -> dict[str, bytes]:
-        return {**{f"id {i}": i.encode() for i in ids}, **{f"vector {i}": struct.pack(f"<{len(vectors[i])}f", *vectors[i])
-                                                            for i in ids}}
+        return {**{f"id {i}": i.encode() for i in ids},
+                **{f"vector {i}": struct.pack(f"<{len(vectors[i])}f", *vectors[i]) for i in ids}}
 
     purged_by_id = needles(first) | {"key": b"key-city-q7f3", "tag": b"tag-first-q7f3"}
     purged_with_subject = needles(*rest) | {"subject": SUBJECT.encode(), "tags": b"tag-event-q7f3",

@@ -308,7 +308,8 @@ class CallerScope:
 
         async def clear_vectors(ids: list[str]) -> VectorErasure:
             return await erase_vectors(indexes, tenant, cmd.subject, ids, mode=cmd.mode,
-                                       whole_subject=cmd.selector.all_of_subject, defer=self._store.enqueue_vector_deletes)
+                                       whole_subject=cmd.selector.all_of_subject,
+                                       defer=self._store.enqueue_vector_deletes)
 
         receipt = await self._store.erase(
             tenant, self.principal.agent, cmd.subject, flt, cmd.selector, cmd.mode,
