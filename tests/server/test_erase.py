@@ -7,7 +7,9 @@ import uuid
 from dataclasses import dataclass, field
 
 import grpc
+import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
@@ -245,3 +247,57 @@ def test_erase_by_ids_erases_only_the_ids_alice_owns(agent, mode):
         assert world.ids["B"] not in after
     else:
         assert after[world.ids["B"]][2] == "MEMORY_STATUS_FORGOTTEN"
+
+
+def idempotency_rows(postgres, tenant: str) -> list[tuple[str, list[str]]]:
+    """(key, every id named in its stored response) of the tenant's idempotency records."""
+    with psycopg.connect(postgres.owner_dsn) as conn:
+        rows = conn.execute("SELECT key, response FROM idempotency_keys WHERE tenant_id = %s ORDER BY key",
+                            (tenant,)).fetchall()
+    return [(key, [r["memory_id"] for r in response] if isinstance(response, list) else
+             [response["extraction_job_id"]]) for key, response in rows]
+
+
+@pytest.mark.parametrize("selector", ["ids", "all_of_subject"])
+def test_purge_drops_the_idempotency_records_of_the_writes_it_erased(agent, postgres, tenant, selector):
+    items = (draft("event", "Visited Lisbon"), draft("event", "Moved to Porto"))
+    trip = {"idempotency_key": "trip", "consistency": svc.CONSISTENCY_WAIT_INDEXED}
+    first = agent.write("alice", *items, **trip)
+    ids = [r.memory_id for r in first.results]
+    kept = agent.write("alice", draft("fact", "Lives in Porto", key="home_city"), idempotency_key="home").results
+    other = agent.write("bob", draft("event", "Visited Lisbon"), idempotency_key="bob-trip").results
+    assert [r.memory_id for r in agent.write("alice", *items, **trip).results] == ids  # a retry
+    assert [key for key, _ in idempotency_rows(postgres, tenant)] == ["bob-trip", "home", "trip"]
+
+    selection = {"ids": svc.MemoryIds(ids=ids[:1])} if selector == "ids" else {"all_of_subject": True}
+    assert agent.erase("alice", mode=PURGE, **selection).receipt.verified
+
+    # The record naming a purged memory is gone (the request's hash and the ids with it).
+    left = idempotency_rows(postgres, tenant)
+    assert [key for key, _ in left] == (["bob-trip", "home"] if selector == "ids" else ["bob-trip"])
+    assert not {ids[0]} & {name for _, names in left for name in names}
+    assert dict(left)["bob-trip"] == [other[0].memory_id]
+    # A retry with the purged write's key is a new request: it writes again, with new ids.
+    again = agent.write("alice", *items, **trip).results
+    assert again[0].outcome == svc.WRITE_OUTCOME_CREATED and again[0].memory_id != ids[0]
+    if selector == "all_of_subject":
+        assert again[1].outcome == svc.WRITE_OUTCOME_CREATED and again[1].memory_id != ids[1]
+        assert agent.write("alice", draft("fact", "Lives in Porto", key="home_city"),
+                           idempotency_key="home").results[0].memory_id != kept[0].memory_id
+
+
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_purging_a_subject_drops_the_idempotency_records_of_its_extraction_jobs(agent, postgres, tenant, mode):
+    jobs = {subject: str(uuid.uuid4()) for subject in ("alice", "bob")}
+    with psycopg.connect(postgres.owner_dsn) as conn:
+        for subject, job in jobs.items():
+            conn.execute("INSERT INTO extraction_jobs (tenant_id, id, subject, agent, state, turn_count, finished_at) "
+                         "VALUES (%s, %s, %s, 'agent-1', 'succeeded', 1, now())", (tenant, job, subject))
+            conn.execute("INSERT INTO idempotency_keys (tenant_id, agent, key, request_hash, response) "
+                         "VALUES (%s, 'agent-1', %s, %s, %s)",
+                         (tenant, f"turns-{subject}", b"h" * 32, Jsonb({"extraction_job_id": job})))
+
+    agent.erase("alice", mode=mode, all_of_subject=True)
+
+    kept = ["turns-bob"] if mode == PURGE else ["turns-alice", "turns-bob"]
+    assert [key for key, _ in idempotency_rows(postgres, tenant)] == kept

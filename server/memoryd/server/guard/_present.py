@@ -193,7 +193,7 @@ def receipt(r: ErasureReceipt) -> svc.ErasureReceipt:
         verified=r.verified,
         started_at=timestamp(r.started_at),
         finished_at=timestamp(r.finished_at),
-        unchecked=list(getattr(r, "unchecked", ())),
+        unchecked=list(r.unchecked),
     )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memoryd.domain import EraseMode, Memory, Unavailable
+from memoryd.domain import Memory
+from memoryd.storage import VectorErasure, erase_vectors
 from memoryd.v1 import memory_service_pb2 as svc
 
 from .._services import CallContext
@@ -15,24 +16,11 @@ async def erase(ctx: CallContext, cmd: EraseCommand) -> svc.EraseResponse:
     flt = ctx.guard.erase_filter(cmd.subject, cmd.selector)
     tenant, store, indexes = ctx.tenant, ctx.services.store, ctx.services.indexes
 
-    async def clear_vectors(ids: list[str]) -> tuple[int, bool]:
-        if cmd.mode is not EraseMode.PURGE or indexes is None:
-            return 0, True  # forgotten memories leave the index through the outbox
-        deleted = left = 0
-        try:
-            for target in indexes.targets():  # every model's collection, not just the active one
-                index = target.index
-                deleted += await index.delete(tenant, ids)
-                left += await index.count(tenant, ids=ids)
-                if cmd.selector.all_of_subject:
-                    deleted += await index.delete_subject(tenant, cmd.subject)
-                    left += await index.count(tenant, subject=cmd.subject)
-            return deleted, left == 0
-        except Unavailable:
-            # The index is down: the outbox deletes the vectors when it is back, and the
-            # receipt says the erase is not verified yet. Recall never serves them meanwhile.
-            await store.enqueue_vector_deletes(tenant, cmd.subject, ids)
-            return 0, False
+    async def clear_vectors(ids: list[str]) -> VectorErasure:
+        # Deleted, compacted out of the index's files and checked; left to the outbox (and the
+        # receipt not verified) while the index is down.
+        return await erase_vectors(indexes, tenant, cmd.subject, ids, mode=cmd.mode,
+                                   whole_subject=cmd.selector.all_of_subject, defer=store.enqueue_vector_deletes)
 
     receipt = await store.erase(tenant, ctx.guard.agent, cmd.subject, flt, cmd.selector, cmd.mode,
                                 reason=cmd.reason, tag=ctx.tag, after_commit=clear_vectors)

@@ -1,0 +1,117 @@
+"""What a PURGE removes beyond the memory rows, and what it cannot vouch for.
+
+- Idempotency records. A record keeps the SHA-256 of the whole Write request and the ids it
+  answered with, for as long as the key lives; a purge of a memory deletes every record
+  whose response names it (and a whole-subject purge those naming the subject's extraction
+  jobs), in the purge's transaction. A retry with such a key is then a new request: it
+  writes again and gets new ids — the erasure forgets that the write ever happened, rather
+  than answering with ids of memories that no longer exist.
+- The vectors. Deleted from every collection, then compacted so the rows leave the index's
+  files (``MilvusIndex.compact``), then read back: by query, and on Milvus Lite from the files.
+
+``unchecked`` names what a receipt's ``verified`` does not cover, because nothing this
+process can read shows it: Postgres's WAL and dead tuples (until VACUUM and WAL recycling;
+crypto-shredding leaves the sealed values there unreadable), backups, and the vector store's
+files wherever compaction could not be confirmed or its old files are out of reach (a Milvus
+server keeps the old segments' binlogs until its garbage collection, and the inserted rows in
+its message log until the log's retention).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memoryd.domain import EraseMode, Internal, Unavailable
+
+if TYPE_CHECKING:
+    from ._index_set import IndexSet
+
+_log = logging.getLogger("memoryd.storage.erasure")
+
+POSTGRES_HISTORY = "postgres_wal_and_dead_tuples"
+BACKUPS = "backups"
+VECTOR_FILES = "vector_store_files"  # compaction not confirmed: deleted rows may be in the files
+# Compacted on a Milvus server, which keeps the replaced segments' binlogs until its garbage
+# collection and every inserted row in its message log (rocksmq, Pulsar, Kafka) until retention.
+VECTOR_SERVER_LOGS = "vector_store_binlogs_and_message_log"
+
+
+@dataclass(frozen=True)
+class VectorErasure:
+    """What clearing the vector index did: vectors deleted, whether no deleted vector is left
+    (by query, and in the files where they can be read), and what could not be checked."""
+
+    deleted: int = 0
+    verified: bool = True
+    unchecked: tuple[str, ...] = ()
+
+
+def unchecked(mode: EraseMode, vectors: VectorErasure) -> tuple[str, ...]:
+    """What the receipt of an erase in ``mode`` cannot vouch for physically (a FORGET keeps
+    the rows on purpose, so it claims nothing physical)."""
+    if mode is not EraseMode.PURGE:
+        return ()
+    return tuple(sorted({POSTGRES_HISTORY, BACKUPS, *vectors.unchecked}))
+
+
+async def drop_write_records(conn: Any, tenant: str, ids: list[str]) -> int:
+    """Delete the idempotency records whose stored response names any of ``ids`` (memories
+    or extraction jobs), in the caller's transaction; return how many went."""
+    if not ids:
+        return 0
+    cur = await conn.execute("DELETE FROM idempotency_keys WHERE tenant_id = %s AND names && %s::uuid[]",
+                             (tenant, ids))
+    return int(cur.rowcount)
+
+
+async def drop_job_records(conn: Any, tenant: str, subject: str) -> int:
+    """Delete the idempotency records of ``subject``'s extraction jobs (before the jobs go)."""
+    cur = await conn.execute(
+        "DELETE FROM idempotency_keys WHERE tenant_id = %s AND names && ARRAY("
+        "SELECT id FROM extraction_jobs WHERE tenant_id = %s AND subject = %s)",
+        (tenant, tenant, subject),
+    )
+    return int(cur.rowcount)
+
+
+async def erase_vectors(indexes: IndexSet | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,
+                        whole_subject: bool,
+                        defer: Callable[[str, str, list[str]], Awaitable[None]]) -> VectorErasure:
+    """Delete the vectors of ``ids`` (and of the whole subject) from every collection, compact
+    them out of the files and check; ``defer`` hands the deletions to the outbox when the
+    index is down. A FORGET leaves the index to the outbox."""
+    if mode is not EraseMode.PURGE or indexes is None or not (ids or whole_subject):
+        return VectorErasure()  # nothing selected: no compaction (a server's is collection-wide)
+    deleted = left = 0
+    missed: set[str] = set()
+    try:
+        for target in indexes.targets():  # every model's collection, not just the active one
+            index = target.index
+            deleted += await index.delete(tenant, ids)
+            if whole_subject:
+                deleted += await index.delete_subject(tenant, subject)
+            try:
+                compacted = await index.compact()
+            except Internal:
+                compacted = False  # logged by the index; the rows are deleted, the files unknown
+            left += await index.count(tenant, ids=ids)
+            if whole_subject:
+                left += await index.count(tenant, subject=subject)
+            if not compacted:
+                missed.add(VECTOR_FILES)
+                continue
+            on_disk = await index.residue(ids)
+            if on_disk is None:
+                missed.add(VECTOR_SERVER_LOGS)
+            elif on_disk:
+                _log.error("%d purged vectors are still in the index files after compaction", len(on_disk))
+                left += len(on_disk)
+    except Unavailable:
+        # The index is down: the outbox deletes the vectors when it is back, and the receipt
+        # says the erase is not verified yet. Recall never serves them meanwhile.
+        await defer(tenant, subject, ids)
+        return VectorErasure(0, False, (VECTOR_FILES,))
+    return VectorErasure(deleted, left == 0, tuple(sorted(missed)))
