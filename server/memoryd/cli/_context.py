@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from memoryd.server import (
     Config,
@@ -26,6 +27,15 @@ class Storage:
     settings: PostgresSettings
     store: PostgresMemoryStore
     queue: Postgres
+
+
+def instant(text: str) -> datetime:
+    """An ISO 8601 time given on the command line (UTC unless it names a zone)."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 @asynccontextmanager

@@ -26,6 +26,7 @@ from memoryd.server import (
 )
 from memoryd.storage import Postgres, PostgresRevocations
 
+from ._context import instant
 from ._errors import CliError
 
 RESTART = "servers use it once restarted"
@@ -53,7 +54,7 @@ def add_token_revoke(token_commands: Any) -> None:
     which.add_argument("--token", help="the token: its tenant, id and expiry are read from it")
     which.add_argument("--jti", help="the token's id (its jti claim); needs --tenant")
     revoke.add_argument("--tenant", help="with --jti: the token's tenant")
-    revoke.add_argument("--until", type=_instant, default=None,
+    revoke.add_argument("--until", type=instant, default=None,
                         help="with --jti: the token's expiry, after which the entry is dropped (default: kept)")
     revoke.add_argument("--reason", default="", help="recorded with the entry and in the audit log")
     revoke.set_defaults(run=_revoke)
@@ -119,9 +120,3 @@ async def _revoke(args: argparse.Namespace) -> int:
     return 0
 
 
-def _instant(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)

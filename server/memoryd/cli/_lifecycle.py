@@ -11,14 +11,14 @@ from memoryd.domain import MemorydError
 from memoryd.bench._progress import Progress
 from memoryd.storage import LifecycleSweeper, SweepReport, lifecycle_tenants
 
-from ._context import open_storage
+from ._context import instant, open_storage
 
 
 def add_lifecycle_commands(commands: Any) -> None:
     lifecycle = commands.add_parser("lifecycle", help="memory lifecycle: expiry, staleness, episodic cap")
     sub = lifecycle.add_subparsers(dest="lifecycle_command", required=True, metavar="COMMAND")
     sweep = sub.add_parser("sweep", help="run one lifecycle sweep now and print what it did")
-    sweep.add_argument("--now", type=_instant, default=None,
+    sweep.add_argument("--now", type=instant, default=None,
                        help="sweep as of this ISO 8601 time (default: the current time)")
     sweep.add_argument("--tenant", action="append", default=None,
                        help="sweep only this tenant (repeatable; default: every tenant with memories)")
@@ -26,14 +26,6 @@ def add_lifecycle_commands(commands: Any) -> None:
     counts = sub.add_parser("counts", help="a tenant's lifecycle and conflict counters")
     counts.add_argument("--tenant", required=True)
     counts.set_defaults(run=_counts)
-
-
-def _instant(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 async def _sweep(args: argparse.Namespace) -> int:
