@@ -282,12 +282,11 @@ class PostgresMemoryStore:
         return versions, len(rows) > size
 
     async def resolve_conflict(self, tenant: str, agent: str, subject: str, flt: ReadFilter, memory_id: str,
-                               resolution: Resolution, pending_id: str, check: Callable[[Memory], None],
-                               tag: AuditTag = AuditTag()) -> Memory:
+                               resolution: Resolution, pending_id: str, tag: AuditTag = AuditTag()) -> Memory:
         """Settle one keyed memory's pending values by hand (see ``_resolve.resolve``)."""
         async with self._db.tenant_tx(tenant) as conn:
             return await resolve(conn, self.session(tenant, agent), subject, flt, memory_id, resolution, pending_id,
-                                 check, tag)
+                                 tag)
 
     async def lifecycle_counts(self, tenant: str) -> dict[str, int]:
         """The tenant's lifecycle and conflict counters (``_counters``)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -30,19 +29,18 @@ async def _current(conn: Any, tenant: str, flt: ReadFilter, memory_id: str) -> d
 
 
 async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilter, memory_id: str,
-                  resolution: Resolution, pending_id: str, check: Callable[[Memory], None], tag: AuditTag) -> Memory:
+                  resolution: Resolution, pending_id: str, tag: AuditTag) -> Memory:
     """Keep the current value (dropping the pending value ``pending_id``, or all of them) or
     accept ``pending_id`` as the new current value, with its own provenance and trust.
 
     The memory must be an active keyed memory the filter reads (else NotFound, as for an id
-    that does not exist); ``check`` then decides whether the caller may change it (it raises).
+    that does not exist). Whether the caller may change it is decided before, by its guard.
     """
     tenant, agent, keys = session.tenant, session.agent, session.keys
     row = await _current(conn, tenant, flt, memory_id)
     if row is None:
         raise NotFound("no such keyed memory for this subject")
     opened = (await keys.open_rows(conn, tenant, [row]))[0]
-    check(memory_from_row(opened))
     owner = row["subject"]
     details: dict[str, Any] = {"resolution": resolution.value}
     if resolution is Resolution.KEEP_CURRENT:

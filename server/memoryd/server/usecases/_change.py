@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from memoryd.domain import Memory
+from datetime import UTC, datetime
+
+from memoryd.domain import NotFound
 from memoryd.storage import VectorErasure, erase_vectors
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -32,14 +34,16 @@ async def erase(ctx: CallContext, cmd: EraseCommand) -> svc.EraseResponse:
 async def resolve_conflict(ctx: CallContext, cmd: ResolveConflictCommand) -> svc.ResolveConflictResponse:
     """Settle a memory's pending values. The memory must be one this view reads (else
     NOT_FOUND, like any unknown id) and may change (else PERMISSION_DENIED)."""
-    guard = ctx.guard
+    guard, store = ctx.guard, ctx.services.store
     flt = guard.any_session_filter(cmd.subject)
-
-    def check(m: Memory) -> None:
-        guard.check_change(m)
-
-    memory = await ctx.services.store.resolve_conflict(ctx.tenant, guard.agent, cmd.subject, flt, cmd.memory_id,
-                                                       cmd.resolution, cmd.pending_id, check, ctx.tag)
+    # The memory's category and key never change, so deciding on them before the change's own
+    # transaction (which re-reads and locks the row) cannot be raced.
+    found = await store.fetch(ctx.tenant, flt, [cmd.memory_id], datetime.now(UTC))
+    if not found or not found[0].key:
+        raise NotFound("no such keyed memory for this subject")
+    guard.check_change(found[0])
+    memory = await store.resolve_conflict(ctx.tenant, guard.agent, cmd.subject, flt, cmd.memory_id,
+                                          cmd.resolution, cmd.pending_id, ctx.tag)
     if ctx.services.worker is not None:
         ctx.services.worker.wakeup.set()
     return svc.ResolveConflictResponse(memory=present.memory_for(guard, memory))
