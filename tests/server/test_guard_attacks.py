@@ -86,12 +86,16 @@ TEXT_HIDDEN = full_view("text-hidden", read_rules=ALL, write_rules=ALL,
                         visible_fields=["id", "key", "category", "updated_at"])
 
 
-@pytest.mark.parametrize("guess", ["Tea", "Coffee"])
-def test_a_view_hiding_text_and_version_learns_nothing_by_writing_a_guess(world, guess):
-    seeder, writer = world(TEXT_HIDDEN)
-    seeder.write("alice", draft("preference", "Tea", key="drink"))
-    [result] = writer.write("alice", draft("preference", guess, key="drink")).results
-    assert outcome(result) == ("WRITE_OUTCOME_ACCEPTED", "", 0, result.reason)
+def test_a_view_hiding_text_and_version_learns_nothing_by_writing_a_guess(world):
+    answers = []
+    for guess in ("Tea", "Coffee"):  # the right guess, then a wrong one, each in a world of its own
+        seeder, writer = world(TEXT_HIDDEN)
+        seeder.write("alice", draft("preference", "Tea", key="drink"))
+        [result] = writer.write("alice", draft("preference", guess, key="drink")).results
+        answers.append((svc.WriteOutcome.Name(result.outcome), bool(result.memory_id), result.version, result.reason))
+        # Not found equal: the guess was written as a new version either way.
+        assert [v.memory.text for v in seeder.history("alice", result.memory_id).versions][0] == guess
+    assert answers[0] == answers[1] == ("WRITE_OUTCOME_ACCEPTED", True, 0, answers[0][3])
 
 
 def test_a_sighted_writer_still_gets_the_full_answer(world):

@@ -201,8 +201,8 @@ class WriteResult:
     version: int
 
 
-BLIND_REASON = ("stored; this agent's view does not read this key with every field, so the answer does not say "
-                "how the item met what is stored")
+BLIND_REASON = ("stored; this agent's view does not read this key, so the answer does not say how the item met "
+                "what is stored")
 
 
 def blind_answer(draft: Draft, result: WriteResult) -> WriteResult:

@@ -60,7 +60,7 @@ from memoryd.storage import ClaimedJob, ExtractionJobs, MilvusIndex, PlannedItem
 from ._extraction_filters import ExtractedItem, filter_items
 from ._extraction_llm import ChatExtractor, ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 from ._view_admin import ViewRegistry
-from .guard._rules import sighted
+from .guard import WriteItem, write_item
 
 
 _log = logging.getLogger("memoryd.server.extraction")
@@ -260,8 +260,9 @@ class ExtractionWorker:
         read are never merged by meaning, and their results are not reported; nor is
         anything merged into a stored memory where the view hides ``text`` (the merge would
         tell what the hidden text says). Without an index, nothing is merged."""
-        blind = [view is None or not sighted(view, d.category, d.key) for d in drafts]
-        plans = [PlannedItem(d, blind=b) for d, b in zip(drafts, blind)]
+        items = [write_item(view, d) if view is not None else None for d in drafts]
+        plans = [_plan(d, item) for d, item in zip(drafts, items)]
+        blind = [item is None or item.blind for item in items]
         episodic = [i for i, d in enumerate(drafts) if d.category.episodic and not blind[i]]
         dense = self._dense()
         if not episodic or dense is None:
@@ -289,8 +290,13 @@ class ExtractionWorker:
                     plans[i] = replace(plans[i], merge_into=hits[0][0], merge_filter=flt)
         except MemorydError as exc:
             _log.warning("extraction job %s: no dedup by meaning (%s)", job.id, exc.message)
-            return [PlannedItem(d, blind=b) for d, b in zip(drafts, blind)]
+            return [_plan(d, item) for d, item in zip(drafts, items)]
         return plans
+
+
+def _plan(draft: Draft, item: WriteItem | None) -> PlannedItem:
+    """A draft as the queuing agent's Write would write it (``memoryd.server.guard``)."""
+    return PlannedItem(draft, blind=item is None or item.blind, readable=item is not None and item.readable)
 
 
 def extraction_worker(config: Any, jobs: ExtractionJobs, views: ViewRegistry, dense: Dense,

@@ -74,15 +74,16 @@ class PlannedItem:
     """One item to write: merged into ``merge_into`` (a near-duplicate found by meaning, if
     it still passes ``merge_filter``, the queuing agent's read filter), or into the memory an
     earlier item of the same job wrote (``same_as``, its index), or written through the
-    category's conflict policy. ``blind``: the queuing agent's view cannot see what the item
-    meets (``memoryd.server.guard``): it is never merged, and the job's results give it the
-    answer a blind Write gets."""
+    category's conflict policy. ``blind``: it may not be compared with what is stored (never
+    merged, never found equal); ``readable``: the queuing agent's view reads it — the job's
+    results give an unreadable item the answer a blind Write gets (``memoryd.server.guard``)."""
 
     draft: Draft
     merge_into: str = ""
     same_as: int | None = None
     merge_filter: ReadFilter | None = None
     blind: bool = False
+    readable: bool = True
 
 
 def _turns_json(turns: tuple[Turn, ...] | list[Turn]) -> bytes:
@@ -298,7 +299,7 @@ class ExtractionJobs:
                     target = results[plan.same_as].memory_id
                 merged = await writer.merge_similar(plan.draft, target) if target and not plan.blind else None
                 results.append(merged or await writer.write(plan.draft, blind=plan.blind))
-            shown = [blind_answer(plan.draft, r) if plan.blind else r for r, plan in zip(results, plans)]
+            shown = [r if plan.readable else blind_answer(plan.draft, r) for r, plan in zip(results, plans)]
             await conn.execute(
                 "UPDATE extraction_jobs SET state = 'succeeded', error = '', results = %s, dropped = %s, "
                 "turns_ct = NULL, finished_at = now() WHERE tenant_id = %s AND id = %s",

@@ -8,6 +8,6 @@ Nothing else decides permissions or builds a response field from a stored memory
 
 from . import _present as present
 from ._block import BLOCK_FOOTER, BLOCK_HEADER, render_block
-from ._rules import SIGHTED_FIELDS, Guard, WriteItem
+from ._rules import Guard, WriteItem, write_item
 
-__all__ = ["BLOCK_FOOTER", "BLOCK_HEADER", "SIGHTED_FIELDS", "Guard", "WriteItem", "present", "render_block"]
+__all__ = ["BLOCK_FOOTER", "BLOCK_HEADER", "Guard", "WriteItem", "present", "render_block", "write_item"]

@@ -57,6 +57,8 @@ _OUTCOME = {
     Outcome.PENDING: svc.WRITE_OUTCOME_PENDING,
     Outcome.ACCEPTED: svc.WRITE_OUTCOME_ACCEPTED,
 }
+TRUST_HIDDEN_REASON = ("stored; whether it replaced the current value or waits as a pending value depends on trust, "
+                       "which this agent's view hides")
 
 _CHANGE = {
     Change.CREATED: svc.CHANGE_KIND_CREATED,
@@ -139,10 +141,20 @@ def pending(p: PendingValue, visible: frozenset[str]) -> pb.PendingValue:
     return out
 
 
-def answer(item: WriteItem, result: WriteResult) -> WriteResult:
-    """What the caller is told about one written item: the result itself when it was
-    sighted; for a blind item, the same answer whatever was stored."""
-    return blind_answer(item.draft, result) if item.blind else result
+def answer(guard: Guard, item: WriteItem, result: WriteResult) -> WriteResult:
+    """What the caller is told about one written item (see ``_rules``): an unreadable item's
+    answer is the same whatever was stored; a readable one's shows what the view covers."""
+    return masked_result(guard, result if item.readable else blind_answer(item.draft, result))
+
+
+def masked_result(guard: Guard, r: WriteResult) -> WriteResult:
+    """A write result with only what the view covers: no id without ``id``, no version
+    without ``version``, and without ``trust`` no word of whether the value replaced the
+    current one or waits pending."""
+    if r.outcome in (Outcome.UPDATED, Outcome.VERSIONED, Outcome.PENDING) and "trust" not in guard.visible:
+        r = WriteResult(r.memory_id, Outcome.ACCEPTED, TRUST_HIDDEN_REASON, 0)
+    return WriteResult(r.memory_id if "id" in guard.visible else "", r.outcome, r.reason,
+                       r.version if "version" in guard.visible else 0)
 
 
 def write_results(results: Iterable[WriteResult]) -> list[svc.WriteResult]:
@@ -214,9 +226,12 @@ def view(v: View) -> pb.View:
     )
 
 
-def extraction_job(j: ExtractionJob) -> svc.ExtractionJob:
+def extraction_job(guard: Guard, j: ExtractionJob) -> svc.ExtractionJob:
+    """A job of the caller's own; its results were stored as a blind Write's for the items
+    its view could not read, and are masked like a Write's answer."""
+    results = [masked_result(guard, r) for r in j.results]
     out = svc.ExtractionJob(id=j.id, subject=j.subject, state=_JOB_STATE[j.state], turns=j.turn_count,
-                            attempts=j.attempts, error=j.error, results=write_results(j.results),
+                            attempts=j.attempts, error=j.error, results=write_results(results),
                             dropped=[svc.DroppedCount(reason=r, count=n) for r, n in sorted(j.dropped.items())])
     if j.created_at is not None:
         out.created_at.CopyFrom(timestamp(j.created_at))

@@ -16,13 +16,18 @@ Ranking. What a caller cannot see must not order what it can: ``score_mask`` say
 stored fields may shape a score (importance, pinned, recency from updated_at and category,
 access from last_access_at, text for de-duplication and the token budget).
 
-Writes. Trust comes from the view (``max_source_kind``), never from the request. An item is
-*sighted* when the view reads its category and key and shows every field the outcome
-depends on; then it gets the full answer and its category's policy. Any other item is
-*blind*: its answer is fixed whatever is stored (an episodic or constraint item becomes a
-memory of its own, CREATED; a last-write-wins or versioned key is ACCEPTED without id or
-version), it never merges into or compares with what is stored, and a repeat of the current
-value still records a version.
+Writes. Trust comes from the view (``max_source_kind``), never from the request. A Write's
+answer is about what is stored, so it follows what the view covers:
+
+- an item whose category and key the view does not read is *blind*: it never meets a stored
+  memory (an episodic item or a constraint becomes a memory of its own, CREATED; a keyed
+  value is ACCEPTED, without id or version), so its answer is the same whatever is stored;
+- an item the view reads is compared with what is stored (an exact repeat, the same value,
+  the same constraint) only when the view shows every field the comparison looks at;
+  otherwise it is written as new information (a new memory, or a new version of the key);
+- its answer then shows the memory id only with ``id`` visible, the version only with
+  ``version``, and says whether a value replaced the current one or waits pending only with
+  ``trust`` visible (which of the two happened depends on the stored value's trust).
 """
 
 from __future__ import annotations
@@ -35,33 +40,47 @@ from memoryd.domain import (
     EraseSelector,
     Memory,
     PermissionDenied,
+    Policy,
     ReadFilter,
     Scope,
     ScoreMask,
     View,
+    policy_for,
 )
 
 from .._auth import Principal
 
-# The Memory fields a write's outcome depends on: a caller must see all of them (for a
-# category and key it reads) to be told how its item met what is stored.
-SIGHTED_FIELDS = frozenset({
-    "id", "version", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from",
-    "valid_until", "trust", "provenance", "pending", "updated_at", "expires_at",
-})
+# The fields a write compares with what is stored, by the category's policy: a caller must see
+# all of them (for a category and key it reads) for its item to be found equal or merged.
+COMPARED_FIELDS = {
+    Policy.LAST_WRITE_WINS: frozenset({"text", "data", "importance", "confidence", "stability", "pinned", "tags",
+                                       "valid_from", "valid_until"}),
+    Policy.VERSIONED: frozenset({"text", "data", "importance", "confidence", "stability", "pinned", "tags",
+                                 "valid_from", "valid_until"}),
+    Policy.ACCUMULATE: frozenset({"text"}),
+    Policy.APPEND: frozenset({"text"}),
+}
 
 
-def sighted(view: View, category: Category, key: str) -> bool:
-    """Whether ``view`` reads (category, key) with every field a write's outcome depends on."""
-    return view.may_read(category, key) and SIGHTED_FIELDS <= view.visible_fields
+def write_item(view: View, draft: Draft) -> WriteItem:
+    """How ``view``'s agent writes ``draft``: whether it reads it, and whether the store may
+    compare it with what is stored."""
+    readable = view.may_read(draft.category, draft.key)
+    return WriteItem(draft, readable, readable and COMPARED_FIELDS[policy_for(draft.category)] <= view.visible_fields)
 
 
 @dataclass(frozen=True)
 class WriteItem:
-    """A draft the view allows, and whether it is written blind."""
+    """A draft the view allows: whether the view reads it, and whether the store may compare
+    it with what is stored (``blind`` when it may not)."""
 
     draft: Draft
-    blind: bool
+    readable: bool
+    compares: bool
+
+    @property
+    def blind(self) -> bool:
+        return not self.compares
 
 
 class Guard:
@@ -158,11 +177,8 @@ class Guard:
             if not self.view.may_assert(draft.source_kind):
                 raise PermissionDenied(f"items[{i}]: this agent's view allows source kinds up to "
                                        f"'{self.view.max_source_kind.value}', not '{draft.source_kind.value}'")
-            items.append(WriteItem(draft, blind=not self.sighted(draft.category, draft.key)))
+            items.append(write_item(self.view, draft))
         return items
-
-    def sighted(self, category: Category, key: str) -> bool:
-        return sighted(self.view, category, key)
 
     def within_trust(self, draft: Draft) -> Draft:
         """An imported draft asserts no more than the view allows: an archive's provenance
@@ -180,8 +196,9 @@ class Guard:
         pending values it settles are compared with the current one)."""
         if not self.view.may_write(memory.category, memory.key):
             raise PermissionDenied("no write rule of this agent's view allows changing this memory")
-        if not self.sighted(memory.category, memory.key):
-            raise PermissionDenied("resolving a conflict needs a view that reads this memory with every field")
+        if not {"text", "data", "trust", "provenance", "pending"} <= self.visible:
+            raise PermissionDenied("resolving a conflict needs a view that shows the values it settles: the fields "
+                                   "text, data, trust, provenance and pending")
 
     # -- erase ------------------------------------------------------------------------------
 

@@ -106,4 +106,4 @@ async def extraction_job(ctx: CallContext, cmd: JobCommand) -> svc.GetExtraction
     if ctx.services.jobs is None:
         raise NotFound("no such extraction job for this subject")
     job = await ctx.services.jobs.get(ctx.tenant, cmd.subject, cmd.job_id, agent=ctx.guard.agent)
-    return svc.GetExtractionJobResponse(job=present.extraction_job(job))
+    return svc.GetExtractionJobResponse(job=present.extraction_job(ctx.guard, job))

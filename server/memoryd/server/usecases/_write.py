@@ -37,7 +37,7 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
     else:
         pending, dead = await ctx.services.store.pending_index_work(ctx.tenant, ids)
         indexed = not pending and not dead
-    answers = [present.answer(item, result) for item, result in zip(items, results, strict=True)]
+    answers = [present.answer(ctx.guard, item, result) for item, result in zip(items, results, strict=True)]
     return svc.WriteResponse(results=present.write_results(answers), indexed=indexed)
 
 
