@@ -15,6 +15,7 @@ rank, score part, reason and count must match.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from google.protobuf import json_format
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from memoryd.server._archive import open_archive
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -88,7 +90,11 @@ calls = st.lists(st.one_of(
                                                 ("constraint", "diet"), ("preference", "drink")]),
               st.sampled_from(VISIBLE_TEXTS + HIDDEN_TEXTS[:2])),
     st.tuples(st.just("erase"), st.integers(0, 4)),
-), min_size=1, max_size=5)
+    st.tuples(st.just("export")),
+    st.tuples(st.just("import")),
+    st.tuples(st.just("resolve"), st.integers(0, 4)),
+    st.tuples(st.just("job")),
+), min_size=1, max_size=6)
 
 
 class Normaliser:
@@ -152,10 +158,26 @@ def run(agent: Agent, norm: Normaliser, call: tuple[Any, ...]) -> Any:
             (category, key), text = call[1], call[2]
             response = agent.write(SUBJECT, draft(category, text, key=key),
                                    consistency=svc.CONSISTENCY_WAIT_INDEXED)
-        else:
+        elif kind == "erase":
             if call[1] >= len(norm.order):
                 return "no such id"
             response = agent.erase(SUBJECT, ids=svc.MemoryIds(ids=[norm.order[call[1]]]), mode=svc.ERASE_MODE_FORGET)
+        elif kind == "export":
+            exported = agent.call("ExportMemories", svc.ExportMemoriesRequest(subject=SUBJECT))
+            document = open_archive(exported.archive)
+            entries = sorted(document["memories"], key=lambda e: json.dumps(e, sort_keys=True, default=str))
+            return ("export", exported.memories, norm(entries))
+        elif kind == "import":  # the world's own memories, exported and imported into another subject
+            archive = agent.call("ExportMemories", svc.ExportMemoriesRequest(subject=SUBJECT)).archive
+            response = agent.call("ImportMemories", svc.ImportMemoriesRequest(subject="bob", archive=archive))
+        elif kind == "resolve":
+            if call[1] >= len(norm.order):
+                return "no such id"
+            response = agent.call("ResolveConflict", svc.ResolveConflictRequest(
+                subject=SUBJECT, memory_id=norm.order[call[1]], resolution=svc.CONFLICT_RESOLUTION_KEEP_CURRENT))
+        else:  # a job id the agent never queued
+            response = agent.call("GetExtractionJob", svc.GetExtractionJobRequest(
+                subject=SUBJECT, job_id="00000000-0000-4000-8000-000000000000"))
     except grpc.RpcError as error:
         f = failure(error)
         return (f.code.name, norm(f.message), f.reason, f.violations)
