@@ -110,8 +110,10 @@ async def export_archive(view: View, cmd: ExportCommand, pages: Pages) -> tuple[
             break
         last = listing.memories[-1]
         page = Page(last.updated_at, last.id, EXPORT_PAGE_SIZE)
-    # Oldest first, so an import re-creates them in the order they were first written.
-    memories.sort(key=lambda m: (m.created_at, m.id))
+    # Oldest first, so an import re-creates them in the order they were first written — unless
+    # the view hides created_at, whose order the archive's order must not tell.
+    shows_created = "created_at" in view.visible_fields
+    memories.sort(key=lambda m: (m.created_at, m.id) if shows_created else (datetime.min.replace(tzinfo=UTC), m.id))
     entries = [archive.memory_entry(m, view.visible_fields) for m in memories]
     data = archive.plain_archive(cmd.subject, entries, datetime.now(UTC))
     if cmd.passphrase:
