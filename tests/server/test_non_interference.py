@@ -208,7 +208,7 @@ def worlds(connect):
 
 
 @pytest.mark.timeout(1200)
-@settings(max_examples=12, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=25, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(fields=st.sampled_from(sorted(FIELD_SETS)), visible=items(VISIBLE_SLOTS, VISIBLE_TEXTS),
        hidden=items(HIDDEN_SLOTS, HIDDEN_TEXTS), hidden_values=st.lists(st.tuples(
