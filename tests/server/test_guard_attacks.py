@@ -56,6 +56,18 @@ def test_a_write_only_key_answers_the_same_whatever_is_stored(world, stored):
     assert seeder.recall_keys("alice", "iban").memories[0].memory.text == "FR76 1111"
 
 
+def test_the_indexed_flag_of_a_blind_write_tells_nothing_of_the_stored_trust(world):
+    answers = []
+    for stored in (False, True):  # a more trusted value held pending (no index work), or nothing
+        seeder, writer = world(WRITE_ONLY)
+        if stored:
+            seeder.write("alice", draft("fact", "DE89 2222", key="iban", source_kind=pb.SOURCE_KIND_SYNC),
+                         consistency=WAIT)
+        response = writer.write("alice", draft("fact", "FR76 1111", key="iban"))
+        answers.append((response.indexed, [_answer_without_id(r) for r in response.results]))
+    assert answers[0] == answers[1]
+
+
 @pytest.mark.parametrize("stored", [False, True])
 def test_a_blind_repeat_of_a_hidden_event_is_a_memory_of_its_own(world, stored):
     seeder, writer = world(WRITE_ONLY)

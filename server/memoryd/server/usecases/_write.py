@@ -4,7 +4,7 @@ transaction, answer through the guard."""
 from __future__ import annotations
 
 
-from memoryd.domain import FailedPrecondition
+from memoryd.domain import FailedPrecondition, Outcome
 from memoryd.storage import wait_indexed
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -30,14 +30,17 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
     worker = ctx.services.worker
     if worker is not None:
         worker.wakeup.set()
-    ids = sorted({r.memory_id for r in results if r.memory_id})
-    if cmd.wait_indexed:
-        budget = min(MAX_INDEX_WAIT_SECONDS, (ctx.time_remaining or MAX_INDEX_WAIT_SECONDS) - 0.5)
-        indexed = await wait_indexed(ctx.services.store, worker, ctx.tenant, ids, max(budget, 0.0))
-    else:
-        pending, dead = await ctx.services.store.pending_index_work(ctx.tenant, ids)
-        indexed = not pending and not dead
     answers = [present.answer(ctx.guard, item, result) for item, result in zip(items, results, strict=True)]
+    if cmd.wait_indexed:  # everything written, so a reader finds it; how long it takes is timing
+        written = sorted({r.memory_id for r in results if r.memory_id})
+        budget = min(MAX_INDEX_WAIT_SECONDS, (ctx.time_remaining or MAX_INDEX_WAIT_SECONDS) - 0.5)
+        await wait_indexed(ctx.services.store, worker, ctx.tenant, written, max(budget, 0.0))
+    # `indexed` speaks only of items whose answer says what happened: whether an ACCEPTED
+    # item left index work depends on what it met (replaced, or held pending).
+    shown = sorted({r.memory_id for r, a in zip(results, answers, strict=True)
+                    if r.memory_id and a.outcome is not Outcome.ACCEPTED})
+    pending, dead = await ctx.services.store.pending_index_work(ctx.tenant, shown)
+    indexed = not pending and not dead
     return svc.WriteResponse(results=present.write_results(answers), indexed=indexed)
 
 
