@@ -231,7 +231,7 @@ class MemoryVersion:
 class ReadFilter:
     """What a read may consider: the request's filter already narrowed by the caller's view.
 
-    Built only by the caller scope (``memoryd.server._scope``); stores push every field down
+    Built only by the guard (``memoryd.server.guard``); stores push every field down
     into their queries.
     """
 

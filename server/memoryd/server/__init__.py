@@ -1,4 +1,4 @@
-"""The memoryd gRPC server: interceptor chain, caller scope, handlers and start-up."""
+"""The memoryd gRPC server: interceptor chain, the guard, use cases, handlers and start-up."""
 
 from ._app import (
     DEMO_TENANT,

@@ -1,9 +1,9 @@
-"""ExportMemories and ImportMemories: their validation, and what the caller scope runs for them.
+"""ExportMemories and ImportMemories: their validation, and the archive work their use cases run.
 
 Export reads what the caller's view reads and keeps what it shows, so an archive never holds
 more than the agent could have listed. It needs a view that shows at least category, text
 and (unless it reads only keyless categories) key: without them nothing could be restored.
-Import writes through the caller scope's own Write path — the view's write rules, the
+Import writes through the Write use case — the view's write rules, the
 conflict policies, one transaction — so it can do nothing a Write could not.
 """
 

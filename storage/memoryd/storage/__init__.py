@@ -1,7 +1,7 @@
 """memoryd's storage adapters. Postgres is the source of truth.
 
 Adapters take the tenant explicitly on every call and translate their drivers' errors into
-``memoryd.domain``'s error tree. The server reaches them only through its caller scope.
+``memoryd.domain``'s error tree. The server's use cases reach them with what its guard decided.
 """
 
 from ._backfill import SealReport, seal_plaintext

@@ -2,7 +2,7 @@
 
 Every method takes the tenant explicitly, runs in a tenant transaction (row level security
 on) and also names the tenant in its WHERE clauses. Callers reach it only through the
-server's caller scope, which supplies the tenant, the agent and the view-narrowed filter.
+server's use cases, whose guard supplies the tenant, the agent and the view-narrowed filter.
 """
 
 from __future__ import annotations
