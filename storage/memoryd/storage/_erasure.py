@@ -79,10 +79,10 @@ async def drop_job_records(conn: Any, tenant: str, subject: str) -> int:
 
 async def erase_vectors(indexes: IndexSet | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,
                         whole_subject: bool,
-                        defer: Callable[[str, str, list[str]], Awaitable[None]]) -> VectorErasure:
+                        defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
     """Delete the vectors of ``ids`` (and of the whole subject) from every collection, compact
-    them out of the files and check; ``defer`` hands the deletions to the outbox when the
-    index is down. A FORGET leaves the index to the outbox."""
+    them out of the files and check; ``defer(subject, ids)`` hands the deletions to the outbox
+    when the index is down. A FORGET leaves the index to the outbox."""
     if mode is not EraseMode.PURGE or indexes is None or not (ids or whole_subject):
         return VectorErasure()  # nothing selected: no compaction (a server's is collection-wide)
     deleted = left = 0
@@ -112,6 +112,6 @@ async def erase_vectors(indexes: IndexSet | None, tenant: str, subject: str, ids
     except Unavailable:
         # The index is down: the outbox deletes the vectors when it is back, and the receipt
         # says the erase is not verified yet. Recall never serves them meanwhile.
-        await defer(tenant, subject, ids)
+        await defer(subject, ids)
         return VectorErasure(0, False, (VECTOR_FILES,))
     return VectorErasure(deleted, left == 0, tuple(sorted(missed)))

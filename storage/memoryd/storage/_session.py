@@ -9,17 +9,33 @@ that does — so every write applies the same conflict policies, TTLs and trust 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memoryd.domain import TenantPolicy
+from memoryd.domain import (
+    AuditTag,
+    Draft,
+    EraseMode,
+    EraseSelector,
+    ErasureReceipt,
+    Listing,
+    Memory,
+    MemoryVersion,
+    Page,
+    ReadFilter,
+    Resolution,
+    TenantPolicy,
+    WriteResult,
+)
 
 from ._envelope import DataKey, SubjectKeys
 from ._keywords import TermHasher
 from ._writes import ItemWriter
 
 if TYPE_CHECKING:
+    from ._erasure import VectorErasure
     from ._memories import PostgresMemoryStore
 
 
@@ -60,3 +76,36 @@ class StoreSession:
             return held[owner]
 
         return ItemWriter(conn, self.tenant, agent or self.agent, subject, self.hasher, key_for, self.policy)
+
+    # What use cases do with the store, the tenant (and the writing agent) already bound.
+
+    async def write(self, subject: str, drafts: list[Draft], *, blind: list[bool], idempotency_key: str = "",
+                    request_hash: bytes = b"", tag: AuditTag = AuditTag()) -> list[WriteResult]:
+        return await self.store.write(self.tenant, self.agent, subject, drafts, blind=blind,
+                                      idempotency_key=idempotency_key, request_hash=request_hash, tag=tag)
+
+    async def pending_index_work(self, ids: list[str]) -> tuple[int, int]:
+        return await self.store.pending_index_work(self.tenant, ids)
+
+    async def fetch(self, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
+        return await self.store.fetch(self.tenant, flt, ids, now)
+
+    async def list(self, flt: ReadFilter, page: Page) -> Listing:
+        return await self.store.list(self.tenant, flt, page)
+
+    async def history(self, flt: ReadFilter, memory_id: str, after_version: int,
+                      size: int) -> tuple[list[MemoryVersion], bool]:
+        return await self.store.history(self.tenant, flt, memory_id, after_version, size)
+
+    async def resolve_conflict(self, subject: str, flt: ReadFilter, memory_id: str, resolution: Resolution,
+                               pending_id: str, tag: AuditTag) -> Memory:
+        return await self.store.resolve_conflict(self.tenant, self.agent, subject, flt, memory_id, resolution,
+                                                 pending_id, tag)
+
+    async def erase(self, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode, *, reason: str,
+                    tag: AuditTag, after_commit: Callable[[list[str]], Awaitable[VectorErasure]]) -> ErasureReceipt:
+        return await self.store.erase(self.tenant, self.agent, subject, flt, selector, mode, reason=reason, tag=tag,
+                                      after_commit=after_commit)
+
+    async def enqueue_vector_deletes(self, subject: str, ids: list[str]) -> None:
+        await self.store.enqueue_vector_deletes(self.tenant, subject, ids)

@@ -68,7 +68,7 @@ async def memory_view(ctx: CallContext, cmd: ListCommand) -> svc.MemoryViewRespo
             raise InvalidArgument(FieldViolation("page_token", "is invalid or was not issued for this request"))
         after = None if by_id else datetime.fromisoformat(str(position["u"]))
         page = Page(after, str(position["i"]), cmd.page_size, by_id)
-    listing: Listing = await ctx.services.store.list(ctx.tenant, flt, page)
+    listing: Listing = await ctx.store.list(flt, page)
     ctx.record_read(cmd.subject, "read.view", [m.id for m in listing.memories])
     response = svc.MemoryViewResponse(memories=[present.memory_for(guard, m) for m in listing.memories],
                                       view=present.view(guard.view))
@@ -84,7 +84,7 @@ async def history(ctx: CallContext, cmd: HistoryCommand) -> svc.GetHistoryRespon
     flt = guard.history_filter(cmd.subject)
     binding = _binding(ctx, cmd.subject, ["history", cmd.memory_id])
     after = int(pages.decode(cmd.page_token, binding)["v"]) if cmd.page_token else 0
-    versions, more = await ctx.services.store.history(ctx.tenant, flt, cmd.memory_id, after, cmd.page_size)
+    versions, more = await ctx.store.history(flt, cmd.memory_id, after, cmd.page_size)
     ctx.record_read(cmd.subject, "read.history", [cmd.memory_id])
     response = svc.GetHistoryResponse(versions=[present.version(guard, v) for v in versions])
     if more and versions:
@@ -94,8 +94,7 @@ async def history(ctx: CallContext, cmd: HistoryCommand) -> svc.GetHistoryRespon
 
 async def export(ctx: CallContext, cmd: ExportCommand) -> svc.ExportMemoriesResponse:
     flt = ctx.guard.read_filter(ReadFilter(subject=cmd.subject, any_session=True))
-    store = ctx.services.store
-    data, ids = await export_archive(ctx.guard.view, cmd, lambda page: store.list(ctx.tenant, flt, page))
+    data, ids = await export_archive(ctx.guard.view, cmd, lambda page: ctx.store.list(flt, page))
     ctx.record_read(cmd.subject, "read.export", ids)
     return svc.ExportMemoriesResponse(archive=data, memories=len(ids))
 
