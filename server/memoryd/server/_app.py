@@ -200,11 +200,12 @@ class Memoryd:
 
     async def start(self) -> StartedServer:
         config = self.config
-        secrets = await asyncio.to_thread(load_secrets, KeyFiles.of(config))
+        key_files = KeyFiles.of(config)
+        secrets = await asyncio.to_thread(load_secrets, key_files)
         _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,
                   len(secrets.earlier_keys), secrets.pages.current_version)
         settings = await self._postgres_settings()
-        await require_shared_term_secret(settings.dsn, secrets, KeyFiles.of(config))
+        await require_shared_term_secret(settings.dsn, secrets, key_files)
         self._db = Postgres(settings)
         await self._db.open()
         provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)

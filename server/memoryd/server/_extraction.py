@@ -21,9 +21,10 @@ A job runs entirely off the caller's latency path:
 
 Non-interference: the job acts with the queuing agent's view, so what that agent may not
 read changes nothing it can see — neither the memories it can read nor GetExtractionJob's
-answer. Hence the zone and the dedup above; a job's ``results`` name only items the view may
-read (the outcome of writing an item it may not read can depend on what is stored there),
-and its ``error`` says what happened in generic words (details go to the log).
+answer. Hence the zone and the dedup above; a job's ``results`` answer each item as a Write by
+that agent would (``memoryd.server.guard``: an item it may not read gets the blind answer,
+the same whatever is stored), and its ``error`` says what happened in generic words
+(details go to the log).
 
 Whichever way a job ends, its turns are deleted.
 """
@@ -257,7 +258,7 @@ class ExtractionWorker:
                      threshold: float) -> list[PlannedItem]:
         """Plans for the drafts: episodic ones that say what a memory the view may read (or an
         earlier item of this job) already says are merged into it. Items the view may not
-        read are never merged by meaning, and their results are not reported; nor is
+        read (or may not compare: ``WriteItem.blind``) are never merged by meaning; nor is
         anything merged into a stored memory where the view hides ``text`` (the merge would
         tell what the hidden text says). Without an index, nothing is merged."""
         items = [write_item(view, d) if view is not None else None for d in drafts]

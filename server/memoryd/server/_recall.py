@@ -163,13 +163,9 @@ def mmr(items: list[tuple[Memory, ScoreParts, list[float] | None]], limit: int,
     # cosine of 0.75-0.85 already, so raw cosines would barely separate a paraphrase from a
     # distinct memory. Above DUPLICATE_COSINE the penalty rises to its full weight.
     closeness = np.clip((matrix @ matrix.T - DUPLICATE_COSINE) / (1 - DUPLICATE_COSINE), 0.0, 1.0)
-    if not has_vector.all() and not by_text:
-        for i in range(n):
-            for j in range(n):
-                if not (has_vector[i] and has_vector[j]):
-                    closeness[i, j] = 1.0 if i == j else 0.0
-    elif not has_vector.all():
-        texts = [m.text.strip().casefold() for m, _, _ in items]
+    if not has_vector.all():
+        # Without ``by_text`` (the caller's view hides text) every item counts as distinct.
+        texts = [m.text.strip().casefold() if by_text else str(i) for i, (m, _, _) in enumerate(items)]
         for i in range(n):
             for j in range(n):
                 if not (has_vector[i] and has_vector[j]):

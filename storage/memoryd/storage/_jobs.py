@@ -46,7 +46,7 @@ from . import _audit as audit
 from ._envelope import DataKey
 from ._postgres import Postgres
 from ._filters import read_conditions
-from ._rows import UNEXPIRED
+from ._rows import LIVE_NOW
 
 if TYPE_CHECKING:
     from ._memories import PostgresMemoryStore
@@ -230,9 +230,8 @@ class ExtractionJobs:
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT id, subject, text, data, text_ct, data_ct FROM memories WHERE tenant_id = %s AND subject = %s "
-                "AND scope = 'subject' AND key = 'timezone' AND category = ANY(%s) "
-                "AND status = 'active' AND (valid_until IS NULL OR valid_until > now()) "
-                f"AND {UNEXPIRED.replace('%s', 'now()')} ORDER BY updated_at DESC LIMIT 1",
+                f"AND scope = 'subject' AND key = 'timezone' AND category = ANY(%s) AND {LIVE_NOW} "
+                "ORDER BY updated_at DESC LIMIT 1",
                 (tenant, subject, [c.value for c in categories]),
             )
             rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
@@ -324,9 +323,8 @@ class ExtractionJobs:
         if flt is None:
             return False
         where, params = read_conditions(tenant, flt)
-        query = sql.SQL("SELECT 1 FROM memories WHERE {where} AND id = %s::uuid AND status = 'active' "
-                        "AND (valid_until IS NULL OR valid_until > now()) AND {unexpired} FOR UPDATE").format(
-            where=where, unexpired=sql.SQL(UNEXPIRED.replace("%s", "now()")))
+        query = sql.SQL("SELECT 1 FROM memories WHERE {where} AND id = %s::uuid AND {live} FOR UPDATE").format(
+            where=where, live=sql.SQL(LIVE_NOW))
         cur = await conn.execute(query, [*params, memory_id])
         return await cur.fetchone() is not None
 

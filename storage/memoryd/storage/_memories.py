@@ -346,6 +346,7 @@ class PostgresMemoryStore:
                          {"selector": selector.describe(), "reason": reason})
         vectors = await after_commit(ids) if after_commit is not None else erasure.VectorErasure()
         counts = replace(counts, vectors=vectors.deleted)
+        unchecked = erasure.unchecked(mode, vectors)
         async with self._db.tenant_tx(tenant) as conn:
             verified = vectors.verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids)
             finished = datetime.now(UTC)
@@ -353,13 +354,12 @@ class PostgresMemoryStore:
                 "INSERT INTO erasure_log (tenant_id, agent, subject, selector, mode, reason, counts, verified, "
                 "started_at, finished_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING erase_id",
                 (tenant, agent, subject, Jsonb(selector.describe()), mode.value, reason,
-                 Jsonb({**counts.__dict__, "unchecked": list(erasure.unchecked(mode, vectors))}), verified,
+                 Jsonb({**counts.__dict__, "unchecked": list(unchecked)}), verified,
                  started, finished),
             )
             row = await cur.fetchone()
             assert row is not None
-        return ErasureReceipt(str(row["erase_id"]), mode, counts, verified, started, finished,
-                              erasure.unchecked(mode, vectors))
+        return ErasureReceipt(str(row["erase_id"]), mode, counts, verified, started, finished, unchecked)
 
     @staticmethod
     def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector,

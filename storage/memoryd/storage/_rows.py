@@ -28,6 +28,9 @@ MEMORY_COLUMNS = (
 # An active memory whose time to live has run out is gone for every read, even before the
 # lifecycle sweeper marks it forgotten (placeholder: now).
 UNEXPIRED = "(expires_at IS NULL OR expires_at > %s)"
+# A memory every read may serve right now: active, still valid and unexpired.
+LIVE_NOW = ("status = 'active' AND (valid_until IS NULL OR valid_until > now()) "
+            "AND (expires_at IS NULL OR expires_at > now())")
 _DEFAULT_POLICY = TenantPolicy()
 
 
