@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import stat
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -343,3 +345,56 @@ def test_the_direct_spiffe_patch_sets_every_tls_setting():
     config = load(None, env=env)
     assert config.tls_client_ca_file and config.tls_trust_domain
     assert container["readinessProbe"]["exec"]["command"][:2] == ["memoryd", "health"]
+
+
+# --- the key-copying init steps, run --------------------------------------------------------
+
+def _run_copy(command: str, source: Path, target: Path, *, source_path: str, target_path: str) -> None:
+    """Run an init step's shell command with its folders moved under tmp_path (and without
+    its chown, which needs root)."""
+    script = command.replace(source_path, str(source)).replace(target_path, str(target))
+    script = script.replace("-o 10001 -g 10001 ", "")
+    subprocess.run(["sh", "-c", script], check=True)
+
+
+def _key_files(folder: Path, *, verify_folder: Path) -> None:
+    folder.mkdir()
+    for name in ("master.key", "signing.pem", "terms.json", "pages.json", "pgpass"):
+        (folder / name).write_text(name)
+    verify_folder.mkdir(exist_ok=True)
+
+
+def _copied(target: Path) -> dict[str, str]:
+    return {str(p.relative_to(target)): stat.filemode(p.stat().st_mode) for p in sorted(target.rglob("*"))}
+
+
+@pytest.mark.parametrize("earlier", [0, 2], ids=["no-earlier-keys", "two-earlier-keys"])
+def test_the_kubernetes_init_containers_copy_every_key_file_and_the_earlier_public_keys(tmp_path, earlier):
+    for workload in (w for w in _workloads() if w["spec"]["template"]["spec"].get("initContainers")):
+        [init] = workload["spec"]["template"]["spec"]["initContainers"]
+        source, target = tmp_path / f"{workload['metadata']['name']}-src", tmp_path / workload["metadata"]["name"]
+        _key_files(source, verify_folder=source)
+        for n in range(earlier):  # a Secret has no folders: verify/<kid>.pem is the key verify-<kid>.pem
+            (source / f"verify-kid{n}.pem").write_text(f"public {n}")
+        target.mkdir()
+        _run_copy(init["command"][2], source, target, source_path="/keys-src", target_path="/run/memoryd/keys")
+        assert _copied(target) == {
+            "master.key": "-rw-------", "pages.json": "-rw-------", "signing.pem": "-rw-------",
+            "terms.json": "-rw-------", "verify": "drwx------",
+            **{f"verify/kid{n}.pem": "-rw-------" for n in range(earlier)}}
+        assert all((target / "verify" / f"kid{n}.pem").read_text() == f"public {n}" for n in range(earlier))
+
+
+@pytest.mark.parametrize("earlier", [0, 2], ids=["no-earlier-keys", "two-earlier-keys"])
+def test_the_compose_keys_init_copies_every_key_file_and_the_earlier_public_keys(tmp_path, earlier):
+    [command] = _compose()["services"]["keys-init"]["command"]
+    source, target = tmp_path / "secrets", tmp_path / "keys"
+    _key_files(source, verify_folder=source / "verify")
+    for n in range(earlier):
+        (source / "verify" / f"kid{n}.pem").write_text(f"public {n}")
+    target.mkdir()
+    _run_copy(command.replace("$$", "$"), source, target, source_path="/run/secrets", target_path="/run/memoryd/keys")
+    assert _copied(target) == {
+        "master.key": "-rw-------", "pages.json": "-rw-------", "pgpass": "-rw-------", "signing.pem": "-rw-------",
+        "terms.json": "-rw-------", "verify": "drwx------",
+        **{f"verify/kid{n}.pem": "-rw-------" for n in range(earlier)}}
