@@ -13,21 +13,18 @@ postings of a term are not only the probed subject's.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
 import statistics
-import tempfile
 import time
 import uuid
-import warnings
 from datetime import UTC, datetime
-from pathlib import Path
 
 import psycopg
 
 from memoryd.domain import Category, Draft, ReadFilter
-from memoryd.storage import EmbeddedPostgres, LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings, migrate
+from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
+from _probe_db import run_probe  # bench/, the folder of this script
 from memoryd.storage._keywords import TermHasher, bm25_statement, keyword_search, tokenize, warm_up
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
@@ -59,9 +56,8 @@ def sentence(rng: random.Random) -> str:
     return " ".join(words)
 
 
-async def load(db: Postgres, hasher: TermHasher, tenant: str, subject: str, count: int, rng: random.Random) -> None:
+async def load(store: PostgresMemoryStore, tenant: str, subject: str, count: int, rng: random.Random) -> None:
     """Write ``count`` memories through the store, whose write path indexes their terms."""
-    store = PostgresMemoryStore(db, hasher, LocalKeyProvider(os.urandom(32)))
     for start in range(0, count, 250):
         drafts = [Draft(Category.EVENT, f"{sentence(rng)} #{start + i}") for i in range(min(250, count - start))]
         await store.write(tenant, "probe", subject, drafts)
@@ -70,22 +66,23 @@ async def load(db: Postgres, hasher: TermHasher, tenant: str, subject: str, coun
 async def probe(owner_dsn: str, memories: int, others: int, repeats: int) -> None:
     db = Postgres(PostgresSettings(owner_dsn, pool_max=2))
     await db.open()
-    hasher = TermHasher(b"probe-secret-0123456789abcdef")
+    store = PostgresMemoryStore(db, TermHasher(b"probe-secret-0123456789abcdef"), LocalKeyProvider(os.urandom(32)))
     tenant, rng = f"probe-{uuid.uuid4().hex[:8]}", random.Random(7)
     began = time.perf_counter()
     warm_up()
     print(f"jieba dictionary loaded in {time.perf_counter() - began:.2f} s")
     began = time.perf_counter()
     for subject in ["probed", *(f"other-{i}" for i in range(others))]:
-        await load(db, hasher, tenant, subject, memories, rng)
+        await load(store, tenant, subject, memories, rng)
     # As autovacuum would: planner statistics, and the visibility map for index-only scans.
     async with await psycopg.AsyncConnection.connect(owner_dsn, autocommit=True) as owner:
         await owner.execute("VACUUM ANALYZE memories")
         await owner.execute("VACUUM ANALYZE memory_terms")
     print(f"loaded {memories} memories x {others + 1} subjects in {time.perf_counter() - began:.1f} s")
     # The probed subject gets one memory with the rare word.
-    await load_rare(db, hasher, tenant)
-    flt, now = ReadFilter(subject="probed", rules=EVERYTHING), datetime.now(UTC)
+    await store.write(tenant, "probe", "probed", [Draft(Category.EVENT, "bought a kumquat tree for the customer")])
+    hasher = store.term_hasher(tenant)
+    flt, now = await store.labelled(tenant, ReadFilter(subject="probed", rules=EVERYTHING)), datetime.now(UTC)
     print(f"{'query':<18} {'terms':>5} {'hits':>5} {'median ms':>10} {'p95 ms':>8} {'max ms':>8}")
     for name, query in QUERIES.items():
         timings, hits = [], 0
@@ -106,11 +103,6 @@ async def probe(owner_dsn: str, memories: int, others: int, repeats: int) -> Non
     await db.close()
 
 
-async def load_rare(db: Postgres, hasher: TermHasher, tenant: str) -> None:
-    draft = Draft(Category.EVENT, "bought a kumquat tree for the customer")
-    await PostgresMemoryStore(db, hasher, LocalKeyProvider(os.urandom(32))).write(tenant, "probe", "probed", [draft])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=5000, help="memories per subject")
@@ -118,19 +110,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=50, help="timed searches per query")
     parser.add_argument("--dsn", default="", help="owner DSN of a migrated database (default: embedded)")
     args = parser.parse_args()
-    if args.dsn:
-        asyncio.run(probe(args.dsn, args.memories, args.other_subjects, args.repeats))
-        return
-    with tempfile.TemporaryDirectory(prefix="keyword-probe-") as tmp:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # as tests/conftest.py: the embedded server's noise
-            pg = EmbeddedPostgres(Path(tmp))
-            pg.start()
-        try:
-            asyncio.run(migrate(pg.owner_dsn))
-            asyncio.run(probe(pg.owner_dsn, args.memories, args.other_subjects, args.repeats))
-        finally:
-            pg.stop()
+    run_probe(args.dsn, "keyword-probe-", lambda dsn: probe(dsn, args.memories, args.other_subjects, args.repeats))
 
 
 if __name__ == "__main__":

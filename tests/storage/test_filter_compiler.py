@@ -1,64 +1,69 @@
 """The one filter compiler, as a property: for random view rules over keys full of glob
-metacharacters, Postgres's WHERE clause admits exactly what the rules allow, the Milvus
-expression admits at least that (never less), and the vector search — which re-checks
-inexact hits — returns the nearest of exactly what the rules allow.
+metacharacters, labelled by the real store (``_labels``), Postgres's WHERE clause and the
+Milvus expression admit exactly what the rules allow on the plaintext key — no store matches
+a pattern — and the vector search returns the nearest of exactly that.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
-import psycopg
 import pytest
 import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from psycopg import sql
 
-from memoryd.domain import Category, ReadFilter
-from memoryd.storage import IndexedMemory, MilvusIndex
-from memoryd.storage._filters import filter_expression, rules_allow, rules_condition
+from memoryd.domain import Category, Draft, Internal, Page, ReadFilter, Scope
+from memoryd.storage import LocalKeyProvider, MilvusIndex, Postgres, PostgresMemoryStore, PostgresSettings, TermHasher
+from memoryd.storage._filters import filter_expression, read_conditions, rules_allow
 
-from .test_milvus_index import DIM, MODEL, NOW, RECENT, blend, release_lite_server
+from .test_milvus_index import DIM, MODEL, NOW, blend, release_lite_server
 
 # Keys a view's globs could confuse: `_` and `%` are LIKE wildcards, `.`/`-` are neighbours.
 KEYS = ["billing_address", "billing-offshore", "billingXaddress", "billing_", "billing", "billing.x", "bill_ing",
-        "iban", "iban_backup", "ibanx", "a_b", "a-b", "aXb", "a", "ab", "b_a", "x_y_z", "x-y-z"]
+        "iban", "iban_backup", "ibanx", "a_b", "a-b", "aXb", "a", "ab", "b_a", "x_y_z", "x-y-z", "50%", "5x0"]
 CATEGORIES = [Category.FACT, Category.PREFERENCE]
-PATTERN_PARTS = ["billing", "_", "*", "iban", "a", "b", "-", ".", "x", "y"]
+PATTERN_PARTS = ["billing", "_", "*", "iban", "a", "b", "-", ".", "x", "y", "%", "5"]
+
+
+@dataclass
+class Corpus:
+    store: PostgresMemoryStore
+    index: MilvusIndex
+    tenant: str
+    rows: dict[str, tuple[Category, str, str]]  # id -> (category, key, subject)
+    order: list[str]  # ids, nearest to the query first
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def corpus(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[MilvusIndex, str, dict[str, tuple[Category, str]]]]:
-    """Every key in every category, in one tenant of a real Milvus Lite index; each memory's
-    vector a little further from axis 0 than the one before, so nearness has one order."""
+async def corpus(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Corpus]:
+    """Every key in every category, for alice and for the organisation, written through the
+    real store and indexed from its rows; each memory's vector a little further from axis 0
+    than the one before, so nearness has one order."""
+    db = Postgres(PostgresSettings(postgres.owner_dsn))
+    await db.open()
+    store = PostgresMemoryStore(db, TermHasher(b"test-keyword-secret-0123456789ab"), LocalKeyProvider(os.urandom(32)))
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
     path = tmp_path_factory.mktemp("filters") / "f.db"
     index = MilvusIndex(str(path), model_id=MODEL, dim=DIM)
-    tenant = f"t-{uuid.uuid4().hex[:8]}"
-    rows: dict[str, tuple[Category, str]] = {}
-    items, vectors = [], []
-    for n, (category, key) in enumerate((c, k) for c in CATEGORIES for k in KEYS):
-        memory_id = str(uuid.uuid4())
-        rows[memory_id] = (category, key)
-        items.append(IndexedMemory(memory_id, "alice", "subject", "", category.value, key, (), RECENT, None))
-        vectors.append(blend(0, 1, n / 100))
-    await index.upsert(tenant, items, vectors)
-    yield index, tenant, rows
+    rows: dict[str, tuple[Category, str, str]] = {}
+    for scope in (Scope.SUBJECT, Scope.ORG):
+        drafts = [Draft(category=c, text=f"{k} value", key=k, scope=scope, tags=(k, "shared"))
+                  for c in CATEGORIES for k in KEYS]
+        results = await store.write(tenant, "agent-1", "alice", drafts)
+        for draft, result in zip(drafts, results, strict=True):
+            rows[result.memory_id] = (draft.category, draft.key, "" if scope is Scope.ORG else "alice")
+    order = list(rows)
+    indexed = {m.id: m for m, _ in await store.index_rows(tenant, order)}
+    await index.upsert(tenant, [indexed[i] for i in order], [blend(0, 1, n / 100) for n in range(len(order))])
+    yield Corpus(store, index, tenant, rows, order)
     await index.close()
     release_lite_server(path)
-
-
-def postgres_admits(dsn: str, rules: tuple[tuple[Category, tuple[str, ...]], ...],
-                    rows: dict[str, tuple[Category, str]]) -> set[str]:
-    condition, params = rules_condition(rules)
-    values = sql.SQL(", ").join(sql.SQL("(%s::uuid, %s, %s)") for _ in rows)
-    query = sql.SQL("SELECT id::text FROM (VALUES {values}) AS memories(id, category, key) WHERE {condition}").format(
-        values=values, condition=condition)
-    flat = [v for memory_id, (category, key) in rows.items() for v in (memory_id, category.value, key)]
-    with psycopg.connect(dsn) as conn:
-        return {r[0] for r in conn.execute(query, [*flat, *params]).fetchall()}
+    await db.close()
 
 
 patterns = st.lists(st.sampled_from(PATTERN_PARTS), min_size=1, max_size=3).map("".join)
@@ -68,19 +73,46 @@ rule_sets = st.lists(st.tuples(st.sampled_from(CATEGORIES), st.lists(patterns, m
 
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rules=rule_sets, limit=st.integers(1, 6))
+@given(rules=rule_sets, include_org=st.booleans(), tag=st.sampled_from(["", "shared", "billing", "ab"]),
+       limit=st.integers(1, 6))
 @pytest.mark.asyncio(loop_scope="module")
-async def test_milvus_admits_a_superset_of_postgres_and_search_keeps_exactly_the_rules(corpus, postgres, rules, limit):
-    index, tenant, rows = corpus
-    exact = {i for i, (c, k) in rows.items() if rules_allow(rules, c, k)}
-    assert postgres_admits(postgres.owner_dsn, rules, rows) == exact
+async def test_both_stores_admit_exactly_what_the_rules_allow(corpus, rules, include_org, tag, limit):
+    subjects = {"alice", ""} if include_org else {"alice"}
+    exact = {i for i, (c, k, s) in corpus.rows.items()
+             if s in subjects and rules_allow(rules, c, k) and (not tag or tag in ("shared", k))}
+    flt = await corpus.store.labelled(corpus.tenant, ReadFilter(
+        subject="alice", rules=rules, include_org=include_org, tags=(tag,) if tag else ()))
 
-    flt = ReadFilter(subject="alice", rules=rules)
-    expression = filter_expression(tenant, flt, NOW)
-    admitted = {str(r["id"]) for r in await index._run(lambda: index._connect().query(
-        index.collection, filter=expression, output_fields=["id"], limit=1000))}
-    assert admitted >= exact
+    listed = await corpus.store.list(corpus.tenant, flt, Page(size=1000))
+    assert {m.id for m in listed.memories} == exact
 
-    hits = [memory_id for memory_id, _, _ in await index.search(tenant, flt, blend(0, 1, 0.0), limit, NOW)]
-    nearest = sorted(exact, key=lambda i: list(rows).index(i))[:limit]
-    assert hits == nearest
+    expression = filter_expression(corpus.tenant, flt, NOW)
+    admitted = {str(r["id"]) for r in await corpus.index._run(lambda: corpus.index._connect().query(
+        corpus.index.collection, filter=expression, output_fields=["id"], limit=1000))}
+    assert admitted == exact
+
+    hits = [memory_id for memory_id, _, _ in await corpus.index.search(corpus.tenant, flt, blend(0, 1, 0.0), limit,
+                                                                       NOW)]
+    assert hits == [i for i in corpus.order if i in exact][:limit]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_index_and_the_tables_hold_labels_not_key_or_tag_names(corpus, postgres):
+    """What the index keeps beside a vector, and the filter it is searched with, name no key
+    or tag: a key or tag is a 32-hex-digit label there, and a glob is a list of labels."""
+    rows = await corpus.index._run(lambda: corpus.index._connect().query(
+        corpus.index.collection, filter=f'tenant == "{corpus.tenant}"', output_fields=["key", "tags"], limit=1000))
+    assert rows and all(len(r["key"]) == 32 and r["key"] not in KEYS for r in rows)
+    assert all(t not in KEYS + ["shared"] and len(t) == 32 for r in rows for t in r["tags"])
+    flt = await corpus.store.labelled(corpus.tenant, ReadFilter(
+        subject="alice", rules=((Category.FACT, ("billing*",)),), tags=("shared",)))
+    expression = filter_expression(corpus.tenant, flt, NOW)
+    assert "billing" not in expression and "shared" not in expression and "like" not in expression
+
+
+def test_a_filter_that_was_not_labelled_is_refused_by_both_compilers():
+    flt = ReadFilter(subject="alice", rules=((Category.FACT, ("*",)),))
+    with pytest.raises(Internal):
+        read_conditions("t", flt)
+    with pytest.raises(Internal):
+        filter_expression("t", flt, NOW)

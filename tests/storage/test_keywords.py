@@ -52,7 +52,7 @@ async def _remember(db: Postgres, tenant: str, subject: str, text: str, category
 
 async def _search(db: Postgres, tenant: str, query: str, flt: ReadFilter | None = None, limit: int = 10,
                   now: datetime | None = None) -> list[tuple[str, float]]:
-    flt = flt or ReadFilter(subject="alice", rules=EVERYTHING)
+    flt = await _store(db).labelled(tenant, flt or ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
         return await keyword_search(conn, tenant, flt, query, HASHER, limit, now or datetime.now(UTC))
 
@@ -164,7 +164,7 @@ async def test_a_keyword_search_is_never_a_prepared_statement(db: Postgres) -> N
     # is planned for its own parameters.
     tenant = unique("kw")
     tea = await _remember(db, tenant, "alice", "tea in the morning")
-    flt = ReadFilter(subject="alice", rules=EVERYTHING)
+    flt = await _store(db).labelled(tenant, ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
         for _ in range(8):
             assert [i for i, _ in await keyword_search(conn, tenant, flt, "tea", HASHER, 10, datetime.now(UTC))] \
@@ -209,8 +209,8 @@ async def test_other_tenants_and_other_subjects_are_never_returned(db: Postgres)
     await _remember(db, other_tenant, "alice", "prefers window seats on flights")
     assert await _ids(db, tenant, "window seats flights") == [own]
     # Naming the other tenant in the filter does not reach it either: RLS holds the tenant.
+    flt = await _store(db).labelled(tenant, ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
-        flt = ReadFilter(subject="alice", rules=EVERYTHING)
         assert await keyword_search(conn, other_tenant, flt, "window", HASHER, 10, datetime.now(UTC)) == []
 
 

@@ -201,7 +201,7 @@ def everything(subject: str = "alice", **fields: Any) -> ReadFilter:
 
 
 async def found(rig: Rig, tenant: str, flt: ReadFilter, vector: list[float] | None = None) -> set[str]:
-    hits = await rig.index.search(tenant, flt, vector or [1.0] + [0.0] * (DIM - 1), 100, datetime.now(UTC))
+    hits = await rig.index.search(tenant, await rig.store.labelled(tenant, flt), vector or [1.0] + [0.0] * (DIM - 1), 100, datetime.now(UTC))
     return {memory_id for memory_id, _, _ in hits}
 
 

@@ -75,14 +75,14 @@ async def owner(postgres: Any, query: str, *params: Any) -> list[dict[str, Any]]
 
 
 async def insert_legacy(postgres: Any, tenant: str, category: str, text: str, key: str = "",
-                        data: dict[str, Any] | None = None) -> str:
+                        data: dict[str, Any] | None = None, tags: tuple[str, ...] = ()) -> str:
     """A memory and its first version in the shape written before encryption (plaintext)."""
     memory_id = str(uuid.uuid4())
     await owner(postgres,
                 "INSERT INTO memories (tenant_id, id, subject, scope, category, key, text, text_hash, data, importance, "
-                "confidence, stability, agent, source_kind) VALUES (%s, %s, 'alice', 'subject', %s, %s, %s, %s, %s, "
-                "0.5, 1.0, 'stable', 'agent-1', 'input')",
-                tenant, memory_id, category, key, text, legacy_digest(text), Jsonb(data) if data else None)
+                "confidence, stability, agent, source_kind, tags) VALUES (%s, %s, 'alice', 'subject', %s, %s, %s, %s, "
+                "%s, 0.5, 1.0, 'stable', 'agent-1', 'input', %s)",
+                tenant, memory_id, category, key, text, legacy_digest(text), Jsonb(data) if data else None, list(tags))
     await owner(postgres,
                 "INSERT INTO memory_versions (tenant_id, memory_id, version, change, subject, scope, session_id, "
                 "category, key, text, data, importance, confidence, stability, pinned, tags, agent, source_kind, "
@@ -95,38 +95,52 @@ async def insert_legacy(postgres: Any, tenant: str, category: str, text: str, ke
 
 async def test_plaintext_rows_read_as_stored_and_the_backfill_seals_them(postgres, db, store):
     tenant = unique("legacy")
-    fact = await insert_legacy(postgres, tenant, "fact", "Lives in Lyon", "home_city", {"zip": "69001"})
-    event = await insert_legacy(postgres, tenant, "event", "Visited Rome")
+    fact = await insert_legacy(postgres, tenant, "fact", "Lives in Lyon", "home_city", {"zip": "69001"},
+                               tags=("travel",))
+    event = await insert_legacy(postgres, tenant, "event", "Visited Rome", tags=("italy", "travel"))
     now = datetime.now(UTC)
 
     async def reads() -> tuple[Any, ...]:
-        [m] = await store.recall_keys(tenant, alice(), ["home_city"], now)
         versions, _ = await store.history(tenant, alice(), fact, 0, 10)
-        texts = sorted(m.text for m in await listed(store, tenant))
-        return m.text, m.data, m.content_unavailable, [v.memory.text for v in versions], texts
+        listing = sorted((m.text, m.key, m.tags) for m in await listed(store, tenant))
+        return [(v.memory.text, v.memory.key, v.memory.data) for v in versions], listing
 
+    # Before the backfill (which runs before a server serves) rows read as stored.
     before = await reads()
-    assert before == ("Lives in Lyon", {"zip": "69001"}, False, ["Lives in Lyon"], ["Lives in Lyon", "Visited Rome"])
+    assert before == ([("Lives in Lyon", "home_city", {"zip": "69001"})],
+                      [("Lives in Lyon", "home_city", ("travel",)), ("Visited Rome", "", ("italy", "travel"))])
 
-    report = await seal_plaintext(PostgresSettings(postgres.owner_dsn), db, store.keys, batch_size=1)
+    report = await seal_plaintext(PostgresSettings(postgres.owner_dsn), db, store.keys, store.term_hasher,
+                                  batch_size=1)
 
-    assert report.memories >= 2 and report.versions >= 2
+    assert report.memories >= 2 and report.versions >= 2 and report.labelled >= 4
     rows = await owner(postgres, "SELECT text, data, text_ct, data_ct, text_hash FROM memories WHERE tenant_id = %s "
                                  "UNION ALL SELECT text, data, text_ct, data_ct, NULL FROM memory_versions "
                                  "WHERE tenant_id = %s", tenant, tenant)
     assert len(rows) == 4 and all(r["text"] is None and r["data"] is None and r["text_ct"] for r in rows)
     assert legacy_digest("Visited Rome") not in [bytes(r["text_hash"]) for r in rows if r["text_hash"]]
+    # Keys and tags: only labels and sealed copies are left, and both memories are queued for
+    # the index again (its copy held the names).
+    rows = await owner(postgres, "SELECT key, tags, key_label, key_ct, tag_labels, tags_ct FROM memories "
+                                 "WHERE tenant_id = %s UNION ALL SELECT key, tags, key_label, key_ct, tag_labels, "
+                                 "tags_ct FROM memory_versions WHERE tenant_id = %s", tenant, tenant)
+    assert all(r["key"] == "" and r["tags"] == [] and r["tags_ct"] and len(r["tag_labels"]) >= 1 for r in rows)
+    assert sorted(bool(r["key_ct"]) and len(r["key_label"]) == 16 for r in rows) == [False, False, True, True]
+    queued = await owner(postgres, "SELECT memory_id::text FROM outbox WHERE tenant_id = %s AND op = 'upsert'", tenant)
+    assert {r["memory_id"] for r in queued} == {fact, event}
     assert await reads() == before
+    [m] = await store.recall_keys(tenant, alice(), ["home_city"], now)
+    assert (m.id, m.text, m.data, m.tags) == (fact, "Lives in Lyon", {"zip": "69001"}, ("travel",))
     # Repeats are still recognised under the keyed digest the backfill wrote.
     merged, unchanged = await store.write(tenant, "agent-1", "alice", [
         Draft(Category.EVENT, "visited  ROME"), Draft(Category.FACT, "Lives in Lyon", key="home_city",
-                                                      data={"zip": "69001"})])
+                                                      data={"zip": "69001"}, tags=("travel",))])
     assert (merged.memory_id, merged.outcome) == (event, Outcome.MERGED)
     assert (unchanged.memory_id, unchanged.outcome) == (fact, Outcome.UNCHANGED)
     # Nothing left to do on the next start.
-    again = await seal_plaintext(PostgresSettings(postgres.owner_dsn), db, store.keys)
+    again = await seal_plaintext(PostgresSettings(postgres.owner_dsn), db, store.keys, store.term_hasher)
     assert await owner(postgres, "SELECT 1 FROM memories WHERE tenant_id = %s AND text_ct IS NULL", tenant) == []
-    assert again.skipped == 0
+    assert again.skipped == 0 and again.labelled == 0
 
 
 async def test_with_another_master_key_content_is_unavailable_and_writes_to_that_subject_fail(postgres, db, store):
@@ -161,11 +175,13 @@ async def test_ciphertext_moved_to_another_memory_does_not_decrypt(postgres, sto
                           "AND id = %s) WHERE tenant_id = %s AND id = %s",
                 tenant, first.memory_id, tenant, second.memory_id)
 
-    found = {m.key: m for m in await store.recall_keys(tenant, alice(), ["home_city", "birthplace"],
-                                                      datetime.now(UTC))}
+    found = {m.id: m for m in await store.recall_keys(tenant, alice(), ["home_city", "birthplace"],
+                                                     datetime.now(UTC))}
 
-    assert (found["home_city"].text, found["home_city"].content_unavailable) == ("Lives in Lyon", False)
-    assert (found["birthplace"].text, found["birthplace"].content_unavailable) == ("", True)
+    assert (found[first.memory_id].text, found[first.memory_id].key) == ("Lives in Lyon", "home_city")
+    assert not found[first.memory_id].content_unavailable
+    moved = found[second.memory_id]
+    assert (moved.text, moved.key, moved.tags, moved.content_unavailable) == ("", "", (), True)
 
 
 async def test_a_purge_of_the_subject_waits_for_a_write_holding_its_key(postgres, store):

@@ -36,6 +36,7 @@ from ._model import (
     Page,
     PendingValue,
     Policy,
+    FilterLabels,
     ReadFilter,
     Resolution,
     Scope,
@@ -52,7 +53,7 @@ from ._normalise import Normalised, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
 from ._scoring import ScoreMask, ScoreParts, ScoreWeights, estimate_tokens, fit_budget, last_use, recency, recency_at, score
-from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_like, glob_to_regex
+from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_regex
 
 __all__ = [
     "ArchiveInvalid",
@@ -79,7 +80,6 @@ __all__ = [
     "ViewChange",
     "ViewRule",
     "ViewStore",
-    "glob_to_like",
     "glob_to_regex",
     "Category",
     "Change",
@@ -107,6 +107,7 @@ __all__ = [
     "PendingValue",
     "PermissionDenied",
     "Policy",
+    "FilterLabels",
     "ReadFilter",
     "Resolution",
     "ResourceExhausted",

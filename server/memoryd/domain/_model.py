@@ -228,6 +228,19 @@ class MemoryVersion:
 
 
 @dataclass(frozen=True)
+class FilterLabels:
+    """A read filter's key names, tags and key patterns as the stores hold them: keyed labels
+    (lower-case hex; "" stands for "no key"). Set by the memory store, which alone can open
+    the key names a glob must be matched against; every filter compiler requires them.
+    """
+
+    keys: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    # Per view rule: None allows every key of the category, else exactly these labels.
+    rules: tuple[tuple[Category, tuple[str, ...] | None], ...] = ()
+
+
+@dataclass(frozen=True)
 class ReadFilter:
     """What a read may consider: the request's filter already narrowed by the caller's view.
 
@@ -248,6 +261,8 @@ class ReadFilter:
     statuses: tuple[Status, ...] = (Status.ACTIVE,)
     # The view's read rules as (category, key patterns); empty means nothing is readable.
     rules: tuple[tuple[Category, tuple[str, ...]], ...] = ()
+    # keys, tags and rules as labels (``FilterLabels``), added by the memory store.
+    labels: FilterLabels | None = None
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,6 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
 
 
-def glob_to_like(pattern: str) -> str:
-    """The same glob as a SQL LIKE pattern (escape character ``\\``)."""
-    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped.replace("*", "%")
-
-
 @dataclass(frozen=True)
 class ViewRule:
     """Allows one category, for keys matching any of the patterns."""

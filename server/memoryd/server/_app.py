@@ -210,10 +210,13 @@ class Memoryd:
         await self._db.open()
         provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)
         store = PostgresMemoryStore(self._db, keyword_hasher(secrets), provider, config.policy_for)
-        sealed = await seal_plaintext(settings, self._db, store.keys)
+        sealed = await seal_plaintext(settings, self._db, store.keys, store.term_hasher)
         if sealed.memories or sealed.versions:
             _log.info("encrypted %d memories and %d versions written before encryption at rest",
                       sealed.memories, sealed.versions)
+        if sealed.labelled:
+            _log.info("sealed and labelled the keys and tags of %d rows written before 0012 (their vectors are "
+                      "re-indexed in the background)", sealed.labelled)
         await asyncio.to_thread(keywords_warm_up)  # load the CJK dictionary now, not on the first call
         indexes = self._indexes = await self._open_indexes(settings)
         self._tasks.append(asyncio.create_task(indexes.run(self._stopping)))

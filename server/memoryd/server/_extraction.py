@@ -285,7 +285,8 @@ class ExtractionWorker:
                     continue
                 # Filter first: what the view reads of this subject's active memories of the
                 # category, then search; ``finish`` checks the hit against the same filter.
-                flt = ReadFilter(subject=job.subject, categories=(category,), rules=read_rules_of(view, category))
+                flt = await self._jobs.labelled(job.tenant, ReadFilter(
+                    subject=job.subject, categories=(category,), rules=read_rules_of(view, category)))
                 hits = await index.search(job.tenant, flt, vectors[n], 1, now)
                 if hits and hits[0][1] >= threshold:
                     plans[i] = replace(plans[i], merge_into=hits[0][0], merge_filter=flt)

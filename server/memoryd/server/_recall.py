@@ -62,6 +62,8 @@ DUPLICATE_COSINE = 0.9
 
 
 class RecallStore(Protocol):
+    async def labelled(self, tenant: str, flt: ReadFilter) -> ReadFilter: ...
+
     async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]: ...
 
     async def fetch(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]: ...
@@ -214,6 +216,7 @@ class Recaller:
                      mask: ScoreMask = ScoreMask()) -> Recalled:
         result = Recalled()
         scored: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
+        flt = await self._store.labelled(tenant, flt)  # once, for every channel below
         if keys:
             with self._tracer.start_as_current_span("memoryd.row_fetch", attributes={"memoryd.keys": len(keys)}):
                 keyed = await self._store.recall_keys(tenant, flt, keys, now)

@@ -20,8 +20,8 @@ from ._counters import TenantMetrics, tenant_metrics
 from ._lifecycle import LifecycleSweeper, SweepReport, lifecycle_tenants
 from ._memories import PostgresMemoryStore
 from ._migrate import Migration, available, migrate, register_index_model
-from ._milvus import IndexedMemory, MilvusIndex, collection_name, partition_name
-from ._outbox import IndexTarget, OutboxLag, OutboxWorker, embedding_text, outbox_lag, wait_indexed
+from ._milvus import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
+from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
 from ._reindex import ReindexReport, activate, reindex
 from ._revocations import PostgresRevocations

@@ -81,30 +81,50 @@ class DataKey:
             return None
         return self.seal(memory_id, "data", json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
 
+    def seal_key(self, memory_id: str, key: str) -> bytes | None:
+        return self.seal(memory_id, "key", key.encode()) if key else None
+
+    def seal_tags(self, memory_id: str, tags: tuple[str, ...] | list[str]) -> bytes | None:
+        return self.seal(memory_id, "tags", json.dumps(sorted(set(tags))).encode()) if tags else None
+
+    def open_key(self, memory_id: str, sealed: bytes | None) -> str:
+        return self.open(memory_id, "key", bytes(sealed)).decode() if sealed is not None else ""
+
+    def open_tags(self, memory_id: str, sealed: bytes | None) -> tuple[str, ...]:
+        return tuple(json.loads(self.open(memory_id, "tags", bytes(sealed)))) if sealed is not None else ()
+
     def text_digest(self, text: str) -> bytes:
         """Keyed digest of the normalised text, used to find repeats of this subject."""
         return hmac.new(self._digest_key, normalise(text).encode(), hashlib.sha256).digest()
 
 
 def open_row(row: dict[str, Any], key: DataKey | None, id_column: str = "id") -> dict[str, Any]:
-    """``row`` with its ``text`` and ``data`` in the clear, or marked ``content_unavailable``.
+    """``row`` with its ``text``, ``data``, ``key`` and ``tags`` in the clear, or marked
+    ``content_unavailable``.
 
-    A row written before encryption (no ``text_ct``) is read as stored. A sealed row whose
-    key is missing or does not open it gets text "" and data None — never ciphertext.
+    Columns of a row written before encryption (no ``text_ct``; no ``key_ct``/``tags_ct``
+    before migration 0012) are read as stored. A sealed row whose key is missing or does not
+    open it gets text "", data None, key "" and no tags — never ciphertext.
     """
     out = dict(row)
     out["content_unavailable"] = False
-    text_ct, data_ct = row.get("text_ct"), row.get("data_ct")
-    if text_ct is None and data_ct is None:
+    sealed = [row.get(c) for c in ("text_ct", "data_ct", "key_ct", "tags_ct")]
+    if all(s is None for s in sealed):
         return out
+    text_ct, data_ct, key_ct, tags_ct = sealed
     memory_id = str(row[id_column])
     try:
         if key is None:
             raise InvalidTag()
-        out["text"] = key.open(memory_id, "text", bytes(text_ct)).decode() if text_ct is not None else ""
-        out["data"] = json.loads(key.open(memory_id, "data", bytes(data_ct))) if data_ct is not None else None
+        if text_ct is not None or data_ct is not None:
+            out["text"] = key.open(memory_id, "text", bytes(text_ct)).decode() if text_ct is not None else ""
+            out["data"] = json.loads(key.open(memory_id, "data", bytes(data_ct))) if data_ct is not None else None
+        if key_ct is not None:
+            out["key"] = key.open_key(memory_id, key_ct)
+        if tags_ct is not None:
+            out["tags"] = key.open_tags(memory_id, tags_ct)
     except (InvalidTag, UnicodeDecodeError, ValueError):
-        out.update(text="", data=None, content_unavailable=True)
+        out.update(text="", data=None, key="", tags=(), content_unavailable=True)
     return out
 
 
@@ -173,7 +193,8 @@ class SubjectKeys:
     async def open_rows(self, conn: Any, tenant: str, rows: list[dict[str, Any]],
                         id_column: str = "id") -> list[dict[str, Any]]:
         """Decrypt ``rows`` (each with subject, text, data, text_ct, data_ct) in the caller's transaction."""
-        sealed = {r["subject"] for r in rows if r.get("text_ct") is not None or r.get("data_ct") is not None}
+        sealed = {r["subject"] for r in rows
+                  if any(r.get(c) is not None for c in ("text_ct", "data_ct", "key_ct", "tags_ct"))}
         keys = await self.for_read(conn, tenant, sealed)
         return [open_row(r, keys.get(r["subject"]), id_column) for r in rows]
 

@@ -1,19 +1,17 @@
-"""The one filter compiler: a view-narrowed ``ReadFilter`` as SQL, as a Milvus expression,
-and as an exact predicate on (category, key).
+"""The one filter compiler: a view-narrowed, labelled ``ReadFilter`` as SQL and as a Milvus
+expression.
 
 One predicate — the view's rules, the request's filter, visibility (subject, organisation,
 session) and liveness (active, unexpired, valid) — compiled for each store:
 
-- ``read_conditions``: the WHERE clause every Postgres read shares. Exact.
-- ``filter_expression``: the same for Milvus, filter first. Milvus's ``like`` has no escape
-  character (Milvus Lite's Python evaluator treats ``_`` and ``%`` as wildcards whatever
-  precedes them), so a key pattern with ``_`` matches a little more there, never less: the
-  expression's hits are a superset of Postgres's (``tests/storage/test_filter_compiler.py``
-  checks this as a property).
-- ``rules_allow``: the rules' exact verdict on one (category, key), which the vector search
-  applies to every hit (``index_is_exact`` says when it must), so the dense channel's top
-  hits are the top hits of exactly what the caller reads — a memory it cannot read never
-  takes one of their places.
+- ``read_conditions``: the WHERE clause every Postgres read shares.
+- ``filter_expression``: the same for Milvus, filter first.
+
+Keys and tags are stored only as keyed labels (and sealed), so both compile the filter's
+``labels`` (``_labels.label_filter``): exact label sets, no pattern matching in either
+store, so the two agree exactly (``tests/storage/test_filter_compiler.py`` checks this as a
+property) and the dense channel's top hits are the top hits of exactly what the caller
+reads. A filter without labels is refused: a forgotten labelling step fails closed.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from typing import Any
 
 from psycopg import sql
 
-from memoryd.domain import CONTROL_CHARACTERS, Category, Internal, ReadFilter, glob_to_like, glob_to_regex
+from memoryd.domain import CONTROL_CHARACTERS, Category, FilterLabels, Internal, ReadFilter, glob_to_regex
 
 Rules = tuple[tuple[Category, tuple[str, ...]], ...]
 
@@ -42,31 +40,32 @@ def literal_list(values: list[str] | tuple[str, ...]) -> str:
 
 
 def rules_allow(rules: Rules, category: Category | str, key: str) -> bool:
-    """Whether one of the view's rules allows a memory of ``category`` with ``key``."""
+    """Whether one of the view's rules allows a memory of ``category`` with ``key`` (the
+    guard's verdict on a plaintext key; ``_labels`` resolves globs with the same regex)."""
     return any(c.value == str(category) and ("*" in patterns or not patterns
                                             or any(glob_to_regex(p).fullmatch(key) for p in patterns))
                for c, patterns in rules)
 
 
-def index_is_exact(rules: Rules) -> bool:
-    """Whether ``filter_expression`` expresses the rules exactly (no wildcard in a pattern)."""
-    return not any("_" in p or "%" in p for _, patterns in rules if "*" not in patterns for p in patterns)
+def labels_of(flt: ReadFilter) -> FilterLabels:
+    if flt.labels is None:
+        raise Internal("a read filter reached a store without its key labels")
+    return flt.labels
 
 
-def rules_condition(rules: tuple[tuple[Category, tuple[str, ...]], ...]) -> tuple[sql.Composable, list[Any]]:
-    """The view's rules as SQL: a row passes if one rule allows its category and key."""
-    if not rules:
-        return sql.SQL("false"), []
+def rules_condition(flt: ReadFilter) -> tuple[sql.Composable, list[Any]]:
+    """The view's rules as SQL: a row passes if one rule allows its category and key label."""
     alternatives: list[sql.Composable] = []
     params: list[Any] = []
-    for category, patterns in rules:
-        if "*" in patterns or not patterns:
+    for category, labels in labels_of(flt).rules:
+        if labels is None:
             alternatives.append(sql.SQL("category = %s"))
             params.append(category.value)
-            continue
-        likes = sql.SQL(" OR ").join(sql.SQL("key LIKE %s ESCAPE '\\'") for _ in patterns)
-        alternatives.append(sql.SQL("(category = %s AND ({}))").format(likes))
-        params += [category.value, *(glob_to_like(p) for p in patterns)]
+        elif labels:
+            alternatives.append(sql.SQL("(category = %s AND key_label = ANY(%s::bytea[]))"))
+            params += [category.value, [bytes.fromhex(label) for label in labels]]
+    if not alternatives:
+        return sql.SQL("false"), []
     return sql.SQL("({})").format(sql.SQL(" OR ").join(alternatives)), params
 
 
@@ -75,7 +74,8 @@ def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[
 
     Every read path uses this one function, so a filter field cannot be forgotten on one path.
     """
-    rules, params = rules_condition(flt.rules)
+    labels = labels_of(flt)
+    rules, params = rules_condition(flt)
     parts: list[sql.Composable] = [sql.SQL("tenant_id = %s"), rules]
     params.insert(0, tenant)
     if flt.include_org:
@@ -92,11 +92,11 @@ def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[
         parts.append(sql.SQL("category = ANY(%s)"))
         params.append([c.value for c in flt.categories])
     if flt.keys:
-        parts.append(sql.SQL("key = ANY(%s)"))
-        params.append(list(flt.keys))
+        parts.append(sql.SQL("key_label = ANY(%s::bytea[])"))
+        params.append([bytes.fromhex(label) for label in labels.keys])
     if flt.tags:
-        parts.append(sql.SQL("tags @> %s"))
-        params.append(list(flt.tags))
+        parts.append(sql.SQL("tag_labels @> %s::bytea[]"))
+        params.append([bytes.fromhex(label) for label in labels.tags])
     if flt.updated_after is not None:
         parts.append(sql.SQL("updated_at >= %s"))
         params.append(flt.updated_after)
@@ -107,11 +107,10 @@ def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[
 
 
 def filter_expression(tenant: str, flt: ReadFilter, now: datetime) -> str:
-    """The view-narrowed read filter as a Milvus boolean expression (filter first, then search).
-
-    It mirrors ``_rows.read_conditions``; where Milvus is coarser (``like`` treats ``_`` as a
-    wildcard) it may let a little more through, never less — the Postgres re-read is exact.
-    """
+    """The labelled read filter as a Milvus boolean expression (filter first, then search):
+    the same predicate as ``read_conditions``, over the labels the index stores in its
+    ``key`` and ``tags`` fields ("" for no key)."""
+    labels = labels_of(flt)
     # Times are whole seconds in the index, rounded so the index keeps a little more than
     # Postgres would, never less (valid_until and updated_at are stored rounded down).
     parts = [f"tenant == {literal(tenant)}", 'status == "active"',
@@ -127,19 +126,18 @@ def filter_expression(tenant: str, flt: ReadFilter, now: datetime) -> str:
     if flt.categories:
         parts.append(f"category in {literal_list([c.value for c in flt.categories])}")
     if flt.keys:
-        parts.append(f"key in {literal_list(list(flt.keys))}")
+        parts.append(f"key in {literal_list(labels.keys)}")
     if flt.tags:
-        parts.append(f"array_contains_all(tags, {literal_list(list(flt.tags))})")
+        parts.append(f"array_contains_all(tags, {literal_list(labels.tags)})")
     if flt.updated_after is not None:
         parts.append(f"updated_at >= {math.floor(flt.updated_after.timestamp())}")
     if flt.updated_before is not None:
         parts.append(f"updated_at < {math.ceil(flt.updated_before.timestamp())}")
     rules = []
-    for category, patterns in flt.rules:
-        if "*" in patterns or not patterns:
+    for category, allowed in labels.rules:
+        if allowed is None:
             rules.append(f"category == {literal(category.value)}")
-        else:
-            likes = " or ".join(f"key like {literal(p.replace('*', '%'))}" for p in patterns)
-            rules.append(f"(category == {literal(category.value)} and ({likes}))")
+        elif allowed:
+            rules.append(f"(category == {literal(category.value)} and key in {literal_list(allowed)})")
     parts.append("(" + " or ".join(rules) + ")" if rules else "false")
     return " and ".join(parts)

@@ -222,6 +222,10 @@ class ExtractionJobs:
         return ClaimedJob(tenant, job_id, subject, row["agent"], row["attempts"], turns,
                           AuditTag(row["request_id"], row["trace_id"], row["view_version"]))
 
+    async def labelled(self, tenant: str, flt: ReadFilter) -> ReadFilter:
+        """``flt`` with its key and tag labels, for the dedup search (``_labels``)."""
+        return await self._store.labelled(tenant, flt)
+
     async def subject_timezone(self, tenant: str, subject: str,
                                categories: tuple[Category, ...] = (Category.PREFERENCE, Category.FACT)) -> str:
         """The text of the subject's current ``timezone`` memory of one of ``categories``, or ''."""
@@ -230,9 +234,9 @@ class ExtractionJobs:
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT id, subject, text, data, text_ct, data_ct FROM memories WHERE tenant_id = %s AND subject = %s "
-                f"AND scope = 'subject' AND key = 'timezone' AND category = ANY(%s) AND {LIVE_NOW} "
+                f"AND scope = 'subject' AND key_label = %s AND category = ANY(%s) AND {LIVE_NOW} "
                 "ORDER BY updated_at DESC LIMIT 1",
-                (tenant, subject, [c.value for c in categories]),
+                (tenant, subject, self._store.term_hasher(tenant).label("timezone"), [c.value for c in categories]),
             )
             rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
         return rows[0]["text"].strip() if rows and not rows[0]["content_unavailable"] else ""
@@ -319,10 +323,10 @@ class ExtractionJobs:
     async def _still_readable(conn: psycopg.AsyncConnection, tenant: str, memory_id: str,
                               flt: ReadFilter | None) -> bool:
         """Whether the index's hit ``memory_id`` passes ``flt`` in Postgres now (the index may
-        lag, and lets a little more through); locked, so it stays so until the merge."""
+        lag behind Postgres); locked, so it stays so until the merge."""
         if flt is None:
             return False
-        where, params = read_conditions(tenant, flt)
+        where, params = read_conditions(tenant, flt)  # labelled by the dedup search that found it
         query = sql.SQL("SELECT 1 FROM memories WHERE {where} AND id = %s::uuid AND {live} FOR UPDATE").format(
             where=where, live=sql.SQL(LIVE_NOW))
         cur = await conn.execute(query, [*params, memory_id])

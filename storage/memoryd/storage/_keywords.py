@@ -139,6 +139,17 @@ class TermHasher:
         digest = hashlib.blake2b(token.encode("utf-8"), key=self._secret).digest()
         return int.from_bytes(digest[:8], "big", signed=True)
 
+    def label(self, value: str) -> bytes:
+        """A memory key's or tag's stored label: 16 bytes of keyed BLAKE2b, b"" for "" (no key).
+
+        Labels are how keys and tags are found (equality, tag filters, the one current value
+        per key) without being stored readable; their names are kept only sealed.
+        """
+        if not value:
+            return b""
+        return hashlib.blake2b(value.encode("utf-8"), key=self._secret, digest_size=16,
+                               person=b"memoryd-labels").digest()
+
     def counts(self, tokens: Sequence[str]) -> Counter[int]:
         """Term frequencies by hash (two words that collide count as one term, as stored)."""
         return Counter(self.term(token) for token in tokens)

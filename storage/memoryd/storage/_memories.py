@@ -43,7 +43,8 @@ from . import _trust as trust
 from ._envelope import SubjectKeys
 from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms, keyword_search
-from ._milvus import IndexedMemory
+from ._labels import label_filter, needs_names
+from ._milvus import IndexedMemory, embedding_text
 from ._postgres import Postgres
 from ._session import StoreSession
 from ._filters import read_conditions, rules_condition
@@ -59,15 +60,18 @@ async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, 
 
 
 _INDEX_COLUMNS = (
-    "id, subject, scope, session_id, category, key, tags, updated_at, valid_until, text, data, text_ct, data_ct"
+    "id, subject, scope, session_id, category, key, tags, key_label, tag_labels, updated_at, valid_until, "
+    "text, data, text_ct, data_ct, key_ct, tags_ct"
 )
 
 
 def _index_row(r: dict[str, Any]) -> tuple[IndexedMemory, str | None]:
-    """What the index needs of an opened row, with the text to embed (None: unavailable)."""
-    return (IndexedMemory(str(r["id"]), r["subject"], r["scope"], r["session_id"], r["category"], r["key"],
-                          tuple(r["tags"]), r["updated_at"], r["valid_until"]),
-            None if r["content_unavailable"] else r["text"])
+    """What the index needs of an opened row — its labels, never its key or tags — with the
+    text to embed (None: unavailable)."""
+    return (IndexedMemory(str(r["id"]), r["subject"], r["scope"], r["session_id"], r["category"],
+                          bytes(r["key_label"]).hex(), tuple(sorted(bytes(t).hex() for t in r["tag_labels"])),
+                          r["updated_at"], r["valid_until"]),
+            None if r["content_unavailable"] else embedding_text(r["key"], r["text"]))
 
 
 class PostgresMemoryStore:
@@ -108,6 +112,17 @@ class PostgresMemoryStore:
             hasher = self._hashers[tenant] = self._root_hasher.for_tenant(tenant)
         return hasher
 
+    async def labelled(self, tenant: str, flt: ReadFilter) -> ReadFilter:
+        """``flt`` with its key and tag labels (``_labels``), for a read that also searches the
+        vector index; every method here labels an unlabelled filter itself."""
+        if flt.labels is not None or not needs_names(flt):
+            return await self._label(None, tenant, flt)
+        async with self._db.tenant_tx(tenant) as conn:
+            return await self._label(conn, tenant, flt)
+
+    async def _label(self, conn: Any, tenant: str, flt: ReadFilter) -> ReadFilter:
+        return await label_filter(conn, self.keys, self._hasher(tenant), tenant, flt)
+
     async def write(
         self,
         tenant: str,
@@ -142,12 +157,15 @@ class PostgresMemoryStore:
 
     async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]:
         """Active, unexpired memories with one of ``keys`` that pass the filter."""
-        return await self._active(tenant, flt, now, sql.SQL("key = ANY(%s)"), keys)
+        labels = [self._hasher(tenant).label(k) for k in keys]
+        found = await self._active(tenant, flt, now, sql.SQL("key_label = ANY(%s::bytea[])"), labels)
+        return sorted(found, key=lambda m: (m.key, -m.updated_at.timestamp(), m.id))
 
     async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
                              now: datetime) -> list[tuple[str, float]]:
         """The keyword channel: BM25 over the filtered memories' term hashes."""
         async with self._db.tenant_tx(tenant) as conn:
+            flt = await self._label(conn, tenant, flt)
             return await keyword_search(conn, tenant, flt, query, self._hasher(tenant), limit, now)
 
     async def fetch(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
@@ -158,13 +176,13 @@ class PostgresMemoryStore:
         return await self._active(tenant, flt, now, sql.SQL("id = ANY(%s::uuid[])"), ids)
 
     async def _active(self, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
-                      values: list[str]) -> list[Memory]:
-        where, params = read_conditions(tenant, flt)
-        query = sql.SQL(
-            "SELECT {cols} FROM memories WHERE {where} AND status = 'active' AND {which} "
-            "AND (valid_until IS NULL OR valid_until > %s) AND {unexpired} ORDER BY key, updated_at DESC, id"
-        ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where, which=which, unexpired=sql.SQL(UNEXPIRED))
+                      values: list[Any]) -> list[Memory]:
         async with self._db.tenant_tx(tenant) as conn:
+            where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
+            query = sql.SQL(
+                "SELECT {cols} FROM memories WHERE {where} AND status = 'active' AND {which} "
+                "AND (valid_until IS NULL OR valid_until > %s) AND {unexpired} ORDER BY updated_at DESC, id"
+            ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where, which=which, unexpired=sql.SQL(UNEXPIRED))
             cur = await conn.execute(query, [*params, values, now, now])
             rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
             return await with_pending(conn, self.keys, tenant, [memory_from_row(row) for row in rows])
@@ -241,6 +259,7 @@ class PostgresMemoryStore:
     async def list(self, tenant: str, flt: ReadFilter, page: Page, now: datetime | None = None) -> Listing:
         """One page of memories, most recently updated first (keyset pagination). An active
         memory past its time to live is not listed (the sweeper soon marks it forgotten)."""
+        flt = await self.labelled(tenant, flt)
         where, params = read_conditions(tenant, flt)
         clauses = [where, sql.SQL("status = ANY(%s)"), sql.SQL("(status <> 'active' OR {})").format(sql.SQL(UNEXPIRED))]
         params += [[s.value for s in flt.statuses], now or datetime.now(UTC)]
@@ -263,12 +282,12 @@ class PostgresMemoryStore:
     async def history(self, tenant: str, flt: ReadFilter, memory_id: str, after_version: int,
                       size: int) -> tuple[list[MemoryVersion], bool]:
         """Versions of one memory the filter allows, newest first. NotFound if there is none."""
-        where, params = read_conditions(tenant, flt)
-        query = sql.SQL(
-            "SELECT * FROM memory_versions WHERE {where} AND memory_id = %s AND version < %s "
-            "ORDER BY version DESC LIMIT %s"
-        ).format(where=where)
         async with self._db.tenant_tx(tenant) as conn:
+            where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
+            query = sql.SQL(
+                "SELECT * FROM memory_versions WHERE {where} AND memory_id = %s AND version < %s "
+                "ORDER BY version DESC LIMIT %s"
+            ).format(where=where)
             cur = await conn.execute(query, [*params, memory_id, after_version or 2**31 - 1, size + 1])
             rows = await self.keys.open_rows(conn, tenant, await cur.fetchall(), id_column="memory_id")
             versions = [version_from_row(r) for r in rows[:size]]
@@ -285,6 +304,7 @@ class PostgresMemoryStore:
                                resolution: Resolution, pending_id: str, tag: AuditTag = AuditTag()) -> Memory:
         """Settle one keyed memory's pending values by hand (see ``_resolve.resolve``)."""
         async with self._db.tenant_tx(tenant) as conn:
+            flt = await self._label(conn, tenant, flt)
             return await resolve(conn, self.session(tenant, agent), subject, flt, memory_id, resolution, pending_id,
                                  tag)
 
@@ -317,7 +337,14 @@ class PostgresMemoryStore:
         stores (the vector index); it returns what it deleted and could verify (``_erasure``).
         """
         started = datetime.now(UTC)
-        where, params = self._selection(tenant, subject, flt, selector, mode)
+        hasher = self._hasher(tenant)
+        flt = await self.labelled(tenant, flt)
+        where, params = self._selection(tenant, subject, flt, selector, mode, hasher)
+        # What the logs keep of the selector: a key only as its label, so no log row holds
+        # the name of what was erased.
+        described = selector.describe()
+        if selector.key and not selector.ids:
+            described = {"key_label": hasher.label(selector.key).hex()}
         shred = mode is EraseMode.PURGE and selector.all_of_subject
         async with self._db.tenant_tx(tenant) as conn:
             if shred:
@@ -343,17 +370,17 @@ class PostgresMemoryStore:
             if shred and not await self._subject_rows_left(conn, tenant, subject):
                 counts = replace(counts, keys=await self.keys.destroy(conn, tenant, subject))
             await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
-                         {"selector": selector.describe(), "reason": reason})
+                         {"selector": described, "reason": reason})
         vectors = await after_commit(ids) if after_commit is not None else erasure.VectorErasure()
         counts = replace(counts, vectors=vectors.deleted)
         unchecked = erasure.unchecked(mode, vectors)
         async with self._db.tenant_tx(tenant) as conn:
-            verified = vectors.verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids)
+            verified = vectors.verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids, hasher)
             finished = datetime.now(UTC)
             cur = await conn.execute(
                 "INSERT INTO erasure_log (tenant_id, agent, subject, selector, mode, reason, counts, verified, "
                 "started_at, finished_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING erase_id",
-                (tenant, agent, subject, Jsonb(selector.describe()), mode.value, reason,
+                (tenant, agent, subject, Jsonb(described), mode.value, reason,
                  Jsonb({**counts.__dict__, "unchecked": list(unchecked)}), verified,
                  started, finished),
             )
@@ -362,10 +389,10 @@ class PostgresMemoryStore:
         return ErasureReceipt(str(row["erase_id"]), mode, counts, verified, started, finished, unchecked)
 
     @staticmethod
-    def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector,
-                   mode: EraseMode) -> tuple[sql.Composable, list[Any]]:
+    def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode,
+                   hasher: TermHasher) -> tuple[sql.Composable, list[Any]]:
         # Only the subject's own memories (subject and session scope) that the view reaches.
-        rules, params = rules_condition(flt.rules)
+        rules, params = rules_condition(flt)
         parts = [sql.SQL("tenant_id = %s AND subject = %s AND scope <> 'org'"), rules]
         params = [tenant, subject, *params]
         if mode is EraseMode.FORGET:
@@ -374,8 +401,8 @@ class PostgresMemoryStore:
             parts.append(sql.SQL("id = ANY(%s::uuid[])"))
             params.append(list(selector.ids))
         elif selector.key:
-            parts.append(sql.SQL("key = %s"))
-            params.append(selector.key)
+            parts.append(sql.SQL("key_label = %s"))
+            params.append(hasher.label(selector.key))
         elif selector.source_turn_id:
             parts.append(sql.SQL("source_turn_id = %s"))
             params.append(selector.source_turn_id)
@@ -434,9 +461,9 @@ class PostgresMemoryStore:
         return bool(row and row["left"])
 
     async def _verify(self, conn: Any, tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector,
-                      mode: EraseMode, ids: list[str]) -> bool:
+                      mode: EraseMode, ids: list[str], hasher: TermHasher) -> bool:
         """Re-read after commit: nothing selected is left (PURGE) or still active (FORGET)."""
-        where, params = self._selection(tenant, subject, flt, selector, mode)
+        where, params = self._selection(tenant, subject, flt, selector, mode, hasher)
         checks: list[tuple[sql.Composable, list[Any]]] = [
             (sql.SQL("SELECT count(*) AS n FROM memories WHERE {w}").format(w=where), params)
         ]

@@ -36,7 +36,7 @@ import grpc
 from memoryd.domain import Internal, ReadFilter, Unavailable
 
 from . import _lite_compaction as lite
-from ._filters import filter_expression, index_is_exact, literal, literal_list, rules_allow
+from ._filters import filter_expression, literal, literal_list
 
 T = TypeVar("T")
 _log = logging.getLogger("memoryd.storage.milvus")
@@ -47,7 +47,7 @@ CONNECT_TIMEOUT = 5.0
 CALL_TIMEOUT = 10.0
 SEARCH_TIMEOUT = 3.0
 BREAKER_SECONDS = 2.0
-# Milvus's largest top-k; an inexact filter's search widens up to it.
+# Milvus's largest top-k.
 MAX_SEARCH_LIMIT = 16_384
 # How long a purge waits for a Milvus server's compaction of its deletes before it reports the
 # vector files as unchecked (the compaction goes on; the receipt just cannot vouch for it).
@@ -57,9 +57,15 @@ COMPACTION_POLL = 0.5
 MAX_TAGS = 32
 
 
+def embedding_text(key: str, text: str) -> str:
+    """What is embedded: the key (in words) and the value for structured memories."""
+    return f"{key.replace('_', ' ')}: {text}" if key else text
+
+
 @dataclass(frozen=True)
 class IndexedMemory:
-    """The filterable facts about one memory that the index keeps beside its vector."""
+    """The filterable facts about one memory that the index keeps beside its vector. The
+    key and tags are their labels (hex, "" for no key): the index holds no key or tag name."""
 
     id: str
     subject: str
@@ -340,31 +346,20 @@ class MilvusIndex:
 
     async def search(self, tenant: str, flt: ReadFilter, vector: list[float], limit: int,
                      now: datetime) -> list[tuple[str, float, list[float]]]:
-        """(id, cosine similarity, vector) of the ``limit`` nearest memories that pass the filter.
-
-        Filter first. Where the expression can only over-approximate the view's key patterns
-        (``index_is_exact``), each hit is checked exactly and the search asks for more until
-        it has ``limit`` exact hits or the partition has no more: so the hits are the nearest
-        of exactly what the filter admits, whatever else the partition holds.
-        """
+        """(id, cosine similarity, vector) of the ``limit`` nearest memories that pass the
+        labelled filter (``_filters.filter_expression``, filter first: exact, so the hits are
+        the nearest of exactly what the filter admits, whatever else the partition holds)."""
         expr = filter_expression(tenant, flt, now)
-        exact = index_is_exact(flt.rules)
 
         def call() -> list[tuple[str, float, list[float]]]:
             client = self._connect()
             partitions = self._partition(client, tenant, create=False)
             if partitions == []:
                 return []
-            asked = limit if exact else limit * 2
-            while True:
-                hits = client.search(self.collection, [vector], limit=asked, filter=expr,
-                                     output_fields=["vec", "category", "key"], partition_names=partitions,
-                                     search_params={"metric_type": "COSINE"}, timeout=SEARCH_TIMEOUT)[0]
-                kept = [h for h in hits
-                        if exact or rules_allow(flt.rules, h["entity"]["category"], h["entity"]["key"])]
-                if len(kept) >= limit or len(hits) < asked or asked >= MAX_SEARCH_LIMIT:
-                    return [(str(h["id"]), float(h["distance"]), list(h["entity"]["vec"])) for h in kept[:limit]]
-                asked = min(asked * 4, MAX_SEARCH_LIMIT)
+            hits = client.search(self.collection, [vector], limit=min(limit, MAX_SEARCH_LIMIT), filter=expr,
+                                 output_fields=["vec"], partition_names=partitions,
+                                 search_params={"metric_type": "COSINE"}, timeout=SEARCH_TIMEOUT)[0]
+            return [(str(h["id"]), float(h["distance"]), list(h["entity"]["vec"])) for h in hits]
 
         return await self._run(call)
 

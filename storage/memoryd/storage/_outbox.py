@@ -51,11 +51,6 @@ class IndexTarget:
     embedder: Embedder
 
 
-def embedding_text(key: str, text: str) -> str:
-    """What is embedded: the key (in words) and the value for structured memories."""
-    return f"{key.replace('_', ' ')}: {text}" if key else text
-
-
 class OutboxWorker:
     def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: Callable[[], list[IndexTarget]], *,
                  batch_size: int = 32, max_attempts: int = 8, base_backoff: float = 0.5,
@@ -165,7 +160,7 @@ class OutboxWorker:
         for target in self._targets():
             vectors: list[list[float]] = []
             if current:
-                vectors = await target.embedder.embed_passages([embedding_text(m.key, text) for m, text in current])
+                vectors = await target.embedder.embed_passages([text for _, text in current])
             try:
                 if current:
                     await target.index.upsert(tenant, [m for m, _ in current], vectors, seal=False)

@@ -18,7 +18,7 @@ import psycopg
 
 from ._memories import PostgresMemoryStore
 from ._migrate import register_index_model
-from ._outbox import IndexTarget, embedding_text
+from ._outbox import IndexTarget
 from ._postgres import Postgres
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -70,7 +70,7 @@ async def reindex(owner_dsn: str, queue: Postgres, store: PostgresMemoryStore, t
             # Memories whose content cannot be decrypted are skipped, as the outbox worker does.
             readable = [(m, text) for m, text in page if text is not None]
             if readable:
-                vectors = await target.embedder.embed_passages([embedding_text(m.key, t) for m, t in readable])
+                vectors = await target.embedder.embed_passages([t for _, t in readable])
                 await target.index.upsert(tenant, [m for m, _ in readable], vectors)
             after = page[-1][0].id
             await _save(queue, model_id, tenant, after, done=False)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 async def _current(conn: Any, tenant: str, flt: ReadFilter, memory_id: str) -> dict[str, Any] | None:
     where, params = read_conditions(tenant, flt)
     cur = await conn.execute(
-        sql.SQL("SELECT {cols} FROM memories WHERE {where} AND id = %s AND status = 'active' AND key <> '' "
+        sql.SQL("SELECT {cols} FROM memories WHERE {where} AND id = %s AND status = 'active' AND key_label <> '\\x' "
                 "FOR UPDATE").format(cols=sql.SQL(MEMORY_COLUMNS), where=where),
         [*params, memory_id],
     )

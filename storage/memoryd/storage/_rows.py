@@ -17,12 +17,12 @@ from memoryd.domain import (
     TenantPolicy,
 )
 
-# text/data are NULL in rows written since encryption (0007): their content is in
-# text_ct/data_ct and is opened with the subject's data key (``_envelope``) before
-# ``memory_from_row``.
+# text/data are NULL in rows written since encryption (0007), key/tags empty since 0012: their
+# content is in text_ct/data_ct/key_ct/tags_ct and is opened with the subject's data key
+# (``_envelope``) before ``memory_from_row``.
 MEMORY_COLUMNS = (
-    "id, subject, scope, session_id, category, key, text, data, text_ct, data_ct, importance, confidence, stability, "
-    "pinned, tags, valid_from, valid_until, agent, source_kind, source_turn_id, version, status, "
+    "id, subject, scope, session_id, category, key, text, data, text_ct, data_ct, key_ct, tags_ct, importance, "
+    "confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, source_turn_id, version, status, "
     "created_at, updated_at, access_count, last_access_at, expires_at, trust"
 )
 # An active memory whose time to live has run out is gone for every read, even before the

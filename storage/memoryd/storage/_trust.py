@@ -25,8 +25,9 @@ from ._envelope import DataKey, SubjectKeys
 
 TEXT_FIELD = "pending_text"
 DATA_FIELD = "pending_data"
+TAGS_FIELD = "pending_tags"
 _COLUMNS = (
-    "id, memory_id, subject, text_ct, data_ct, importance, confidence, stability, pinned, tags, valid_from, "
+    "id, memory_id, subject, text_ct, data_ct, importance, confidence, stability, pinned, tags, tags_ct, valid_from, "
     "valid_until, agent, source_kind, source_turn_id, trust, written_at"
 )
 
@@ -60,10 +61,11 @@ async def hold(conn: Any, tenant: str, key: DataKey, memory_id: str, owner: str,
                                                               separators=(",", ":")).encode())
     await conn.execute(
         "INSERT INTO pending_values (tenant_id, id, memory_id, subject, text_ct, data_ct, importance, confidence, "
-        "stability, pinned, tags, valid_from, valid_until, agent, source_kind, source_turn_id, trust, text_hash) "
+        "stability, pinned, tags_ct, valid_from, valid_until, agent, source_kind, source_turn_id, trust, text_hash) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (tenant, pending_id, memory_id, owner, key.seal(pending_id, TEXT_FIELD, draft.text.encode()), data_ct,
-         draft.importance, draft.confidence, draft.stability.value, draft.pinned, sorted(set(draft.tags)),
+         draft.importance, draft.confidence, draft.stability.value, draft.pinned,
+         key.seal(pending_id, TAGS_FIELD, json.dumps(sorted(set(draft.tags))).encode()) if draft.tags else None,
          draft.valid_from, draft.valid_until, agent, draft.source_kind.value, draft.source_turn_id, trust, digest),
     )
     return pending_id
@@ -92,16 +94,19 @@ async def discard(conn: Any, tenant: str, memory_ids: list[str], pending_id: str
     return int(cur.rowcount)
 
 
-def _open(row: dict[str, Any], key: DataKey | None) -> tuple[str, dict[str, Any] | None, bool]:
+def _open(row: dict[str, Any], key: DataKey | None) -> tuple[str, dict[str, Any] | None, tuple[str, ...], bool]:
+    """(text, data, tags, unavailable) of a pending value (tags as stored before 0012 sealed them)."""
     pending_id = str(row["id"])
     try:
         if key is None:
             raise InvalidTag()
         text = key.open(pending_id, TEXT_FIELD, bytes(row["text_ct"])).decode()
         data = json.loads(key.open(pending_id, DATA_FIELD, bytes(row["data_ct"]))) if row["data_ct"] else None
-        return text, data, False
+        tags = (tuple(json.loads(key.open(pending_id, TAGS_FIELD, bytes(row["tags_ct"]))))
+                if row["tags_ct"] is not None else tuple(row["tags"]))
+        return text, data, tags, False
     except (InvalidTag, UnicodeDecodeError, ValueError):
-        return "", None, True
+        return "", None, (), True
 
 
 async def take(conn: Any, keys: SubjectKeys, tenant: str, memory: Memory, pending_id: str) -> HeldValue | None:
@@ -116,13 +121,13 @@ async def take(conn: Any, keys: SubjectKeys, tenant: str, memory: Memory, pendin
     if row is None:
         return None
     key = await keys.for_write(conn, tenant, row["subject"])
-    text, data, unavailable = _open(row, key)
+    text, data, tags, unavailable = _open(row, key)
     if unavailable:
         raise DataKeyUnavailable("the pending value cannot be decrypted")
     draft = Draft(category=memory.category, text=text, scope=memory.scope, session_id=memory.session_id,
                   key=memory.key, data=data, importance=float(row["importance"]),
                   confidence=float(row["confidence"]), stability=Stability(row["stability"]), pinned=row["pinned"],
-                  tags=tuple(row["tags"]), valid_from=row["valid_from"], valid_until=row["valid_until"],
+                  tags=tags, valid_from=row["valid_from"], valid_until=row["valid_until"],
                   source_kind=SourceKind(row["source_kind"]), source_turn_id=row["source_turn_id"])
     return HeldValue(str(row["id"]), draft, row["agent"], float(row["trust"]))
 
@@ -142,7 +147,7 @@ async def load(conn: Any, keys: SubjectKeys, tenant: str, memory_ids: list[str])
     opened = await keys.for_read(conn, tenant, {r["subject"] for r in rows})
     out: dict[str, list[PendingValue]] = defaultdict(list)
     for row in rows:
-        text, data, unavailable = _open(row, opened.get(row["subject"]))
+        text, data, _, unavailable = _open(row, opened.get(row["subject"]))
         out[str(row["memory_id"])].append(PendingValue(
             id=str(row["id"]), text=text, data=data, agent=row["agent"], source_kind=SourceKind(row["source_kind"]),
             source_turn_id=row["source_turn_id"], trust=float(row["trust"]), written_at=row["written_at"],

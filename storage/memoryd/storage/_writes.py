@@ -30,12 +30,14 @@ from ._rows import MEMORY_COLUMNS, same_value, stored_trust
 
 _VERSION_COLUMNS = (
     "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
-    "text_ct, data_ct, importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, "
+    "text_ct, data_ct, key_label, key_ct, importance, confidence, stability, pinned, tags, tag_labels, tags_ct, "
+    "valid_from, valid_until, agent, "
     "source_kind, source_turn_id, status, created_at, recorded_at, expires_at, trust"
 )
 _SNAPSHOT = (
     "SELECT tenant_id, id, version, %s, subject, scope, session_id, category, key, text, data, "
-    "text_ct, data_ct, importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, "
+    "text_ct, data_ct, key_label, key_ct, importance, confidence, stability, pinned, tags, tag_labels, tags_ct, "
+    "valid_from, valid_until, agent, "
     "source_kind, source_turn_id, status, created_at, updated_at, expires_at, trust FROM memories "
     "WHERE tenant_id = %s AND id = %s"
 )
@@ -44,8 +46,8 @@ _SNAPSHOT = (
 async def record_version(conn: psycopg.AsyncConnection, tenant: str, memory_id: str, change: Change) -> None:
     """Snapshot the memory's current row as a version, and mark older versions superseded.
 
-    The version keeps the memory's ciphertext as it is: it was sealed for the same memory id
-    and field, so the subject's data key opens it there too.
+    The version keeps the memory's ciphertext and labels as they are: it was sealed for the
+    same memory id and field, so the subject's data key opens it there too.
     """
     await conn.execute(
         "UPDATE memory_versions SET status = 'superseded' "
@@ -167,8 +169,8 @@ class ItemWriter:
                        blind: bool = False) -> WriteResult:
         cur = await self._conn.execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = %s AND subject = %s AND session_id = %s "
-            "AND category = %s AND key = %s AND status = 'active' FOR UPDATE",
-            (self._tenant, owner, session, draft.category.value, draft.key),
+            "AND category = %s AND key_label = %s AND status = 'active' FOR UPDATE",
+            (self._tenant, owner, session, draft.category.value, self._hasher.label(draft.key)),
         )
         row = await cur.fetchone()
         if row is None:
@@ -229,8 +231,8 @@ class ItemWriter:
     async def _accumulate(self, draft: Draft, owner: str, session: str, digest: bytes) -> WriteResult:
         cur = await self._conn.execute(
             "SELECT id, version, text_hash FROM memories WHERE tenant_id = %s AND subject = %s AND session_id = %s "
-            "AND category = %s AND key = %s AND status = 'active'",
-            (self._tenant, owner, session, draft.category.value, draft.key),
+            "AND category = %s AND key_label = %s AND status = 'active'",
+            (self._tenant, owner, session, draft.category.value, self._hasher.label(draft.key)),
         )
         existing = await cur.fetchall()
         for row in existing:
@@ -241,8 +243,8 @@ class ItemWriter:
 
     async def _append(self, draft: Draft, owner: str, session: str, digest: bytes) -> WriteResult:
         cur = await self._conn.execute(
-            "SELECT id, importance, tags, pinned FROM memories WHERE tenant_id = %s AND subject = %s "
-            "AND session_id = %s AND category = %s AND key = '' AND text_hash = %s AND status = 'active' "
+            "SELECT id, importance, tags, tags_ct, pinned FROM memories WHERE tenant_id = %s AND subject = %s "
+            "AND session_id = %s AND category = %s AND key_label = '\\x' AND text_hash = %s AND status = 'active' "
             "ORDER BY updated_at DESC LIMIT 1 FOR UPDATE",
             (self._tenant, owner, session, draft.category.value, digest),
         )
@@ -252,15 +254,15 @@ class ItemWriter:
         memory_id = str(repeat["id"])
         # Merged tags stay within what the index can hold: the repeat's own tags first (the
         # latest report), then as many of the older ones as fit.
-        merged = list(draft.tags) + [t for t in sorted(repeat["tags"]) if t not in draft.tags]
+        merged = list(draft.tags) + [t for t in sorted(self._tags_of(repeat)) if t not in draft.tags]
         tags = sorted(merged[:MAX_TAGS])
         cur = await self._conn.execute(
-            "UPDATE memories SET importance = GREATEST(importance, %s), tags = %s, pinned = pinned OR %s, "
-            "agent = %s, version = version + 1, updated_at = now(), "
+            "UPDATE memories SET importance = GREATEST(importance, %s), tags = '{}', tag_labels = %s, tags_ct = %s, "
+            "pinned = pinned OR %s, agent = %s, version = version + 1, updated_at = now(), "
             "expires_at = CASE WHEN pinned OR %s THEN NULL ELSE now() + %s::float8 * interval '1 second' END "
             "WHERE tenant_id = %s AND id = %s RETURNING version",
-            (draft.importance, tags, draft.pinned, self._agent, draft.pinned, self._ttl_seconds(draft),
-             self._tenant, memory_id),
+            (draft.importance, *self._tag_values(memory_id, tags), draft.pinned, self._agent, draft.pinned,
+             self._ttl_seconds(draft), self._tenant, memory_id),
         )
         row = await cur.fetchone()
         assert row is not None
@@ -276,20 +278,20 @@ class ItemWriter:
         owner = self._subject
         self._key = await self._key_for(owner)
         cur = await self._conn.execute(
-            "SELECT id, tags FROM memories WHERE tenant_id = %s AND id = %s AND subject = %s AND scope = 'subject' "
-            "AND category = %s AND key = '' AND status = 'active' FOR UPDATE",
+            "SELECT id, tags, tags_ct FROM memories WHERE tenant_id = %s AND id = %s AND subject = %s "
+            "AND scope = 'subject' AND category = %s AND key_label = '\\x' AND status = 'active' FOR UPDATE",
             (self._tenant, memory_id, owner, draft.category.value),
         )
         row = await cur.fetchone()
         if row is None:
             return None
-        merged = list(draft.tags) + [t for t in sorted(row["tags"]) if t not in draft.tags]
+        merged = list(draft.tags) + [t for t in sorted(self._tags_of(row)) if t not in draft.tags]
         cur = await self._conn.execute(
             "UPDATE memories SET text_ct = %s, text_hash = %s, text = NULL, importance = GREATEST(importance, %s), "
-            "tags = %s, agent = %s, source_kind = %s, source_turn_id = %s, version = version + 1, updated_at = now() "
-            "WHERE tenant_id = %s AND id = %s RETURNING version",
+            "tags = '{}', tag_labels = %s, tags_ct = %s, agent = %s, source_kind = %s, source_turn_id = %s, "
+            "version = version + 1, updated_at = now() WHERE tenant_id = %s AND id = %s RETURNING version",
             (self._key.seal_text(memory_id, draft.text), self._key.text_digest(draft.text), draft.importance,
-             sorted(merged[:MAX_TAGS]), self._agent, draft.source_kind.value, draft.source_turn_id,
+             *self._tag_values(memory_id, sorted(merged[:MAX_TAGS])), self._agent, draft.source_kind.value, draft.source_turn_id,
              self._tenant, memory_id),
         )
         updated = await cur.fetchone()
@@ -304,10 +306,11 @@ class ItemWriter:
         # The id is made here, not by Postgres, because the ciphertext is bound to it.
         memory_id = str(uuid.uuid4())
         cur = await self._conn.execute(
-            "INSERT INTO memories (tenant_id, id, subject, scope, session_id, category, key, text_ct, text_hash, "
-            "data_ct, importance, confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, "
-            "source_turn_id, expires_at, trust) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-            "%s, %s, %s, %s, %s, now() + %s::float8 * interval '1 second', %s) RETURNING version",
+            "INSERT INTO memories (tenant_id, id, subject, scope, session_id, category, key_label, key_ct, text_ct, "
+            "text_hash, data_ct, importance, confidence, stability, pinned, tag_labels, tags_ct, valid_from, "
+            "valid_until, agent, source_kind, source_turn_id, expires_at, trust) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+            "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "now() + %s::float8 * interval '1 second', %s) RETURNING version",
             (self._tenant, memory_id, owner, draft.scope.value, session, *self._values(memory_id, draft, digest)),
         )
         row = await cur.fetchone()
@@ -319,9 +322,9 @@ class ItemWriter:
 
     async def _update(self, memory_id: str, draft: Draft, digest: bytes, level: float) -> int:
         cur = await self._conn.execute(
-            "UPDATE memories SET category = %s, key = %s, text_ct = %s, text_hash = %s, data_ct = %s, "
-            "text = NULL, data = NULL, importance = %s, "
-            "confidence = %s, stability = %s, pinned = %s, tags = %s, valid_from = %s, valid_until = %s, "
+            "UPDATE memories SET category = %s, key_label = %s, key_ct = %s, text_ct = %s, text_hash = %s, "
+            "data_ct = %s, key = '', text = NULL, data = NULL, tags = '{}', importance = %s, confidence = %s, "
+            "stability = %s, pinned = %s, tag_labels = %s, tags_ct = %s, valid_from = %s, valid_until = %s, "
             "agent = %s, source_kind = %s, source_turn_id = %s, "
             "expires_at = now() + %s::float8 * interval '1 second', trust = %s, version = version + 1, "
             "updated_at = now() WHERE tenant_id = %s AND id = %s RETURNING version",
@@ -335,7 +338,8 @@ class ItemWriter:
         assert self._key is not None
         return (
             draft.category.value,
-            draft.key,
+            self._hasher.label(draft.key),
+            self._key.seal_key(memory_id, draft.key),
             self._key.seal_text(memory_id, draft.text),
             digest,
             self._key.seal_data(memory_id, draft.data),
@@ -343,7 +347,7 @@ class ItemWriter:
             draft.confidence,
             draft.stability.value,
             draft.pinned,
-            sorted(set(draft.tags)),
+            *self._tag_values(memory_id, draft.tags),
             draft.valid_from,
             draft.valid_until,
             self._agent,
@@ -352,6 +356,19 @@ class ItemWriter:
             self._ttl_seconds(draft),
             self._policy.trust_of(draft.source_kind) if level is None else level,
         )
+
+    def _tag_values(self, memory_id: str, tags: tuple[str, ...] | list[str]) -> tuple[list[bytes], bytes | None]:
+        """(tag_labels, tags_ct) of ``tags``: how tags are stored, never in the clear."""
+        assert self._key is not None
+        unique = sorted(set(tags))
+        return [self._hasher.label(t) for t in unique], self._key.seal_tags(memory_id, unique)
+
+    def _tags_of(self, row: dict[str, Any]) -> tuple[str, ...]:
+        """The tags of a locked row of this owner, opened (as stored, before 0012 sealed them)."""
+        assert self._key is not None
+        if row["tags_ct"] is None:
+            return tuple(row["tags"])
+        return self._key.open_tags(str(row["id"]), row["tags_ct"])
 
     def _ttl_seconds(self, draft: Draft) -> float | None:
         """How long a new or changed value lives (None: it does not expire). Counted from the
