@@ -49,18 +49,21 @@ async def probe(owner_dsn: str, sizes: list[int], repeats: int) -> None:
         tenant = f"probe-{uuid.uuid4().hex[:8]}"
         names = [f"{('billing', 'home', 'misc', 'travel')[n % 4]}_{n}" for n in range(size)]
         for start in range(0, size, 250):
-            drafts = [Draft(Category.PREFERENCE if n % 2 else Category.FACT, f"value {n}", key=names[n])
+            drafts = [Draft(Category.FACT if names[n].startswith("home") else Category.PREFERENCE, f"value {n}",
+                            key=names[n])
                       for n in range(start, min(start + 250, size))]
             await store.write(tenant, "probe", "probed", drafts)
         async with await psycopg.AsyncConnection.connect(owner_dsn, autocommit=True) as owner:
             await owner.execute("VACUUM ANALYZE memories")
         now, page = datetime.now(UTC), Page(size=20)
         every, globbed = ReadFilter(subject="probed", rules=EVERYTHING), ReadFilter(subject="probed", rules=GLOBS)
+        resolved = await store.labelled(tenant, globbed)
         for label, call in (
             ("recall_keys, view *", lambda: store.recall_keys(tenant, every, ["billing_1", "home_2"], now)),
             ("recall_keys, view with globs", lambda: store.recall_keys(tenant, globbed, ["billing_1", "home_2"], now)),
             ("list 20, view *", lambda: store.list(tenant, every, page)),
             ("list 20, view with globs", lambda: store.list(tenant, globbed, page)),
+            ("list 20, globs resolved", lambda: store.list(tenant, resolved, page)),
             ("resolve the globs alone", lambda: store.labelled(tenant, globbed)),
         ):
             median, p95 = await timed(repeats, call)

@@ -17,7 +17,7 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.domain import Category, Draft, Internal, Page, ReadFilter, Scope
+from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, Page, ReadFilter, Scope
 from memoryd.storage import LocalKeyProvider, MilvusIndex, Postgres, PostgresMemoryStore, PostgresSettings, TermHasher
 from memoryd.storage._filters import filter_expression, read_conditions, rules_allow
 
@@ -28,6 +28,7 @@ KEYS = ["billing_address", "billing-offshore", "billingXaddress", "billing_", "b
         "iban", "iban_backup", "ibanx", "a_b", "a-b", "aXb", "a", "ab", "b_a", "x_y_z", "x-y-z", "50%", "5x0"]
 CATEGORIES = [Category.FACT, Category.PREFERENCE]
 PATTERN_PARTS = ["billing", "_", "*", "iban", "a", "b", "-", ".", "x", "y", "%", "5"]
+EVERYTHING = tuple((c, ("*",)) for c in Category)
 
 
 @dataclass
@@ -116,3 +117,32 @@ def test_a_filter_that_was_not_labelled_is_refused_by_both_compilers():
         read_conditions("t", flt)
     with pytest.raises(Internal):
         filter_expression("t", flt, NOW)
+
+
+async def test_a_glob_sees_keys_written_after_it_was_first_resolved_and_forgets_purged_ones(postgres):
+    """Resolved key names are kept per process; what exists is asked every time, so a key
+    another replica writes is matched at once, and one it purges is dropped (its name too)."""
+    db = Postgres(PostgresSettings(postgres.owner_dsn))
+    await db.open()
+    provider = LocalKeyProvider(os.urandom(32))
+    hasher = TermHasher(b"test-keyword-secret-0123456789ab")
+    here, replica = PostgresMemoryStore(db, hasher, provider), PostgresMemoryStore(db, hasher, provider)
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    globbed = ReadFilter(subject="alice", rules=((Category.PREFERENCE, ("billing_*",)),))
+
+    async def keys_read() -> set[str]:
+        return {m.key for m in (await here.list(tenant, globbed, Page(size=100))).memories}
+
+    try:
+        await here.write(tenant, "a", "alice", [Draft(Category.PREFERENCE, "card", key="billing_method")])
+        assert await keys_read() == {"billing_method"}
+        await replica.write(tenant, "a", "alice", [Draft(Category.PREFERENCE, "Lyon", key="billing_city"),
+                                                   Draft(Category.PREFERENCE, "x", key="other")])
+        assert await keys_read() == {"billing_method", "billing_city"}
+        await replica.erase(tenant, "a", "alice", ReadFilter(subject="alice", rules=EVERYTHING),
+                            EraseSelector(key="billing_city"), EraseMode.PURGE)
+        assert await keys_read() == {"billing_method"}
+        [cached] = [entry for (t, _), entry in here._names._cache.items() if t == tenant]
+        assert sorted(cached.names.values()) == ["billing_method", "other"]
+    finally:
+        await db.close()

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from memoryd.domain import Category, Internal, ReadFilter, Unavailable
+from memoryd.domain import Category, Internal, ReadFilter, Unavailable, glob_to_regex
 from memoryd.storage import IndexedMemory, MilvusIndex, collection_name, partition_name
 from memoryd.storage._labels import labels_for
 
@@ -68,7 +68,10 @@ def memory(**fields: Any) -> IndexedMemory:
 
 def labelled(flt: ReadFilter) -> ReadFilter:
     """``flt`` labelled as the store would, with the identity for labels."""
-    return flt if flt.labels is not None else replace(flt, labels=labels_for(flt, lambda value: value, NAMES))
+    def matching(pattern: str) -> frozenset[str]:
+        return frozenset(n for n in NAMES if n and glob_to_regex(pattern).fullmatch(n))
+
+    return flt if flt.labels is not None else replace(flt, labels=labels_for(flt, lambda value: value, matching))
 
 
 def everything(subject: str = "alice", **fields: Any) -> ReadFilter:

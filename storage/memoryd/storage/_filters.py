@@ -62,7 +62,7 @@ def rules_condition(flt: ReadFilter) -> tuple[sql.Composable, list[Any]]:
             alternatives.append(sql.SQL("category = %s"))
             params.append(category.value)
         elif labels:
-            alternatives.append(sql.SQL("(category = %s AND key_label = ANY(%s::bytea[]))"))
+            alternatives.append(sql.SQL("(category = %s AND key_label = ANY(%b))"))
             params += [category.value, [bytes.fromhex(label) for label in labels]]
     if not alternatives:
         return sql.SQL("false"), []
@@ -92,10 +92,10 @@ def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[
         parts.append(sql.SQL("category = ANY(%s)"))
         params.append([c.value for c in flt.categories])
     if flt.keys:
-        parts.append(sql.SQL("key_label = ANY(%s::bytea[])"))
+        parts.append(sql.SQL("key_label = ANY(%b)"))
         params.append([bytes.fromhex(label) for label in labels.keys])
     if flt.tags:
-        parts.append(sql.SQL("tag_labels @> %s::bytea[]"))
+        parts.append(sql.SQL("tag_labels @> %b"))
         params.append([bytes.fromhex(label) for label in labels.tags])
     if flt.updated_after is not None:
         parts.append(sql.SQL("updated_at >= %s"))

@@ -6,45 +6,105 @@ becomes the exact set of labels of the key names it matches among the memories o
 subjects the filter reads — opened with their data keys here, matched in Python with the
 guard's own glob semantics, never handed to a store's pattern matcher. A memory written
 after the set was made is simply not matched by this read (never one the glob excludes).
+
+``KeyNames`` keeps the names it opened, by label: a label is a keyed hash of its name, so a
+cached name is never wrong, and each read asks Postgres which labels exist now (an
+index-only scan) and opens only those it has not seen. Names whose labels are gone (a purge)
+are dropped at the subject's next resolution, and at once by a purge in this process.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
+from psycopg.rows import tuple_row
 
 from memoryd.domain import Category, FilterLabels, ReadFilter, glob_to_regex
 
 from ._envelope import SubjectKeys
 from ._keywords import TermHasher
 
-
 def _is_glob(pattern: str) -> bool:
     return "*" in pattern
 
 
-async def key_names(conn: Any, keys: SubjectKeys, tenant: str, subjects: list[str]) -> set[str]:
-    """The distinct key names of the memories of ``subjects`` (any status), opened."""
-    cur = await conn.execute(
-        "SELECT DISTINCT ON (subject, key_label) id, subject, key_ct FROM memories "
-        "WHERE tenant_id = %s AND subject = ANY(%s) AND key_label <> '\\x' AND key_ct IS NOT NULL",
-        (tenant, subjects),
-    )
-    rows = await cur.fetchall()
-    opened = await keys.for_read(conn, tenant, {r["subject"] for r in rows})
-    names: set[str] = set()
-    for row in rows:
-        key = opened.get(row["subject"])
+class _Subject:
+    """One subject's opened key names by label, and what each glob matched among them."""
+
+    def __init__(self) -> None:
+        self.names: dict[bytes, str] = {}
+        self.matches: dict[str, frozenset[str]] = {}  # glob -> labels (hex) of the names it matches
+
+    def matching(self, pattern: str) -> frozenset[str]:
+        found = self.matches.get(pattern)
+        if found is None:
+            matcher = glob_to_regex(pattern)
+            found = self.matches[pattern] = frozenset(
+                label.hex() for label, name in self.names.items() if matcher.fullmatch(name))
+        return found
+
+
+class KeyNames:
+    """The key names of subjects' memories, opened once per process (bounded, LRU)."""
+
+    def __init__(self, keys: SubjectKeys, subjects: int = 1024) -> None:
+        self._keys = keys
+        self._size = subjects
+        self._cache: OrderedDict[tuple[str, str], _Subject] = OrderedDict()
+
+    async def matcher(self, conn: Any, tenant: str, subjects: list[str]) -> Callable[[str], frozenset[str]]:
+        """Labels (hex) of the key names of ``subjects``' memories (any status) a glob matches.
+        A name whose data key is gone is left out (its memories read as content_unavailable,
+        so no glob can match them)."""
+        async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+            await cur.execute(
+                "SELECT subject, key_label FROM memories WHERE tenant_id = %s AND subject = ANY(%s) "
+                "AND key_label <> '\\x' GROUP BY subject, key_label",
+                (tenant, subjects),
+            )
+            rows = await cur.fetchall()
+        present: dict[str, set[bytes]] = {s: set() for s in subjects}
+        for subject, label in rows:
+            present[subject].add(label)
+        held = []
+        for subject, labels in present.items():
+            entry = self._cache.pop((tenant, subject), None) or _Subject()
+            if entry.names.keys() != labels:
+                gone = entry.names.keys() - labels
+                unknown = labels - entry.names.keys()
+                names = {label: name for label, name in entry.names.items() if label not in gone}
+                names |= await self._open(conn, tenant, subject, sorted(unknown)) if unknown else {}
+                entry = _Subject()
+                entry.names = names
+            self._cache[(tenant, subject)] = entry
+            held.append(entry)
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return lambda pattern: frozenset().union(*(entry.matching(pattern) for entry in held))
+
+    async def _open(self, conn: Any, tenant: str, subject: str, labels: list[bytes]) -> dict[bytes, str]:
+        key = (await self._keys.for_read(conn, tenant, {subject}))[subject]
         if key is None:
-            continue  # its memories read as content_unavailable: no key name to match
-        try:
-            names.add(key.open_key(str(row["id"]), row["key_ct"]))
-        except (InvalidTag, UnicodeDecodeError):
-            continue
-    return names
+            return {}
+        cur = await conn.execute(
+            "SELECT DISTINCT ON (key_label) id, key_label, key_ct FROM memories WHERE tenant_id = %s "
+            "AND subject = %s AND key_label = ANY(%b) AND key_ct IS NOT NULL",
+            (tenant, subject, labels),
+        )
+        opened: dict[bytes, str] = {}
+        for row in await cur.fetchall():
+            try:
+                opened[bytes(row["key_label"])] = key.open_key(str(row["id"]), row["key_ct"])
+            except (InvalidTag, UnicodeDecodeError):
+                continue
+        return opened
+
+    def evict(self, tenant: str, subject: str) -> None:
+        self._cache.pop((tenant, subject), None)
 
 
 def needs_names(flt: ReadFilter) -> bool:
@@ -53,30 +113,35 @@ def needs_names(flt: ReadFilter) -> bool:
     return any(_is_glob(p) for _, patterns in flt.rules if "*" not in patterns for p in patterns)
 
 
-def labels_for(flt: ReadFilter, label: Callable[[str], str], names: set[str]) -> FilterLabels:
-    """The labels of ``flt``'s keys, tags and rules; a rule's globs are matched against
-    ``names`` (the key names that exist) with the guard's glob semantics."""
+def labels_for(flt: ReadFilter, label: Callable[[str], str], matching: Callable[[str], frozenset[str]]) -> FilterLabels:
+    """The labels of ``flt``'s keys, tags and rules; ``matching(glob)`` gives the labels of
+    the existing key names a glob matches (with the guard's glob semantics)."""
     rules: list[tuple[Category, tuple[str, ...] | None]] = []
     for category, patterns in flt.rules:
         if "*" in patterns or not patterns:
             rules.append((category, None))
             continue
-        allowed = {p for p in patterns if not _is_glob(p)}
+        allowed = {label(p) for p in patterns if not _is_glob(p)}
         for pattern in filter(_is_glob, patterns):
-            matcher = glob_to_regex(pattern)
-            allowed |= {n for n in names | {""} if matcher.fullmatch(n)}
-        rules.append((category, tuple(sorted(label(n) for n in allowed))))
+            allowed |= matching(pattern)
+            if glob_to_regex(pattern).fullmatch(""):
+                allowed.add(label(""))
+        rules.append((category, tuple(sorted(allowed))))
     return FilterLabels(keys=tuple(label(k) for k in flt.keys), tags=tuple(label(t) for t in flt.tags),
                         rules=tuple(rules))
 
 
-async def label_filter(conn: Any, keys: SubjectKeys, hasher: TermHasher, tenant: str,
+def _nothing(pattern: str) -> frozenset[str]:
+    return frozenset()
+
+
+async def label_filter(conn: Any, names: KeyNames, hasher: TermHasher, tenant: str,
                        flt: ReadFilter) -> ReadFilter:
     """``flt`` with its labels; the same filter if it has them already. ``conn`` (the
     tenant's transaction) is used only if ``needs_names(flt)``."""
     if flt.labels is not None:
         return flt
-    names: set[str] = set()
+    matching = _nothing
     if needs_names(flt):
-        names = await key_names(conn, keys, tenant, sorted({flt.subject, ""} if flt.include_org else {flt.subject}))
-    return replace(flt, labels=labels_for(flt, lambda value: hasher.label(value).hex(), names))
+        matching = await names.matcher(conn, tenant, sorted({flt.subject, ""} if flt.include_org else {flt.subject}))
+    return replace(flt, labels=labels_for(flt, lambda value: hasher.label(value).hex(), matching))

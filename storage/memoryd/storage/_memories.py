@@ -43,7 +43,7 @@ from . import _trust as trust
 from ._envelope import SubjectKeys
 from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms, keyword_search
-from ._labels import label_filter, needs_names
+from ._labels import KeyNames, label_filter, needs_names
 from ._milvus import IndexedMemory, embedding_text
 from ._postgres import Postgres
 from ._session import StoreSession
@@ -91,6 +91,7 @@ class PostgresMemoryStore:
         self._root_hasher = hasher
         self._hashers: dict[str, TermHasher] = {}
         self.keys = SubjectKeys(keys)
+        self._names = KeyNames(self.keys)
 
     @property
     def db(self) -> Postgres:
@@ -121,7 +122,7 @@ class PostgresMemoryStore:
             return await self._label(conn, tenant, flt)
 
     async def _label(self, conn: Any, tenant: str, flt: ReadFilter) -> ReadFilter:
-        return await label_filter(conn, self.keys, self._hasher(tenant), tenant, flt)
+        return await label_filter(conn, self._names, self._hasher(tenant), tenant, flt)
 
     async def write(
         self,
@@ -158,7 +159,7 @@ class PostgresMemoryStore:
     async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]:
         """Active, unexpired memories with one of ``keys`` that pass the filter."""
         labels = [self._hasher(tenant).label(k) for k in keys]
-        found = await self._active(tenant, flt, now, sql.SQL("key_label = ANY(%s::bytea[])"), labels)
+        found = await self._active(tenant, flt, now, sql.SQL("key_label = ANY(%b)"), labels)
         return sorted(found, key=lambda m: (m.key, -m.updated_at.timestamp(), m.id))
 
     async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
@@ -371,6 +372,8 @@ class PostgresMemoryStore:
                 counts = replace(counts, keys=await self.keys.destroy(conn, tenant, subject))
             await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
                          {"selector": described, "reason": reason})
+        if mode is EraseMode.PURGE:
+            self._names.evict(tenant, subject)  # no purged key name stays in this process
         vectors = await after_commit(ids) if after_commit is not None else erasure.VectorErasure()
         counts = replace(counts, vectors=vectors.deleted)
         unchecked = erasure.unchecked(mode, vectors)
