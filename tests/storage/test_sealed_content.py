@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from types import SimpleNamespace
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -93,7 +94,19 @@ async def insert_legacy(postgres: Any, tenant: str, category: str, text: str, ke
     return memory_id
 
 
-async def test_plaintext_rows_read_as_stored_and_the_backfill_seals_them(postgres, db, store):
+@pytest.fixture
+async def alone(private_database: str) -> AsyncIterator[tuple[Any, Postgres, PostgresMemoryStore]]:
+    """A database of its own: the suite's server runs an outbox worker on the shared one,
+    which would drain the index work this test checks is queued."""
+    database = Postgres(PostgresSettings(private_database))
+    await database.open()
+    yield SimpleNamespace(owner_dsn=private_database), database, PostgresMemoryStore(database, HASHER,
+                                                                                     LocalKeyProvider(MASTER))
+    await database.close()
+
+
+async def test_plaintext_rows_read_as_stored_and_the_backfill_seals_them(alone):
+    postgres, db, store = alone
     tenant = unique("legacy")
     fact = await insert_legacy(postgres, tenant, "fact", "Lives in Lyon", "home_city", {"zip": "69001"},
                                tags=("travel",))

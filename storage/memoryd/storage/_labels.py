@@ -28,6 +28,7 @@ from memoryd.domain import Category, FilterLabels, ReadFilter, glob_to_regex
 from ._envelope import SubjectKeys
 from ._keywords import TermHasher
 
+
 def _is_glob(pattern: str) -> bool:
     return "*" in pattern
 
