@@ -8,7 +8,7 @@ import re
 import socket
 import subprocess
 
-from ..support import MEMORYD, ROOT, server_env
+from ..support import MEMORYD, ROOT, ServerProcess, server_env
 
 COMMANDS = ["serve", "worker", "migrate", "token", "views", "reindex", "export", "import", "audit", "lifecycle",
             "consolidate", "bench", "health", "outbox", "write", "recall", "view", "history", "erase"]
@@ -79,3 +79,23 @@ def test_health_refuses_an_unknown_service(server):
     result = _run("health", "--addr", server.target, "--service", "no.such.Service")
     assert result.returncode == 1
     assert result.stderr.startswith("memoryd: error: NOT_FOUND")
+
+
+def test_a_second_serve_on_a_data_dir_in_use_is_one_error_line_and_a_hint(tmp_path, private_database, key_file):
+    data_dir = tmp_path / "data"
+    env = {"MEMORYD_DATA_DIR": str(data_dir), "MEMORYD_POSTGRES_DSN": private_database,
+           "MEMORYD_SIGNING_KEY_FILE": str(key_file)}
+    first = ServerProcess(server_env(**env), tmp_path / "first.log").start()
+    try:
+        assert first.process is not None
+        second = _run("serve", **env)
+        assert second.returncode == 1 and "Traceback" not in second.stderr
+        error, hint = second.stderr.strip().splitlines()
+        assert error == f"memoryd: error: another memoryd is already serving {data_dir} (pid {first.process.pid})"
+        assert hint.startswith("hint: ") and "MEMORYD_DATA_DIR" in hint
+        assert _run("health", "--addr", first.target).returncode == 0  # the first one is untouched
+    finally:
+        assert first.stop() == 0
+    # Once the first has stopped, the data directory serves again.
+    again = ServerProcess(server_env(**env), tmp_path / "again.log").start()
+    assert again.stop() == 0

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import fcntl
 import os
 import signal
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from memoryd.domain import MemorydError
-from memoryd.server import KeyFiles, Memoryd, StartedServer, issue_token, load, load_secrets, parse_ttl
+from memoryd.server import Config, KeyFiles, Memoryd, StartedServer, issue_token, load, load_secrets, parse_ttl
 from memoryd.storage import EmbeddedPostgres, migrate
 
+from ._errors import CliError, report
 from ._keys import add_token_revoke
 
 
@@ -66,12 +68,41 @@ def keep_private(data_dir: Path) -> None:
                 pass  # gone meanwhile, or not ours to change
 
 
+def hold_data_dir(config: Config) -> IO[str] | None:
+    """Take the data directory for this process if it holds state of its own (the embedded
+    PostgreSQL or Milvus Lite, which one process at a time may open): a second `memoryd serve`
+    on it stops here with one error line instead of a traceback from deep in Milvus Lite.
+    The lock lives as long as the returned file stays open (the process's life)."""
+    if not config.embedded and config.milvus_uri:
+        return None
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(config.data_dir / "serve.lock", "a+")  # noqa: SIM115 (held open on purpose)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        raise CliError(f"another memoryd is already serving {config.data_dir}" + (f" (pid {holder})" if holder else ""),
+                       hint="stop that one first, or give this one a data directory of its own (MEMORYD_DATA_DIR)")
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
 async def _serve(args: argparse.Namespace) -> int:
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see what a stuck
     # server is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = load(args.config)
     keep_private(config.data_dir)
+    try:
+        lock = hold_data_dir(config)
+    except CliError as exc:
+        report(exc.message, exc.hint)
+        return 1
     app = Memoryd(config)
     try:
         await app.serve_until_signalled(
@@ -80,6 +111,9 @@ async def _serve(args: argparse.Namespace) -> int:
     except MemorydError as exc:
         print(f"memoryd: error: {exc.message}", file=sys.stderr)
         return 1
+    finally:
+        if lock is not None:
+            lock.close()
     return 0
 
 
