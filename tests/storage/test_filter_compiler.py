@@ -17,9 +17,9 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, Page, ReadFilter, Scope
+from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, Page, ReadFilter, Scope, ViewRule
 from memoryd.storage import LocalKeyProvider, MilvusIndex, Postgres, PostgresMemoryStore, PostgresSettings, TermHasher
-from memoryd.storage._filters import filter_expression, read_conditions, rules_allow
+from memoryd.storage._filters import filter_expression, read_conditions
 
 from .test_milvus_index import DIM, MODEL, NOW, blend, release_lite_server
 
@@ -65,6 +65,13 @@ async def corpus(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Asy
     await index.close()
     release_lite_server(path)
     await db.close()
+
+
+def rules_allow(rules: tuple[tuple[Category, tuple[str, ...]], ...], category: Category, key: str) -> bool:
+    """The oracle: the guard's own verdict on a plaintext key (a rule without patterns, or
+    with ``*``, allows the whole category)."""
+    return any(c is category and ("*" in patterns or not patterns or ViewRule(c, patterns).allows(category, key))
+               for c, patterns in rules)
 
 
 patterns = st.lists(st.sampled_from(PATTERN_PARTS), min_size=1, max_size=3).map("".join)

@@ -22,10 +22,7 @@ from typing import Any
 
 from psycopg import sql
 
-from memoryd.domain import CONTROL_CHARACTERS, Category, FilterLabels, Internal, ReadFilter, glob_to_regex
-
-Rules = tuple[tuple[Category, tuple[str, ...]], ...]
-
+from memoryd.domain import CONTROL_CHARACTERS, FilterLabels, Internal, ReadFilter
 
 def literal(value: str) -> str:
     """A string literal for a Milvus expression: backslashes and quotes escaped, control
@@ -37,14 +34,6 @@ def literal(value: str) -> str:
 
 def literal_list(values: list[str] | tuple[str, ...]) -> str:
     return "[" + ", ".join(literal(v) for v in values) + "]"
-
-
-def rules_allow(rules: Rules, category: Category | str, key: str) -> bool:
-    """Whether one of the view's rules allows a memory of ``category`` with ``key`` (the
-    guard's verdict on a plaintext key; ``_labels`` resolves globs with the same regex)."""
-    return any(c.value == str(category) and ("*" in patterns or not patterns
-                                            or any(glob_to_regex(p).fullmatch(key) for p in patterns))
-               for c, patterns in rules)
 
 
 def labels_of(flt: ReadFilter) -> FilterLabels:

@@ -36,8 +36,8 @@ def _is_glob(pattern: str) -> bool:
 class _Subject:
     """One subject's opened key names by label, and what each glob matched among them."""
 
-    def __init__(self) -> None:
-        self.names: dict[bytes, str] = {}
+    def __init__(self, names: dict[bytes, str] | None = None) -> None:
+        self.names: dict[bytes, str] = names or {}
         self.matches: dict[str, frozenset[str]] = {}  # glob -> labels (hex) of the names it matches
 
     def matching(self, pattern: str) -> frozenset[str]:
@@ -74,13 +74,10 @@ class KeyNames:
         held = []
         for subject, labels in present.items():
             entry = self._cache.pop((tenant, subject), None) or _Subject()
-            if entry.names.keys() != labels:
-                gone = entry.names.keys() - labels
-                unknown = labels - entry.names.keys()
-                names = {label: name for label, name in entry.names.items() if label not in gone}
-                names |= await self._open(conn, tenant, subject, sorted(unknown)) if unknown else {}
-                entry = _Subject()
-                entry.names = names
+            if entry.names.keys() != labels:  # names came or went: keep what is still there
+                names = {label: name for label, name in entry.names.items() if label in labels}
+                unknown = labels - names.keys()
+                entry = _Subject(names | (await self._open(conn, tenant, subject, sorted(unknown)) if unknown else {}))
             self._cache[(tenant, subject)] = entry
             held.append(entry)
         while len(self._cache) > self._size:

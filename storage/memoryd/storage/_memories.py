@@ -260,21 +260,22 @@ class PostgresMemoryStore:
     async def list(self, tenant: str, flt: ReadFilter, page: Page, now: datetime | None = None) -> Listing:
         """One page of memories, most recently updated first (keyset pagination). An active
         memory past its time to live is not listed (the sweeper soon marks it forgotten)."""
-        flt = await self.labelled(tenant, flt)
-        where, params = read_conditions(tenant, flt)
-        clauses = [where, sql.SQL("status = ANY(%s)"), sql.SQL("(status <> 'active' OR {})").format(sql.SQL(UNEXPIRED))]
-        params += [[s.value for s in flt.statuses], now or datetime.now(UTC)]
-        if page.by_id and page.after_id:
-            clauses.append(sql.SQL("id < %s::uuid"))
-            params.append(page.after_id)
-        elif page.after_updated_at is not None:
-            clauses.append(sql.SQL("(updated_at, id) < (%s, %s)"))
-            params += [page.after_updated_at, page.after_id]
-        order = "id DESC" if page.by_id else "updated_at DESC, id DESC"
-        query = sql.SQL("SELECT {cols} FROM memories WHERE {where} ORDER BY {order} LIMIT %s").format(
-            cols=sql.SQL(MEMORY_COLUMNS), where=sql.SQL(" AND ").join(clauses), order=sql.SQL(order)
-        )
         async with self._db.tenant_tx(tenant) as conn:
+            flt = await self._label(conn, tenant, flt)
+            where, params = read_conditions(tenant, flt)
+            clauses = [where, sql.SQL("status = ANY(%s)"),
+                       sql.SQL("(status <> 'active' OR {})").format(sql.SQL(UNEXPIRED))]
+            params += [[s.value for s in flt.statuses], now or datetime.now(UTC)]
+            if page.by_id and page.after_id:
+                clauses.append(sql.SQL("id < %s::uuid"))
+                params.append(page.after_id)
+            elif page.after_updated_at is not None:
+                clauses.append(sql.SQL("(updated_at, id) < (%s, %s)"))
+                params += [page.after_updated_at, page.after_id]
+            order = "id DESC" if page.by_id else "updated_at DESC, id DESC"
+            query = sql.SQL("SELECT {cols} FROM memories WHERE {where} ORDER BY {order} LIMIT %s").format(
+                cols=sql.SQL(MEMORY_COLUMNS), where=sql.SQL(" AND ").join(clauses), order=sql.SQL(order)
+            )
             cur = await conn.execute(query, [*params, page.size + 1])
             rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
             memories = await with_pending(conn, self.keys, tenant, [memory_from_row(r) for r in rows[: page.size]])
@@ -339,8 +340,6 @@ class PostgresMemoryStore:
         """
         started = datetime.now(UTC)
         hasher = self._hasher(tenant)
-        flt = await self.labelled(tenant, flt)
-        where, params = self._selection(tenant, subject, flt, selector, mode, hasher)
         # What the logs keep of the selector: a key only as its label, so no log row holds
         # the name of what was erased.
         described = selector.describe()
@@ -348,6 +347,8 @@ class PostgresMemoryStore:
             described = {"key_label": hasher.label(selector.key).hex()}
         shred = mode is EraseMode.PURGE and selector.all_of_subject
         async with self._db.tenant_tx(tenant) as conn:
+            flt = await self._label(conn, tenant, flt)
+            where, params = self._selection(tenant, subject, flt, selector, mode, hasher)
             if shred:
                 # Taken before the memories: a concurrent write holds the key row FOR SHARE
                 # until it commits, so this waits for it and then sees (and purges) its rows;
