@@ -134,7 +134,11 @@ def test_compose_has_the_whole_stack_with_a_separate_worker():
         env = service["environment"]
         assert env["MEMORYD_WORKER_IN_PROCESS"] == "false"
         assert env["MEMORYD_MILVUS_URI"] == "http://milvus:19530"
-        assert "password" not in env["MEMORYD_POSTGRES_DSN"]  # from a passfile, not inline
+        # Their own least-privilege logins, passwords from a passfile; never the owner's.
+        assert "MEMORYD_POSTGRES_DSN" not in env and "owner-keys" not in str(service.get("volumes"))
+        assert "user=memoryd_app " in env["MEMORYD_POSTGRES_APP_DSN"]
+        assert "user=memoryd_worker " in env["MEMORYD_POSTGRES_WORKER_DSN"]
+        assert "password" not in env["MEMORYD_POSTGRES_APP_DSN"] + env["MEMORYD_POSTGRES_WORKER_DSN"]
         assert env["MEMORYD_OTLP_ENDPOINT"].startswith("http://otel-collector:4317")
         load(None, env={k: str(v) for k, v in env.items()})  # a valid configuration
     assert server["ports"] == ["127.0.0.1:50051:50051"]
@@ -292,7 +296,8 @@ def test_configmaps_secrets_and_service_accounts_referenced_exist_or_are_documen
     accounts = {a["metadata"]["name"] for a in _by_kind("ServiceAccount")}
     # Secrets are created outside the manifests: by the operator (CloudNativePG writes
     # memoryd-db-app) or by the operator of the deployment (README, Run at scale).
-    documented = {"memoryd-db-app", "memoryd-keys", "memoryd-milvus"}
+    documented = {"memoryd-db-app", "memoryd-db-app-login", "memoryd-db-worker-login", "memoryd-keys",
+                  "memoryd-milvus"}
     readme = (ROOT / "README.md").read_text()
     for workload in _workloads():
         pod = workload["spec"]["template"]["spec"]
@@ -309,6 +314,11 @@ def test_configmaps_secrets_and_service_accounts_referenced_exist_or_are_documen
                     assert ref["name"] in documented
     for name in documented - {"memoryd-db-app"}:
         assert name in readme, f"the README says how to create {name}"
+    # Only the migration Job holds the owner's login (CloudNativePG's memoryd-db-app).
+    for workload in _workloads():
+        env = [v for c in workload["spec"]["template"]["spec"]["containers"] for v in c.get("env", [])]
+        owner = any(v.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "memoryd-db-app" for v in env)
+        assert owner == (workload["kind"] == "Job"), workload["metadata"]["name"]
     cluster = _by_kind("Cluster")[0]
     assert f"{cluster['metadata']['name']}-app" == "memoryd-db-app"  # CloudNativePG's naming
 
@@ -392,9 +402,19 @@ def test_the_compose_keys_init_copies_every_key_file_and_the_earlier_public_keys
     _key_files(source, verify_folder=source / "verify")
     for n in range(earlier):
         (source / "verify" / f"kid{n}.pem").write_text(f"public {n}")
+    for name in ("app", "worker", "owner"):
+        (source / f"{name}_password").write_text(f"{name}-pw\n")
     target.mkdir()
-    _run_copy(command.replace("$$", "$"), source, target, source_path="/run/secrets", target_path="/run/memoryd/keys")
+    owner = tmp_path / "owner"
+    owner.mkdir()
+    script = command.replace("$$", "$").replace("/run/memoryd/owner", str(owner))
+    _run_copy(script, source, target, source_path="/run/secrets", target_path="/run/memoryd/keys")
     assert _copied(target) == {
         "master.key": "-rw-------", "pages.json": "-rw-------", "pgpass": "-rw-------", "signing.pem": "-rw-------",
         "terms.json": "-rw-------", "verify": "drwx------",
         **{f"verify/kid{n}.pem": "-rw-------" for n in range(earlier)}}
+    # The server and the worker get the two application logins; only migrate gets the owner's.
+    assert (target / "pgpass").read_text() == ("postgres:5432:memoryd:memoryd_app:app-pw\n"
+                                               "postgres:5432:memoryd:memoryd_worker:worker-pw\n")
+    assert _copied(owner) == {"app_password": "-rw-------", "pgpass": "-rw-------", "worker_password": "-rw-------"}
+    assert (owner / "pgpass").read_text() == "postgres:5432:memoryd:memoryd:owner-pw\n"

@@ -98,4 +98,8 @@ def test_a_server_with_another_term_secret_refuses_to_start(tmp_path, private_da
     with pytest.raises(RuntimeError, match="terms.json"):
         ServerProcess(env, tmp_path / "second.log").start()
     shutil.copy(first / "keys" / "terms.json", second / "keys" / "terms.json")
+    # Nor with a master key of its own: it could open none of the first one's memories.
+    with pytest.raises(RuntimeError, match="master key secret is not the one"):
+        ServerProcess(env, tmp_path / "second.log").start()
+    shutil.copy(first / "keys" / "master.key", second / "keys" / "master.key")
     assert ServerProcess(env, tmp_path / "second.log").start().stop() == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import psycopg
+import pytest
 
 from memoryd.storage._envelope import legacy_digest
 from memoryd.v1 import memory_service_pb2 as svc
@@ -66,6 +67,16 @@ def test_legacy_plaintext_is_sealed_at_start_and_a_wrong_master_key_never_yields
         left += conn.execute("SELECT count(*) FROM memory_versions WHERE text IS NOT NULL").fetchone()[0]
     assert left == 0
 
+    # Another master key than the one the database recorded: the server refuses to start.
+    refused = ServerProcess(server_env(MEMORYD_DATA_DIR=str(tmp_path / "refused"), MEMORYD_POSTGRES_DSN=private_database,
+                                       MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_KEY_FILE=str(wrong)),
+                            tmp_path / "refused.log")
+    with pytest.raises(RuntimeError, match="master key secret is not the one this database was written with"):
+        refused.start()
+    # An operator who lost the key and starts over forgets its fingerprint on purpose; the
+    # rows sealed under the old key then read as unavailable, never as garbage.
+    with psycopg.connect(private_database, autocommit=True) as conn:
+        conn.execute("DELETE FROM secret_fingerprints WHERE name = 'master key'")
     process = _start(tmp_path, private_database, key_file, wrong, "second")
     try:
         with grpc.insecure_channel(process.target) as channel:

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from memoryd.domain import MemorydError
 from memoryd.server import Config, KeyFiles, Memoryd, StartedServer, issue_token, load, load_secrets, parse_ttl
-from memoryd.storage import EmbeddedPostgres, migrate
+from memoryd.storage import EmbeddedPostgres, migrate, set_login_passwords
 
 from ._errors import CliError, report
 from ._keys import add_token_revoke
@@ -24,7 +24,13 @@ def add_admin_commands(commands: Any) -> None:
     serve = commands.add_parser("serve", help="run the server (embedded Postgres unless MEMORYD_POSTGRES_DSN is set)")
     serve.set_defaults(run=_serve)
 
-    mig = commands.add_parser("migrate", help="apply database migrations and exit")
+    mig = commands.add_parser("migrate", help="apply database migrations and exit (the owner's login)")
+    mig.add_argument("--app-password-file", default=os.environ.get("MEMORYD_POSTGRES_APP_PASSWORD_FILE", ""),
+                     help="set memoryd_app's login password from this file (default: "
+                          "$MEMORYD_POSTGRES_APP_PASSWORD_FILE; none: left as it is)")
+    mig.add_argument("--worker-password-file", default=os.environ.get("MEMORYD_POSTGRES_WORKER_PASSWORD_FILE", ""),
+                     help="set memoryd_worker's login password from this file (default: "
+                          "$MEMORYD_POSTGRES_WORKER_PASSWORD_FILE; none: left as it is)")
     mig.set_defaults(run=_migrate)
 
     token = commands.add_parser("token", help="credentials: issue and revoke bearer tokens")
@@ -117,16 +123,32 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _login_passwords(args: argparse.Namespace) -> dict[str, str]:
+    passwords = {}
+    for role, path in (("memoryd_app", args.app_password_file), ("memoryd_worker", args.worker_password_file)):
+        if path:
+            password = Path(path).read_text().strip()
+            if not password:
+                raise CliError(f"{path} is empty: {role} needs a password")
+            passwords[role] = password
+    return passwords
+
+
 async def _migrate(args: argparse.Namespace) -> int:
     config = load(args.config)
+    passwords = _login_passwords(args)
     embedded = None
     dsn = config.postgres_dsn
     if config.embedded:
         embedded = EmbeddedPostgres(config.data_dir)
         embedded.start()
         dsn = embedded.owner_dsn
+    elif not dsn:
+        raise CliError("'memoryd migrate' runs as the database owner: set MEMORYD_POSTGRES_DSN to the owner's login")
     try:
         applied = await migrate(dsn)
+        if passwords:
+            await set_login_passwords(dsn, passwords)
     except MemorydError as exc:
         print(f"memoryd: error: {exc.message}", file=sys.stderr)
         return 1
@@ -137,6 +159,8 @@ async def _migrate(args: argparse.Namespace) -> int:
         print(f"applied {migration.version:04d}_{migration.name}")
     if not applied:
         print("schema is up to date")
+    for role in passwords:
+        print(f"set the login password of {role}")
     return 0
 
 

@@ -16,6 +16,7 @@ from memoryd.server import (
     load,
     load_secrets,
     prepare_postgres,
+    require_shared_master_key,
     require_shared_term_secret,
 )
 from memoryd.storage import WORKER_ROLE, LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
@@ -48,7 +49,8 @@ async def open_storage(args: argparse.Namespace) -> AsyncIterator[Storage]:
     settings, embedded = await prepare_postgres(config)
     app_db, queue = Postgres(settings), Postgres(settings, role=WORKER_ROLE)
     try:
-        await require_shared_term_secret(settings.dsn, secrets, KeyFiles.of(config))
+        await require_shared_term_secret(settings.setup_dsn, secrets, KeyFiles.of(config))
+        await require_shared_master_key(settings.setup_dsn, provider, config)
         await app_db.open()
         await queue.open()
         store = PostgresMemoryStore(app_db, keyword_hasher(secrets), provider, config.policy_for)

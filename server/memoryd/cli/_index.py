@@ -98,6 +98,10 @@ class _ProgressBar:
 async def _reindex(args: argparse.Namespace) -> int:
     async with open_storage(args) as s:
         config = s.config
+        if not s.settings.dsn:
+            print("memoryd: error: 'memoryd reindex' switches the deployment's model: it needs the owner's "
+                  "MEMORYD_POSTGRES_DSN", file=sys.stderr)
+            return 2
         embedder = embedder_from_config(args.embedder, base_url=args.embedder_url, model=args.embedder_model,
                                         api_key=config.embedder_api_key, dim=args.embedder_dim or None)
         try:

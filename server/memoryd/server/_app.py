@@ -37,6 +37,7 @@ from memoryd.storage import (
     keywords_warm_up,
     migrate,
     register_index_model,
+    require_current_schema,
     seal_plaintext,
 )
 from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
@@ -51,7 +52,7 @@ from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
 from ._revocation import RevocationList
-from ._secrets import KeyFiles, Secrets, load_secrets, require_shared_term_secret
+from ._secrets import KeyFiles, Secrets, load_secrets, require_shared_master_key, require_shared_term_secret
 from ._services import Services
 from ._view_admin import ViewRegistry
 from ._tracing import tracer, tracer_provider
@@ -81,7 +82,11 @@ async def prepare_postgres(config: Config) -> tuple[PostgresSettings, EmbeddedPo
         await asyncio.to_thread(embedded.start)
         owner_dsn, app_dsn, worker_dsn = embedded.owner_dsn, embedded.app_dsn, embedded.worker_dsn
     try:
-        applied = await migrate(owner_dsn)
+        if owner_dsn:
+            applied = await migrate(owner_dsn)
+        else:  # a least-privilege process: the migration job has run, or this refuses to start
+            applied = []
+            await require_current_schema(app_dsn)
     except BaseException:
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)
@@ -165,7 +170,7 @@ class Memoryd:
                            milvus_token=config.milvus_token, routing=config.milvus_routing,
                            refresh_seconds=config.index_refresh_seconds, seal_writes=config.milvus_seal)
         target = indexes.target(embedder.model_id, embedder)
-        await register_index_model(settings.dsn, embedder.model_id, target.index.collection, embedder.dim)
+        await register_index_model(settings.setup_dsn, embedder.model_id, target.index.collection, embedder.dim)
         await indexes.refresh()
         active = indexes.active()
         if active is None:
@@ -205,10 +210,11 @@ class Memoryd:
         _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,
                   len(secrets.earlier_keys), secrets.pages.current_version)
         settings = await self._postgres_settings()
-        await require_shared_term_secret(settings.dsn, secrets, key_files)
+        await require_shared_term_secret(settings.setup_dsn, secrets, key_files)
         self._db = Postgres(settings)
         await self._db.open()
         provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)
+        await require_shared_master_key(settings.setup_dsn, provider, config)
         store = PostgresMemoryStore(self._db, keyword_hasher(secrets), provider, config.policy_for)
         sealed = await seal_plaintext(settings, self._db, store.keys, store.term_hasher)
         if sealed.memories or sealed.versions:

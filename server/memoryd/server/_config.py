@@ -71,11 +71,13 @@ class Config:
 
     data_dir: Path = Path(".memoryd")
     addr: str = "127.0.0.1:50051"
-    # Empty: run the embedded PostgreSQL under data_dir. Otherwise the owner's DSN (migrations).
+    # The owner's DSN: it runs the migrations. A server or worker given only the app and worker
+    # logins below runs without it (no migrations at start; the schema must be current).
+    # All three empty: run the embedded PostgreSQL under data_dir.
     postgres_dsn: str = ""
-    # The non-owner role's DSN; empty means the owner's DSN with SET ROLE memoryd_app.
+    # memoryd_app's own login; empty means the owner's DSN with SET ROLE memoryd_app.
     postgres_app_dsn: str = ""
-    # The outbox worker role's DSN; empty means the owner's DSN with SET ROLE memoryd_worker.
+    # memoryd_worker's own login; empty means the owner's DSN with SET ROLE memoryd_worker.
     postgres_worker_dsn: str = ""
     postgres_pool_min: int = 1
     postgres_pool_max: int = 10
@@ -154,7 +156,7 @@ class Config:
 
     @property
     def embedded(self) -> bool:
-        return not self.postgres_dsn
+        return not (self.postgres_dsn or self.postgres_app_dsn or self.postgres_worker_dsn)
 
     @property
     def milvus_seal(self) -> bool | None:
@@ -369,6 +371,9 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("metrics_refresh_seconds must be at least 1 and metrics_max_tenants not negative")
     if not 0 < config.limits.max_tags <= 32:
         raise ValueError("limits.max_tags must be between 1 and 32 (the vector index holds at most 32 tags)")
+    if not config.embedded and not config.postgres_dsn and not (config.postgres_app_dsn and config.postgres_worker_dsn):
+        raise ValueError("without the owner's MEMORYD_POSTGRES_DSN, give both MEMORYD_POSTGRES_APP_DSN and "
+                         "MEMORYD_POSTGRES_WORKER_DSN (README: Database roles)")
     if config.milvus_routing not in ("partition", "partition_key"):
         raise ValueError("milvus_routing must be 'partition' or 'partition_key'")
     if bool(config.tls_cert_file) != bool(config.tls_key_file):

@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from memoryd.storage import require_fingerprint
+from memoryd.storage import LocalKeyProvider, require_fingerprint
 
 from ._auth import key_id, load_or_create_signing_key, load_signing_key
 from ._config import Config
@@ -143,6 +143,14 @@ async def require_shared_term_secret(owner_dsn: str, secrets: Secrets, files: Ke
     await require_fingerprint(owner_dsn, "keyword terms", secrets.terms.fingerprint,
                               fix=f"give {files.terms} the content of terms.json from the keys folder of the "
                                   "deployment's other servers (MEMORYD_KEYS_DIR)")
+
+
+async def require_shared_master_key(dsn: str, provider: LocalKeyProvider, config: Config) -> None:
+    """Refuse to run with a master key other than the deployment's: a worker with another key
+    could open no memory, and a server would write rows nobody else can read."""
+    await require_fingerprint(dsn, "master key", provider.fingerprint,
+                              fix=f"give {config.key_file_path} the master key file of the deployment's other "
+                                  "servers (MEMORYD_KEY_FILE)")
 
 
 def rotate_signing_key(files: KeyFiles) -> tuple[str, str]:

@@ -19,7 +19,14 @@ from ._keywords import warm_up as keywords_warm_up
 from ._counters import TenantMetrics, tenant_metrics
 from ._lifecycle import LifecycleSweeper, SweepReport, lifecycle_tenants
 from ._memories import PostgresMemoryStore
-from ._migrate import Migration, available, migrate, register_index_model
+from ._migrate import (
+    Migration,
+    available,
+    migrate,
+    register_index_model,
+    require_current_schema,
+    set_login_passwords,
+)
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
@@ -78,6 +85,8 @@ __all__ = [
     "migrate",
     "partition_name",
     "register_index_model",
+    "require_current_schema",
+    "set_login_passwords",
     "reindex",
     "require_fingerprint",
     "seal_plaintext",

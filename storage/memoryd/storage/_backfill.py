@@ -54,13 +54,14 @@ async def plaintext_tenants(settings: PostgresSettings) -> list[str]:
     index work, which the worker role sees — the list ``memoryd reindex`` walks too.
     """
     found: set[str] = set()
-    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True, row_factory=dict_row,
-                                                     connect_timeout=10) as conn:
-        cur = await conn.execute(
-            "SELECT tenant_id FROM memories WHERE text_ct IS NULL OR key <> '' OR tags <> '{}' "
-            "UNION SELECT tenant_id FROM memory_versions WHERE text_ct IS NULL OR key <> '' OR tags <> '{}' "
-            "UNION SELECT tenant_id FROM pending_values WHERE tags <> '{}'")
-        found |= {r["tenant_id"] for r in await cur.fetchall()}
+    if settings.dsn:  # a least-privilege process has no owner login: the worker role's list serves
+        async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True, row_factory=dict_row,
+                                                         connect_timeout=10) as conn:
+            cur = await conn.execute(
+                "SELECT tenant_id FROM memories WHERE text_ct IS NULL OR key <> '' OR tags <> '{}' "
+                "UNION SELECT tenant_id FROM memory_versions WHERE text_ct IS NULL OR key <> '' OR tags <> '{}' "
+                "UNION SELECT tenant_id FROM pending_values WHERE tags <> '{}'")
+            found |= {r["tenant_id"] for r in await cur.fetchall()}
     worker = Postgres(replace(settings, pool_min=1, pool_max=1), role=WORKER_ROLE)
     await worker.open()
     try:

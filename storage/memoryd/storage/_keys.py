@@ -10,6 +10,7 @@ unwrap. A cloud KMS provider implements the same ``memoryd.domain.KeyProvider`` 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import stat
 from pathlib import Path
@@ -83,6 +84,11 @@ class LocalKeyProvider:
     @property
     def key_id(self) -> str:
         return self._key_id
+
+    @property
+    def fingerprint(self) -> bytes:
+        """What every process of a deployment compares at start-up (see migration 0010)."""
+        return hmac.new(self._master, b"memoryd secret fingerprint", hashlib.sha256).digest()
 
     def _tenant_key(self, tenant: str) -> AESGCM:
         key = self._tenant_keys.get(tenant)

@@ -12,7 +12,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from memoryd.domain import Internal, MemorydError, Unavailable
+from memoryd.domain import FailedPrecondition, Internal, MemorydError, Unavailable
 
 APP_ROLE = "memoryd_app"
 WORKER_ROLE = "memoryd_worker"
@@ -44,6 +44,12 @@ class PostgresSettings:
     pool_max: int = 10
     timeout_seconds: float = 5.0
 
+    @property
+    def setup_dsn(self) -> str:
+        """The connection for start-up bookkeeping (secret fingerprints, index models): the
+        owner's when given, else memoryd_app's login (granted that much by migration 0013)."""
+        return self.dsn or self.app_dsn
+
 
 def translate(exc: BaseException) -> MemorydError:
     """Map a driver exception to the domain error tree."""
@@ -52,6 +58,16 @@ def translate(exc: BaseException) -> MemorydError:
     if isinstance(exc, (PoolTimeout, *_RETRYABLE)):
         return Unavailable("the memory store is unavailable; retry later")
     return Internal(f"postgres error: {type(exc).__name__}")
+
+
+def connect_failure(exc: psycopg.OperationalError, role: str, setting: str) -> MemorydError:
+    """Why a login failed, in one line without secrets: a refused login is a setting to fix
+    (FailedPrecondition), anything else a server that may come back (Unavailable)."""
+    text = str(exc).strip()
+    reason = text.splitlines()[-1].removeprefix("FATAL:").strip() if text else type(exc).__name__
+    if any(s in reason for s in ("authentication failed", "does not exist", "not permitted", "no password")):
+        return FailedPrecondition(f"Postgres refused the {role} login ({setting}): {reason}")
+    return Unavailable(f"cannot connect to Postgres as {role}: {reason}")
 
 
 class Postgres:
@@ -83,10 +99,11 @@ class Postgres:
 
     async def open(self) -> None:
         """Open the pool and check that the app role cannot bypass row level security."""
+        await self._probe()
         try:
             await self._pool.open(wait=True, timeout=self._settings.timeout_seconds)
         except (PoolTimeout, psycopg.Error) as exc:
-            raise Unavailable("cannot connect to Postgres") from exc
+            raise Unavailable(f"cannot connect to Postgres as {self.role}") from exc
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 "SELECT current_user AS role, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
@@ -95,6 +112,25 @@ class Postgres:
         if row is None or row["rolsuper"] or row["rolbypassrls"]:
             await self._pool.close()
             raise Internal("the app role must be a non-superuser role without BYPASSRLS")
+
+    async def _probe(self) -> None:
+        """One connection made the way the pool makes them, so a wrong setting fails with its
+        reason (the pool would only time out): a refused login, or an owner that may not
+        ``SET ROLE`` (on PostgreSQL 15 a CREATEROLE owner is no member of the roles it
+        creates; on 16+ it holds them WITH ADMIN but without SET)."""
+        login = self._settings.app_dsn if self.role == APP_ROLE else self._settings.worker_dsn
+        setting = "MEMORYD_POSTGRES_APP_DSN" if self.role == APP_ROLE else "MEMORYD_POSTGRES_WORKER_DSN"
+        try:
+            async with await psycopg.AsyncConnection.connect(login or self._settings.dsn, autocommit=True,
+                                                             connect_timeout=5) as conn:
+                if not login:
+                    await conn.execute(f"SET ROLE {self.role}")
+        except pg_errors.InsufficientPrivilege as exc:
+            raise FailedPrecondition(
+                f"the owner's login may not SET ROLE {self.role}: give {self.role} a login of its own in {setting} "
+                "(README: Database roles)") from exc
+        except psycopg.OperationalError as exc:
+            raise connect_failure(exc, self.role, setting if login else "MEMORYD_POSTGRES_DSN") from exc
 
     async def close(self) -> None:
         await self._pool.close()
