@@ -20,8 +20,10 @@ install: $(STAMP)
 serve: install
 	$(BIN)/memoryd serve
 
-## test: the whole suite — contract checks, storage, server and end-to-end tests.
+## test: the whole suite — contract checks, storage, server, end-to-end and distributed tests
+## (the last on Debian's PostgreSQL server and a Milvus server, installed first if missing).
 test: install
+	PYTHON=$(PYTHON) bash scripts/install-test-servers.sh
 	$(BIN)/python -m pytest
 
 ## bench: LoCoMo retrieval benchmark on a throw-away embedded server (bench/README.md).
