@@ -154,7 +154,7 @@ def test_purge_leaves_nothing_of_the_purged_memories_in_the_vector_store_files(t
     # Nothing comes back when the files are read again at the next start either.
     assert residue(milvus_dir, purged_by_id | purged_with_subject) == {}
     with psycopg.connect(private_database) as conn:
-        logged = [r[0] for r in conn.execute("SELECT counts->'unchecked' FROM erasure_log WHERE tenant_id = %s",
+        logged = [r[0] for r in conn.execute("SELECT unchecked FROM erasure_checks WHERE tenant_id = %s",
                                              (tenant,)).fetchall()]
     # Compaction was confirmed and the files read back: only what no process can see is unchecked.
     assert logged == [["backups", "postgres_wal_and_dead_tuples"]] * 2

@@ -189,11 +189,15 @@ def test_erase_is_idempotent(agent, selector, mode):
 
     repeat = agent.erase("alice", mode=mode, **build(world)).receipt
 
+    # The same request again (a client's retry) erases nothing more and is answered with the
+    # first erase's receipt — not "0 erased", which would lose it.
     assert first.counts.memories > 0
-    assert repeat.counts == svc.StoreCounts()
-    assert repeat.verified
-    assert is_uuid(repeat.erase_id) and repeat.erase_id != first.erase_id
+    assert repeat == first and repeat.verified
     assert snapshot(agent) == state
+    # Another request that finds nothing is a receipt of its own.
+    other = agent.erase("alice", mode=mode, reason="again", **build(world)).receipt
+    assert other.counts == svc.StoreCounts() and other.verified
+    assert is_uuid(other.erase_id) and other.erase_id != first.erase_id
 
 
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)

@@ -21,6 +21,8 @@ from ._audit import add_audit_commands
 from ._bench import add_bench_commands
 from ._client import add_client_commands
 from ._consolidate import add_consolidate_command
+from memoryd.domain import MemorydError
+
 from ._errors import CliError, hint_for, report
 from ._health import add_health_command
 from ._index import add_index_commands
@@ -75,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         report(exc.message, exc.hint)
         return 2
+    except MemorydError as exc:  # a store refused to start or answer: its reason, one line
+        report(exc.message, None)
+        return 1
     except (ValueError, OSError) as exc:
         report(str(exc) or type(exc).__name__, hint_for(exc))
         return 2

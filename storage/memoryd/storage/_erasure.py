@@ -9,6 +9,12 @@
 - The vectors. Deleted from every collection, then compacted so the rows leave the index's
   files (``MilvusIndex.compact``), then read back: by query, and on Milvus Lite from the files.
 
+The receipt. The erasure log row commits with the erase itself (with the erased ids and a
+digest of the request), and the check after the commit adds a row to ``erasure_checks``. A
+retry of the same request by the same agent that finds nothing left to erase, within
+``REPLAY_WINDOW``, is answered with the first receipt — re-checked if its check never ran
+(the process died after the commit) — instead of "0 erased" (``replayed``).
+
 ``unchecked`` names what a receipt's ``verified`` does not cover, because nothing this
 process can read shows it: Postgres's WAL and dead tuples (until VACUUM and WAL recycling;
 crypto-shredding leaves the sealed values there unreadable), backups, and the vector store's
@@ -19,12 +25,17 @@ its message log until the log's retention).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from memoryd.domain import EraseMode, Internal, Unavailable
+from psycopg.types.json import Jsonb
+
+from memoryd.domain import EraseMode, ErasureReceipt, Internal, StoreCounts, Unavailable
 
 if TYPE_CHECKING:
     from ._index_set import IndexSet
@@ -37,6 +48,69 @@ VECTOR_FILES = "vector_store_files"  # compaction not confirmed: deleted rows ma
 # Compacted on a Milvus server, which keeps the replaced segments' binlogs until its garbage
 # collection and every inserted row in its message log (rocksmq, Pulsar, Kafka) until retention.
 VECTOR_SERVER_LOGS = "vector_store_binlogs_and_message_log"
+
+
+REPLAY_WINDOW = timedelta(minutes=15)
+
+
+def request_digest(agent: str, subject: str, selector: dict[str, Any], mode: EraseMode, reason: str) -> bytes:
+    """What makes two Erase calls the same request (the selector as the logs keep it)."""
+    text = json.dumps([agent, subject, selector, mode.value, reason], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).digest()
+
+
+@dataclass(frozen=True)
+class LoggedErase:
+    """An erasure log row: the receipt as committed with the erase, and its latest check."""
+
+    receipt: ErasureReceipt
+    ids: list[str]
+    checked: bool
+
+
+async def log_erase(conn: Any, tenant: str, agent: str, subject: str, described: dict[str, Any], mode: EraseMode,
+                    reason: str, counts: StoreCounts, started: datetime, ids: list[str], digest: bytes) -> str:
+    """The receipt's row, in the erase's own transaction: not verified until ``record_check``."""
+    cur = await conn.execute(
+        "INSERT INTO erasure_log (tenant_id, agent, subject, selector, mode, reason, counts, verified, started_at, "
+        "finished_at, memory_ids, request_digest) VALUES (%s, %s, %s, %s, %s, %s, %s, false, %s, clock_timestamp(), "
+        "%s::uuid[], %s) RETURNING erase_id",
+        (tenant, agent, subject, Jsonb(described), mode.value, reason, Jsonb(counts.__dict__), started, ids, digest))
+    row = await cur.fetchone()
+    assert row is not None
+    return str(row["erase_id"])
+
+
+async def record_check(conn: Any, tenant: str, erase_id: str, verified: bool, vectors: int,
+                       unchecked_parts: tuple[str, ...]) -> datetime:
+    cur = await conn.execute(
+        "INSERT INTO erasure_checks (tenant_id, erase_id, verified, vectors, unchecked) VALUES (%s, %s, %s, %s, %s) "
+        "RETURNING checked_at", (tenant, erase_id, verified, vectors, list(unchecked_parts)))
+    row = await cur.fetchone()
+    assert row is not None
+    return row["checked_at"]  # type: ignore[no-any-return]
+
+
+async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedErase | None:
+    """The latest receipt of the same request by the same agent within ``REPLAY_WINDOW``."""
+    cur = await conn.execute(
+        "SELECT l.erase_id::text AS erase_id, l.mode, l.counts, l.started_at, l.finished_at, "
+        "l.memory_ids::text[] AS ids, c.verified, c.vectors, c.unchecked, c.checked_at "
+        "FROM erasure_log l LEFT JOIN LATERAL (SELECT * FROM erasure_checks c WHERE c.tenant_id = l.tenant_id "
+        "AND c.erase_id = l.erase_id ORDER BY c.checked_at DESC LIMIT 1) c ON true "
+        "WHERE l.tenant_id = %s AND l.agent = %s AND l.request_digest = %s AND l.started_at > now() - %s "
+        "ORDER BY l.started_at DESC LIMIT 1", (tenant, agent, digest, REPLAY_WINDOW))
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    stored = {k: v for k, v in row["counts"].items() if k in StoreCounts.__dataclass_fields__}
+    counts = StoreCounts(**{**stored, "vectors": int(row["vectors"] or 0)})
+    mode = EraseMode(row["mode"])
+    checked = row["checked_at"] is not None
+    parts = tuple(row["unchecked"]) if checked else unchecked(mode, VectorErasure())
+    receipt = ErasureReceipt(row["erase_id"], mode, counts, bool(row["verified"]), row["started_at"],
+                             row["checked_at"] or row["finished_at"], parts)
+    return LoggedErase(receipt, list(row["ids"]), checked)
 
 
 @dataclass(frozen=True)

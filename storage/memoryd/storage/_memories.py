@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
     AuditTag,
@@ -346,6 +345,8 @@ class PostgresMemoryStore:
         if selector.key and not selector.ids:
             described = {"key_label": hasher.label(selector.key).hex()}
         shred = mode is EraseMode.PURGE and selector.all_of_subject
+        digest = erasure.request_digest(agent, subject, described, mode, reason)
+        replay: erasure.LoggedErase | None = None
         async with self._db.tenant_tx(tenant) as conn:
             flt = await self._label(conn, tenant, flt)
             where, params = self._selection(tenant, subject, flt, selector, mode, hasher)
@@ -371,26 +372,35 @@ class PostgresMemoryStore:
             counts = replace(counts, jobs=jobs)
             if shred and not await self._subject_rows_left(conn, tenant, subject):
                 counts = replace(counts, keys=await self.keys.destroy(conn, tenant, subject))
-            await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
-                         {"selector": described, "reason": reason})
+            if not (ids or jobs or counts.keys):
+                replay = await erasure.replayed(conn, tenant, agent, digest)
+            if replay is None:
+                if mode is EraseMode.PURGE and ids:
+                    # The vectors' deletion is queued with the purge: if this process dies
+                    # before clearing the index below, a worker still does it.
+                    await conn.execute("INSERT INTO outbox (tenant_id, memory_id, subject, op) "
+                                       "SELECT %s, unnest(%s::uuid[]), %s, 'delete'", (tenant, ids, subject))
+                await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
+                             {"selector": described, "reason": reason})
+                erase_id = await erasure.log_erase(conn, tenant, agent, subject, described, mode, reason, counts,
+                                                   started, ids, digest)
+        if replay is not None:  # a retry of an erase already done: its receipt, re-checked if need be
+            if replay.checked and replay.receipt.verified:
+                return replay.receipt
+            erase_id, ids, counts, started = (replay.receipt.erase_id, replay.ids, replay.receipt.counts,
+                                              replay.receipt.started_at)
         if mode is EraseMode.PURGE:
             self._names.evict(tenant, subject)  # no purged key name stays in this process
         vectors = await after_commit(ids) if after_commit is not None else erasure.VectorErasure()
         counts = replace(counts, vectors=vectors.deleted)
         unchecked = erasure.unchecked(mode, vectors)
         async with self._db.tenant_tx(tenant) as conn:
+            if mode is EraseMode.PURGE and vectors.verified and ids:  # the queued deletion is done
+                await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
+                                   "AND op = 'delete'", (tenant, ids))
             verified = vectors.verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids, hasher)
-            finished = datetime.now(UTC)
-            cur = await conn.execute(
-                "INSERT INTO erasure_log (tenant_id, agent, subject, selector, mode, reason, counts, verified, "
-                "started_at, finished_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING erase_id",
-                (tenant, agent, subject, Jsonb(described), mode.value, reason,
-                 Jsonb({**counts.__dict__, "unchecked": list(unchecked)}), verified,
-                 started, finished),
-            )
-            row = await cur.fetchone()
-            assert row is not None
-        return ErasureReceipt(str(row["erase_id"]), mode, counts, verified, started, finished, unchecked)
+            finished = await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, unchecked)
+        return ErasureReceipt(erase_id, mode, counts, verified, started, finished, unchecked)
 
     @staticmethod
     def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode,

@@ -1,0 +1,232 @@
+"""Issue 13's distributed shape end to end: Debian's PostgreSQL 15 (a CREATEROLE owner, the
+two least-privilege logins), a Milvus 2.3.5 standalone server over gRPC, two replicas with no
+in-process worker and two `memoryd worker` processes — written through one replica, read
+through the other, with processes killed under load."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import psycopg
+import pytest
+
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+
+from ..support import MEMORYD, Agent, draft, full_view, put_view, rule, token_for, unique
+from ..support_distributed import Deployment, ExternalPostgres, MilvusStandalone
+from .conftest import new_deployment
+
+pytestmark = pytest.mark.slow
+PURGE, WAIT = svc.ERASE_MODE_PURGE, svc.CONSISTENCY_WAIT_INDEXED
+
+
+@pytest.fixture(scope="module")
+def shape(pg15: ExternalPostgres, milvus_standalone: MilvusStandalone,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    deployment = new_deployment(pg15, milvus_standalone, tmp_path_factory.mktemp("shape"))
+    deployment.start_replica()  # the first creates the shared keys and the collection
+    deployment.start_replica()
+    deployment.start_worker()
+    deployment.start_worker()
+    yield deployment
+    deployment.stop_all()
+
+
+class Caller:
+    """One agent reaching each replica over its own channel."""
+
+    def __init__(self, shape: Deployment, tenant: str, agent: str = "agent-1") -> None:
+        self.channels = [grpc.insecure_channel(r.target) for r in shape.replicas]
+        self.token = token_for(shape.keys / "signing.pem", tenant, agent)
+
+    def via(self, n: int) -> Agent:
+        return Agent(self.channels[n], self.token)
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.close()
+
+
+def _tenant(shape: Deployment, view: pb.View | None = None) -> tuple[str, Caller]:
+    tenant = unique("tenant")
+    with grpc.insecure_channel(shape.replicas[0].target) as channel:
+        put_view(channel, shape.keys / "signing.pem", tenant, view or full_view("agent-1"))
+    return tenant, Caller(shape, tenant)
+
+
+def test_written_through_one_replica_found_by_meaning_through_the_other(shape: Deployment) -> None:
+    _, caller = _tenant(shape)
+    try:
+        written = caller.via(0).write("alice", draft("fact", "Alice keeps bees on her roof in Lyon", key="hobby"),
+                                      consistency=WAIT)
+        assert written.indexed
+        found = caller.via(1).call("Recall", svc.RecallRequest(subject="alice", query="beekeeping honey"))
+        assert not found.degraded
+        assert [m.memory.id for m in found.memories] == [written.results[0].memory_id]
+        assert found.memories[0].dense_rank == 1  # the dense channel answered
+    finally:
+        caller.close()
+
+
+def test_a_view_changed_through_one_replica_applies_at_the_other_within_the_cache_bound(shape: Deployment) -> None:
+    tenant, caller = _tenant(shape)
+    try:
+        caller.via(0).write("alice", draft("preference", "Prefers green tea", key="drink"))
+        assert len(caller.via(1).list_all("alice")) == 1
+        narrowed = full_view("agent-1", read_rules=[rule("event")])
+        with grpc.insecure_channel(shape.replicas[0].target) as channel:
+            put_view(channel, shape.keys / "signing.pem", tenant, narrowed)
+        changed = time.monotonic()
+        while caller.via(1).list_all("alice"):
+            assert time.monotonic() - changed < 1.0 + 1.0  # view_cache_seconds (1 here) + a call
+            time.sleep(0.05)
+    finally:
+        caller.close()
+
+
+def _milvus_count(shape: Deployment, tenant: str) -> int:
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=shape.milvus.uri, timeout=10)
+    try:
+        [collection] = [c for c in client.list_collections() if c.startswith("memoryd_")]
+        rows = client.query(collection, filter=f'tenant == "{tenant}"', output_fields=["count(*)"],
+                            consistency_level="Strong", timeout=10)
+        return int(rows[0]["count(*)"]) if rows else 0
+    finally:
+        client.close()
+
+
+def test_a_purge_through_one_replica_leaves_nothing_readable_through_the_other(shape: Deployment) -> None:
+    tenant, caller = _tenant(shape)
+    try:
+        ids = [caller.via(0).write("alice", draft("event", f"Visited the observatory, night {n}"),
+                                   consistency=WAIT).results[0].memory_id for n in range(3)]
+        assert _milvus_count(shape, tenant) == 3
+        receipt = caller.via(0).erase("alice", all_of_subject=True).receipt
+        # Bug 2: the receipt's read-back must see the delete (Strong), not a bounded snapshot.
+        assert receipt.verified and receipt.counts.memories == 3 and receipt.counts.vectors >= 3
+        other = caller.via(1)
+        assert other.list_all("alice") == []
+        recalled = other.call("Recall", svc.RecallRequest(subject="alice", query="observatory night"))
+        assert not recalled.memories and not recalled.degraded
+        for memory_id in ids:
+            with pytest.raises(grpc.RpcError) as missing:
+                other.history("alice", memory_id)
+            assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+        assert _milvus_count(shape, tenant) == 0
+    finally:
+        caller.close()
+
+
+def test_concurrent_writes_through_both_replicas_keep_one_verifiable_audit_chain(shape: Deployment) -> None:
+    tenant, caller = _tenant(shape)
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for i in range(15):
+                caller.via(n).write(f"s{i % 3}", draft("event", f"replica {n} wrote event {i}"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=write, args=(n,)) for n in (0, 1, 0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        done = subprocess.run([*MEMORYD, "audit", "verify", "--tenant", tenant], env=shape.env(),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.startswith("intact: 61 events"), done.stdout  # the view, then 60 writes
+    finally:
+        caller.close()
+
+
+def test_replicas_and_workers_killed_mid_load_lose_and_double_nothing(shape: Deployment) -> None:
+    """Clients retry with their idempotency keys through whichever replica answers."""
+    tenant, caller = _tenant(shape)
+    acknowledged: dict[str, str] = {}  # idempotency key -> memory id
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def load(worker_no: int) -> None:
+        n = 0
+        while not stop.is_set():
+            key, text = str(uuid.uuid4()), f"load {worker_no} note {n}"
+            for attempt in range(60):
+                replica = (worker_no + attempt) % 2
+                try:
+                    channel = grpc.insecure_channel(shape.replicas[replica].target)
+                    with channel:
+                        request = svc.WriteRequest(subject="loader", items=[draft("event", text)],
+                                                   idempotency_key=key)
+                        done = Agent(channel, caller.token).call("Write", request, timeout=10)
+                    with lock:
+                        acknowledged[key] = done.results[0].memory_id
+                    break
+                except grpc.RpcError as exc:
+                    assert exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED), exc
+                    time.sleep(0.2)
+            n += 1
+
+    try:
+        threads = [threading.Thread(target=load, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(3)
+        shape.workers[0].stop(signal.SIGKILL)    # mid-batch, holding claimed outbox rows
+        shape.replicas[1].stop(signal.SIGKILL)   # with calls in flight
+        time.sleep(3)
+        shape.replicas[1] = type(shape.replicas[1])(shape.replicas[1].env, shape.replicas[1].log_path).start(120)
+        shape.workers[0] = type(shape.workers[0])(shape.workers[0].env, shape.workers[0].log_path).start()
+        time.sleep(3)
+        stop.set()
+        for t in threads:
+            t.join(120)
+        assert len(acknowledged) > 20
+        with grpc.insecure_channel(shape.replicas[0].target) as channel:
+            listed = Agent(channel, caller.token).list_all("loader")
+        # Every acknowledged write is there exactly once: no loss, no double.
+        assert sorted(m.id for m in listed) == sorted(acknowledged.values())
+        assert len({m.text for m in listed}) == len(listed)
+        # And the surviving and restarted workers index all of it.
+        deadline = time.monotonic() + 120
+        while _milvus_count(shape, tenant) < len(listed):
+            assert time.monotonic() < deadline, "the outbox did not catch up"
+            time.sleep(1)
+        assert _milvus_count(shape, tenant) == len(listed)
+    finally:
+        stop.set()
+        caller.close()
+
+
+def test_a_worker_with_another_master_key_refuses_to_start(shape: Deployment, tmp_path: Path) -> None:
+    """Bug 6: it used to settle the outbox without indexing (WAIT_INDEXED said indexed)."""
+    other = tmp_path / "other.key"
+    other.write_bytes(b"\x01" * 32)
+    other.chmod(0o600)
+    env = shape.env(MEMORYD_KEY_FILE=str(other))
+    done = subprocess.run([*MEMORYD, "worker"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "master key" in done.stderr and "MEMORYD_KEY_FILE" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_owner_password_is_in_no_process_environment(shape: Deployment) -> None:
+    for proc in [*shape.replicas, *shape.workers]:
+        assert "MEMORYD_POSTGRES_DSN" not in proc.env
+        assert shape.owner_dsn not in " ".join(proc.env.values())
+    with psycopg.connect(shape.owner_dsn) as conn:
+        users = {r[0] for r in conn.execute("SELECT usename FROM pg_stat_activity WHERE datname = current_database()")}
+    assert users <= {"memoryd_app", "memoryd_worker", "memoryd_owner"}
+    assert {"memoryd_app", "memoryd_worker"} <= users
