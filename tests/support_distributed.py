@@ -101,8 +101,17 @@ class MilvusStandalone:
     """The Milvus 2.3.5 standalone server of the ``milvus`` wheel, in its own process group
     (it ignores SIGTERM, so stop means SIGKILL). Restarted on the same ports and data."""
 
+    # Its port check binds without SO_REUSEADDR, so a restart right after a kill would find
+    # the ports "in use" by the old connections' TIME_WAIT; Milvus itself reuses them.
     _LAUNCH = (
-        "import json, sys, milvus\n"
+        "import json, socket, sys, milvus\n"
+        "def bind(self, port):\n"
+        "    sock = socket.socket(); sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "    try:\n"
+        "        sock.bind(('127.0.0.1', port)); sock.listen(); return sock\n"
+        "    except OSError:\n"
+        "        sock.close(); return None\n"
+        "milvus.MilvusServerConfig.try_bind_port = bind\n"
         "s = milvus.MilvusServer(); s.set_base_dir(sys.argv[1])\n"
         "ports = json.loads(sys.argv[3])\n"
         "for k, v in ports.items(): s.config.configs[k] = v\n"

@@ -5,6 +5,7 @@ through the other, with processes killed under load."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -230,3 +231,92 @@ def test_the_owner_password_is_in_no_process_environment(shape: Deployment) -> N
         users = {r[0] for r in conn.execute("SELECT usename FROM pg_stat_activity WHERE datname = current_database()")}
     assert users <= {"memoryd_app", "memoryd_worker", "memoryd_owner"}
     assert {"memoryd_app", "memoryd_worker"} <= users
+
+
+def _restart(shape: Deployment, n: int) -> None:
+    old = shape.replicas[n]
+    shape.replicas[n] = type(old)(old.env, old.log_path).start(120)
+
+
+def test_a_replica_killed_during_a_purge_loses_neither_the_receipt_nor_the_vector_deletion(
+        shape: Deployment) -> None:
+    """Bugs 3 and 8: the purge commits, then the replica dies before clearing Milvus. The
+    vectors must still go (the outbox) and the client's retry must get the receipt."""
+    tenant, caller = _tenant(shape)
+    try:
+        for n in range(3):
+            caller.via(0).write("alice", draft("event", f"Hiked the ridge, day {n}"), consistency=WAIT)
+        assert _milvus_count(shape, tenant) == 3
+        assert shape.milvus.process is not None
+        group = shape.milvus.process.pid
+        os.killpg(group, signal.SIGSTOP)  # Milvus hangs: the replica's vector delete waits on it
+        try:
+            request = svc.EraseRequest(subject="alice", all_of_subject=True, mode=PURGE, reason="user request")
+            errors: list[grpc.RpcError] = []
+
+            def erase() -> None:
+                try:
+                    caller.via(1).call("Erase", request, timeout=60)
+                except grpc.RpcError as exc:
+                    errors.append(exc)
+
+            thread = threading.Thread(target=erase)
+            thread.start()
+            deadline = time.monotonic() + 30
+            with psycopg.connect(shape.app_dsn, autocommit=True) as conn:
+                conn.execute("SELECT set_config('memoryd.tenant', %s, false)", (tenant,))
+                while not conn.execute("SELECT count(*) FROM erasure_log").fetchone()[0]:
+                    assert time.monotonic() < deadline, "the purge did not commit"
+                    time.sleep(0.05)
+            shape.replicas[1].stop(signal.SIGKILL)  # after the commit, before Milvus answers
+            thread.join(30)
+            assert errors and errors[0].code() == grpc.StatusCode.UNAVAILABLE
+        finally:
+            os.killpg(group, signal.SIGCONT)
+        _restart(shape, 1)
+        # The client retries the same request through the other replica: the first receipt.
+        receipt = caller.via(0).call("Erase", request, timeout=60).receipt
+        assert receipt.counts.memories == 3 and receipt.counts.keys == 1
+        with psycopg.connect(shape.app_dsn, autocommit=True) as conn:
+            conn.execute("SELECT set_config('memoryd.tenant', %s, false)", (tenant,))
+            [(logged,)] = conn.execute("SELECT erase_id::text FROM erasure_log").fetchall()
+        assert receipt.erase_id == logged
+        deadline = time.monotonic() + 60
+        while _milvus_count(shape, tenant):
+            assert time.monotonic() < deadline, "the purged vectors were never deleted"
+            time.sleep(0.5)
+        assert caller.via(0).call("Erase", request, timeout=60).receipt.verified
+    finally:
+        caller.close()
+
+
+def test_recall_answers_within_its_deadline_while_milvus_restarts(shape: Deployment) -> None:
+    """Bug 4: the reconnect (load_collection) ran on the index's one thread and every Recall
+    queued behind it for ~30 s. Recall must degrade to keywords instead, then recover."""
+    _, caller = _tenant(shape)
+    try:
+        caller.via(0).write("alice", draft("fact", "Alice plays the cello in an orchestra", key="music"),
+                            consistency=WAIT)
+        request = svc.RecallRequest(subject="alice", query="cello orchestra")
+        shape.milvus.kill()
+        shape.milvus.start()
+        slow, degraded, recovered = [], 0, False
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            for n in (0, 1):
+                started = time.monotonic()
+                try:
+                    found = caller.via(n).call("Recall", request, timeout=5)
+                except grpc.RpcError as exc:
+                    slow.append((n, exc.code(), round(time.monotonic() - started, 1)))
+                    continue
+                assert [m.memory.text for m in found.memories] == ["Alice plays the cello in an orchestra"]
+                degraded += found.degraded
+                recovered = recovered or (n == 1 and not found.degraded and time.monotonic() - started < 5)
+            if recovered and time.monotonic() > deadline - 60:
+                break
+            time.sleep(0.5)
+        assert slow == [], f"Recalls that missed their 5 s deadline: {slow}"
+        assert recovered, "Recall never used the vector index again"
+    finally:
+        caller.close()

@@ -25,6 +25,7 @@ import hashlib
 import logging
 import math
 import re
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ ROUTING_MODES = ("partition", "partition_key")
 CONNECT_TIMEOUT = 5.0
 CALL_TIMEOUT = 10.0
 SEARCH_TIMEOUT = 3.0
+# How long Recall waits for the index, queueing included (see MilvusIndex._run).
+RECALL_BUDGET = SEARCH_TIMEOUT + 0.5
 BREAKER_SECONDS = 2.0
 # Milvus's largest top-k.
 MAX_SEARCH_LIMIT = 16_384
@@ -97,6 +100,11 @@ def _is_outage(exc: BaseException) -> bool:
     return any(word in message for word in _OUTAGE_WORDS)
 
 
+def _not_loaded(exc: BaseException) -> bool:
+    """Milvus answered that the collection is not loaded: it restarted since we loaded it."""
+    return "not loaded" in str(getattr(exc, "message", exc)).lower()
+
+
 def collection_name(model_id: str, routing: str) -> str:
     """Readable, and unique per model id: the slug alone would merge "a-b" with "a_b"."""
     slug = re.sub(r"[^A-Za-z0-9]+", "_", model_id).strip("_").lower()[:160]
@@ -131,17 +139,44 @@ class MilvusIndex:
         self._down_until = 0.0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-milvus")
 
-    async def _run(self, fn: Callable[[], T]) -> T:
+    async def _run(self, fn: Callable[[], T], *, budget: float | None = None) -> T:
+        """Run ``fn`` on the index's thread. With a ``budget`` (Recall's calls), give up after
+        that many seconds — the call may be queued behind a reconnect, which loads the
+        collection and can take many seconds after Milvus restarts — and answer Unavailable,
+        so Recall degrades to keywords instead of missing its deadline; the abandoned call
+        is skipped when its turn comes."""
         loop = asyncio.get_running_loop()
         # A circuit breaker: right after a failure, calls fail at once instead of queueing
         # behind each other on the index thread, so Recall degrades without waiting.
         if loop.time() < self._down_until:
             raise Unavailable("the vector index is unavailable")
+        abandoned = threading.Event()
+
+        def job() -> T:
+            if abandoned.is_set():
+                raise Unavailable("abandoned by its caller")
+            return fn()
+
+        future = loop.run_in_executor(self._executor, job)
         try:
-            return await loop.run_in_executor(self._executor, fn)
+            if budget is None:
+                return await future
+            return await asyncio.wait_for(asyncio.shield(future), budget)
+        except TimeoutError:
+            abandoned.set()
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())  # never "never retrieved"
+            _log.warning("vector index call gave up after %.1fs (the index is busy or reconnecting)", budget)
+            raise Unavailable("the vector index is slow to answer") from None
         except (Internal, Unavailable):
             raise
         except Exception as exc:
+            if _not_loaded(exc):
+                # Milvus restarted and came back with the collection released: reconnect,
+                # which loads it, on the next call; until then the index is unavailable.
+                self._client = None
+                self._down_until = loop.time() + BREAKER_SECONDS
+                _log.warning("the vector index's collection is not loaded (Milvus restarted?); reloading")
+                raise Unavailable("the vector index is reloading") from exc
             if not _is_outage(exc):
                 # Milvus answered and refused this call (bad data, schema): a bug or a poison
                 # item, not an outage — the outbox spends an attempt on it, the breaker stays shut.
@@ -361,7 +396,7 @@ class MilvusIndex:
                                  search_params={"metric_type": "COSINE"}, timeout=SEARCH_TIMEOUT)[0]
             return [(str(h["id"]), float(h["distance"]), list(h["entity"]["vec"])) for h in hits]
 
-        return await self._run(call)
+        return await self._run(call, budget=RECALL_BUDGET)
 
     async def vectors(self, tenant: str, ids: list[str]) -> dict[str, list[float]]:
         if not ids:
@@ -380,7 +415,7 @@ class MilvusIndex:
                                 partition_names=partitions, timeout=SEARCH_TIMEOUT)
             return {str(r["id"]): list(r["vec"]) for r in rows if r.get("tenant") == tenant}
 
-        return await self._run(call)
+        return await self._run(call, budget=RECALL_BUDGET)
 
     async def close(self) -> None:
         def call() -> None:
