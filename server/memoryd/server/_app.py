@@ -208,6 +208,7 @@ class Memoryd:
         await require_shared_term_secret(settings.dsn, secrets, key_files)
         self._db = Postgres(settings)
         await self._db.open()
+        self.metrics.watch_pool(self._db)
         provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)
         store = PostgresMemoryStore(self._db, keyword_hasher(secrets), provider, config.policy_for)
         sealed = await seal_plaintext(settings, self._db, store.keys, store.term_hasher)
@@ -224,6 +225,7 @@ class Memoryd:
         if config.worker_in_process or config.extraction_configured:
             self._worker_db = Postgres(settings, role=WORKER_ROLE)
             await self._worker_db.open()
+            self.metrics.watch_pool(self._worker_db)
         if config.worker_in_process:
             assert self._worker_db is not None
             worker = OutboxWorker(self._worker_db, store, indexes.targets, max_attempts=config.outbox_max_attempts)
@@ -319,6 +321,7 @@ class Memoryd:
         if self._worker_db is None:
             self._worker_db = Postgres(replace(settings, pool_min=1, pool_max=2), role=WORKER_ROLE)
             await self._worker_db.open()
+            self.metrics.watch_pool(self._worker_db)
 
     async def stop(self) -> None:
         """Stop taking calls, let in-flight calls finish within the grace period, close stores."""

@@ -110,7 +110,7 @@ class Tracing:
 
 
 class RpcMetrics:
-    """Times every RPC into ``memoryd.rpc.duration`` by method and status code (after error
+    """Times every RPC into ``rpc.server.call.duration`` by method and status code (after error
     mapping has set the code, since it runs inside this step)."""
 
     def __init__(self, metrics: Metrics) -> None:
@@ -125,7 +125,7 @@ class RpcMetrics:
                 call.code = grpc.StatusCode.CANCELLED
             raise
         finally:
-            self._metrics.rpc(call.method, call.code.value[0], time.perf_counter() - started)
+            self._metrics.rpc(call.method, call.code, time.perf_counter() - started)
 
 
 class ErrorMapping:

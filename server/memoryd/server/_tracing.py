@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
+from ._build import resource
 from ._config import Config
 
 
 def tracer_provider(config: Config, exporter: SpanExporter | None = None) -> TracerProvider:
     """A provider for memoryd's spans. ``exporter`` overrides the configured one (tests)."""
-    provider = TracerProvider(resource=Resource.create({"service.name": "memoryd"}))
+    provider = TracerProvider(resource=resource())
     if exporter is None and config.trace_exporter == "console":
         exporter = ConsoleSpanExporter()
     elif exporter is None and config.trace_exporter == "otlp":

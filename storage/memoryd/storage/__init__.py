@@ -22,7 +22,7 @@ from ._memories import PostgresMemoryStore
 from ._migrate import Migration, available, migrate, register_index_model
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
-from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
+from ._postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
 from ._reindex import ReindexReport, activate, reindex
 from ._revocations import PostgresRevocations
 from ._session import StoreSession
@@ -52,6 +52,7 @@ __all__ = [
     "TenantMetrics",
     "OutboxWorker",
     "PlannedItem",
+    "PoolStats",
     "Postgres",
     "PostgresMemoryStore",
     "PostgresSettings",
