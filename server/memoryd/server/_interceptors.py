@@ -37,11 +37,11 @@ from memoryd.domain import (
 from ._auth import Principal, TokenVerifier
 from ._config import Config
 from ._errors import to_status
-from ._metrics import Metrics
+from ._metrics import SERVER_ERRORS, Metrics
 from ._mtls import peer_principal
 from ._caller import Caller, reset_caller, set_caller
 from ._services import Services
-from ._tracing import current_trace_id
+from ._tracing import caller_context, current_trace_id
 from ._view_admin import AdminScope
 from .guard import Guard
 
@@ -83,17 +83,19 @@ class RequestId:
 
 
 class Tracing:
-    """One span per RPC; the status code is recorded, never the request's content."""
+    """One server span per RPC, a child of the caller's span when the call carries W3C trace
+    context (``traceparent``); attributes as OpenTelemetry's RPC conventions name them. The
+    status code is recorded, never the request's content."""
 
     def __init__(self, tracer: trace.Tracer) -> None:
         self._tracer = tracer
 
     async def __call__(self, call: Call, next: Next) -> Message:
-        service, _, method = call.method[1:].partition("/")
         with self._tracer.start_as_current_span(
             call.method[1:],
+            context=caller_context(call.metadata),
             kind=trace.SpanKind.SERVER,
-            attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": method,
+            attributes={"rpc.system.name": "grpc", "rpc.method": call.method[1:],
                         "memoryd.request_id": call.request_id},
             record_exception=False,
             set_status_on_exception=False,
@@ -101,12 +103,13 @@ class Tracing:
             try:
                 return await next(call)
             finally:
-                span.set_attribute("rpc.grpc.status_code", call.code.value[0])
+                span.set_attribute("rpc.response.status_code", call.code.name)
+                if call.code in SERVER_ERRORS:
+                    span.set_attribute("error.type", call.code.name)
+                    span.set_status(SpanStatus(SpanStatusCode.ERROR, call.code.name))
                 if call.principal is not None:
                     span.set_attribute("memoryd.tenant", call.principal.tenant)
                     span.set_attribute("memoryd.agent", call.principal.agent)
-                if call.code not in (grpc.StatusCode.OK,):
-                    span.set_status(SpanStatus(SpanStatusCode.ERROR, call.code.name))
 
 
 class RpcMetrics:
