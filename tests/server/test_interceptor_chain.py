@@ -21,13 +21,13 @@ from ..support import draft, fails, full_view, token_for, unique
 SERVER_PACKAGE = Path(__file__).resolve().parents[2] / "server" / "memoryd" / "server"
 
 
-def test_chain_order_is_request_id_tracing_metrics_errors_auth_scope_validation(key_file):
+def test_chain_order_is_request_id_tracing_access_log_metrics_errors_auth_scope_validation(key_file):
     from opentelemetry import trace
 
     chain = build_chain(verifier=TokenVerifier([]), services=None, config=Config(),  # type: ignore[arg-type]
                         tracer=trace.get_tracer("t"))
     assert [type(step).__name__ for step in chain] == [
-        "RequestId", "Tracing", "RpcMetrics", "ErrorMapping", "Authentication", "CallerScopeStep", "Validation",
+        "RequestId", "Tracing", "AccessLog", "RpcMetrics", "ErrorMapping", "Authentication", "CallerScopeStep", "Validation",
     ]
 
 

@@ -46,6 +46,7 @@ from ._config import Config
 from ._extraction import ExtractionWorker, extraction_worker
 from ._handlers import MemoryService, ViewAdminService
 from ._interceptors import ChainInterceptor, build_chain
+from ._logging import configure_logging
 from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
 from ._paging import PageTokens
@@ -361,6 +362,7 @@ class Memoryd:
 
     async def serve_until_signalled(self, on_started: Callable[[StartedServer], None] | None = None) -> None:
         """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+        configure_logging(self.config)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

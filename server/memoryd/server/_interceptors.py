@@ -1,7 +1,7 @@
 """The interceptor chain, declared once (``build_chain``) and run for every memoryd RPC.
 
-Order: request id → tracing → metrics → error mapping → authentication → caller scope →
-validation.
+Order: request id → tracing → access log → metrics → error mapping → authentication →
+caller scope → validation.
 Each step is a small object called with the ``Call`` and ``next``, in the manner of
 temporalio's interceptors. Health and reflection RPCs are not memoryd RPCs and pass through
 untouched.
@@ -37,6 +37,7 @@ from memoryd.domain import (
 from ._auth import Principal, TokenVerifier
 from ._config import Config
 from ._errors import to_status
+from ._logging import log_access
 from ._metrics import SERVER_ERRORS, Metrics
 from ._mtls import peer_principal
 from ._caller import Caller, reset_caller, set_caller
@@ -110,6 +111,28 @@ class Tracing:
                 if call.principal is not None:
                     span.set_attribute("memoryd.tenant", call.principal.tenant)
                     span.set_attribute("memoryd.agent", call.principal.agent)
+
+
+class AccessLog:
+    """One access line per RPC once it has ended (``_logging``): request id, method, status
+    code, duration, the caller's tenant and agent when authenticated, the trace id."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self._enabled = enabled
+
+    async def __call__(self, call: Call, next: Next) -> Message:
+        if not self._enabled:
+            return await next(call)
+        started = time.perf_counter()
+        try:
+            return await next(call)
+        finally:
+            principal = call.principal
+            log_access({"request_id": call.request_id, "method": call.method[1:], "code": call.code.name,
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                        "tenant": principal.tenant if principal else "",
+                        "agent": principal.agent if principal else "",
+                        "trace_id": current_trace_id()})
 
 
 class RpcMetrics:
@@ -248,6 +271,7 @@ def build_chain(*, verifier: TokenVerifier, services: Services, config: Config,
     return [
         RequestId(),
         Tracing(tracer),
+        AccessLog(config.access_log),
         RpcMetrics(metrics if metrics is not None else Metrics(config)),
         ErrorMapping(),
         Authentication(verifier, mtls=bool(config.tls_client_ca_file), trust_domain=config.tls_trust_domain),
