@@ -180,11 +180,13 @@ class Flaky(svc_grpc.MemoryServiceServicer):
     def __init__(self, failures: int, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE) -> None:
         self.failures, self.code = failures, code
         self.requests: list[Any] = []
+        self.metadata: list[dict[str, str]] = []
         self.lock = threading.Lock()
 
     def _answer(self, request: Any, context: grpc.ServicerContext, response: Any) -> Any:
         with self.lock:
             self.requests.append(request)
+            self.metadata.append({m.key: m.value for m in context.invocation_metadata()})
             failing = len(self.requests) <= self.failures
         if failing:
             context.abort(self.code, "flaky on purpose")
@@ -347,3 +349,53 @@ def test_mutual_tls_names_the_caller_from_pem_files(tls_server: ServerProcess, c
         client.write(subject="alice", items=[pb.MemoryDraft(category=pb.CATEGORY_FACT, key="iban", text="ends 0042")])
         [found] = client.recall(subject="alice", keys=["iban"]).memories
     assert found.memory.provenance.agent == "payment-agent"
+
+
+# --- token providers --------------------------------------------------------------------------
+
+def test_a_token_provider_is_asked_before_every_attempt(flaky_server: Any):
+    flaky = Flaky(failures=2)
+    issued = iter(["t1", "t2", "t3"])
+    with MemorydClient(flaky_server(flaky), token=lambda: next(issued), retry=FAST) as client:
+        client.write(subject="alice", items=[pref("drink", "Tea")])
+    assert [m["authorization"] for m in flaky.metadata] == ["Bearer t1", "Bearer t2", "Bearer t3"]
+
+
+@pytest.mark.parametrize("token", ["", None, lambda: ""], ids=["empty", "none", "provider-of-empty"])
+def test_an_empty_token_sends_no_authorization(flaky_server: Any, token: Any):
+    flaky = Flaky(failures=0)
+    with MemorydClient(flaky_server(flaky), token=token, retry=FAST) as client:
+        client.recall(subject="alice", keys=["drink"])
+    assert "authorization" not in flaky.metadata[0]
+
+
+async def test_the_asyncio_client_takes_sync_and_async_token_providers(flaky_server: Any):
+    flaky = Flaky(failures=1)
+    issued = iter(["a1", "a2"])
+
+    async def refreshed() -> str:
+        return next(issued)
+
+    target = flaky_server(flaky)
+    async with AsyncMemorydClient(target, token=refreshed, retry=FAST) as client:
+        await client.write(subject="alice", items=[pref("drink", "Tea")])
+    async with AsyncMemorydClient(target, token=lambda: "s1", retry=FAST) as client:
+        await client.recall(subject="alice", keys=["drink"])
+    assert [m["authorization"] for m in flaky.metadata] == ["Bearer a1", "Bearer a2", "Bearer s1"]
+
+
+def test_a_provider_swaps_the_token_of_a_running_client(server: ServerProcess, channel: grpc.Channel,
+                                                        key_file: Path, tenant_of_client: str):
+    """A refreshed token takes effect on the next call, without a new client: here it names
+    another agent, which the server then records as the writer."""
+    for agent in ("agent-a", "agent-b"):
+        put_view(channel, key_file, tenant_of_client, full_view(agent))
+    current = {"token": token_for(key_file, tenant_of_client, "agent-a")}
+    with MemorydClient(server.target, token=lambda: current["token"], retry=FAST) as client:
+        client.write(subject="alice", items=[pref("drink", "Tea")])
+        current["token"] = token_for(key_file, tenant_of_client, "agent-b")
+        client.write(subject="alice", items=[pref("city", "Oslo")])
+        found = {m.memory.key: m.memory.provenance.agent for m in client.recall(subject="alice",
+                                                                                keys=["drink", "city"]).memories}
+    assert found == {"drink": "agent-a", "city": "agent-b"}
+
