@@ -399,3 +399,89 @@ def test_a_provider_swaps_the_token_of_a_running_client(server: ServerProcess, c
                                                                                 keys=["drink", "city"]).memories}
     assert found == {"drink": "agent-a", "city": "agent-b"}
 
+
+# --- the OpenTelemetry hook ---------------------------------------------------------------------
+
+def test_a_call_inside_an_active_span_carries_its_w3c_trace_context(flaky_server: Any):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, use_span
+
+    flaky = Flaky(failures=1)
+    tracer = TracerProvider().get_tracer("agent")
+    with MemorydClient(flaky_server(flaky), retry=FAST) as client:
+        client.recall(subject="alice", keys=["drink"])  # no active span: nothing is sent
+        with tracer.start_as_current_span("agent-turn") as span:
+            client.recall(subject="alice", keys=["drink"])
+        remote = SpanContext(0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, is_remote=True,
+                             trace_flags=TraceFlags(TraceFlags.SAMPLED), trace_state=TraceState([("vendor", "x")]))
+        with use_span(NonRecordingSpan(remote)):
+            client.recall(subject="alice", keys=["drink"])
+    context = span.get_span_context()
+    assert "traceparent" not in flaky.metadata[0] and "traceparent" not in flaky.metadata[1]  # refused, then retried
+    assert flaky.metadata[2]["traceparent"] == \
+        f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+    assert "tracestate" not in flaky.metadata[2]
+    assert flaky.metadata[3]["traceparent"] == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert flaky.metadata[3]["tracestate"] == "vendor=x"
+
+
+def test_the_client_works_without_opentelemetry_installed(flaky_server: Any):
+    """In a Python where ``import opentelemetry`` fails, calls still work and carry no trace context."""
+    import subprocess
+    import sys
+
+    flaky = Flaky(failures=0)
+    target = flaky_server(flaky)
+    program = (
+        "import sys\n"
+        "sys.modules['opentelemetry'] = None  # as if opentelemetry-api were not installed\n"
+        "from memoryd.client import MemorydClient\n"
+        f"with MemorydClient({target!r}, token='t') as client:\n"
+        "    client.recall(subject='alice', keys=['drink'])\n"
+        "assert 'opentelemetry.trace' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    assert flaky.metadata[0]["authorization"] == "Bearer t" and "traceparent" not in flaky.metadata[0]
+
+
+async def test_a_client_call_in_a_span_joins_the_servers_trace(private_database: str, key_file: Path,
+                                                               tmp_path: Path):
+    """End to end: the agent's span, the Python client, a real memoryd and its server span."""
+    import asyncio
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from memoryd.server import Config, Memoryd
+
+    exporter = InMemorySpanExporter()
+    app = Memoryd(Config(data_dir=tmp_path, addr="127.0.0.1:0", postgres_dsn=private_database,
+                         signing_key_file=str(key_file)), span_exporter=exporter)
+    started = await app.start()
+    target = f"127.0.0.1:{started.port}"
+    tenant = unique("tenant")
+    tracer = TracerProvider().get_tracer("agent")
+    try:
+        async with AsyncMemorydClient(target, token=token_for(key_file, tenant, "ops", roles=("admin",))) as admin:
+            await admin.put_view(view=full_view("py-agent"))
+        token = token_for(key_file, tenant, "py-agent")
+        with tracer.start_as_current_span("agent-turn") as turn:
+            async with AsyncMemorydClient(target, token=token) as client:
+                await client.write(subject="alice", items=[pref("drink", "Tea")])
+
+            def blocking_recall() -> None:  # the blocking client, in a thread that inherits the context
+                with MemorydClient(target, token=token) as sync_client:
+                    sync_client.recall(subject="alice", keys=["drink"])
+
+            await asyncio.to_thread(blocking_recall)
+    finally:
+        await app.stop()  # flushes the span processor
+    turn_context = turn.get_span_context()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    for name in ("memoryd.v1.MemoryService/Write", "memoryd.v1.MemoryService/Recall"):
+        server_span = spans[name]
+        assert server_span.context.trace_id == turn_context.trace_id, name
+        assert server_span.parent is not None and server_span.parent.span_id == turn_context.span_id, name
+    assert spans["memoryd.v1.ViewAdminService/PutView"].context.trace_id != turn_context.trace_id

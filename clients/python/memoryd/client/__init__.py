@@ -15,7 +15,8 @@ Both clients have one method per RPC of ``memoryd.v1.MemoryService`` and
 ``delete_view``); each takes the request message or its fields as keyword arguments.
 Calls have a default deadline, are retried with exponential backoff and jitter when UNAVAILABLE
 (only when that is safe), and raise the :class:`MemorydError` tree on failure. ``token=`` is a
-token or a provider called before every attempt.
+token or a provider called before every attempt; with ``opentelemetry-api`` installed, calls
+made inside an active span carry its W3C trace context (``traceparent``/``tracestate``).
 """
 
 from ._async import AsyncMemorydClient

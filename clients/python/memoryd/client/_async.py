@@ -18,6 +18,7 @@ from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 from ._errors import from_aio_error
 from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, metadata_for, prepare
 from ._sync import build_request
+from ._tracing import trace_metadata
 
 __all__ = ["AsyncMemorydClient"]
 
@@ -85,7 +86,7 @@ class AsyncMemorydClient:
         policy = self.retry
         attempts = policy.max_attempts if retryable else 1
         for attempt in range(1, attempts + 1):
-            metadata = metadata_for(await self._token())
+            metadata = metadata_for(await self._token(), trace_metadata())
             try:
                 return await getattr(stub, method)(request, metadata=metadata,
                                              timeout=timeout if timeout is not None else self.timeout)

@@ -16,6 +16,7 @@ from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._errors import from_rpc_error
 from ._options import DEFAULT_TIMEOUT, TLS, RetryPolicy, Token, metadata_for, prepare
+from ._tracing import trace_metadata
 
 __all__ = ["MemorydClient", "build_request"]
 
@@ -94,7 +95,7 @@ class MemorydClient:
         policy = self.retry
         attempts = policy.max_attempts if retryable else 1
         for attempt in range(1, attempts + 1):
-            metadata = metadata_for(self._token())
+            metadata = metadata_for(self._token(), trace_metadata())
             try:
                 return getattr(stub, method)(request, metadata=metadata,
                                              timeout=timeout if timeout is not None else self.timeout)
