@@ -180,11 +180,13 @@ class Flaky(svc_grpc.MemoryServiceServicer):
     def __init__(self, failures: int, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE) -> None:
         self.failures, self.code = failures, code
         self.requests: list[Any] = []
+        self.metadata: list[dict[str, str]] = []
         self.lock = threading.Lock()
 
     def _answer(self, request: Any, context: grpc.ServicerContext, response: Any) -> Any:
         with self.lock:
             self.requests.append(request)
+            self.metadata.append({m.key: m.value for m in context.invocation_metadata()})
             failing = len(self.requests) <= self.failures
         if failing:
             context.abort(self.code, "flaky on purpose")
@@ -347,3 +349,139 @@ def test_mutual_tls_names_the_caller_from_pem_files(tls_server: ServerProcess, c
         client.write(subject="alice", items=[pb.MemoryDraft(category=pb.CATEGORY_FACT, key="iban", text="ends 0042")])
         [found] = client.recall(subject="alice", keys=["iban"]).memories
     assert found.memory.provenance.agent == "payment-agent"
+
+
+# --- token providers --------------------------------------------------------------------------
+
+def test_a_token_provider_is_asked_before_every_attempt(flaky_server: Any):
+    flaky = Flaky(failures=2)
+    issued = iter(["t1", "t2", "t3"])
+    with MemorydClient(flaky_server(flaky), token=lambda: next(issued), retry=FAST) as client:
+        client.write(subject="alice", items=[pref("drink", "Tea")])
+    assert [m["authorization"] for m in flaky.metadata] == ["Bearer t1", "Bearer t2", "Bearer t3"]
+
+
+@pytest.mark.parametrize("token", ["", None, lambda: ""], ids=["empty", "none", "provider-of-empty"])
+def test_an_empty_token_sends_no_authorization(flaky_server: Any, token: Any):
+    flaky = Flaky(failures=0)
+    with MemorydClient(flaky_server(flaky), token=token, retry=FAST) as client:
+        client.recall(subject="alice", keys=["drink"])
+    assert "authorization" not in flaky.metadata[0]
+
+
+async def test_the_asyncio_client_takes_sync_and_async_token_providers(flaky_server: Any):
+    flaky = Flaky(failures=1)
+    issued = iter(["a1", "a2"])
+
+    async def refreshed() -> str:
+        return next(issued)
+
+    target = flaky_server(flaky)
+    async with AsyncMemorydClient(target, token=refreshed, retry=FAST) as client:
+        await client.write(subject="alice", items=[pref("drink", "Tea")])
+    async with AsyncMemorydClient(target, token=lambda: "s1", retry=FAST) as client:
+        await client.recall(subject="alice", keys=["drink"])
+    assert [m["authorization"] for m in flaky.metadata] == ["Bearer a1", "Bearer a2", "Bearer s1"]
+
+
+def test_a_provider_swaps_the_token_of_a_running_client(server: ServerProcess, channel: grpc.Channel,
+                                                        key_file: Path, tenant_of_client: str):
+    """A refreshed token takes effect on the next call, without a new client: here it names
+    another agent, which the server then records as the writer."""
+    for agent in ("agent-a", "agent-b"):
+        put_view(channel, key_file, tenant_of_client, full_view(agent))
+    current = {"token": token_for(key_file, tenant_of_client, "agent-a")}
+    with MemorydClient(server.target, token=lambda: current["token"], retry=FAST) as client:
+        client.write(subject="alice", items=[pref("drink", "Tea")])
+        current["token"] = token_for(key_file, tenant_of_client, "agent-b")
+        client.write(subject="alice", items=[pref("city", "Oslo")])
+        found = {m.memory.key: m.memory.provenance.agent for m in client.recall(subject="alice",
+                                                                                keys=["drink", "city"]).memories}
+    assert found == {"drink": "agent-a", "city": "agent-b"}
+
+
+# --- the OpenTelemetry hook ---------------------------------------------------------------------
+
+def test_a_call_inside_an_active_span_carries_its_w3c_trace_context(flaky_server: Any):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, use_span
+
+    flaky = Flaky(failures=1)
+    tracer = TracerProvider().get_tracer("agent")
+    with MemorydClient(flaky_server(flaky), retry=FAST) as client:
+        client.recall(subject="alice", keys=["drink"])  # no active span: nothing is sent
+        with tracer.start_as_current_span("agent-turn") as span:
+            client.recall(subject="alice", keys=["drink"])
+        remote = SpanContext(0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, is_remote=True,
+                             trace_flags=TraceFlags(TraceFlags.SAMPLED), trace_state=TraceState([("vendor", "x")]))
+        with use_span(NonRecordingSpan(remote)):
+            client.recall(subject="alice", keys=["drink"])
+    context = span.get_span_context()
+    assert "traceparent" not in flaky.metadata[0] and "traceparent" not in flaky.metadata[1]  # refused, then retried
+    assert flaky.metadata[2]["traceparent"] == \
+        f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+    assert "tracestate" not in flaky.metadata[2]
+    assert flaky.metadata[3]["traceparent"] == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert flaky.metadata[3]["tracestate"] == "vendor=x"
+
+
+def test_the_client_works_without_opentelemetry_installed(flaky_server: Any):
+    """In a Python where ``import opentelemetry`` fails, calls still work and carry no trace context."""
+    import subprocess
+    import sys
+
+    flaky = Flaky(failures=0)
+    target = flaky_server(flaky)
+    program = (
+        "import sys\n"
+        "sys.modules['opentelemetry'] = None  # as if opentelemetry-api were not installed\n"
+        "from memoryd.client import MemorydClient\n"
+        f"with MemorydClient({target!r}, token='t') as client:\n"
+        "    client.recall(subject='alice', keys=['drink'])\n"
+        "assert 'opentelemetry.trace' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    assert flaky.metadata[0]["authorization"] == "Bearer t" and "traceparent" not in flaky.metadata[0]
+
+
+async def test_a_client_call_in_a_span_joins_the_servers_trace(private_database: str, key_file: Path,
+                                                               tmp_path: Path):
+    """End to end: the agent's span, the Python client, a real memoryd and its server span."""
+    import asyncio
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from memoryd.server import Config, Memoryd
+
+    exporter = InMemorySpanExporter()
+    app = Memoryd(Config(data_dir=tmp_path, addr="127.0.0.1:0", postgres_dsn=private_database,
+                         signing_key_file=str(key_file)), span_exporter=exporter)
+    started = await app.start()
+    target = f"127.0.0.1:{started.port}"
+    tenant = unique("tenant")
+    tracer = TracerProvider().get_tracer("agent")
+    try:
+        async with AsyncMemorydClient(target, token=token_for(key_file, tenant, "ops", roles=("admin",))) as admin:
+            await admin.put_view(view=full_view("py-agent"))
+        token = token_for(key_file, tenant, "py-agent")
+        with tracer.start_as_current_span("agent-turn") as turn:
+            async with AsyncMemorydClient(target, token=token) as client:
+                await client.write(subject="alice", items=[pref("drink", "Tea")])
+
+            def blocking_recall() -> None:  # the blocking client, in a thread that inherits the context
+                with MemorydClient(target, token=token) as sync_client:
+                    sync_client.recall(subject="alice", keys=["drink"])
+
+            await asyncio.to_thread(blocking_recall)
+    finally:
+        await app.stop()  # flushes the span processor
+    turn_context = turn.get_span_context()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    for name in ("memoryd.v1.MemoryService/Write", "memoryd.v1.MemoryService/Recall"):
+        server_span = spans[name]
+        assert server_span.context.trace_id == turn_context.trace_id, name
+        assert server_span.parent is not None and server_span.parent.span_id == turn_context.span_id, name
+    assert spans["memoryd.v1.ViewAdminService/PutView"].context.trace_id != turn_context.trace_id

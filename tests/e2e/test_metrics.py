@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import platform
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from importlib import metadata
 
 import grpc
 import pytest
@@ -12,9 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import ServerProcess, agent_with_view, draft, fails, free_port, server_env, unique
+from ..support import ROOT, ServerProcess, agent_with_view, draft, fails, free_port, server_env, unique
 
-RECALL = {"rpc_service": "memoryd.v1.MemoryService", "rpc_method": "Recall"}
+RECALL = {"rpc_system_name": "grpc", "rpc_method": "memoryd.v1.MemoryService/Recall"}
+DURATION = "rpc_server_call_duration_seconds"
 
 
 @pytest.fixture
@@ -26,6 +30,15 @@ def metered(tmp_path, private_database, key_file) -> Iterator[tuple[ServerProces
     process = ServerProcess(env, tmp_path / "server.log").start()
     yield process, f"http://127.0.0.1:{port}/metrics"
     process.stop()
+
+
+def _git_head() -> str:
+    """The checkout's commit, or "" where the suite runs from a copy without git."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except OSError:
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def scrape(url: str) -> list[tuple[str, dict[str, str], float]]:
@@ -62,7 +75,6 @@ def test_a_scenario_shows_in_the_scraped_metrics(metered, key_file):
         bad = fails(agent.memory.Recall, svc.RecallRequest(subject=""), metadata=agent.metadata, timeout=10)
         assert bad.code == grpc.StatusCode.INVALID_ARGUMENT
 
-    invalid = str(grpc.StatusCode.INVALID_ARGUMENT.value[0])
     deadline = time.monotonic() + 30
     while True:  # the database-backed gauges are re-read every second
         samples = scrape(url)
@@ -72,16 +84,19 @@ def test_a_scenario_shows_in_the_scraped_metrics(metered, key_file):
         assert time.monotonic() < deadline, [s for s in samples if s[0] == "memoryd_memories_active"]
         time.sleep(0.5)
 
-    # RPC durations per method and status code.
-    assert value(samples, "memoryd_rpc_duration_seconds_count", rpc_grpc_status_code="0", **RECALL) == 4
-    assert value(samples, "memoryd_rpc_duration_seconds_count", rpc_grpc_status_code=invalid, **RECALL) == 1
-    assert value(samples, "memoryd_rpc_duration_seconds_count", rpc_method="Write", rpc_grpc_status_code="0") == 2
-    assert value(samples, "memoryd_rpc_duration_seconds_count", rpc_method="Erase", rpc_grpc_status_code="0") == 1
-    assert value(samples, "memoryd_rpc_duration_seconds_count", rpc_method="PutView",
-                 rpc_grpc_status_code="0") == 2
-    assert value(samples, "memoryd_rpc_duration_seconds_bucket", rpc_grpc_status_code="0", le="+Inf",
-                 **RECALL) == 4
-    assert (value(samples, "memoryd_rpc_duration_seconds_sum", rpc_grpc_status_code="0", **RECALL) or 0) > 0
+    # RPC durations per method and status code, as OpenTelemetry's RPC conventions name them.
+    assert value(samples, f"{DURATION}_count", rpc_response_status_code="OK", **RECALL) == 4
+    assert value(samples, f"{DURATION}_count", rpc_response_status_code="INVALID_ARGUMENT", **RECALL) == 1
+    assert value(samples, f"{DURATION}_count", error_type="INVALID_ARGUMENT") is None  # the caller's error
+    assert value(samples, f"{DURATION}_count", rpc_method="memoryd.v1.MemoryService/Write",
+                 rpc_response_status_code="OK") == 2
+    assert value(samples, f"{DURATION}_count", rpc_method="memoryd.v1.MemoryService/Erase",
+                 rpc_response_status_code="OK") == 1
+    assert value(samples, f"{DURATION}_count", rpc_method="memoryd.v1.ViewAdminService/PutView",
+                 rpc_response_status_code="OK") == 2
+    assert value(samples, f"{DURATION}_bucket", rpc_response_status_code="OK", le="+Inf", **RECALL) == 4
+    assert (value(samples, f"{DURATION}_sum", rpc_response_status_code="OK", **RECALL) or 0) > 0
+    assert not [n for n, _, _ in samples if n.startswith("memoryd_rpc_duration")]  # the old name is gone
     # Recall hit rate: 2 of the 4 answered Recalls returned something; the refused one is not counted.
     assert value(samples, "memoryd_recall_requests_total") == 4
     assert value(samples, "memoryd_recall_hits_total") == 2
@@ -94,6 +109,23 @@ def test_a_scenario_shows_in_the_scraped_metrics(metered, key_file):
     assert value(samples, "memoryd_memories_forgotten_total", reason="expired") == 0
     assert value(samples, "memoryd_extraction_jobs_total", outcome="queued") == 0
     assert value(samples, "memoryd_extraction_parse_failures_total") == 0
+    # The process, its Postgres pools (the app role's serves the calls; the worker role's the
+    # outbox and the gauges) and which build it runs.
+    assert (value(samples, "process_cpu_time_seconds_total", cpu_mode="user") or 0) > 0
+    assert (value(samples, "process_memory_usage_bytes") or 0) > 50 * 2**20
+    assert (value(samples, "process_unix_file_descriptor_count") or 0) > 3
+    assert (value(samples, "process_thread_count") or 0) > 1
+    for pool in ("memoryd_app", "memoryd_worker"):
+        used = value(samples, "db_client_connection_count", db_client_connection_pool_name=pool,
+                     db_client_connection_state="used")
+        idle = value(samples, "db_client_connection_count", db_client_connection_pool_name=pool,
+                     db_client_connection_state="idle")
+        assert used is not None and idle is not None and used + idle >= 1, (pool, used, idle)
+        assert value(samples, "db_client_connection_pending_requests", db_client_connection_pool_name=pool) == 0
+        assert (value(samples, "db_client_connection_max", db_client_connection_pool_name=pool) or 0) >= 1
+    [build] = [l for n, l, v in samples if n == "memoryd_build_info" and v == 1]
+    assert build["version"] == metadata.version("memoryd") and build["python_version"] == platform.python_version()
+    assert build["commit"] == _git_head()  # the server runs from the suite's checkout
     # Labels name tenants (memories per tenant only), never subjects or content.
     labels = " ".join(str(l) for _, l, _ in samples)
     assert "alice" not in labels and "Lisbon" not in labels

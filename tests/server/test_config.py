@@ -34,8 +34,9 @@ def test_the_example_file_loads():
         ("colour = 'blue'\n", {}, "unknown configuration keys"),
         ("", {"MEMORYD_GRACE_SECONDS": "soon"}, "MEMORYD_GRACE_SECONDS"),
         ("", {"MEMORYD_TRACE_EXPORTER": "zipkin"}, "trace_exporter"),
+        ("", {"MEMORYD_LOG_FORMAT": "xml"}, "log_format must be 'text' or 'json'"),
     ],
-    ids=["unknown-key", "bad-number", "bad-exporter"],
+    ids=["unknown-key", "bad-number", "bad-exporter", "bad-log-format"],
 )
 def test_bad_configuration_is_refused_with_a_clear_message(tmp_path, document, env, message):
     path = tmp_path / "memoryd.toml"

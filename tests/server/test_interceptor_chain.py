@@ -21,13 +21,13 @@ from ..support import draft, fails, full_view, token_for, unique
 SERVER_PACKAGE = Path(__file__).resolve().parents[2] / "server" / "memoryd" / "server"
 
 
-def test_chain_order_is_request_id_tracing_metrics_errors_auth_scope_validation(key_file):
+def test_chain_order_is_request_id_tracing_access_log_metrics_errors_auth_scope_validation(key_file):
     from opentelemetry import trace
 
     chain = build_chain(verifier=TokenVerifier([]), services=None, config=Config(),  # type: ignore[arg-type]
                         tracer=trace.get_tracer("t"))
     assert [type(step).__name__ for step in chain] == [
-        "RequestId", "Tracing", "RpcMetrics", "ErrorMapping", "Authentication", "CallerScopeStep", "Validation",
+        "RequestId", "Tracing", "AccessLog", "RpcMetrics", "ErrorMapping", "Authentication", "CallerScopeStep", "Validation",
     ]
 
 
@@ -63,7 +63,11 @@ def test_request_id_is_echoed_and_carried_in_errors(agent):
         raise AssertionError("expected INVALID_ARGUMENT")
 
 
-async def test_every_rpc_gets_one_server_span_with_its_status(private_database, key_file, tmp_path):
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+
+
+async def test_every_rpc_gets_one_server_span_a_child_of_the_callers_trace(private_database, key_file, tmp_path):
     exporter = InMemorySpanExporter()
     config = Config(data_dir=tmp_path, addr="127.0.0.1:0", postgres_dsn=private_database,
                     signing_key_file=str(key_file))
@@ -78,16 +82,38 @@ async def test_every_rpc_gets_one_server_span_with_its_status(private_database, 
                 metadata=(("authorization", f"Bearer {token_for(key_file, tenant, 'ops', roles=('admin',))}"),))
             stub = svc_grpc.MemoryServiceStub(channel)
             meta = (("authorization", f"Bearer {token}"),)
+            # W3C trace context from the caller: the server span joins its trace.
             await stub.Write(svc.WriteRequest(subject="alice", items=[draft("goal", "ship v1", key="q4")]),
-                             metadata=meta)
+                             metadata=(*meta, ("traceparent", f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"),
+                                       ("tracestate", "vendor=abc")))
             with pytest.raises(grpc.aio.AioRpcError):
                 await stub.Recall(svc.RecallRequest(subject="alice"), metadata=meta)
+            # A malformed traceparent is ignored: the call succeeds in a trace of its own.
+            for broken in (f"00-{CALLER_TRACE}-{CALLER_SPAN}", f"00-{'0' * 32}-{CALLER_SPAN}-01", "garbage",
+                           f"ff-{CALLER_TRACE}-{CALLER_SPAN}-01"):
+                await stub.Recall(svc.RecallRequest(subject="alice", keys=["q4"]),
+                                  metadata=(*meta, ("traceparent", broken)))
     finally:
         await app.stop()  # flushes the span processor
-    spans = {s.name: s for s in exporter.get_finished_spans()}
-    assert spans["memoryd.v1.MemoryService/Write"].attributes["rpc.grpc.status_code"] == 0
-    recall = spans["memoryd.v1.MemoryService/Recall"]
-    assert recall.attributes["rpc.grpc.status_code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-    assert recall.status.is_ok is False
+    finished = exporter.get_finished_spans()
+    spans = {s.name: s for s in finished}
+    write = spans["memoryd.v1.MemoryService/Write"]
+    assert format(write.context.trace_id, "032x") == CALLER_TRACE
+    assert write.parent is not None and format(write.parent.span_id, "016x") == CALLER_SPAN
+    assert write.parent.is_remote and write.context.trace_state.to_header() == "vendor=abc"
+    assert write.attributes["rpc.system.name"] == "grpc"
+    assert write.attributes["rpc.method"] == "memoryd.v1.MemoryService/Write"
+    assert write.attributes["rpc.response.status_code"] == "OK"
+    assert write.status.is_unset
+    # A caller's error is recorded but is no server error (OpenTelemetry's gRPC conventions).
+    [refused] = [s for s in finished if s.name == "memoryd.v1.MemoryService/Recall"
+                 and s.attributes["rpc.response.status_code"] == "INVALID_ARGUMENT"]
+    assert "error.type" not in refused.attributes and refused.status.is_unset
+    assert refused.parent is None and format(refused.context.trace_id, "032x") != CALLER_TRACE
+    answered = [s for s in finished if s.name == "memoryd.v1.MemoryService/Recall"
+                and s.attributes["rpc.response.status_code"] == "OK"]
+    assert len(answered) == 4
+    assert all(s.parent is None and format(s.context.trace_id, "032x") != CALLER_TRACE for s in answered)
     # Spans name the tenant and agent, never the content of a request.
-    assert "ship v1" not in str(dict(spans["memoryd.v1.MemoryService/Write"].attributes))
+    assert write.attributes["memoryd.tenant"] == tenant and write.attributes["memoryd.agent"] == "agent-1"
+    assert "ship v1" not in str(dict(write.attributes))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import grpc
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from memoryd.server import Config
+from memoryd.server._build import build_info
 from memoryd.server._metrics import Metrics, Snapshot
+from memoryd.storage import PoolStats
 
 
 def _points(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str, object], float]]]:
@@ -26,14 +29,20 @@ def test_recall_outcomes_and_erasures_are_counted():
     metrics.recalled(0, degraded=True)
     metrics.recalled(1, degraded=True)
     metrics.erased_memories("forget", 2)
-    metrics.rpc("/memoryd.v1.MemoryService/Recall", 3, 0.002)
+    metrics.rpc("/memoryd.v1.MemoryService/Recall", grpc.StatusCode.INVALID_ARGUMENT, 0.002)
+    metrics.rpc("/memoryd.v1.MemoryService/Write", grpc.StatusCode.UNAVAILABLE, 0.002)
     points = _points(reader)
     assert points["memoryd.recall.requests"] == [({}, 3)]
     assert points["memoryd.recall.hits"] == [({}, 2)]
     assert points["memoryd.recall.degraded"] == [({}, 2)]
     assert points["memoryd.memories.erased"] == [({"mode": "forget"}, 2)]
-    assert points["memoryd.rpc.duration"] == [({"rpc.service": "memoryd.v1.MemoryService", "rpc.method": "Recall",
-                                                "rpc.grpc.status_code": 3}, 1)]
+    # OpenTelemetry's RPC conventions: a caller's error is no error.type; the server's own is.
+    assert sorted(points["rpc.server.call.duration"], key=str) == [
+        ({"rpc.system.name": "grpc", "rpc.method": "memoryd.v1.MemoryService/Recall",
+          "rpc.response.status_code": "INVALID_ARGUMENT"}, 1),
+        ({"rpc.system.name": "grpc", "rpc.method": "memoryd.v1.MemoryService/Write",
+          "rpc.response.status_code": "UNAVAILABLE", "error.type": "UNAVAILABLE"}, 1),
+    ]
     metrics.shutdown()
 
 
@@ -52,4 +61,42 @@ def test_database_gauges_report_nothing_before_the_first_refresh_then_the_snapsh
     assert ({"reason": "expired"}, 2) in points["memoryd.memories.forgotten"]
     assert ({"outcome": "failed"}, 1) in points["memoryd.extraction.jobs"]
     assert points["memoryd.extraction.parse_failures"] == [({}, 1)]
+    metrics.shutdown()
+
+
+class _Pool:
+    def __init__(self, stats: PoolStats) -> None:
+        self.stats = stats
+
+    def pool_stats(self) -> PoolStats:
+        return self.stats
+
+
+def test_process_pool_and_build_instruments_report_this_process():
+    reader = InMemoryMetricReader()
+    metrics = Metrics(Config(), readers=[reader])
+    app = _Pool(PoolStats("memoryd_app", used=2, idle=3, waiting=1, max=10))
+    metrics.watch_pool(app)
+    metrics.watch_pool(app)  # once is enough
+    metrics.watch_pool(_Pool(PoolStats("memoryd_worker", used=0, idle=1, waiting=0, max=2)))
+    points = _points(reader)
+    cpu = dict((a["cpu.mode"], v) for a, v in points["process.cpu.time"])
+    assert set(cpu) == {"user", "system"} and cpu["user"] > 0
+    [(_, resident)] = points["process.memory.usage"]
+    assert resident > 10 * 2**20  # a Python process with grpc and OpenTelemetry loaded
+    [(_, fds)] = points["process.unix.file_descriptor.count"]
+    assert fds >= 3  # stdin, stdout, stderr at least
+    [(_, threads)] = points["process.thread.count"]
+    assert threads >= 1
+    assert sorted(points["db.client.connection.count"], key=str) == sorted([
+        ({"db.client.connection.state": "used", "db.client.connection.pool.name": "memoryd_app"}, 2),
+        ({"db.client.connection.state": "idle", "db.client.connection.pool.name": "memoryd_app"}, 3),
+        ({"db.client.connection.state": "used", "db.client.connection.pool.name": "memoryd_worker"}, 0),
+        ({"db.client.connection.state": "idle", "db.client.connection.pool.name": "memoryd_worker"}, 1),
+    ], key=str)
+    assert ({"db.client.connection.pool.name": "memoryd_app"}, 1) in points["db.client.connection.pending_requests"]
+    assert ({"db.client.connection.pool.name": "memoryd_worker"}, 2) in points["db.client.connection.max"]
+    info = build_info()
+    assert points["memoryd.build.info"] == [({"version": info.version, "python_version": info.python_version,
+                                              "commit": info.commit}, 1)]
     metrics.shutdown()

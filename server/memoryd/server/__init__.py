@@ -25,6 +25,7 @@ from ._secrets import (
 )
 from ._consolidation import DEFAULT_SIMILARITY, ConsolidationReport, Consolidator, consolidator, topic_groups
 from ._interceptors import Call, Interceptor, build_chain
+from ._logging import configure_logging
 
 __all__ = [
     "DEFAULT_SIMILARITY",
@@ -44,6 +45,7 @@ __all__ = [
     "StartedServer",
     "TokenVerifier",
     "build_chain",
+    "configure_logging",
     "configured_embedder",
     "consolidator",
     "derive_secret",

@@ -47,6 +47,7 @@ from ._config import Config
 from ._extraction import ExtractionWorker, extraction_worker
 from ._handlers import MemoryService, ViewAdminService
 from ._interceptors import ChainInterceptor, build_chain
+from ._logging import configure_logging
 from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
 from ._paging import PageTokens
@@ -213,6 +214,7 @@ class Memoryd:
         await require_shared_term_secret(settings.setup_dsn, secrets, key_files)
         self._db = Postgres(settings)
         await self._db.open()
+        self.metrics.watch_pool(self._db)
         provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)
         await require_shared_master_key(settings.setup_dsn, provider, config)
         store = PostgresMemoryStore(self._db, keyword_hasher(secrets), provider, config.policy_for)
@@ -230,6 +232,7 @@ class Memoryd:
         if config.worker_in_process or config.extraction_configured:
             self._worker_db = Postgres(settings, role=WORKER_ROLE)
             await self._worker_db.open()
+            self.metrics.watch_pool(self._worker_db)
         if config.worker_in_process:
             assert self._worker_db is not None
             worker = OutboxWorker(self._worker_db, store, indexes.targets, max_attempts=config.outbox_max_attempts)
@@ -325,6 +328,7 @@ class Memoryd:
         if self._worker_db is None:
             self._worker_db = Postgres(replace(settings, pool_min=1, pool_max=2), role=WORKER_ROLE)
             await self._worker_db.open()
+            self.metrics.watch_pool(self._worker_db)
 
     async def stop(self) -> None:
         """Stop taking calls, let in-flight calls finish within the grace period, close stores."""
@@ -364,6 +368,7 @@ class Memoryd:
 
     async def serve_until_signalled(self, on_started: Callable[[StartedServer], None] | None = None) -> None:
         """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+        configure_logging(self.config)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

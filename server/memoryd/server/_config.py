@@ -141,6 +141,9 @@ class Config:
     # re-read, and for at most how many tenants (the first ones by id) memories are reported.
     metrics_refresh_seconds: float = 5.0
     metrics_max_tenants: int = 100
+    # Log lines as "text" or "json" (one object per line); and one access line per RPC.
+    log_format: str = "text"
+    access_log: bool = True
     limits: Limits = field(default_factory=Limits)
     scoring: Scoring = field(default_factory=Scoring)
     # [policy]: the default tenant policy; [policy.tenants.<tenant>]: per-tenant overrides.
@@ -221,6 +224,8 @@ _ENV = {
     "MEMORYD_METRICS_EXPORTER": "metrics_exporter",
     "MEMORYD_METRICS_REFRESH_SECONDS": "metrics_refresh_seconds",
     "MEMORYD_METRICS_MAX_TENANTS": "metrics_max_tenants",
+    "MEMORYD_LOG_FORMAT": "log_format",
+    "MEMORYD_ACCESS_LOG": "access_log",
 }
 
 
@@ -363,6 +368,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         config = replace(config, policy=policies[0], tenant_policies=policies[1])
     if config.trace_exporter not in ("", "console", "otlp"):
         raise ValueError("trace_exporter must be empty, 'console' or 'otlp'")
+    if config.log_format not in ("text", "json"):
+        raise ValueError("log_format must be 'text' or 'json'")
     if config.metrics_exporter not in ("", "otlp", "none"):
         raise ValueError("metrics_exporter must be empty, 'otlp' or 'none'")
     if config.metrics_addr and not config.metrics_addr.rpartition(":")[2].isdigit():

@@ -1,7 +1,7 @@
 """The interceptor chain, declared once (``build_chain``) and run for every memoryd RPC.
 
-Order: request id → tracing → metrics → error mapping → authentication → caller scope →
-validation.
+Order: request id → tracing → access log → metrics → error mapping → authentication →
+caller scope → validation.
 Each step is a small object called with the ``Call`` and ``next``, in the manner of
 temporalio's interceptors. Health and reflection RPCs are not memoryd RPCs and pass through
 untouched.
@@ -37,11 +37,12 @@ from memoryd.domain import (
 from ._auth import Principal, TokenVerifier
 from ._config import Config
 from ._errors import to_status
-from ._metrics import Metrics
+from ._logging import log_access
+from ._metrics import SERVER_ERRORS, Metrics
 from ._mtls import peer_principal
 from ._caller import Caller, reset_caller, set_caller
 from ._services import Services
-from ._tracing import current_trace_id
+from ._tracing import caller_context, current_trace_id
 from ._view_admin import AdminScope
 from .guard import Guard
 
@@ -83,17 +84,19 @@ class RequestId:
 
 
 class Tracing:
-    """One span per RPC; the status code is recorded, never the request's content."""
+    """One server span per RPC, a child of the caller's span when the call carries W3C trace
+    context (``traceparent``); attributes as OpenTelemetry's RPC conventions name them. The
+    status code is recorded, never the request's content."""
 
     def __init__(self, tracer: trace.Tracer) -> None:
         self._tracer = tracer
 
     async def __call__(self, call: Call, next: Next) -> Message:
-        service, _, method = call.method[1:].partition("/")
         with self._tracer.start_as_current_span(
             call.method[1:],
+            context=caller_context(call.metadata),
             kind=trace.SpanKind.SERVER,
-            attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": method,
+            attributes={"rpc.system.name": "grpc", "rpc.method": call.method[1:],
                         "memoryd.request_id": call.request_id},
             record_exception=False,
             set_status_on_exception=False,
@@ -101,16 +104,39 @@ class Tracing:
             try:
                 return await next(call)
             finally:
-                span.set_attribute("rpc.grpc.status_code", call.code.value[0])
+                span.set_attribute("rpc.response.status_code", call.code.name)
+                if call.code in SERVER_ERRORS:
+                    span.set_attribute("error.type", call.code.name)
+                    span.set_status(SpanStatus(SpanStatusCode.ERROR, call.code.name))
                 if call.principal is not None:
                     span.set_attribute("memoryd.tenant", call.principal.tenant)
                     span.set_attribute("memoryd.agent", call.principal.agent)
-                if call.code not in (grpc.StatusCode.OK,):
-                    span.set_status(SpanStatus(SpanStatusCode.ERROR, call.code.name))
+
+
+class AccessLog:
+    """One access line per RPC once it has ended (``_logging``): request id, method, status
+    code, duration, the caller's tenant and agent when authenticated, the trace id."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self._enabled = enabled
+
+    async def __call__(self, call: Call, next: Next) -> Message:
+        if not self._enabled:
+            return await next(call)
+        started = time.perf_counter()
+        try:
+            return await next(call)
+        finally:
+            principal = call.principal
+            log_access({"request_id": call.request_id, "method": call.method[1:], "code": call.code.name,
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                        "tenant": principal.tenant if principal else "",
+                        "agent": principal.agent if principal else "",
+                        "trace_id": current_trace_id()})
 
 
 class RpcMetrics:
-    """Times every RPC into ``memoryd.rpc.duration`` by method and status code (after error
+    """Times every RPC into ``rpc.server.call.duration`` by method and status code (after error
     mapping has set the code, since it runs inside this step)."""
 
     def __init__(self, metrics: Metrics) -> None:
@@ -125,7 +151,7 @@ class RpcMetrics:
                 call.code = grpc.StatusCode.CANCELLED
             raise
         finally:
-            self._metrics.rpc(call.method, call.code.value[0], time.perf_counter() - started)
+            self._metrics.rpc(call.method, call.code, time.perf_counter() - started)
 
 
 class ErrorMapping:
@@ -245,6 +271,7 @@ def build_chain(*, verifier: TokenVerifier, services: Services, config: Config,
     return [
         RequestId(),
         Tracing(tracer),
+        AccessLog(config.access_log),
         RpcMetrics(metrics if metrics is not None else Metrics(config)),
         ErrorMapping(),
         Authentication(verifier, mtls=bool(config.tls_client_ca_file), trust_domain=config.tls_trust_domain),

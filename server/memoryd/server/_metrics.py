@@ -3,7 +3,8 @@
 
 Instruments (attributes in brackets; none carries a subject or any content):
 
-- ``memoryd.rpc.duration`` histogram, seconds [rpc.service, rpc.method, rpc.grpc.status_code]
+- ``rpc.server.call.duration`` histogram, seconds [rpc.system.name, rpc.method,
+  rpc.response.status_code, error.type] — OpenTelemetry's RPC conventions (semconv 1.44)
 - ``memoryd.recall.requests`` / ``memoryd.recall.hits`` (≥ 1 memory returned) /
   ``memoryd.recall.degraded`` counters
 - ``memoryd.memories.erased`` counter of erased memories [mode], counted at erase
@@ -13,6 +14,7 @@ Instruments (attributes in brackets; none carries a subject or any content):
   (at most ``metrics_max_tenants`` tenants, the first by id); ``memoryd.memories.forgotten``
   [reason] (lifecycle sweeps), ``memoryd.extraction.jobs`` [outcome] and
   ``memoryd.extraction.parse_failures`` counters.
+- the process, its Postgres pools and ``memoryd.build.info`` (``_process_metrics``).
 """
 
 from __future__ import annotations
@@ -24,16 +26,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
-from opentelemetry.sdk.resources import Resource
 
+from ._build import resource
 from ._config import Config
+from ._process_metrics import Pool, ProcessInstruments
 
 _log = logging.getLogger("memoryd.server.metrics")
 
+RPC_DURATION = "rpc.server.call.duration"
+# What OpenTelemetry's gRPC conventions count as a server's error (the others are the caller's).
+SERVER_ERRORS = frozenset({grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNIMPLEMENTED,
+                           grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS})
 # Seconds: from a cached view lookup to a slow extraction-backed write.
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 FORGOTTEN = {"lifecycle.expired": "expired", "lifecycle.forgotten_stale": "stale", "lifecycle.evicted": "evicted"}
@@ -80,13 +88,13 @@ class Metrics:
         self.enabled = bool(readers)
         self.provider = MeterProvider(
             metric_readers=readers,
-            resource=Resource.create({"service.name": "memoryd"}),
-            views=[View(instrument_name="memoryd.rpc.duration",
-                        aggregation=ExplicitBucketHistogramAggregation(DURATION_BUCKETS))],
+            resource=resource(),
+            views=[View(instrument_name=RPC_DURATION, aggregation=ExplicitBucketHistogramAggregation(DURATION_BUCKETS))],
         )
         meter = self.provider.get_meter("memoryd.server")
         self.rpc_duration = meter.create_histogram(
-            "memoryd.rpc.duration", unit="s", description="Duration of memoryd RPCs, by method and status code")
+            RPC_DURATION, unit="s", description="Duration of memoryd RPCs, by method and status code")
+        self.process = ProcessInstruments(meter)
         self.recall_requests = meter.create_counter("memoryd.recall.requests", description="Recall calls answered")
         self.recall_hits = meter.create_counter("memoryd.recall.hits",
                                                 description="Recall calls that returned at least one memory")
@@ -113,10 +121,16 @@ class Metrics:
 
     # -- recording -----------------------------------------------------------------------
 
-    def rpc(self, method: str, code: int, seconds: float) -> None:
-        service, _, name = method[1:].partition("/")
-        self.rpc_duration.record(seconds, {"rpc.service": service, "rpc.method": name,
-                                           "rpc.grpc.status_code": code})
+    def rpc(self, method: str, code: grpc.StatusCode, seconds: float) -> None:
+        """One RPC (``method`` as gRPC names it, ``/package.Service/Method``) ended with ``code``."""
+        attributes = {"rpc.system.name": "grpc", "rpc.method": method.lstrip("/"), "rpc.response.status_code": code.name}
+        if code in SERVER_ERRORS:
+            attributes["error.type"] = code.name
+        self.rpc_duration.record(seconds, attributes)
+
+    def watch_pool(self, pool: Pool) -> None:
+        """Report a Postgres pool's connections (``db.client.connection.*``) from now on."""
+        self.process.watch(pool)
 
     def recalled(self, returned: int, degraded: bool) -> None:
         self.recall_requests.add(1)

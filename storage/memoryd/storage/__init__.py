@@ -29,7 +29,7 @@ from ._migrate import (
 )
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
-from ._postgres import APP_ROLE, WORKER_ROLE, Postgres, PostgresSettings
+from ._postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
 from ._reindex import ReindexReport, activate, reindex
 from ._revocations import PostgresRevocations
 from ._session import StoreSession
@@ -59,6 +59,7 @@ __all__ = [
     "TenantMetrics",
     "OutboxWorker",
     "PlannedItem",
+    "PoolStats",
     "Postgres",
     "PostgresMemoryStore",
     "PostgresSettings",

@@ -176,3 +176,30 @@ class Postgres:
             if isinstance(err, Internal):
                 _log.error("postgres error in tenant transaction", exc_info=exc)
             raise err from exc
+
+    def pool_stats(self) -> PoolStats:
+        """How the pool's connections are used now (read by the metrics reader's thread: plain
+        reads of the pool's counters, no lock and no query)."""
+        for _ in range(3):
+            try:
+                stats = self._pool.get_stats()
+                break
+            except RuntimeError:  # its counter dict changed size under the copy; read again
+                continue
+        else:
+            stats = {}
+        size, idle = stats.get("pool_size", 0), stats.get("pool_available", 0)
+        return PoolStats(self.role, max(0, size - idle), idle, stats.get("requests_waiting", 0),
+                         stats.get("pool_max", self._settings.pool_max))
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """One pool's connections: in use by a transaction, idle in the pool, and the requests
+    waiting for one (``pool`` is the role it connects as)."""
+
+    pool: str
+    used: int
+    idle: int
+    waiting: int
+    max: int

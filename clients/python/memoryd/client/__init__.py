@@ -14,7 +14,9 @@ Both clients have one method per RPC of ``memoryd.v1.MemoryService`` and
 ``import_memories``, ``put_view``, ``get_view``, ``list_views`` + ``iter_views``,
 ``delete_view``); each takes the request message or its fields as keyword arguments.
 Calls have a default deadline, are retried with exponential backoff and jitter when UNAVAILABLE
-(only when that is safe), and raise the :class:`MemorydError` tree on failure.
+(only when that is safe), and raise the :class:`MemorydError` tree on failure. ``token=`` is a
+token or a provider called before every attempt; with ``opentelemetry-api`` installed, calls
+made inside an active span carry its W3C trace context (``traceparent``/``tracestate``).
 """
 
 from ._async import AsyncMemorydClient
@@ -37,11 +39,11 @@ from ._errors import (
     Unimplemented,
     Unknown,
 )
-from ._options import DEFAULT_TIMEOUT, TLS, RetryPolicy
+from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, Token
 from ._sync import MemorydClient
 
 __all__ = [
-    "AsyncMemorydClient", "MemorydClient", "TLS", "RetryPolicy", "DEFAULT_TIMEOUT",
+    "AsyncMemorydClient", "MemorydClient", "TLS", "RetryPolicy", "DEFAULT_TIMEOUT", "Token", "AsyncToken",
     "MemorydError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",

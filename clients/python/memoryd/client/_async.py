@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,8 +16,9 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._errors import from_aio_error
-from ._options import DEFAULT_TIMEOUT, TLS, RetryPolicy, metadata_for, prepare
+from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, metadata_for, prepare
 from ._sync import build_request
+from ._tracing import trace_metadata
 
 __all__ = ["AsyncMemorydClient"]
 
@@ -39,7 +41,9 @@ class AsyncMemorydClient:
 
     Args:
         target: ``host:port`` of the server.
-        token: a bearer token (sent as ``authorization: Bearer …``); None with mTLS identities.
+        token: a bearer token (sent as ``authorization: Bearer …``), or a function returning one
+            (or a coroutine function), called before every attempt (refresh without rebuilding
+            the client); None or "" sends no authorization (mTLS identities).
         tls: TLS or mutual TLS (:class:`TLS`); None for a plaintext channel (loopback, tests).
         timeout: default seconds per attempt of a call (each method takes ``timeout=`` too).
         retry: the :class:`RetryPolicy` for UNAVAILABLE.
@@ -47,7 +51,7 @@ class AsyncMemorydClient:
         channel: an existing channel to use instead (the client will not close it).
     """
 
-    def __init__(self, target: str = "", *, token: str | None = None, tls: TLS | None = None,
+    def __init__(self, target: str = "", *, token: AsyncToken = None, tls: TLS | None = None,
                  timeout: float | None = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
                  options: list[tuple[str, Any]] | None = None, channel: grpc.aio.Channel | None = None) -> None:
         self._owns_channel = channel is None
@@ -61,6 +65,10 @@ class AsyncMemorydClient:
         self.retry = retry or RetryPolicy()
         self._memory = svc_grpc.MemoryServiceStub(channel)
         self._admin = admin_grpc.ViewAdminServiceStub(channel)
+
+    async def _token(self) -> str | None:
+        token = self.token() if callable(self.token) else self.token
+        return await token if inspect.isawaitable(token) else token
 
     async def close(self) -> None:
         """Close the channel (if the client opened it)."""
@@ -77,8 +85,8 @@ class AsyncMemorydClient:
         request, retryable = prepare(method, request)
         policy = self.retry
         attempts = policy.max_attempts if retryable else 1
-        metadata = metadata_for(self.token)
         for attempt in range(1, attempts + 1):
+            metadata = metadata_for(await self._token(), trace_metadata())
             try:
                 return await getattr(stub, method)(request, metadata=metadata,
                                              timeout=timeout if timeout is not None else self.timeout)

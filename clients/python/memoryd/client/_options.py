@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import view_admin_service_pb2 as admin
 
-__all__ = ["TLS", "RetryPolicy", "DEFAULT_TIMEOUT"]
+__all__ = ["TLS", "RetryPolicy", "DEFAULT_TIMEOUT", "Token", "AsyncToken"]
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds each attempt of a call may take unless the client or the call says otherwise."""
@@ -94,6 +95,14 @@ def prepare(method: str, request: Any) -> tuple[Any, bool]:
         return request, request.expected_version == 0  # a replay would fail on the bumped version
     # The contract gives these no idempotency key: a replay could apply twice.
     return request, not isinstance(request, (svc.ResolveConflictRequest, svc.ImportMemoriesRequest))
+
+
+Token: TypeAlias = str | Callable[[], str] | None
+"""A bearer token, or a provider called before every attempt of every call (so a refreshed
+token is used without rebuilding the client); None or "" sends no ``authorization``."""
+
+AsyncToken: TypeAlias = str | Callable[[], str] | Callable[[], Awaitable[str]] | None
+"""As :data:`Token`; the asyncio client also awaits a coroutine function's result."""
 
 
 def metadata_for(token: str | None, extra: tuple[tuple[str, str], ...] = ()) -> tuple[tuple[str, str], ...]:

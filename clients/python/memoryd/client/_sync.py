@@ -15,7 +15,8 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._errors import from_rpc_error
-from ._options import DEFAULT_TIMEOUT, TLS, RetryPolicy, metadata_for, prepare
+from ._options import DEFAULT_TIMEOUT, TLS, RetryPolicy, Token, metadata_for, prepare
+from ._tracing import trace_metadata
 
 __all__ = ["MemorydClient", "build_request"]
 
@@ -50,7 +51,9 @@ class MemorydClient:
 
     Args:
         target: ``host:port`` of the server.
-        token: a bearer token (sent as ``authorization: Bearer …``); None with mTLS identities.
+        token: a bearer token (sent as ``authorization: Bearer …``), or a function returning
+            one, called before every attempt (refresh without rebuilding the client); None or
+            "" sends no authorization (mTLS identities).
         tls: TLS or mutual TLS (:class:`TLS`); None for a plaintext channel (loopback, tests).
         timeout: default seconds per attempt of a call (each method takes ``timeout=`` too).
         retry: the :class:`RetryPolicy` for UNAVAILABLE.
@@ -58,7 +61,7 @@ class MemorydClient:
         channel: an existing channel to use instead (the client will not close it).
     """
 
-    def __init__(self, target: str = "", *, token: str | None = None, tls: TLS | None = None,
+    def __init__(self, target: str = "", *, token: Token = None, tls: TLS | None = None,
                  timeout: float | None = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
                  options: list[tuple[str, Any]] | None = None, channel: grpc.Channel | None = None) -> None:
         self._owns_channel = channel is None
@@ -72,6 +75,9 @@ class MemorydClient:
         self.retry = retry or RetryPolicy()
         self._memory = svc_grpc.MemoryServiceStub(channel)
         self._admin = admin_grpc.ViewAdminServiceStub(channel)
+
+    def _token(self) -> str | None:
+        return self.token() if callable(self.token) else self.token
 
     def close(self) -> None:
         """Close the channel (if the client opened it)."""
@@ -88,8 +94,8 @@ class MemorydClient:
         request, retryable = prepare(method, request)
         policy = self.retry
         attempts = policy.max_attempts if retryable else 1
-        metadata = metadata_for(self.token)
         for attempt in range(1, attempts + 1):
+            metadata = metadata_for(self._token(), trace_metadata())
             try:
                 return getattr(stub, method)(request, metadata=metadata,
                                              timeout=timeout if timeout is not None else self.timeout)
