@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the conformance scenario with the TypeScript client (clients/conformance/README.md):
 #   bash clients/typescript/conformance.sh SCENARIO CONFIG
-# Installs (npm ci) and builds (tsc) only when needed; all build output goes to stderr.
+# Installs (npm ci) and builds (tsc -p tsconfig.dev.json, into build/: the runner is not part of
+# the published package) only when needed; all build output goes to stderr.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$HERE"
@@ -12,9 +13,9 @@ if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules
   npm ci --no-audit --no-fund >&2
 fi
 # Rebuild when any source, the compiler settings or the installed packages are newer than the last build.
-STAMP=dist/.build-stamp
-if [[ ! -f "$STAMP" ]] || [[ -n "$(find src tsconfig.json package.json node_modules/.package-lock.json -newer "$STAMP" -print -quit)" ]]; then
-  npm run --silent build >&2
+STAMP=build/.build-stamp
+if [[ ! -f "$STAMP" ]] || [[ -n "$(find src conformance tsconfig.json tsconfig.dev.json package.json node_modules/.package-lock.json -newer "$STAMP" -print -quit)" ]]; then
+  npm run --silent build:dev >&2
   touch "$STAMP"
 fi
-exec node dist/conformance.js "$@"
+exec node build/conformance/runner.js "$@"

@@ -1,32 +1,18 @@
-// The thin typed wrapper over the generated memoryd.v1 code: one HTTP/2 gRPC connection, the
-// bearer token on every call, a default deadline, retries on UNAVAILABLE only (memoryd promises
-// nothing was written then), and errors as MemorydError with the google.rpc details decoded.
+// The thin typed wrapper over the generated memoryd.v1 code: one HTTP/2 gRPC connection; the
+// bearer token (fixed, or from a provider asked before every attempt); W3C trace context from
+// the caller's OpenTelemetry span; a deadline per attempt; retries on UNAVAILABLE only (memoryd
+// promises nothing was written then) and only for methods a replay cannot apply twice (policy.ts);
+// page iterators; and errors as MemorydError with the google.rpc details decoded.
 import { randomUUID } from "node:crypto";
-import { clone, create, isMessage, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
-import {
-  Code,
-  ConnectError,
-  createClient,
-  type CallOptions,
-  type Client,
-  type Interceptor,
-} from "@connectrpc/connect";
+import { clone, create, isMessage, type DescMessage, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient, type CallOptions, type Client } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { BadRequestSchema, ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
-import { MemoryService, WriteRequestSchema } from "./gen/memoryd/v1/memory_service_pb.js";
-import { ViewAdminService } from "./gen/memoryd/v1/view_admin_service_pb.js";
-
-/** How calls that fail with UNAVAILABLE are tried again: exponential backoff with full jitter. */
-export interface RetryPolicy {
-  /** maxAttempts counts the first call too; 1 turns retries off. */
-  maxAttempts: number;
-  initialBackoffMs: number;
-  maxBackoffMs: number;
-  multiplier: number;
-}
-
-export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 4, initialBackoffMs: 100, maxBackoffMs: 2000, multiplier: 2 };
-export const DEFAULT_TIMEOUT_MS = 10_000;
+import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import type { Memory, View } from "./gen/memoryd/v1/memory_pb.js";
+import { MemoryService, MemoryViewRequestSchema, WriteRequestSchema } from "./gen/memoryd/v1/memory_service_pb.js";
+import { ListViewsRequestSchema, ViewAdminService } from "./gen/memoryd/v1/view_admin_service_pb.js";
+import { backoffDelayMs, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, mayRetry, RETRY_CODES, type RetryPolicy } from "./policy.js";
+import { traceHeaders } from "./tracing.js";
 
 /** TLS settings; `true` means TLS with the system's trust store. cert + key make it mutual TLS. */
 export interface TlsOptions {
@@ -36,13 +22,23 @@ export interface TlsOptions {
   serverName?: string;
 }
 
+/**
+ * A TokenProvider is asked for the bearer token before every attempt of every call, so a token
+ * can be refreshed without rebuilding the client. An empty string sends no `authorization`.
+ */
+export type TokenProvider = () => string | Promise<string>;
+
 export interface MemorydClientOptions {
   /** target is `host:port` (or a full `http://` / `https://` URL). */
   target: string;
-  /** token is the bearer token memoryd issued for this agent (sent as `authorization`). */
-  token?: string;
+  /** token is the bearer token memoryd issued for this agent, or a function that returns the current one. */
+  token?: string | TokenProvider;
   tls?: boolean | TlsOptions;
-  /** timeoutMs is the default deadline of a call, retries included (a call's own timeoutMs wins). */
+  /**
+   * timeoutMs is the deadline of each attempt of a call (default 30 s; a call's own `timeoutMs`
+   * wins; 0 or less: none). A call's `signal` (e.g. `AbortSignal.timeout(ms)`) bounds the whole
+   * call, its retries and pauses included.
+   */
   timeoutMs?: number;
   retry?: Partial<RetryPolicy>;
 }
@@ -66,6 +62,8 @@ export class MemorydError extends Error {
   readonly violations: FieldViolation[];
   /** requestId names the call in the server's logs (ErrorInfo metadata or the x-request-id trailer). */
   readonly requestId: string;
+  /** retryDelayMs is the server's RetryInfo delay, when it sent one. */
+  readonly retryDelayMs: number | undefined;
 
   constructor(error: ConnectError) {
     super(error.rawMessage, { cause: error });
@@ -78,11 +76,13 @@ export class MemorydError extends Error {
       .findDetails(BadRequestSchema)
       .flatMap((detail) => detail.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
     this.requestId = info?.metadata["request_id"] || error.metadata.get("x-request-id") || "";
+    const delay = error.findDetails(RetryInfoSchema)[0]?.retryDelay;
+    this.retryDelayMs = delay ? Number(delay.seconds) * 1000 + delay.nanos / 1e6 : undefined;
   }
 
   /** retryable is true only for UNAVAILABLE: a store was down and nothing was written. */
   get retryable(): boolean {
-    return this.code === Code.Unavailable;
+    return RETRY_CODES.includes(this.codeName);
   }
 }
 
@@ -99,37 +99,66 @@ export function toMemorydError(error: unknown): MemorydError {
   return error instanceof MemorydError ? error : new MemorydError(ConnectError.from(error));
 }
 
-/** backoffDelayMs is the pause before retry number `retry` (1 for the first retry): full jitter. */
-export function backoffDelayMs(retry: number, policy: RetryPolicy, random: () => number = Math.random): number {
-  const ceiling = Math.min(policy.maxBackoffMs, policy.initialBackoffMs * policy.multiplier ** (retry - 1));
-  return Math.floor(random() * ceiling);
+export interface RetryOptions {
+  /** retryable false means one attempt whatever the policy says (the method is not safe to replay). */
+  retryable?: boolean;
+  /** signal stops retrying: no attempt is started and no pause is waited after it aborts. */
+  signal?: AbortSignal;
+  /** sleep waits ms, or resolves false early when the signal aborts. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<boolean>;
+  random?: () => number;
 }
 
-/** withRetries runs `attempt` until it succeeds, fails with a non-retryable error, or runs out of tries or time. */
-export async function withRetries<T>(
-  attempt: (timeoutMs: number) => Promise<T>,
-  policy: RetryPolicy,
-  timeoutMs: number,
-  sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-  now: () => number = Date.now,
-): Promise<T> {
-  const deadline = now() + timeoutMs;
+/**
+ * withRetries runs `attempt` until it succeeds, fails with a code other than UNAVAILABLE, or runs
+ * out of attempts. Between attempts it waits the policy's backoff, or the server's RetryInfo
+ * delay when that is longer. gRPC failures come out as MemorydError; anything else `attempt`
+ * throws (a token provider's own error) comes out unchanged and is not retried.
+ */
+export async function withRetries<T>(attempt: () => Promise<T>, policy: RetryPolicy, options: RetryOptions = {}): Promise<T> {
+  const { retryable = true, signal, sleep = pause, random = Math.random } = options;
+  const attempts = retryable ? Math.max(1, policy.maxAttempts) : 1;
   for (let tried = 1; ; tried++) {
     try {
-      return await attempt(Math.max(1, deadline - now()));
+      return await attempt();
     } catch (error) {
+      if (!(error instanceof ConnectError || error instanceof MemorydError)) throw error;
       const failure = toMemorydError(error);
-      if (!failure.retryable || tried >= policy.maxAttempts) throw failure;
-      const pause = backoffDelayMs(tried, policy);
-      if (now() + pause >= deadline) throw failure;
-      await sleep(pause);
+      if (!failure.retryable || tried >= attempts || signal?.aborted) throw failure;
+      const wait = Math.max(backoffDelayMs(tried, policy, random), failure.retryDelayMs ?? 0);
+      if (!(await sleep(wait, signal))) throw failure;
     }
   }
 }
 
+function pause(ms: number, signal?: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve(false);
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve(true);
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+type RequestOf<M extends DescMessage> = MessageInitShape<M>;
+
+/** The ViewAdminService calls, plus an iterator over every view. */
+export type MemorydViewsClient = Client<typeof ViewAdminService> & {
+  /** iterViews yields every view of the tenant, following next_page_token (ListViews) page after page. */
+  iterViews(request?: RequestOf<typeof ListViewsRequestSchema>, options?: CallOptions): AsyncGenerator<View, void>;
+};
+
 /** MemorydClient has every MemoryService RPC as a method, and ViewAdminService under `views`. */
 export type MemorydClient = Client<typeof MemoryService> & {
-  readonly views: Client<typeof ViewAdminService>;
+  readonly views: MemorydViewsClient;
+  /** iterMemories yields every memory a MemoryView shows, following next_page_token page after page. */
+  iterMemories(request: RequestOf<typeof MemoryViewRequestSchema>, options?: CallOptions): AsyncGenerator<Memory, void>;
   /** close drops the connection; calls after it reconnect. */
   close(): void;
 };
@@ -139,22 +168,33 @@ function baseUrl(target: string, tls: boolean): string {
   return `${tls ? "https" : "http"}://${target}`;
 }
 
-function wrap<S extends DescService>(
-  service: S,
-  raw: Client<S>,
-  defaults: { timeoutMs: number; retry: RetryPolicy },
-): Client<S> {
-  const wrapped: Record<string, unknown> = {};
+interface Defaults {
+  timeoutMs: number;
+  retry: RetryPolicy;
+  token: TokenProvider;
+}
+
+type RawCall = (request: unknown, options?: CallOptions) => Promise<unknown>;
+
+function wrap<S extends DescService>(service: S, raw: Client<S>, defaults: Defaults): Client<S> {
+  const wrapped: Record<string, RawCall> = {};
   for (const method of service.methods) {
-    const call = (raw as Record<string, (request: unknown, options?: CallOptions) => Promise<unknown>>)[
-      method.localName
-    ]!;
-    wrapped[method.localName] = (request: unknown, options: CallOptions = {}) => {
-      const prepared = method.input.typeName === WriteRequestSchema.typeName ? withIdempotencyKey(request) : request;
+    const call = (raw as Record<string, RawCall>)[method.localName]!;
+    const fullName = `${service.typeName}/${method.name}`;
+    wrapped[method.localName] = async (request: unknown, options: CallOptions = {}) => {
+      // Before the first attempt, so every retry of a Write carries the same key.
+      const prepared = fullName === `${MemoryService.typeName}/Write` ? withIdempotencyKey(request) : request;
+      const trace = await traceHeaders();
       return withRetries(
-        (timeoutMs) => call(prepared, { ...options, timeoutMs }),
+        async () => {
+          const headers = new Headers(options.headers);
+          for (const [name, value] of Object.entries(trace)) headers.set(name, value);
+          const token = await defaults.token();
+          if (token) headers.set("authorization", `Bearer ${token}`);
+          return call(prepared, { ...options, headers, timeoutMs: options.timeoutMs ?? defaults.timeoutMs });
+        },
         defaults.retry,
-        options.timeoutMs ?? defaults.timeoutMs,
+        { retryable: mayRetry(fullName, prepared), signal: options.signal },
       );
     };
   }
@@ -170,26 +210,60 @@ function withIdempotencyKey(request: unknown): unknown {
   return message;
 }
 
+// The iterators copy the request: the caller's message is never changed by paging.
+async function* memoriesOf(
+  memory: Client<typeof MemoryService>,
+  request: RequestOf<typeof MemoryViewRequestSchema>,
+  options?: CallOptions,
+): AsyncGenerator<Memory, void> {
+  const next = isMessage(request, MemoryViewRequestSchema)
+    ? clone(MemoryViewRequestSchema, request)
+    : create(MemoryViewRequestSchema, request);
+  do {
+    const page = await memory.memoryView(next, options);
+    yield* page.memories;
+    next.pageToken = page.nextPageToken;
+  } while (next.pageToken);
+}
+
+async function* viewsOf(
+  admin: Client<typeof ViewAdminService>,
+  request: RequestOf<typeof ListViewsRequestSchema> = {},
+  options?: CallOptions,
+): AsyncGenerator<View, void> {
+  const next = isMessage(request, ListViewsRequestSchema)
+    ? clone(ListViewsRequestSchema, request)
+    : create(ListViewsRequestSchema, request);
+  do {
+    const page = await admin.listViews(next, options);
+    yield* page.views;
+    next.pageToken = page.nextPageToken;
+  } while (next.pageToken);
+}
+
 /** createMemorydClient connects to memoryd (lazily: the first call opens the connection). */
 export function createMemorydClient(options: MemorydClientOptions): MemorydClient {
   const tls = options.tls === true ? {} : options.tls || undefined;
   const url = baseUrl(options.target, tls !== undefined);
   const nodeOptions = tls ? { ca: tls.ca, cert: tls.cert, key: tls.key, servername: tls.serverName } : {};
   const sessionManager = new Http2SessionManager(url, {}, nodeOptions);
-  const interceptors: Interceptor[] = [];
-  if (options.token) {
-    const bearer = `Bearer ${options.token}`;
-    interceptors.push((next) => (request) => {
-      request.header.set("authorization", bearer);
-      return next(request);
-    });
-  }
-  const transport = createGrpcTransport({ baseUrl: url, sessionManager, interceptors });
-  const defaults = {
+  const transport = createGrpcTransport({ baseUrl: url, sessionManager });
+  const token = options.token;
+  const defaults: Defaults = {
     timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     retry: { ...DEFAULT_RETRY, ...options.retry },
+    token: typeof token === "function" ? token : () => token ?? "",
   };
   const memory = wrap(MemoryService, createClient(MemoryService, transport), defaults);
-  const views = wrap(ViewAdminService, createClient(ViewAdminService, transport), defaults);
-  return Object.assign(memory, { views, close: () => sessionManager.abort() });
+  const admin = wrap(ViewAdminService, createClient(ViewAdminService, transport), defaults);
+  const views: MemorydViewsClient = Object.assign(admin, {
+    iterViews: (request?: RequestOf<typeof ListViewsRequestSchema>, callOptions?: CallOptions) =>
+      viewsOf(admin, request, callOptions),
+  });
+  return Object.assign(memory, {
+    views,
+    iterMemories: (request: RequestOf<typeof MemoryViewRequestSchema>, callOptions?: CallOptions) =>
+      memoriesOf(memory, request, callOptions),
+    close: () => sessionManager.abort(),
+  });
 }

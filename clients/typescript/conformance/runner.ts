@@ -1,9 +1,9 @@
-// The conformance runner (clients/conformance/README.md): node dist/conformance.js SCENARIO CONFIG.
+// The conformance runner (clients/conformance/README.md): node build/conformance/runner.js SCENARIO CONFIG.
 // Prints one `ok <n> <name>` or `FAIL <n> <name>: <why>` line per step; exits 0 only if all passed.
 import { readFileSync } from "node:fs";
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
-import { createMemorydClient, grpcCodeName, toMemorydError, type MemorydClient } from "./client.js";
-import { MemoryService } from "./gen/memoryd/v1/memory_service_pb.js";
+import { createMemorydClient, grpcCodeName, toMemorydError, type MemorydClient } from "../src/client.js";
+import { MemoryService } from "../src/gen/memoryd/v1/memory_service_pb.js";
 
 interface Step {
   name: string;
@@ -154,7 +154,7 @@ async function runStep(step: Step, clients: Map<string, MemorydClient>, config: 
 
 async function main(argv: string[]): Promise<number> {
   if (argv.length !== 2) {
-    process.stderr.write("usage: node dist/conformance.js SCENARIO CONFIG\n");
+    process.stderr.write("usage: node build/conformance/runner.js SCENARIO CONFIG\n");
     return 2;
   }
   const scenario = JSON.parse(readFileSync(argv[0]!, "utf8")) as { steps: Step[] };
