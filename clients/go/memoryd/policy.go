@@ -28,6 +28,7 @@ var retryCodes = []codes.Code{codes.Unavailable}
 
 // RetryPolicy says how a call that failed with UNAVAILABLE is retried. Only calls whose replay
 // is safe are retried at all (see the method table below); every other code fails at once.
+// Start from DefaultRetryPolicy() and change fields: a zero duration means no wait.
 type RetryPolicy struct {
 	// MaxAttempts counts the first attempt; 1 (or less) turns retries off.
 	MaxAttempts int
@@ -53,8 +54,8 @@ func NoRetries() RetryPolicy { return RetryPolicy{MaxAttempts: 1} }
 // ceiling is the pause before retry n without jitter.
 func (p RetryPolicy) ceiling(n int) time.Duration {
 	d := float64(p.InitialBackoff) * math.Pow(p.Multiplier, float64(n-1))
-	if max := float64(p.MaxBackoff); d > max || math.IsNaN(d) {
-		d = max
+	if limit := float64(p.MaxBackoff); d > limit || math.IsNaN(d) {
+		d = limit
 	}
 	if d <= 0 {
 		return 0
