@@ -70,7 +70,7 @@ func invoke[Req, Resp any](ctx context.Context, c *Client, method string, req Re
 			actx, cancel = context.WithTimeout(actx, timeout)
 		}
 		var trailer metadata.MD
-		resp, err := rpc(actx, req, append(opts, grpc.Trailer(&trailer))...)
+		resp, err := rpc(actx, req, append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))...) // never into the caller's array
 		cancel()
 		if err == nil {
 			return resp, nil
