@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -184,6 +185,22 @@ func TestTraceContextReachesTheServerWithAnActiveSpan(t *testing.T) {
 	want := []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "vendor=opaque"}
 	if len(srv.traces) != 2 || !slices.Equal(srv.traces[0], want) || !slices.Equal(srv.traces[1], want) {
 		t.Fatalf("want traceparent and tracestate on both attempts, got %q", srv.traces)
+	}
+}
+
+func TestASpanStartedWithTheOpenTelemetrySDKIsTheServersParent(t *testing.T) {
+	provider := sdktrace.NewTracerProvider() // records spans, exports nowhere
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	ctx, span := provider.Tracer("memoryd-client-test").Start(context.Background(), "remember home city")
+	srv := &scripted{}
+	if _, err := start(t, srv).Write(ctx, &pb.WriteRequest{Subject: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	sc := span.SpanContext()
+	want := fmt.Sprintf("00-%s-%s-01", sc.TraceID(), sc.SpanID())
+	if len(srv.traces) != 1 || !slices.Equal(srv.traces[0], []string{want}) {
+		t.Fatalf("want traceparent %s, got %q", want, srv.traces)
 	}
 }
 
