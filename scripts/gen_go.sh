@@ -6,14 +6,14 @@
 # Installs the pinned protoc plugins into .build/go/bin (project-local, gitignored) and runs the
 # protoc bundled with grpcio-tools over protos/memoryd/v1/*.proto. The output is committed;
 # tests/protos/test_go_drift.py regenerates into a temporary directory and fails when the
-# committed files differ. The protos carry no go_package: the import path is given by M mappings.
+# committed files differ. Each proto's `option go_package` names the import path; module= strips the
+# module prefix so the files land in OUT/gen/memoryd/v1. buf.gen.yaml runs the same plugins.
 # MEMORYD_PYTHON names the Python that has grpcio-tools (default: .venv/bin/python, else python3).
 set -euo pipefail
 
 PROTOC_GEN_GO_VERSION=v1.36.12      # google.golang.org/protobuf, as in clients/go/go.mod
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2   # google.golang.org/grpc/cmd/protoc-gen-go-grpc
-MODULE=github.com/memoryd/memoryd/clients/go
-GO_PACKAGE="$MODULE/gen/memoryd/v1;memorydv1"
+MODULE=github.com/memoryd/memoryd/clients/go   # clients/go/go.mod; the protos' go_package is under it
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:-$ROOT/clients/go}"
@@ -38,9 +38,7 @@ install_plugin protoc-gen-go-grpc "google.golang.org/grpc/cmd/protoc-gen-go-grpc
 WELL_KNOWN="$("$PY" -c 'from importlib import resources; print(resources.files("grpc_tools") / "_proto")')"
 cd "$ROOT/protos"
 SOURCES=(memoryd/v1/*.proto)
-MAPS=()
-for src in "${SOURCES[@]}"; do MAPS+=("M$src=$GO_PACKAGE"); done
-GO_OPTS="module=$MODULE$(printf ',%s' "${MAPS[@]}")"
+GO_OPTS="module=$MODULE"
 
 rm -rf "$OUT/gen/memoryd/v1"
 mkdir -p "$OUT"

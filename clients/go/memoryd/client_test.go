@@ -3,7 +3,9 @@ package memoryd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -11,10 +13,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
 )
@@ -27,8 +27,12 @@ type scripted struct {
 	mu        sync.Mutex
 	errs      []error
 	auth      [][]string
+	traces    [][]string // traceparent, tracestate of each call
 	keys      []string
-	deadlines []bool
+	deadlines []time.Duration // time left of each call's deadline (0: none)
+	pageSize  int             // MemoryView and ListViews pages, over items
+	items     int
+	tokens    []string // page tokens received
 }
 
 func (s *scripted) next(ctx context.Context) error {
@@ -36,8 +40,12 @@ func (s *scripted) next(ctx context.Context) error {
 	defer s.mu.Unlock()
 	md, _ := metadata.FromIncomingContext(ctx)
 	s.auth = append(s.auth, md.Get("authorization"))
-	_, has := ctx.Deadline()
-	s.deadlines = append(s.deadlines, has)
+	s.traces = append(s.traces, append(md.Get("traceparent"), md.Get("tracestate")...))
+	var left time.Duration
+	if deadline, has := ctx.Deadline(); has {
+		left = time.Until(deadline)
+	}
+	s.deadlines = append(s.deadlines, left)
 	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-request-id", "trailer-id"))
 	if len(s.errs) == 0 {
 		return nil
@@ -71,28 +79,96 @@ func (s *scripted) GetView(ctx context.Context, req *pb.GetViewRequest) (*pb.Get
 	return &pb.GetViewResponse{View: &pb.View{Agent: req.GetAgent()}}, nil
 }
 
+func (s *scripted) ResolveConflict(ctx context.Context, _ *pb.ResolveConflictRequest) (*pb.ResolveConflictResponse, error) {
+	if err := s.next(ctx); err != nil {
+		return nil, err
+	}
+	return &pb.ResolveConflictResponse{}, nil
+}
+
+func (s *scripted) ImportMemories(ctx context.Context, _ *pb.ImportMemoriesRequest) (*pb.ImportMemoriesResponse, error) {
+	if err := s.next(ctx); err != nil {
+		return nil, err
+	}
+	return &pb.ImportMemoriesResponse{}, nil
+}
+
+func (s *scripted) PutView(ctx context.Context, req *pb.PutViewRequest) (*pb.PutViewResponse, error) {
+	if err := s.next(ctx); err != nil {
+		return nil, err
+	}
+	return &pb.PutViewResponse{View: req.GetView()}, nil
+}
+
+// page serves items [offset, offset+pageSize) for a token "offset" (AIP-158: empty at the end).
+func (s *scripted) page(ctx context.Context, token string) (from, to int, next string, err error) {
+	if err := s.next(ctx); err != nil {
+		return 0, 0, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens = append(s.tokens, token)
+	if token != "" {
+		if from, err = strconv.Atoi(token); err != nil {
+			return 0, 0, "", status.Error(codes.InvalidArgument, "bad page token")
+		}
+	}
+	to = min(from+s.pageSize, s.items)
+	if to < s.items {
+		next = strconv.Itoa(to)
+	}
+	return from, to, next, nil
+}
+
+func (s *scripted) MemoryView(ctx context.Context, req *pb.MemoryViewRequest) (*pb.MemoryViewResponse, error) {
+	from, to, next, err := s.page(ctx, req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.MemoryViewResponse{NextPageToken: next}
+	for i := from; i < to; i++ {
+		resp.Memories = append(resp.Memories, &pb.Memory{Id: fmt.Sprintf("m%d", i), Subject: req.GetSubject()})
+	}
+	return resp, nil
+}
+
+func (s *scripted) ListViews(ctx context.Context, req *pb.ListViewsRequest) (*pb.ListViewsResponse, error) {
+	from, to, next, err := s.page(ctx, req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.ListViewsResponse{NextPageToken: next}
+	for i := from; i < to; i++ {
+		resp.Views = append(resp.Views, &pb.View{Agent: fmt.Sprintf("agent-%d", i)})
+	}
+	return resp, nil
+}
+
 func (s *scripted) calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.auth)
 }
 
+// start serves srv on a loopback TCP port with a real gRPC server and dials it with Dial.
 func start(t *testing.T, srv *scripted, opts ...Option) *Client {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	server := grpc.NewServer()
 	pb.RegisterMemoryServiceServer(server, srv)
 	pb.RegisterViewAdminServiceServer(server, srv)
 	go func() { _ = server.Serve(lis) }()
 	t.Cleanup(server.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	fast := RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond,
+		Multiplier: 2, Jitter: 0.5}
+	c, err := Dial(lis.Addr().String(), append([]Option{WithRetryPolicy(fast)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := New(conn, append([]Option{WithRetry(3, time.Millisecond, 4*time.Millisecond)}, opts...)...)
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -218,41 +294,73 @@ func TestBearerTokenOnEveryCallAndNoneWithoutToken(t *testing.T) {
 	}
 }
 
-func TestDefaultDeadlineOnlyWhenTheContextHasNone(t *testing.T) {
+func TestEveryAttemptHasItsOwnDeadlineWithinTheCallers(t *testing.T) {
 	srv := &scripted{}
-	c := start(t, srv, WithTimeout(0))
+	within := func(got, want time.Duration) bool { return got > want-5*time.Second && got <= want }
+	c := start(t, srv)
 	if _, err := c.Recall(context.Background(), &pb.RecallRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	c = start(t, srv)
-	if _, err := c.Recall(context.Background(), &pb.RecallRequest{}); err != nil {
+	// A caller's longer deadline bounds the whole call; each attempt still gets 30 s.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if _, err := c.Recall(ctx, &pb.RecallRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if srv.deadlines[0] || !srv.deadlines[1] {
-		t.Fatalf("deadlines seen: %v", srv.deadlines)
+	// A shorter one wins.
+	short, cancelShort := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelShort()
+	if _, err := c.Recall(short, &pb.RecallRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// CallTimeout sets this call's per-attempt deadline; WithTimeout(0) sets none.
+	if _, err := c.Recall(context.Background(), &pb.RecallRequest{}, CallTimeout(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := start(t, srv, WithTimeout(0)).Recall(context.Background(), &pb.RecallRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	d := srv.deadlines
+	if !within(d[0], DefaultTimeout) || !within(d[1], DefaultTimeout) || !within(d[2], 10*time.Second) ||
+		!within(d[3], 2*time.Minute) || d[4] != 0 {
+		t.Fatalf("deadlines seen: %v", d)
 	}
 }
 
 func TestCancelledContextStopsRetrying(t *testing.T) {
 	srv := &scripted{errs: []error{unavailable(), unavailable(), unavailable()}}
-	c := start(t, srv, WithRetry(10, time.Hour, time.Hour))
+	slow := RetryPolicy{MaxAttempts: 10, InitialBackoff: time.Hour, MaxBackoff: time.Hour, Multiplier: 2}
+	c := start(t, srv, WithRetryPolicy(slow))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
+	began := time.Now()
 	_, err := c.Recall(ctx, &pb.RecallRequest{})
 	if status.Code(err) != codes.Unavailable || srv.calls() != 1 {
 		t.Fatalf("want the UNAVAILABLE after one attempt, got %v after %d", err, srv.calls())
 	}
+	if time.Since(began) > time.Second {
+		t.Fatalf("waited %v for a backoff the caller's deadline could not cover", time.Since(began))
+	}
 }
 
-func TestBackoffIsExponentialCappedAndJittered(t *testing.T) {
-	o := buildOptions([]Option{WithRetry(5, 100*time.Millisecond, time.Second)})
-	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond,
-		3: 400 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 9: time.Second} {
-		for i := 0; i < 50; i++ {
-			if got := o.backoff(n); got < want/2 || got > want {
-				t.Fatalf("backoff(%d) = %v, want within [%v, %v]", n, got, want/2, want)
+func TestBackoffFollowsTheFormulaWithJitterBelowTheCeiling(t *testing.T) {
+	p := DefaultRetryPolicy()
+	for n, ceiling := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond,
+		3: 400 * time.Millisecond, 4: 800 * time.Millisecond, 5: 1600 * time.Millisecond, 6: 2 * time.Second, 30: 2 * time.Second} {
+		low, high := ceiling, time.Duration(0)
+		for i := 0; i < 400; i++ {
+			got := p.Backoff(n)
+			if got < ceiling/2 || got > ceiling {
+				t.Fatalf("Backoff(%d) = %v, want within [%v, %v]", n, got, ceiling/2, ceiling)
 			}
+			low, high = min(low, got), max(high, got)
 		}
+		if high-low < ceiling/4 { // uniform over [ceiling/2, ceiling]: 400 draws spread well
+			t.Fatalf("Backoff(%d) is not jittered: %v..%v", n, low, high)
+		}
+	}
+	if got := NoRetries().Backoff(3); got != 0 {
+		t.Fatalf("NoRetries backoff %v", got)
 	}
 }
 

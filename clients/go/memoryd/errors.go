@@ -1,6 +1,8 @@
 package memoryd
 
 import (
+	"time"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -23,6 +25,8 @@ type Error struct {
 	Violations map[string]string
 	// RequestID names the call in the server's log (ErrorInfo metadata or x-request-id trailer).
 	RequestID string
+	// RetryDelay is the google.rpc.RetryInfo delay the server asked for (0 when none).
+	RetryDelay time.Duration
 	// Attempts is how often the call was tried.
 	Attempts int
 
@@ -51,8 +55,9 @@ func (e *Error) ReasonCode() pb.ErrorReason {
 	return pb.ErrorReason(pb.ErrorReason_value["ERROR_REASON_"+e.Reason])
 }
 
-// Retryable says whether the same call may succeed later (UNAVAILABLE).
-func (e *Error) Retryable() bool { return e.Code == codes.Unavailable }
+// Retryable says whether the same call may succeed later (UNAVAILABLE). The client has already
+// retried it when that was safe; Attempts says how often.
+func (e *Error) Retryable() bool { return retryableCode(e.Code) }
 
 func toError(err error, trailer metadata.MD, attempts int) error {
 	st, ok := status.FromError(err)
@@ -67,6 +72,8 @@ func toError(err error, trailer metadata.MD, attempts int) error {
 			if id := d.GetMetadata()["request_id"]; id != "" {
 				e.RequestID = id
 			}
+		case *errdetails.RetryInfo:
+			e.RetryDelay = d.GetRetryDelay().AsDuration()
 		case *errdetails.BadRequest:
 			if e.Violations == nil {
 				e.Violations = map[string]string{}
