@@ -1,4 +1,4 @@
-"""The committed Java stubs (clients/java/src/main/java-gen) are what `make gen` makes now.
+"""The committed Java stubs (clients/java/memoryd-client/src/main/java-gen) are what `make gen` makes now.
 
 scripts/gen_java.sh fetches its protoc and protoc-gen-grpc-java from Maven Central; when it
 cannot, this fails rather than skips."""
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMITTED = ROOT / "clients" / "java" / "src" / "main" / "java-gen"
+COMMITTED = ROOT / "clients" / "java" / "memoryd-client" / "src" / "main" / "java-gen"
 
 
 def _files(base: Path) -> list[str]:

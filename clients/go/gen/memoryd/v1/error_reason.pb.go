@@ -166,7 +166,8 @@ const file_memoryd_v1_error_reason_proto_rawDesc = "" +
 	"\x19ERROR_REASON_VIEW_MISSING\x10\x0e\x12%\n" +
 	"!ERROR_REASON_DATA_KEY_UNAVAILABLE\x10\x0f\x12&\n" +
 	"\"ERROR_REASON_VIEW_VERSION_CONFLICT\x10\x10\x12 \n" +
-	"\x1cERROR_REASON_ARCHIVE_INVALID\x10\x11B@Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
+	"\x1cERROR_REASON_ARCHIVE_INVALID\x10\x11BR\n" +
+	"\x0edev.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
 
 var (
 	file_memoryd_v1_error_reason_proto_rawDescOnce sync.Once

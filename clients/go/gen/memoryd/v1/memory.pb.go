@@ -1507,7 +1507,8 @@ const file_memoryd_v1_memory_proto_rawDesc = "" +
 	"\x12ERASE_SELECTOR_KEY\x10\x02\x12\x1e\n" +
 	"\x1aERASE_SELECTOR_SOURCE_TURN\x10\x03\x12\x1b\n" +
 	"\x17ERASE_SELECTOR_CATEGORY\x10\x04\x12!\n" +
-	"\x1dERASE_SELECTOR_ALL_OF_SUBJECT\x10\x05B@Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
+	"\x1dERASE_SELECTOR_ALL_OF_SUBJECT\x10\x05BR\n" +
+	"\x0edev.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
 
 var (
 	file_memoryd_v1_memory_proto_rawDescOnce sync.Once

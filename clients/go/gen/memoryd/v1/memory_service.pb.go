@@ -2663,7 +2663,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x10GetExtractionJob\x12#.memoryd.v1.GetExtractionJobRequest\x1a$.memoryd.v1.GetExtractionJobResponse\x12Z\n" +
 	"\x0fResolveConflict\x12\".memoryd.v1.ResolveConflictRequest\x1a#.memoryd.v1.ResolveConflictResponse\x12W\n" +
 	"\x0eExportMemories\x12!.memoryd.v1.ExportMemoriesRequest\x1a\".memoryd.v1.ExportMemoriesResponse\x12W\n" +
-	"\x0eImportMemories\x12!.memoryd.v1.ImportMemoriesRequest\x1a\".memoryd.v1.ImportMemoriesResponseB@Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
+	"\x0eImportMemories\x12!.memoryd.v1.ImportMemoriesRequest\x1a\".memoryd.v1.ImportMemoriesResponseBR\n" +
+	"\x0edev.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
 
 var (
 	file_memoryd_v1_memory_service_proto_rawDescOnce sync.Once

@@ -459,7 +459,8 @@ const file_memoryd_v1_view_admin_service_proto_rawDesc = "" +
 	"\aGetView\x12\x1a.memoryd.v1.GetViewRequest\x1a\x1b.memoryd.v1.GetViewResponse\x12H\n" +
 	"\tListViews\x12\x1c.memoryd.v1.ListViewsRequest\x1a\x1d.memoryd.v1.ListViewsResponse\x12K\n" +
 	"\n" +
-	"DeleteView\x12\x1d.memoryd.v1.DeleteViewRequest\x1a\x1e.memoryd.v1.DeleteViewResponseB@Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
+	"DeleteView\x12\x1d.memoryd.v1.DeleteViewRequest\x1a\x1e.memoryd.v1.DeleteViewResponseBR\n" +
+	"\x0edev.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
 
 var (
 	file_memoryd_v1_view_admin_service_proto_rawDescOnce sync.Once
