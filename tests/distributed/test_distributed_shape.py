@@ -98,10 +98,12 @@ def _milvus_count(shape: Deployment, tenant: str) -> int:
 
     client = MilvusClient(uri=shape.milvus.uri, timeout=10)
     try:
-        [collection] = [c for c in client.list_collections() if c.startswith("memoryd_")]
-        rows = client.query(collection, filter=f'tenant == "{tenant}"', output_fields=["count(*)"],
-                            consistency_level="Strong", timeout=10)
-        return int(rows[0]["count(*)"]) if rows else 0
+        total = 0
+        for collection in [c for c in client.list_collections() if c.startswith("memoryd_")]:
+            rows = client.query(collection, filter=f'tenant == "{tenant}"', output_fields=["count(*)"],
+                                consistency_level="Strong", timeout=10)
+            total += int(rows[0]["count(*)"]) if rows else 0
+        return total
     finally:
         client.close()
 

@@ -26,6 +26,7 @@ import logging
 import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -194,14 +195,31 @@ class MilvusIndex:
 
         client = MilvusClient(uri=self.uri, token=self._token, timeout=CONNECT_TIMEOUT)
         if not client.has_collection(self.collection, timeout=CALL_TIMEOUT):
-            self._create_collection(client)
-        # A reopened collection comes back released: load it before searching.
-        client.load_collection(self.collection, timeout=CALL_TIMEOUT)
+            try:
+                self._create_collection(client)
+            except Exception:
+                # Replicas and workers starting together race to create it: losing is fine.
+                if not client.has_collection(self.collection, timeout=CALL_TIMEOUT):
+                    raise
+        self._load(client)
         if self._seal:
             client.flush(self.collection, timeout=CALL_TIMEOUT)  # rows a previous run left unsealed
         self._client = client
         self._partitions = set(client.list_partitions(self.collection, timeout=CALL_TIMEOUT))
         return client
+
+    def _load(self, client: Any) -> None:
+        """Load the collection (a reopened one comes back released). Another process that
+        has just created it may not have built its index yet ("index not found"): wait."""
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while True:
+            try:
+                client.load_collection(self.collection, timeout=CALL_TIMEOUT)
+                return
+            except Exception as exc:
+                if "index not found" not in str(getattr(exc, "message", exc)).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def _create_collection(self, client: Any) -> None:
         from pymilvus import DataType
@@ -269,14 +287,23 @@ class MilvusIndex:
         def call() -> int:
             client = self._connect()
             partitions = self._partition(client, tenant, create=True)
-            client.upsert(self.collection, rows, partition_name=partitions[0] if partitions else None,
-                          timeout=CALL_TIMEOUT)
+            if partitions is None:
+                # Partition-key routing: a Milvus 2.3 server's upsert ignores the partition key
+                # and puts the rows where no tenant-filtered search looks; delete and insert
+                # route by the key on every version.
+                client.delete(self.collection, filter=f"id in {literal_list(ids)}", timeout=CALL_TIMEOUT)
+                client.insert(self.collection, rows, timeout=CALL_TIMEOUT)
+                readback = f"tenant == {literal(tenant)} and id in {literal_list(ids)}"  # routed by the key
+            else:
+                client.upsert(self.collection, rows, partition_name=partitions[0], timeout=CALL_TIMEOUT)
+                # A bare primary-key expression (see ``vectors``), the tenant checked per row.
+                readback = f"id in {literal_list(ids)}"
             if self._seal and seal:
                 client.flush(self.collection, timeout=CALL_TIMEOUT)
             # Read the write back (strong consistency) before the outbox lets go of the work:
-            # an outbox row is only settled once its vector is known to be in this index. A
-            # bare primary-key expression (see ``vectors``), the tenant checked per row.
-            kept = client.query(self.collection, filter=f"id in {literal_list(ids)}", output_fields=["id", "tenant"],
+            # an outbox row is only settled once its vector is known to be where a search of
+            # this tenant looks.
+            kept = client.query(self.collection, filter=readback, output_fields=["id", "tenant"],
                                 partition_names=partitions, timeout=CALL_TIMEOUT, consistency_level="Strong")
             return len({str(r["id"]) for r in kept if r.get("tenant") == tenant})
 
