@@ -6,10 +6,12 @@ through the other, with processes killed under load."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -322,3 +324,39 @@ def test_recall_answers_within_its_deadline_while_milvus_restarts(shape: Deploym
         assert recovered, "Recall never used the vector index again"
     finally:
         caller.close()
+
+
+def _milvus_queries(shape: Deployment) -> float:
+    """Query requests the Milvus server has answered (its own Prometheus counter)."""
+    url = f"http://127.0.0.1:{shape.milvus.ports['webservice_port']}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(
+        r'^milvus_proxy_req_count\{[^}]*function_name="Query"[^}]*status="success"[^}]*\} (\S+)$', text, re.M))
+
+
+def test_a_worker_confirms_a_batch_of_many_tenants_with_one_read_back(shape: Deployment) -> None:
+    """Bug 9: one strong read-back per tenant per batch (~300 ms each on a Milvus server) held
+    a worker to a few rows a second. bench/worker_throughput.py measures the rate."""
+    signing = shape.keys / "signing.pem"
+    for worker in shape.workers:
+        worker.stop()
+    try:
+        with grpc.insecure_channel(shape.replicas[0].target) as channel:
+            for n in range(32):
+                tenant = unique(f"spread{n}")
+                put_view(channel, signing, tenant, full_view("agent-1"))
+                Agent(channel, token_for(signing, tenant)).write("alice", draft("event", f"note {n}"),
+                                                                  draft("event", f"other note {n}"))
+        before = _milvus_queries(shape)
+        shape.workers[0] = type(shape.workers[0])(shape.workers[0].env, shape.workers[0].log_path).start()
+        with psycopg.connect(shape.worker_dsn, autocommit=True) as conn:
+            deadline = time.monotonic() + 120
+            while conn.execute("SELECT count(*) FROM outbox").fetchone()[0]:
+                assert time.monotonic() < deadline, "the worker did not drain the outbox"
+                time.sleep(0.2)
+        # 64 rows of 32 tenants are two batches of 32: one read-back each (not one per tenant).
+        assert _milvus_queries(shape) - before <= 4
+    finally:
+        for n, worker in enumerate(shape.workers):
+            if worker.process is None:
+                shape.workers[n] = type(worker)(worker.env, worker.log_path).start()

@@ -467,7 +467,9 @@ async def test_a_failing_tenant_does_not_hold_back_another_in_the_same_batch(rig
     [failed_id] = await rig.write(failing, Draft(Category.FACT, "lives in Lyon", key="home_city"))
     [healthy_id] = await rig.write(healthy, Draft(Category.FACT, "lives in Oslo", key="home_city"))
     worker = await rig.worker(base_backoff=1000.0)
-    rig.embedder.fail_next(1)  # the batch is applied per tenant, in outbox order
+    # The whole batch's embedding call fails, then the worker tries tenant by tenant (in
+    # outbox order) and only the first tenant's call fails again.
+    rig.embedder.fail_next(2)
 
     assert await worker.drain_once() == 2
 

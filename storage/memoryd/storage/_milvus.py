@@ -263,52 +263,70 @@ class MilvusIndex:
 
     async def upsert(self, tenant: str, items: list[IndexedMemory], vectors: list[list[float]], *,
                      seal: bool = True) -> None:
-        """Insert or replace the items' vectors, and read them back before returning.
+        """Insert or replace the items' vectors, and read them back before returning."""
+        await self.upsert_tenants({tenant: (items, vectors)}, seal=seal)
+
+    async def upsert_tenants(self, batch: dict[str, tuple[list[IndexedMemory], list[list[float]]]], *,
+                             seal: bool = True) -> None:
+        """Insert or replace the vectors of several tenants' memories, then read all of them
+        back with ONE strong query: on a Milvus server a strong read waits for the index's
+        timestamp (~300 ms), so the outbox worker confirms a whole batch at once, not one
+        tenant at a time.
 
         ``seal=False`` leaves sealing to a later ``seal()``: a writer of many small batches
         (the outbox worker) seals once for all of them, since every Milvus Lite flush rewrites
-        its manifest and grows with the number of segments (1,000 tenants' partitions made
-        per-batch flushes the bottleneck of indexing). Unsealed rows are already searchable.
+        its manifest and grows with the number of segments. Unsealed rows are already searchable.
         """
-        if not items:
+        batch = {t: (items, vectors) for t, (items, vectors) in batch.items() if items}
+        if not batch:
             return
-        if len(items) != len(vectors) or any(len(v) != self.dim for v in vectors):
-            raise Internal("vector count or dimension does not match the index")
-        rows = [
-            {"id": m.id, "tenant": tenant, "subject": m.subject, "scope": m.scope, "session_id": m.session_id,
-             "category": m.category, "key": m.key, "tags": list(m.tags), "status": "active",
-             "updated_at": math.floor(m.updated_at.timestamp()),
-             "valid_until": math.floor(m.valid_until.timestamp()) if m.valid_until else 0, "vec": vector}
-            for m, vector in zip(items, vectors)
-        ]
+        for items, vectors in batch.values():
+            if len(items) != len(vectors) or any(len(v) != self.dim for v in vectors):
+                raise Internal("vector count or dimension does not match the index")
 
-        ids = [m.id for m in items]
+        def rows_of(tenant: str, items: list[IndexedMemory], vectors: list[list[float]]) -> list[dict[str, Any]]:
+            return [
+                {"id": m.id, "tenant": tenant, "subject": m.subject, "scope": m.scope, "session_id": m.session_id,
+                 "category": m.category, "key": m.key, "tags": list(m.tags), "status": "active",
+                 "updated_at": math.floor(m.updated_at.timestamp()),
+                 "valid_until": math.floor(m.valid_until.timestamp()) if m.valid_until else 0, "vec": vector}
+                for m, vector in zip(items, vectors)
+            ]
 
-        def call() -> int:
+        wanted = {(t, m.id) for t, (items, _) in batch.items() for m in items}
+
+        def call() -> set[tuple[str, str]]:
             client = self._connect()
-            partitions = self._partition(client, tenant, create=True)
-            if partitions is None:
-                # Partition-key routing: a Milvus 2.3 server's upsert ignores the partition key
-                # and puts the rows where no tenant-filtered search looks; delete and insert
-                # route by the key on every version.
-                client.delete(self.collection, filter=f"id in {literal_list(ids)}", timeout=CALL_TIMEOUT)
-                client.insert(self.collection, rows, timeout=CALL_TIMEOUT)
-                readback = f"tenant == {literal(tenant)} and id in {literal_list(ids)}"  # routed by the key
-            else:
-                client.upsert(self.collection, rows, partition_name=partitions[0], timeout=CALL_TIMEOUT)
-                # A bare primary-key expression (see ``vectors``), the tenant checked per row.
-                readback = f"id in {literal_list(ids)}"
+            partitions: list[str] = []
+            for tenant, (items, vectors) in batch.items():
+                rows, ids = rows_of(tenant, items, vectors), [m.id for m in items]
+                named = self._partition(client, tenant, create=True)
+                if named is None:
+                    # Partition-key routing: a Milvus 2.3 server's upsert ignores the partition
+                    # key and puts the rows where no tenant-filtered search looks; delete and
+                    # insert route by the key on every version.
+                    client.delete(self.collection, filter=f"id in {literal_list(ids)}", timeout=CALL_TIMEOUT)
+                    client.insert(self.collection, rows, timeout=CALL_TIMEOUT)
+                else:
+                    client.upsert(self.collection, rows, partition_name=named[0], timeout=CALL_TIMEOUT)
+                    partitions.extend(named)
             if self._seal and seal:
                 client.flush(self.collection, timeout=CALL_TIMEOUT)
-            # Read the write back (strong consistency) before the outbox lets go of the work:
-            # an outbox row is only settled once its vector is known to be where a search of
-            # this tenant looks.
+            # Read the writes back (strong consistency) before the outbox lets go of the work:
+            # an outbox row is only settled once its vector is where a search of its tenant
+            # looks — by partition, or through the partition key (the tenant in the filter).
+            ids = literal_list(sorted({i for _, i in wanted}))
+            if self.routing == "partition_key":
+                readback = f"tenant in {literal_list(sorted(batch))} and id in {ids}"
+            else:
+                readback = f"id in {ids}"  # a bare primary-key expression (see ``vectors``)
             kept = client.query(self.collection, filter=readback, output_fields=["id", "tenant"],
-                                partition_names=partitions, timeout=CALL_TIMEOUT, consistency_level="Strong")
-            return len({str(r["id"]) for r in kept if r.get("tenant") == tenant})
+                                partition_names=sorted(set(partitions)) or None, timeout=CALL_TIMEOUT,
+                                consistency_level="Strong")
+            return {(str(r.get("tenant")), str(r["id"])) for r in kept}
 
         kept = await self._run(call)
-        if kept < len(set(ids)):
+        if not wanted <= kept:
             raise Unavailable("the vector index did not keep a write; it will be retried")
 
     async def seal(self) -> None:

@@ -44,6 +44,12 @@ class OutboxLag:
 
 
 @dataclass(frozen=True)
+class _TenantWork:
+    current: list[tuple[Any, str]]  # (IndexedMemory, text to embed)
+    gone: list[str]  # ids whose vectors go (the memory is gone or no longer active)
+
+
+@dataclass(frozen=True)
 class IndexTarget:
     """One collection the worker keeps current, with the embedder that fills it."""
 
@@ -111,20 +117,25 @@ class OutboxWorker:
             for row in rows:
                 by_tenant[row["tenant_id"]].append(row)
             settled = 0
+            work: dict[str, _TenantWork] = {}
             for tenant, claimed in by_tenant.items():
-                ids = sorted({str(r["memory_id"]) for r in claimed})
                 try:
-                    await self._apply(tenant, ids)
-                except _IndexDown as down:
-                    index_down = down.cause
-                    break
+                    work[tenant] = await self._read(tenant, sorted({str(r["memory_id"]) for r in claimed}))
                 except MemorydError as exc:
                     await self._retry_later(conn, tenant, claimed, exc.message)
                     settled += len(claimed)
-                    continue
-                await self._record_routes(conn, tenant)
-                await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND id = ANY(%s)",
-                                   (tenant, [r["id"] for r in claimed]))
+            try:
+                failed = await self._apply_batch(work)
+            except _IndexDown as down:
+                index_down, failed, work = down.cause, {}, {}  # left as they were: no attempt spent
+            for tenant in work:
+                claimed = by_tenant[tenant]
+                if tenant in failed:
+                    await self._retry_later(conn, tenant, claimed, failed[tenant])
+                else:
+                    await self._record_routes(conn, tenant)
+                    await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND id = ANY(%s)",
+                                       (tenant, [r["id"] for r in claimed]))
                 settled += len(claimed)
         if index_down is not None:
             raise index_down
@@ -147,26 +158,53 @@ class OutboxWorker:
                 continue
             self._unsealed.pop(name, None)
 
-    async def _apply(self, tenant: str, ids: list[str]) -> None:
+    async def _read(self, tenant: str, ids: list[str]) -> _TenantWork:
         rows = await self._store.index_rows(tenant, ids)
         gone = [i for i in ids if i not in {m.id for m, _ in rows}]
         # A memory whose content cannot be decrypted (its data key is lost or cannot be
         # unwrapped) is neither embedded nor removed: its vector, if any, stays as it was,
-        # and its outbox row is settled — retrying could not make the key come back.
+        # and its outbox row is settled — retrying could not make the key come back. (A
+        # process with another master key never gets here: it refuses to start.)
         current = [(m, text) for m, text in rows if text is not None]
         for m, text in rows:
             if text is None:
                 _log.warning("outbox: memory %s of tenant %s not indexed: its content is unavailable", m.id, tenant)
-        for target in self._targets():
-            vectors: list[list[float]] = []
-            if current:
-                vectors = await target.embedder.embed_passages([text for _, text in current])
+        return _TenantWork(current, gone)
+
+    async def _apply_batch(self, work: dict[str, _TenantWork]) -> dict[str, str]:
+        """Index a batch of tenants' work together — one embedding call and one read-back per
+        collection — and return the tenants that failed, with why. If the batch as a whole is
+        refused (a poison item, the embedder), each tenant is tried alone so one tenant's
+        bad item does not hold back the others. Raises _IndexDown if the index is down."""
+        try:
+            await self._apply(work)
+            return {}
+        except MemorydError as exc:
+            if len(work) == 1:
+                return {tenant: exc.message for tenant in work}
+        failed = {}
+        for tenant, one in work.items():
             try:
-                if current:
-                    await target.index.upsert(tenant, [m for m, _ in current], vectors, seal=False)
+                await self._apply({tenant: one})
+            except MemorydError as exc:
+                failed[tenant] = exc.message
+        return failed
+
+    async def _apply(self, work: dict[str, _TenantWork]) -> None:
+        texts = [text for w in work.values() for _, text in w.current]
+        for target in self._targets():
+            vectors: list[list[float]] = await target.embedder.embed_passages(texts) if texts else []
+            batch, start = {}, 0
+            for tenant, w in work.items():
+                batch[tenant] = ([m for m, _ in w.current], vectors[start:start + len(w.current)])
+                start += len(w.current)
+            try:
+                if texts:
+                    await target.index.upsert_tenants(batch, seal=False)
                     self._unsealed[target.index.collection] = target.index
-                if gone:
-                    await target.index.delete(tenant, gone)
+                for tenant, w in work.items():
+                    if w.gone:
+                        await target.index.delete(tenant, w.gone)
             except Unavailable as exc:
                 raise _IndexDown(exc) from exc
 
