@@ -88,8 +88,9 @@ type IssueTokenRequest struct {
 	// subject, when set, binds the token to that one subject (1-128 letters, digits and
 	// ._:@-).
 	Subject string `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
-	// lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-	// It may not reach past the expiry of the caller's own token.
+	// lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+	// or what is left of the caller's token if that is less. It may not reach past the expiry
+	// of the caller's own token.
 	Lifetime *durationpb.Duration `protobuf:"bytes,4,opt,name=lifetime,proto3" json:"lifetime,omitempty"`
 	// reason is recorded in the audit log with the issuance (at most 500 characters).
 	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`

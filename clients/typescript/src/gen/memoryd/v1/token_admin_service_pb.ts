@@ -46,8 +46,9 @@ export type IssueTokenRequest = Message<"memoryd.v1.IssueTokenRequest"> & {
   subject: string;
 
   /**
-   * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-   * It may not reach past the expiry of the caller's own token.
+   * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+   * or what is left of the caller's token if that is less. It may not reach past the expiry
+   * of the caller's own token.
    *
    * @generated from field: google.protobuf.Duration lifetime = 4;
    */

@@ -282,8 +282,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
 
     /**
      * <pre>
-     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-     * It may not reach past the expiry of the caller's own token.
+     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+     * or what is left of the caller's token if that is less. It may not reach past the expiry
+     * of the caller's own token.
      * </pre>
      *
      * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -292,8 +293,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     boolean hasLifetime();
     /**
      * <pre>
-     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-     * It may not reach past the expiry of the caller's own token.
+     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+     * or what is left of the caller's token if that is less. It may not reach past the expiry
+     * of the caller's own token.
      * </pre>
      *
      * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -302,8 +304,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     com.google.protobuf.Duration getLifetime();
     /**
      * <pre>
-     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-     * It may not reach past the expiry of the caller's own token.
+     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+     * or what is left of the caller's token if that is less. It may not reach past the expiry
+     * of the caller's own token.
      * </pre>
      *
      * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -566,8 +569,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     private com.google.protobuf.Duration lifetime_;
     /**
      * <pre>
-     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-     * It may not reach past the expiry of the caller's own token.
+     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+     * or what is left of the caller's token if that is less. It may not reach past the expiry
+     * of the caller's own token.
      * </pre>
      *
      * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -579,8 +583,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     }
     /**
      * <pre>
-     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-     * It may not reach past the expiry of the caller's own token.
+     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+     * or what is left of the caller's token if that is less. It may not reach past the expiry
+     * of the caller's own token.
      * </pre>
      *
      * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -592,8 +597,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     }
     /**
      * <pre>
-     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-     * It may not reach past the expiry of the caller's own token.
+     * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+     * or what is left of the caller's token if that is less. It may not reach past the expiry
+     * of the caller's own token.
      * </pre>
      *
      * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -1495,8 +1501,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
           com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> lifetimeBuilder_;
       /**
        * <pre>
-       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-       * It may not reach past the expiry of the caller's own token.
+       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+       * or what is left of the caller's token if that is less. It may not reach past the expiry
+       * of the caller's own token.
        * </pre>
        *
        * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -1507,8 +1514,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       }
       /**
        * <pre>
-       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-       * It may not reach past the expiry of the caller's own token.
+       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+       * or what is left of the caller's token if that is less. It may not reach past the expiry
+       * of the caller's own token.
        * </pre>
        *
        * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -1523,8 +1531,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       }
       /**
        * <pre>
-       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-       * It may not reach past the expiry of the caller's own token.
+       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+       * or what is left of the caller's token if that is less. It may not reach past the expiry
+       * of the caller's own token.
        * </pre>
        *
        * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -1544,8 +1553,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       }
       /**
        * <pre>
-       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-       * It may not reach past the expiry of the caller's own token.
+       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+       * or what is left of the caller's token if that is less. It may not reach past the expiry
+       * of the caller's own token.
        * </pre>
        *
        * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -1563,8 +1573,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       }
       /**
        * <pre>
-       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-       * It may not reach past the expiry of the caller's own token.
+       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+       * or what is left of the caller's token if that is less. It may not reach past the expiry
+       * of the caller's own token.
        * </pre>
        *
        * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -1589,8 +1600,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       }
       /**
        * <pre>
-       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-       * It may not reach past the expiry of the caller's own token.
+       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+       * or what is left of the caller's token if that is less. It may not reach past the expiry
+       * of the caller's own token.
        * </pre>
        *
        * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -1607,8 +1619,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       }
       /**
        * <pre>
-       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-       * It may not reach past the expiry of the caller's own token.
+       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+       * or what is left of the caller's token if that is less. It may not reach past the expiry
+       * of the caller's own token.
        * </pre>
        *
        * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -1620,8 +1633,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       }
       /**
        * <pre>
-       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-       * It may not reach past the expiry of the caller's own token.
+       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+       * or what is left of the caller's token if that is less. It may not reach past the expiry
+       * of the caller's own token.
        * </pre>
        *
        * <code>.google.protobuf.Duration lifetime = 4;</code>
@@ -1636,8 +1650,9 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       }
       /**
        * <pre>
-       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour.
-       * It may not reach past the expiry of the caller's own token.
+       * lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
+       * or what is left of the caller's token if that is less. It may not reach past the expiry
+       * of the caller's own token.
        * </pre>
        *
        * <code>.google.protobuf.Duration lifetime = 4;</code>
