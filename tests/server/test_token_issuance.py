@@ -159,3 +159,11 @@ def test_a_minted_token_is_revoked_like_any_other(server, channel, key_file, ten
                    capture_output=True, timeout=120)
     time.sleep(1.5)
     assert fails(_issue, channel, deputy.token, agent="x", roles=[ADMIN]).code == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_the_python_client_mints_and_never_retries(server, tenant, admin_token):
+    from memoryd.client import MemorydClient
+
+    with MemorydClient(server.target, token=admin_token) as client:
+        minted = client.issue_token(agent="py-agent", lifetime=Duration(seconds=60))
+    assert minted.tenant == tenant and _claims(minted.token)["agt"] == "py-agent"
