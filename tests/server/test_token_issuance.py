@@ -115,15 +115,20 @@ def test_a_minted_token_cannot_outlive_the_callers_token(server, channel, key_fi
 
 @pytest.mark.parametrize(("roles", "subject", "asked", "reason"), [
     (("agent",), "", [AGENT], "ROLE_REQUIRED"),              # not an admin
-    (("admin",), "", [AGENT], "ROLE_REQUIRED"),              # an admin that is not an agent mints no agents
-    (("admin",), "", [ADMIN, AGENT], "ROLE_REQUIRED"),
+    (("agent",), "", [ADMIN], "ROLE_REQUIRED"),
     (("admin", "agent"), "alice", [AGENT], "SUBJECT_NOT_ALLOWED"),  # bound to a subject
-], ids=["agent", "admin-only-mints-agent", "admin-only-mints-both", "subject-bound-admin"])
+], ids=["agent", "agent-asks-admin", "subject-bound-admin"])
 def test_no_caller_mints_more_power_than_it_holds(server, channel, key_file, tenant, roles, subject, asked, reason):
     caller = token_for(key_file, tenant, "someone", roles=roles, subject=subject)
     failed = fails(_issue, channel, caller, agent="payment-agent", roles=asked)
     assert (failed.code, failed.reason) == (grpc.StatusCode.PERMISSION_DENIED, reason)
     assert _issuances(server, tenant) == []
+
+
+def test_an_admin_without_the_agent_role_still_mints_agents(server, channel, key_file, tenant):
+    admin_only = token_for(key_file, tenant, "ops-admin", roles=("admin",))
+    minted = _issue(channel, admin_only, agent="payment-agent", roles=[AGENT, ADMIN], lifetime=Duration(seconds=60))
+    assert sorted(minted.roles) == [AGENT, ADMIN]
 
 
 def test_an_admin_may_mint_an_admin_token_that_then_administers_only_its_tenant(server, channel, key_file, tenant,

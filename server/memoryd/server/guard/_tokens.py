@@ -4,7 +4,9 @@ has more power than the credential that asks for it.
 - the tenant is the caller's, from its credential; the request has no tenant field;
 - the caller holds the admin role, on a credential not bound to a subject (checked by the
   chain's caller-scope step, and again here);
-- the token's roles are a subset of the caller's;
+- the token's roles are roles the caller may grant: its own, and ``agent`` for an admin (the
+  agent role adds no right by itself: an agent may do what its view allows, and views are
+  the admin's to set) — so an admin token made with ``--role admin`` alone can mint agents;
 - the token expires no later than the caller's own token, so a leaked short-lived admin
   token cannot be stretched into a long-lived one: a lifetime asked for that reaches past it
   is refused, the default (one hour) is shortened to it (a caller authenticated by its
@@ -41,7 +43,8 @@ def token_grant(principal: Principal, cmd: IssueTokenCommand, now: int) -> Token
         raise PermissionDenied("this call needs the admin role", reason="ROLE_REQUIRED")
     if principal.subject:
         raise PermissionDenied("a credential bound to a subject cannot mint tokens", reason="SUBJECT_NOT_ALLOWED")
-    beyond = cmd.roles - principal.roles
+    grantable = principal.roles | ({"agent"} if principal.is_admin else set())
+    beyond = cmd.roles - grantable
     if beyond:
         raise PermissionDenied(f"a minted token carries only roles the caller holds; yours lacks "
                                f"{', '.join(sorted(beyond))}", reason="ROLE_REQUIRED")

@@ -83,7 +83,7 @@ type IssueTokenRequest struct {
 	// agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-	// role the caller's own credential carries.
+	// role the caller may grant (PERMISSION_DENIED otherwise).
 	Roles []TokenRole `protobuf:"varint,2,rep,packed,name=roles,proto3,enum=memoryd.v1.TokenRole" json:"roles,omitempty"`
 	// subject, when set, binds the token to that one subject (1-128 letters, digits and
 	// ._:@-).

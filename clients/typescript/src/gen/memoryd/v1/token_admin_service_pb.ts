@@ -31,7 +31,7 @@ export type IssueTokenRequest = Message<"memoryd.v1.IssueTokenRequest"> & {
 
   /**
    * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-   * role the caller's own credential carries.
+   * role the caller may grant (PERMISSION_DENIED otherwise).
    *
    * @generated from field: repeated memoryd.v1.TokenRole roles = 2;
    */
@@ -185,8 +185,9 @@ export const TokenRoleSchema: GenEnum<TokenRole> = /*@__PURE__*/
 export const TokenAdminService: GenService<{
   /**
    * IssueToken mints a bearer token for one agent of the caller's tenant. A minted token
-   * never has more power than the caller's credential: its roles are a subset of the
-   * caller's, and it expires no later than the caller's token (and within 30 days). Every
+   * never has more power than the caller's credential: its roles are ones the caller may
+   * grant (its own; an admin also grants the agent role, which adds no right beyond the
+   * agent's view), and it expires no later than the caller's token (and within 30 days). Every
    * issued token is recorded in the tenant's audit log (who minted it, for which agent, with
    * which roles, subject binding and expiry, and its id) before it is returned; the token
    * itself is never stored. A minted token can be revoked by its id like any other. Not

@@ -122,8 +122,9 @@ public final class TokenAdminServiceGrpc {
     /**
      * <pre>
      * IssueToken mints a bearer token for one agent of the caller's tenant. A minted token
-     * never has more power than the caller's credential: its roles are a subset of the
-     * caller's, and it expires no later than the caller's token (and within 30 days). Every
+     * never has more power than the caller's credential: its roles are ones the caller may
+     * grant (its own; an admin also grants the agent role, which adds no right beyond the
+     * agent's view), and it expires no later than the caller's token (and within 30 days). Every
      * issued token is recorded in the tenant's audit log (who minted it, for which agent, with
      * which roles, subject binding and expiry, and its id) before it is returned; the token
      * itself is never stored. A minted token can be revoked by its id like any other. Not
@@ -178,8 +179,9 @@ public final class TokenAdminServiceGrpc {
     /**
      * <pre>
      * IssueToken mints a bearer token for one agent of the caller's tenant. A minted token
-     * never has more power than the caller's credential: its roles are a subset of the
-     * caller's, and it expires no later than the caller's token (and within 30 days). Every
+     * never has more power than the caller's credential: its roles are ones the caller may
+     * grant (its own; an admin also grants the agent role, which adds no right beyond the
+     * agent's view), and it expires no later than the caller's token (and within 30 days). Every
      * issued token is recorded in the tenant's audit log (who minted it, for which agent, with
      * which roles, subject binding and expiry, and its id) before it is returned; the token
      * itself is never stored. A minted token can be revoked by its id like any other. Not
@@ -218,8 +220,9 @@ public final class TokenAdminServiceGrpc {
     /**
      * <pre>
      * IssueToken mints a bearer token for one agent of the caller's tenant. A minted token
-     * never has more power than the caller's credential: its roles are a subset of the
-     * caller's, and it expires no later than the caller's token (and within 30 days). Every
+     * never has more power than the caller's credential: its roles are ones the caller may
+     * grant (its own; an admin also grants the agent role, which adds no right beyond the
+     * agent's view), and it expires no later than the caller's token (and within 30 days). Every
      * issued token is recorded in the tenant's audit log (who minted it, for which agent, with
      * which roles, subject binding and expiry, and its id) before it is returned; the token
      * itself is never stored. A minted token can be revoked by its id like any other. Not
@@ -257,8 +260,9 @@ public final class TokenAdminServiceGrpc {
     /**
      * <pre>
      * IssueToken mints a bearer token for one agent of the caller's tenant. A minted token
-     * never has more power than the caller's credential: its roles are a subset of the
-     * caller's, and it expires no later than the caller's token (and within 30 days). Every
+     * never has more power than the caller's credential: its roles are ones the caller may
+     * grant (its own; an admin also grants the agent role, which adds no right beyond the
+     * agent's view), and it expires no later than the caller's token (and within 30 days). Every
      * issued token is recorded in the tenant's audit log (who minted it, for which agent, with
      * which roles, subject binding and expiry, and its id) before it is returned; the token
      * itself is never stored. A minted token can be revoked by its id like any other. Not
@@ -296,8 +300,9 @@ public final class TokenAdminServiceGrpc {
     /**
      * <pre>
      * IssueToken mints a bearer token for one agent of the caller's tenant. A minted token
-     * never has more power than the caller's credential: its roles are a subset of the
-     * caller's, and it expires no later than the caller's token (and within 30 days). Every
+     * never has more power than the caller's credential: its roles are ones the caller may
+     * grant (its own; an admin also grants the agent role, which adds no right beyond the
+     * agent's view), and it expires no later than the caller's token (and within 30 days). Every
      * issued token is recorded in the tenant's audit log (who minted it, for which agent, with
      * which roles, subject binding and expiry, and its id) before it is returned; the token
      * itself is never stored. A minted token can be revoked by its id like any other. Not

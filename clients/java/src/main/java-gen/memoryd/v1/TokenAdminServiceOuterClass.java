@@ -207,7 +207,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -217,7 +217,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -227,7 +227,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -238,7 +238,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -249,7 +249,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -448,7 +448,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -462,7 +462,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -475,7 +475,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -489,7 +489,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -503,7 +503,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
     /**
      * <pre>
      * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-     * role the caller's own credential carries.
+     * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
      * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1211,7 +1211,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1224,7 +1224,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1236,7 +1236,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1249,7 +1249,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1269,7 +1269,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1286,7 +1286,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1306,7 +1306,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1321,7 +1321,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1335,7 +1335,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1348,7 +1348,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1366,7 +1366,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
@@ -1382,7 +1382,7 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
       /**
        * <pre>
        * roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
-       * role the caller's own credential carries.
+       * role the caller may grant (PERMISSION_DENIED otherwise).
        * </pre>
        *
        * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
