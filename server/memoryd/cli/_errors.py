@@ -20,8 +20,8 @@ class CliError(Exception):
         self.hint = hint
 
 
-TOKEN_HINT = ("issue one with `memoryd token issue --tenant T --agent A` and pass it with --token, "
-              "MEMORYD_TOKEN or --token-file")
+TOKEN_HINT = ("a tenant admin mints one with `memoryd token issue --agent A` (or `--tenant T` where the signing key "
+              "is); pass it with --token, MEMORYD_TOKEN or --token-file")
 
 
 def report(message: str, hint: str = "") -> None:
