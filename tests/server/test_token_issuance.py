@@ -13,6 +13,8 @@ import grpc
 import psycopg
 import pytest
 from google.protobuf.duration_pb2 import Duration
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memoryd.v1 import token_admin_service_pb2 as tokens
 from memoryd.v1 import token_admin_service_pb2_grpc as tokens_grpc
@@ -172,3 +174,30 @@ def test_the_python_client_mints_and_never_retries(server, tenant, admin_token):
     with MemorydClient(server.target, token=admin_token) as client:
         minted = client.issue_token(agent="py-agent", lifetime=Duration(seconds=60))
     assert minted.tenant == tenant and _claims(minted.token)["agt"] == "py-agent"
+
+
+TEXT = st.text(st.characters(codec="utf-8"), max_size=140)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(agent=st.one_of(TEXT, st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,70}", fullmatch=True)),
+       subject=st.one_of(st.just(""), TEXT), reason=st.text(st.characters(codec="utf-8"), max_size=520),
+       roles=st.lists(st.integers(-3, 4), max_size=3), seconds=st.one_of(st.none(), st.integers(-100, 40 * 86400)),
+       nanos=st.one_of(st.just(0), st.integers(-10, 10**9)))
+def test_random_requests_mint_within_the_rule_or_fail_cleanly(server, channel, key_file, agent, subject, reason,
+                                                             roles, seconds, nanos):
+    tenant = unique("tenant")
+    caller = token_for(key_file, tenant, "ops-admin", roles=("admin",), ttl_seconds=7200)
+    fields = dict(agent=agent, subject=subject, reason=reason, roles=roles)
+    if seconds is not None:
+        fields["lifetime"] = Duration(seconds=seconds, nanos=nanos)
+    try:
+        minted = _issue(channel, caller, **fields)
+    except grpc.RpcError as error:
+        assert error.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED), error
+        assert _issuances(server, tenant) == []
+        return
+    claims = _claims(minted.token)
+    assert claims["tnt"] == tenant and claims["agt"] == agent
+    assert claims["exp"] <= _claims(caller)["exp"] and set(claims["roles"]) <= {"admin", "agent"}
+    assert [d["jti"] for _, _, d in _issuances(server, tenant)] == [minted.token_id]
