@@ -52,9 +52,10 @@ def add_admin_commands(commands: Any) -> None:
         parents=[connection_options(), token_options(admin=True)],
         description="Mint a bearer token through the server at --addr (TokenAdminService.IssueToken), as the "
                     "admin token's holder: the token is for the admin's own tenant, carries only roles the admin "
-                    "holds, and expires no later than the admin token; the server records the issuance in the "
-                    "tenant's audit log. With --tenant, sign it here with the server's signing key file instead "
-                    "(no server needed): how the first admin token is made.")
+                    "may grant (its own, and agent), and expires no later than the admin token; the server records "
+                    "the issuance in the tenant's audit log. With --tenant, sign it here with the server's signing "
+                    "key file instead (no server needed, the connection options are not used): how the first admin "
+                    "token is made.")
     issue.add_argument("--agent", required=True, help="the agent the token names")
     issue.add_argument("--role", action="append", choices=["agent", "admin"],
                        help="a role the token carries (repeatable; default: agent)")
