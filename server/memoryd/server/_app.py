@@ -40,14 +40,7 @@ from memoryd.storage import (
     register_index_model,
     seal_plaintext,
 )
-from memoryd.v1 import (
-    memory_service_pb2,
-    memory_service_pb2_grpc,
-    token_admin_service_pb2,
-    token_admin_service_pb2_grpc,
-    view_admin_service_pb2,
-    view_admin_service_pb2_grpc,
-)
+from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
 
 from ._auth import TokenVerifier, issue_token
 from ._config import Config
@@ -60,9 +53,11 @@ from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
 from ._revocation import RevocationList
 from ._secrets import KeyFiles, Secrets, load_secrets, require_shared_term_secret
-from ._services import Services, TokenMint
+from ._services import Services
 from ._view_admin import ViewRegistry
 from ._tracing import tracer, tracer_provider
+from ._services import TokenMint
+from memoryd.v1 import token_admin_service_pb2, token_admin_service_pb2_grpc
 
 _log = logging.getLogger("memoryd.server")
 
