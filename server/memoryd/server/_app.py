@@ -41,6 +41,7 @@ from memoryd.storage import (
     seal_plaintext,
 )
 from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
+from memoryd.v1 import token_admin_service_pb2, token_admin_service_pb2_grpc
 
 from ._auth import TokenVerifier, issue_token
 from ._config import Config
@@ -57,7 +58,6 @@ from ._services import Services
 from ._view_admin import ViewRegistry
 from ._tracing import tracer, tracer_provider
 from ._services import TokenMint
-from memoryd.v1 import token_admin_service_pb2, token_admin_service_pb2_grpc
 
 _log = logging.getLogger("memoryd.server")
 
