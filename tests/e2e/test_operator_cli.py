@@ -165,6 +165,7 @@ def test_the_cli_speaks_tls_and_mutual_tls(tls_server, ca, key_file, tmp_path):
     # Without TLS options the server cannot be spoken to: one error line and a hint.
     plain = _run("recall", "--addr", tls_server.target, "--token", admin_token, "--subject", "alice", env=base)
     assert plain.returncode == 1 and plain.stderr.startswith("memoryd: error: UNAVAILABLE")
+    assert "--tls-ca" in plain.stderr.splitlines()[1]
     # Half a client certificate is refused before any call.
     half = _run("recall", *tls, "--tls-cert", agent_pem["cert"], "--token", "t", "--subject", "alice", env=base)
     assert half.returncode == 2

@@ -40,7 +40,8 @@ def report_rpc_error(error: grpc.RpcError, addr: str = "", *, denied_hint: str =
     if code == grpc.StatusCode.UNAVAILABLE:
         where = f" at {addr}" if addr else ""
         details = f"no memoryd answering{where} ({details})"
-        hint = "start one with `memoryd serve`, or point --addr / MEMORYD_ADDR at a running server"
+        hint = ("start one with `memoryd serve`, or point --addr / MEMORYD_ADDR at a running server; a TLS server "
+                "needs --tls-ca (and --tls-cert/--tls-key when it requires client certificates)")
     elif code == grpc.StatusCode.UNAUTHENTICATED:
         hint = TOKEN_HINT + " (tokens expire; the server must hold the key that signed it)"
     elif code == grpc.StatusCode.PERMISSION_DENIED:
