@@ -176,3 +176,17 @@ def test_the_cli_speaks_tls_and_mutual_tls(tls_server, ca, key_file, tmp_path):
 def test_tls_server_name_without_tls_is_refused(command):
     result = _run(*command.split(), "--tls-server-name", "x", "--token", "t")
     assert result.returncode == 2 and "--tls-server-name needs TLS" in result.stderr
+
+
+def test_audit_verify_and_lifecycle_counts_print_json(server, channel, key_file, tenant):
+    put_view(channel, key_file, tenant, full_view("agent-1"))
+    token = token_for(key_file, tenant)
+    assert _run("write", "--addr", server.target, "--token", token, "--subject", "alice", "--text", "x",
+                env=server.env).returncode == 0
+    verified = _run("audit", "verify", "--tenant", tenant, "--json", env=server.env)
+    assert verified.returncode == 0, verified.stderr
+    report = json.loads(verified.stdout)
+    assert report["intact"] is True and report["events"] >= 2 and report["broken_at"] is None
+    counts = _run("lifecycle", "counts", "--tenant", tenant, "--json", env=server.env)
+    assert counts.returncode == 0, counts.stderr
+    assert all(isinstance(v, int) for v in json.loads(counts.stdout).values())
