@@ -7,7 +7,6 @@ from __future__ import annotations
 import grpc
 
 from memoryd.domain import Internal
-
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 from memoryd.v1 import token_admin_service_pb2 as tokens

@@ -193,9 +193,9 @@ class CallerScopeStep:
     request context (``_caller``).
 
     A ViewAdminService or TokenAdminService call gets an admin scope, and only with the admin
-    role and a credential not bound to a subject (views and tokens are tenant-wide). Any other call gets the
-    agent's stored view, or nothing at all: an agent without a view is denied every call
-    (deny by default), whatever its roles.
+    role and a credential not bound to a subject (views and tokens are tenant-wide). Any other
+    call gets the agent's stored view, or nothing at all: an agent without a view is denied
+    every call (deny by default), whatever its roles.
     """
 
     def __init__(self, services: Services) -> None:
