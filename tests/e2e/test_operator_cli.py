@@ -54,6 +54,9 @@ def test_every_command_that_talks_to_a_server_has_the_same_connection_options():
     helps = {path: {a.option_strings[0]: a.help for a in commands[path]._actions if a.option_strings}
              for path in CLIENT_COMMANDS}
     assert len({tuple(sorted((o, h[o]) for o in CONNECTION)) for h in helps.values()}) == 1
+    # A benchmark starts a server of its own unless given --addr (its own option); with one it
+    # speaks TLS as the others do.
+    assert CONNECTION <= {o for a in commands["bench locomo"]._actions for o in a.option_strings}
 
 
 def test_version():
@@ -190,3 +193,26 @@ def test_audit_verify_and_lifecycle_counts_print_json(server, channel, key_file,
     counts = _run("lifecycle", "counts", "--tenant", tenant, "--json", env=server.env)
     assert counts.returncode == 0, counts.stderr
     assert all(isinstance(v, int) for v in json.loads(counts.stdout).values())
+
+
+def test_bench_locomo_speaks_mutual_tls_to_a_running_server(tls_server, ca, key_file, tmp_path):
+    from .test_bench_locomo import synthetic_locomo
+
+    tenant = unique("tenant")
+    dataset = tmp_path / "locomo.json"
+    dataset.write_text(json.dumps(synthetic_locomo()))
+    admin_pem, bench_pem = _pem_files(tmp_path, ca, tenant, "ops-admin"), _pem_files(tmp_path, ca, tenant, "bench")
+    tls = ["--addr", tls_server.target, "--tls-ca", str(tmp_path / "ca.pem"), "--tls-server-name", "localhost"]
+    views = tmp_path / "views.yaml"
+    views.write_text("views:\n  bench:\n    read: {'*': ['*']}\n    write: {'*': ['*']}\n    fields: '*'\n")
+    base = server_env(MEMORYD_DATA_DIR=str(tmp_path / "cli"))
+    applied = _run("views", "apply", str(views), *tls, "--tls-cert", admin_pem["cert"], "--tls-key", admin_pem["key"],
+                   "--token", token_for(key_file, tenant, "ops-admin", roles=("admin",)), env=base)
+    assert applied.returncode == 0, applied.stderr
+    out = tmp_path / "results.json"
+    ran = _run("bench", "locomo", "--dataset", str(dataset), "--conversations", "1", *tls, "--tls-cert",
+               bench_pem["cert"], "--tls-key", bench_pem["key"], "--token", token_for(key_file, tenant, "bench"),
+               "--batch-size", "3", "--no-progress", "--json", str(out), env=base)
+    assert ran.returncode == 0, ran.stderr
+    server = json.loads(out.read_text())["server"]
+    assert (server["embedded"], server["addr"], server["tls"]) == (False, tls_server.target, True)

@@ -38,13 +38,15 @@ AGENT_TOKEN_FILE = ".memoryd/tokens/demo-agent.token"
 ADMIN_TOKEN_FILE = ".memoryd/tokens/admin.token"
 
 
-def connection_options() -> argparse.ArgumentParser:
+def connection_options(*, addr: bool = True) -> argparse.ArgumentParser:
     """The parent parser of every command that talks to a server: where it is and how to
-    speak TLS to it."""
+    speak TLS to it (``addr=False``: a command with an --addr of its own, such as a benchmark
+    that starts a server unless given one)."""
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("server connection")
-    group.add_argument("--addr", default=os.environ.get("MEMORYD_ADDR") or DEFAULT_ADDR, metavar="HOST:PORT",
-                       help=f"the server's address (default: $MEMORYD_ADDR, else {DEFAULT_ADDR})")
+    if addr:
+            group.add_argument("--addr", default=os.environ.get("MEMORYD_ADDR") or DEFAULT_ADDR, metavar="HOST:PORT",
+                           help=f"the server's address (default: $MEMORYD_ADDR, else {DEFAULT_ADDR})")
     group.add_argument("--tls", action="store_true",
                        help="speak TLS, trusting the system's certificate authorities (implied by --tls-ca, "
                             "--tls-cert and --tls-key)")
@@ -96,17 +98,24 @@ def uses_tls(args: argparse.Namespace) -> bool:
     return bool(args.tls or args.tls_ca or args.tls_cert or args.tls_key)
 
 
-def open_channel(args: argparse.Namespace, options: list[tuple[str, Any]] | None = None) -> grpc.Channel:
-    """A channel to ``--addr``: plain, TLS, or mutual TLS, as the options say."""
-    target = dialable(args.addr)
+def tls_settings(args: argparse.Namespace) -> TLS | None:
+    """The TLS the options ask for (None: plaintext), checked before any call."""
     if not uses_tls(args):
         if args.tls_server_name:
             raise CliError("--tls-server-name needs TLS", "add --tls-ca CA.pem (or --tls for the system's CAs)")
-        return grpc.insecure_channel(target, options=options or [])
+        return None
     if (args.tls_cert is None) != (args.tls_key is None):
         raise CliError("mutual TLS needs both --tls-cert and --tls-key")
-    tls = TLS(ca_cert=args.tls_ca, client_cert=args.tls_cert, client_key=args.tls_key,
-              server_name=args.tls_server_name)
+    return TLS(ca_cert=args.tls_ca, client_cert=args.tls_cert, client_key=args.tls_key,
+               server_name=args.tls_server_name)
+
+
+def open_channel(args: argparse.Namespace, options: list[tuple[str, Any]] | None = None) -> grpc.Channel:
+    """A channel to ``--addr``: plain, TLS, or mutual TLS, as the options say."""
+    target = dialable(args.addr)
+    tls = tls_settings(args)
+    if tls is None:
+        return grpc.insecure_channel(target, options=options or [])
     return grpc.secure_channel(target, tls.channel_credentials(), options=[*(options or []), *tls.channel_options()])
 
 
