@@ -1,56 +1,99 @@
-"""The Python client follows clients/conformance/policy.json: which methods it retries, and how."""
+"""The Python client against the shared client policy (clients/conformance/policy.json): its
+deadline, retry policy, per-method retry rules and page iterators are the ones every memoryd
+client must have. Change the policy and this test says what the Python client must follow."""
 
 from __future__ import annotations
 
+import inspect
 import json
-from pathlib import Path
+import re
+import uuid
+from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import message_factory
+from google.protobuf import symbol_database
 
-from memoryd.client import DEFAULT_TIMEOUT, RetryPolicy
+from memoryd.client import DEFAULT_TIMEOUT, AsyncMemorydClient, MemorydClient, RetryPolicy
 from memoryd.client._options import prepare
-from memoryd.v1 import memory_service_pb2, token_admin_service_pb2, view_admin_service_pb2
+from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import token_admin_service_pb2 as token_admin
+from memoryd.v1 import view_admin_service_pb2 as admin
 
-POLICY = json.loads((Path(__file__).resolve().parents[2] / "clients" / "conformance" / "policy.json").read_text())
-FILES = (memory_service_pb2, view_admin_service_pb2, token_admin_service_pb2)
+from ..support import ROOT
 
-
-def _request(method: str):
-    service_name, _, name = method.partition("/")
-    for module in FILES:
-        for service in module.DESCRIPTOR.services_by_name.values():
-            if service.full_name == service_name:
-                descriptor = service.methods_by_name[name].input_type
-                return message_factory.GetMessageClass(descriptor)()
-    raise AssertionError(f"{method} is in the policy but not in the contract")
+POLICY = json.loads((ROOT / "clients" / "conformance" / "policy.json").read_text())
+SERVICES = [svc.DESCRIPTOR.services_by_name["MemoryService"], admin.DESCRIPTOR.services_by_name["ViewAdminService"],
+            token_admin.DESCRIPTOR.services_by_name["TokenAdminService"]]
+METHODS = {f"{service.full_name}/{method.name}": method for service in SERVICES for method in service.methods}
+ITERATORS = {"memoryd.v1.MemoryService/MemoryView": "iter_memories", "memoryd.v1.ViewAdminService/ListViews": "iter_views"}
 
 
-def test_the_policy_names_every_method_of_the_contract():
-    methods = {f"{s.full_name}/{m.name}" for module in FILES for s in module.DESCRIPTOR.services_by_name.values()
-               for m in s.methods}
-    assert methods == set(POLICY["methods"])
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-@pytest.mark.parametrize("method", sorted(POLICY["methods"]))
-def test_each_method_is_retried_as_the_policy_says(method: str):
-    rule = POLICY["methods"][method]["retry"]
-    request = _request(method)
-    _, retryable = prepare(method.rpartition("/")[2], request)
-    if rule == "unless_expected_version":
-        assert retryable
-        request.expected_version = 3
-        assert not prepare(method.rpartition("/")[2], request)[1]
-    else:
-        assert retryable == {"always": True, "never": False}[rule]
+def request_for(full_name: str, **fields: Any) -> Any:
+    cls = symbol_database.Default().GetSymbol(METHODS[full_name].input_type.full_name)
+    return cls(**fields)
 
 
-def test_the_retry_constants_are_the_policys():
-    retry, policy = RetryPolicy(), POLICY["retry"]
-    assert (retry.max_attempts, retry.initial_backoff, retry.max_backoff, retry.multiplier, retry.jitter) == (
-        policy["max_attempts"], policy["initial_backoff_seconds"], policy["max_backoff_seconds"],
-        policy["multiplier"], policy["jitter"])
-    assert {c.name for c in retry.codes} == set(policy["codes"])
+def test_the_policy_names_exactly_the_rpcs_of_the_contract():
+    assert set(POLICY["methods"]) == set(METHODS)
+
+
+@pytest.mark.parametrize("client", [MemorydClient, AsyncMemorydClient], ids=["blocking", "asyncio"])
+def test_each_client_has_a_method_for_every_rpc_and_the_page_iterators(client: type):
+    for full_name in POLICY["methods"]:
+        assert callable(getattr(client, snake(full_name.rpartition("/")[2]), None)), full_name
+    assert set(POLICY["page_iterators"]) == set(ITERATORS)
+    for name in ITERATORS.values():
+        iterator = getattr(client, name)
+        assert (inspect.isasyncgenfunction(iterator) if client is AsyncMemorydClient
+                else inspect.isgeneratorfunction(iterator)), name
+
+
+def test_the_default_deadline_and_retry_policy_are_the_policys():
     assert DEFAULT_TIMEOUT == POLICY["deadline_seconds"]
-    assert grpc.StatusCode.UNAVAILABLE in retry.codes
+    retry, default = POLICY["retry"], RetryPolicy()
+    assert default.codes == frozenset(grpc.StatusCode[code] for code in retry["codes"])
+    assert default.max_attempts == retry["max_attempts"]
+    assert default.initial_backoff == retry["initial_backoff_seconds"]
+    assert default.max_backoff == retry["max_backoff_seconds"]
+    assert default.multiplier == retry["multiplier"]
+    assert default.jitter == retry["jitter"]
+    for client in (MemorydClient, AsyncMemorydClient):
+        assert inspect.signature(client).parameters["timeout"].default == POLICY["deadline_seconds"]
+
+
+def test_backoff_follows_the_policys_formula():
+    retry, default = POLICY["retry"], RetryPolicy()
+    for n in range(1, 8):
+        base = min(retry["max_backoff_seconds"], retry["initial_backoff_seconds"] * retry["multiplier"] ** (n - 1))
+        waits = [default.backoff(n) for _ in range(200)]
+        assert all(base * (1 - retry["jitter"]) - 1e-9 <= w <= base + 1e-9 for w in waits), n
+        assert max(waits) - min(waits) > base * retry["jitter"] / 4  # jittered, not fixed
+
+
+@pytest.mark.parametrize("full_name", sorted(POLICY["methods"]))
+def test_each_rpc_is_retried_exactly_when_the_policy_says(full_name: str):
+    rule = POLICY["methods"][full_name]["retry"]
+    method = full_name.rpartition("/")[2]
+    _, retryable = prepare(method, request_for(full_name))
+    if rule == "always":
+        assert retryable
+    elif rule == "never":
+        assert not retryable
+    elif rule == "unless_expected_version":
+        assert retryable
+        assert not prepare(method, request_for(full_name, expected_version=3))[1]
+    else:
+        raise AssertionError(f"unknown retry rule {rule!r} for {full_name}: teach the Python client and this test")
+
+
+def test_write_gets_one_idempotency_key_before_the_first_attempt_and_keeps_a_given_one():
+    request = svc.WriteRequest(subject="alice")
+    sent, _ = prepare("Write", request)
+    assert uuid.UUID(sent.idempotency_key) and not request.idempotency_key  # the caller's message is not changed
+    given = svc.WriteRequest(subject="alice", idempotency_key="mine")
+    assert prepare("Write", given)[0].idempotency_key == "mine"
