@@ -17,12 +17,14 @@ from google.protobuf import symbol_database
 from memoryd.client import DEFAULT_TIMEOUT, AsyncMemorydClient, MemorydClient, RetryPolicy
 from memoryd.client._options import prepare
 from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import token_admin_service_pb2 as token_admin
 from memoryd.v1 import view_admin_service_pb2 as admin
 
 from ..support import ROOT
 
 POLICY = json.loads((ROOT / "clients" / "conformance" / "policy.json").read_text())
-SERVICES = [svc.DESCRIPTOR.services_by_name["MemoryService"], admin.DESCRIPTOR.services_by_name["ViewAdminService"]]
+SERVICES = [svc.DESCRIPTOR.services_by_name["MemoryService"], admin.DESCRIPTOR.services_by_name["ViewAdminService"],
+            token_admin.DESCRIPTOR.services_by_name["TokenAdminService"]]
 METHODS = {f"{service.full_name}/{method.name}": method for service in SERVICES for method in service.methods}
 ITERATORS = {"memoryd.v1.MemoryService/MemoryView": "iter_memories", "memoryd.v1.ViewAdminService/ListViews": "iter_views"}
 

@@ -50,7 +50,7 @@ def test_the_domain_imports_no_transport_store_or_driver(path: Path):
 
 
 @pytest.mark.parametrize("name", ["_handlers.py", "usecases/__init__.py", "usecases/_write.py", "usecases/_read.py",
-                                  "usecases/_change.py"])
+                                  "usecases/_change.py", "usecases/_tokens.py"])
 def test_handlers_and_use_cases_run_no_sql_and_touch_no_driver(name: str):
     path = SERVER / name
     assert not {m for m in _imports(path) if m.startswith(("psycopg", "pymilvus", "memoryd.storage._"))}
@@ -87,3 +87,14 @@ def test_the_guard_decides_without_io():
         imported = _imports(path)
         assert not {m for m in imported if m.startswith(("memoryd.storage", "psycopg", "pymilvus", "asyncio"))}
         assert "await " not in path.read_text()
+
+
+def test_every_admin_service_of_the_contract_gets_the_admin_scope():
+    """A service added to the contract goes through the chain's caller-scope step like the
+    others: MemoryService through the agent's view, every other one as an admin service."""
+    from memoryd.server._interceptors import ADMIN_SERVICES
+
+    protos = sorted((ROOT / "protos" / "memoryd" / "v1").glob("*_service.proto"))
+    services = {line.split()[1] for p in protos for line in p.read_text().splitlines() if line.startswith("service ")}
+    assert "TokenAdminService" in services
+    assert {f"/memoryd.v1.{s}/" for s in services - {"MemoryService"}} == set(ADMIN_SERVICES)

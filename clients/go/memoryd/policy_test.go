@@ -70,7 +70,17 @@ func TestConstantsFollowThePolicy(t *testing.T) {
 	}
 }
 
-// contractMethods are the contract's RPCs as "memoryd.v1.Service/Method".
+// tokenAdminMethods are the operators' RPCs, which the client does not wrap.
+func tokenAdminMethods() []string {
+	var out []string
+	svc := pb.File_memoryd_v1_token_admin_service_proto.Services().Get(0)
+	for j := 0; j < svc.Methods().Len(); j++ {
+		out = append(out, string(svc.FullName())+"/"+string(svc.Methods().Get(j).Name()))
+	}
+	return out
+}
+
+// contractMethods are the contract's RPCs the client wraps, as "memoryd.v1.Service/Method".
 func contractMethods() []string {
 	var out []string
 	for _, file := range []protoreflect.FileDescriptor{pb.File_memoryd_v1_memory_service_proto,
@@ -102,8 +112,10 @@ func TestEveryMethodOfTheClientFollowsThePolicysRetryRule(t *testing.T) {
 			t.Errorf("%s: the client retries %q, the policy says %q", name, got, rule.Retry)
 		}
 	}
+	// TokenAdminService is for operators (memoryd token issue); this client does not wrap it.
+	contract := append(contractMethods(), tokenAdminMethods()...)
 	for name := range p.Methods {
-		if !slices.Contains(methods, name) {
+		if !slices.Contains(contract, name) {
 			t.Errorf("policy.json names %s, which the contract does not have", name)
 		}
 	}

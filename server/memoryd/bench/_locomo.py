@@ -23,6 +23,7 @@ from typing import Any, TextIO
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from memoryd.client import TLS
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
@@ -45,6 +46,7 @@ class LocomoOptions:
     dataset: Path
     conversations: str | None = None
     addr: str | None = None  # None: start an embedded server
+    tls: TLS | None = None  # with addr: TLS or mutual TLS to it
     token: str = ""
     ks: tuple[int, ...] = (5, 10, 25)
     batch_size: int = MAX_BATCH
@@ -218,7 +220,7 @@ class Session:
 @contextmanager
 def _server(options: LocomoOptions) -> Iterator[tuple[str, str, dict[str, Any]]]:
     if options.addr is not None:
-        yield options.addr, options.token, {"embedded": False, "addr": options.addr}
+        yield options.addr, options.token, {"embedded": False, "addr": options.addr, "tls": options.tls is not None}
         return
     with EmbeddedServer(start_timeout=options.start_timeout) as server:
         yield server.target, server.token, {"embedded": True, "addr": server.target,
@@ -231,7 +233,9 @@ def run_locomo(options: LocomoOptions, progress: TextIO | None = None) -> Locomo
     conversations = select_conversations(load_locomo(options.dataset), options.conversations)
     started = time.perf_counter()
     with _server(options) as (target, token, server_info):
-        with grpc.insecure_channel(target) as channel:
+        channel = (grpc.secure_channel(target, options.tls.channel_credentials(), options.tls.channel_options())
+                   if options.tls else grpc.insecure_channel(target))
+        with channel:
             try:
                 grpc.channel_ready_future(channel).result(timeout=30)
             except grpc.FutureTimeoutError:

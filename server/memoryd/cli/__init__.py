@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import sys
+from importlib import metadata
 
 # pg_ctl is started from a thread while gRPC runs; gRPC's fork handlers only add log noise.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
@@ -30,7 +31,7 @@ from ._keys import add_key_commands
 from ._lifecycle import add_lifecycle_commands
 from ._views import add_view_commands
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main", "version"]
 
 
 class _MilvusLiteNoise(logging.Filter):
@@ -41,13 +42,24 @@ class _MilvusLiteNoise(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], NotImplementedError))
 
 
-def main(argv: list[str] | None = None) -> int:
+def version() -> str:
+    """The installed distribution's version (the source tree's, when run from a checkout)."""
+    try:
+        return metadata.version("memoryd")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command tree (tests walk it: every option has help)."""
     parser = argparse.ArgumentParser(
         prog="memoryd", description="Long-term memory for multi-agent systems over gRPC.",
         epilog="Run `memoryd COMMAND --help` for a command's options. Configuration: --config FILE, "
                "MEMORYD_CONFIG, MEMORYD_* variables (README, Configuration).")
     parser.add_argument("--config", help="a TOML configuration file (default: $MEMORYD_CONFIG)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"memoryd {version()} (contract memoryd.v1)",
+                        help="print the version of memoryd and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_admin_commands(commands)
     add_key_commands(commands)
@@ -60,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     add_archive_commands(commands)
     add_bench_commands(commands)
     add_health_command(commands)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Quiet the embedded parts' step-by-step logs unless asked for.

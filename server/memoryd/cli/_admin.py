@@ -1,4 +1,5 @@
-"""Operator commands: serve, migrate, token issue (token revoke is in ``_keys``)."""
+"""Operator commands: serve, migrate, token issue (its parser and the call through a server are
+in ``_token_issue``, token revoke in ``_keys``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from memoryd.storage import EmbeddedPostgres, migrate, set_login_passwords
 
 from ._errors import CliError, report
 from ._keys import add_token_revoke
+from ._token_issue import add_token_issue, print_token
 
 
 def add_admin_commands(commands: Any) -> None:
@@ -35,14 +37,7 @@ def add_admin_commands(commands: Any) -> None:
 
     token = commands.add_parser("token", help="credentials: issue and revoke bearer tokens")
     token_commands = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
-    issue = token_commands.add_parser("issue", help="print a bearer token signed with the server's key")
-    issue.add_argument("--tenant", required=True)
-    issue.add_argument("--agent", required=True)
-    issue.add_argument("--role", action="append", choices=["agent", "admin"],
-                       help="repeatable; default: agent")
-    issue.add_argument("--subject", default="", help="bind the token to one subject")
-    issue.add_argument("--ttl", default="1h", help="lifetime such as 15m, 1h, 7d (default 1h)")
-    issue.set_defaults(run=_token_issue)
+    add_token_issue(token_commands, locally=_token_issue)
     add_token_revoke(token_commands)
 
 
@@ -165,9 +160,10 @@ async def _migrate(args: argparse.Namespace) -> int:
 
 
 def _token_issue(args: argparse.Namespace) -> int:
+    """``token issue --tenant``: sign here with the configuration's signing key file."""
     config = load(args.config)
     key = load_secrets(KeyFiles.of(config)).signing_key
-    roles = tuple(args.role or ["agent"])
-    print(issue_token(key, tenant=args.tenant, agent=args.agent, roles=roles, subject=args.subject,
-                      ttl_seconds=parse_ttl(args.ttl)))
+    roles = tuple(dict.fromkeys(args.role or ["agent"]))
+    print_token(issue_token(key, tenant=args.tenant, agent=args.agent, roles=roles, subject=args.subject,
+                            ttl_seconds=parse_ttl(args.ttl or "1h")), as_json=args.json)
     return 0

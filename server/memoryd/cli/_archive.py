@@ -2,7 +2,8 @@
 
 The passphrase that seals an archive is read from a file (``--passphrase-file``) or an
 environment variable (``--passphrase-env``), never from an argument, which any user could
-read in the process list. The token is handled as by the other client commands.
+read in the process list. The connection and the token are handled as by the other client
+commands (``_connect``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
 from ._client import _print_error, _token
+from ._connect import bearer, connection_options, open_channel, token_options
 
 # The client accepts what a server configured with a larger message limit may send.
 _OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -27,12 +29,11 @@ _OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
 
 
 def add_archive_commands(commands: Any) -> None:
+    parents = [connection_options(), token_options(admin=False)]
+
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        parser = commands.add_parser(name, help=help)
-        parser.add_argument("--addr", default=os.environ.get("MEMORYD_ADDR", "127.0.0.1:50051"))
-        parser.add_argument("--token", default=os.environ.get("MEMORYD_TOKEN", ""))
-        parser.add_argument("--token-file", default=".memoryd/tokens/demo-agent.token")
-        parser.add_argument("--subject", required=True)
+        parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", parents=parents)
+        parser.add_argument("--subject", required=True, help="the subject whose memories to export or import")
         secret = parser.add_mutually_exclusive_group()
         secret.add_argument("--passphrase-file", type=Path, help="a file holding the passphrase (its last newline "
                                                                  "is ignored)")
@@ -58,8 +59,8 @@ def _passphrase(args: argparse.Namespace) -> str:
 
 
 def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
-    metadata = (("authorization", f"Bearer {_token(args)}"),)
-    with grpc.insecure_channel(args.addr, options=_OPTIONS) as channel:
+    metadata = bearer(_token(args))
+    with open_channel(args, _OPTIONS) as channel:
         return getattr(svc_grpc.MemoryServiceStub(channel), method)(request, metadata=metadata, timeout=120)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from memoryd.bench import BenchError, DatasetError, LocomoOptions, ServerError, resolve_dataset, run_locomo
 from memoryd.bench._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
 from memoryd.cli._bench_scale import add_scale_command
+from memoryd.cli._connect import connection_options, tls_settings
 
 DEFAULT_TOKEN_FILE = ".memoryd/tokens/demo-agent.token"
 
@@ -31,9 +32,11 @@ def add_bench_commands(commands: Any) -> None:
     benchmarks = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
     locomo = benchmarks.add_parser(
         "locomo", help="LoCoMo: recall@k of the evidence turns of each question",
+        parents=[connection_options(addr=False)],
         description="Write every turn of LoCoMo's conversations as one memory, ask every question of "
                     "categories 1-4 with free-text Recall, and report recall@k per category, Recall latency and "
-                    "write throughput. Starts its own embedded server unless --addr is given.")
+                    "write throughput. Starts its own embedded server unless --addr is given (then the "
+                    "connection options speak TLS or mutual TLS to it).")
     locomo.add_argument("--dataset", help="locomo10.json (default: ../shared/datasets/locomo/locomo10.json next to "
                                           "the repository or the current directory)")
     locomo.add_argument("--conversations", metavar="N|I,J,...",
@@ -97,6 +100,7 @@ def run_locomo_command(args: argparse.Namespace) -> int:
     try:
         dataset = resolve_dataset(args.dataset, Path.cwd(), Path(__file__))
         options = LocomoOptions(dataset=dataset, conversations=args.conversations, addr=args.addr,
+                                tls=tls_settings(args) if args.addr is not None else None,
                                 token=_token(args), ks=tuple(args.k), batch_size=args.batch_size,
                                 subject_prefix=args.subject_prefix, start_timeout=args.start_timeout)
         before = machine()

@@ -50,8 +50,9 @@ def add_scale_command(benchmarks: Any) -> None:
     scale.add_argument("--load-workers", type=int, default=4, help="concurrent writers while filling (default 4)")
     scale.add_argument("--load-consistency", choices=("async", "wait"), default="async",
                        help="fill with async Writes and one waiting batch per point (default), or every batch waiting")
-    scale.add_argument("--seed", type=int, default=7)
-    scale.add_argument("--start-timeout", type=float, default=180.0)
+    scale.add_argument("--seed", type=int, default=7, help="random seed of the generated memories (default 7)")
+    scale.add_argument("--start-timeout", type=float, default=180.0,
+                       help="seconds to wait for the embedded server to start (default 180)")
     scale.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     scale.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     scale.set_defaults(run=run_scale_command)

@@ -1,16 +1,16 @@
 """A small client for the RPCs, for the README tour and for trying things by hand.
 
 Each command builds a request from flags (or takes a whole request as JSON with
-``--request``), calls the server and prints the response as JSON. The token comes from
-``--token``, ``$MEMORYD_TOKEN`` or ``--token-file`` (default: the embedded default's demo
-agent token).
+``--request``), calls the server and prints the response as JSON. The connection (address,
+TLS, mutual TLS) and the token options are the shared ones of ``_connect``; the token comes
+from ``--token``, ``$MEMORYD_TOKEN`` or ``--token-file`` (default: the embedded default's demo
+agent token). ``view`` and ``history`` print one page, or with ``--all`` every page as one
+response.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -20,57 +20,66 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
-from ._errors import TOKEN_HINT, CliError, report_rpc_error
+from ._connect import bearer, connection_options, open_channel, read_token, token_options
+from ._errors import report_rpc_error
 
 CATEGORY_NAMES = [c.removeprefix("CATEGORY_").lower() for c in pb.Category.keys()[1:]]
 
 
 def add_client_commands(commands: Any) -> None:
+    parents = [connection_options(), token_options(admin=False)]
+
     def client(name: str, help: str) -> argparse.ArgumentParser:
-        parser = commands.add_parser(name, help=help)
-        parser.add_argument("--addr", default=os.environ.get("MEMORYD_ADDR", "127.0.0.1:50051"))
-        parser.add_argument("--token", default=os.environ.get("MEMORYD_TOKEN", ""))
-        parser.add_argument("--token-file", default=".memoryd/tokens/demo-agent.token")
-        parser.add_argument("--request", help="the whole request as JSON (overrides the flags)")
-        parser.add_argument("--subject", default="")
+        parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
+                                     parents=parents)
+        parser.add_argument("--request", metavar="JSON", help="the whole request as JSON (overrides the flags)")
+        parser.add_argument("--subject", default="", help="the subject (person) the memories are about")
         return parser
 
+    def pages(parser: argparse.ArgumentParser, what: str) -> None:
+        parser.add_argument("--page-size", type=int, default=0, help=f"{what} per page, 1-500 (default: 50)")
+        parser.add_argument("--page-token", default="", help="continue a listing from this next_page_token")
+        parser.add_argument("--all", action="store_true", help="walk every page and print them as one response")
+
     write = client("write", "write one memory")
-    write.add_argument("--category", choices=CATEGORY_NAMES, default="fact")
-    write.add_argument("--key", default="")
-    write.add_argument("--text", default="")
-    write.add_argument("--importance", type=float)
-    write.add_argument("--tag", action="append", default=[])
-    write.add_argument("--idempotency-key", default="")
+    write.add_argument("--category", choices=CATEGORY_NAMES, default="fact", help="the memory's category "
+                                                                                   "(default: fact)")
+    write.add_argument("--key", default="", help="the memory's key, for structured memories (e.g. home_city)")
+    write.add_argument("--text", default="", help="the memory's text")
+    write.add_argument("--importance", type=float, help="importance from 0 to 1")
+    write.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    write.add_argument("--idempotency-key", default="", help="a retry with the same key returns the first answer")
     write.add_argument("--print-id", action="store_true", help="print only the memory id")
     write.add_argument("--wait", action="store_true", help="return once the memory is searchable by meaning")
     write.set_defaults(run=_write)
 
     recall = client("recall", "recall memories by meaning and words (--query) and/or by key (repeat --key)")
-    recall.add_argument("--key", action="append", default=[])
-    recall.add_argument("--query", default="")
-    recall.add_argument("--top-k", type=int, default=0)
+    recall.add_argument("--key", action="append", default=[], help="a key to look up (repeatable)")
+    recall.add_argument("--query", default="", help="free text to search by meaning and words")
+    recall.add_argument("--top-k", type=int, default=0, help="at most this many memories (default: the server's)")
     recall.add_argument("--block", action="store_true", help="also render the prompt block")
     recall.set_defaults(run=_recall)
 
     view = client("view", "list a subject's memories (MemoryView)")
-    view.add_argument("--page-size", type=int, default=0)
-    view.add_argument("--page-token", default="")
+    pages(view, "memories")
     view.set_defaults(run=_view)
 
     history = client("history", "list the versions of one memory")
-    history.add_argument("--memory-id", default="")
+    history.add_argument("--memory-id", default="", help="the memory whose versions to list")
+    pages(history, "versions")
     history.set_defaults(run=_history)
 
     erase = client("erase", "forget or purge memories of a subject")
     which = erase.add_mutually_exclusive_group()
-    which.add_argument("--id", action="append", default=[])
-    which.add_argument("--key", default="")
-    which.add_argument("--category", choices=CATEGORY_NAMES)
-    which.add_argument("--source-turn-id", default="")
+    which.add_argument("--id", action="append", default=[], help="a memory id (repeatable)")
+    which.add_argument("--key", default="", help="every memory with this key")
+    which.add_argument("--category", choices=CATEGORY_NAMES, help="every memory of this category")
+    which.add_argument("--source-turn-id", default="", help="every memory taken from this dialogue turn")
     which.add_argument("--all", action="store_true", help="every memory of the subject")
-    erase.add_argument("--mode", choices=["forget", "purge"], default="forget")
-    erase.add_argument("--reason", default="")
+    erase.add_argument("--mode", choices=["forget", "purge"], default="forget",
+                       help="forget (kept for audit, no longer served) or purge (deleted from every store); "
+                            "default: forget")
+    erase.add_argument("--reason", default="", help="recorded in the erasure receipt and the audit log")
     erase.set_defaults(run=_erase)
 
 
@@ -95,11 +104,13 @@ def _recall(args: argparse.Namespace) -> int:
 
 def _view(args: argparse.Namespace) -> int:
     request = svc.MemoryViewRequest(subject=args.subject, page_size=args.page_size, page_token=args.page_token)
-    return _call(args, "MemoryView", request)
+    return _call(args, "MemoryView", request, items="memories")
 
 
 def _history(args: argparse.Namespace) -> int:
-    return _call(args, "GetHistory", svc.GetHistoryRequest(subject=args.subject, memory_id=args.memory_id))
+    request = svc.GetHistoryRequest(subject=args.subject, memory_id=args.memory_id, page_size=args.page_size,
+                                    page_token=args.page_token)
+    return _call(args, "GetHistory", request, items="versions")
 
 
 def _erase(args: argparse.Namespace) -> int:
@@ -119,22 +130,23 @@ def _erase(args: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> str:
-    if args.token:
-        return str(args.token)
-    path = Path(args.token_file)
-    if not path.exists():
-        raise CliError(f"no token: --token and MEMORYD_TOKEN are empty and {path} does not exist", TOKEN_HINT)
-    return path.read_text().strip()
+    return read_token(args)
 
 
-def _call(args: argparse.Namespace, method: str, request: Any, *, print_id: bool = False) -> int:
+def _call(args: argparse.Namespace, method: str, request: Any, *, print_id: bool = False, items: str = "") -> int:
     if args.request:
         request = json_format.Parse(args.request, type(request)())
-    with grpc.insecure_channel(args.addr) as channel:
-        stub = svc_grpc.MemoryServiceStub(channel)
+    metadata = bearer(_token(args))
+    with open_channel(args) as channel:
+        call = getattr(svc_grpc.MemoryServiceStub(channel), method)
         try:
-            response = getattr(stub, method)(request, metadata=(("authorization", f"Bearer {_token(args)}"),),
-                                             timeout=30)
+            response = call(request, metadata=metadata, timeout=30)
+            # --all: every page, gathered into the first page's response.
+            while items and getattr(args, "all", False) and response.next_page_token:
+                request.page_token = response.next_page_token
+                page = call(request, metadata=metadata, timeout=30)
+                getattr(response, items).extend(getattr(page, items))
+                response.next_page_token = page.next_page_token
         except grpc.RpcError as error:
             _print_error(error, args.addr)
             return 1

@@ -18,8 +18,8 @@ from ._context import Storage, open_storage
 def add_consolidate_command(commands: Any) -> None:
     cmd = commands.add_parser("consolidate", help="merge a subject's episodic fragments about one topic into "
                                                   "profile memories (needs the extraction model)")
-    cmd.add_argument("--tenant", required=True)
-    cmd.add_argument("--subject", required=True)
+    cmd.add_argument("--tenant", required=True, help="the tenant of the subject")
+    cmd.add_argument("--subject", required=True, help="the subject whose fragments to consolidate")
     cmd.add_argument("--dry-run", action="store_true",
                      help="print the groups and what would be written; change nothing")
     cmd.add_argument("--similarity", type=_similarity, default=DEFAULT_SIMILARITY,

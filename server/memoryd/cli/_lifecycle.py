@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +25,8 @@ def add_lifecycle_commands(commands: Any) -> None:
                        help="sweep only this tenant (repeatable; default: every tenant with memories)")
     sweep.set_defaults(run=_sweep)
     counts = sub.add_parser("counts", help="a tenant's lifecycle and conflict counters")
-    counts.add_argument("--tenant", required=True)
+    counts.add_argument("--tenant", required=True, help="the tenant whose counters to print")
+    counts.add_argument("--json", action="store_true", help="print the counters as one JSON object")
     counts.set_defaults(run=_counts)
 
 
@@ -51,6 +53,9 @@ async def _sweep(args: argparse.Namespace) -> int:
 async def _counts(args: argparse.Namespace) -> int:
     async with open_storage(args) as s:
         counts = await s.store.lifecycle_counts(args.tenant)
+    if args.json:
+        print(json.dumps(dict(sorted(counts.items()))))
+        return 0
     for name in sorted(counts):
         print(f"{name}: {counts[name]}")
     return 0

@@ -14,14 +14,15 @@ A category of ``"*"`` means every category, and a field list of ``"*"`` every fi
 ``apply`` stores each view that differs from the stored one and prints what changed;
 applying the same file again changes nothing. ``--prune`` also deletes the views of agents
 the file does not name. The tenant is the admin token's (``--token``, ``$MEMORYD_ADMIN_TOKEN``,
-else the embedded default's ``.memoryd/tokens/admin.token``).
+else the embedded default's ``.memoryd/tokens/admin.token``); the connection options (TLS,
+mutual TLS) are the shared ones of ``_connect``. ``list`` prints YAML (the file's format),
+or JSON with ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 import grpc
 import yaml
+from google.protobuf import json_format
 
 from memoryd.domain import ERASE_SELECTORS, MEMORY_FIELDS, Category, SourceKind, View, ViewRule
 from memoryd.server._config import Limits
@@ -40,30 +42,29 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._client import _print_error
+from ._connect import bearer, connection_options, open_channel, read_token, token_options
 
 
 def add_view_commands(commands: Any) -> None:
     views = commands.add_parser("views", help="per-agent views (admin token)")
     sub = views.add_subparsers(dest="views_command", required=True, metavar="COMMAND")
 
+    # Not $MEMORYD_TOKEN: that is usually an agent's token, and views need an admin's.
+    parents = [connection_options(), token_options(admin=True)]
+
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        parser = sub.add_parser(name, help=help)
-        parser.add_argument("--addr", default=os.environ.get("MEMORYD_ADDR", "127.0.0.1:50051"))
-        # Not $MEMORYD_TOKEN: that is usually an agent's token, and views need an admin's.
-        parser.add_argument("--token", default=os.environ.get("MEMORYD_ADMIN_TOKEN", ""),
-                            help="an admin token (default: $MEMORYD_ADMIN_TOKEN, else --token-file)")
-        parser.add_argument("--token-file", default=".memoryd/tokens/admin.token")
-        return parser
+        return sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", parents=parents)
 
     apply = command("apply", "store the views declared in a YAML file; print what changed")
-    apply.add_argument("file", type=Path)
+    apply.add_argument("file", type=Path, help="the YAML file declaring the views (see `memoryd views --help`)")
     apply.add_argument("--prune", action="store_true", help="delete the views of agents the file does not name")
     apply.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
     apply.set_defaults(run=_apply)
-    listing = command("list", "print every view of the tenant as YAML")
+    listing = command("list", "print every view of the tenant (every page) as YAML, the format apply reads")
+    listing.add_argument("--json", action="store_true", help="print JSON instead: one View message per agent")
     listing.set_defaults(run=_list)
     delete = command("delete", "delete one agent's view (the agent is then denied everything)")
-    delete.add_argument("agent")
+    delete.add_argument("agent", help="the agent whose view to delete")
     delete.set_defaults(run=_delete)
 
 
@@ -154,33 +155,30 @@ def _from_message(message: pb.View) -> View:
 
 class _Admin:
     def __init__(self, args: argparse.Namespace, channel: grpc.Channel) -> None:
-        token = args.token
-        if not token:
-            path = Path(args.token_file)
-            if not path.exists():
-                raise ValueError(f"no admin token: pass --token, set MEMORYD_ADMIN_TOKEN, or create {path} "
-                                 "(memoryd token issue --role admin)")
-            token = path.read_text().strip()
-        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._metadata = bearer(read_token(args, admin=True))
         self._stub = admin_grpc.ViewAdminServiceStub(channel)
 
     def call(self, method: str, request: Any) -> Any:
         return getattr(self._stub, method)(request, metadata=self._metadata, timeout=30)
 
-    def current(self) -> dict[str, View]:
-        views: dict[str, View] = {}
+    def messages(self) -> list[pb.View]:
+        """Every view of the tenant, page after page."""
+        views: list[pb.View] = []
         token = ""
         while True:
             page = self.call("ListViews", admin.ListViewsRequest(page_size=500, page_token=token))
-            views.update({v.agent: _from_message(v) for v in page.views})
+            views.extend(page.views)
             token = page.next_page_token
             if not token:
                 return views
 
+    def current(self) -> dict[str, View]:
+        return {v.agent: _from_message(v) for v in self.messages()}
+
 
 def _apply(args: argparse.Namespace) -> int:
     desired = load_views(args.file)
-    with grpc.insecure_channel(args.addr) as channel:
+    with open_channel(args) as channel:
         client = _Admin(args, channel)
         try:
             current = client.current()
@@ -218,9 +216,15 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with grpc.insecure_channel(args.addr) as channel:
+    with open_channel(args) as channel:
         try:
-            current = _Admin(args, channel).current()
+            client = _Admin(args, channel)
+            if args.json:
+                listing = admin.ListViewsResponse(views=client.messages())
+                print(json_format.MessageToJson(listing, preserving_proto_field_name=True, indent=2,
+                                                ensure_ascii=False))
+                return 0
+            current = client.current()
         except grpc.RpcError as error:
             _print_error(error, args.addr)
             return 1
@@ -246,7 +250,7 @@ def _as_yaml(view: View) -> dict[str, Any]:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    with grpc.insecure_channel(args.addr) as channel:
+    with open_channel(args) as channel:
         try:
             deleted = _Admin(args, channel).call("DeleteView", admin.DeleteViewRequest(agent=args.agent)).deleted
         except grpc.RpcError as error:

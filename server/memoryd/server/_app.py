@@ -30,6 +30,7 @@ from memoryd.storage import (
     Postgres,
     PostgresMemoryStore,
     PostgresRevocations,
+    PostgresTokenLedger,
     PostgresSettings,
     PostgresViewStore,
     TermHasher,
@@ -41,11 +42,12 @@ from memoryd.storage import (
     seal_plaintext,
 )
 from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
+from memoryd.v1 import token_admin_service_pb2, token_admin_service_pb2_grpc
 
 from ._auth import TokenVerifier, issue_token
 from ._config import Config
 from ._extraction import ExtractionWorker, extraction_worker
-from ._handlers import MemoryService, ViewAdminService
+from ._handlers import MemoryService, TokenAdminService, ViewAdminService
 from ._interceptors import ChainInterceptor, build_chain
 from ._logging import configure_logging
 from ._metrics import Metrics, MetricsRefresher
@@ -57,12 +59,14 @@ from ._secrets import KeyFiles, Secrets, load_secrets, require_shared_master_key
 from ._services import Services
 from ._view_admin import ViewRegistry
 from ._tracing import tracer, tracer_provider
+from ._services import TokenMint
 
 _log = logging.getLogger("memoryd.server")
 
 SERVICE_NAMES = (
     memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     view_admin_service_pb2.DESCRIPTOR.services_by_name["ViewAdminService"].full_name,
+    token_admin_service_pb2.DESCRIPTOR.services_by_name["TokenAdminService"].full_name,
 )
 DEMO_TENANT = "demo"
 DEMO_AGENT = "demo-agent"
@@ -276,6 +280,7 @@ class Memoryd:
             extraction=self._extraction,
             extraction_enabled=config.extraction_configured,
             metrics=self.metrics,
+            tokens=TokenMint(secrets.signing_key, PostgresTokenLedger(self._db)),
         )
         revoked = RevocationList(PostgresRevocations(self._db), config.view_cache_seconds)
         verifier = TokenVerifier(secrets.verification_keys, revoked)
@@ -288,6 +293,8 @@ class Memoryd:
         )
         memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryService(services, config.limits), server)
         view_admin_service_pb2_grpc.add_ViewAdminServiceServicer_to_server(ViewAdminService(config.limits), server)
+        token_admin_service_pb2_grpc.add_TokenAdminServiceServicer_to_server(TokenAdminService(services, config.limits),
+                                                                             server)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

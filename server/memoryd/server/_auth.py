@@ -110,8 +110,10 @@ def issue_token(
     subject: str = "",
     ttl_seconds: int = 3600,
     now: float | None = None,
+    token_id: str | None = None,
 ) -> str:
-    """Sign a token for (tenant, agent)."""
+    """Sign a token for (tenant, agent); ``token_id`` (its jti) is a fresh random id unless
+    given (IssueToken records the id before it hands the token out)."""
     if not NAME.fullmatch(tenant):
         raise ValueError("tenant must be 1-64 characters of letters, digits and ._-")
     if not NAME.fullmatch(agent):
@@ -122,6 +124,8 @@ def issue_token(
         raise ValueError(f"roles must be among {sorted(ROLES)}")
     if ttl_seconds <= 0:
         raise ValueError("ttl must be positive")
+    if token_id is not None and not TOKEN_ID.fullmatch(token_id):
+        raise ValueError("a token id is 1-64 letters, digits, _ and -")
     issued = int(now if now is not None else time.time())
     header = {"alg": "EdDSA", "typ": "JWT", "kid": key_id(key.public_key())}
     claims: dict[str, object] = {
@@ -131,7 +135,7 @@ def issue_token(
         "roles": sorted(set(roles)),
         "iat": issued,
         "exp": issued + ttl_seconds,
-        "jti": uuid.uuid4().hex,
+        "jti": token_id if token_id is not None else uuid.uuid4().hex,
     }
     if subject:
         claims["sub"] = subject

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import grpc
 
+from memoryd.domain import Internal
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+from memoryd.v1 import token_admin_service_pb2 as tokens
+from memoryd.v1 import token_admin_service_pb2_grpc as tokens_grpc
 from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
@@ -19,6 +22,7 @@ from ._transfer import validate_export, validate_import
 from ._validate import validate_erase, validate_history, validate_memory_view, validate_recall, validate_write
 from ._validate_conflicts import validate_resolve_conflict
 from ._validate_jobs import validate_get_extraction_job
+from ._validate_tokens import validate_issue_token
 from ._validate_views import validate_agent, validate_list_views, validate_put_view
 
 
@@ -87,3 +91,21 @@ class ViewAdminService(admin_grpc.ViewAdminServiceServicer):
     async def DeleteView(self, request: admin.DeleteViewRequest,
                          context: grpc.aio.ServicerContext) -> admin.DeleteViewResponse:
         return await current_admin().delete_view(validate_agent(request, self._limits))
+
+
+class TokenAdminService(tokens_grpc.TokenAdminServiceServicer):
+    """Tenant admins mint tokens for their tenant (the admin role is checked by the chain,
+    what a token may carry by the guard)."""
+
+    def __init__(self, services: Services, limits: Limits) -> None:
+        self._services = services
+        self._limits = limits
+
+    async def IssueToken(self, request: tokens.IssueTokenRequest,
+                         context: grpc.aio.ServicerContext) -> tokens.IssueTokenResponse:
+        scope = current_admin()
+        mint = self._services.tokens
+        if mint is None:
+            raise Internal("no token mint: the server was started without one")
+        return await usecases.issue_token(usecases.AdminCall(scope.principal, scope.tag, mint),
+                                          validate_issue_token(request, self._limits))

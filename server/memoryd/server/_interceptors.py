@@ -47,7 +47,7 @@ from ._view_admin import AdminScope
 from .guard import Guard
 
 PREFIX = "/memoryd.v1."
-ADMIN_SERVICE = "/memoryd.v1.ViewAdminService/"
+ADMIN_SERVICES = ("/memoryd.v1.ViewAdminService/", "/memoryd.v1.TokenAdminService/")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _log = logging.getLogger("memoryd.server")
 
@@ -218,10 +218,10 @@ class CallerScopeStep:
     """Builds the caller's guard from the principal and the agent's view, and puts it in the
     request context (``_caller``).
 
-    A ViewAdminService call gets an admin scope, and only with the admin role and a
-    credential not bound to a subject (views are tenant-wide). Any other call gets the
-    agent's stored view, or nothing at all: an agent without a view is denied every call
-    (deny by default), whatever its roles.
+    A ViewAdminService or TokenAdminService call gets an admin scope, and only with the admin
+    role and a credential not bound to a subject (views and tokens are tenant-wide). Any other
+    call gets the agent's stored view, or nothing at all: an agent without a view is denied
+    every call (deny by default), whatever its roles.
     """
 
     def __init__(self, services: Services) -> None:
@@ -232,11 +232,11 @@ class CallerScopeStep:
         if principal is None:
             raise Internal("caller scope before authentication")
         scope: Caller | AdminScope
-        if call.method.startswith(ADMIN_SERVICE):
+        if call.method.startswith(ADMIN_SERVICES):
             if not principal.is_admin:
                 raise PermissionDenied("this call needs the admin role", reason="ROLE_REQUIRED")
             if principal.subject:
-                raise PermissionDenied("a credential bound to a subject cannot manage the tenant's views",
+                raise PermissionDenied("a credential bound to a subject cannot administer the tenant",
                                        reason="SUBJECT_NOT_ALLOWED")
             scope = AdminScope(principal, self._services.views, self._services.page_tokens, call.request_id)
         else:

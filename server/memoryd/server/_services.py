@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from memoryd.domain import AuditTag
 from memoryd.storage import ExtractionJobs, IndexSet, OutboxWorker, PostgresMemoryStore, StoreSession
@@ -14,6 +18,21 @@ from ._paging import PageTokens
 from ._recall import AccessRecorder, Recaller
 from ._view_admin import ViewRegistry
 from .guard import Guard
+
+
+class TokenLedger(Protocol):
+    """Where issuances are recorded (``memoryd.storage.PostgresTokenLedger``)."""
+
+    async def record_issue(self, tenant: str, issued_by: str, *, token_id: str, agent: str, roles: list[str],
+                           subject: str, expires_at: datetime, reason: str = "", tag: AuditTag = AuditTag()) -> None: ...
+
+
+@dataclass(frozen=True)
+class TokenMint:
+    """What a server mints tokens with: its current signing key and the tenants' records."""
+
+    signing_key: Ed25519PrivateKey
+    ledger: TokenLedger
 
 
 @dataclass(frozen=True)
@@ -33,6 +52,7 @@ class Services:
     extraction: ExtractionWorker | None = None
     extraction_enabled: bool = False
     metrics: Metrics | None = None
+    tokens: TokenMint | None = None  # IssueToken's signing key and audit ledger
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ class ViewRegistry:
 
 
 class AdminScope:
-    """A tenant admin's handle on the tenant's views (the admin role is checked before)."""
+    """A tenant admin's handle on the tenant's views (the admin role is checked before); the
+    scope of a TokenAdminService call too, which uses only its principal and tag."""
 
     def __init__(self, principal: Principal, registry: ViewRegistry, pages: PageTokens, request_id: str) -> None:
         self.principal = principal
@@ -62,6 +63,11 @@ class AdminScope:
         self._store = registry.store
         self._pages = pages
         self._tag = AuditTag(request_id, current_trace_id())
+
+    @property
+    def tag(self) -> AuditTag:
+        """The audit tag every event of this admin call carries."""
+        return self._tag
 
     async def put_view(self, cmd: PutViewCommand) -> admin.PutViewResponse:
         tenant = self.principal.tenant

@@ -31,7 +31,7 @@ from ._milvus import IndexedMemory, MilvusIndex, collection_name, embedding_text
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
 from ._reindex import ReindexReport, activate, reindex
-from ._revocations import PostgresRevocations
+from ._revocations import PostgresRevocations, PostgresTokenLedger
 from ._session import StoreSession
 from ._views import PostgresViewStore
 
@@ -64,6 +64,7 @@ __all__ = [
     "PostgresMemoryStore",
     "PostgresSettings",
     "PostgresRevocations",
+    "PostgresTokenLedger",
     "PostgresViewStore",
     "ReindexReport",
     "SealReport",

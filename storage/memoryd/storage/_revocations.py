@@ -1,4 +1,5 @@
-"""Revoked bearer tokens: the deny list of token ids (``jti``) per tenant.
+"""Bearer tokens in the tenant's records: the deny list of revoked token ids (``jti``), and
+the audit events of tokens minted through a server.
 
 A row matters only until its token expires; the clock skew the verifier allows is added so a
 token is not accepted again in the seconds it still counts as unexpired. Each revocation is
@@ -48,3 +49,20 @@ class PostgresRevocations:
                 f"AND (expires_at IS NULL OR expires_at >= now() - interval '{_GRACE}')", (tenant,))
             rows = await cur.fetchall()
         return frozenset(r["jti"] for r in rows)
+
+
+class PostgresTokenLedger:
+    """Tokens minted through a server (TokenAdminService.IssueToken): each issuance is one
+    event in the tenant's audit chain — who minted it, for which agent, roles, subject
+    binding and expiry, and its id, never the token — committed before the token is handed
+    out, so no minted token exists without its event."""
+
+    def __init__(self, db: Postgres) -> None:
+        self._db = db
+
+    async def record_issue(self, tenant: str, issued_by: str, *, token_id: str, agent: str, roles: list[str],
+                           subject: str, expires_at: datetime, reason: str = "", tag: AuditTag = AuditTag()) -> None:
+        async with self._db.tenant_tx(tenant) as conn:
+            await audit.append(conn, tenant, issued_by, subject, "token.issue", [], tag,
+                               {"jti": token_id, "agent": agent, "roles": sorted(roles),
+                                "expires_at": expires_at.isoformat(), "reason": reason})

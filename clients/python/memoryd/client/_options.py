@@ -12,6 +12,7 @@ from typing import Any, TypeAlias
 import grpc
 
 from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import token_admin_service_pb2 as token_admin
 from memoryd.v1 import view_admin_service_pb2 as admin
 
 __all__ = ["TLS", "RetryPolicy", "DEFAULT_TIMEOUT", "Token", "AsyncToken"]
@@ -61,8 +62,8 @@ class RetryPolicy:
     Attempt n (from 1) waits ``min(max_backoff, initial_backoff * multiplier**(n-1))`` seconds,
     scaled by a random factor in [1 - jitter, 1] so clients that failed together do not retry
     together. ``max_attempts`` counts the first call; 1 turns retries off. Calls that are not
-    idempotent (ResolveConflict, ImportMemories, PutView with an expected version) are never
-    retried; Write is retried because the client gives it an idempotency key.
+    idempotent (ResolveConflict, ImportMemories, PutView with an expected version, IssueToken)
+    are never retried; Write is retried because the client gives it an idempotency key.
     """
 
     max_attempts: int = 4
@@ -93,8 +94,10 @@ def prepare(method: str, request: Any) -> tuple[Any, bool]:
         return request, True
     if isinstance(request, admin.PutViewRequest):
         return request, request.expected_version == 0  # a replay would fail on the bumped version
-    # The contract gives these no idempotency key: a replay could apply twice.
-    return request, not isinstance(request, (svc.ResolveConflictRequest, svc.ImportMemoriesRequest))
+    # The contract gives these no idempotency key: a replay could apply twice (IssueToken
+    # would mint, and audit, a second token).
+    return request, not isinstance(request, (svc.ResolveConflictRequest, svc.ImportMemoriesRequest,
+                                             token_admin.IssueTokenRequest))
 
 
 Token: TypeAlias = str | Callable[[], str] | None

@@ -11,6 +11,8 @@ import grpc
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+from memoryd.v1 import token_admin_service_pb2 as token_admin
+from memoryd.v1 import token_admin_service_pb2_grpc as token_admin_grpc
 from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
@@ -75,6 +77,7 @@ class MemorydClient:
         self.retry = retry or RetryPolicy()
         self._memory = svc_grpc.MemoryServiceStub(channel)
         self._admin = admin_grpc.ViewAdminServiceStub(channel)
+        self._tokens = token_admin_grpc.TokenAdminServiceStub(channel)
 
     def _token(self) -> str | None:
         return self.token() if callable(self.token) else self.token
@@ -229,3 +232,15 @@ class MemorydClient:
         """Remove an agent's view (the agent is then denied everything)."""
         return self._call(self._admin, "DeleteView", build_request(admin.DeleteViewRequest, request, fields),
                           timeout)
+
+    # --- TokenAdminService (tokens with the admin role) -----------------------------------
+
+    def issue_token(self, request: token_admin.IssueTokenRequest | None = None, /, *,
+                    timeout: float | None = None, **fields: Any) -> token_admin.IssueTokenResponse:
+        """Mint a token for an agent of the caller's tenant, no more powerful than the caller's
+        (never retried: each call mints a new token).
+
+            client.issue_token(agent="support-bot", lifetime=Duration(seconds=3600))
+        """
+        return self._call(self._tokens, "IssueToken",
+                               build_request(token_admin.IssueTokenRequest, request, fields), timeout)

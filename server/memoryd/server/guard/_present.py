@@ -9,7 +9,7 @@ Memory, ScoredMemory, WriteResult, MemoryVersion, PendingValue or ExtractionJob 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from google.protobuf import timestamp_pb2
 
@@ -34,10 +34,12 @@ from memoryd.domain import (
 )
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import token_admin_service_pb2 as tokens
 
 from .._validate import CATEGORIES, ERASE_MODES
 from .._validate_views import ERASE_SELECTOR_NAMES
 from ._block import render_block
+from ._tokens import TokenGrant
 from ._rules import Guard, WriteItem
 
 _CATEGORY = {v: k for k, v in CATEGORIES.items()}
@@ -238,3 +240,15 @@ def extraction_job(guard: Guard, j: ExtractionJob) -> svc.ExtractionJob:
     if j.finished_at is not None:
         out.finished_at.CopyFrom(timestamp(j.finished_at))
     return out
+
+
+_TOKEN_ROLE = {"agent": tokens.TOKEN_ROLE_AGENT, "admin": tokens.TOKEN_ROLE_ADMIN}
+
+
+def issued_token(grant: TokenGrant, token_id: str, token: str) -> tokens.IssueTokenResponse:
+    """A minted token and what the guard let it carry."""
+    return tokens.IssueTokenResponse(
+        token=token, token_id=token_id, tenant=grant.tenant, agent=grant.agent,
+        roles=[_TOKEN_ROLE[r] for r in sorted(grant.roles)], subject=grant.subject,
+        issued_at=timestamp(datetime.fromtimestamp(grant.issued_at, UTC)),
+        expires_at=timestamp(datetime.fromtimestamp(grant.expires_at, UTC)))

@@ -1,9 +1,12 @@
-"""The use cases of MemoryService, one function per RPC, each readable top to bottom: ask the
-guard, use the call's store session, answer through the guard."""
+"""The use cases of MemoryService (and TokenAdminService.IssueToken), one function per RPC,
+each readable top to bottom: ask the guard, use the call's store session, answer through the
+guard."""
 
 from ._change import erase, resolve_conflict
 from ._read import export, extraction_job, history, memory_view, recall
+from ._tokens import AdminCall
+from ._tokens import issue as issue_token
 from ._write import import_archive, write
 
-__all__ = ["erase", "export", "extraction_job", "history", "import_archive", "memory_view", "recall",
-           "resolve_conflict", "write"]
+__all__ = ["AdminCall", "erase", "export", "extraction_job", "history", "import_archive",
+           "issue_token", "memory_view", "recall", "resolve_conflict", "write"]

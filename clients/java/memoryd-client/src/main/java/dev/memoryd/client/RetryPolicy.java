@@ -2,6 +2,7 @@ package dev.memoryd.client;
 
 import dev.memoryd.v1.MemoryServiceGrpc;
 import dev.memoryd.v1.PutViewRequest;
+import dev.memoryd.v1.TokenAdminServiceGrpc;
 import dev.memoryd.v1.ViewAdminServiceGrpc;
 import io.grpc.MethodDescriptor;
 import io.grpc.Status;
@@ -72,6 +73,8 @@ public final class RetryPolicy {
     m.put(ViewAdminServiceGrpc.getGetViewMethod().getFullMethodName(), Rule.ALWAYS);
     m.put(ViewAdminServiceGrpc.getListViewsMethod().getFullMethodName(), Rule.ALWAYS);
     m.put(ViewAdminServiceGrpc.getDeleteViewMethod().getFullMethodName(), Rule.ALWAYS);
+    // A replay would mint a second token.
+    m.put(TokenAdminServiceGrpc.getIssueTokenMethod().getFullMethodName(), Rule.NEVER);
     return Map.copyOf(m);
   }
 

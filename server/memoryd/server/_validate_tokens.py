@@ -1,0 +1,59 @@
+"""Validation of TokenAdminService requests: every rule here, every invalid field reported at
+once. A request that passes is well-formed; whether the caller may grant it is the guard's
+decision (``guard.token_grant``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memoryd.v1 import token_admin_service_pb2 as tokens
+
+from ._auth import NAME, SUBJECT
+from ._config import Limits
+from ._validate import _Checker
+from ._validate_views import AGENT_NAME
+
+DEFAULT_LIFETIME_SECONDS = 3600
+MAX_LIFETIME_SECONDS = 30 * 86400  # as long as the embedded default's demo tokens live
+MAX_REASON_CHARS = 500
+ROLE_NAMES = {tokens.TOKEN_ROLE_AGENT: "agent", tokens.TOKEN_ROLE_ADMIN: "admin"}
+
+
+@dataclass(frozen=True)
+class IssueTokenCommand:
+    agent: str
+    roles: frozenset[str]
+    subject: str
+    lifetime_seconds: int | None  # None: the default (the guard may shorten it)
+    reason: str
+
+
+def validate_issue_token(request: tokens.IssueTokenRequest, limits: Limits) -> IssueTokenCommand:
+    check = _Checker(limits)
+    if not request.agent:
+        check.fail("agent", "is required")
+    elif not NAME.fullmatch(request.agent):
+        check.fail("agent", f"must be {AGENT_NAME}")
+    roles: set[str] = set()
+    for i, role in enumerate(request.roles):
+        name = check.enum(f"roles[{i}]", role, ROLE_NAMES, required=True)
+        if name in roles:
+            check.fail(f"roles[{i}]", "is given twice")
+        elif name is not None:
+            roles.add(name)
+    if request.subject and not SUBJECT.fullmatch(request.subject):
+        check.fail("subject", "must be 1-128 letters, digits and ._:@- (starting with a letter or digit)")
+    lifetime: int | None = None
+    if request.HasField("lifetime"):
+        seconds, nanos = request.lifetime.seconds, request.lifetime.nanos
+        if nanos:
+            check.fail("lifetime", "must be whole seconds")
+        elif not 1 <= seconds <= MAX_LIFETIME_SECONDS:
+            check.fail("lifetime", f"must be between 1 second and {MAX_LIFETIME_SECONDS // 86400} days")
+        lifetime = seconds
+    if len(request.reason) > MAX_REASON_CHARS:
+        check.fail("reason", f"must be at most {MAX_REASON_CHARS} characters")
+    elif "\x00" in request.reason:
+        check.fail("reason", "must not contain NUL characters")
+    check.done()
+    return IssueTokenCommand(request.agent, frozenset(roles or {"agent"}), request.subject, lifetime, request.reason)
