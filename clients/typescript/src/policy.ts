@@ -52,8 +52,6 @@ export const METHOD_RETRY: Readonly<Record<string, RetryRule>> = Object.freeze({
   "memoryd.v1.ViewAdminService/GetView": "always",
   "memoryd.v1.ViewAdminService/ListViews": "always",
   "memoryd.v1.ViewAdminService/DeleteView": "always",
-  // A replay would mint a second token.
-  "memoryd.v1.TokenAdminService/IssueToken": "never",
 });
 
 /** mayRetry says whether this request to this method may be sent again after UNAVAILABLE. */
