@@ -12,7 +12,15 @@ from typing import Any
 from memoryd.bench._progress import Progress
 from memoryd.domain import MemorydError
 from memoryd.server import Embedders, configured_embedder
-from memoryd.storage import IndexSet, IndexTarget, MilvusIndex, OutboxWorker, embedder_from_config, reindex
+from memoryd.storage import (
+    IndexSet,
+    IndexTarget,
+    MilvusIndex,
+    OutboxWorker,
+    embedder_from_config,
+    reindex,
+    require_embedded_parts,
+)
 
 from ._context import open_storage
 
@@ -107,6 +115,7 @@ async def _reindex(args: argparse.Namespace) -> int:
         try:
             await embedder.warm_up()  # type: ignore[attr-defined]
             if not config.milvus_uri:
+                require_embedded_parts(postgres=False, milvus=True)
                 Path(config.milvus_target).parent.mkdir(parents=True, exist_ok=True)
             index = MilvusIndex(config.milvus_target, model_id=embedder.model_id, dim=embedder.dim,
                                 routing=config.milvus_routing, token=config.milvus_token,
