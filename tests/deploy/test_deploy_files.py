@@ -321,6 +321,45 @@ def test_long_running_containers_have_probes_and_the_server_probes_grpc():
     assert server["ports"][0]["containerPort"] == 50051
 
 
+def _image_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for word, rest in _instructions(DEPLOY / "Dockerfile"):
+        if word == "ENV":
+            env.update(re.findall(r"(\w+)=(\S+)", rest))
+    return env
+
+
+def worker_probes() -> dict[str, list[str]]:
+    """The worker's probe commands by kind (startup, readiness, liveness): the e2e test runs them."""
+    worker = _deployment("memoryd-worker")["spec"]["template"]["spec"]["containers"][0]
+    return {kind: worker[f"{kind}Probe"]["exec"]["command"] for kind in ("startup", "readiness", "liveness")}
+
+
+def test_the_worker_is_probed_through_its_health_endpoint_in_kubernetes_and_compose(capsys):
+    from memoryd.cli import main
+    from memoryd.server._worker import LIVENESS
+
+    addr = _image_env()["MEMORYD_WORKER_HEALTH_ADDR"]
+    assert addr.startswith("127.0.0.1:")  # only probes inside the container ask it
+    assert load(None, env={"MEMORYD_WORKER_HEALTH_ADDR": addr}).worker_health_addr == addr
+    probes = worker_probes()
+    for kind, command in probes.items():
+        assert command[:4] == ["memoryd", "health", "--addr", addr] and "--quiet" in command, kind
+    # Readiness asks about the whole worker (PostgreSQL, Milvus, the loop); liveness and
+    # startup only whether the loop turns: an outage is not cured by a restart.
+    assert "--service" not in probes["readiness"]
+    for kind in ("liveness", "startup"):
+        assert probes[kind][probes[kind].index("--service") + 1] == LIVENESS
+    compose = _compose()["services"]["worker"]["healthcheck"]
+    assert compose["test"][0] == "CMD" and compose["test"][1:5] == ["memoryd", "health", "--addr", addr]
+    assert "--service" not in compose["test"]
+    with pytest.raises(SystemExit):
+        main(["health", "--help"])
+    known = set(re.findall(r"--[\w-]+", capsys.readouterr().out))
+    for command in [*probes.values(), compose["test"][1:]]:
+        assert {word for word in command if word.startswith("--")} <= known, command
+
+
 def _deployment(name: str) -> dict[str, Any]:
     return next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == name)
 
