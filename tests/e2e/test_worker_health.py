@@ -9,6 +9,7 @@ Kubernetes and compose probes ask: ``memoryd health --addr … [--service livene
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
@@ -165,16 +166,20 @@ def test_a_worker_reports_its_postgres_milvus_and_loop_through_its_health_endpoi
         assert {kind: _probe(kind, health_port) for kind in ("startup", "readiness", "liveness")} == {
             "startup": 0, "readiness": 0, "liveness": 0}
 
-        # Its metrics endpoint serves the outbox gauges, read from PostgreSQL.
+        # Its metrics endpoint serves the server's instruments: the outbox gauges (read from
+        # PostgreSQL), its connection pools, the build.
         deadline = time.monotonic() + 30
         while True:
             with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as reply:
                 assert reply.status == 200
                 body = reply.read().decode()
-            if "outbox" in body or time.monotonic() > deadline:
+            if "memoryd_outbox_pending" in body or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        assert "outbox" in body and "# TYPE" in body
+        assert "memoryd_outbox_pending" in body and "memoryd_outbox_lag_seconds" in body
+        for pool in ("memoryd_app", "memoryd_worker"):  # both of its pools are watched
+            assert re.search(rf'^db_client_connection_max{{[^}}]*db_client_connection_pool_name="{pool}"', body, re.M)
+        assert re.search(r"^memoryd_build_info{", body, re.M)
 
         # Milvus gone: not ready, still alive (a restart would not bring Milvus back).
         milvus.stop()

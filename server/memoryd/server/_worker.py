@@ -14,8 +14,9 @@ Health is grpc.health.v1 on ``worker_health_addr`` (the same protocol as the ser
 
 A worker with no collection to fill yet (no server has registered an embedding model) has
 no Milvus to check; it is SERVING on PostgreSQL alone. Metrics are the server's
-(``MEMORYD_METRICS_ADDR``, ``MEMORYD_METRICS_EXPORTER``), with the database-backed gauges
-(outbox pending, lag, dead letters) refreshed the same way.
+(``MEMORYD_METRICS_ADDR``, ``MEMORYD_METRICS_EXPORTER``): process, build and connection-pool
+instruments, and the database-backed gauges (outbox pending, lag, dead letters) refreshed the
+same way.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from memoryd.domain import MemorydError
 from memoryd.storage import IndexSet, OutboxWorker, Postgres
 
 from ._config import Config
+from ._logging import configure_logging
 from ._metrics import Metrics, MetricsRefresher
 
 _log = logging.getLogger("memoryd.worker")
@@ -160,6 +162,8 @@ class WorkerProcess:
         self.indexes = indexes
         self.health = WorkerHealth(worker, queue, indexes)
         self.metrics = Metrics(config)
+        self.metrics.watch_pool(db)
+        self.metrics.watch_pool(queue)
         self._db = db
         self._queue = queue
         self._server: grpc.aio.Server | None = None
@@ -168,6 +172,7 @@ class WorkerProcess:
 
     async def start(self) -> None:
         config = self.config
+        configure_logging(config)  # log_format, as the server applies it
         if config.worker_health_addr:
             server = grpc.aio.server()
             health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, server)
