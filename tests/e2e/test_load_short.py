@@ -50,15 +50,17 @@ def test_only_loopback_addresses_are_accepted(tmp_path: Path):
     key = tmp_path / "signing.pem"
     key.write_text("not used")
     with pytest.raises(BenchError, match="only runs against loopback"):
-        run_load(LoadOptions(addr="192.0.2.1:50051", key_file=key, duration=1))
+        run_load(LoadOptions(addrs=("192.0.2.1:50051",), key_file=key, duration=1))
+    with pytest.raises(BenchError, match="only runs against loopback"):  # every one of several
+        run_load(LoadOptions(addrs=("127.0.0.1:50051", "192.0.2.1:50051"), key_file=key, duration=1))
     with pytest.raises(BenchError, match="needs --key-file"):
-        run_load(LoadOptions(addr="127.0.0.1:50051", key_file=None, duration=1))
+        run_load(LoadOptions(addrs=("127.0.0.1:50051",), key_file=None, duration=1))
 
 
 def test_the_lost_write_check_finds_a_write_erased_behind_its_back(server: ServerProcess, key_file: Path):
-    options = LoadOptions(addr=server.target, key_file=key_file, tenants=1, subjects=2, seed_memories=3)
+    options = LoadOptions(addrs=(server.target,), key_file=key_file, tenants=1, subjects=2, seed_memories=3)
     with grpc.insecure_channel(server.target) as channel:
-        run = _Run(options, channel, key_file)
+        run = _Run(options, [channel], key_file)
         tenant = run.tenants[0]
         run.setup_tenant(tenant, random.Random(1))
         assert run.verify() == ([], 0)
@@ -89,3 +91,27 @@ def test_a_short_load_run_has_no_errors_and_loses_no_writes(server: ServerProces
     # Every tenant was seeded, and the run's own erases are accounted for, not counted as lost.
     assert document["writes"]["acknowledged"] >= 30 * 2 * 5
     assert "| Recall |" in printed.out and "lost writes: 0" in printed.out
+
+
+def test_several_addresses_share_the_load_round_robin(server: ServerProcess, key_file: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]):
+    # Two addresses of the suite's one server (by IP and by name): two channels, so the calls
+    # really are spread over two connections; replicas of a deployment are dialled the same way.
+    port = server.target.rsplit(":", 1)[1]
+    first, second = f"127.0.0.1:{port}", f"localhost:{port}"
+    out = tmp_path / "load.json"
+    args = _parser().parse_args([
+        "bench", "load", "--addr", first, "--addr", second, "--key-file", str(key_file), "--tenants", "4",
+        "--concurrency", "3", "--duration", "4", "--seed", "5", "--json", str(out), "--quiet"])
+    assert args.run(args) == 0
+    printed = capsys.readouterr().out
+    document = json.loads(out.read_text())
+    assert document["server"]["addrs"] == [first, second]
+    calls = document["calls_by_addr"]
+    assert set(calls) == {first, second} and sum(calls.values()) == sum(
+        document["operations"][op]["calls"] for op in OPERATIONS)
+    assert abs(calls[first] - calls[second]) <= 3  # one worker's turn apart at most
+    assert document["writes"]["lost"] == 0 and document["errors"] == {}
+    assert f"spread over 2 servers: {first} {calls[first]} calls, {second} {calls[second]} calls" in printed
+    with pytest.raises(BenchError, match="given twice"):
+        run_load(LoadOptions(addrs=(first, first), key_file=key_file, duration=1))

@@ -14,6 +14,11 @@ every subject is listed (MemoryView, every status) and each acknowledged memory 
 did not erase itself must be there: a missing one is a **lost write**. An Erase that failed
 leaves its memory uncertain; it is counted as an error and left out of the check.
 
+Given several addresses (replicas of one deployment, sharing one signing key), the calls are
+spread over them round robin — each worker starts at its own replica and moves to the next
+with every call — so a memory written through one replica is recalled, listed and erased
+through the others; setup and the final check go through the first.
+
 Only loopback addresses are accepted: this is a tool for one's own machine, not for load
 testing somebody else's server.
 """
@@ -29,7 +34,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -61,8 +67,8 @@ _WORDS = ("apple", "harbour", "cello", "marathon", "Berlin", "puppy", "recital",
 
 @dataclass(frozen=True)
 class LoadOptions:
-    addr: str | None = None           # None: start an embedded server
-    key_file: Path | None = None      # the server's signing key (needed with addr)
+    addrs: tuple[str, ...] = ()       # servers of one deployment; none: start an embedded server
+    key_file: Path | None = None      # their signing key (needed with addrs)
     tenants: int = 100
     subjects: int = 2                 # per tenant
     seed_memories: int = 5            # per subject
@@ -101,6 +107,7 @@ class LoadResult:
     erase_mismatches: int              # an Erase of one id that did not report 1 memory
     degraded: int                      # Recall responses marked degraded
     server_rss_bytes: dict[str, int | None] = field(default_factory=dict)
+    calls_by_addr: dict[str, int] = field(default_factory=dict)  # measured calls per server address
 
     @property
     def errors(self) -> Counter[str]:
@@ -163,10 +170,13 @@ class _Tenant:
 
 
 class _Run:
-    def __init__(self, options: LoadOptions, channel: grpc.Channel, key_path: Path) -> None:
+    def __init__(self, options: LoadOptions, channels: Sequence[grpc.Channel], key_path: Path) -> None:
         self.options = options
-        self.memory = svc_grpc.MemoryServiceStub(channel)
-        self.admin = admin_grpc.ViewAdminServiceStub(channel)
+        # One MemoryService stub per server; setup and verification use the first.
+        self.replicas = [svc_grpc.MemoryServiceStub(channel) for channel in channels]
+        self.memory = self.replicas[0]
+        self.admin = admin_grpc.ViewAdminServiceStub(channels[0])
+        self.calls_by_replica = [0] * len(self.replicas)
         self.key = load_signing_key(key_path)
         run_id = options.run_id or uuid.uuid4().hex[:8]
         self.run_id = run_id
@@ -219,12 +229,13 @@ class _Run:
 
     # -- the measured loop -----------------------------------------------------------------
 
-    def call(self, op: str, rng: random.Random) -> None:
+    def call(self, op: str, rng: random.Random, memory: svc_grpc.MemoryServiceStub | None = None) -> None:
+        memory = memory or self.memory
         tenant = rng.choice(self.tenants)
         subject = rng.choice(tenant.subjects)
         if op == "Recall":
             query = " ".join(rng.choice(_WORDS) for _ in range(3))
-            response = self.memory.Recall(svc.RecallRequest(subject=subject, query=query, top_k=10),
+            response = memory.Recall(svc.RecallRequest(subject=subject, query=query, top_k=10),
                                           metadata=tenant.metadata, timeout=self.options.deadline)
             if response.degraded:
                 with self.stats_lock:
@@ -232,7 +243,7 @@ class _Run:
         elif op == "Write":
             self._write(tenant, subject, self.options.write_items, rng)
         elif op == "MemoryView":
-            self.memory.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=50),
+            memory.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=50),
                                    metadata=tenant.metadata, timeout=self.options.deadline)
         else:
             with tenant.lock:
@@ -243,10 +254,10 @@ class _Run:
                     memory_id = pool.pop(rng.randrange(len(pool)))
                     tenant.uncertain[subject].add(memory_id)
             if not memory_id:  # nothing to erase here: list instead, so the call still counts
-                self.memory.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=50),
+                memory.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=50),
                                        metadata=tenant.metadata, timeout=self.options.deadline)
                 return
-            response = self.memory.Erase(
+            response = memory.Erase(
                 svc.EraseRequest(subject=subject, ids=svc.MemoryIds(ids=[memory_id]), mode=svc.ERASE_MODE_PURGE,
                                  reason="load generator"),
                 metadata=tenant.metadata, timeout=self.options.deadline)
@@ -259,18 +270,22 @@ class _Run:
 
     def worker(self, index: int, stop_at: float, progress: Callable[[], None]) -> None:
         rng = random.Random(self.options.seed * 1_000_003 + index)
+        turn = index
         while time.monotonic() < stop_at:
             op = choose_op(rng)
+            replica = turn % len(self.replicas)
+            turn += 1
             started = time.perf_counter()
             code = ""
             try:
-                self.call(op, rng)
+                self.call(op, rng, self.replicas[replica])
             except grpc.RpcError as exc:
                 code = exc.code().name if exc.code() is not None else "UNKNOWN"  # type: ignore[attr-defined]
             except _Mismatch:
                 code = "BAD_RESPONSE"
             elapsed = (time.perf_counter() - started) * 1000
             with self.stats_lock:
+                self.calls_by_replica[replica] += 1
                 if code:
                     self.ops[op].errors[code] += 1
                 else:
@@ -325,16 +340,21 @@ def _run_threads(count: int, target: Callable[[int], None]) -> None:
         raise errors[0]
 
 
-def _load(options: LoadOptions, target: str, key_path: Path, server: dict[str, Any],
+def _load(options: LoadOptions, targets: Sequence[str], key_path: Path, server: dict[str, Any],
           rss: Callable[[], dict[str, int | None]] | None, stream: TextIO | None) -> LoadResult:
     def say(text: str) -> None:
         if stream is not None:
             stream.write(text + "\n")
             stream.flush()
 
-    with grpc.insecure_channel(target) as channel:
-        grpc.channel_ready_future(channel).result(timeout=30)
-        run = _Run(options, channel, key_path)
+    with ExitStack() as channels:
+        opened = [channels.enter_context(grpc.insecure_channel(target)) for target in targets]
+        for target, channel in zip(targets, opened):
+            try:
+                grpc.channel_ready_future(channel).result(timeout=30)
+            except grpc.FutureTimeoutError:
+                raise BenchError(f"no memoryd answering at {target}") from None
+        run = _Run(options, opened, key_path)
         started = time.monotonic()
         queue = list(run.tenants)
         queue_lock = threading.Lock()
@@ -356,7 +376,8 @@ def _load(options: LoadOptions, target: str, key_path: Path, server: dict[str, A
         _run_threads(max(1, min(options.concurrency, options.tenants)), set_up)
         setup_seconds = time.monotonic() - started
         rss_before = rss() if rss else {}
-        say(f"set up in {setup_seconds:.1f} s; running {options.concurrency} workers for {options.duration:.0f} s")
+        say(f"set up in {setup_seconds:.1f} s; running {options.concurrency} workers for {options.duration:.0f} s"
+            + (f" over {len(targets)} servers" if len(targets) > 1 else ""))
         calls = [0]
         next_report = [time.monotonic() + 30]
 
@@ -385,7 +406,8 @@ def _load(options: LoadOptions, target: str, key_path: Path, server: dict[str, A
         uncertain=sum(len(t.uncertain[s]) for t in run.tenants for s in t.subjects),
         lost=lost, inactive=inactive, erase_mismatches=run.erase_mismatches, degraded=run.degraded,
         server_rss_bytes={**{f"before_{k}": v for k, v in rss_before.items()},
-                          **{f"after_{k}": v for k, v in rss_after.items()}})
+                          **{f"after_{k}": v for k, v in rss_after.items()}},
+        calls_by_addr=dict(zip(targets, run.calls_by_replica)))
 
 
 def run_load(options: LoadOptions, *, progress: TextIO | None = None) -> LoadResult:
@@ -393,17 +415,20 @@ def run_load(options: LoadOptions, *, progress: TextIO | None = None) -> LoadRes
         raise BenchError("tenants, subjects and concurrency must be at least 1 and the duration positive")
     if not 1 <= options.write_items <= 100 or not 0 <= options.seed_memories <= 100:
         raise BenchError("write items must be 1-100 and seed memories 0-100")
-    if options.addr is not None:
-        if not is_loopback(options.addr):
-            raise BenchError(f"refusing to load {options.addr}: the load generator only runs against loopback "
-                             "addresses (127.0.0.1, ::1, localhost)")
+    if options.addrs:
+        for addr in options.addrs:
+            if not is_loopback(addr):
+                raise BenchError(f"refusing to load {addr}: the load generator only runs against loopback "
+                                 "addresses (127.0.0.1, ::1, localhost)")
+        if len(set(options.addrs)) != len(options.addrs):
+            raise BenchError("an address is given twice")
         if options.key_file is None or not Path(options.key_file).is_file():
-            raise BenchError("--addr needs --key-file: the server's signing key, to store a view per tenant")
-        return _load(options, options.addr, Path(options.key_file), {"embedded": False, "addr": options.addr},
-                     None, progress)
+            raise BenchError("--addr needs --key-file: the servers' signing key, to store a view per tenant")
+        return _load(options, options.addrs, Path(options.key_file),
+                     {"embedded": False, "addrs": list(options.addrs)}, None, progress)
     with EmbeddedServer(start_timeout=options.start_timeout) as server:
         pid = server.pid
-        return _load(options, server.target, server.signing_key_path, {"embedded": True},
+        return _load(options, [server.target], server.signing_key_path, {"embedded": True},
                      (lambda: process_rss(pid)) if pid else None, progress)
 
 
@@ -435,6 +460,9 @@ def facts(result: LoadResult) -> list[str]:
         f"the run, {result.uncertain} left uncertain by a failed Erase; **lost writes: {len(result.lost)}**"
         + (f" (e.g. {', '.join('/'.join(x) for x in result.lost[:3])})" if result.lost else "")
         + (f"; {result.inactive} present but no longer active" if result.inactive else ""),
+        *([f"spread over {len(result.calls_by_addr)} servers: "
+           + ", ".join(f"{addr} {n} calls" for addr, n in result.calls_by_addr.items())]
+          if len(result.calls_by_addr) > 1 else []),
         f"setup {result.setup_seconds:.0f} s, verification {result.verify_seconds:.0f} s"
         + (f"; {result.degraded} Recall responses degraded" if result.degraded else "")
         + (f"; {result.erase_mismatches} Erase receipts not for exactly one verified memory"
@@ -479,7 +507,7 @@ def markdown_report(result: LoadResult, before: Mapping[str, Any], after: Mappin
 
     today = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     server = ("embedded (started by the run)" if result.server.get("embedded")
-              else f"external at {result.server.get('addr')}")
+              else f"external at {', '.join(result.server.get('addrs', []))}")
     setting_text = ", ".join(f"{k}={v}" for k, v in recorded.items())
     version_text = ", ".join(f"{name} {value}" for name, value in found.items() if value)
     memory = before.get("memory_bytes")
@@ -513,6 +541,7 @@ def json_report(result: LoadResult, before: Mapping[str, Any], after: Mapping[st
                    "inactive": result.inactive},
         "erase_mismatches": result.erase_mismatches,
         "degraded": result.degraded,
+        "calls_by_addr": dict(result.calls_by_addr),
         "p99_ms": {op: result.summary(op)["p99_ms"] for op in OPERATIONS},
         "throughput_per_second": (sum(len(s.latencies_ms) for s in result.ops.values()) / result.seconds
                                   if result.seconds else math.nan),

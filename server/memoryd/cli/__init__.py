@@ -16,14 +16,15 @@ from importlib import metadata
 # pg_ctl is started from a thread while gRPC runs; gRPC's fork handlers only add log noise.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
+from memoryd.domain import MemorydError
+from memoryd.storage import MissingExtra
+
 from ._admin import add_admin_commands
 from ._archive import add_archive_commands
 from ._audit import add_audit_commands
 from ._bench import add_bench_commands
 from ._client import add_client_commands
 from ._consolidate import add_consolidate_command
-from memoryd.domain import MemorydError
-
 from ._errors import CliError, hint_for, report
 from ._health import add_health_command
 from ._index import add_index_commands
@@ -91,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except CliError as exc:
+        report(exc.message, exc.hint)
+        return 2
+    except MissingExtra as exc:  # an embedded part the configuration needs is not installed
         report(exc.message, exc.hint)
         return 2
     except MemorydError as exc:  # a store refused to start or answer: its reason, one line

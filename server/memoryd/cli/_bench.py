@@ -65,10 +65,13 @@ def add_bench_commands(commands: Any) -> None:
                     "subject), run CONCURRENCY closed-loop workers for DURATION seconds with the mix 80% Recall, "
                     "15% Write, 3% MemoryView, 2% Erase, then check that every acknowledged write is still "
                     "there. Reports throughput, p50/p95/p99 per operation, errors by code and lost writes. "
-                    "Starts its own embedded server unless --addr is given; loopback addresses only. "
+                    "Starts its own embedded server unless --addr is given; several --addr spread the calls "
+                    "over several servers round robin; loopback addresses only. "
                     "Exits 1 if any call failed or any write was lost.")
-    load.add_argument("--addr", help="a memoryd on loopback instead of an embedded one (needs --key-file)")
-    load.add_argument("--key-file", help="that server's signing key (to store a view in each tenant)")
+    load.add_argument("--addr", action="append", metavar="HOST:PORT",
+                      help="a memoryd on loopback instead of an embedded one (needs --key-file); repeat it (or "
+                           "separate with commas) to spread the calls over several servers of one deployment")
+    load.add_argument("--key-file", help="the servers' signing key (to store a view in each tenant)")
     load.add_argument("--tenants", type=int, default=100, help="default 100")
     load.add_argument("--subjects", type=int, default=2, help="subjects per tenant (default 2)")
     load.add_argument("--seed-memories", type=int, default=5, help="memories written per subject first (default 5)")
@@ -126,7 +129,8 @@ def run_load_command(args: argparse.Namespace) -> int:
     from memoryd.bench import LoadOptions, run_load
     from memoryd.bench import _load
 
-    options = LoadOptions(addr=args.addr, key_file=Path(args.key_file) if args.key_file else None,
+    addrs = tuple(part.strip() for value in args.addr or () for part in value.split(",") if part.strip())
+    options = LoadOptions(addrs=addrs, key_file=Path(args.key_file) if args.key_file else None,
                           tenants=args.tenants, subjects=args.subjects, seed_memories=args.seed_memories,
                           concurrency=args.concurrency, duration=args.duration, seed=args.seed,
                           deadline=args.deadline, start_timeout=args.start_timeout)

@@ -39,7 +39,8 @@ def _health(args: argparse.Namespace) -> int:
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
         report(f"{args.service or 'memoryd'} at {dialable(args.addr)} is {status}",
-               "the server is starting or shutting down; try again shortly")
+               "it is starting or shutting down, or (a worker) cannot reach PostgreSQL or Milvus or its "
+               "loop has stalled: see its log")
         return 1
     if args.json:
         print(json.dumps({"service": args.service, "addr": dialable(args.addr), "status": status}))

@@ -11,14 +11,27 @@ from typing import Any
 
 from memoryd.bench._progress import Progress
 from memoryd.domain import MemorydError
-from memoryd.server import Embedders, configured_embedder
-from memoryd.storage import IndexSet, IndexTarget, MilvusIndex, OutboxWorker, embedder_from_config, reindex
+from memoryd.server import Embedders, WatchedOutboxWorker, WorkerProcess, configured_embedder
+from memoryd.storage import (
+    IndexSet,
+    IndexTarget,
+    MilvusIndex,
+    OutboxWorker,
+    embedder_from_config,
+    reindex,
+    require_embedded_parts,
+)
 
 from ._context import open_storage
 
 
 def add_index_commands(commands: Any) -> None:
-    worker = commands.add_parser("worker", help="run an outbox worker alone (needs a configured Milvus)")
+    worker = commands.add_parser(
+        "worker", help="run an outbox worker alone (needs a configured Milvus)",
+        description="Embed written memories and put them into Milvus, beside any number of other workers. "
+                    "With MEMORYD_WORKER_HEALTH_ADDR it answers grpc.health.v1 there (`memoryd health --addr`): "
+                    "service '' is SERVING while PostgreSQL and Milvus answer and its loop turns, service "
+                    "'liveness' only checks the loop. MEMORYD_METRICS_ADDR serves its metrics.")
     worker.set_defaults(run=_worker)
 
     outbox = commands.add_parser("outbox", help="the index work queue")
@@ -53,15 +66,21 @@ async def _worker(args: argparse.Namespace) -> int:
                            routing=config.milvus_routing, refresh_seconds=config.index_refresh_seconds,
                            seal_writes=config.milvus_seal)
         await indexes.refresh()
-        worker = OutboxWorker(s.queue, s.store, indexes.targets, max_attempts=config.outbox_max_attempts)
+        worker = WatchedOutboxWorker(s.queue, s.store, indexes.targets, max_attempts=config.outbox_max_attempts)
+        process = WorkerProcess(config, worker, indexes, s.store.db, s.queue)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        print("memoryd worker running", flush=True)
         try:
-            await asyncio.gather(worker.run(stop), indexes.run(stop))
+            await process.start()
+            if process.health_port:
+                host = config.worker_health_addr.rpartition(":")[0]
+                print(f"memoryd worker health on {host}:{process.health_port}", flush=True)
+            print("memoryd worker running", flush=True)
+            await process.run(stop)
         finally:
+            await process.close()
             await indexes.close()
             embedders.close()
     return 0
@@ -109,6 +128,7 @@ async def _reindex(args: argparse.Namespace) -> int:
         try:
             await embedder.warm_up()  # type: ignore[attr-defined]
             if not config.milvus_uri:
+                require_embedded_parts(postgres=False, milvus=True)
                 Path(config.milvus_target).parent.mkdir(parents=True, exist_ok=True)
             index = MilvusIndex(config.milvus_target, model_id=embedder.model_id, dim=embedder.dim,
                                 routing=config.milvus_routing, token=config.milvus_token,

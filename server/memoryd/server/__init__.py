@@ -26,6 +26,7 @@ from ._secrets import (
 from ._consolidation import DEFAULT_SIMILARITY, ConsolidationReport, Consolidator, consolidator, topic_groups
 from ._interceptors import Call, Interceptor, build_chain
 from ._logging import configure_logging
+from ._worker import WatchedOutboxWorker, WorkerHealth, WorkerProcess
 
 __all__ = [
     "DEFAULT_SIMILARITY",
@@ -44,6 +45,9 @@ __all__ = [
     "Secrets",
     "StartedServer",
     "TokenVerifier",
+    "WatchedOutboxWorker",
+    "WorkerHealth",
+    "WorkerProcess",
     "build_chain",
     "configure_logging",
     "configured_embedder",

@@ -39,6 +39,7 @@ from memoryd.storage import (
     migrate,
     register_index_model,
     require_current_schema,
+    require_embedded_parts,
     seal_plaintext,
 )
 from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
@@ -210,6 +211,9 @@ class Memoryd:
 
     async def start(self) -> StartedServer:
         config = self.config
+        # Before anything starts: a configuration that needs an embedded part which is not
+        # installed (the image has none) stops here with one line naming the extra.
+        require_embedded_parts(postgres=config.embedded, milvus=not config.milvus_uri)
         key_files = KeyFiles.of(config)
         secrets = await asyncio.to_thread(load_secrets, key_files)
         _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,

