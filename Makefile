@@ -24,7 +24,7 @@ serve: install
 ## (the last on Debian's PostgreSQL server and a Milvus server, installed first if missing).
 test: install
 	PYTHON=$(PYTHON) bash scripts/install-test-servers.sh
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 ## bench: LoCoMo retrieval benchmark on a throw-away embedded server (bench/README.md).
 ## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".

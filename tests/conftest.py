@@ -23,6 +23,24 @@ from .support_tls import ca, tls_server  # noqa: F401  (fixtures of the mTLS tes
 from .support import Agent, MilvusServer, ServerProcess, fresh_database, full_view, put_view, server_env, token_for, unique
 
 
+# `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). Tests that share
+# something outside their temp dirs run on one worker, in order: the Milvus server (one per
+# machine: it locks /run/milvus) and the clients' build folders (npm, go, mvn).
+_GROUPS = (
+    ("distributed", ("tests/distributed/",)),
+    ("clients", ("tests/clients/", "tests/e2e/test_conformance.py", "tests/protos/test_go_drift.py",
+                 "tests/protos/test_java_drift.py", "tests/protos/test_ts_drift.py")),
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        for group, prefixes in _GROUPS:
+            if path.startswith(prefixes):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
     with warnings.catch_warnings():

@@ -317,7 +317,7 @@ def test_recall_answers_within_its_deadline_while_milvus_restarts(shape: Deploym
                 assert [m.memory.text for m in found.memories] == ["Alice plays the cello in an orchestra"]
                 degraded += found.degraded
                 recovered = recovered or (n == 1 and not found.degraded and time.monotonic() - started < 5)
-            if recovered and time.monotonic() > deadline - 60:
+            if recovered:  # the collection is loaded again: the window is over
                 break
             time.sleep(0.5)
         assert slow == [], f"Recalls that missed their 5 s deadline: {slow}"

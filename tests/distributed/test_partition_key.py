@@ -43,7 +43,7 @@ def keyed(pg15: ExternalPostgres, milvus_standalone: MilvusStandalone,
 def test_replicas_starting_together_all_start_on_a_fresh_collection(keyed: Deployment) -> None:
     keyed.start_replica(**ROUTING).stop()  # the shared keys exist before the race
     keyed.replicas.clear()
-    for _ in range(2):
+    for _ in range(1):  # the race showed on the first round (1 in 6 trials in the report)
         _drop_pk_collections(keyed.milvus.uri)
         failures: list[BaseException] = []
 

@@ -55,7 +55,7 @@ BREAKER_SECONDS = 2.0
 MAX_SEARCH_LIMIT = 16_384
 # How long a purge waits for a Milvus server's compaction of its deletes before it reports the
 # vector files as unchecked (the compaction goes on; the receipt just cannot vouch for it).
-COMPACTION_TIMEOUT = 30.0
+COMPACTION_TIMEOUT = 10.0  # an Erase must answer well within a client's 30 s per attempt
 COMPACTION_POLL = 0.5
 # The most tags a memory can carry: the index's array capacity is fixed when a collection is made.
 MAX_TAGS = 32
