@@ -21,10 +21,13 @@ serve: install
 	$(BIN)/memoryd serve
 
 ## test: the whole suite — contract checks, storage, server, end-to-end and distributed tests
-## (the last on Debian's PostgreSQL server and a Milvus server, installed first if missing).
+## (the last on Debian's PostgreSQL server and a Milvus server, installed first if missing);
+## most on both cores, then the `serial` ones (tests/conftest.py) one at a time.
 test: install
 	PYTHON=$(PYTHON) bash scripts/install-test-servers.sh
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 -m "not serial"; parallel=$$?; \
+	$(BIN)/python -m pytest -m serial; serial=$$?; \
+	test $$parallel -eq 0 -a $$serial -eq 0
 
 ## bench: LoCoMo retrieval benchmark on a throw-away embedded server (bench/README.md).
 ## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".

@@ -23,22 +23,18 @@ from .support_tls import ca, tls_server  # noqa: F401  (fixtures of the mTLS tes
 from .support import Agent, MilvusServer, ServerProcess, fresh_database, full_view, put_view, server_env, token_for, unique
 
 
-# `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). Tests that share
-# something outside their temp dirs run on one worker, in order: the Milvus server (one per
-# machine: it locks /run/milvus) and the clients' build folders (npm, go, mvn).
-_GROUPS = (
-    ("distributed", ("tests/distributed/",)),
-    ("clients", ("tests/clients/", "tests/e2e/test_conformance.py", "tests/protos/test_go_drift.py",
-                 "tests/protos/test_java_drift.py", "tests/protos/test_ts_drift.py")),
-)
+# `make test` runs the suite in two lanes: most tests on both cores (pytest-xdist), then the
+# `serial` ones one at a time — those sharing something outside their temp dirs: the Milvus
+# server (one per machine: it locks /run/milvus) and the clients' build folders (npm, go, mvn).
+# (xdist's loadgroup would do this in one run, but it cannot rename test ids on pytest 9.)
+_SERIAL = ("tests/distributed/", "tests/clients/", "tests/e2e/test_conformance.py", "tests/protos/test_go_drift.py",
+           "tests/protos/test_java_drift.py", "tests/protos/test_ts_drift.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        path = item.nodeid.split("::")[0]
-        for group, prefixes in _GROUPS:
-            if path.startswith(prefixes):
-                item.add_marker(pytest.mark.xdist_group(group))
+        if item.nodeid.startswith(_SERIAL):
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture(scope="session")
