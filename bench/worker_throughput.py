@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -25,15 +23,8 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memoryd.v1 import memory_service_pb2 as svc  # noqa: E402
 from tests.support import Agent, draft, full_view, put_view, token_for  # noqa: E402
 from tests.support_distributed import Deployment, ExternalPostgres, MilvusStandalone  # noqa: E402
-
-
-def _queries(milvus: MilvusStandalone) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{milvus.ports['webservice_port']}/metrics").read().decode()
-    return sum(float(m.group(1)) for m in re.finditer(
-        r'^milvus_proxy_req_count\{[^}]*function_name="Query"[^}]*status="success"[^}]*\} (\S+)$', text, re.M))
 
 
 def main() -> None:
@@ -59,14 +50,14 @@ def main() -> None:
                 agents[n % args.tenants].write("alice", draft("event", f"note {n} about topic {n % 17}"))
         with psycopg.connect(shape.worker_dsn) as conn:
             backlog = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
-        before = _queries(milvus)
+        before = milvus.queries()
         started = time.monotonic()
         shape.start_worker()
         with psycopg.connect(shape.worker_dsn, autocommit=True) as conn:
             while conn.execute("SELECT count(*) FROM outbox").fetchone()[0]:
                 time.sleep(0.2)
         elapsed = time.monotonic() - started
-        queries = _queries(milvus) - before
+        queries = milvus.queries() - before
         load = os.getloadavg()[0]
         print(f"backlog {backlog} rows over {args.tenants} tenants: drained in {elapsed:.1f} s "
               f"({backlog / elapsed:.1f} rows/s incl. worker start), {queries:.0f} Milvus queries; load {load:.2f}")

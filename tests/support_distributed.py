@@ -10,11 +10,13 @@ import glob
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,6 +166,13 @@ class MilvusStandalone:
         self.kill()
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def queries(self) -> float:
+        """Query requests the server has answered (its own Prometheus counter): the read-backs."""
+        url = f"http://127.0.0.1:{self.ports['webservice_port']}/metrics"
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        return sum(float(m.group(1)) for m in re.finditer(
+            r'^milvus_proxy_req_count\{[^}]*function_name="Query"[^}]*status="success"[^}]*\} (\S+)$', text, re.M))
+
 
 class WorkerProcess(ServerProcess):
     """A ``memoryd worker`` subprocess (it prints one line once it runs)."""
@@ -240,6 +249,17 @@ class Deployment:
         worker = WorkerProcess(self.env(**overrides), self.logs / f"worker-{n}.log").start()
         self.workers.append(worker)
         return worker
+
+    def restart_replica(self, n: int) -> ServerProcess:
+        """Start replica ``n`` again (after a kill), with the same settings and log."""
+        old = self.replicas[n]
+        self.replicas[n] = ServerProcess(old.env, old.log_path).start(timeout=120)
+        return self.replicas[n]
+
+    def restart_worker(self, n: int) -> WorkerProcess:
+        old = self.workers[n]
+        self.workers[n] = WorkerProcess(old.env, old.log_path).start()
+        return self.workers[n]
 
     def stop_all(self) -> None:
         for proc in [*self.replicas, *self.workers]:

@@ -6,12 +6,10 @@ through the other, with processes killed under load."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,8 +191,8 @@ def test_replicas_and_workers_killed_mid_load_lose_and_double_nothing(shape: Dep
         shape.workers[0].stop(signal.SIGKILL)    # mid-batch, holding claimed outbox rows
         shape.replicas[1].stop(signal.SIGKILL)   # with calls in flight
         time.sleep(3)
-        shape.replicas[1] = type(shape.replicas[1])(shape.replicas[1].env, shape.replicas[1].log_path).start(120)
-        shape.workers[0] = type(shape.workers[0])(shape.workers[0].env, shape.workers[0].log_path).start()
+        shape.restart_replica(1)
+        shape.restart_worker(0)
         time.sleep(3)
         stop.set()
         for t in threads:
@@ -237,11 +235,6 @@ def test_the_owner_password_is_in_no_process_environment(shape: Deployment) -> N
     assert {"memoryd_app", "memoryd_worker"} <= users
 
 
-def _restart(shape: Deployment, n: int) -> None:
-    old = shape.replicas[n]
-    shape.replicas[n] = type(old)(old.env, old.log_path).start(120)
-
-
 def test_a_replica_killed_during_a_purge_loses_neither_the_receipt_nor_the_vector_deletion(
         shape: Deployment) -> None:
     """Bugs 3 and 8: the purge commits, then the replica dies before clearing Milvus. The
@@ -277,7 +270,7 @@ def test_a_replica_killed_during_a_purge_loses_neither_the_receipt_nor_the_vecto
             assert errors and errors[0].code() == grpc.StatusCode.UNAVAILABLE
         finally:
             os.killpg(group, signal.SIGCONT)
-        _restart(shape, 1)
+        shape.restart_replica(1)
         # The client retries the same request through the other replica: the first receipt.
         receipt = caller.via(0).call("Erase", request, timeout=60).receipt
         assert receipt.counts.memories == 3 and receipt.counts.keys == 1
@@ -326,14 +319,6 @@ def test_recall_answers_within_its_deadline_while_milvus_restarts(shape: Deploym
         caller.close()
 
 
-def _milvus_queries(shape: Deployment) -> float:
-    """Query requests the Milvus server has answered (its own Prometheus counter)."""
-    url = f"http://127.0.0.1:{shape.milvus.ports['webservice_port']}/metrics"
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    return sum(float(m.group(1)) for m in re.finditer(
-        r'^milvus_proxy_req_count\{[^}]*function_name="Query"[^}]*status="success"[^}]*\} (\S+)$', text, re.M))
-
-
 def test_a_worker_confirms_a_batch_of_many_tenants_with_one_read_back(shape: Deployment) -> None:
     """Bug 9: one strong read-back per tenant per batch (~300 ms each on a Milvus server) held
     a worker to a few rows a second. bench/worker_throughput.py measures the rate."""
@@ -347,16 +332,16 @@ def test_a_worker_confirms_a_batch_of_many_tenants_with_one_read_back(shape: Dep
                 put_view(channel, signing, tenant, full_view("agent-1"))
                 Agent(channel, token_for(signing, tenant)).write("alice", draft("event", f"note {n}"),
                                                                   draft("event", f"other note {n}"))
-        before = _milvus_queries(shape)
-        shape.workers[0] = type(shape.workers[0])(shape.workers[0].env, shape.workers[0].log_path).start()
+        before = shape.milvus.queries()
+        shape.restart_worker(0)
         with psycopg.connect(shape.worker_dsn, autocommit=True) as conn:
             deadline = time.monotonic() + 120
             while conn.execute("SELECT count(*) FROM outbox").fetchone()[0]:
                 assert time.monotonic() < deadline, "the worker did not drain the outbox"
                 time.sleep(0.2)
         # 64 rows of 32 tenants are two batches of 32: one read-back each (not one per tenant).
-        assert _milvus_queries(shape) - before <= 4
+        assert shape.milvus.queries() - before <= 4
     finally:
         for n, worker in enumerate(shape.workers):
             if worker.process is None:
-                shape.workers[n] = type(worker)(worker.env, worker.log_path).start()
+                shape.restart_worker(n)
