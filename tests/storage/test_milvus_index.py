@@ -391,6 +391,39 @@ async def test_search_applies_the_read_filter(seeded: Seeded, flt: ReadFilter, e
     assert await seeded.names(flt) == expected
 
 
+async def test_reads_straight_from_milvus_lite_answer_what_pymilvus_answers(
+        index: MilvusIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recall's reads go straight to an in-process Milvus Lite's engine (no gRPC round trip):
+    same hits, same order, same cosines and vectors as the same calls through pymilvus."""
+    tenant = unique("t")
+    items = {name: memory(**fields) for name, fields in SEEDED.items()}
+    vectors = [blend(i % DIM, (i + 3) % DIM, 0.1 + 0.07 * i) for i in range(len(items))]
+    await index.upsert(tenant, list(items.values()), vectors)
+    await seed(index, unique("t"), *(replace(m, id=str(uuid.uuid4())) for m in items.values()))
+    ids = [m.id for m in items.values()] + [str(uuid.uuid4())]
+    filters = [everything(), everything(include_org=True, any_session=True), everything(tags=("travel",)),
+               ReadFilter(subject="alice", rules=((Category.FACT, ("*_city",)),))]
+
+    async def answers() -> tuple[list[list[tuple[str, float, list[float]]]], dict[str, list[float]]]:
+        found = [await index.search(tenant, labelled(flt), blend(1, 2, 0.3), 5, NOW) for flt in filters]
+        return found, await index.vectors(tenant, ids)
+
+    assert index._engine() is not None
+    direct = await answers()
+    monkeypatch.setattr(MilvusIndex, "_engine", lambda self: None)
+    through_pymilvus = await answers()
+    assert [[hit_id for hit_id, _, _ in hits] for hits in direct[0]] == \
+        [[hit_id for hit_id, _, _ in hits] for hits in through_pymilvus[0]]
+    assert [len(hits) for hits in direct[0]] == [5, 5, 2, 2]
+    for hits, expected in zip(direct[0], through_pymilvus[0], strict=True):
+        for (_, cosine, vector), (_, cosine_expected, vector_expected) in zip(hits, expected, strict=True):
+            assert cosine == pytest.approx(cosine_expected, abs=1e-6)
+            assert vector == pytest.approx(vector_expected, abs=1e-6)
+    assert set(direct[1]) == set(through_pymilvus[1]) == set(ids[:-1])
+    for memory_id, vector in direct[1].items():
+        assert vector == pytest.approx(through_pymilvus[1][memory_id], abs=1e-6)
+
+
 async def test_expired_vectors_are_not_returned(seeded: Seeded) -> None:
     assert "expired" not in await seeded.names(everything())
     assert "expired" in await seeded.names(everything(), now=NOW - timedelta(days=2))
