@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
@@ -79,7 +79,7 @@ def estimate_tokens(text: str) -> int:
     return wide + math.ceil((len(text) - wide) / 4)
 
 
-def fit_budget(items: Sequence[T], limit: int, budget: int, text_of: Callable[[T], str]) -> list[T]:
+def fit_budget(items: Iterable[T], limit: int, budget: int, text_of: Callable[[T], str]) -> list[T]:
     """At most ``limit`` items in rank order whose estimated tokens fit ``budget`` (0: no budget).
 
     An item too long for what is left is skipped, so shorter ones ranked below it can still
@@ -87,11 +87,13 @@ def fit_budget(items: Sequence[T], limit: int, budget: int, text_of: Callable[[T
     """
     kept: list[T] = []
     used = 0
-    for item in items:
-        if len(kept) == limit:
-            break
+    if limit <= 0:
+        return kept
+    for item in items:  # may be lazy (recall's MMR order): nothing past the last kept is drawn
         cost = estimate_tokens(text_of(item)) if budget > 0 else 0
         if used + cost <= budget or budget <= 0:
             kept.append(item)
             used += cost
+            if len(kept) == limit:
+                break
     return kept

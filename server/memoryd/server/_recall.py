@@ -4,7 +4,8 @@ Free text runs two channels in parallel, both filtered by the caller's view-narr
 before they search: dense (the query embedding against the tenant's partition, limit
 top_k × 3) and keyword (BM25 over keyed term hashes in Postgres). The candidates are
 re-read from Postgres (an id without an active row is dropped, so a stale vector is never
-served), their similarity is a convex combination of both channels' normalised scores
+served) — the keyword hits' rows and vectors while the query is still being embedded, the
+dense channel's other hits after its search — their similarity is a convex combination of both channels' normalised scores
 (see ``similarities``), and they are scored as
 
     w_sim · similarity + w_rec · 0.5^(age / half_life[category]) + w_imp · importance (+ pinned)
@@ -20,16 +21,18 @@ filter, ranks are numbered among the candidates the exact re-read kept, and the 
 inputs, last access, text) by a constant before scoring.
 
 Each stage is a child span of the RPC's span: ``memoryd.embed``, ``memoryd.vector_search``,
-``memoryd.keyword_search``, ``memoryd.row_fetch``, ``memoryd.vector_fetch`` (vectors of the
-keyword-only candidates), ``memoryd.rerank``; they carry counts,
+``memoryd.keyword_search``, ``memoryd.row_fetch`` (twice: the keyword hits, then the dense
+channel's other hits), ``memoryd.vector_fetch`` (vectors of the keyword hits), ``memoryd.rerank``
+(MMR, lazily: only as far as top_k and the budget need); they carry counts,
 never the query or any memory's content.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -95,10 +98,6 @@ class Recalled:
     degraded_reason: str = ""
 
 
-def _dot(a: Sequence[float], b: Sequence[float]) -> float:
-    return sum(x * y for x, y in zip(a, b))
-
-
 def fuse(dense: list[tuple[str, float, list[float]]], keyword: list[tuple[str, float]]) -> dict[str, Candidate]:
     """The union of the two channels' candidates, with each channel's rank and raw score."""
     candidates: dict[str, Candidate] = {}
@@ -146,44 +145,52 @@ def renumber(candidates: dict[str, Candidate], kept: set[str]) -> None:
 
 def mmr(items: list[tuple[Memory, ScoreParts, list[float] | None]], limit: int,
         lam: float = MMR_LAMBDA, *, by_text: bool = True) -> list[tuple[Memory, ScoreParts]]:
+    """The first ``limit`` items in maximal-marginal-relevance order (``diverse``)."""
+    return list(itertools.islice(diverse(items, lam, by_text=by_text), limit))
+
+
+def diverse(items: list[tuple[Memory, ScoreParts, list[float] | None]], lam: float = MMR_LAMBDA, *,
+            by_text: bool = True) -> Iterator[tuple[Memory, ScoreParts]]:
     """Maximal marginal relevance: prefer high scores, penalise closeness to what is chosen.
 
     Near-duplicates (cosine above DUPLICATE_COSINE with a chosen memory) sink below distinct
-    memories. Without vectors, identical texts count as duplicates.
+    memories. Without vectors, identical texts count as duplicates. Lazy: each item taken
+    costs one pass over the candidates, so a caller that stops at top_k pays for top_k picks.
     """
     n = len(items)
     if n == 0:
-        return []
+        return
     dim = next((len(v) for _, _, v in items if v is not None), 0)
+    has_vector = np.array([v is not None and len(v) == dim for _, _, v in items], dtype=bool)
     matrix = np.zeros((n, max(dim, 1)), dtype=np.float32)
-    has_vector = np.zeros(n, dtype=bool)
-    for i, (_, _, vector) in enumerate(items):
-        if vector is not None and len(vector) == dim:
-            matrix[i] = vector
-            has_vector[i] = True
-    # Closeness counts only near-duplicates: the embedding model puts unrelated texts at a
-    # cosine of 0.75-0.85 already, so raw cosines would barely separate a paraphrase from a
-    # distinct memory. Above DUPLICATE_COSINE the penalty rises to its full weight.
-    closeness = np.clip((matrix @ matrix.T - DUPLICATE_COSINE) / (1 - DUPLICATE_COSINE), 0.0, 1.0)
-    if not has_vector.all():
-        # Without ``by_text`` (the caller's view hides text) every item counts as distinct.
-        texts = [m.text.strip().casefold() if by_text else str(i) for i, (m, _, _) in enumerate(items)]
-        for i in range(n):
-            for j in range(n):
-                if not (has_vector[i] and has_vector[j]):
-                    closeness[i, j] = 1.0 if texts[i] == texts[j] else 0.0
+    if has_vector.any():
+        matrix[has_vector] = np.array([v for (_, _, v), ok in zip(items, has_vector, strict=True) if ok],
+                                      dtype=np.float32)
+    # Without ``by_text`` (the caller's view hides text) every item counts as distinct.
+    texts = ([m.text.strip().casefold() if by_text else str(i) for i, (m, _, _) in enumerate(items)]
+             if not has_vector.all() else [])
+
+    def closeness(chosen: int) -> np.ndarray:
+        # Closeness counts only near-duplicates: the embedding model puts unrelated texts at a
+        # cosine of 0.75-0.85 already, so raw cosines would barely separate a paraphrase from a
+        # distinct memory. Above DUPLICATE_COSINE the penalty rises to its full weight.
+        row = np.clip((matrix @ matrix[chosen] - DUPLICATE_COSINE) / (1 - DUPLICATE_COSINE), 0.0, 1.0)
+        if texts:
+            by_words = np.array([1.0 if t == texts[chosen] else 0.0 for t in texts], dtype=np.float32)
+            compare_text = ~(has_vector & has_vector[chosen])
+            row = np.where(compare_text, by_words, row)
+        return row
+
     relevance = np.array([parts.score for _, parts, _ in items], dtype=np.float32)
     nearest_chosen = np.zeros(n, dtype=np.float32)
     remaining = np.ones(n, dtype=bool)
-    order: list[int] = []
-    while len(order) < min(limit, n):
+    for _ in range(n):
         value = lam * relevance - (1 - lam) * nearest_chosen
         value[~remaining] = -np.inf
         best = int(np.argmax(value))
-        order.append(best)
         remaining[best] = False
-        nearest_chosen = np.maximum(nearest_chosen, closeness[best])
-    return [(items[i][0], items[i][1]) for i in order]
+        nearest_chosen = np.maximum(nearest_chosen, closeness(best))
+        yield items[best][0], items[best][1]
 
 
 class Recaller:
@@ -231,17 +238,21 @@ class Recaller:
         with self._tracer.start_as_current_span("memoryd.rerank",
                                                 attributes={"memoryd.candidates": len(scored)}) as span:
             ranked = sorted(scored.values(), key=lambda item: -item[1].score)
-            diverse = mmr(ranked, len(ranked), by_text=mask.text)
-            result.ranked = fit_budget(diverse, top_k, token_budget, lambda pair: pair[0].text if mask.text else "")
+            result.ranked = fit_budget(diverse(ranked, by_text=mask.text), top_k, token_budget,
+                                       lambda pair: pair[0].text if mask.text else "")
             span.set_attribute("memoryd.returned", len(result.ranked))
         return result
 
     async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int,
-                       now: datetime) -> list[tuple[str, float]]:
+                       now: datetime) -> tuple[list[tuple[str, float]], list[Memory], dict[str, list[float]]]:
+        """The keyword hits, then their rows and vectors — read while the query is still being
+        embedded, so only the dense channel's other hits are left to read after its search."""
         with self._tracer.start_as_current_span("memoryd.keyword_search") as span:
             hits = await self._store.keyword_search(tenant, flt, query, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
-            return hits
+        ids = [memory_id for memory_id, _ in hits]
+        rows, vectors = await asyncio.gather(self._fetch_rows(tenant, flt, ids, now), self._fetch_vectors(tenant, ids))
+        return hits, rows, vectors
 
     async def _free_text(self, tenant: str, flt: ReadFilter, query: str, top_k: int, weights: ScoreWeights,
                          now: datetime, result: Recalled,
@@ -262,21 +273,26 @@ class Recaller:
             raise dense_outcome
         else:
             query_vector, dense = dense_outcome
-        candidates = fuse(dense, keyword_outcome)
+        keyword, keyword_rows, fetched = keyword_outcome
+        candidates = fuse(dense, keyword)
         if not candidates:
             return {}
-        # The rows and the vectors of keyword-only candidates (for their cosine, and MMR) are
-        # read at the same time; a vector counts only for a candidate whose row came back.
-        rows_list, fetched = await asyncio.gather(
-            self._fetch_rows(tenant, flt, list(candidates), now),
-            self._fetch_vectors(tenant, [i for i, c in candidates.items() if c.vector is None], query_vector),
-        )
+        read = {memory_id for memory_id, _ in keyword}
+        dense_rows = await self._fetch_rows(tenant, flt, [i for i in candidates if i not in read], now)
+        # In the order one read of all of them gives (most recently updated first, then id),
+        # which is how equal scores are ordered below.
+        rows_list = sorted(keyword_rows + dense_rows, key=lambda m: m.id)
+        rows_list.sort(key=lambda m: m.updated_at, reverse=True)
         rows = {m.id: m for m in rows_list}
         renumber(candidates, set(rows))
-        for memory_id, vector in fetched.items():
-            if memory_id in rows and query_vector is not None:
+        # A vector counts only for a keyword-only candidate whose row came back (its cosine, and MMR).
+        kept = [(i, v) for i, v in fetched.items()
+                if i in rows and candidates[i].vector is None and query_vector is not None]
+        if kept:
+            cosines = np.array([v for _, v in kept], dtype=np.float64) @ np.asarray(query_vector, dtype=np.float64)
+            for (memory_id, vector), cosine in zip(kept, cosines.tolist(), strict=True):
                 candidates[memory_id].vector = vector
-                candidates[memory_id].cosine = _dot(query_vector, vector)
+                candidates[memory_id].cosine = cosine
         closeness = similarities([candidates[i] for i in rows])
         out: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
         for memory_id, m in rows.items():
@@ -288,13 +304,14 @@ class Recaller:
         return out
 
     async def _fetch_rows(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
+        if not ids:
+            return []
         with self._tracer.start_as_current_span("memoryd.row_fetch", attributes={"memoryd.candidates": len(ids)}):
             return await self._store.fetch(tenant, flt, ids, now)
 
-    async def _fetch_vectors(self, tenant: str, ids: list[str],
-                             query_vector: list[float] | None) -> dict[str, list[float]]:
+    async def _fetch_vectors(self, tenant: str, ids: list[str]) -> dict[str, list[float]]:
         channel = self._dense_channel()
-        if not ids or query_vector is None or channel is None:
+        if not ids or channel is None:
             return {}
         try:
             with self._tracer.start_as_current_span("memoryd.vector_fetch",
