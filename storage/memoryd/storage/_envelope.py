@@ -128,6 +128,11 @@ def open_row(row: dict[str, Any], key: DataKey | None, id_column: str = "id") ->
     return out
 
 
+# The subject's wrapped data key beside each row of ``memories`` (SubjectKeys.open_with_keys).
+WRAPPED_KEY_COLUMN = ("(SELECT k.wrapped FROM subject_keys k WHERE k.tenant_id = memories.tenant_id "
+                      "AND k.subject = memories.subject) AS wrapped_key")
+
+
 class SubjectKeys:
     """Reads, creates and destroys subjects' key rows, and caches unwrapped keys."""
 
@@ -197,6 +202,26 @@ class SubjectKeys:
                   if any(r.get(c) is not None for c in ("text_ct", "data_ct", "key_ct", "tags_ct"))}
         keys = await self.for_read(conn, tenant, sealed)
         return [open_row(r, keys.get(r["subject"]), id_column) for r in rows]
+
+    async def open_with_keys(self, tenant: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Decrypt ``rows`` that carry their subject's wrapped key in ``wrapped_key`` (read in
+        the same statement, ``WRAPPED_KEY_COLUMN``): no second query for the keys. A row whose
+        key row is gone (crypto-shredded) or does not unwrap reads as content_unavailable."""
+        keys: dict[tuple[str, bytes], DataKey | None] = {}
+        opened = []
+        for row in rows:
+            wrapped = row.pop("wrapped_key", None)
+            key = None
+            if wrapped is not None:
+                slot = (row["subject"], bytes(wrapped))
+                if slot not in keys:
+                    try:
+                        keys[slot] = await self._unwrap(tenant, row["subject"], slot[1])
+                    except DataKeyUnavailable:
+                        keys[slot] = None
+                key = keys[slot]
+            opened.append(open_row(row, key))
+        return opened
 
     async def destroy(self, conn: Any, tenant: str, subject: str) -> int:
         """Delete the subject's key row (crypto-shredding) and drop it from the cache."""

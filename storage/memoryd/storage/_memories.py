@@ -39,7 +39,7 @@ from . import _audit as audit
 from . import _counters as counters
 from . import _erasure as erasure
 from . import _trust as trust
-from ._envelope import SubjectKeys
+from ._envelope import WRAPPED_KEY_COLUMN, SubjectKeys
 from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms, keyword_search
 from ._labels import KeyNames, label_filter, needs_names
@@ -177,15 +177,21 @@ class PostgresMemoryStore:
 
     async def _active(self, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
                       values: list[Any]) -> list[Memory]:
+        # One statement: the rows, their subject's wrapped key, and whether any has pending values.
         async with self._db.tenant_tx(tenant) as conn:
             where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
             query = sql.SQL(
-                "SELECT {cols} FROM memories WHERE {where} AND status = 'active' AND {which} "
+                "SELECT {cols}, {wrapped}, EXISTS (SELECT 1 FROM pending_values p WHERE p.tenant_id = "
+                "memories.tenant_id AND p.memory_id = memories.id) AS has_pending FROM memories "
+                "WHERE {where} AND status = 'active' AND {which} "
                 "AND (valid_until IS NULL OR valid_until > %s) AND {unexpired} ORDER BY updated_at DESC, id"
-            ).format(cols=sql.SQL(MEMORY_COLUMNS), where=where, which=which, unexpired=sql.SQL(UNEXPIRED))
+            ).format(cols=sql.SQL(MEMORY_COLUMNS), wrapped=sql.SQL(WRAPPED_KEY_COLUMN), where=where, which=which,
+                     unexpired=sql.SQL(UNEXPIRED))
             cur = await conn.execute(query, [*params, values, now, now])
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
-            return await with_pending(conn, self.keys, tenant, [memory_from_row(row) for row in rows])
+            rows = await cur.fetchall()
+            pending = any([row.pop("has_pending") for row in rows])
+            memories = [memory_from_row(row) for row in await self.keys.open_with_keys(tenant, rows)]
+            return await with_pending(conn, self.keys, tenant, memories) if pending else memories
 
     async def index_rows(self, tenant: str, ids: list[str]) -> list[tuple[IndexedMemory, str | None]]:
         """What the index needs of the active memories among ``ids``, with the text to embed
