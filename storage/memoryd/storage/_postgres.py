@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -70,6 +72,24 @@ def connect_failure(exc: psycopg.OperationalError, role: str, setting: str) -> M
     return Unavailable(f"cannot connect to Postgres as {role}: {reason}")
 
 
+# A connection handed back less than this long ago is handed out again without a check: the
+# check is a round trip of its own, a quarter of a short read's (BEGIN, set_config, SELECT,
+# COMMIT). One idle longer is checked first, so connections broken by a Postgres restart or an
+# idle timeout are replaced before use; a break inside the window fails that one call with
+# Unavailable, which clients retry.
+CHECK_AFTER_IDLE_SECONDS = 2.0
+_returned_at: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
+
+
+async def _mark_used(conn: psycopg.AsyncConnection) -> None:
+    _returned_at[conn] = time.monotonic()
+
+
+async def _check_if_idle(conn: psycopg.AsyncConnection) -> None:
+    if time.monotonic() - _returned_at.get(conn, float("-inf")) >= CHECK_AFTER_IDLE_SECONDS:
+        await AsyncConnectionPool.check_connection(conn)
+
+
 class Postgres:
     """A pool of connections as the app role, handing out tenant-scoped transactions."""
 
@@ -93,7 +113,8 @@ class Postgres:
             open=False,
             kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": 5},
             configure=configure,
-            check=AsyncConnectionPool.check_connection,
+            check=_check_if_idle,
+            reset=_mark_used,
             name=f"memoryd-{role}",
         )
 
