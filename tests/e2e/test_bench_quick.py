@@ -86,7 +86,8 @@ def test_ratios_are_oriented_so_that_one_or_more_means_met():
 
 
 def test_fill_steps_and_the_resident_growth_per_memory():
-    assert fill_steps(5_000) == [50, 1_250, 2_500, 3_750, 5_000]
+    assert fill_steps(5_000) == [50, *range(500, 5_001, 500)]
+    assert fill_steps(5_000, parts=4) == [50, 1_250, 2_500, 3_750, 5_000]
     assert fill_steps(30) == [30]
     per_memory, first, last = rss_growth([(50, 300 << 20), (1_250, 400 << 20), (5_000, 410 << 20)])
     assert (first[0], last[0]) == (50, 5_000) and per_memory == pytest.approx((110 << 20) / 4_950)

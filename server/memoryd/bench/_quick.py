@@ -151,6 +151,9 @@ def overhead(latencies_ms: Sequence[float], trace_ids: Sequence[str],
 class QuickOptions:
     dataset: Path
     conversation: str = "1"  # as --conversations of bench locomo: the first conversation
+    # Turns per WAIT_INDEXED Write (bench locomo: at most 100); 50 keeps each wait well inside the
+    # server's 30 s on a busy machine, where a batch of 100 can miss it and stop the run.
+    locomo_batch: int = 50
     index_items: int = 200  # burst written async for the indexing rate (default embedder)
     key_queries: int = 100  # Recalls by keys
     write_samples: int = 100  # one-item Writes, one at a time
@@ -259,7 +262,8 @@ def _locomo_phase(options: QuickOptions, server: EmbeddedServer, collector: Span
     began = time.perf_counter()
     traces = Traceparents()
     locomo = run_locomo(LocomoOptions(dataset=options.dataset, conversations=options.conversation,
-                                      addr=server.target, token=server.token, start_timeout=options.start_timeout),
+                                      addr=server.target, token=server.token, batch_size=options.locomo_batch,
+                                      start_timeout=options.start_timeout),
                         progress, recall_metadata=traces.next)
     clock.phase("locomo", began)
     names = ", ".join(c.sample_id for c in locomo.conversations)
@@ -281,7 +285,8 @@ def _locomo_phase(options: QuickOptions, server: EmbeddedServer, collector: Span
         "conversations": [c.sample_id for c in locomo.conversations], "questions": calls, "top_k": top_k,
         "latency_ms": dict(latency_ms), "recall": {str(k): v for k, v in locomo.summary.overall.recall.items()},
         "writes": {"memories": locomo.writes.memories, "seconds": locomo.writes.seconds,
-                   "per_second": locomo.writes.per_second, "consistency": "CONSISTENCY_WAIT_INDEXED"},
+                   "per_second": locomo.writes.per_second, "consistency": "CONSISTENCY_WAIT_INDEXED",
+                   "batch_size": options.locomo_batch},
         "degraded": sum(locomo.degraded_reasons.values()), "overhead": split, "traces_missing": missing,
         "unreadable_spans": collector.unreadable}
     if missing:
@@ -466,7 +471,7 @@ def _endpoint_phase(options: QuickOptions, result: QuickResult, embed_p50: float
               f"{_fmt(m['rss_per_memory'].value, 2)} KiB per memory")
 
 
-def fill_steps(size: int, parts: int = 4) -> list[int]:
+def fill_steps(size: int, parts: int = 10) -> list[int]:
     """The sizes at which the fill stops for a resident-size sample: a first small step (the
     stores' first rows, connections, caches), then ``parts`` equal steps to ``size``."""
     first = min(MAX_WRITE_BATCH, size)
