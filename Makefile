@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test bench bench-load bench-scale bench-mem0 gen lint-proto clean
+.PHONY: install serve test bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with the embedded default (embedded PostgreSQL,
 # Milvus Lite) and its dev tools (pytest, buf, grpcio-tools) — re-run when pyproject.toml changes.
@@ -35,6 +35,11 @@ test: install
 bench: install
 	$(BIN)/memoryd bench locomo $(if $(LOCOMO),--dataset $(LOCOMO)) $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-load
+
+## bench-quick: every row of issue 14's performance table, small, in about 3 minutes on throw-away
+## embedded servers: measured, target, ratio (bench/README.md); QUICK_ARGS="--json quick.json".
+bench-quick: install
+	$(BIN)/memoryd bench quick $(if $(LOCOMO),--dataset $(LOCOMO)) $(QUICK_ARGS)
 
 ## bench-load: 10 minutes of closed-loop load (80% Recall, 15% Write, 5% MemoryView/Erase) over
 ## 100 tenants on a throw-away embedded server; LOAD_ARGS="--duration 180 --json out.json".

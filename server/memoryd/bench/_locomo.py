@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -136,9 +136,12 @@ def _batches(turns: Sequence[Turn], size: int) -> Iterator[Sequence[Turn]]:
 class Session:
     """One benchmark run's calls: a stub, the credential and the per-call deadlines."""
 
-    def __init__(self, stub: svc_grpc.MemoryServiceStub, token: str, target: str, options: LocomoOptions) -> None:
+    def __init__(self, stub: svc_grpc.MemoryServiceStub, token: str, target: str, options: LocomoOptions,
+                 recall_metadata: Callable[[], Sequence[tuple[str, str]]] | None = None) -> None:
         self.stub = stub
         self.metadata = (("authorization", f"Bearer {token}"),)
+        # More metadata for each Recall, asked once per call in order (e.g. a traceparent).
+        self.recall_metadata = recall_metadata
         self.target = target
         self.options = options
 
@@ -191,9 +194,10 @@ class Session:
         top_k = max(self.options.ks)
         for question in conversation.questions:
             request = svc.RecallRequest(subject=subject, query=question.question, top_k=top_k)
+            metadata = self.metadata + tuple(self.recall_metadata() if self.recall_metadata else ())
             started = time.perf_counter()
             try:
-                response = self.stub.Recall(request, metadata=self.metadata, timeout=self.options.recall_timeout)
+                response = self.stub.Recall(request, metadata=metadata, timeout=self.options.recall_timeout)
             except grpc.RpcError as error:
                 raise _rpc_failure(f"Recall({subject}, question {question.index})", error, self.target) from None
             latency_ms = (time.perf_counter() - started) * 1000
@@ -227,8 +231,10 @@ def _server(options: LocomoOptions) -> Iterator[tuple[str, str, dict[str, Any]]]
                                             "passed_on": list(server.passed_on)}
 
 
-def run_locomo(options: LocomoOptions, progress: TextIO | None = None) -> LocomoResult:
-    """Load the dataset, write the chosen conversations, ask their questions, summarise."""
+def run_locomo(options: LocomoOptions, progress: TextIO | None = None, *,
+               recall_metadata: Callable[[], Sequence[tuple[str, str]]] | None = None) -> LocomoResult:
+    """Load the dataset, write the chosen conversations, ask their questions, summarise.
+    ``recall_metadata`` adds metadata to each Recall (called once per question, in order)."""
     options.check()
     conversations = select_conversations(load_locomo(options.dataset), options.conversations)
     started = time.perf_counter()
@@ -240,7 +246,7 @@ def run_locomo(options: LocomoOptions, progress: TextIO | None = None) -> Locomo
                 grpc.channel_ready_future(channel).result(timeout=30)
             except grpc.FutureTimeoutError:
                 raise BenchError(f"cannot connect to memoryd at {target}") from None
-            session = Session(svc_grpc.MemoryServiceStub(channel), token, target, options)
+            session = Session(svc_grpc.MemoryServiceStub(channel), token, target, options, recall_metadata)
             result = LocomoResult(options, conversations, WriteStats(), [], summarise([], options.ks), server_info)
             subjects = [subject_for(options.subject_prefix, c.sample_id) for c in conversations]
             for subject in subjects:

@@ -356,32 +356,43 @@ def measure_recall(stub: svc_grpc.MemoryServiceStub, loader: Loader, tenants: Se
         text_ms.append((time.perf_counter() - started) * 1000)
         point.degraded += int(response.degraded)
         point.empty_results += int(not response.memories)
-        keys = rng.sample(loader.keys[tenant], min(3, len(loader.keys[tenant])))
-        request = svc.RecallRequest(subject=SUBJECT, keys=keys, top_k=options.top_k)
-        started = time.perf_counter()
-        _rpc(f"Recall({tenant}, keys)", lambda: stub.Recall(request, metadata=metadata, timeout=options.call_timeout))
-        keys_ms.append((time.perf_counter() - started) * 1000)
+        keys_ms.append(recall_by_keys(stub, loader, tenant, rng, options.top_k, options.call_timeout))
         progress.advance()
     point.text = latency(text_ms)
     point.keys = latency(keys_ms)
 
 
+def recall_by_keys(stub: svc_grpc.MemoryServiceStub, loader: Loader, tenant: str, rng: random.Random, top_k: int,
+                   timeout: float) -> float:
+    """One Recall of 3 of the tenant's keys (no vector search); its client-side latency in ms."""
+    keys = rng.sample(loader.keys[tenant], min(3, len(loader.keys[tenant])))
+    request = svc.RecallRequest(subject=SUBJECT, keys=keys, top_k=top_k)
+    metadata = loader.tenants.metadata[tenant]
+    started = time.perf_counter()
+    _rpc(f"Recall({tenant}, keys)", lambda: stub.Recall(request, metadata=metadata, timeout=timeout))
+    return (time.perf_counter() - started) * 1000
+
+
+def measure_acks(loader: Loader, tenant: str, batch: int, calls: int) -> dict[str, float | None]:
+    """``calls`` Writes of ``batch`` items (CONSISTENCY_INDEX_ASYNC), one at a time: ack latency
+    (ms) and acknowledged items/s."""
+    acks: list[float] = []
+    started = time.perf_counter()
+    for _ in range(calls):
+        drafts = loader._drafts(tenant, batch)
+        t0 = time.perf_counter()
+        loader.write(tenant, drafts, svc.CONSISTENCY_INDEX_ASYNC)
+        acks.append((time.perf_counter() - t0) * 1000)
+    seconds = time.perf_counter() - started
+    loader.counts[tenant] = loader.counts.get(tenant, 0) + calls * batch
+    return {**latency(acks), "items": float(calls * batch),
+            "items_per_second": calls * batch / seconds if seconds > 0 else None}
+
+
 def measure_writes(loader: Loader, tenant: str, options: ScaleOptions) -> dict[str, dict[str, float | None]]:
-    figures: dict[str, dict[str, float | None]] = {}
-    for batch in (1, MAX_WRITE_BATCH):
-        calls = max(1, options.write_samples if batch == 1 else options.write_samples // 5)
-        acks: list[float] = []
-        started = time.perf_counter()
-        for _ in range(calls):
-            drafts = loader._drafts(tenant, batch)
-            t0 = time.perf_counter()
-            loader.write(tenant, drafts, svc.CONSISTENCY_INDEX_ASYNC)
-            acks.append((time.perf_counter() - t0) * 1000)
-        seconds = time.perf_counter() - started
-        figures[f"batch {batch}"] = {**latency(acks), "items": float(calls * batch),
-                                     "items_per_second": calls * batch / seconds if seconds > 0 else None}
-        loader.counts[tenant] = loader.counts.get(tenant, 0) + calls * batch
-    return figures
+    return {f"batch {batch}": measure_acks(loader, tenant, batch,
+                                           max(1, options.write_samples if batch == 1 else options.write_samples // 5))
+            for batch in (1, MAX_WRITE_BATCH)}
 
 
 def measure_indexing(loader: Loader, tenant: str, items: int) -> dict[str, float]:

@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from types import TracebackType
 from typing import IO
 
@@ -56,10 +57,14 @@ class EmbeddedServer:
     """``with EmbeddedServer() as server:`` → ``server.target``, ``server.token``."""
 
     def __init__(self, *, start_timeout: float = 180.0, stop_timeout: float = 30.0,
-                 environment: dict[str, str] | None = None) -> None:
+                 environment: dict[str, str] | None = None,
+                 on_output: Callable[[str], None] | None = None) -> None:
         self.start_timeout = start_timeout
         # Settings for this server only (e.g. the embedder), over the inherited MEMORYD_* ones.
         self.environment = dict(environment or {})
+        # Sees every line the server prints on stdout (e.g. its spans with the console exporter),
+        # on the thread that drains the pipe.
+        self.on_output = on_output
         self.stop_timeout = stop_timeout
         self.target = ""
         self.token = ""
@@ -118,6 +123,8 @@ class EmbeddedServer:
                 if match and not listening.is_set():
                     port.append(match.group(2))
                     listening.set()
+                elif self.on_output is not None:
+                    self.on_output(line)
 
         assert self._process.stdout is not None
         self._reader = threading.Thread(target=read, args=(self._process.stdout,), daemon=True)

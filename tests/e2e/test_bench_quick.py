@@ -1,0 +1,153 @@
+"""``memoryd bench quick``: its pieces on tiny inputs, and the table's shape, never its timings.
+
+Speed is what the command prints on the machine it runs on; these tests check that the span
+reader finds each call's embed span, that ratios point the right way, that every row of issue
+14's table is in the output (measured, or said not to be), and that a tiny run fills them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from memoryd.bench._quick import (EMBED_SPAN, RECALL_SPAN, TARGETS, Measured, QuickOptions, QuickResult, SpanCollector,
+                                  Target, Traceparents, fill_steps, json_quick, overhead, ratio, rss_growth, run_quick,
+                                  text_quick)
+from memoryd.cli._bench import add_bench_commands
+
+from .test_bench_locomo import synthetic_locomo
+
+MACHINE = {"cpu": "test cpu", "nproc": 2, "cpu_count": 2, "python": "3.11", "loadavg": [0.5, 0.4, 0.3]}
+VERSIONS = {"memoryd": "0.1.0", "git": "abc123def456"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd")
+    add_bench_commands(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_the_command_line_has_bench_quick():
+    args = _parser().parse_args(["bench", "quick", "--json", "out.json", "--tenant-size", "2k", "--no-progress"])
+    assert (args.json, args.tenant_size, args.conversations, args.load_seconds) == ("out.json", (2_000,), "1", 20.0)
+    assert _parser().parse_args(["bench", "quick", "--tenant-size", "0"]).tenant_size == ()
+
+
+def test_spans_printed_by_the_console_exporter_are_read_per_trace():
+    """Real ConsoleSpanExporter output, with the caller's traceparent as the server would see it."""
+    out = io.StringIO()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=out)))
+    tracer = provider.get_tracer("test")
+    traces = Traceparents()
+    for pause in (0.02, 0.0):
+        metadata = dict(traces.next())
+        context = TraceContextTextMapPropagator().extract(metadata)
+        with tracer.start_as_current_span(RECALL_SPAN, context=context, kind=trace.SpanKind.SERVER):
+            with tracer.start_as_current_span(EMBED_SPAN):
+                time.sleep(pause)
+    collector = SpanCollector()
+    collector.feed("embedded PostgreSQL, Milvus Lite and keys under /tmp/x\n")  # the server's other output
+    for line in out.getvalue().splitlines(keepends=True):
+        collector.feed(line)
+    assert collector.unreadable == 0 and len(traces.ids) == 2
+    slow, fast = (collector.spans(t) for t in traces.ids)
+    assert set(slow) == set(fast) == {RECALL_SPAN, EMBED_SPAN}
+    assert slow[EMBED_SPAN] >= 15 and fast[EMBED_SPAN] < slow[EMBED_SPAN]
+    assert slow[RECALL_SPAN] >= slow[EMBED_SPAN]
+    assert collector.wait_for(traces.ids, RECALL_SPAN, timeout=0) == 0
+    assert collector.wait_for([*traces.ids, "0" * 32], RECALL_SPAN, timeout=0) == 1
+
+
+def test_overhead_subtracts_each_calls_own_embed_span():
+    spans = {"a": {EMBED_SPAN: 20.0, RECALL_SPAN: 30.0}, "b": {EMBED_SPAN: 10.0, RECALL_SPAN: 14.0},
+             "c": {RECALL_SPAN: 5.0}}  # keyword only: no embed span
+    split = overhead([40.0, 18.0, 7.0], ["a", "b", "c"], lambda t: spans.get(t, {}))
+    assert split["calls_without_embed_span"] == 1
+    assert split["client_minus_embed_ms"]["n"] == 2 and split["client_minus_embed_ms"]["p50"] == pytest.approx(14.0)
+    assert split["server_span_minus_embed_ms"]["p50"] == pytest.approx(7.0)
+    assert split["embed_span_ms"]["p50"] == pytest.approx(15.0)
+
+
+def test_ratios_are_oriented_so_that_one_or_more_means_met():
+    at_most, at_least = Target("x", "x", "ms", 30), Target("y", "y", "items/s", 150, at_most=False)
+    assert ratio(at_most, 15) == 2.0 and ratio(at_most, 60) == 0.5
+    assert ratio(at_least, 300) == 2.0 and ratio(at_least, 75) == 0.5
+    assert ratio(at_most, None) is None and ratio(Target("z", "z", "", None), 0.7) is None
+
+
+def test_fill_steps_and_the_resident_growth_per_memory():
+    assert fill_steps(5_000) == [50, *range(500, 5_001, 500)]
+    assert fill_steps(5_000, parts=4) == [50, 1_250, 2_500, 3_750, 5_000]
+    assert fill_steps(30) == [30]
+    per_memory, first, last = rss_growth([(50, 300 << 20), (1_250, 400 << 20), (5_000, 410 << 20)])
+    assert (first[0], last[0]) == (50, 5_000) and per_memory == pytest.approx((110 << 20) / 4_950)
+    assert rss_growth([(50, 2 << 20), (5_000, 1 << 20)])[0] is None  # shrank: not resolvable, never "met"
+    assert rss_growth([])[0] is None and rss_growth([(10, None), (20, None)])[0] is None
+
+
+def _hand_made() -> QuickResult:
+    result = QuickResult(QuickOptions(dataset=Path("locomo10.json")))
+    result.measured = {"recall_p50": Measured(45.0, "conv-26"), "recall_at_10": Measured(0.7, "150 scored"),
+                       "batch_rate": Measured(3_000.0, "4 writers"), "mem0_ratio": Measured(None, "not measured")}
+    result.phases = {"locomo": 30.0}
+    result.seconds = 120.0
+    return result
+
+
+def test_the_table_has_every_row_with_target_ratio_and_the_machine():
+    text = text_quick(_hand_made(), MACHINE, {**MACHINE, "loadavg": [1.5, 0.6, 0.4]}, VERSIONS)
+    lines = text.splitlines()
+    for target in TARGETS:
+        assert any(line.startswith(target.what) for line in lines), target.what
+    row = next(line for line in lines if line.startswith("Recall p50, LoCoMo"))
+    assert "45.0 ms" in row and "≤ 30.0 ms" in row and "0.67" in row and row.endswith("NO")
+    row = next(line for line in lines if line.startswith("Write acks, batches of 50"))
+    assert "3,000 items/s" in row and "2.00" in row and row.endswith("yes")
+    assert "met 1 of 2 measured targets; 10 rows not measured" in text
+    assert "nproc 2 (cpu_count 2)" in text and "start [0.5, 0.4, 0.3], end [1.5, 0.6, 0.4]" in text
+    assert "git abc123def456; wall time 120 s (locomo 30 s)" in text
+
+
+def test_the_json_has_the_rows_and_the_machine():
+    document = json_quick(_hand_made(), MACHINE, MACHINE, VERSIONS)
+    assert document["benchmark"] == "quick" and json.loads(json.dumps(document)) == document
+    assert [row["key"] for row in document["rows"]] == [t.key for t in TARGETS]
+    by_key = {row["key"]: row for row in document["rows"]}
+    assert by_key["recall_p50"]["ratio"] == pytest.approx(30 / 45) and by_key["recall_p50"]["met"] is False
+    assert by_key["mem0_ratio"]["measured"] is None and by_key["mem0_ratio"]["met"] is None
+    assert document["machine"]["before"]["nproc"] == 2 and document["versions"]["git"] == "abc123def456"
+
+
+@pytest.mark.slow
+def test_a_tiny_run_measures_every_row_but_mem0(tmp_path: Path):
+    dataset = tmp_path / "locomo-synthetic.json"
+    dataset.write_text(json.dumps(synthetic_locomo()))
+    options = QuickOptions(dataset=dataset, conversation="1", index_items=10, key_queries=3, write_samples=3,
+                           writers=2, batches_per_writer=1, load_seconds=2, load_tenants=2, load_concurrency=2,
+                           tenant_size=120, tenant_queries=3, fill_seconds=600)
+    result = run_quick(options)
+    rows = {row["key"]: row for row in result.rows()}
+    assert [key for key, row in rows.items() if row["measured"] is None] == ["mem0_ratio"]
+    assert "not measured in the quick run" in rows["mem0_ratio"]["how"]
+    assert 0.0 <= rows["recall_at_10"]["measured"] <= 1.0 and rows["recall_at_10"]["ratio"] is None
+    for key, row in rows.items():
+        if key not in ("mem0_ratio", "recall_at_10"):
+            assert row["ratio"] is not None and row["met"] in (True, False), key
+    assert "6 calls" in rows["overhead_p50"]["how"]  # conv-a's 6 questions, each with its embed span
+    assert "a tenant of 120 (not 100,000)" in rows["large_tenant_p50"]["how"]
+    assert result.details["locomo"]["traces_missing"] == 0 and result.details["load"]["lost"] == 0
+    assert result.details["writes"]["batches of 50, 2 writers"]["items"] == 100
+    assert [n for n, _ in result.details["large_tenant"]["rss_server_bytes_by_stored"]][-1] >= 120
+    assert not result.warnings
+    text = text_quick(result, MACHINE, MACHINE, VERSIONS)
+    assert "met " in text and "WARNING" not in text
