@@ -158,7 +158,8 @@ def diverse(items: list[tuple[Memory, ScoreParts, list[float] | None]], lam: flo
     costs one pass over the candidates, so a caller that stops at top_k pays for top_k picks.
     """
     n = len(items)
-    if n == 0:
+    if n <= 1:  # nothing to be diverse from (a keyed lookup of one memory, say)
+        yield from ((m, parts) for m, parts, _ in items)
         return
     dim = next((len(v) for _, _, v in items if v is not None), 0)
     has_vector = np.array([v is not None and len(v) == dim for _, _, v in items], dtype=bool)
