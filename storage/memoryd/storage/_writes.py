@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -74,6 +75,26 @@ async def enqueue_index(conn: psycopg.AsyncConnection, tenant: str, memory_id: s
         "INSERT INTO outbox (tenant_id, memory_id, subject, op) VALUES (%s, %s, %s, %s)",
         (tenant, memory_id, subject, op),
     )
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a Write did: each item's result, and the ids among them whose index work was
+    still queued (pending or dead) when the write committed."""
+
+    results: list[WriteResult]
+    unindexed: frozenset[str]
+
+
+async def unindexed(conn: psycopg.AsyncConnection, tenant: str, results: list[WriteResult]) -> frozenset[str]:
+    """The ids of ``results`` that have outbox rows (pending or dead), in the caller's transaction."""
+    ids = sorted({r.memory_id for r in results if r.memory_id})
+    if not ids:
+        return frozenset()
+    cur = await conn.execute(
+        "SELECT DISTINCT memory_id FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])", (tenant, ids)
+    )
+    return frozenset(str(r["memory_id"]) for r in await cur.fetchall())
 
 
 async def claim_idempotency(
