@@ -144,7 +144,7 @@ class PostgresMemoryStore:
     ) -> list[WriteResult]:
         """Apply every draft's conflict policy in one transaction: all items or none.
 
-        ``blind[i]`` says the writer cannot see what item i meets (``ItemWriter.write``).
+        ``blind[i]`` says the writer cannot see what item i meets (``ItemWriter.write_all``).
         The results are the real outcomes; what the caller is told is the guard's business.
         """
         written = await self.write_with_index_state(tenant, agent, subject, drafts, blind=blind,
@@ -171,15 +171,17 @@ class PostgresMemoryStore:
             if idempotency_key:
                 first = await claim_idempotency(conn, tenant, agent, idempotency_key, request_hash)
                 if first is not None:
-                    return Written(first, await unindexed(conn, tenant, first))
+                    return Written(first, await (await unindexed(conn, tenant, first))())
             writer = session.item_writer(conn, subject)
             flags = blind or [False] * len(drafts)
-            results = [await writer.write(draft, blind=flag) for draft, flag in zip(drafts, flags, strict=True)]
+            results = await writer.write_all(drafts, flags)
             if idempotency_key:
                 await store_idempotent_response(conn, tenant, agent, idempotency_key, results)
+            queued = await unindexed(conn, tenant, results)
             await _audit(conn, tenant, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
                          tag, {"outcomes": [r.outcome.value for r in results]})
-            return Written(results, await unindexed(conn, tenant, results))
+            await writer.finish()
+            return Written(results, await queued())
 
     async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]:
         """Active, unexpired memories with one of ``keys`` that pass the filter."""
