@@ -167,7 +167,9 @@ class PostgresMemoryStore:
         """``write``, also telling which written memories still have index work queued —
         read in the same transaction, so answering ``indexed`` takes no second one."""
         session = self.session(tenant, agent)
-        async with session.transaction() as conn:
+        # Pipelined: the statements below wait for Postgres only where they read an answer —
+        # the data key, the rows the items meet, the audit chain's head — and the commit.
+        async with session.transaction(pipelined=True) as conn:
             if idempotency_key:
                 first = await claim_idempotency(conn, tenant, agent, idempotency_key, request_hash)
                 if first is not None:

@@ -57,9 +57,9 @@ class StoreSession:
         return self.store.policy_for(self.tenant)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Any]:
-        """A transaction with this tenant set (row level security on)."""
-        async with self.store.db.tenant_tx(self.tenant) as conn:
+    async def transaction(self, *, pipelined: bool = False) -> AsyncIterator[Any]:
+        """A transaction with this tenant set (row level security on); ``Postgres.tenant_tx``."""
+        async with self.store.db.tenant_tx(self.tenant, pipelined=pipelined) as conn:
             yield conn
 
     def item_writer(self, conn: Any, subject: str, *, agent: str | None = None,
