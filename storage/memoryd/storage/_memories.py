@@ -179,7 +179,7 @@ class PostgresMemoryStore:
             results = await writer.write_all(drafts, flags)
             if idempotency_key:
                 await store_idempotent_response(conn, tenant, agent, idempotency_key, results)
-            queued = await unindexed(conn, tenant, results)
+            queued = await unindexed(conn, tenant, results, writer.enqueued)
             await _audit(conn, tenant, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
                          tag, {"outcomes": [r.outcome.value for r in results]})
             await writer.finish()

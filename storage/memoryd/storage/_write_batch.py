@@ -79,6 +79,8 @@ class WriteBatch:
         self._clear()
         # Cursors whose answers are checked once the connection has synced (``check``).
         self._unchecked: list[tuple[psycopg.AsyncCursor[Any], int]] = []
+        # Memories given an outbox row by this batch: pending until a worker sees the commit.
+        self.enqueued: set[str] = set()
 
     def _clear(self) -> None:
         self._rows: list[tuple[str, tuple[Any, ...]]] = []  # (statement, params), in item order
@@ -87,6 +89,9 @@ class WriteBatch:
         self._terms: list[tuple[str, str, str, str]] = []  # (owner, memory id, key, text)
         self._versions: list[tuple[str, Change]] = []
         self._index: list[tuple[str, str]] = []  # (memory id, owner)
+        # Memories inserted by this flush: their ids are new, so no terms, versions or outbox
+        # rows of theirs can exist yet to be replaced, superseded or folded.
+        self._fresh: set[str] = set()
 
     def __bool__(self) -> bool:
         return bool(self._rows or self._closed_facts or self._settles or self._terms or self._versions
@@ -95,6 +100,8 @@ class WriteBatch:
     def row(self, statement: str, params: tuple[Any, ...]) -> None:
         """Queue one INSERT_MEMORY, UPDATE_MEMORY or MERGE_REPEAT."""
         self._rows.append((statement, params))
+        if statement is INSERT_MEMORY:
+            self._fresh.add(str(params[1]))
 
     def close_fact(self, memory_id: str, valid_from: Any) -> None:
         self._closed_facts.append((valid_from, self._tenant, memory_id))
@@ -141,17 +148,19 @@ class WriteBatch:
                 await self._replace_terms(conn)
             if self._versions:
                 ids = [m for m, _ in self._versions]
-                await conn.execute(
-                    "UPDATE memory_versions SET status = 'superseded' "
-                    "WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND status = 'active'",
-                    (tenant, ids),
-                )
+                if older := [m for m in ids if m not in self._fresh]:
+                    await conn.execute(
+                        "UPDATE memory_versions SET status = 'superseded' "
+                        "WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND status = 'active'",
+                        (tenant, older),
+                    )
                 await conn.execute(
                     f"INSERT INTO memory_versions ({VERSION_COLUMNS}) {SNAPSHOTS}",
                     (ids, [c.value for _, c in self._versions], tenant),
                 )
             if self._index:
-                await enqueue_many(conn, tenant, self._index, "upsert")
+                await enqueue_many(conn, tenant, self._index, "upsert", fresh=self._fresh)
+                self.enqueued.update(m for m, _ in self._index)
         self._clear()
 
     async def _replace_terms(self, conn: psycopg.AsyncConnection[Any]) -> None:
@@ -174,8 +183,9 @@ class WriteBatch:
             (ids, owners, lengths, self._tenant),
         )
         self._unchecked.append((cur, len(set(ids))))
-        await conn.execute("DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])",
-                           (self._tenant, ids))
+        if older := [m for m in ids if m not in self._fresh]:
+            await conn.execute("DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])",
+                               (self._tenant, older))
         if t_terms:
             await conn.execute(
                 "INSERT INTO memory_terms (tenant_id, subject, memory_id, term, tf) "
@@ -199,15 +209,18 @@ def pipeline(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncContextManager[
     return nullcontext() if conn.pgconn.pipeline_status != pq.PipelineStatus.OFF else conn.pipeline()
 
 
-async def enqueue_many(conn: psycopg.AsyncConnection[Any], tenant: str, work: list[tuple[str, str]], op: str) -> None:
+async def enqueue_many(conn: psycopg.AsyncConnection[Any], tenant: str, work: list[tuple[str, str]], op: str, *,
+                       fresh: set[str] | frozenset[str] = frozenset()) -> None:
     """Queue index work (memory id, owner) for the outbox worker, folding the memories'
-    earlier pending rows (``_writes.enqueue_index``, for many memories at once)."""
+    earlier pending rows (``_writes.enqueue_index``, for many memories at once); ``fresh``
+    memories were created in this transaction and have none."""
     ids = [m for m, _ in work]
-    await conn.execute(
-        "DELETE FROM outbox WHERE tenant_id = %s AND id IN (SELECT id FROM outbox WHERE tenant_id = %s "
-        "AND memory_id = ANY(%s::uuid[]) AND attempts = 0 AND NOT dead FOR UPDATE SKIP LOCKED)",
-        (tenant, tenant, ids),
-    )
+    if older := [m for m in ids if m not in fresh]:
+        await conn.execute(
+            "DELETE FROM outbox WHERE tenant_id = %s AND id IN (SELECT id FROM outbox WHERE tenant_id = %s "
+            "AND memory_id = ANY(%s::uuid[]) AND attempts = 0 AND NOT dead FOR UPDATE SKIP LOCKED)",
+            (tenant, tenant, older),
+        )
     await conn.execute(
         "INSERT INTO outbox (tenant_id, memory_id, subject, op) "
         "SELECT %s, w.id, w.subject, %s FROM unnest(%s::uuid[], %s::text[]) WITH ORDINALITY AS w(id, subject, n) "

@@ -72,22 +72,23 @@ class Written:
     unindexed: frozenset[str]
 
 
-async def unindexed(conn: psycopg.AsyncConnection, tenant: str,
-                    results: list[WriteResult]) -> Callable[[], Awaitable[frozenset[str]]]:
+async def unindexed(conn: psycopg.AsyncConnection, tenant: str, results: list[WriteResult],
+                    enqueued: frozenset[str] = frozenset()) -> Callable[[], Awaitable[frozenset[str]]]:
     """Ask which ids of ``results`` have outbox rows (pending or dead), in the caller's
     transaction; the answer is read by awaiting the returned call (in a pipelined
-    transaction, the question rides with the statements sent before the next answer read)."""
-    ids = sorted({r.memory_id for r in results if r.memory_id})
+    transaction, the question rides with the statements sent before the next answer read).
+    The ``enqueued`` ids got one in this transaction: they are not asked about."""
+    ids = sorted({r.memory_id for r in results if r.memory_id} - enqueued)
     if not ids:
-        async def nothing() -> frozenset[str]:
-            return frozenset()
-        return nothing
+        async def known() -> frozenset[str]:
+            return enqueued
+        return known
     cur = await conn.execute(
         "SELECT DISTINCT memory_id FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])", (tenant, ids)
     )
 
     async def answer() -> frozenset[str]:
-        return frozenset(str(r["memory_id"]) for r in await cur.fetchall())
+        return enqueued | frozenset(str(r["memory_id"]) for r in await cur.fetchall())
     return answer
 
 
@@ -245,6 +246,11 @@ class ItemWriter:
                 results[i] = await self._decide(items[i], met)
             await self._batch.flush(self._conn)
         return [r for r in results if r is not None]
+
+    @property
+    def enqueued(self) -> frozenset[str]:
+        """The memories this writer queued index work for (pending until after commit)."""
+        return frozenset(self._batch.enqueued)
 
     async def finish(self) -> None:
         """Wait for the answers of the writes sent, and check them."""
