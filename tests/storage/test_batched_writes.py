@@ -101,3 +101,21 @@ async def test_concurrent_batches_on_the_same_keys_keep_versions_and_the_audit_c
         assert [v["version"] for v in versions] == list(range(1, writers * rounds + 1))
     report = await store.verify_audit(tenant)
     assert report.intact and report.events == writers * rounds
+
+
+async def test_the_write_tells_which_of_its_memories_still_wait_for_the_index(postgres, store):
+    tenant = unique("index-state")
+    written = await store.write_with_index_state(tenant, "agent-1", "alice", [
+        Draft(Category.PREFERENCE, "tea", key="drink"), Draft(Category.EVENT, "went to Porto")])
+    assert written.unindexed == {r.memory_id for r in written.results}
+    # A worker indexed them (their outbox rows are gone): an unchanged repeat waits for nothing.
+    async with await psycopg.AsyncConnection.connect(postgres.owner_dsn, autocommit=True) as conn:
+        await conn.execute("DELETE FROM outbox WHERE tenant_id = %s", (tenant,))
+    again = await store.write_with_index_state(tenant, "agent-1", "alice", [Draft(Category.PREFERENCE, "tea", key="drink")])
+    assert [r.outcome for r in again.results] == [Outcome.UNCHANGED] and again.unindexed == frozenset()
+    # A dead letter still counts as not indexed.
+    async with await psycopg.AsyncConnection.connect(postgres.owner_dsn, autocommit=True) as conn:
+        await conn.execute("INSERT INTO outbox (tenant_id, memory_id, subject, op, dead) VALUES (%s, %s, 'alice', "
+                           "'upsert', true)", (tenant, written.results[0].memory_id))
+    dead = await store.write_with_index_state(tenant, "agent-1", "alice", [Draft(Category.PREFERENCE, "tea", key="drink")])
+    assert dead.unindexed == {written.results[0].memory_id}
