@@ -34,6 +34,7 @@ from ._reindex import ReindexReport, activate, reindex
 from ._revocations import PostgresRevocations, PostgresTokenLedger
 from ._session import StoreSession
 from ._views import PostgresViewStore
+from ._writes import Written
 
 __all__ = [
     "APP_ROLE",
@@ -74,6 +75,7 @@ __all__ = [
     "SweepReport",
     "TermHasher",
     "VectorErasure",
+    "Written",
     "activate",
     "erase_vectors",
     "available",

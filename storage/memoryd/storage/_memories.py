@@ -50,7 +50,14 @@ from ._filters import read_conditions, rules_condition
 from ._rows import UNEXPIRED, MEMORY_COLUMNS, memory_from_row, version_from_row
 from ._resolve import resolve
 from ._trust import with_pending
-from ._writes import claim_idempotency, enqueue_index, record_version, store_idempotent_response
+from ._writes import (
+    Written,
+    claim_idempotency,
+    enqueue_index,
+    record_version,
+    store_idempotent_response,
+    unindexed,
+)
 
 
 async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag,
@@ -137,23 +144,46 @@ class PostgresMemoryStore:
     ) -> list[WriteResult]:
         """Apply every draft's conflict policy in one transaction: all items or none.
 
-        ``blind[i]`` says the writer cannot see what item i meets (``ItemWriter.write``).
+        ``blind[i]`` says the writer cannot see what item i meets (``ItemWriter.write_all``).
         The results are the real outcomes; what the caller is told is the guard's business.
         """
+        written = await self.write_with_index_state(tenant, agent, subject, drafts, blind=blind,
+                                                    idempotency_key=idempotency_key, request_hash=request_hash,
+                                                    tag=tag)
+        return written.results
+
+    async def write_with_index_state(
+        self,
+        tenant: str,
+        agent: str,
+        subject: str,
+        drafts: list[Draft],
+        *,
+        blind: list[bool] | None = None,
+        idempotency_key: str = "",
+        request_hash: bytes = b"",
+        tag: AuditTag = AuditTag(),
+    ) -> Written:
+        """``write``, also telling which written memories still have index work queued —
+        read in the same transaction, so answering ``indexed`` takes no second one."""
         session = self.session(tenant, agent)
-        async with session.transaction() as conn:
+        # Pipelined: the statements below wait for Postgres only where they read an answer —
+        # the data key, the rows the items meet, the audit chain's head — and the commit.
+        async with session.transaction(pipelined=True) as conn:
             if idempotency_key:
                 first = await claim_idempotency(conn, tenant, agent, idempotency_key, request_hash)
                 if first is not None:
-                    return first
+                    return Written(first, await (await unindexed(conn, tenant, first))())
             writer = session.item_writer(conn, subject)
             flags = blind or [False] * len(drafts)
-            results = [await writer.write(draft, blind=flag) for draft, flag in zip(drafts, flags, strict=True)]
+            results = await writer.write_all(drafts, flags)
             if idempotency_key:
                 await store_idempotent_response(conn, tenant, agent, idempotency_key, results)
+            queued = await unindexed(conn, tenant, results, writer.enqueued)
             await _audit(conn, tenant, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
                          tag, {"outcomes": [r.outcome.value for r in results]})
-            return results
+            await writer.finish()
+            return Written(results, await queued())
 
     async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]:
         """Active, unexpired memories with one of ``keys`` that pass the filter."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -157,15 +158,20 @@ class Postgres:
         await self._pool.close()
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    async def tenant_tx(self, tenant: str, *, pipelined: bool = False) -> AsyncIterator[psycopg.AsyncConnection]:
         """A transaction in which row level security shows only ``tenant``'s rows.
 
         Any driver error becomes a domain error; the transaction is rolled back, so a failed
         call writes nothing.
+
+        ``pipelined``: the transaction runs in psycopg's pipeline mode — statements are sent
+        without waiting for their answers until one is fetched, so BEGIN and the tenant go
+        with the first query and COMMIT with the last. For callers that fetch every answer
+        they use (a cursor's ``rowcount`` is only known once the pipeline has synced).
         """
         if not tenant:
             raise Internal("tenant_tx needs a tenant")
-        async with self._transaction(tenant) as conn:
+        async with self._transaction(tenant, pipelined) as conn:
             yield conn
 
     @asynccontextmanager
@@ -184,12 +190,18 @@ class Postgres:
             yield conn
 
     @asynccontextmanager
-    async def _transaction(self, tenant: str | None) -> AsyncIterator[psycopg.AsyncConnection]:
+    async def _transaction(self, tenant: str | None,
+                           pipelined: bool = False) -> AsyncIterator[psycopg.AsyncConnection]:
         try:
-            async with self._pool.connection() as conn, conn.transaction():
-                if tenant is not None:
-                    await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
-                yield conn
+            async with self._pool.connection() as conn:
+                if pipelined:
+                    async with _pipelined_transaction(conn, tenant):
+                        yield conn
+                else:
+                    async with conn.transaction():
+                        if tenant is not None:
+                            await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
+                        yield conn
         except MemorydError:
             raise
         except (PoolTimeout, psycopg.Error) as exc:
@@ -212,6 +224,28 @@ class Postgres:
         size, idle = stats.get("pool_size", 0), stats.get("pool_available", 0)
         return PoolStats(self.role, max(0, size - idle), idle, stats.get("requests_waiting", 0),
                          stats.get("pool_max", self._settings.pool_max))
+
+
+@asynccontextmanager
+async def _pipelined_transaction(conn: psycopg.AsyncConnection, tenant: str | None) -> AsyncIterator[None]:
+    """BEGIN, the tenant, the body and COMMIT in one pipeline. Written out rather than
+    ``conn.transaction()``, which in pipeline mode syncs after BEGIN and again before COMMIT:
+    two round trips that wait for nothing."""
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            if tenant is not None:
+                await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
+            yield
+            await conn.execute("COMMIT")
+    except BaseException:
+        if not conn.closed and conn.pgconn.transaction_status in (pq.TransactionStatus.INTRANS,
+                                                                   pq.TransactionStatus.INERROR):
+            try:
+                await conn.execute("ROLLBACK")
+            except psycopg.Error:
+                pass  # the pool discards a connection it cannot return to idle
+        raise
 
 
 @dataclass(frozen=True)

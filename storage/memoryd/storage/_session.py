@@ -27,12 +27,11 @@ from memoryd.domain import (
     ReadFilter,
     Resolution,
     TenantPolicy,
-    WriteResult,
 )
 
 from ._envelope import DataKey, SubjectKeys
 from ._keywords import TermHasher
-from ._writes import ItemWriter
+from ._writes import ItemWriter, Written
 
 if TYPE_CHECKING:
     from ._erasure import VectorErasure
@@ -58,9 +57,9 @@ class StoreSession:
         return self.store.policy_for(self.tenant)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Any]:
-        """A transaction with this tenant set (row level security on)."""
-        async with self.store.db.tenant_tx(self.tenant) as conn:
+    async def transaction(self, *, pipelined: bool = False) -> AsyncIterator[Any]:
+        """A transaction with this tenant set (row level security on); ``Postgres.tenant_tx``."""
+        async with self.store.db.tenant_tx(self.tenant, pipelined=pipelined) as conn:
             yield conn
 
     def item_writer(self, conn: Any, subject: str, *, agent: str | None = None,
@@ -80,9 +79,10 @@ class StoreSession:
     # What use cases do with the store, the tenant (and the writing agent) already bound.
 
     async def write(self, subject: str, drafts: list[Draft], *, blind: list[bool], idempotency_key: str = "",
-                    request_hash: bytes = b"", tag: AuditTag = AuditTag()) -> list[WriteResult]:
-        return await self.store.write(self.tenant, self.agent, subject, drafts, blind=blind,
-                                      idempotency_key=idempotency_key, request_hash=request_hash, tag=tag)
+                    request_hash: bytes = b"", tag: AuditTag = AuditTag()) -> Written:
+        return await self.store.write_with_index_state(self.tenant, self.agent, subject, drafts, blind=blind,
+                                                       idempotency_key=idempotency_key, request_hash=request_hash,
+                                                       tag=tag)
 
     async def pending_index_work(self, ids: list[str]) -> tuple[int, int]:
         return await self.store.pending_index_work(self.tenant, ids)

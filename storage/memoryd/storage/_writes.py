@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -24,24 +25,19 @@ from memoryd.domain import (
 from . import _counters as counters
 from . import _trust as trust
 from ._envelope import DataKey, open_row
-from ._keywords import TermHasher, replace_terms
+from ._keywords import TermHasher
 from ._milvus import MAX_TAGS
 from ._rows import MEMORY_COLUMNS, same_value, stored_trust
-
-_VERSION_COLUMNS = (
-    "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
-    "text_ct, data_ct, key_label, key_ct, importance, confidence, stability, pinned, tags, tag_labels, tags_ct, "
-    "valid_from, valid_until, agent, "
-    "source_kind, source_turn_id, status, created_at, recorded_at, expires_at, trust"
+from ._write_batch import (
+    INSERT_MEMORY,
+    MERGE_REPEAT,
+    SNAPSHOTS,
+    UPDATE_MEMORY,
+    VERSION_COLUMNS,
+    WriteBatch,
+    enqueue_many,
+    pipeline,
 )
-_SNAPSHOT = (
-    "SELECT tenant_id, id, version, %s, subject, scope, session_id, category, key, text, data, "
-    "text_ct, data_ct, key_label, key_ct, importance, confidence, stability, pinned, tags, tag_labels, tags_ct, "
-    "valid_from, valid_until, agent, "
-    "source_kind, source_turn_id, status, created_at, updated_at, expires_at, trust FROM memories "
-    "WHERE tenant_id = %s AND id = %s"
-)
-
 
 async def record_version(conn: psycopg.AsyncConnection, tenant: str, memory_id: str, change: Change) -> None:
     """Snapshot the memory's current row as a version, and mark older versions superseded.
@@ -54,9 +50,8 @@ async def record_version(conn: psycopg.AsyncConnection, tenant: str, memory_id: 
         "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
         (tenant, memory_id),
     )
-    await conn.execute(
-        f"INSERT INTO memory_versions ({_VERSION_COLUMNS}) {_SNAPSHOT}", (change.value, tenant, memory_id)
-    )
+    await conn.execute(f"INSERT INTO memory_versions ({VERSION_COLUMNS}) {SNAPSHOTS}",
+                       ([memory_id], [change.value], tenant))
 
 
 async def enqueue_index(conn: psycopg.AsyncConnection, tenant: str, memory_id: str, subject: str, op: str) -> None:
@@ -65,15 +60,36 @@ async def enqueue_index(conn: psycopg.AsyncConnection, tenant: str, memory_id: s
     Rows a worker holds are skipped, not waited for: a write never waits for a batch of
     embeddings. The worker re-reads the current row, so a row left over is harmless.
     """
-    await conn.execute(
-        "DELETE FROM outbox WHERE tenant_id = %s AND id IN (SELECT id FROM outbox WHERE tenant_id = %s "
-        "AND memory_id = %s AND attempts = 0 AND NOT dead FOR UPDATE SKIP LOCKED)",
-        (tenant, tenant, memory_id),
+    await enqueue_many(conn, tenant, [(memory_id, subject)], op)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a Write did: each item's result, and the ids among them whose index work was
+    still queued (pending or dead) when the write committed."""
+
+    results: list[WriteResult]
+    unindexed: frozenset[str]
+
+
+async def unindexed(conn: psycopg.AsyncConnection, tenant: str, results: list[WriteResult],
+                    enqueued: frozenset[str] = frozenset()) -> Callable[[], Awaitable[frozenset[str]]]:
+    """Ask which ids of ``results`` have outbox rows (pending or dead), in the caller's
+    transaction; the answer is read by awaiting the returned call (in a pipelined
+    transaction, the question rides with the statements sent before the next answer read).
+    The ``enqueued`` ids got one in this transaction: they are not asked about."""
+    ids = sorted({r.memory_id for r in results if r.memory_id} - enqueued)
+    if not ids:
+        async def known() -> frozenset[str]:
+            return enqueued
+        return known
+    cur = await conn.execute(
+        "SELECT DISTINCT memory_id FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])", (tenant, ids)
     )
-    await conn.execute(
-        "INSERT INTO outbox (tenant_id, memory_id, subject, op) VALUES (%s, %s, %s, %s)",
-        (tenant, memory_id, subject, op),
-    )
+
+    async def answer() -> frozenset[str]:
+        return enqueued | frozenset(str(r["memory_id"]) for r in await cur.fetchall())
+    return answer
 
 
 async def claim_idempotency(
@@ -118,14 +134,67 @@ async def store_idempotent_response(
 
 
 KeyFor = Callable[[str], Awaitable[DataKey]]
+_REPLACING = (Policy.LAST_WRITE_WINS, Policy.VERSIONED)
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One draft of a batch, with what its policy needs to know before it meets the store."""
+
+    draft: Draft
+    blind: bool
+    owner: str  # the memory's subject ('' for the organisation)
+    session: str
+    policy: Policy
+    key: DataKey
+    digest: bytes
+    label: bytes  # the key's label (b"" for no key)
+    lock: str  # the name writers of the same key (or, unkeyed, the same text) serialise on
+
+    @property
+    def slot(self) -> tuple[str, str, str, bytes]:
+        return (self.owner, self.session, self.draft.category.value, self.label)
+
+    @property
+    def looks(self) -> str:
+        """What the item reads before it is written: the key's current row (locked), the
+        key's active constraints, the latest repeat of its text (locked), or nothing."""
+        if self.draft.key and self.policy in _REPLACING:
+            return "current"
+        if self.blind:
+            return ""
+        return "constraints" if self.draft.key else "repeat"
+
+
+_LOOK_UPS = {
+    "current": (
+        f"SELECT {MEMORY_COLUMNS}, key_label FROM memories WHERE tenant_id = %s AND status = 'active' "
+        "AND (subject, session_id, category, key_label) IN "
+        "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[])) FOR UPDATE"
+    ),
+    "constraints": (
+        "SELECT id, version, text_hash, subject, session_id, category, key_label FROM memories "
+        "WHERE tenant_id = %s AND status = 'active' AND (subject, session_id, category, key_label) IN "
+        "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[]))"
+    ),
+    "repeat": (
+        "SELECT id, version, importance, tags, tags_ct, pinned, subject, session_id, category, text_hash "
+        "FROM memories WHERE tenant_id = %s AND key_label = '\\x' AND status = 'active' "
+        "AND (subject, session_id, category, text_hash) IN "
+        "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[])) "
+        "ORDER BY updated_at DESC FOR UPDATE"
+    ),
+}
 
 
 class ItemWriter:
-    """Applies one item's conflict policy inside the caller's transaction.
+    """Applies items' conflict policies inside the caller's transaction.
 
     ``key_for(owner)`` gives the data key of the memory's owner (the subject, or '' for the
     organisation), locked for the rest of the transaction; text and data are stored only
-    sealed with it.
+    sealed with it. ``write_all`` costs a few round trips per batch, not per item: one
+    statement takes every item's lock, one per kind reads what the items meet, and the
+    writes they decide are sent together (``WriteBatch``).
     """
 
     def __init__(self, conn: psycopg.AsyncConnection, tenant: str, agent: str, subject: str,
@@ -137,138 +206,173 @@ class ItemWriter:
         self._subject = subject
         self._hasher = hasher
         self._key_for = key_for
-        self._key: DataKey | None = None
+        self._batch = WriteBatch(tenant, hasher)
 
     async def write(self, draft: Draft, *, blind: bool = False) -> WriteResult:
-        """Apply ``draft``'s category policy. ``blind``: the writer cannot see what the item
-        meets, so nothing it cannot see may decide the item's fate in a way it could
-        observe: an episodic item or a constraint becomes a memory of its own (never merged
-        into, or found equal to, a stored one), and a repeat of a key's current value still
-        records a new version. Trust still decides replace or pending."""
-        owner = "" if draft.scope is Scope.ORG else self._subject
-        session = draft.session_id if draft.scope is Scope.SESSION else ""
-        policy = policy_for(draft.category)
-        self._key = await self._key_for(owner)
-        digest = self._key.text_digest(draft.text)
-        # Serialise writers of the same key (or, unkeyed, the same text) of the same owner,
-        # so the check-then-write below cannot race.
-        lock_name = draft.key or digest.hex()
-        await self._conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            ("\x1f".join((self._tenant, owner, session, draft.category.value, lock_name)),),
-        )
-        if draft.key and policy in (Policy.LAST_WRITE_WINS, Policy.VERSIONED):
-            return await self._replace(draft, owner, session, digest, policy, blind)
-        if blind:
-            return await self._insert(draft, owner, session, digest, "")
-        if draft.key:
-            return await self._accumulate(draft, owner, session, digest)
-        return await self._append(draft, owner, session, digest)
+        """Apply ``draft``'s category policy (``write_all`` of one item), its writes sent and checked."""
+        [result] = await self.write_all([draft], [blind])
+        await self.finish()
+        return result
 
-    async def _replace(self, draft: Draft, owner: str, session: str, digest: bytes, policy: Policy,
-                       blind: bool = False) -> WriteResult:
-        cur = await self._conn.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = %s AND subject = %s AND session_id = %s "
-            "AND category = %s AND key_label = %s AND status = 'active' FOR UPDATE",
-            (self._tenant, owner, session, draft.category.value, self._hasher.label(draft.key)),
-        )
-        row = await cur.fetchone()
+    async def write_all(self, drafts: list[Draft], blind: list[bool]) -> list[WriteResult]:
+        """Apply each draft's category policy, in order, as if written one after the other.
+
+        ``blind[i]``: the writer cannot see what item i meets, so nothing it cannot see may
+        decide the item's fate in a way it could observe: an episodic item or a constraint
+        becomes a memory of its own (never merged into, or found equal to, a stored one),
+        and a repeat of a key's current value still records a new version. Trust still
+        decides replace or pending.
+
+        Every item's lock is taken first, in one statement and in name order (so two
+        batches never wait on each other in a cycle). Items that meet what an earlier item
+        of the batch wrote (the same key twice) go in a later round, after the earlier
+        round's writes are sent. The writes are sent but their answers not awaited:
+        ``finish`` checks them (the caller's next fetch would raise their errors anyway).
+        """
+        items = [await self._plan(d, b) for d, b in zip(drafts, blind, strict=True)]
+        rounds: list[list[int]] = []
+        seen: dict[str, int] = {}
+        for i, item in enumerate(items):
+            n = seen[item.lock] = seen.get(item.lock, -1) + 1
+            if n == len(rounds):
+                rounds.append([])
+            rounds[n].append(i)
+        results: list[WriteResult | None] = [None] * len(items)
+        locks = sorted(seen)
+        for batch in rounds:
+            met = await self._look([items[i] for i in batch], locks)
+            locks = []
+            for i in batch:
+                results[i] = await self._decide(items[i], met)
+            await self._batch.flush(self._conn)
+        return [r for r in results if r is not None]
+
+    @property
+    def enqueued(self) -> frozenset[str]:
+        """The memories this writer queued index work for (pending until after commit)."""
+        return frozenset(self._batch.enqueued)
+
+    async def finish(self) -> None:
+        """Wait for the answers of the writes sent, and check them."""
+        await self._batch.check()
+
+    async def _plan(self, draft: Draft, blind: bool) -> _Item:
+        owner = "" if draft.scope is Scope.ORG else self._subject
+        key = await self._key_for(owner)
+        digest = key.text_digest(draft.text)
+        session = draft.session_id if draft.scope is Scope.SESSION else ""
+        lock = "\x1f".join((self._tenant, owner, session, draft.category.value, draft.key or digest.hex()))
+        return _Item(draft, blind, owner, session, policy_for(draft.category), key, digest,
+                     self._hasher.label(draft.key), lock)
+
+    async def _look(self, items: list[_Item], locks: list[str]) -> dict[tuple[str, Any], list[dict[str, Any]]]:
+        """Take ``locks`` (each writer of the same key or text of the same owner waits for
+        the one before, so the check-then-write below cannot race), then read what the items
+        meet, one statement per kind; rows by (kind, slot)."""
+        conn = self._conn
+        async with pipeline(conn):
+            if locks:
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(n, 0)) FROM unnest(%s::text[]) AS n",
+                                   (locks,))
+            cursors = []
+            for kind, query in _LOOK_UPS.items():
+                asked = [i for i in items if i.looks == kind]
+                if asked:
+                    slots = [(*i.slot[:3], i.digest if kind == "repeat" else i.label) for i in asked]
+                    columns = [list(c) for c in zip(*slots, strict=True)]
+                    cursors.append((kind, await conn.execute(query, (self._tenant, *columns))))
+            met: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+            for kind, cur in cursors:
+                for row in await cur.fetchall():
+                    last = row["text_hash"] if kind == "repeat" else row["key_label"]
+                    slot = (row["subject"], row["session_id"], row["category"], bytes(last))
+                    met.setdefault((kind, slot), []).append(row)
+        return met
+
+    async def _decide(self, item: _Item, met: dict[tuple[str, Any], list[dict[str, Any]]]) -> WriteResult:
+        kind = item.looks
+        if kind == "current":
+            rows = met.get((kind, item.slot))
+            return await self._replace(item, rows[0] if rows else None)
+        if kind == "constraints":
+            return self._accumulate(item, met.get((kind, item.slot), []))
+        if kind == "repeat":
+            rows = met.get((kind, (*item.slot[:3], item.digest)))
+            return self._append(item, rows[0] if rows else None)
+        return self._insert(item, "")
+
+    async def _replace(self, item: _Item, row: dict[str, Any] | None) -> WriteResult:
         if row is None:
-            return await self._insert(draft, owner, session, digest, "")
-        current = open_row(row, self._key)
+            return self._insert(item, "")
+        draft = item.draft
+        current = open_row(row, item.key)
         memory_id = str(current["id"])
         level, held = self._policy.trust_of(draft.source_kind), stored_trust(current)
-        if same_value(current, draft) and not blind:
+        if same_value(current, draft) and not item.blind:
             if level > held:  # confirmed by a more trusted source
                 await self._conn.execute("UPDATE memories SET trust = %s WHERE tenant_id = %s AND id = %s",
                                          (level, self._tenant, memory_id))
             if level >= held:  # a confirmation settles what it outranks, as a replacement would
-                await self._settle(memory_id, level)
+                self._batch.settle(memory_id, level)
             return WriteResult(memory_id, Outcome.UNCHANGED, "same as the current value", current["version"])
         if level < held:
             # Never silently replace a more trusted value: keep this one pending beside it.
-            await trust.hold(self._conn, self._tenant, self._key, memory_id, owner, draft, self._agent, level, digest)
+            await trust.hold(self._conn, self._tenant, item.key, memory_id, item.owner, draft, self._agent, level,
+                             item.digest)
             await counters.bump(self._conn, self._tenant, counters.CONFLICTS_PENDING)
             return WriteResult(memory_id, Outcome.PENDING,
                                f"a {draft.source_kind.value} source (trust {level:g}) is trusted less than the current "
                                f"value's (trust {held:g}): kept as a pending value until a write of higher trust "
                                "or ResolveConflict settles it", current["version"])
-        return await self.replace_current(current, draft, owner, digest, policy, level)
+        return self._replace_current(current, draft, item.owner, item.key, item.digest, item.policy, level)
 
     async def accept(self, current: dict[str, Any], draft: Draft, owner: str, level: float) -> WriteResult:
         """Make a pending value (``draft``, trusted ``level``) the current value of the locked
         row ``current`` (ResolveConflict); this writer's agent is the pending value's."""
-        self._key = await self._key_for(owner)
-        return await self.replace_current(open_row(current, self._key), draft, owner,
-                                          self._key.text_digest(draft.text), policy_for(draft.category), level)
+        key = await self._key_for(owner)
+        result = self._replace_current(open_row(current, key), draft, owner, key, key.text_digest(draft.text),
+                                       policy_for(draft.category), level)
+        await self._batch.flush(self._conn)
+        await self.finish()
+        return result
 
-    async def _settle(self, memory_id: str, level: float) -> None:
-        await counters.bump(self._conn, self._tenant, counters.CONFLICTS_SETTLED,
-                            await trust.settle(self._conn, self._tenant, memory_id, level))
-
-    async def replace_current(self, current: dict[str, Any], draft: Draft, owner: str, digest: bytes,
-                              policy: Policy, level: float) -> WriteResult:
+    def _replace_current(self, current: dict[str, Any], draft: Draft, owner: str, key: DataKey, digest: bytes,
+                         policy: Policy, level: float) -> WriteResult:
         """Make ``draft`` (trusted ``level``) the current value of the locked, opened row
         ``current``; pending values trusted no more than it are settled."""
         memory_id = str(current["id"])
         if policy is Policy.VERSIONED:
-            # The old fact stays as a dated version: its validity ends where the new one starts.
-            await self._conn.execute(
-                "UPDATE memory_versions SET valid_until = LEAST(COALESCE(valid_until, 'infinity'), COALESCE(%s, now())) "
-                "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
-                (draft.valid_from, self._tenant, memory_id),
-            )
+            self._batch.close_fact(memory_id, draft.valid_from)
             outcome, change, reason = Outcome.VERSIONED, Change.VERSIONED, "new current value; the old one is kept as a dated version"
         else:
             outcome, change, reason = Outcome.UPDATED, Change.UPDATED, "last write wins; the old value is kept as a version"
-        version = await self._update(memory_id, draft, digest, level)
-        await self._settle(memory_id, level)
-        await replace_terms(self._conn, self._tenant, owner, memory_id, draft.key, draft.text, self._hasher)
-        await record_version(self._conn, self._tenant, memory_id, change)
-        await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
-        return WriteResult(memory_id, outcome, reason, version)
+        # The row is locked until commit: its next version is this one.
+        self._batch.row(UPDATE_MEMORY, (*self._values(key, memory_id, draft, digest, level), self._tenant, memory_id))
+        self._batch.settle(memory_id, level)
+        self._batch.changed(owner, memory_id, change, (draft.key, draft.text))
+        return WriteResult(memory_id, outcome, reason, int(current["version"]) + 1)
 
-    async def _accumulate(self, draft: Draft, owner: str, session: str, digest: bytes) -> WriteResult:
-        cur = await self._conn.execute(
-            "SELECT id, version, text_hash FROM memories WHERE tenant_id = %s AND subject = %s AND session_id = %s "
-            "AND category = %s AND key_label = %s AND status = 'active'",
-            (self._tenant, owner, session, draft.category.value, self._hasher.label(draft.key)),
-        )
-        existing = await cur.fetchall()
+    def _accumulate(self, item: _Item, existing: list[dict[str, Any]]) -> WriteResult:
         for row in existing:
-            if bytes(row["text_hash"]) == digest:
+            if bytes(row["text_hash"]) == item.digest:
                 return WriteResult(str(row["id"]), Outcome.UNCHANGED, "this constraint is already recorded", row["version"])
         reason = f"kept alongside {len(existing)} other active constraint(s) with this key" if existing else ""
-        return await self._insert(draft, owner, session, digest, reason)
+        return self._insert(item, reason)
 
-    async def _append(self, draft: Draft, owner: str, session: str, digest: bytes) -> WriteResult:
-        cur = await self._conn.execute(
-            "SELECT id, importance, tags, tags_ct, pinned FROM memories WHERE tenant_id = %s AND subject = %s "
-            "AND session_id = %s AND category = %s AND key_label = '\\x' AND text_hash = %s AND status = 'active' "
-            "ORDER BY updated_at DESC LIMIT 1 FOR UPDATE",
-            (self._tenant, owner, session, draft.category.value, digest),
-        )
-        repeat = await cur.fetchone()
+    def _append(self, item: _Item, repeat: dict[str, Any] | None) -> WriteResult:
         if repeat is None:
-            return await self._insert(draft, owner, session, digest, "")
+            return self._insert(item, "")
+        draft = item.draft
         memory_id = str(repeat["id"])
         # Merged tags stay within what the index can hold: the repeat's own tags first (the
         # latest report), then as many of the older ones as fit.
-        merged = list(draft.tags) + [t for t in sorted(self._tags_of(repeat)) if t not in draft.tags]
+        merged = list(draft.tags) + [t for t in sorted(self._tags_of(item.key, repeat)) if t not in draft.tags]
         tags = sorted(merged[:MAX_TAGS])
-        cur = await self._conn.execute(
-            "UPDATE memories SET importance = GREATEST(importance, %s), tags = '{}', tag_labels = %s, tags_ct = %s, "
-            "pinned = pinned OR %s, agent = %s, version = version + 1, updated_at = now(), "
-            "expires_at = CASE WHEN pinned OR %s THEN NULL ELSE now() + %s::float8 * interval '1 second' END "
-            "WHERE tenant_id = %s AND id = %s RETURNING version",
-            (draft.importance, *self._tag_values(memory_id, tags), draft.pinned, self._agent, draft.pinned,
-             self._ttl_seconds(draft), self._tenant, memory_id),
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        await record_version(self._conn, self._tenant, memory_id, Change.MERGED)
-        await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
-        return WriteResult(memory_id, Outcome.MERGED, "repeats an existing memory; merged into it", row["version"])
+        self._batch.row(MERGE_REPEAT, (draft.importance, *self._tag_values(item.key, memory_id, tags), draft.pinned,
+                                       self._agent, draft.pinned, self._ttl_seconds(draft), self._tenant, memory_id))
+        self._batch.changed(item.owner, memory_id, Change.MERGED, None)
+        return WriteResult(memory_id, Outcome.MERGED, "repeats an existing memory; merged into it",
+                           int(repeat["version"]) + 1)
 
     async def merge_similar(self, draft: Draft, memory_id: str) -> WriteResult | None:
         """Merge an episodic draft into ``memory_id``, a near-duplicate found by meaning (the
@@ -276,7 +380,7 @@ class ItemWriter:
         united; the old text stays as a version. None if that memory is no longer an active
         episodic memory of this subject and category (the caller then writes the draft)."""
         owner = self._subject
-        self._key = await self._key_for(owner)
+        key = await self._key_for(owner)
         cur = await self._conn.execute(
             "SELECT id, tags, tags_ct FROM memories WHERE tenant_id = %s AND id = %s AND subject = %s "
             "AND scope = 'subject' AND category = %s AND key_label = '\\x' AND status = 'active' FOR UPDATE",
@@ -285,69 +389,46 @@ class ItemWriter:
         row = await cur.fetchone()
         if row is None:
             return None
-        merged = list(draft.tags) + [t for t in sorted(self._tags_of(row)) if t not in draft.tags]
+        merged = list(draft.tags) + [t for t in sorted(self._tags_of(key, row)) if t not in draft.tags]
         cur = await self._conn.execute(
             "UPDATE memories SET text_ct = %s, text_hash = %s, text = NULL, importance = GREATEST(importance, %s), "
             "tags = '{}', tag_labels = %s, tags_ct = %s, agent = %s, source_kind = %s, source_turn_id = %s, "
             "version = version + 1, updated_at = now() WHERE tenant_id = %s AND id = %s RETURNING version",
-            (self._key.seal_text(memory_id, draft.text), self._key.text_digest(draft.text), draft.importance,
-             *self._tag_values(memory_id, sorted(merged[:MAX_TAGS])), self._agent, draft.source_kind.value, draft.source_turn_id,
-             self._tenant, memory_id),
+            (key.seal_text(memory_id, draft.text), key.text_digest(draft.text), draft.importance,
+             *self._tag_values(key, memory_id, sorted(merged[:MAX_TAGS])), self._agent, draft.source_kind.value,
+             draft.source_turn_id, self._tenant, memory_id),
         )
         updated = await cur.fetchone()
         assert updated is not None
-        await replace_terms(self._conn, self._tenant, owner, memory_id, "", draft.text, self._hasher)
-        await record_version(self._conn, self._tenant, memory_id, Change.MERGED)
-        await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
+        self._batch.changed(owner, memory_id, Change.MERGED, ("", draft.text))
+        await self._batch.flush(self._conn)
+        await self.finish()
         return WriteResult(memory_id, Outcome.MERGED, "says the same as an existing memory; merged into it",
                            updated["version"])
 
-    async def _insert(self, draft: Draft, owner: str, session: str, digest: bytes, reason: str) -> WriteResult:
+    def _insert(self, item: _Item, reason: str) -> WriteResult:
         # The id is made here, not by Postgres, because the ciphertext is bound to it.
         memory_id = str(uuid.uuid4())
-        cur = await self._conn.execute(
-            "INSERT INTO memories (tenant_id, id, subject, scope, session_id, category, key_label, key_ct, text_ct, "
-            "text_hash, data_ct, importance, confidence, stability, pinned, tag_labels, tags_ct, valid_from, "
-            "valid_until, agent, source_kind, source_turn_id, expires_at, trust) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-            "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-            "now() + %s::float8 * interval '1 second', %s) RETURNING version",
-            (self._tenant, memory_id, owner, draft.scope.value, session, *self._values(memory_id, draft, digest)),
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        await replace_terms(self._conn, self._tenant, owner, memory_id, draft.key, draft.text, self._hasher)
-        await record_version(self._conn, self._tenant, memory_id, Change.CREATED)
-        await enqueue_index(self._conn, self._tenant, memory_id, owner, "upsert")
-        return WriteResult(memory_id, Outcome.CREATED, reason, row["version"])
+        draft = item.draft
+        self._batch.row(INSERT_MEMORY, (self._tenant, memory_id, item.owner, draft.scope.value, item.session,
+                                        *self._values(item.key, memory_id, draft, item.digest)))
+        self._batch.changed(item.owner, memory_id, Change.CREATED, (draft.key, draft.text))
+        return WriteResult(memory_id, Outcome.CREATED, reason, 1)  # the column's default
 
-    async def _update(self, memory_id: str, draft: Draft, digest: bytes, level: float) -> int:
-        cur = await self._conn.execute(
-            "UPDATE memories SET category = %s, key_label = %s, key_ct = %s, text_ct = %s, text_hash = %s, "
-            "data_ct = %s, key = '', text = NULL, data = NULL, tags = '{}', importance = %s, confidence = %s, "
-            "stability = %s, pinned = %s, tag_labels = %s, tags_ct = %s, valid_from = %s, valid_until = %s, "
-            "agent = %s, source_kind = %s, source_turn_id = %s, "
-            "expires_at = now() + %s::float8 * interval '1 second', trust = %s, version = version + 1, "
-            "updated_at = now() WHERE tenant_id = %s AND id = %s RETURNING version",
-            (*self._values(memory_id, draft, digest, level), self._tenant, memory_id),
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        return int(row["version"])
-
-    def _values(self, memory_id: str, draft: Draft, digest: bytes, level: float | None = None) -> tuple[Any, ...]:
-        assert self._key is not None
+    def _values(self, key: DataKey, memory_id: str, draft: Draft, digest: bytes,
+                level: float | None = None) -> tuple[Any, ...]:
         return (
             draft.category.value,
             self._hasher.label(draft.key),
-            self._key.seal_key(memory_id, draft.key),
-            self._key.seal_text(memory_id, draft.text),
+            key.seal_key(memory_id, draft.key),
+            key.seal_text(memory_id, draft.text),
             digest,
-            self._key.seal_data(memory_id, draft.data),
+            key.seal_data(memory_id, draft.data),
             draft.importance,
             draft.confidence,
             draft.stability.value,
             draft.pinned,
-            *self._tag_values(memory_id, draft.tags),
+            *self._tag_values(key, memory_id, draft.tags),
             draft.valid_from,
             draft.valid_until,
             self._agent,
@@ -357,18 +438,18 @@ class ItemWriter:
             self._policy.trust_of(draft.source_kind) if level is None else level,
         )
 
-    def _tag_values(self, memory_id: str, tags: tuple[str, ...] | list[str]) -> tuple[list[bytes], bytes | None]:
+    def _tag_values(self, key: DataKey, memory_id: str,
+                    tags: tuple[str, ...] | list[str]) -> tuple[list[bytes], bytes | None]:
         """(tag_labels, tags_ct) of ``tags``: how tags are stored, never in the clear."""
-        assert self._key is not None
         unique = sorted(set(tags))
-        return [self._hasher.label(t) for t in unique], self._key.seal_tags(memory_id, unique)
+        return [self._hasher.label(t) for t in unique], key.seal_tags(memory_id, unique)
 
-    def _tags_of(self, row: dict[str, Any]) -> tuple[str, ...]:
+    @staticmethod
+    def _tags_of(key: DataKey, row: dict[str, Any]) -> tuple[str, ...]:
         """The tags of a locked row of this owner, opened (as stored, before 0012 sealed them)."""
-        assert self._key is not None
         if row["tags_ct"] is None:
             return tuple(row["tags"])
-        return self._key.open_tags(str(row["id"]), row["tags_ct"])
+        return key.open_tags(str(row["id"]), row["tags_ct"])
 
     def _ttl_seconds(self, draft: Draft) -> float | None:
         """How long a new or changed value lives (None: it does not expire). Counted from the

@@ -23,8 +23,9 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
         return await _queue_extraction(ctx, cmd)
     drafts = chunk_drafts(cmd.turns) if cmd.has_turns else cmd.drafts
     items = ctx.guard.admit(drafts)
-    results = await ctx.store.write(cmd.subject, [i.draft for i in items], blind=[i.blind for i in items],
+    written = await ctx.store.write(cmd.subject, [i.draft for i in items], blind=[i.blind for i in items],
                                     idempotency_key=cmd.idempotency_key, request_hash=cmd.request_hash, tag=ctx.tag)
+    results = written.results
     worker = ctx.services.worker
     if worker is not None:
         worker.wakeup.set()
@@ -37,8 +38,11 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
     # item left index work depends on what it met (replaced, or held pending).
     shown = sorted({r.memory_id for r, a in zip(results, answers, strict=True)
                     if r.memory_id and a.outcome is not Outcome.ACCEPTED})
-    pending, dead = await ctx.store.pending_index_work(shown)
-    indexed = not pending and not dead
+    if cmd.wait_indexed:
+        pending, dead = await ctx.store.pending_index_work(shown)
+        indexed = not pending and not dead
+    else:  # as the write's own transaction saw it: no second transaction on the ack's path
+        indexed = written.unindexed.isdisjoint(shown)
     return svc.WriteResponse(results=present.write_results(answers), indexed=indexed)
 
 

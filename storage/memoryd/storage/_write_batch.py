@@ -1,0 +1,229 @@
+"""The statements a Write's items share, sent once per kind per batch instead of once per item.
+
+``ItemWriter`` decides each item's fate (``_writes``); what the decisions leave to write —
+new rows, changed rows, keyword terms, version snapshots, outbox rows, settled pending values
+— is queued here and sent by ``flush`` as one statement per kind (multi-row statements over
+arrays, or ``executemany``, which psycopg pipelines into one round trip), in this order:
+
+    memories (insert, update, merge) → closed fact versions → settled pending values →
+    keyword terms → version snapshots → outbox
+
+Snapshots come after the rows they copy; closing a fact's active version comes before the
+new snapshot supersedes it. A batch holds at most one change per memory: the writer flushes
+before an item that meets a memory already changed in the batch (``ItemWriter.write_all``).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import Any
+
+import psycopg
+from psycopg import pq
+
+from memoryd.domain import Change, Internal
+
+from . import _counters as counters
+from ._keywords import TermHasher, tokenize
+
+VERSION_COLUMNS = (
+    "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
+    "text_ct, data_ct, key_label, key_ct, importance, confidence, stability, pinned, tags, tag_labels, tags_ct, "
+    "valid_from, valid_until, agent, "
+    "source_kind, source_turn_id, status, created_at, recorded_at, expires_at, trust"
+)
+# The current rows of the memories in c(id, change), as their version rows.
+SNAPSHOTS = (
+    "SELECT m.tenant_id, m.id, m.version, c.change, m.subject, m.scope, m.session_id, m.category, m.key, m.text, "
+    "m.data, m.text_ct, m.data_ct, m.key_label, m.key_ct, m.importance, m.confidence, m.stability, m.pinned, m.tags, "
+    "m.tag_labels, m.tags_ct, m.valid_from, m.valid_until, m.agent, m.source_kind, m.source_turn_id, m.status, "
+    "m.created_at, m.updated_at, m.expires_at, m.trust "
+    "FROM unnest(%s::uuid[], %s::text[]) WITH ORDINALITY AS c(id, change, n) "
+    "JOIN memories m ON m.tenant_id = %s AND m.id = c.id ORDER BY c.n"
+)
+
+INSERT_MEMORY = (
+    "INSERT INTO memories (tenant_id, id, subject, scope, session_id, category, key_label, key_ct, text_ct, "
+    "text_hash, data_ct, importance, confidence, stability, pinned, tag_labels, tags_ct, valid_from, "
+    "valid_until, agent, source_kind, source_turn_id, expires_at, trust) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+    "now() + %s::float8 * interval '1 second', %s)"
+)
+UPDATE_MEMORY = (
+    "UPDATE memories SET category = %s, key_label = %s, key_ct = %s, text_ct = %s, text_hash = %s, "
+    "data_ct = %s, key = '', text = NULL, data = NULL, tags = '{}', importance = %s, confidence = %s, "
+    "stability = %s, pinned = %s, tag_labels = %s, tags_ct = %s, valid_from = %s, valid_until = %s, "
+    "agent = %s, source_kind = %s, source_turn_id = %s, "
+    "expires_at = now() + %s::float8 * interval '1 second', trust = %s, version = version + 1, "
+    "updated_at = now() WHERE tenant_id = %s AND id = %s"
+)
+MERGE_REPEAT = (
+    "UPDATE memories SET importance = GREATEST(importance, %s), tags = '{}', tag_labels = %s, tags_ct = %s, "
+    "pinned = pinned OR %s, agent = %s, version = version + 1, updated_at = now(), "
+    "expires_at = CASE WHEN pinned OR %s THEN NULL ELSE now() + %s::float8 * interval '1 second' END "
+    "WHERE tenant_id = %s AND id = %s"
+)
+# The old fact stays as a dated version: its validity ends where the new one starts.
+_CLOSE_FACT = (
+    "UPDATE memory_versions SET valid_until = LEAST(COALESCE(valid_until, 'infinity'), COALESCE(%s, now())) "
+    "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'"
+)
+
+
+class WriteBatch:
+    """The queued writes of one tenant's items, in the caller's transaction."""
+
+    def __init__(self, tenant: str, hasher: TermHasher) -> None:
+        self._tenant = tenant
+        self._hasher = hasher
+        self._clear()
+        # Cursors whose answers are checked once the connection has synced (``check``).
+        self._unchecked: list[tuple[psycopg.AsyncCursor[Any], int]] = []
+        # Memories given an outbox row by this batch: pending until a worker sees the commit.
+        self.enqueued: set[str] = set()
+
+    def _clear(self) -> None:
+        self._rows: list[tuple[str, tuple[Any, ...]]] = []  # (statement, params), in item order
+        self._closed_facts: list[tuple[Any, ...]] = []
+        self._settles: list[tuple[str, float]] = []
+        self._terms: list[tuple[str, str, str, str]] = []  # (owner, memory id, key, text)
+        self._versions: list[tuple[str, Change]] = []
+        self._index: list[tuple[str, str]] = []  # (memory id, owner)
+        # Memories inserted by this flush: their ids are new, so no terms, versions or outbox
+        # rows of theirs can exist yet to be replaced, superseded or folded.
+        self._fresh: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._rows or self._closed_facts or self._settles or self._terms or self._versions
+                    or self._index)
+
+    def row(self, statement: str, params: tuple[Any, ...]) -> None:
+        """Queue one INSERT_MEMORY, UPDATE_MEMORY or MERGE_REPEAT."""
+        self._rows.append((statement, params))
+        if statement is INSERT_MEMORY:
+            self._fresh.add(str(params[1]))
+
+    def close_fact(self, memory_id: str, valid_from: Any) -> None:
+        self._closed_facts.append((valid_from, self._tenant, memory_id))
+
+    def settle(self, memory_id: str, trust: float) -> None:
+        """Drop the memory's pending values trusted no more than ``trust`` (``_trust.settle``),
+        counted as settled conflicts."""
+        self._settles.append((memory_id, trust))
+
+    def changed(self, owner: str, memory_id: str, change: Change, terms: tuple[str, str] | None) -> None:
+        """The memory's row changed: snapshot it as a version, re-index its ``terms`` (key,
+        text) if they changed, and queue it for the vector index."""
+        if terms is not None:
+            self._terms.append((owner, memory_id, *terms))
+        self._versions.append((memory_id, change))
+        self._index.append((memory_id, owner))
+
+    async def flush(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Send what is queued, one statement per kind; no answer is waited for (``check``)."""
+        if not self:
+            return
+        tenant = self._tenant
+        async with pipeline(conn):
+            if self._rows:
+                async with conn.cursor() as cur:
+                    for statement in (INSERT_MEMORY, UPDATE_MEMORY, MERGE_REPEAT):
+                        params = [p for s, p in self._rows if s is statement]
+                        if params:
+                            await cur.executemany(statement, params)
+            if self._closed_facts:
+                async with conn.cursor() as cur:
+                    await cur.executemany(_CLOSE_FACT, self._closed_facts)
+            if self._settles:
+                ids, levels = zip(*self._settles, strict=True)
+                await conn.execute(
+                    "WITH settled AS (DELETE FROM pending_values p USING unnest(%s::uuid[], %s::float8[]) AS s(id, t) "
+                    "WHERE p.tenant_id = %s AND p.memory_id = s.id AND p.trust <= s.t RETURNING 1) "
+                    "INSERT INTO lifecycle_counts (tenant_id, name, value) SELECT %s, %s, count(*) FROM settled "
+                    "HAVING count(*) > 0 ON CONFLICT (tenant_id, name) DO UPDATE "
+                    "SET value = lifecycle_counts.value + EXCLUDED.value, updated_at = now()",
+                    (list(ids), list(levels), tenant, tenant, counters.CONFLICTS_SETTLED),
+                )
+            if self._terms:
+                await self._replace_terms(conn)
+            if self._versions:
+                ids = [m for m, _ in self._versions]
+                if older := [m for m in ids if m not in self._fresh]:
+                    await conn.execute(
+                        "UPDATE memory_versions SET status = 'superseded' "
+                        "WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND status = 'active'",
+                        (tenant, older),
+                    )
+                await conn.execute(
+                    f"INSERT INTO memory_versions ({VERSION_COLUMNS}) {SNAPSHOTS}",
+                    (ids, [c.value for _, c in self._versions], tenant),
+                )
+            if self._index:
+                await enqueue_many(conn, tenant, self._index, "upsert", fresh=self._fresh)
+                self.enqueued.update(m for m, _ in self._index)
+        self._clear()
+
+    async def _replace_terms(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """The memories' keyword terms and document lengths, as ``_keywords.replace_terms``
+        writes them one memory at a time (and, like it, only for memories of their owner)."""
+        owners, ids, lengths, t_owners, t_ids, t_terms, t_tfs = [], [], [], [], [], [], []
+        for owner, memory_id, key, text in self._terms:
+            tokens = tokenize(f"{key} {text}")
+            owners.append(owner)
+            ids.append(memory_id)
+            lengths.append(len(tokens))
+            for term, tf in self._hasher.counts(tokens).items():
+                t_owners.append(owner)
+                t_ids.append(memory_id)
+                t_terms.append(term)
+                t_tfs.append(tf)
+        cur = await conn.execute(
+            "UPDATE memories m SET doc_len = d.n FROM unnest(%s::uuid[], %s::text[], %s::int[]) AS d(id, subject, n) "
+            "WHERE m.tenant_id = %s AND m.id = d.id AND m.subject = d.subject RETURNING m.id",
+            (ids, owners, lengths, self._tenant),
+        )
+        self._unchecked.append((cur, len(set(ids))))
+        if older := [m for m in ids if m not in self._fresh]:
+            await conn.execute("DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])",
+                               (self._tenant, older))
+        if t_terms:
+            await conn.execute(
+                "INSERT INTO memory_terms (tenant_id, subject, memory_id, term, tf) "
+                "SELECT %s, t.subject, t.id, t.term, t.tf "
+                "FROM unnest(%s::text[], %s::uuid[], %s::bigint[], %s::integer[]) AS t(subject, id, term, tf)",
+                (self._tenant, t_owners, t_ids, t_terms, t_tfs),
+            )
+
+    async def check(self) -> None:
+        """Check the answers of what was flushed: every memory whose terms were replaced is
+        this tenant's and its owner's (else Internal, and the transaction is rolled back)."""
+        unchecked, self._unchecked = self._unchecked, []
+        for cur, expected in unchecked:
+            if len(await cur.fetchall()) != expected:
+                raise Internal("replace_terms: no such memory for this tenant and subject")
+
+
+def pipeline(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
+    """A pipeline for the statements that follow, unless the connection is in one already
+    (then leaving a nested one would sync: a round trip that waits for nothing)."""
+    return nullcontext() if conn.pgconn.pipeline_status != pq.PipelineStatus.OFF else conn.pipeline()
+
+
+async def enqueue_many(conn: psycopg.AsyncConnection[Any], tenant: str, work: list[tuple[str, str]], op: str, *,
+                       fresh: set[str] | frozenset[str] = frozenset()) -> None:
+    """Queue index work (memory id, owner) for the outbox worker, folding the memories'
+    earlier pending rows (``_writes.enqueue_index``, for many memories at once); ``fresh``
+    memories were created in this transaction and have none."""
+    ids = [m for m, _ in work]
+    if older := [m for m in ids if m not in fresh]:
+        await conn.execute(
+            "DELETE FROM outbox WHERE tenant_id = %s AND id IN (SELECT id FROM outbox WHERE tenant_id = %s "
+            "AND memory_id = ANY(%s::uuid[]) AND attempts = 0 AND NOT dead FOR UPDATE SKIP LOCKED)",
+            (tenant, tenant, older),
+        )
+    await conn.execute(
+        "INSERT INTO outbox (tenant_id, memory_id, subject, op) "
+        "SELECT %s, w.id, w.subject, %s FROM unnest(%s::uuid[], %s::text[]) WITH ORDINALITY AS w(id, subject, n) "
+        "ORDER BY w.n",
+        (tenant, op, ids, [s for _, s in work]),
+    )
