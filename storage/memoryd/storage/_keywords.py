@@ -9,6 +9,7 @@ statement, under row level security, after the same WHERE clause as every other 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -112,8 +113,15 @@ def tokenize(text: str) -> list[str]:
         for word in _WORD.findall(part):
             if word in _ENGLISH_STOPWORDS or (len(word) == 1 and not word.isdigit()):
                 continue
-            tokens.append(word if word.isdigit() else _stemmer.stemWord(word))
+            tokens.append(word if word.isdigit() else _stem(word))
     return tokens
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    """The Snowball stem of ``word``, remembered: the pure-Python stemmer was ~40 % of the CPU
+    of a Write of 50 memories, and a language's common words recur (at most 65,536 kept)."""
+    return str(_stemmer.stemWord(word))
 
 
 class TermHasher:
@@ -155,6 +163,60 @@ class TermHasher:
         return Counter(self.term(token) for token in tokens)
 
 
+async def write_terms(
+    conn: psycopg.AsyncConnection[Any],
+    tenant: str,
+    memories: Sequence[tuple[str, str, str, str]],
+    hasher: TermHasher,
+    *,
+    fresh: frozenset[str] | set[str] = frozenset(),
+) -> psycopg.AsyncCursor[Any]:
+    """Index memories' keys and texts in the caller's transaction: one statement per kind
+    for all of ``memories`` (owner, memory id, key, text), ``fresh`` being ids created in this
+    transaction (they have no terms to delete).
+
+    Runs inside the write's own transaction, so the terms change exactly when the memory
+    does. The owner is the memory's stored subject ('' for org-scoped memories). Returns the
+    cursor of the ``doc_len`` update, which names every memory it found: the caller checks
+    (``check_terms_written``) that each one is this tenant's and its owner's — after the
+    statements are sent, so a pipelined write waits for nothing here.
+    """
+    owners, ids, lengths, t_owners, t_ids, t_terms, t_tfs = [], [], [], [], [], [], []
+    for owner, memory_id, key, text in memories:
+        tokens = tokenize(f"{key} {text}")
+        owners.append(owner)
+        ids.append(memory_id)
+        lengths.append(len(tokens))
+        for term, tf in hasher.counts(tokens).items():
+            t_owners.append(owner)
+            t_ids.append(memory_id)
+            t_terms.append(term)
+            t_tfs.append(tf)
+    cur = await conn.execute(
+        "UPDATE memories m SET doc_len = d.n FROM unnest(%s::uuid[], %s::text[], %s::int[]) AS d(id, subject, n) "
+        "WHERE m.tenant_id = %s AND m.id = d.id AND m.subject = d.subject RETURNING m.id",
+        (ids, owners, lengths, tenant),
+    )
+    if older := [m for m in ids if m not in fresh]:
+        await conn.execute("DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])",
+                           (tenant, older))
+    if t_terms:
+        await conn.execute(
+            "INSERT INTO memory_terms (tenant_id, subject, memory_id, term, tf) "
+            "SELECT %s, t.subject, t.id, t.term, t.tf "
+            "FROM unnest(%s::text[], %s::uuid[], %s::bigint[], %s::integer[]) AS t(subject, id, term, tf)",
+            (tenant, t_owners, t_ids, t_terms, t_tfs),
+        )
+    return cur
+
+
+async def check_terms_written(cur: psycopg.AsyncCursor[Any], memories: int) -> None:
+    """Raise Internal (the transaction is rolled back) unless ``write_terms`` found all of its
+    ``memories`` (distinct ids) as this tenant's and their owner's."""
+    if len(await cur.fetchall()) != memories:
+        raise Internal("write_terms: no such memory for this tenant and subject")
+
+
 async def replace_terms(
     conn: psycopg.AsyncConnection[Any],
     tenant: str,
@@ -164,29 +226,10 @@ async def replace_terms(
     text: str,
     hasher: TermHasher,
 ) -> int:
-    """Index a memory's key and text in the caller's transaction; return its document length.
-
-    Runs inside the write's own transaction, so the terms change exactly when the memory
-    does. ``subject`` is the memory's stored subject ('' for org-scoped memories); a memory
-    that is not this tenant's and subject's is refused rather than indexed under the wrong
-    owner.
-    """
-    tokens = tokenize(f"{key} {text}")
-    counts = hasher.counts(tokens)
-    cur = await conn.execute(
-        "UPDATE memories SET doc_len = %s WHERE tenant_id = %s AND id = %s AND subject = %s RETURNING id",
-        (len(tokens), tenant, memory_id, subject),
-    )
-    if await cur.fetchone() is None:
-        raise Internal("replace_terms: no such memory for this tenant and subject")
-    await conn.execute("DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = %s", (tenant, memory_id))
-    if counts:
-        await conn.execute(
-            "INSERT INTO memory_terms (tenant_id, subject, memory_id, term, tf) "
-            "SELECT %s, %s, %s, t.term, t.tf FROM unnest(%s::bigint[], %s::integer[]) AS t(term, tf)",
-            (tenant, subject, memory_id, list(counts), list(counts.values())),
-        )
-    return len(tokens)
+    """``write_terms`` for one memory; returns its document length. A memory that is not this
+    tenant's and ``subject``'s is refused rather than indexed under the wrong owner."""
+    await check_terms_written(await write_terms(conn, tenant, [(subject, memory_id, key, text)], hasher), 1)
+    return len(tokenize(f"{key} {text}"))
 
 
 async def delete_terms(conn: psycopg.AsyncConnection[Any], tenant: str, memory_ids: Sequence[str]) -> int:

@@ -21,10 +21,10 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
-from memoryd.domain import Change, Internal
+from memoryd.domain import Change
 
 from . import _counters as counters
-from ._keywords import TermHasher, tokenize
+from ._keywords import TermHasher, check_terms_written, write_terms
 
 VERSION_COLUMNS = (
     "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
@@ -164,43 +164,15 @@ class WriteBatch:
         self._clear()
 
     async def _replace_terms(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """The memories' keyword terms and document lengths, as ``_keywords.replace_terms``
-        writes them one memory at a time (and, like it, only for memories of their owner)."""
-        owners, ids, lengths, t_owners, t_ids, t_terms, t_tfs = [], [], [], [], [], [], []
-        for owner, memory_id, key, text in self._terms:
-            tokens = tokenize(f"{key} {text}")
-            owners.append(owner)
-            ids.append(memory_id)
-            lengths.append(len(tokens))
-            for term, tf in self._hasher.counts(tokens).items():
-                t_owners.append(owner)
-                t_ids.append(memory_id)
-                t_terms.append(term)
-                t_tfs.append(tf)
-        cur = await conn.execute(
-            "UPDATE memories m SET doc_len = d.n FROM unnest(%s::uuid[], %s::text[], %s::int[]) AS d(id, subject, n) "
-            "WHERE m.tenant_id = %s AND m.id = d.id AND m.subject = d.subject RETURNING m.id",
-            (ids, owners, lengths, self._tenant),
-        )
-        self._unchecked.append((cur, len(set(ids))))
-        if older := [m for m in ids if m not in self._fresh]:
-            await conn.execute("DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])",
-                               (self._tenant, older))
-        if t_terms:
-            await conn.execute(
-                "INSERT INTO memory_terms (tenant_id, subject, memory_id, term, tf) "
-                "SELECT %s, t.subject, t.id, t.term, t.tf "
-                "FROM unnest(%s::text[], %s::uuid[], %s::bigint[], %s::integer[]) AS t(subject, id, term, tf)",
-                (self._tenant, t_owners, t_ids, t_terms, t_tfs),
-            )
+        cur = await write_terms(conn, self._tenant, self._terms, self._hasher, fresh=self._fresh)
+        self._unchecked.append((cur, len({memory_id for _, memory_id, _, _ in self._terms})))
 
     async def check(self) -> None:
         """Check the answers of what was flushed: every memory whose terms were replaced is
         this tenant's and its owner's (else Internal, and the transaction is rolled back)."""
         unchecked, self._unchecked = self._unchecked, []
         for cur, expected in unchecked:
-            if len(await cur.fetchall()) != expected:
-                raise Internal("replace_terms: no such memory for this tenant and subject")
+            await check_terms_written(cur, expected)
 
 
 def pipeline(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
