@@ -4,9 +4,9 @@ Free text runs two channels in parallel, both filtered by the caller's view-narr
 before they search: dense (the query embedding against the tenant's partition, limit
 top_k × 3) and keyword (BM25 over keyed term hashes in Postgres). The candidates are
 re-read from Postgres (an id without an active row is dropped, so a stale vector is never
-served) — the keyword hits' rows and vectors while the query is still being embedded, the
-dense channel's other hits after its search — their similarity is a convex combination of both channels' normalised scores
-(see ``similarities``), and they are scored as
+served) — the keyword hits' rows while the query is still being embedded, the dense
+channel's other hits after its search — their similarity is a convex combination of both
+channels' normalised scores (see ``similarities``), and they are scored as
 
     w_sim · similarity + w_rec · 0.5^(age / half_life[category]) + w_imp · importance (+ pinned)
 
@@ -22,7 +22,8 @@ inputs, last access, text) by a constant before scoring.
 
 Each stage is a child span of the RPC's span: ``memoryd.embed``, ``memoryd.vector_search``,
 ``memoryd.keyword_search``, ``memoryd.row_fetch`` (twice: the keyword hits, then the dense
-channel's other hits), ``memoryd.vector_fetch`` (vectors of the keyword hits), ``memoryd.rerank``
+channel's other hits), ``memoryd.vector_fetch`` (vectors of the keyword-only candidates),
+``memoryd.rerank``
 (MMR, lazily: only as far as top_k and the budget need); they carry counts,
 never the query or any memory's content.
 """
@@ -245,15 +246,13 @@ class Recaller:
         return result
 
     async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int,
-                       now: datetime) -> tuple[list[tuple[str, float]], list[Memory], dict[str, list[float]]]:
-        """The keyword hits, then their rows and vectors — read while the query is still being
-        embedded, so only the dense channel's other hits are left to read after its search."""
+                       now: datetime) -> tuple[list[tuple[str, float]], list[Memory]]:
+        """The keyword hits, then their rows — read while the query is still being embedded, so
+        only the dense channel's other hits are left to read after its search."""
         with self._tracer.start_as_current_span("memoryd.keyword_search") as span:
             hits = await self._store.keyword_search(tenant, flt, query, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
-        ids = [memory_id for memory_id, _ in hits]
-        rows, vectors = await asyncio.gather(self._fetch_rows(tenant, flt, ids, now), self._fetch_vectors(tenant, ids))
-        return hits, rows, vectors
+        return hits, await self._fetch_rows(tenant, flt, [memory_id for memory_id, _ in hits], now)
 
     async def _free_text(self, tenant: str, flt: ReadFilter, query: str, top_k: int, weights: ScoreWeights,
                          now: datetime, result: Recalled,
@@ -274,12 +273,17 @@ class Recaller:
             raise dense_outcome
         else:
             query_vector, dense = dense_outcome
-        keyword, keyword_rows, fetched = keyword_outcome
+        keyword, keyword_rows = keyword_outcome
         candidates = fuse(dense, keyword)
         if not candidates:
             return {}
         read = {memory_id for memory_id, _ in keyword}
-        dense_rows = await self._fetch_rows(tenant, flt, [i for i in candidates if i not in read], now)
+        # The dense channel's other rows, and the vectors of keyword-only candidates (for their
+        # cosine, and MMR), at the same time.
+        dense_rows, fetched = await asyncio.gather(
+            self._fetch_rows(tenant, flt, [i for i in candidates if i not in read], now),
+            self._fetch_vectors(tenant, [i for i, c in candidates.items() if c.vector is None], query_vector),
+        )
         # In the order one read of all of them gives (most recently updated first, then id),
         # which is how equal scores are ordered below.
         rows_list = sorted(keyword_rows + dense_rows, key=lambda m: m.id)
@@ -287,8 +291,7 @@ class Recaller:
         rows = {m.id: m for m in rows_list}
         renumber(candidates, set(rows))
         # A vector counts only for a keyword-only candidate whose row came back (its cosine, and MMR).
-        kept = [(i, v) for i, v in fetched.items()
-                if i in rows and candidates[i].vector is None and query_vector is not None]
+        kept = [(i, v) for i, v in fetched.items() if i in rows and query_vector is not None]
         if kept:
             cosines = np.array([v for _, v in kept], dtype=np.float64) @ np.asarray(query_vector, dtype=np.float64)
             for (memory_id, vector), cosine in zip(kept, cosines.tolist(), strict=True):
@@ -310,9 +313,10 @@ class Recaller:
         with self._tracer.start_as_current_span("memoryd.row_fetch", attributes={"memoryd.candidates": len(ids)}):
             return await self._store.fetch(tenant, flt, ids, now)
 
-    async def _fetch_vectors(self, tenant: str, ids: list[str]) -> dict[str, list[float]]:
+    async def _fetch_vectors(self, tenant: str, ids: list[str],
+                             query_vector: list[float] | None) -> dict[str, list[float]]:
         channel = self._dense_channel()
-        if not ids or channel is None:
+        if not ids or query_vector is None or channel is None:
             return {}
         try:
             with self._tracer.start_as_current_span("memoryd.vector_fetch",
