@@ -56,7 +56,7 @@ from memoryd.domain import (
     View,
     normalise,
 )
-from memoryd.storage import ClaimedJob, ExtractionJobs, MilvusIndex, PlannedItem, embedding_text
+from memoryd.storage import ClaimedJob, ExtractionJobs, MilvusIndex, PlannedItem, backoff, embedding_text, idle
 
 from ._extraction_filters import ExtractedItem, filter_items
 from ._extraction_llm import ChatExtractor, ExtractionParseError, ExtractionRefused, ExtractionUnavailable
@@ -154,10 +154,7 @@ class ExtractionWorker:
                 claimed = None
             if claimed is None:
                 self.wakeup.clear()
-                waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.wakeup.wait())]
-                await asyncio.wait(waiters, timeout=idle_seconds, return_when=asyncio.FIRST_COMPLETED)
-                for waiter in waiters:
-                    waiter.cancel()
+                await idle(stop, self.wakeup, idle_seconds)
                 continue
             job = asyncio.ensure_future(self.run_job(*claimed))
             stopping = asyncio.ensure_future(stop.wait())
@@ -192,7 +189,7 @@ class ExtractionWorker:
         if job.attempts >= self._max_attempts:
             await self._jobs.fail(job.tenant, job.id, f"{reason} (gave up after {job.attempts} attempts)")
         else:
-            delay = min(self._base * 2 ** (job.attempts - 1), self._cap)
+            delay = backoff(job.attempts, self._base, self._cap)
             _log.warning("extraction job %s: %s; attempt %d, next in %.1fs", job.id, reason, job.attempts, delay)
             await self._jobs.retry_later(job, reason, delay)
 
