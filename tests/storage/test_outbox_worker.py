@@ -700,6 +700,31 @@ async def test_a_second_worker_takes_the_next_batch_while_the_first_is_embedding
     assert sum(rig.embedder.embedded.values()) == 4
 
 
+async def test_run_keeps_two_batches_in_flight_at_once(rig: Rig) -> None:
+    tenant = unique("tenant")
+    ids = await rig.write(tenant, *[Draft(Category.EVENT, f"did thing number {i}") for i in range(4)])
+    worker = await rig.worker(batch_size=2, parallel=2)
+    gate = rig.embedder.hold()
+    calls = 0
+
+    async def count(texts: list[str], embed: Any = rig.embedder.embed_passages) -> list[list[float]]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            gate.set()  # both batches reached the embedder before either was written
+        return await embed(texts)
+
+    rig.embedder.embed_passages = count  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop, idle_seconds=600))
+    try:
+        assert await wait_indexed(rig.store, worker, tenant, ids, timeout=60) is True
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, timeout=60)
+    assert calls == 2
+
+
 # --- wait_indexed ----------------------------------------------------------------------------
 
 async def test_wait_indexed_returns_true_once_a_running_worker_drains(rig: Rig) -> None:

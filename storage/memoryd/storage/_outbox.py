@@ -80,7 +80,7 @@ class IndexTarget:
 class OutboxWorker:
     def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: Callable[[], list[IndexTarget]], *,
                  batch_size: int = 32, max_attempts: int = 8, base_backoff: float = 0.5,
-                 max_backoff: float = 60.0, lease_seconds: float = 30.0) -> None:
+                 max_backoff: float = 60.0, lease_seconds: float = 30.0, parallel: int = 2) -> None:
         self._queue = queue
         self._store = store
         self._targets = targets
@@ -89,14 +89,23 @@ class OutboxWorker:
         self._base = base_backoff
         self._cap = max_backoff
         self._lease = lease_seconds
+        # Batches in flight at once in ``run``: one embeds while another writes to the index
+        # and settles (the embedder and the index each take one call at a time anyway).
+        self._parallel = max(1, parallel)
         self.wakeup = asyncio.Event()
         # Indexes written without sealing since the last seal, by collection; sealed at most
         # every SEAL_SECONDS while busy, and as soon as the queue is drained.
         self._unsealed: dict[str, MilvusIndex] = {}
         self._sealed_at = time.monotonic()
+        self._sealing = asyncio.Lock()
 
     async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
-        """Drain until ``stop`` is set; sleep when idle or when Postgres is unreachable."""
+        """Drain until ``stop`` is set, ``parallel`` batches at a time; sleep when idle or when
+        Postgres is unreachable."""
+        await asyncio.gather(*(self._drain(stop, idle_seconds) for _ in range(self._parallel)))
+        await self._seal(drained=True)
+
+    async def _drain(self, stop: asyncio.Event, idle_seconds: float) -> None:
         pause = idle_seconds
         while not stop.is_set():
             try:
@@ -111,7 +120,6 @@ class OutboxWorker:
             await self._seal(drained=True)  # idle: nothing is left to wait for
             self.wakeup.clear()
             await idle(stop, self.wakeup, pause)
-        await self._seal(drained=True)
 
     async def drain_once(self) -> int:
         """Claim one batch, index it and settle it; return how many outbox rows it claimed.
@@ -220,16 +228,17 @@ class OutboxWorker:
         more the more segments there are (tens of ms with 1,000 tenants), while the rows are
         searchable unsealed, only slower to search. A failed seal is tried again next time."""
         now = time.monotonic()
-        if not self._unsealed or not (drained or now - self._sealed_at >= SEAL_SECONDS):
+        if not self._unsealed or not (drained or now - self._sealed_at >= SEAL_SECONDS) or self._sealing.locked():
             return
-        self._sealed_at = now
-        for name, index in list(self._unsealed.items()):
-            try:
-                await index.seal()
-            except MemorydError as exc:
-                _log.warning("outbox: sealing the index failed (%s); will retry", exc.message)
-                continue
-            self._unsealed.pop(name, None)
+        async with self._sealing:  # one seal at a time; a batch in flight does not wait for it
+            self._sealed_at = now
+            for name, index in list(self._unsealed.items()):
+                try:
+                    await index.seal()
+                except MemorydError as exc:
+                    _log.warning("outbox: sealing the index failed (%s); will retry", exc.message)
+                    continue
+                self._unsealed.pop(name, None)
 
     async def _read(self, tenant: str, ids: list[str]) -> _TenantWork:
         rows = await self._store.index_rows(tenant, ids)
