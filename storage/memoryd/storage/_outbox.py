@@ -176,8 +176,10 @@ class OutboxWorker:
         subjects = {(r["tenant_id"], str(r["memory_id"])): r["subject"] for r in claimed}
         async with self._queue.worker_tx() as conn:
             cur = await conn.execute(
-                "SELECT tenant_id, id, memory_id, claim FROM outbox WHERE memory_id = ANY(%s) AND NOT dead",
-                ([r["memory_id"] for r in claimed],),
+                # Both columns of outbox_memory, so a long backlog is not scanned every batch.
+                "SELECT tenant_id, id, memory_id, claim FROM outbox WHERE tenant_id = ANY(%s) AND memory_id = ANY(%s) "
+                "AND NOT dead",
+                (sorted(done), [r["memory_id"] for r in claimed]),
             )
             queued = [r for r in await cur.fetchall() if (r["tenant_id"], str(r["memory_id"])) in subjects]
         held = {(r["tenant_id"], r["id"]) for r in queued if r["claim"] == token}
