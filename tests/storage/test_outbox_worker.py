@@ -75,6 +75,14 @@ class FakeEmbedder:
     def __init__(self) -> None:
         self.failures_left = 0
         self.embedded: Counter[str] = Counter()  # how often each text was embedded
+        self.gate: asyncio.Event | None = None  # while set to an unset event, calls wait for it
+        self.waiting = asyncio.Event()  # a call is waiting at the gate
+
+    def hold(self) -> asyncio.Event:
+        """Make the next calls wait until the returned event is set."""
+        self.gate = asyncio.Event()
+        self.waiting.clear()
+        return self.gate
 
     def fail_next(self, times: int) -> None:
         self.failures_left = times
@@ -88,6 +96,9 @@ class FakeEmbedder:
 
     async def embed_passages(self, texts: list[str]) -> list[list[float]]:
         await asyncio.sleep(0)  # a real service is awaited: let other workers run meanwhile
+        if self.gate is not None and not self.gate.is_set():
+            self.waiting.set()
+            await self.gate.wait()
         if self.failures_left:
             self.failures_left -= 1
             raise Unavailable("the fake embedding service is down")
@@ -576,6 +587,142 @@ async def test_two_workers_draining_concurrently_settle_every_row_exactly_once(r
     for tenant in tenants:
         assert await rig.outbox(tenant) == []
         assert await rig.index.count(tenant) == 30
+
+
+# --- leases: nothing is locked while a batch is embedded and written ----------------------------
+
+async def open_transactions(rig: Rig) -> list[dict[str, Any]]:
+    return await rig.owner_rows("SELECT pid, state FROM pg_stat_activity WHERE datname = current_database() "
+                                "AND usename = %s AND state LIKE 'idle in transaction%%'", WORKER_ROLE)
+
+
+async def held_at_the_embedder(rig: Rig, worker: OutboxWorker) -> tuple[asyncio.Task[int], asyncio.Event]:
+    """A drain of ``worker`` started and waiting inside the embedder; set the event to go on."""
+    gate = rig.embedder.hold()
+    draining = asyncio.create_task(worker.drain_once())
+    await asyncio.wait_for(rig.embedder.waiting.wait(), timeout=30)
+    return draining, gate
+
+
+async def test_a_purge_does_not_wait_for_the_batch_being_embedded_and_its_vector_still_goes(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    worker = await rig.worker()
+    draining, gate = await held_at_the_embedder(rig, worker)
+
+    assert await open_transactions(rig) == []  # claimed, and no transaction left open meanwhile
+    # Before leases the worker held the row's lock until it had written the vector, so this
+    # erase waited for the embedder (here: for ever).
+    receipt = await asyncio.wait_for(rig.store.erase(tenant, AGENT, "alice", everything(),
+                                                     EraseSelector(ids=(purged,)), EraseMode.PURGE), timeout=30)
+    assert receipt.counts.memories == 1
+    gate.set()
+    assert await draining == 1  # it wrote the vector of a memory purged meanwhile ...
+
+    await drain(worker)  # ... noticed, and queued its deletion again
+    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.outbox(tenant) == []
+
+
+async def test_a_newer_state_written_first_by_another_worker_is_not_overwritten_by_an_older_one(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.PREFERENCE, "vegetarian", key="diet"))
+    slow, fast = await rig.worker(), await rig.worker()
+    draining, gate = await held_at_the_embedder(rig, slow)  # read "vegetarian", embedding it
+
+    [result] = await rig.store.write(tenant, AGENT, "alice", [Draft(Category.PREFERENCE, "vegan", key="diet")])
+    assert result.outcome is Outcome.UPDATED
+    rig.embedder.gate = None
+    assert await fast.drain_once() == 1  # the newer row, indexed first
+    assert (await rig.index.vectors(tenant, [memory_id]))[memory_id] == pytest.approx(
+        rig.vector_of("diet", "vegan"), abs=1e-6)
+    gate.set()
+    assert await draining == 1  # the older state lands last ...
+
+    await drain(slow)  # ... and the memory is queued again, so the index ends at the current state
+    assert (await rig.index.vectors(tenant, [memory_id]))[memory_id] == pytest.approx(
+        rig.vector_of("diet", "vegan"), abs=1e-6)
+    assert await rig.outbox(tenant) == []
+
+
+async def test_a_row_written_while_its_memory_is_indexed_is_not_settled_with_the_batch(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.PREFERENCE, "vegetarian", key="diet"))
+    worker = await rig.worker()
+    # A row that failed once is not folded into a newer one, so both rows are queued.
+    await rig.owner_rows("UPDATE outbox SET attempts = 1 WHERE tenant_id = %s RETURNING id", tenant)
+    draining, gate = await held_at_the_embedder(rig, worker)
+    await rig.store.write(tenant, AGENT, "alice", [Draft(Category.PREFERENCE, "vegan", key="diet")])
+    newer = [r["id"] for r in await rig.outbox(tenant) if r["claim"] is None]
+    assert len(newer) == 1
+    gate.set()
+    assert await draining == 1
+
+    assert [r["id"] for r in await rig.outbox(tenant)] == newer  # only the claimed row was settled
+    assert await drain(worker) == 1
+    assert (await rig.index.vectors(tenant, [memory_id]))[memory_id] == pytest.approx(
+        rig.vector_of("diet", "vegan"), abs=1e-6)
+
+
+async def test_rows_whose_lease_ran_out_are_claimed_by_another_worker_and_settled_once(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    stuck, other = await rig.worker(), await rig.worker()
+    draining, gate = await held_at_the_embedder(rig, stuck)
+    assert await other.drain_once() == 0  # leased to the stuck worker
+
+    # The stuck worker's lease runs out (as if it had died or hung that long).
+    await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
+    rig.embedder.gate = None
+    assert await other.drain_once() == 1
+    assert await rig.outbox(tenant) == []
+    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+
+    gate.set()
+    assert await draining == 1  # it finishes too: nothing of it is settled twice, nothing queued again
+    assert await rig.outbox(tenant) == []
+    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+
+
+async def test_a_second_worker_takes_the_next_batch_while_the_first_is_embedding(rig: Rig) -> None:
+    tenant = unique("tenant")
+    ids = await rig.write(tenant, *[Draft(Category.EVENT, f"did thing number {i}") for i in range(4)])
+    first, second = await rig.worker(batch_size=2), await rig.worker(batch_size=2)
+    draining, gate = await held_at_the_embedder(rig, first)
+    rig.embedder.gate = None
+
+    assert await second.drain_once() == 2
+    assert await second.drain_once() == 0  # the first batch stays leased to the first worker
+    gate.set()
+    assert await draining == 2
+    assert await rig.outbox(tenant) == []
+    assert await rig.index.count(tenant, ids=ids) == 4
+    assert sum(rig.embedder.embedded.values()) == 4
+
+
+async def test_run_keeps_two_batches_in_flight_at_once(rig: Rig) -> None:
+    tenant = unique("tenant")
+    ids = await rig.write(tenant, *[Draft(Category.EVENT, f"did thing number {i}") for i in range(4)])
+    worker = await rig.worker(batch_size=2, parallel=2)
+    gate = rig.embedder.hold()
+    calls = 0
+
+    async def count(texts: list[str], embed: Any = rig.embedder.embed_passages) -> list[list[float]]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            gate.set()  # both batches reached the embedder before either was written
+        return await embed(texts)
+
+    rig.embedder.embed_passages = count  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop, idle_seconds=600))
+    try:
+        assert await wait_indexed(rig.store, worker, tenant, ids, timeout=60) is True
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, timeout=60)
+    assert calls == 2
 
 
 # --- wait_indexed ----------------------------------------------------------------------------

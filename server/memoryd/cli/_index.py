@@ -66,7 +66,8 @@ async def _worker(args: argparse.Namespace) -> int:
                            routing=config.milvus_routing, refresh_seconds=config.index_refresh_seconds,
                            seal_writes=config.milvus_seal)
         await indexes.refresh()
-        worker = WatchedOutboxWorker(s.queue, s.store, indexes.targets, max_attempts=config.outbox_max_attempts)
+        worker = WatchedOutboxWorker(s.queue, s.store, indexes.targets, max_attempts=config.outbox_max_attempts,
+                                     parallel=config.outbox_parallel)
         process = WorkerProcess(config, worker, indexes, s.store.db, s.queue)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

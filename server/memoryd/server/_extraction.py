@@ -56,7 +56,7 @@ from memoryd.domain import (
     View,
     normalise,
 )
-from memoryd.storage import ClaimedJob, ExtractionJobs, MilvusIndex, PlannedItem, embedding_text
+from memoryd.storage import ClaimedJob, ExtractionJobs, MilvusIndex, PlannedItem, backoff, embedding_text, idle
 
 from ._extraction_filters import ExtractedItem, filter_items
 from ._extraction_llm import ChatExtractor, ExtractionParseError, ExtractionRefused, ExtractionUnavailable
@@ -127,7 +127,8 @@ class ExtractionWorker:
     def __init__(self, jobs: ExtractionJobs, extractor: ChatExtractor, views: ViewRegistry,
                  policy_for: Callable[[str], TenantPolicy], dense: Dense, *, max_attempts: int = 4,
                  lease_seconds: float = 120.0, base_backoff: float = 0.5, max_backoff: float = 60.0,
-                 max_text_bytes: int = 8 * 1024, on_written: Callable[[], None] | None = None) -> None:
+                 max_text_bytes: int = 8 * 1024, on_written: Callable[[], None] | None = None,
+                 parallel: int = 2) -> None:
         self._jobs = jobs
         self._extractor = extractor
         self._views = views
@@ -139,13 +140,18 @@ class ExtractionWorker:
         self._cap = max_backoff
         self._max_text_bytes = max_text_bytes
         self._on_written = on_written
+        self._parallel = max(1, parallel)
         self.wakeup = asyncio.Event()
 
     def close(self) -> None:
         self._extractor.close()
 
     async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
-        """Run jobs until ``stop``; a job still running then is given back to the queue."""
+        """Run jobs until ``stop``, ``parallel`` at a time (a job mostly waits for the model);
+        a job still running then is given back to the queue."""
+        await asyncio.gather(*(self._run_jobs(stop, idle_seconds) for _ in range(self._parallel)))
+
+    async def _run_jobs(self, stop: asyncio.Event, idle_seconds: float) -> None:
         while not stop.is_set():
             try:
                 claimed = await self._jobs.claim(self._lease)
@@ -154,10 +160,7 @@ class ExtractionWorker:
                 claimed = None
             if claimed is None:
                 self.wakeup.clear()
-                waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.wakeup.wait())]
-                await asyncio.wait(waiters, timeout=idle_seconds, return_when=asyncio.FIRST_COMPLETED)
-                for waiter in waiters:
-                    waiter.cancel()
+                await idle(stop, self.wakeup, idle_seconds)
                 continue
             job = asyncio.ensure_future(self.run_job(*claimed))
             stopping = asyncio.ensure_future(stop.wait())
@@ -192,7 +195,7 @@ class ExtractionWorker:
         if job.attempts >= self._max_attempts:
             await self._jobs.fail(job.tenant, job.id, f"{reason} (gave up after {job.attempts} attempts)")
         else:
-            delay = min(self._base * 2 ** (job.attempts - 1), self._cap)
+            delay = backoff(job.attempts, self._base, self._cap)
             _log.warning("extraction job %s: %s; attempt %d, next in %.1fs", job.id, reason, job.attempts, delay)
             await self._jobs.retry_later(job, reason, delay)
 

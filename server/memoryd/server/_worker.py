@@ -52,25 +52,33 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 class WatchedOutboxWorker(OutboxWorker):
-    """The outbox worker, noting when each batch starts and ends (whatever its outcome)."""
+    """The outbox worker, noting when each batch starts and ends (whatever its outcome);
+    several batches may be in flight at once."""
 
     def __init__(self, *args: Any, clock: Callable[[], float] = time.monotonic, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._clock = clock
-        self.batch_started: float | None = None  # while a batch runs
+        self._running: dict[object, float] = {}  # batches in flight: when each started
         self.batch_ended = clock()
 
+    @property
+    def batch_started(self) -> float | None:
+        """When the oldest batch in flight started; None while none is."""
+        return min(self._running.values(), default=None)
+
     async def drain_once(self) -> int:
-        self.batch_started = self._clock()
+        batch = object()
+        self._running[batch] = self._clock()
         try:
             return await super().drain_once()
         finally:
-            self.batch_started = None
+            del self._running[batch]
             self.batch_ended = self._clock()
 
     def stalled(self, stall_seconds: float) -> bool:
         now = self._clock()
-        since = self.batch_started if self.batch_started is not None else self.batch_ended
+        started = self.batch_started
+        since = started if started is not None else self.batch_ended
         return now - since > stall_seconds
 
 

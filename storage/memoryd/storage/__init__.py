@@ -30,6 +30,7 @@ from ._migrate import (
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
+from ._queue import WorkQueue, backoff, idle
 from ._reindex import ReindexReport, activate, reindex
 from ._revocations import PostgresRevocations, PostgresTokenLedger
 from ._session import StoreSession
@@ -75,13 +76,16 @@ __all__ = [
     "SweepReport",
     "TermHasher",
     "VectorErasure",
+    "WorkQueue",
     "Written",
     "activate",
     "erase_vectors",
     "available",
+    "backoff",
     "collection_name",
     "embedder_from_config",
     "embedding_text",
+    "idle",
     "keywords_warm_up",
     "lifecycle_tenants",
     "outbox_lag",

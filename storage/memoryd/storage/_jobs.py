@@ -4,7 +4,8 @@ A job's turns are sealed with the subject's data key (AAD bound to the job id an
 ``turns``) and set to NULL when the job finishes, whichever way. Workers claim due jobs across
 tenants as ``memoryd_worker`` with ``FOR UPDATE SKIP LOCKED`` (ids and states only) and do
 everything else as ``memoryd_app`` with the job's tenant set. A claimed job carries a lease
-(``next_attempt_at``): if its worker dies, another claims it once the lease runs out.
+(``next_attempt_at``): if its worker dies, another claims it once the lease runs out. The
+claim is the outbox's (``_queue.WorkQueue``); the work (the model) runs with no transaction open.
 
 Lock order, shared with Erase so the two never deadlock: the subject's key row, then the job
 row, then memory rows.
@@ -45,6 +46,7 @@ from memoryd.domain import (
 from . import _audit as audit
 from ._envelope import DataKey
 from ._postgres import Postgres
+from ._queue import WorkQueue
 from ._filters import read_conditions
 from ._rows import LIVE_NOW
 
@@ -54,6 +56,11 @@ if TYPE_CHECKING:
 TURNS_FIELD = "turns"
 ERASED = "dropped: the subject was erased"
 NO_SUCH_JOB = "no such extraction job for this subject"
+# A job is settled by the transaction that finishes, fails or reschedules it, and only while
+# it is still running (an Erase may have dropped it meanwhile).
+JOBS = WorkQueue("extraction_jobs", due="state IN ('queued', 'running')", order="next_attempt_at",
+                 on_claim="state = 'running', attempts = claimed.attempts + 1, "
+                          "started_at = COALESCE(claimed.started_at, now())")
 
 
 @dataclass(frozen=True)
@@ -183,20 +190,8 @@ class ExtractionJobs:
         if self._claims is None:
             raise Internal("this process does not run extraction jobs")
         async with self._claims.worker_tx() as conn:
-            cur = await conn.execute(
-                "SELECT tenant_id, id FROM extraction_jobs WHERE state IN ('queued', 'running') "
-                "AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED"
-            )
-            row = await cur.fetchone()
-            if row is None:
-                return None
-            await conn.execute(
-                "UPDATE extraction_jobs SET state = 'running', attempts = attempts + 1, "
-                "next_attempt_at = now() + make_interval(secs => %s), started_at = COALESCE(started_at, now()) "
-                "WHERE tenant_id = %s AND id = %s",
-                (lease_seconds, row["tenant_id"], row["id"]),
-            )
-            return row["tenant_id"], str(row["id"])
+            rows = await JOBS.claim(conn, limit=1, lease_seconds=lease_seconds, returning=("tenant_id", "id"))
+        return (rows[0]["tenant_id"], str(rows[0]["id"])) if rows else None
 
     async def open(self, tenant: str, job_id: str) -> ClaimedJob | None:
         """The claimed job with its turns in the clear; None if it is no longer running (it

@@ -1,20 +1,31 @@
 """The outbox worker: keeps the vector index in step with Postgres.
 
 Write and Erase leave an outbox row (memory id, op) in the same transaction as the change.
-The worker claims rows with ``FOR UPDATE SKIP LOCKED`` — so any number of workers, in the
-server process or as ``memoryd worker`` processes, share the work without doing it twice —
-re-reads each memory's *current* row, embeds ``key + text`` and upserts the vector (or
-deletes it when the memory is gone or no longer active), then deletes the outbox rows. A
-failure retries with exponential backoff and becomes a dead letter after ``max_attempts``,
-keeping the reason. Re-reading the current row makes every operation idempotent, so
-duplicates and reordering are harmless.
+The outbox is a ``_queue.WorkQueue``: a worker claims a batch of rows under a lease and a
+claim token in one short transaction — so any number of workers, in the server process or as
+``memoryd worker`` processes, share the work without doing it twice — then, with no
+transaction open, re-reads each memory's *current* row, embeds ``key + text`` and upserts the
+vector (or deletes it when the memory is gone or no longer active), and settles in a second
+short transaction: it deletes the rows still carrying its token. A failure retries with
+exponential backoff and becomes a dead letter after ``max_attempts``, keeping the reason; an
+outage of the index spends no attempt. Re-reading the current row makes every operation
+idempotent, so duplicates and reordering are harmless.
+
+Nothing is locked while the worker embeds and writes, so a Write or an Erase can change the
+memory meanwhile, and another worker can write its newer state to the index first. So before
+settling, the worker looks at the memories whose rows were taken away or that have other rows
+queued, and if one is no longer what it wrote, queues it again (in the settling transaction):
+the index always ends at the memory's current state, and a vector written for a memory erased
+meanwhile is deleted again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,9 +36,12 @@ from memoryd.domain import Embedder, MemorydError, Unavailable
 from ._memories import PostgresMemoryStore
 from ._milvus import MilvusIndex, partition_name
 from ._postgres import Postgres
+from ._queue import WorkQueue, backoff, idle
 
 _log = logging.getLogger("memoryd.storage.outbox")
 SEAL_SECONDS = 1.0  # while busy, the index is sealed at most this often
+OUTBOX = WorkQueue("outbox", due="NOT dead", order="id", on_claim="claim = %(token)s")
+_CLAIMED = ("tenant_id", "id", "memory_id", "subject", "attempts")
 
 
 class _IndexDown(Exception):
@@ -47,6 +61,12 @@ class OutboxLag:
 class _TenantWork:
     current: list[tuple[Any, str]]  # (IndexedMemory, text to embed)
     gone: list[str]  # ids whose vectors go (the memory is gone or no longer active)
+    unavailable: list[tuple[Any, None]]  # content that cannot be decrypted: left as it is
+
+    def written(self) -> dict[str, tuple[Any, str | None] | None]:
+        """What the index was given for each memory: its row and text, or None (deleted)."""
+        return {**{m.id: (m, text) for m, text in [*self.current, *self.unavailable]},
+                **dict.fromkeys(self.gone)}
 
 
 @dataclass(frozen=True)
@@ -60,7 +80,7 @@ class IndexTarget:
 class OutboxWorker:
     def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: Callable[[], list[IndexTarget]], *,
                  batch_size: int = 32, max_attempts: int = 8, base_backoff: float = 0.5,
-                 max_backoff: float = 60.0) -> None:
+                 max_backoff: float = 60.0, lease_seconds: float = 30.0, parallel: int = 2) -> None:
         self._queue = queue
         self._store = store
         self._targets = targets
@@ -68,14 +88,24 @@ class OutboxWorker:
         self._max_attempts = max_attempts
         self._base = base_backoff
         self._cap = max_backoff
+        self._lease = lease_seconds
+        # Batches in flight at once in ``run``: one embeds while another writes to the index
+        # and settles (the embedder and the index each take one call at a time anyway).
+        self._parallel = max(1, parallel)
         self.wakeup = asyncio.Event()
         # Indexes written without sealing since the last seal, by collection; sealed at most
         # every SEAL_SECONDS while busy, and as soon as the queue is drained.
         self._unsealed: dict[str, MilvusIndex] = {}
         self._sealed_at = time.monotonic()
+        self._sealing = asyncio.Lock()
 
     async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
-        """Drain until ``stop`` is set; sleep when idle or when Postgres is unreachable."""
+        """Drain until ``stop`` is set, ``parallel`` batches at a time; sleep when idle or when
+        Postgres is unreachable."""
+        await asyncio.gather(*(self._drain(stop, idle_seconds) for _ in range(self._parallel)))
+        await self._seal(drained=True)
+
+    async def _drain(self, stop: asyncio.Event, idle_seconds: float) -> None:
         pause = idle_seconds
         while not stop.is_set():
             try:
@@ -89,74 +119,128 @@ class OutboxWorker:
                 continue
             await self._seal(drained=True)  # idle: nothing is left to wait for
             self.wakeup.clear()
-            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.wakeup.wait())]
-            await asyncio.wait(waiters, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in waiters:
-                waiter.cancel()
-        await self._seal(drained=True)
+            await idle(stop, self.wakeup, pause)
 
     async def drain_once(self) -> int:
-        """Claim and settle one batch; return how many outbox rows it settled.
+        """Claim one batch, index it and settle it; return how many outbox rows it claimed.
 
-        If the vector index itself is unreachable, the claimed rows are left as they were —
-        an outage of the index spends no attempts, so it never dead-letters anything — and
-        Unavailable is raised after the rows already settled are committed. Failures of the
-        embedder or of single items spend attempts and end as dead letters.
+        If the vector index itself is unreachable, the claimed rows are given back due as they
+        were — an outage of the index spends no attempts, so it never dead-letters anything —
+        and Unavailable is raised. Failures of the embedder or of single items spend attempts
+        and end as dead letters.
         """
-        index_down: Unavailable | None = None
+        token = uuid.uuid4()
+        async with self._queue.worker_tx() as conn:
+            rows = await OUTBOX.claim(conn, limit=self._batch, lease_seconds=self._lease, returning=_CLAIMED,
+                                      token=token)
+        if not rows:
+            return 0
+        by_tenant: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in rows:
+            by_tenant[row["tenant_id"]].append(row)
+        try:
+            await self._index(token, by_tenant)
+        except (Exception, asyncio.CancelledError):
+            # Stopped (or a bug): give what is left back now rather than when the lease runs out.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._settle(token, by_tenant, {}, done={}, again=[]))
+            raise
+        await self._seal(drained=len(rows) < self._batch)
+        return len(rows)
+
+    async def _index(self, token: uuid.UUID, by_tenant: dict[str, list[dict[str, Any]]]) -> None:
+        failed: dict[str, str] = {}
+        work: dict[str, _TenantWork] = {}
+        for tenant, claimed in by_tenant.items():
+            try:
+                work[tenant] = await self._read(tenant, sorted({str(r["memory_id"]) for r in claimed}))
+            except MemorydError as exc:
+                failed[tenant] = exc.message
+        try:
+            failed |= await self._apply_batch(work)
+        except _IndexDown as down:
+            await self._settle(token, by_tenant, failed, done={}, again=[])  # the rest given back untried
+            raise down.cause from None
+        done = {tenant: w for tenant, w in work.items() if tenant not in failed}
+        again = await self._changed_meanwhile(token, by_tenant, done)
+        await self._settle(token, by_tenant, failed, done, again)
+
+    async def _changed_meanwhile(self, token: uuid.UUID, by_tenant: dict[str, list[dict[str, Any]]],
+                                 done: dict[str, _TenantWork]) -> list[tuple[str, str, str, str]]:
+        """The memories indexed in this batch that may have changed since they were read (one
+        of their claimed rows was taken away, or another row of theirs is queued) and are no
+        longer what the index was given: (tenant, memory id, subject, op) to queue again."""
+        if not done:
+            return []
+        claimed = [r for tenant in done for r in by_tenant[tenant]]
+        subjects = {(r["tenant_id"], str(r["memory_id"])): r["subject"] for r in claimed}
         async with self._queue.worker_tx() as conn:
             cur = await conn.execute(
-                "SELECT tenant_id, id, memory_id, attempts FROM outbox "
-                "WHERE NOT dead AND next_attempt_at <= now() ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
-                (self._batch,),
+                # Both columns of outbox_memory, so a long backlog is not scanned every batch.
+                "SELECT tenant_id, id, memory_id, claim FROM outbox WHERE tenant_id = ANY(%s) AND memory_id = ANY(%s) "
+                "AND NOT dead",
+                (sorted(done), [r["memory_id"] for r in claimed]),
             )
-            rows = await cur.fetchall()
-            if not rows:
-                return 0
-            by_tenant: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for row in rows:
-                by_tenant[row["tenant_id"]].append(row)
-            settled = 0
-            work: dict[str, _TenantWork] = {}
+            queued = [r for r in await cur.fetchall() if (r["tenant_id"], str(r["memory_id"])) in subjects]
+        held = {(r["tenant_id"], r["id"]) for r in queued if r["claim"] == token}
+        suspect = {(r["tenant_id"], str(r["memory_id"])) for r in claimed if (r["tenant_id"], r["id"]) not in held}
+        suspect |= {(r["tenant_id"], str(r["memory_id"])) for r in queued if r["claim"] != token}
+        # A row no worker holds is read after this batch's index write, so it brings a changed
+        # memory's vector up to date by itself (rows other workers hold may have been read
+        # before). Not so a memory gone meanwhile: Erase clears the index and drops its queued
+        # deletes itself, possibly before this batch's write landed.
+        unclaimed = {(r["tenant_id"], str(r["memory_id"])) for r in queued if r["claim"] is None}
+        again = []
+        for tenant in sorted({tenant for tenant, _ in suspect}):
+            ids = sorted(memory_id for t, memory_id in suspect if t == tenant)
+            written = done[tenant].written()
+            now = {m.id: (m, text) for m, text in await self._store.index_rows(tenant, ids)}
+            for memory_id in ids:
+                current = now.get(memory_id)
+                if written[memory_id] == current or (current is not None and (tenant, memory_id) in unclaimed):
+                    continue
+                _log.info("outbox: memory %s of tenant %s changed while it was indexed; queued again",
+                          memory_id, tenant)
+                again.append((tenant, memory_id, subjects[(tenant, memory_id)], "upsert" if current else "delete"))
+        return again
+
+    async def _settle(self, token: uuid.UUID, by_tenant: dict[str, list[dict[str, Any]]], failed: dict[str, str],
+                      done: dict[str, _TenantWork], again: list[tuple[str, str, str, str]]) -> None:
+        """In one short transaction, and only for rows still carrying ``token``: delete the rows
+        of tenants ``done``, schedule a retry of those ``failed``, give the others back due (an
+        index outage); and queue ``again`` the memories that changed while being indexed."""
+        async with self._queue.worker_tx() as conn:
             for tenant, claimed in by_tenant.items():
-                try:
-                    work[tenant] = await self._read(tenant, sorted({str(r["memory_id"]) for r in claimed}))
-                except MemorydError as exc:
-                    await self._retry_later(conn, tenant, claimed, exc.message)
-                    settled += len(claimed)
-            try:
-                failed = await self._apply_batch(work)
-            except _IndexDown as down:
-                index_down, failed, work = down.cause, {}, {}  # left as they were: no attempt spent
-            for tenant in work:
-                claimed = by_tenant[tenant]
+                ids = [r["id"] for r in claimed]
                 if tenant in failed:
-                    await self._retry_later(conn, tenant, claimed, failed[tenant])
-                else:
+                    await self._retry_later(conn, token, tenant, claimed, failed[tenant])
+                elif tenant in done:
                     await self._record_routes(conn, tenant)
-                    await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND id = ANY(%s)",
-                                       (tenant, [r["id"] for r in claimed]))
-                settled += len(claimed)
-        if index_down is not None:
-            raise index_down
-        await self._seal(drained=len(rows) < self._batch)
-        return settled
+                    await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND id = ANY(%s) AND claim = %s",
+                                       (tenant, ids, token))
+                else:
+                    await conn.execute("UPDATE outbox SET claim = NULL, next_attempt_at = now() "
+                                       "WHERE tenant_id = %s AND id = ANY(%s) AND claim = %s", (tenant, ids, token))
+            for tenant, memory_id, subject, op in again:
+                await conn.execute("INSERT INTO outbox (tenant_id, memory_id, subject, op) VALUES (%s, %s, %s, %s)",
+                                   (tenant, memory_id, subject, op))
 
     async def _seal(self, *, drained: bool) -> None:
         """Seal what this worker wrote, once for many batches: with Milvus Lite each seal costs
         more the more segments there are (tens of ms with 1,000 tenants), while the rows are
         searchable unsealed, only slower to search. A failed seal is tried again next time."""
         now = time.monotonic()
-        if not self._unsealed or not (drained or now - self._sealed_at >= SEAL_SECONDS):
+        if not self._unsealed or not (drained or now - self._sealed_at >= SEAL_SECONDS) or self._sealing.locked():
             return
-        self._sealed_at = now
-        for name, index in list(self._unsealed.items()):
-            try:
-                await index.seal()
-            except MemorydError as exc:
-                _log.warning("outbox: sealing the index failed (%s); will retry", exc.message)
-                continue
-            self._unsealed.pop(name, None)
+        async with self._sealing:  # one seal at a time; a batch in flight does not wait for it
+            self._sealed_at = now
+            for name, index in list(self._unsealed.items()):
+                try:
+                    await index.seal()
+                except MemorydError as exc:
+                    _log.warning("outbox: sealing the index failed (%s); will retry", exc.message)
+                    continue
+                self._unsealed.pop(name, None)
 
     async def _read(self, tenant: str, ids: list[str]) -> _TenantWork:
         rows = await self._store.index_rows(tenant, ids)
@@ -166,10 +250,10 @@ class OutboxWorker:
         # and its outbox row is settled — retrying could not make the key come back. (A
         # process with another master key never gets here: it refuses to start.)
         current = [(m, text) for m, text in rows if text is not None]
-        for m, text in rows:
-            if text is None:
-                _log.warning("outbox: memory %s of tenant %s not indexed: its content is unavailable", m.id, tenant)
-        return _TenantWork(current, gone)
+        unavailable = [(m, None) for m, text in rows if text is None]
+        for m, _ in unavailable:
+            _log.warning("outbox: memory %s of tenant %s not indexed: its content is unavailable", m.id, tenant)
+        return _TenantWork(current, gone, unavailable)
 
     async def _apply_batch(self, work: dict[str, _TenantWork]) -> dict[str, str]:
         """Index a batch of tenants' work together — one embedding call and one read-back per
@@ -208,15 +292,16 @@ class OutboxWorker:
             except Unavailable as exc:
                 raise _IndexDown(exc) from exc
 
-    async def _retry_later(self, conn: Any, tenant: str, claimed: list[dict[str, Any]], reason: str) -> None:
+    async def _retry_later(self, conn: Any, token: uuid.UUID, tenant: str, claimed: list[dict[str, Any]],
+                           reason: str) -> None:
         for row in claimed:
             attempts = row["attempts"] + 1
             dead = attempts >= self._max_attempts
-            delay = min(self._base * 2 ** (attempts - 1), self._cap)
+            delay = backoff(attempts, self._base, self._cap)
             await conn.execute(
-                "UPDATE outbox SET attempts = %s, dead = %s, last_error = %s, "
-                "next_attempt_at = now() + make_interval(secs => %s) WHERE tenant_id = %s AND id = %s",
-                (attempts, dead, reason[:500], delay, tenant, row["id"]),
+                "UPDATE outbox SET attempts = %s, dead = %s, last_error = %s, claim = NULL, "
+                "next_attempt_at = now() + make_interval(secs => %s) WHERE tenant_id = %s AND id = %s AND claim = %s",
+                (attempts, dead, reason[:500], delay, tenant, row["id"], token),
             )
             if dead:
                 _log.error("outbox: memory %s of tenant %s dead-lettered after %d attempts: %s",

@@ -1,0 +1,73 @@
+"""Work queues in Postgres tables: claim under a lease, work, settle — no transaction open
+across the work.
+
+The outbox (``_outbox``) and the extraction jobs (``_jobs``) are both such queues:
+
+1. **claim**, in one short transaction: take due rows with ``FOR UPDATE SKIP LOCKED`` — so
+   any number of workers, in any number of processes, never take the same row — and lease
+   them: ``next_attempt_at`` moves ``lease`` seconds ahead, so they are not due for anyone
+   else meanwhile, and the claim's own columns are set (a claim token, a state).
+2. **work**, with no transaction open: embedding, the vector index, a model. Nothing is
+   locked, so Write and Erase never wait for it.
+3. **settle**, in one short transaction: each queue's own statements, which touch a row only
+   if it is still the one claimed (the outbox: still carrying the claim token; a job: still
+   running). A row taken away meanwhile — folded by a newer Write, dropped by an Erase,
+   claimed again after the lease ran out — is left as the other party left it.
+
+If a worker dies, its lease runs out and another worker claims the rows again; the work is
+idempotent, so doing it twice is harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+
+@dataclass(frozen=True)
+class WorkQueue:
+    """One queue table: which rows are due, in which order they are taken, and what a claim
+    sets besides the lease (SQL fragments of this package, never input)."""
+
+    table: str
+    due: str  # claimable besides ``next_attempt_at <= now()``
+    order: str  # the column due rows are taken in the order of
+    on_claim: str = ""  # assignments besides the lease; may use named parameters
+
+    async def claim(self, conn: psycopg.AsyncConnection, *, limit: int, lease_seconds: float,
+                    returning: tuple[str, ...], **params: Any) -> list[dict[str, Any]]:
+        """Claim up to ``limit`` due rows for ``lease_seconds`` in ``conn``'s transaction (the
+        caller keeps it short); the claimed rows' ``returning`` columns (as they are after the
+        claim), in queue order."""
+        assignments = "next_attempt_at = now() + make_interval(secs => %(lease)s)"
+        if self.on_claim:
+            assignments += ", " + self.on_claim
+        query = sql.SQL(
+            "UPDATE {table} AS claimed SET {assignments} "
+            "FROM (SELECT tenant_id, id, {order} AS queue_order FROM {table} WHERE {due} AND next_attempt_at <= now() "
+            "ORDER BY {order} LIMIT %(limit)s FOR UPDATE SKIP LOCKED) AS due "
+            "WHERE claimed.tenant_id = due.tenant_id AND claimed.id = due.id "
+            "RETURNING {returning}, due.queue_order"
+        ).format(table=sql.Identifier(self.table), assignments=sql.SQL(assignments), due=sql.SQL(self.due),
+                 order=sql.Identifier(self.order),
+                 returning=sql.SQL(", ").join(sql.Identifier("claimed", column) for column in returning))
+        cur = await conn.execute(query, {**params, "lease": lease_seconds, "limit": limit})
+        rows = sorted(await cur.fetchall(), key=lambda row: row["queue_order"])
+        return [{column: row[column] for column in returning} for row in rows]
+
+
+def backoff(attempts: int, base: float, cap: float) -> float:
+    """Seconds before try ``attempts + 1`` after ``attempts`` failed ones: doubling, capped."""
+    return min(base * 2 ** (attempts - 1), cap)
+
+
+async def idle(stop: asyncio.Event, wakeup: asyncio.Event, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``stop`` or ``wakeup`` (new work), whichever comes first."""
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wakeup.wait())]
+    await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in waiters:
+        waiter.cancel()
