@@ -51,11 +51,13 @@ from memoryd.storage import (
     PostgresMemoryStore,
     PostgresSettings,
     TermHasher,
+    VectorErasure,
     embedding_text,
     migrate,
     partition_name,
     wait_indexed,
 )
+from memoryd.storage import _memories as memories_module
 from memoryd.storage._writes import enqueue_index
 
 from ..support import unique
@@ -604,22 +606,53 @@ async def held_at_the_embedder(rig: Rig, worker: OutboxWorker) -> tuple[asyncio.
     return draining, gate
 
 
-async def test_a_purge_does_not_wait_for_the_batch_being_embedded_and_its_vector_still_goes(rig: Rig) -> None:
+def clearing(rig: Rig, tenant: str) -> Any:
+    """An erase's ``after_commit`` as the server's: delete the vectors, then count what is left."""
+    async def clear(ids: list[str]) -> VectorErasure:
+        deleted = await rig.index.delete(tenant, ids)
+        return VectorErasure(deleted, await rig.index.count(tenant, ids=ids) == 0)
+    return clear
+
+
+async def test_a_purge_waits_for_the_batch_being_indexed_and_then_clears_its_vector(rig: Rig) -> None:
     tenant = unique("tenant")
     [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
     worker = await rig.worker()
     draining, gate = await held_at_the_embedder(rig, worker)
 
     assert await open_transactions(rig) == []  # claimed, and no transaction left open meanwhile
-    # Before leases the worker held the row's lock until it had written the vector, so this
-    # erase waited for the embedder (here: for ever).
+    erasing = asyncio.create_task(rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
+                                                  EraseMode.PURGE, after_commit=clearing(rig, tenant)))
+    await asyncio.sleep(0.5)
+    # The worker read the memory before the purge and will still write its vector: clearing
+    # the index now would leave that vector behind a verified receipt.
+    assert not erasing.done()
+    gate.set()
+    assert await draining == 1
+    receipt = await asyncio.wait_for(erasing, timeout=30)
+    assert (receipt.counts.memories, receipt.verified) == (1, True)
+    assert await rig.index.count(tenant, ids=[purged]) == 0
+    await drain(worker)
+    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.outbox(tenant) == []
+
+
+async def test_a_purge_does_not_wait_for_ever_for_a_stuck_batch_and_its_vector_still_goes(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memories_module, "IN_FLIGHT_WAIT_SECONDS", 0.5)
+    tenant = unique("tenant")
+    [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    worker = await rig.worker()
+    draining, gate = await held_at_the_embedder(rig, worker)
+
     receipt = await asyncio.wait_for(rig.store.erase(tenant, AGENT, "alice", everything(),
-                                                     EraseSelector(ids=(purged,)), EraseMode.PURGE), timeout=30)
+                                                     EraseSelector(ids=(purged,)), EraseMode.PURGE,
+                                                     after_commit=clearing(rig, tenant)), timeout=30)
     assert receipt.counts.memories == 1
+    assert not receipt.verified  # a batch may still write the vector: the receipt cannot vouch
     gate.set()
     assert await draining == 1  # it wrote the vector of a memory purged meanwhile ...
-
-    await drain(worker)  # ... noticed, and queued its deletion again
+    await drain(worker)  # ... found its claim taken away, and queued the deletion again
     assert await rig.index.count(tenant, ids=[purged]) == 0
     assert await rig.outbox(tenant) == []
 

@@ -7,6 +7,8 @@ server's use cases, whose guard supplies the tenant, the agent and the view-narr
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -64,6 +66,12 @@ async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, 
                  details: dict[str, Any] | None = None) -> None:
     await audit.append(conn, tenant, agent, subject, action, ids, tag, details)
 
+
+_log = logging.getLogger("memoryd.storage.memories")
+# An outbox row a worker has claimed and is indexing now (its lease not run out: ``_outbox``).
+IN_FLIGHT = "(claim IS NOT NULL AND next_attempt_at > now())"
+IN_FLIGHT_WAIT_SECONDS = 10.0  # a batch embeds ~1.3 s of 32 passages on 2 cores, then writes
+IN_FLIGHT_POLL_SECONDS = 0.05
 
 _INDEX_COLUMNS = (
     "id, subject, scope, session_id, category, key, tags, key_label, tag_labels, updated_at, valid_until, "
@@ -427,6 +435,7 @@ class PostgresMemoryStore:
                                               replay.receipt.started_at)
         if mode is EraseMode.PURGE:
             self._names.evict(tenant, subject)  # no purged key name stays in this process
+            await self._await_batches_in_flight(tenant, ids)
         vectors = await after_commit(ids) if after_commit is not None else erasure.VectorErasure()
         counts = replace(counts, vectors=vectors.deleted)
         unchecked = erasure.unchecked(mode, vectors)
@@ -483,6 +492,36 @@ class PostgresMemoryStore:
             await enqueue_index(conn, tenant, memory_id, subject, "delete")
         return StoreCounts(memories=len(ids), outbox=dropped)
 
+    async def _await_batches_in_flight(self, tenant: str, ids: list[str]) -> None:
+        """Wait until no outbox worker is still indexing one of the purged memories.
+
+        A worker reads a memory, then embeds it and writes its vector with no transaction open
+        (``_outbox``), so a purge can commit in between; its vector would then be written
+        after this erase cleared the index. The purge leaves such claimed rows in place
+        (``_purge``) and this waits for their batches to settle before the index is cleared.
+        Past IN_FLIGHT_WAIT_SECONDS (a worker that died, or is stuck) the claims are taken
+        away and the rows made due: a live worker then finds its rows gone when it settles and
+        queues the deletion again, a dead one's rows are claimed anew at once (the memory is
+        gone, so its vector is deleted), and the receipt is not verified while they are there
+        (``_verify`` counts outbox rows)."""
+        if not ids:
+            return
+        deadline = asyncio.get_running_loop().time() + IN_FLIGHT_WAIT_SECONDS
+        while True:
+            async with self._db.tenant_tx(tenant) as conn:
+                cur = await conn.execute(f"SELECT count(*) AS n FROM outbox WHERE tenant_id = %s "
+                                         f"AND memory_id = ANY(%s::uuid[]) AND {IN_FLIGHT}", (tenant, ids))
+                row = await cur.fetchone()
+                if not row or not row["n"]:
+                    return
+                if asyncio.get_running_loop().time() >= deadline:
+                    await conn.execute(f"UPDATE outbox SET claim = NULL, next_attempt_at = now() "
+                                       f"WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND {IN_FLIGHT}",
+                                       (tenant, ids))
+                    _log.warning("a purge gave up waiting for %d index row(s) in flight", row["n"])
+                    return
+            await asyncio.sleep(IN_FLIGHT_POLL_SECONDS)
+
     @staticmethod
     async def _purge(conn: Any, tenant: str, ids: list[str]) -> StoreCounts:
         if not ids:
@@ -491,9 +530,12 @@ class PostgresMemoryStore:
         await delete_terms(conn, tenant, ids)
         await erasure.drop_write_records(conn, tenant, ids)
         for table, column in (("outbox", "memory_id"), ("memory_versions", "memory_id"), ("memories", "id")):
+            # Rows a worker is indexing right now stay: the erase waits for them to settle
+            # (``_await_batches_in_flight``).
+            unclaimed = sql.SQL(f" AND NOT {IN_FLIGHT}" if table == "outbox" else "")
             cur = await conn.execute(
-                sql.SQL("DELETE FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[])").format(
-                    t=sql.Identifier(table), c=sql.Identifier(column)
+                sql.SQL("DELETE FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[]){u}").format(
+                    t=sql.Identifier(table), c=sql.Identifier(column), u=unclaimed
                 ),
                 (tenant, ids),
             )
