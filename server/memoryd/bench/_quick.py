@@ -1,4 +1,4 @@
-"""``memoryd bench quick``: one small run of every row of issue 14's performance table, in a
+"""``memoryd bench quick``: one small run of every row of the performance targets table, in a
 few minutes, so a change can be checked against the targets before the long benchmarks.
 
 Two throw-away embedded servers, one after the other:
@@ -179,7 +179,7 @@ class QuickOptions:
 
 @dataclass(frozen=True)
 class Target:
-    """One row of issue 14's table: ``at_most`` (lower is better) or not (at least)."""
+    """One row of the performance targets table: ``at_most`` (lower is better) or not (at least)."""
 
     key: str
     what: str
@@ -531,7 +531,7 @@ def text_quick(result: QuickResult, before: Mapping[str, Any], after: Mapping[st
                found: Mapping[str, str | None]) -> str:
     rows = result.rows()
     header = f"{'what':<58} {'measured':>14} {'target':>14} {'ratio':>6}  met"
-    lines = ["memoryd quick bench: issue 14's table, one small run (ratio ≥ 1.00 means the target is met)",
+    lines = ["memoryd quick bench: the performance targets table, one small run (ratio ≥ 1.00 means the target is met)",
              header, "-" * len(header)]
     for row in rows:
         r = row["ratio"]

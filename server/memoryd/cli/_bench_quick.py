@@ -1,4 +1,4 @@
-"""``memoryd bench quick``: issue 14's performance table measured once, small, in a few minutes
+"""``memoryd bench quick``: the performance targets table measured once, small, in a few minutes
 (see memoryd/bench/_quick.py for the method)."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from memoryd.cli._bench_scale import _sizes, _stop
 
 def add_quick_command(benchmarks: Any) -> None:
     quick = benchmarks.add_parser(
-        "quick", help="every row of issue 14's performance table, small, in about 3 minutes",
+        "quick", help="every row of the performance targets table, small, in about 3 minutes",
         description="Start a throw-away embedded server (the default embedder) and measure a small version of "
-                    "each row of issue 14's table: LoCoMo's first conversation (Recall p50/p99, recall@10, and "
+                    "each row of the performance targets table: LoCoMo's first conversation (Recall p50/p99, recall@10, and "
                     "the Recall time outside the server's memoryd.embed span), Recall by keys, Write acks, "
                     "indexing rate, a short mixed-load burst; then a second one with bench scale's ~0-cost "
                     "embedding endpoint for a larger tenant and the resident memory per stored memory. Prints "
