@@ -70,7 +70,7 @@ async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, 
 _log = logging.getLogger("memoryd.storage.memories")
 # An outbox row a worker has claimed and is indexing now (its lease not run out: ``_outbox``).
 IN_FLIGHT = "(claim IS NOT NULL AND next_attempt_at > now())"
-IN_FLIGHT_WAIT_SECONDS = 10.0  # a batch embeds ~1.3 s of 32 passages on 2 cores, then writes
+IN_FLIGHT_WAIT_SECONDS = 6.0  # a batch of 32 passages embeds in ~1.3 s on 2 idle cores, then writes
 IN_FLIGHT_POLL_SECONDS = 0.05
 
 _INDEX_COLUMNS = (
