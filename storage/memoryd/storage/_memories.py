@@ -509,8 +509,10 @@ class PostgresMemoryStore:
         deadline = asyncio.get_running_loop().time() + IN_FLIGHT_WAIT_SECONDS
         while True:
             async with self._db.tenant_tx(tenant) as conn:
+                # Upserts only: a delete in flight (the purge's own, say) writes no vector.
                 cur = await conn.execute(f"SELECT count(*) AS n FROM outbox WHERE tenant_id = %s "
-                                         f"AND memory_id = ANY(%s::uuid[]) AND {IN_FLIGHT}", (tenant, ids))
+                                         f"AND memory_id = ANY(%s::uuid[]) AND op = 'upsert' AND {IN_FLIGHT}",
+                                         (tenant, ids))
                 row = await cur.fetchone()
                 if not row or not row["n"]:
                     return
