@@ -25,7 +25,8 @@ import psycopg
 from memoryd.domain import Category, Draft, ReadFilter
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
 from _probe_db import run_probe  # bench/, the folder of this script
-from memoryd.storage._keywords import TermHasher, bm25_statement, keyword_search, tokenize, warm_up
+from memoryd.storage._bm25 import bm25_statement, keyword_search
+from memoryd.storage._keywords import TermHasher, tokenize, warm_up
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 ENGLISH = (
@@ -83,18 +84,21 @@ async def probe(owner_dsn: str, memories: int, others: int, repeats: int) -> Non
     await store.write(tenant, "probe", "probed", [Draft(Category.EVENT, "bought a kumquat tree for the customer")])
     hasher = store.term_hasher(tenant)
     flt, now = await store.labelled(tenant, ReadFilter(subject="probed", rules=EVERYTHING)), datetime.now(UTC)
-    print(f"{'query':<18} {'terms':>5} {'hits':>5} {'median ms':>10} {'p95 ms':>8} {'max ms':>8}")
+    # N and avgdl from the counts the writes keep (what Recall does), and by a scan of the
+    # subject's memories (what reads narrowed by keys, tags or time do).
+    print(f"{'query':<18} {'N, avgdl':<9} {'terms':>5} {'hits':>5} {'median ms':>10} {'p95 ms':>8} {'max ms':>8}")
     for name, query in QUERIES.items():
-        timings, hits = [], 0
-        for _ in range(repeats):
-            async with db.tenant_tx(tenant) as conn:
-                began = time.perf_counter()
-                hits = len(await keyword_search(conn, tenant, flt, query, hasher, 20, now))
-                timings.append((time.perf_counter() - began) * 1000)
-        timings.sort()
-        p95 = timings[int(0.95 * (len(timings) - 1))]
-        print(f"{name:<18} {len(set(tokenize(query))):>5} {hits:>5} "
-              f"{statistics.median(timings):>10.2f} {p95:>8.2f} {timings[-1]:>8.2f}")
+        for kept in (True, False):
+            timings, hits = [], 0
+            for _ in range(repeats):
+                async with db.tenant_tx(tenant) as conn:
+                    began = time.perf_counter()
+                    hits = len(await keyword_search(conn, tenant, flt, query, hasher, 20, now, kept=kept))
+                    timings.append((time.perf_counter() - began) * 1000)
+            timings.sort()
+            p95 = timings[int(0.95 * (len(timings) - 1))]
+            print(f"{name:<18} {'kept' if kept else 'scanned':<9} {len(set(tokenize(query))):>5} {hits:>5} "
+                  f"{statistics.median(timings):>10.2f} {p95:>8.2f} {timings[-1]:>8.2f}")
     statement, params = bm25_statement(tenant, flt, hasher.counts(tokenize(QUERIES["three words"])), 20, now)
     async with db.tenant_tx(tenant) as conn:
         cur = await conn.execute(b"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + statement.as_bytes(conn), params)

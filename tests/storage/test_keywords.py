@@ -18,7 +18,8 @@ import pytest
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, ReadFilter, Scope
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
-from memoryd.storage._keywords import B, K1, TermHasher, delete_terms, keyword_search, replace_terms, tokenize
+from memoryd.storage._bm25 import B, K1, keyword_search
+from memoryd.storage._keywords import TermHasher, delete_terms, replace_terms, tokenize
 
 from ..support import unique
 

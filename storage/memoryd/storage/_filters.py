@@ -58,6 +58,23 @@ def rules_condition(flt: ReadFilter) -> tuple[sql.Composable, list[Any]]:
     return sql.SQL("({})").format(sql.SQL(" OR ").join(alternatives)), params
 
 
+def visibility_conditions(flt: ReadFilter) -> tuple[list[sql.Composable], list[Any]]:
+    """Whose memories a read sees — the subject's (and the organisation's, if asked), of which
+    sessions — over the columns ``subject``, ``scope`` and ``session_id``."""
+    parts: list[sql.Composable] = []
+    if flt.include_org:
+        parts.append(sql.SQL("(subject = %s OR (subject = '' AND scope = 'org'))"))
+    else:
+        parts.append(sql.SQL("subject = %s AND scope <> 'org'"))
+    params: list[Any] = [flt.subject]
+    if flt.session_id and not flt.any_session:
+        parts.append(sql.SQL("(scope <> 'session' OR session_id = %s)"))
+        params.append(flt.session_id)
+    elif not flt.any_session:
+        parts.append(sql.SQL("scope <> 'session'"))
+    return parts, params
+
+
 def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[Any]]:
     """The WHERE clause of a read: tenant (besides RLS), subject/org/session, and the filter.
 
@@ -65,18 +82,9 @@ def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[
     """
     labels = labels_of(flt)
     rules, params = rules_condition(flt)
-    parts: list[sql.Composable] = [sql.SQL("tenant_id = %s"), rules]
-    params.insert(0, tenant)
-    if flt.include_org:
-        parts.append(sql.SQL("(subject = %s OR (subject = '' AND scope = 'org'))"))
-    else:
-        parts.append(sql.SQL("subject = %s AND scope <> 'org'"))
-    params.append(flt.subject)
-    if flt.session_id and not flt.any_session:
-        parts.append(sql.SQL("(scope <> 'session' OR session_id = %s)"))
-        params.append(flt.session_id)
-    elif not flt.any_session:
-        parts.append(sql.SQL("scope <> 'session'"))
+    seen, seen_params = visibility_conditions(flt)
+    parts: list[sql.Composable] = [sql.SQL("tenant_id = %s"), rules, *seen]
+    params = [tenant, *params, *seen_params]
     if flt.categories:
         parts.append(sql.SQL("category = ANY(%s)"))
         params.append([c.value for c in flt.categories])

@@ -1,10 +1,10 @@
-"""The keyword channel of recall: BM25 over keyed hashes of terms, never over plaintext.
+"""The keyword channel's terms: tokenising, keyed hashes, and writing them with the memory.
 
 Text is tokenised here, in Python (jieba for Chinese, the Snowball English stemmer for
 everything else), and Postgres receives only ``TermHasher`` hashes of the terms with their
 frequencies (table ``memory_terms``, migration 0002). So the keyword index holds no memory
-text that a backup, a replica or a query log could leak, and BM25 still ranks in one SQL
-statement, under row level security, after the same WHERE clause as every other read.
+text that a backup, a replica or a query log could leak, and BM25 (``_bm25``) still ranks in
+one SQL statement, under row level security, after the same WHERE clause as every other read.
 """
 
 from __future__ import annotations
@@ -18,22 +18,12 @@ import unicodedata
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import psycopg
 import snowballstemmer
-from psycopg import sql
-from psycopg.rows import tuple_row
 
-from memoryd.domain import Internal, ReadFilter
-
-from ._filters import read_conditions
-
-# BM25 parameters: Anserini's defaults for short passages. Memories are short; on LoCoMo
-# (bench/RESULTS.md) these beat the Lucene defaults (1.2, 0.75) by about one point of recall@10.
-K1 = 0.9
-B = 0.4
+from memoryd.domain import Internal
 
 # Han ideographs (CJK Unified, extension A, compatibility, extensions B–F). Runs of them are
 # segmented by jieba; everything else is split into words on non-alphanumerics.
@@ -240,87 +230,3 @@ async def delete_terms(conn: psycopg.AsyncConnection[Any], tenant: str, memory_i
         "DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])", (tenant, list(memory_ids))
     )
     return cur.rowcount
-
-
-# FILTER FIRST: a memory counts only if it passes the shared read WHERE clause and is active
-# and unexpired. N and avgdl are computed over every such memory (`stats`), df over the hits
-# among them, and only they can match; so neither what the caller may not read nor forgotten
-# or expired memories influence the scores of what it may. `memories` columns stay unqualified
-# because read_conditions names them bare (inside each subquery they resolve to `memories`).
-#
-# The plan must not depend on the tenant's size being known: the postings of the query's terms
-# drive (`hits`), and each posting's memory is checked by primary key in a LATERAL subquery
-# (LIMIT 1 keeps it from being flattened into a join the planner could reorder). The older form
-# joined the postings to a materialised CTE of every eligible memory; under a generic plan
-# (psycopg prepares a statement after a few executions) that became a nested loop over the
-# CTE: 7.5 s instead of 0.1 s for a tenant of 100,000 memories (bench/RESULTS.md).
-# Placeholders are positional, in this order: the WHERE clause's, now (twice), query terms, their
-# frequencies, the WHERE clause's again, now (twice), tenant, owners, query terms, limit.
-_BM25 = sql.SQL(f"""
-WITH stats AS MATERIALIZED (
-    SELECT count(*)::float8 AS n, COALESCE(NULLIF(avg(doc_len), 0), 1)::float8 AS avgdl FROM memories
-    WHERE {{where}} AND status = 'active' AND (valid_until IS NULL OR valid_until > %s)
-      AND (expires_at IS NULL OR expires_at > %s)
-),
-query AS (
-    SELECT q.term, q.qtf FROM unnest(%s::bigint[], %s::integer[]) AS q(term, qtf)
-),
-hits AS MATERIALIZED (
-    SELECT t.memory_id, t.term, t.tf, m.doc_len
-    FROM memory_terms t
-    CROSS JOIN LATERAL (
-        SELECT doc_len FROM memories
-        WHERE {{where}} AND id = t.memory_id AND status = 'active'
-          AND (valid_until IS NULL OR valid_until > %s) AND (expires_at IS NULL OR expires_at > %s)
-        LIMIT 1
-    ) m
-    WHERE t.tenant_id = %s AND t.subject = ANY(%s) AND t.term = ANY(%s::bigint[])
-),
-idf AS (
-    SELECT h.term, ln(1 + (s.n - count(*)::float8 + 0.5) / (count(*)::float8 + 0.5)) AS idf
-    FROM hits h CROSS JOIN stats s GROUP BY h.term, s.n
-)
-SELECT h.memory_id::text AS memory_id,
-       sum(q.qtf * i.idf * h.tf * ({K1} + 1) / (h.tf + {K1} * (1 - {B} + {B} * h.doc_len::float8 / s.avgdl))) AS score
-FROM hits h JOIN idf i USING (term) JOIN query q USING (term) CROSS JOIN stats s
-GROUP BY h.memory_id
-ORDER BY score DESC, h.memory_id
-LIMIT %s
-""")
-
-
-def bm25_statement(
-    tenant: str, flt: ReadFilter, terms: Counter[int], limit: int, now: datetime
-) -> tuple[sql.Composed, list[Any]]:
-    """The one SQL statement of a keyword search and its parameters (bench/keyword_probe.py EXPLAINs it)."""
-    where, params = read_conditions(tenant, flt)
-    # The postings index narrows to the subject's (and, if asked for, the organisation's) rows;
-    # the LATERAL check on each memory alone decides what may match.
-    owners = [flt.subject, ""] if flt.include_org else [flt.subject]
-    hashes = list(terms)
-    return _BM25.format(where=where), [*params, now, now, hashes, list(terms.values()),
-                                       *params, now, now, tenant, owners, hashes, limit]
-
-
-async def keyword_search(
-    conn: psycopg.AsyncConnection[Any],
-    tenant: str,
-    flt: ReadFilter,
-    query: str,
-    hasher: TermHasher,
-    limit: int,
-    now: datetime,
-) -> list[tuple[str, float]]:
-    """The memories matching ``query``'s terms, best BM25 score first, as (memory id, score).
-
-    A word repeated in the query weighs more (its idf counts once per repeat). A query with
-    no terms left after tokenising (empty, punctuation, only stopwords) matches nothing.
-    """
-    terms = hasher.counts(tokenize(query))
-    if not terms or limit <= 0:
-        return []
-    statement, params = bm25_statement(tenant, flt, terms, limit, now)
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        # Never a prepared statement: a plan made for one tenant's size must not serve another's.
-        await cur.execute(statement, params, prepare=False)
-        return [(memory_id, float(score)) for memory_id, score in await cur.fetchall()]

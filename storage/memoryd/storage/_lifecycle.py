@@ -12,6 +12,9 @@ Per tenant, each with its own ``TenantPolicy``:
    last wrote the memory): a writer flooding a subject only ever evicts its own memories,
    never another agent's.
 
+Last, the tenant's kept BM25 counts are folded (``_bm25.fold_stats``), so a keyword
+search sums one row per group instead of one per write.
+
 Forgetting is what a FORGET erase does (status 'forgotten', a 'forgotten' version, pending
 values dropped, the vector deleted through the outbox), audited per subject as
 ``lifecycle.expire`` / ``lifecycle.forget_stale`` / ``lifecycle.evict`` by agent "memoryd"
@@ -37,6 +40,7 @@ from memoryd.domain import AuditTag, Category, MemorydError, TenantPolicy, last_
 
 from . import _audit as audit
 from . import _counters as counters
+from ._bm25 import fold_stats
 from ._memories import PostgresMemoryStore
 from ._postgres import Postgres
 
@@ -115,6 +119,8 @@ class LifecycleSweeper:
             "FOR UPDATE SKIP LOCKED",
             (tenant, policy.stale_importance, now - timedelta(days=policy.stale_days)))
         evicted = await self._evict(tenant, policy.episodic_cap, now)
+        async with self._db.tenant_tx(tenant) as conn:
+            await fold_stats(conn, tenant)  # after the forgetting above, which adds rows of its own
         return SweepReport(1, expired, stale, evicted)
 
     async def _claim_loop(self, tenant: str, action: str, now: datetime, query: str, params: tuple[Any, ...]) -> int:

@@ -43,7 +43,8 @@ from . import _erasure as erasure
 from . import _trust as trust
 from ._envelope import WRAPPED_KEY_COLUMN, SubjectKeys
 from ._jobs import drop_subject_jobs
-from ._keywords import TermHasher, delete_terms, keyword_search
+from ._bm25 import keyword_search
+from ._keywords import TermHasher, delete_terms
 from ._labels import KeyNames, label_filter, needs_names
 from ._milvus import IndexedMemory, embedding_text
 from ._postgres import Postgres
@@ -575,7 +576,7 @@ class PostgresMemoryStore:
                         [tenant, subject],
                     ))
             if selector.all_of_subject:
-                for table in ("subject_keys", "extraction_jobs"):
+                for table in ("subject_keys", "extraction_jobs", "keyword_stats"):
                     checks.append((sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND subject = %s").format(
                         t=sql.Identifier(table)), [tenant, subject]))
         for query, query_params in checks:

@@ -6,7 +6,7 @@ new rows, changed rows, keyword terms, version snapshots, outbox rows, settled p
 arrays, or ``executemany``, which psycopg pipelines into one round trip), in this order:
 
     memories (insert, update, merge) → closed fact versions → settled pending values →
-    keyword terms → version snapshots → outbox
+    keyword terms → version snapshots → outbox → folding the kept BM25 counts
 
 Snapshots come after the rows they copy; closing a fact's active version comes before the
 new snapshot supersedes it. A batch holds at most one change per memory: the writer flushes
@@ -24,6 +24,7 @@ from psycopg import pq
 from memoryd.domain import Change
 
 from . import _counters as counters
+from ._bm25 import fold_owners_stats
 from ._keywords import TermHasher, check_terms_written, write_terms
 
 VERSION_COLUMNS = (
@@ -161,6 +162,8 @@ class WriteBatch:
             if self._index:
                 await enqueue_many(conn, tenant, self._index, "upsert", fresh=self._fresh)
                 self.enqueued.update(m for m, _ in self._index)
+            if self._rows:
+                await fold_owners_stats(conn, tenant, [owner for _, owner in self._index])
         self._clear()
 
     async def _replace_terms(self, conn: psycopg.AsyncConnection[Any]) -> None:
