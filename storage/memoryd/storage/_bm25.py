@@ -74,13 +74,16 @@ async def fold_owners_stats(conn: psycopg.AsyncConnection[Any], tenant: str, own
 # expired memories influence the scores of what it may. `memories` columns stay unqualified
 # because read_conditions names them bare (inside each subquery they resolve to `memories`).
 #
-# `hits` joins the postings of the query's terms to the memories the read may see, and leaves
-# the join's order to the planner: for a few postings it checks each one's memory by primary
-# key; for a common word it reads the subject's memories once and hashes them (on a subject
-# of 100,000 memories, a word in most of them: 250 ms instead of 650 ms of one check per
-# posting, bench/keyword_probe.py). That choice needs the statement's real parameters, so it is
-# never prepared (``keyword_search``): under a generic plan an older form of this join became
-# a nested loop over every eligible memory, 7.5 s instead of 0.1 s (bench/RESULTS.md).
+# The plan must not depend on the tenant's size being known: the postings of the query's terms
+# drive (`hits`), and each posting's memory is checked by primary key in a LATERAL subquery
+# (LIMIT 1 keeps it from being flattened into a join the planner could reorder). The older form
+# joined the postings to a materialised CTE of every eligible memory; under a generic plan
+# (psycopg prepares a statement after a few executions) that became a nested loop over the
+# CTE: 7.5 s instead of 0.1 s for a tenant of 100,000 memories (bench/RESULTS.md). A plain
+# join, planned with the real parameters, hashes the subject's memories for a common word
+# (250 instead of 650 ms on a subject of 100,000 where the word is in most memories) but,
+# on tables not yet analysed, scanned the subject once per posting: 86 ms instead of 3 ms
+# on a LoCoMo conversation (bench/RESULTS.md, issue 14). Robust wins.
 # Placeholders are positional: the stats' own, then query terms, their frequencies, the WHERE
 # clause's, now (twice), tenant, owners, query terms, limit.
 _BM25 = sql.SQL(f"""
@@ -94,11 +97,12 @@ query AS (
 hits AS MATERIALIZED (
     SELECT t.memory_id, t.term, t.tf, m.doc_len
     FROM memory_terms t
-    JOIN (
-        SELECT id, doc_len FROM memories
-        WHERE {{where}} AND status = 'active'
+    CROSS JOIN LATERAL (
+        SELECT doc_len FROM memories
+        WHERE {{where}} AND id = t.memory_id AND status = 'active'
           AND (valid_until IS NULL OR valid_until > %s) AND (expires_at IS NULL OR expires_at > %s)
-    ) m ON m.id = t.memory_id
+        LIMIT 1
+    ) m
     WHERE t.tenant_id = %s AND t.subject = ANY(%s) AND t.term = ANY(%s::bigint[])
 ),
 idf AS (
