@@ -1,5 +1,7 @@
 """Probe: how long one BM25 keyword search takes for a subject with 5,000 memories.
 
+Each query is timed twice: with N and avgdl from the counts the writes keep (what Recall
+does) and counted by a scan of the subject (what reads narrowed by keys, tags or time do).
 Prints timings and the query plan; asserts nothing. By default starts its own embedded
 PostgreSQL in a temporary directory (nothing is left behind); ``--dsn`` uses an existing,
 migrated database instead (owner DSN; the probe writes into a fresh tenant of its own).

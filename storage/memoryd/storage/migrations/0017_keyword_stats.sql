@@ -4,8 +4,8 @@
 -- document length of those memories. Counting them on every query scanned the whole subject:
 -- ~90 ms of a Recall on a subject of 100,000 memories. They are now kept per (tenant,
 -- subject, scope, session, category) — the columns a read's visibility and a view's `*` rules
--- select on — as rows of changes (docs, length) that a statement trigger on memories appends
--- in the same transaction as the change itself: an insert, a status change, a new doc_len, a
+-- select on — as rows of changes (docs, length) that a trigger on memories appends in the
+-- same transaction as the change itself: an insert, a status change, a new doc_len, a
 -- purge. So they are exact at every snapshot, for every path that changes a memory, and a
 -- rolled-back write counts nothing. Appending (never updating one row) means concurrent
 -- writers never wait on each other here; a Write folds its subject's rows once there are
@@ -31,44 +31,57 @@ CREATE INDEX keyword_stats_group ON keyword_stats (tenant_id, subject, category,
 CREATE INDEX memories_lapsing ON memories (tenant_id, subject, (LEAST(expires_at, valid_until)))
     WHERE status = 'active' AND (expires_at IS NOT NULL OR valid_until IS NOT NULL);
 
+-- One row of change per memory whose counted state changed: a row trigger, so that the many
+-- updates that change nothing counted (a Recall's access count, a re-encryption) are
+-- filtered by the WHEN clauses without calling a function at all.
 CREATE FUNCTION memories_keyword_stats() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    was boolean := TG_OP <> 'INSERT' AND OLD.status = 'active';
+    is_now boolean := TG_OP <> 'DELETE' AND NEW.status = 'active';
 BEGIN
-    IF TG_OP = 'INSERT' THEN
+    IF was AND is_now AND (OLD.tenant_id, OLD.subject, OLD.scope, OLD.session_id, OLD.category)
+                          = (NEW.tenant_id, NEW.subject, NEW.scope, NEW.session_id, NEW.category) THEN
         INSERT INTO keyword_stats (tenant_id, subject, scope, session_id, category, docs, length)
-        SELECT tenant_id, subject, scope, session_id, category, count(*), sum(doc_len)
-        FROM new_rows WHERE status = 'active' GROUP BY 1, 2, 3, 4, 5;
-    ELSIF TG_OP = 'UPDATE' THEN
+        VALUES (NEW.tenant_id, NEW.subject, NEW.scope, NEW.session_id, NEW.category, 0, NEW.doc_len - OLD.doc_len);
+        RETURN NULL;
+    END IF;
+    IF was THEN
         INSERT INTO keyword_stats (tenant_id, subject, scope, session_id, category, docs, length)
-        SELECT tenant_id, subject, scope, session_id, category, sum(docs), sum(length)
-        FROM (SELECT tenant_id, subject, scope, session_id, category, 1 AS docs, doc_len AS length
-              FROM new_rows WHERE status = 'active'
-              UNION ALL
-              SELECT tenant_id, subject, scope, session_id, category, -1, -doc_len
-              FROM old_rows WHERE status = 'active') AS change
-        GROUP BY 1, 2, 3, 4, 5 HAVING sum(docs) <> 0 OR sum(length) <> 0;
-    ELSE
+        VALUES (OLD.tenant_id, OLD.subject, OLD.scope, OLD.session_id, OLD.category, -1, -OLD.doc_len);
+    END IF;
+    IF is_now THEN
         INSERT INTO keyword_stats (tenant_id, subject, scope, session_id, category, docs, length)
-        SELECT tenant_id, subject, scope, session_id, category, -count(*), -sum(doc_len)
-        FROM old_rows WHERE status = 'active' GROUP BY 1, 2, 3, 4, 5;
-        -- A purge: groups left with nothing are dropped, so no row names an erased subject.
-        DELETE FROM keyword_stats k USING (
-            SELECT s.tenant_id, s.subject, s.scope, s.session_id, s.category
-            FROM keyword_stats s
-            JOIN (SELECT DISTINCT tenant_id, subject, scope, session_id, category FROM old_rows) AS touched
-              USING (tenant_id, subject, scope, session_id, category)
-            GROUP BY 1, 2, 3, 4, 5 HAVING sum(s.docs) = 0 AND sum(s.length) = 0) AS empty
-        WHERE (k.tenant_id, k.subject, k.scope, k.session_id, k.category)
-            = (empty.tenant_id, empty.subject, empty.scope, empty.session_id, empty.category);
+        VALUES (NEW.tenant_id, NEW.subject, NEW.scope, NEW.session_id, NEW.category, 1, NEW.doc_len);
     END IF;
     RETURN NULL;
 END
 $$;
 CREATE TRIGGER memories_keyword_stats_insert AFTER INSERT ON memories
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memories_keyword_stats();
+    FOR EACH ROW WHEN (NEW.status = 'active') EXECUTE FUNCTION memories_keyword_stats();
 CREATE TRIGGER memories_keyword_stats_update AFTER UPDATE ON memories
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memories_keyword_stats();
+    FOR EACH ROW WHEN ((OLD.status = 'active' OR NEW.status = 'active')
+        AND (OLD.status, OLD.doc_len, OLD.tenant_id, OLD.subject, OLD.scope, OLD.session_id, OLD.category)
+            IS DISTINCT FROM (NEW.status, NEW.doc_len, NEW.tenant_id, NEW.subject, NEW.scope, NEW.session_id, NEW.category))
+    EXECUTE FUNCTION memories_keyword_stats();
 CREATE TRIGGER memories_keyword_stats_delete AFTER DELETE ON memories
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memories_keyword_stats();
+    FOR EACH ROW WHEN (OLD.status = 'active') EXECUTE FUNCTION memories_keyword_stats();
+
+-- A purge: the groups it leaves with nothing are dropped, so no row names an erased subject.
+CREATE FUNCTION memories_keyword_stats_emptied() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM keyword_stats k USING (
+        SELECT s.tenant_id, s.subject, s.scope, s.session_id, s.category
+        FROM keyword_stats s
+        JOIN (SELECT DISTINCT tenant_id, subject, scope, session_id, category FROM gone) AS touched
+          USING (tenant_id, subject, scope, session_id, category)
+        GROUP BY 1, 2, 3, 4, 5 HAVING sum(s.docs) = 0 AND sum(s.length) = 0) AS empty
+    WHERE (k.tenant_id, k.subject, k.scope, k.session_id, k.category)
+        = (empty.tenant_id, empty.subject, empty.scope, empty.session_id, empty.category);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER memories_keyword_stats_emptied AFTER DELETE ON memories
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION memories_keyword_stats_emptied();
 
 -- The memories already stored, one row per group. The owner reads every tenant's rows for
 -- this one statement (Row Level Security is forced again before the transaction commits).
