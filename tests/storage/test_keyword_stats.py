@@ -191,7 +191,7 @@ async def test_writes_fold_their_subject_so_a_search_sums_few_rows(db: Postgres)
     for i in range(FOLD_AT + 20):
         await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, f"visit {i} to the garden")])
     rows = await _rows(db, tenant)
-    assert len(rows) <= FOLD_AT + 2  # one per item, one for the lengths; folded past FOLD_AT
+    assert len(rows) <= FOLD_AT + 2  # two per one-item Write (its insert, its length); folded past FOLD_AT
     everything = ReadFilter(subject="alice", rules=EVERYTHING)
     assert await _totals_of(db, tenant, everything, now, kept=True) == await _totals_of(
         db, tenant, everything, now, kept=False)

@@ -26,8 +26,8 @@ from ._keywords import TermHasher, tokenize
 K1 = 0.9
 B = 0.4
 
-# A subject's kept counts are folded once it has more than this many rows (a Write adds one
-# per item and one for the batch's lengths): a keyword search sums at most about this many.
+# A subject's kept counts are folded once it has more than this many rows (a Write adds two
+# per new item: its insert, then its length): a keyword search sums at most about this many.
 FOLD_AT = 64
 
 # Folding: a group's rows of changes become one row (none if they sum to nothing). Rows are
