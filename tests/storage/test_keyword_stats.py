@@ -99,7 +99,8 @@ async def _churn(db: Postgres, tenant: str, rng: random.Random) -> None:
         Draft(Category.DECISION, "python for the launch"), Draft(Category.EVENT, "train to lyon", session_id="s1",
                                                                    scope=Scope.SESSION)])
     async with db.tenant_tx(tenant) as conn:
-        cur = await conn.execute("SELECT id::text AS id, subject FROM memories WHERE tenant_id = %s AND status = 'active' "
+        cur = await conn.execute("SELECT id::text AS id, subject FROM memories "
+                                 "WHERE tenant_id = %s AND status = 'active' "
                                  "ORDER BY created_at, id", (tenant,))
         active = list(await cur.fetchall())[:-7]  # the random rounds' memories
         # TTLs: some lapsed already, some later; and an edit that changes doc_len.
@@ -150,7 +151,8 @@ async def test_kept_counts_are_exactly_the_scans_after_every_kind_of_change(db: 
 async def test_what_a_view_cannot_read_moves_no_kept_count(db: Postgres) -> None:
     """Non-interference: another subject's, another session's and a hidden category's
     memories change nothing a reader of alice's events is given."""
-    tenant, flt, now = unique("kstats"), ReadFilter(subject="alice", rules=((Category.EVENT, ("*",)),)), datetime.now(UTC)
+    tenant, now = unique("kstats"), datetime.now(UTC)
+    flt = ReadFilter(subject="alice", rules=((Category.EVENT, ("*",)),))
     store = _store(db)
     await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "bees in the garden"),
                                                    Draft(Category.EVENT, "honey from the bees")])
