@@ -20,6 +20,7 @@ from memoryd.domain import Category, ReadFilter
 
 from ._filters import labels_of, read_conditions, visibility_conditions
 from ._keywords import TermHasher, tokenize
+from ._rows import LIVE_AT
 
 # BM25 parameters: Anserini's defaults for short passages. Memories are short; on LoCoMo
 # (bench/RESULTS.md) these beat the Lucene defaults (1.2, 0.75) by about one point of recall@10.
@@ -98,10 +99,7 @@ hits AS MATERIALIZED (
     SELECT t.memory_id, t.term, t.tf, m.doc_len
     FROM memory_terms t
     CROSS JOIN LATERAL (
-        SELECT doc_len FROM memories
-        WHERE {{where}} AND id = t.memory_id AND status = 'active'
-          AND (valid_until IS NULL OR valid_until > %s) AND (expires_at IS NULL OR expires_at > %s)
-        LIMIT 1
+        SELECT doc_len FROM memories WHERE {{where}} AND id = t.memory_id AND {LIVE_AT} LIMIT 1
     ) m
     WHERE t.tenant_id = %s AND t.subject = ANY(%s) AND t.term = ANY(%s::bigint[])
 ),
@@ -120,10 +118,9 @@ LIMIT %s
 # N and the summed length (`totals`: n, len as float8) counted over every memory the read may
 # see: a scan of them, for reads that narrow by keys, tags or time (few rows, or no kept count
 # fits them).
-_SCANNED = sql.SQL("""
+_SCANNED = sql.SQL(f"""
 SELECT count(*)::float8 AS n, COALESCE(sum(doc_len), 0)::float8 AS len FROM memories
-WHERE {where} AND status = 'active' AND (valid_until IS NULL OR valid_until > %s)
-  AND (expires_at IS NULL OR expires_at > %s)""")
+WHERE {{where}} AND {LIVE_AT}""")
 
 # The same totals from what the writes keep (``keyword_stats``, migration 0017), for reads
 # that see whole categories of some owners and sessions — every Recall by meaning: the kept
@@ -138,18 +135,18 @@ _LAPSED = sql.SQL("""
 SELECT -count(*) AS n, -sum(doc_len) AS len FROM memories
 WHERE {where} AND subject = ANY(%s) AND category = ANY(%s) AND status = 'active'
   AND (expires_at IS NOT NULL OR valid_until IS NOT NULL) AND LEAST(expires_at, valid_until) <= %s""")
-_SOME = sql.SQL("""
+_SOME = sql.SQL(f"""
 SELECT count(*) AS n, sum(doc_len) AS len FROM memories
-WHERE {where} AND subject = ANY(%s) AND category = ANY(%s) AND key_label = ANY(%b) AND key_label <> '\\x'
-  AND status = 'active' AND (valid_until IS NULL OR valid_until > %s) AND (expires_at IS NULL OR expires_at > %s)""")
+WHERE {{where}} AND subject = ANY(%s) AND category = ANY(%s) AND key_label = ANY(%b) AND key_label <> '\\x'
+  AND {LIVE_AT}""")
 _SUMMED = sql.SQL("SELECT COALESCE(sum(n), 0)::float8 AS n, COALESCE(sum(len), 0)::float8 AS len FROM ({}) AS parts")
 
 
-def _totals(tenant: str, flt: ReadFilter, owners: list[str], now: datetime,
-            kept: bool) -> tuple[sql.Composable, list[Any]]:
-    """The ``totals`` subquery of a keyword search and its parameters: from the kept counts
-    when ``kept`` and the read fits them (whole categories), else by a scan."""
-    where, params = read_conditions(tenant, flt)
+def _totals(tenant: str, flt: ReadFilter, where: sql.Composable, params: list[Any], owners: list[str],
+            now: datetime, kept: bool) -> tuple[sql.Composable, list[Any]]:
+    """The ``totals`` subquery of a keyword search and its parameters — from the kept counts
+    when ``kept`` and the read fits them (whole categories), else by a scan; ``where`` and
+    ``params`` are the read's ``read_conditions``."""
     if not kept or flt.keys or flt.tags or flt.updated_after is not None or flt.updated_before is not None:
         return _SCANNED.format(where=where), [*params, now, now]
     rules = labels_of(flt).rules
@@ -180,7 +177,7 @@ def bm25_statement(
     # the LATERAL check on each memory alone decides what may match.
     owners = [flt.subject, ""] if flt.include_org else [flt.subject]
     hashes = list(terms)
-    totals, totals_params = _totals(tenant, flt, owners, now, kept)
+    totals, totals_params = _totals(tenant, flt, where, params, owners, now, kept)
     return _BM25.format(totals=totals, where=where), [*totals_params, hashes, list(terms.values()),
                                                        *params, now, now, tenant, owners, hashes, limit]
 

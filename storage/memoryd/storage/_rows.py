@@ -31,6 +31,8 @@ UNEXPIRED = "(expires_at IS NULL OR expires_at > %s)"
 # A memory every read may serve right now: active, still valid and unexpired.
 LIVE_NOW = ("status = 'active' AND (valid_until IS NULL OR valid_until > now()) "
             "AND (expires_at IS NULL OR expires_at > now())")
+# The same at the caller's clock (two placeholders: the time, twice).
+LIVE_AT = "status = 'active' AND (valid_until IS NULL OR valid_until > %s) AND (expires_at IS NULL OR expires_at > %s)"
 _DEFAULT_POLICY = TenantPolicy()
 
 

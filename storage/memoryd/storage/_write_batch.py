@@ -162,7 +162,6 @@ class WriteBatch:
             if self._index:
                 await enqueue_many(conn, tenant, self._index, "upsert", fresh=self._fresh)
                 self.enqueued.update(m for m, _ in self._index)
-            if self._rows:
                 await fold_owners_stats(conn, tenant, [owner for _, owner in self._index])
         self._clear()
 
