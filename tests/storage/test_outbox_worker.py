@@ -614,18 +614,63 @@ def clearing(rig: Rig, tenant: str) -> Any:
     return clear
 
 
-async def test_a_purge_waits_for_the_batch_being_indexed_and_then_clears_its_vector(rig: Rig) -> None:
+def held_at_the_index(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, asyncio.Event]:
+    """Make the index's next vector writes wait (staged, not yet written) until the first
+    returned event is set; the second is set once a write is waiting."""
+    gate, waiting = asyncio.Event(), asyncio.Event()
+    upsert = rig.index.upsert_tenants
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        waiting.set()
+        await gate.wait()
+        return await upsert(*args, **kwargs)
+
+    monkeypatch.setattr(rig.index, "upsert_tenants", held)
+    return gate, waiting
+
+
+@pytest.mark.parametrize("selector", [EraseSelector(ids=("<the memory>",)), EraseSelector(all_of_subject=True)],
+                         ids=["ids", "all_of_subject"])
+async def test_a_purge_while_the_batch_is_embedded_does_not_wait_and_nothing_of_it_is_written(
+        rig: Rig, selector: EraseSelector) -> None:
     tenant = unique("tenant")
     [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    if selector.ids:
+        selector = EraseSelector(ids=(purged,))
     worker = await rig.worker()
     draining, gate = await held_at_the_embedder(rig, worker)
 
     assert await open_transactions(rig) == []  # claimed, and no transaction left open meanwhile
+    # The worker read the memory and is still embedding it: the purge takes its claimed row
+    # away, so the receipt is verified at once, without waiting for the batch.
+    receipt = await asyncio.wait_for(
+        rig.store.erase(tenant, AGENT, "alice", everything(), selector, EraseMode.PURGE,
+                        after_commit=clearing(rig, tenant)), timeout=30)
+    assert not draining.done()
+    assert (receipt.counts.memories, receipt.verified) == (1, True)
+
+    gate.set()
+    assert await draining == 1
+    assert await rig.index.count(tenant, ids=[purged]) == 0  # the worker wrote nothing for it
+    assert await rig.outbox(tenant) == []  # and queued nothing again: there was nothing to undo
+
+
+async def test_a_purge_while_the_vector_is_written_waits_for_it_and_then_clears_it(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    tenant = unique("tenant")
+    [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    worker = await rig.worker()
+    gate, waiting = held_at_the_index(rig, monkeypatch)
+    draining = asyncio.create_task(worker.drain_once())
+    await asyncio.wait_for(waiting.wait(), timeout=30)
+    [row] = await rig.outbox(tenant)
+    assert row["writing"] and row["claim"] is not None  # staged before the write
+
     erasing = asyncio.create_task(rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
                                                   EraseMode.PURGE, after_commit=clearing(rig, tenant)))
     await asyncio.sleep(0.5)
-    # The worker read the memory before the purge and will still write its vector: clearing
-    # the index now would leave that vector behind a verified receipt.
+    # The vector is about to land: clearing the index now would leave it behind a verified
+    # receipt, so the purge waits for this write to settle.
     assert not erasing.done()
     gate.set()
     assert await draining == 1
@@ -637,23 +682,44 @@ async def test_a_purge_waits_for_the_batch_being_indexed_and_then_clears_its_vec
     assert await rig.outbox(tenant) == []
 
 
-async def test_a_purge_does_not_wait_for_ever_for_a_stuck_batch_and_its_vector_still_goes(
+async def test_a_purge_does_not_wait_for_ever_for_a_stuck_write_and_its_vector_still_goes(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memories_module, "IN_FLIGHT_WAIT_SECONDS", 0.5)
     tenant = unique("tenant")
     [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
     worker = await rig.worker()
-    draining, gate = await held_at_the_embedder(rig, worker)
+    gate, waiting = held_at_the_index(rig, monkeypatch)
+    draining = asyncio.create_task(worker.drain_once())
+    await asyncio.wait_for(waiting.wait(), timeout=30)
 
     receipt = await asyncio.wait_for(rig.store.erase(tenant, AGENT, "alice", everything(),
                                                      EraseSelector(ids=(purged,)), EraseMode.PURGE,
                                                      after_commit=clearing(rig, tenant)), timeout=30)
     assert receipt.counts.memories == 1
-    assert not receipt.verified  # a batch may still write the vector: the receipt cannot vouch
+    assert not receipt.verified  # the stuck write may still land: the receipt cannot vouch
     gate.set()
     assert await draining == 1  # it wrote the vector of a memory purged meanwhile ...
+    assert await rig.index.count(tenant, ids=[purged]) == 1
     await drain(worker)  # ... found its claim taken away, and queued the deletion again
     assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.outbox(tenant) == []
+
+
+async def test_a_row_claimed_again_after_its_lease_ran_out_is_not_written_by_the_late_worker(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    late, other = await rig.worker(), await rig.worker()
+    draining, gate = await held_at_the_embedder(rig, late)
+    await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
+    rig.embedder.gate = None
+    assert await other.drain_once() == 1  # the row, claimed anew and indexed
+    # Its memory then goes behind the queue's back, vector and all.
+    await rig.owner_rows("DELETE FROM memories WHERE tenant_id = %s RETURNING id", tenant)
+    await rig.index.delete(tenant, [memory_id])
+
+    gate.set()
+    assert await draining == 1  # its claim was taken over while it embedded: it writes nothing
+    assert await rig.index.count(tenant, ids=[memory_id]) == 0
     assert await rig.outbox(tenant) == []
 
 

@@ -69,9 +69,12 @@ async def _audit(conn: Any, tenant: str, agent: str, subject: str, action: str, 
 
 
 _log = logging.getLogger("memoryd.storage.memories")
-# An outbox row a worker has claimed and is indexing now (its lease not run out: ``_outbox``).
-IN_FLIGHT = "(claim IS NOT NULL AND next_attempt_at > now())"
-IN_FLIGHT_WAIT_SECONDS = 6.0  # a batch of 32 passages embeds in ~1.3 s on 2 idle cores, then writes
+# An outbox row whose vector a worker is writing to the index now: embedded, staged, its
+# lease not run out (``_outbox``). A claimed row not yet writing is dropped by a purge.
+WRITING = "(claim IS NOT NULL AND writing AND next_attempt_at > now())"
+# One write to the index and a settle: well under a second; past this the worker is taken
+# to be dead or stuck.
+IN_FLIGHT_WAIT_SECONDS = 6.0
 IN_FLIGHT_POLL_SECONDS = 0.05
 
 _INDEX_COLUMNS = (
@@ -494,17 +497,18 @@ class PostgresMemoryStore:
         return StoreCounts(memories=len(ids), outbox=dropped)
 
     async def _await_batches_in_flight(self, tenant: str, ids: list[str]) -> None:
-        """Wait until no outbox worker is still indexing one of the purged memories.
+        """Wait until no outbox worker is still writing a vector of one of the purged memories.
 
-        A worker reads a memory, then embeds it and writes its vector with no transaction open
-        (``_outbox``), so a purge can commit in between; its vector would then be written
-        after this erase cleared the index. The purge leaves such claimed rows in place
-        (``_purge``) and this waits for their batches to settle before the index is cleared.
-        Past IN_FLIGHT_WAIT_SECONDS (a worker that died, or is stuck) the claims are taken
-        away and the rows made due: a live worker then finds its rows gone when it settles and
-        queues the deletion again, a dead one's rows are claimed anew at once (the memory is
-        gone, so its vector is deleted), and the receipt is not verified while they are there
-        (``_verify`` counts outbox rows)."""
+        A worker reads and embeds a memory with no transaction open (``_outbox``), then marks
+        the rows it still holds as writing and writes their vectors. The purge dropped every
+        claimed row not yet writing, so their workers write nothing; rows already writing
+        are left in place (``_purge``), and their vectors may land after this erase clears
+        the index, so this waits for them to settle first — one index write, not a batch of
+        embeddings. Past IN_FLIGHT_WAIT_SECONDS (a worker that died, or is stuck) the claims
+        are taken away and the rows made due: a live worker then finds its rows gone when it
+        settles and queues the deletion again, a dead one's rows are claimed anew at once (the
+        memory is gone, so its vector is deleted), and the receipt is not verified while they
+        are there (``_verify`` counts outbox rows)."""
         if not ids:
             return
         deadline = asyncio.get_running_loop().time() + IN_FLIGHT_WAIT_SECONDS
@@ -512,14 +516,14 @@ class PostgresMemoryStore:
             async with self._db.tenant_tx(tenant) as conn:
                 # Upserts only: a delete in flight (the purge's own, say) writes no vector.
                 cur = await conn.execute(f"SELECT count(*) AS n FROM outbox WHERE tenant_id = %s "
-                                         f"AND memory_id = ANY(%s::uuid[]) AND op = 'upsert' AND {IN_FLIGHT}",
+                                         f"AND memory_id = ANY(%s::uuid[]) AND op = 'upsert' AND {WRITING}",
                                          (tenant, ids))
                 row = await cur.fetchone()
                 if not row or not row["n"]:
                     return
                 if asyncio.get_running_loop().time() >= deadline:
-                    await conn.execute(f"UPDATE outbox SET claim = NULL, next_attempt_at = now() "
-                                       f"WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND {IN_FLIGHT}",
+                    await conn.execute(f"UPDATE outbox SET claim = NULL, writing = false, next_attempt_at = now() "
+                                       f"WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND {WRITING}",
                                        (tenant, ids))
                     _log.warning("a purge gave up waiting for %d index row(s) in flight", row["n"])
                     return
@@ -533,9 +537,10 @@ class PostgresMemoryStore:
         await delete_terms(conn, tenant, ids)
         await erasure.drop_write_records(conn, tenant, ids)
         for table, column in (("outbox", "memory_id"), ("memory_versions", "memory_id"), ("memories", "id")):
-            # Rows a worker is indexing right now stay: the erase waits for them to settle
-            # (``_await_batches_in_flight``).
-            unclaimed = sql.SQL(f" AND NOT {IN_FLIGHT}" if table == "outbox" else "")
+            # Rows whose vectors a worker is writing right now stay: the erase waits for them
+            # to settle (``_await_batches_in_flight``). A claimed row still being embedded
+            # goes, and its worker then writes nothing for it.
+            unclaimed = sql.SQL(f" AND NOT {WRITING}" if table == "outbox" else "")
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[]){u}").format(
                     t=sql.Identifier(table), c=sql.Identifier(column), u=unclaimed

@@ -4,12 +4,18 @@ Write and Erase leave an outbox row (memory id, op) in the same transaction as t
 The outbox is a ``_queue.WorkQueue``: a worker claims a batch of rows under a lease and a
 claim token in one short transaction — so any number of workers, in the server process or as
 ``memoryd worker`` processes, share the work without doing it twice — then, with no
-transaction open, re-reads each memory's *current* row, embeds ``key + text`` and upserts the
-vector (or deletes it when the memory is gone or no longer active), and settles in a second
-short transaction: it deletes the rows still carrying its token. A failure retries with
+transaction open, re-reads each memory's *current* row and embeds ``key + text``; then, in a
+short transaction, it marks the rows it still holds as ``writing`` and upserts those vectors
+(or deletes them when the memory is gone or no longer active), and settles in a last short
+transaction: it deletes the rows still carrying its token. A failure retries with
 exponential backoff and becomes a dead letter after ``max_attempts``, keeping the reason; an
 outage of the index spends no attempt. Re-reading the current row makes every operation
 idempotent, so duplicates and reordering are harmless.
+
+A row taken away while its memory was being embedded (dropped by a purge or a forget, folded
+by a newer Write, claimed again after the lease ran out) is not written at all: whoever took
+it left the work that follows. So a purge only ever waits for rows already writing
+(``_memories``), which takes one index write, not a batch of embeddings.
 
 Nothing is locked while the worker embeds and writes, so a Write or an Erase can change the
 memory meanwhile, and another worker can write its newer state to the index first. So before
@@ -40,7 +46,7 @@ from ._queue import WorkQueue, backoff, idle
 
 _log = logging.getLogger("memoryd.storage.outbox")
 SEAL_SECONDS = 1.0  # while busy, the index is sealed at most this often
-OUTBOX = WorkQueue("outbox", due="NOT dead", order="id", on_claim="claim = %(token)s")
+OUTBOX = WorkQueue("outbox", due="NOT dead", order="id", on_claim="claim = %(token)s, writing = false")
 _CLAIMED = ("tenant_id", "id", "memory_id", "subject", "attempts")
 
 
@@ -67,6 +73,11 @@ class _TenantWork:
         """What the index was given for each memory: its row and text, or None (deleted)."""
         return {**{m.id: (m, text) for m, text in [*self.current, *self.unavailable]},
                 **dict.fromkeys(self.gone)}
+
+    def keep(self, ids: set[str]) -> _TenantWork:
+        """Only the memories ``ids``."""
+        return _TenantWork([(m, t) for m, t in self.current if m.id in ids], [i for i in self.gone if i in ids],
+                           [(m, t) for m, t in self.unavailable if m.id in ids])
 
 
 @dataclass(frozen=True)
@@ -157,11 +168,12 @@ class OutboxWorker:
             except MemorydError as exc:
                 failed[tenant] = exc.message
         try:
-            failed |= await self._apply_batch(work)
+            failures, written = await self._apply_batch(token, work)
         except _IndexDown as down:
             await self._settle(token, by_tenant, failed, done={}, again=[])  # the rest given back untried
             raise down.cause from None
-        done = {tenant: w for tenant, w in work.items() if tenant not in failed}
+        failed |= failures
+        done = {tenant: w for tenant, w in written.items() if tenant not in failed}
         again = await self._changed_meanwhile(token, by_tenant, done)
         await self._settle(token, by_tenant, failed, done, again)
 
@@ -169,10 +181,13 @@ class OutboxWorker:
                                  done: dict[str, _TenantWork]) -> list[tuple[str, str, str, str]]:
         """The memories indexed in this batch that may have changed since they were read (one
         of their claimed rows was taken away, or another row of theirs is queued) and are no
-        longer what the index was given: (tenant, memory id, subject, op) to queue again."""
+        longer what the index was given: (tenant, memory id, subject, op) to queue again.
+        Memories whose rows were taken away before their vectors were written (``_stage``)
+        were not written, so they are not this batch's to correct."""
         if not done:
             return []
-        claimed = [r for tenant in done for r in by_tenant[tenant]]
+        written = {tenant: set(w.written()) for tenant, w in done.items()}
+        claimed = [r for tenant in done for r in by_tenant[tenant] if str(r["memory_id"]) in written[tenant]]
         subjects = {(r["tenant_id"], str(r["memory_id"])): r["subject"] for r in claimed}
         async with self._queue.worker_tx() as conn:
             cur = await conn.execute(
@@ -255,35 +270,39 @@ class OutboxWorker:
             _log.warning("outbox: memory %s of tenant %s not indexed: its content is unavailable", m.id, tenant)
         return _TenantWork(current, gone, unavailable)
 
-    async def _apply_batch(self, work: dict[str, _TenantWork]) -> dict[str, str]:
+    async def _apply_batch(self, token: uuid.UUID,
+                           work: dict[str, _TenantWork]) -> tuple[dict[str, str], dict[str, _TenantWork]]:
         """Index a batch of tenants' work together — one embedding call and one read-back per
-        collection — and return the tenants that failed, with why. If the batch as a whole is
-        refused (a poison item, the embedder), each tenant is tried alone so one tenant's
-        bad item does not hold back the others. Raises _IndexDown if the index is down."""
+        collection — and return the tenants that failed, with why, and what was written. If
+        the batch as a whole is refused (a poison item, the embedder), each tenant is tried
+        alone so one tenant's bad item does not hold back the others. Raises _IndexDown if
+        the index is down."""
         try:
-            await self._apply(work)
-            return {}
+            return {}, await self._apply(token, work)
         except MemorydError as exc:
             if len(work) == 1:
-                return {tenant: exc.message for tenant in work}
-        failed = {}
+                return {tenant: exc.message for tenant in work}, {}
+        failed, written = {}, {}
         for tenant, one in work.items():
             try:
-                await self._apply({tenant: one})
+                written |= await self._apply(token, {tenant: one})
             except MemorydError as exc:
                 failed[tenant] = exc.message
-        return failed
+        return failed, written
 
-    async def _apply(self, work: dict[str, _TenantWork]) -> None:
+    async def _apply(self, token: uuid.UUID, work: dict[str, _TenantWork]) -> dict[str, _TenantWork]:
+        """Embed ``work`` for every target, stage it, write what is still held; return that."""
         texts = [text for w in work.values() for _, text in w.current]
-        for target in self._targets():
-            vectors: list[list[float]] = await target.embedder.embed_passages(texts) if texts else []
-            batch, start = {}, 0
-            for tenant, w in work.items():
-                batch[tenant] = ([m for m, _ in w.current], vectors[start:start + len(w.current)])
-                start += len(w.current)
+        targets = self._targets()
+        embedded = [await target.embedder.embed_passages(texts) if texts else [] for target in targets]
+        by_id = [dict(zip([m.id for w in work.values() for m, _ in w.current], vectors, strict=True))
+                   for vectors in embedded]
+        work = await self._stage(token, work)
+        for target, vectors in zip(targets, by_id, strict=True):
+            batch = {tenant: ([m for m, _ in w.current], [vectors[m.id] for m, _ in w.current])
+                     for tenant, w in work.items() if w.current}
             try:
-                if texts:
+                if batch:
                     await target.index.upsert_tenants(batch, seal=False)
                     self._unsealed[target.index.collection] = target.index
                 for tenant, w in work.items():
@@ -291,6 +310,29 @@ class OutboxWorker:
                         await target.index.delete(tenant, w.gone)
             except Unavailable as exc:
                 raise _IndexDown(exc) from exc
+        return work
+
+    async def _stage(self, token: uuid.UUID, work: dict[str, _TenantWork]) -> dict[str, _TenantWork]:
+        """Mark the rows this worker still holds as writing, and renew their lease, in one
+        short transaction; return the work of the memories that still have such a row.
+
+        A purge drops claimed rows that are not writing (``_memories._purge``): before this
+        commits, the purge finds the row and drops it, and this finds nothing; after, the
+        purge leaves it and waits for the settle. The row lock decides between the two."""
+        ids = sorted({memory_id for w in work.values() for memory_id in w.written()})
+        if not ids:
+            return work
+        async with self._queue.worker_tx() as conn:
+            cur = await conn.execute(
+                "UPDATE outbox SET writing = true, next_attempt_at = now() + make_interval(secs => %s) "
+                "WHERE tenant_id = ANY(%s) AND memory_id = ANY(%s::uuid[]) AND claim = %s "
+                "RETURNING tenant_id, memory_id",
+                (self._lease, sorted(work), ids, token),
+            )
+            held: dict[str, set[str]] = defaultdict(set)
+            for row in await cur.fetchall():
+                held[row["tenant_id"]].add(str(row["memory_id"]))
+        return {tenant: w.keep(held[tenant]) for tenant, w in work.items()}
 
     async def _retry_later(self, conn: Any, token: uuid.UUID, tenant: str, claimed: list[dict[str, Any]],
                            reason: str) -> None:
