@@ -71,7 +71,6 @@ SERVICE_NAMES = (
 )
 DEMO_TENANT = "demo"
 DEMO_AGENT = "demo-agent"
-IN_PROCESS_OUTBOX_BATCH = 8  # rows per outbox batch of the in-process worker (see where it starts)
 
 
 @dataclass(frozen=True)
@@ -244,11 +243,10 @@ class Memoryd:
             self.metrics.watch_pool(self._worker_db)
         if config.worker_in_process:
             assert self._worker_db is not None
-            # Smaller batches than a `memoryd worker`'s 32: this worker shares the cores with
-            # requests, and a purge waits for the batch indexing its memory (``_memories``), so
-            # a batch must stay short (8 passages: ~0.3 s idle) even when the machine is busy.
+            # Batches as large as a `memoryd worker`'s: a purge no longer waits for a batch
+            # being embedded, only for one being written to the index (``_outbox``).
             worker = OutboxWorker(self._worker_db, store, indexes.targets, max_attempts=config.outbox_max_attempts,
-                                  parallel=config.outbox_parallel, batch_size=IN_PROCESS_OUTBOX_BATCH)
+                                  parallel=config.outbox_parallel)
             self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
         if config.lifecycle_interval_seconds > 0:
             await self._start_sweeper(settings)
