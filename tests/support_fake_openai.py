@@ -12,7 +12,11 @@
 Answers are deterministic: ``vector_for(text, dim)`` is what the server returns for
 ``text`` (before the client normalises it; it is deliberately not unit length). The
 ``data`` list is sent in REVERSE index order, as servers are allowed to, so clients must
-sort by ``index``.
+sort by ``index``. A request with ``"encoding_format": "base64"`` gets each vector as base64
+of little-endian float32, as OpenAI sends it — unless the server was made with
+``refuses_base64=True``: then such a request is refused with HTTP 400, as some servers refuse
+fields they do not know. ``answer_with``, when set, is sent as every embeddings answer
+(status 200), whatever was asked.
 
 Failure modes for ``fail_next`` (each one is used up by one request):
 
@@ -36,9 +40,11 @@ It also speaks ``POST /v1/chat/completions``, with scripted answers for the extr
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import random
+import struct
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -76,9 +82,11 @@ class RecordedRequest:
 class FakeOpenAI:
     """A ``ThreadingHTTPServer`` on 127.0.0.1 (a free port), serving while in ``with``."""
 
-    def __init__(self, dim: int = 8, *, hang_seconds: float = 5.0) -> None:
+    def __init__(self, dim: int = 8, *, hang_seconds: float = 5.0, refuses_base64: bool = False) -> None:
         self.dim = dim
         self.hang_seconds = hang_seconds
+        self.refuses_base64 = refuses_base64
+        self.answer_with: Any = None
         self._failures: deque[Failure] = deque()
         self._requests: list[RecordedRequest] = []
         self._chat_script: deque[Any] = deque()
@@ -143,6 +151,10 @@ class FakeOpenAI:
             return self._failures.popleft() if self._failures else None
 
 
+def _base64(vector: list[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+
+
 def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         timeout = 10  # a client that connects and never sends cannot hold a thread forever
@@ -181,10 +193,17 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send_raw(200, b'{"data": [{"index": 0, "embedding": [0.1, ')
             elif not isinstance(body, dict) or not isinstance(body.get("input"), list):
                 self._send(400, {"error": {"message": "'input' must be a list", "type": "invalid_request_error"}})
+            elif server.answer_with is not None:
+                self._send(200, server.answer_with)
+            elif "encoding_format" in body and server.refuses_base64:
+                self._send(400, {"error": {"message": "Unrecognized request argument: encoding_format",
+                                           "type": "invalid_request_error"}})
             else:
                 dim = server.dim + 1 if failure == "wrong_dim" else server.dim
                 texts = [str(text) for text in body["input"]]
-                data = [{"object": "embedding", "index": i, "embedding": vector_for(text, dim)}
+                packed = body.get("encoding_format") == "base64"
+                data = [{"object": "embedding", "index": i,
+                         "embedding": _base64(vector_for(text, dim)) if packed else vector_for(text, dim)}
                         for i, text in enumerate(texts)]
                 self._send(200, {"object": "list", "data": data[::-1], "model": body.get("model", ""),
                                  "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})

@@ -219,9 +219,34 @@ async def test_openai_vectors_come_back_in_index_order_and_normalised(fake, open
     for text, v in zip(texts, vectors, strict=True):
         assert v == pytest.approx(unit(vector_for(text, 8)))
         assert norm(v) == pytest.approx(1.0)
-    assert fake.requests[-1].body == {"model": "fake-model", "input": texts}
+    # Asked as base64, as OpenAI's own client asks (the fake answers so).
+    assert fake.requests[-1].body == {"model": "fake-model", "input": texts, "encoding_format": "base64"}
     assert fake.requests[-1].path == "/v1/embeddings"
     assert openai.model_id == "openai/fake-model"
+
+
+async def test_openai_server_refusing_base64_is_asked_for_numbers_from_then_on():
+    with FakeOpenAI(dim=8, refuses_base64=True) as fake:
+        embedder = OpenAICompatibleEmbedder(fake.base_url, "fake-model", dim=8)
+        first = await embedder.embed_passages(["alpha", "beta"])
+        second = await embedder.embed_query("gamma")
+        embedder.close()
+    assert first[0] == pytest.approx(unit(vector_for("alpha", 8)))
+    assert first[1] == pytest.approx(unit(vector_for("beta", 8)))
+    assert second == pytest.approx(unit(vector_for("gamma", 8)))
+    # Refused once, asked again without the field, and never with it again.
+    assert ["encoding_format" in r.body for r in fake.requests] == [True, False, False]
+
+
+@pytest.mark.parametrize("embedding", ["not base64!", "AAAA" + "AA==", 42], ids=["not-base64", "partial-float", "number"])
+async def test_openai_malformed_base64_vector_raises_internal(embedding):
+    # A server answering base64 that is not whole float32 values: refused, never half-read.
+    with FakeOpenAI(dim=8) as fake:
+        embedder = OpenAICompatibleEmbedder(fake.base_url, "fake-model", dim=8)
+        fake.answer_with = {"data": [{"index": 0, "embedding": embedding}]}
+        with pytest.raises(Internal):
+            await embedder.embed_query("hello")
+        embedder.close()
 
 
 async def test_openai_sends_api_key_as_bearer_token(fake, openai):
@@ -284,7 +309,9 @@ async def test_openai_connection_refused_raises_unavailable():
 
 async def test_openai_rejected_request_raises_internal_without_the_key(fake, openai, caplog):
     caplog.set_level(logging.DEBUG)
-    fake.fail_next("400")  # its error message echoes the Authorization header
+    # Its error message echoes the Authorization header. The first 400 could be about the
+    # base64 encoding (``test_openai_server_refusing_base64...``): asked again, refused again.
+    fake.fail_next("400", "400")
     with pytest.raises(Internal) as caught:
         await openai.embed_query("hello")
     assert "HTTP 400" in caught.value.message

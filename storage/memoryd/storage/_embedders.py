@@ -12,7 +12,10 @@ never compared.
 
 from __future__ import annotations
 
+import array
 import asyncio
+import base64
+import binascii
 import ctypes
 import functools
 import http.client
@@ -21,6 +24,7 @@ import logging
 import math
 import os
 import re
+import sys
 import urllib.error
 import urllib.request
 from collections import OrderedDict
@@ -183,6 +187,11 @@ class OpenAICompatibleEmbedder:
     ``timeout`` is urllib's socket timeout: it bounds the connect and each read, not the
     whole exchange. Passages are sent ``batch_size`` at a time (TEI refuses more than 32 per
     request by default).
+
+    Vectors are asked for as base64 (``encoding_format``, as OpenAI's own client does): 1.5 KiB
+    of float32 per 384 dimensions instead of ~8 KiB of JSON numbers, decoded ~100x faster. A
+    server that refuses the field (HTTP 400 or 422) is asked again without it, once, and from
+    then on gets plain requests; an answer in numbers is accepted either way.
     """
 
     def __init__(self, base_url: str, model: str, api_key: str = "", dim: int | None = None,
@@ -219,6 +228,7 @@ class OpenAICompatibleEmbedder:
         self._headers = headers
         self.model_id: str = f"openai/{self._model}"
         self.dim: int = dim or 0
+        self._base64 = True  # until the server refuses encoding_format
         # Its own threads, so a slow server cannot starve the loop's default executor.
         self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="memoryd-embed-http")
 
@@ -256,8 +266,12 @@ class OpenAICompatibleEmbedder:
 
     def _post(self, inputs: list[str]) -> bytes:
         """One HTTP exchange, on a worker thread. Raises only domain errors."""
-        body = json.dumps({"model": self._model, "input": inputs}).encode()
-        request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
+        asked_base64 = self._base64
+        payload: dict[str, Any] = {"model": self._model, "input": inputs}
+        if asked_base64:
+            payload["encoding_format"] = "base64"
+        request = urllib.request.Request(self._url, data=json.dumps(payload).encode(), headers=self._headers,
+                                         method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
                 data: bytes = response.read()
@@ -269,6 +283,13 @@ class OpenAICompatibleEmbedder:
                 detail = b""
             finally:
                 exc.close()  # it holds the socket; left open it leaks until garbage collection
+            if asked_base64 and exc.code in (400, 422):
+                # Perhaps the field it does not know: ask as plain OpenAI once more. If that is
+                # refused too, the refusal is about something else and is reported.
+                self._base64 = False
+                _log.info("embedding server at %s refused encoding_format=base64 (HTTP %d); asking for numbers",
+                          self._where, exc.code)
+                return self._post(inputs)
             raise self._status_error(exc.code, detail) from exc
         except (OSError, http.client.HTTPException) as exc:
             # URLError (refused, DNS), TimeoutError, resets and truncated answers: all transient.
@@ -301,7 +322,7 @@ class OpenAICompatibleEmbedder:
             items = sorted(data, key=lambda item: item["index"])
             if [item["index"] for item in items] != list(range(expected)):
                 raise ValueError("indexes are not 0..n-1")
-            vectors = [[float(x) for x in item["embedding"]] for item in items]
+            vectors = [_vector(item["embedding"]) for item in items]
         except (KeyError, TypeError, ValueError) as exc:
             raise Internal(f"the embedding server at {self._where} sent malformed embeddings") from exc
         dim = self.dim or len(vectors[0])
@@ -312,6 +333,23 @@ class OpenAICompatibleEmbedder:
         normalised = [_normalise(vector) for vector in vectors]
         self.dim = dim  # only after the whole answer checked out
         return normalised
+
+
+def _vector(embedding: Any) -> list[float]:
+    """One answer's vector: a list of numbers, or base64 of little-endian float32 values."""
+    if not isinstance(embedding, str):
+        return [float(x) for x in embedding]
+    try:
+        packed = base64.b64decode(embedding, validate=True)
+    except binascii.Error as exc:
+        raise ValueError("not base64") from exc
+    if len(packed) % 4:
+        raise ValueError("not a whole number of float32 values")
+    values = array.array("f")
+    values.frombytes(packed)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values.tolist()
 
 
 def _normalise(vector: list[float]) -> list[float]:
