@@ -7,6 +7,7 @@ and names the sizes issue 7 asks for that it did not run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.bench._scale import DIM, EmbeddingEndpoint, unit_vector
+from memoryd.bench._scale import DIM, ENDPOINT_MODEL, EmbeddingEndpoint, unit_vector
 from memoryd.cli._bench_scale import _sizes
+from memoryd.storage import OpenAICompatibleEmbedder
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +43,16 @@ def test_the_endpoint_answers_deterministic_unit_vectors_in_input_order():
     assert len(data[0]["embedding"]) == DIM
     assert math.isclose(math.fsum(x * x for x in data[0]["embedding"]), 1.0, rel_tol=1e-9)
     assert (endpoint.requests, endpoint.inputs) == (1, 2)
+
+
+def test_the_endpoint_answers_base64_float32_when_asked_as_memoryd_asks():
+    with EmbeddingEndpoint() as endpoint:
+        embedder = OpenAICompatibleEmbedder(endpoint.base_url, ENDPOINT_MODEL, dim=DIM)
+        try:
+            [vector] = asyncio.run(embedder.embed_passages(["a"]))
+        finally:
+            embedder.close()
+    assert vector == pytest.approx(unit_vector("a"), abs=1e-6)  # float32 on the wire
 
 
 def test_a_tiny_run_reports_every_point_and_what_it_did_not_run(tmp_path: Path):

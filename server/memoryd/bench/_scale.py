@@ -32,11 +32,13 @@ Sizes are checked against what the run wrote; every figure is measured, none ext
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
 import os
 import random
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -112,6 +114,10 @@ class EmbeddingEndpoint:
             self.inputs += inputs
 
 
+def _packed(vector: list[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+
+
 def _handler(endpoint: EmbeddingEndpoint) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -123,12 +129,16 @@ def _handler(endpoint: EmbeddingEndpoint) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             try:
-                texts = [str(t) for t in json.loads(raw)["input"]]
+                body = json.loads(raw)
+                texts = [str(t) for t in body["input"]]
             except (ValueError, KeyError, TypeError):
                 self._send(400, {"error": {"message": "'input' must be a list", "type": "invalid_request_error"}})
                 return
             endpoint._count(len(texts))
-            data = [{"object": "embedding", "index": i, "embedding": unit_vector(t, endpoint.dim)}
+            # As OpenAI answers: float32 in base64 when asked (memoryd asks), else numbers.
+            packed = body.get("encoding_format") == "base64"
+            data = [{"object": "embedding", "index": i,
+                     "embedding": _packed(unit_vector(t, endpoint.dim)) if packed else unit_vector(t, endpoint.dim)}
                     for i, t in enumerate(texts)]
             self._send(200, {"object": "list", "data": data, "model": ENDPOINT_MODEL})
 
