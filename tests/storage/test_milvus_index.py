@@ -11,7 +11,6 @@ are, and their literal matching is tested with hostile values.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -792,60 +791,3 @@ async def test_compact_on_a_milvus_lite_server_is_not_taken_at_its_word(tmp_path
     finally:
         process.terminate()
         process.wait(timeout=30)
-
-
-# A real Milvus standalone takes ~45 s and a gigabyte to start on this suite's machines, so this
-# test runs only when given one: MEMORYD_TEST_MILVUS_SERVER=<the milvus-server of PyPI milvus==2.3.5>.
-MILVUS_SERVER = os.environ.get("MEMORYD_TEST_MILVUS_SERVER", "")
-
-
-@pytest.mark.skipif(not MILVUS_SERVER, reason="MEMORYD_TEST_MILVUS_SERVER names no milvus-server")
-async def test_compact_on_a_milvus_server_rewrites_the_segment_and_cannot_read_its_files(tmp_path: Path) -> None:
-    import signal
-    import struct
-
-    port, data = free_loopback_port(), tmp_path / "milvus"
-    with (tmp_path / "milvus.log").open("wb") as out:
-        process = subprocess.Popen([MILVUS_SERVER, "--data", str(data), "--proxy-port", str(port),
-                                    "--etcd-port", str(free_loopback_port())],
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_until_accepting(process, port, timeout=240)
-        index = MilvusIndex(f"http://127.0.0.1:{port}", model_id=MODEL, dim=DIM)
-        try:
-            tenant, ms = unique("t"), [memory(key=f"key-{i}") for i in range(3)]
-            for i, m in enumerate(ms):
-                await index.upsert(tenant, [m], [random_vector(i)])
-            vectors = await index.vectors(tenant, [m.id for m in ms])
-            await index.delete(tenant, [ms[0].id, ms[1].id])
-            assert await index.count(tenant) == 1  # read strongly: the delete is seen at once
-
-            assert await index.compact()  # flushed, compacted, and the job reported Completed
-
-            assert await index.residue([ms[0].id]) is None  # a server's files are not ours to read
-            packed = {m.id: struct.pack(f"<{DIM}f", *vectors[m.id]) for m in ms}
-            segments: dict[Path, bytes] = {}
-            for path in (data / "data" / "insert_log").rglob("*"):
-                if path.is_file():
-                    segment = path.relative_to(data / "data" / "insert_log").parts[2]
-                    segments[Path(segment)] = segments.get(Path(segment), b"") + path.read_bytes()
-            # The compacted segment holds only the kept row; the replaced ones wait for the
-            # server's garbage collection (dataCoord.gc.dropTolerance, 3 h by default).
-            assert any(packed[ms[2].id] in b and not any(packed[m.id] in b for m in ms[:2])
-                       for b in segments.values())
-            assert any(packed[ms[0].id] in b for b in segments.values())
-        finally:
-            await index.close()
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)  # the wrapper and the milvus it started
-        deadline = time.monotonic() + 20  # then killed: its data dir is thrown away anyway
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(process.pid, 0)
-            except ProcessLookupError:
-                break
-            process.poll()
-            time.sleep(0.5)
-        else:
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
