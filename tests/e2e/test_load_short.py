@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from memoryd.bench import BenchError, LoadOptions, run_load
-from memoryd.bench._load import MIX, OPERATIONS, _Run, choose_op, is_loopback
+from memoryd.bench._load import MIX, OPERATIONS, _Run, choose_op, is_loopback, log_warnings
 from memoryd.cli._bench import add_bench_commands
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -40,6 +40,21 @@ def test_the_mix_is_80_15_5():
     assert set(draws) == set(OPERATIONS)
     for op, share in MIX.items():
         assert draws[op] / 100_000 == pytest.approx(share, abs=0.005)
+
+
+def test_the_server_logs_warnings_are_counted_with_ids_and_numbers_masked(tmp_path: Path):
+    log = tmp_path / "server.log"
+    log.write_text(
+        "2026-12-02 02:00:00,001 INFO memoryd.server: listening on 127.0.0.1:5\n"
+        "2026-12-02 02:00:01,002 WARNING memoryd.storage.memories: a purge gave up waiting for 2 index row(s) in flight\n"
+        "2026-12-02 02:00:02,003 WARNING memoryd.storage.memories: a purge gave up waiting for 1 index row(s) in flight\n"
+        "2026-12-02 02:00:03,004 ERROR memoryd.storage.outbox: outbox: memory 0b7e2a9c-4f7e-4c61-9d5e-2f4a8b1c3d5e "
+        "of tenant t-3 dead-lettered after 8 attempts: boom\n")
+    assert log_warnings(log) == Counter({
+        "WARNING memoryd.storage.memories: a purge gave up waiting for # index row(s) in flight": 2,
+        "ERROR memoryd.storage.outbox: outbox: memory # of tenant t-# dead-lettered after # attempts: boom": 1,
+    })
+    assert log_warnings(tmp_path / "missing.log") == Counter()
 
 
 def test_only_loopback_addresses_are_accepted(tmp_path: Path):

@@ -29,6 +29,7 @@ import ipaddress
 import math
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -108,6 +109,9 @@ class LoadResult:
     degraded: int                      # Recall responses marked degraded
     server_rss_bytes: dict[str, int | None] = field(default_factory=dict)
     calls_by_addr: dict[str, int] = field(default_factory=dict)  # measured calls per server address
+    # The embedded server's WARNING and ERROR log lines, numbers and ids masked, by count: what
+    # an unverified receipt or an error was about, after the server's folder is gone.
+    server_warnings: Counter[str] = field(default_factory=Counter)
 
     @property
     def errors(self) -> Counter[str]:
@@ -428,8 +432,27 @@ def run_load(options: LoadOptions, *, progress: TextIO | None = None) -> LoadRes
                      {"embedded": False, "addrs": list(options.addrs)}, None, progress)
     with EmbeddedServer(start_timeout=options.start_timeout) as server:
         pid = server.pid
-        return _load(options, [server.target], server.signing_key_path, {"embedded": True},
-                     (lambda: process_rss(pid)) if pid else None, progress)
+        result = _load(options, [server.target], server.signing_key_path, {"embedded": True},
+                       (lambda: process_rss(pid)) if pid else None, progress)
+        result.server_warnings = log_warnings(server.log_path)
+        return result
+
+
+_LEVEL = re.compile(r" (WARNING|ERROR|CRITICAL) (\S+: .*)$")
+_VARYING = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{16,}\b|\d+(\.\d+)?")
+
+
+def log_warnings(path: Path) -> Counter[str]:
+    """WARNING and higher lines of a plain-text memoryd log, ids and numbers masked, by count."""
+    found: Counter[str] = Counter()
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        if match := _LEVEL.search(line):
+            found[f"{match.group(1)} {_VARYING.sub('#', match.group(2))[:200]}"] += 1
+    return found
 
 
 def load_settings() -> dict[str, str]:
@@ -468,6 +491,11 @@ def facts(result: LoadResult) -> list[str]:
         + (f"; {result.erase_mismatches} Erase receipts not for exactly one verified memory"
            if result.erase_mismatches else ""),
     ]
+    if result.server_warnings:
+        lines.append(f"server log: {sum(result.server_warnings.values())} warning/error lines; "
+                     + "; ".join(f"{n} × {line}" for line, n in result.server_warnings.most_common(5)))
+    elif result.server.get("embedded"):
+        lines.append("server log: no warning or error lines")
     rss = result.server_rss_bytes
     if rss:
         lines.append(f"server process RSS: {_mib(rss.get('before_server'))} after setup, "
@@ -540,6 +568,7 @@ def json_report(result: LoadResult, before: Mapping[str, Any], after: Mapping[st
                    "lost": len(result.lost), "lost_ids": ["/".join(x) for x in result.lost],
                    "inactive": result.inactive},
         "erase_mismatches": result.erase_mismatches,
+        "server_warnings": dict(result.server_warnings),
         "degraded": result.degraded,
         "calls_by_addr": dict(result.calls_by_addr),
         "p99_ms": {op: result.summary(op)["p99_ms"] for op in OPERATIONS},
