@@ -175,6 +175,24 @@ async def test_upsert_of_an_existing_id_replaces_its_vector_and_fields(index: Mi
     assert await found(index, tenant, everything(keys=("cuisine",), tags=("cooking",))) == {item.id}
 
 
+@pytest.mark.parametrize("seal_between", [True, False], ids=["older-sealed", "both-unsealed"])
+async def test_writing_a_memory_again_without_sealing_leaves_one_row_with_the_newer_vector(
+        index: MilvusIndex, seal_between: bool) -> None:
+    # The outbox worker writes with seal=False (on Milvus Lite, by insert: the newest version
+    # of an id wins), so versions may sit in a sealed segment and in memory at once.
+    tenant = unique("t")
+    item = memory(key="diet", tags=("food",))
+    await index.upsert_tenants({tenant: ([item], [axis(0)])}, seal=seal_between)
+    await index.upsert_tenants({tenant: ([replace(item, key="cuisine")], [axis(3)])}, seal=False)
+
+    for _ in range(2):  # before and after the seal
+        assert await index.count(tenant) == 1
+        assert (await index.vectors(tenant, [item.id]))[item.id] == pytest.approx(axis(3), abs=1e-6)
+        assert await found(index, tenant, everything(keys=("diet",))) == set()
+        assert await found(index, tenant, everything(keys=("cuisine",))) == {item.id}
+        await index.seal()
+
+
 async def test_delete_subject_removes_only_that_subjects_vectors(index: MilvusIndex) -> None:
     tenant = unique("t")
     alice, bob = memory(subject="alice"), memory(subject="bob")

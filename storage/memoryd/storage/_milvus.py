@@ -308,6 +308,11 @@ class MilvusIndex:
 
         def call() -> set[tuple[str, str]]:
             client = self._connect()
+            # Milvus Lite keeps the newest version of a primary key, so inserting a whole row
+            # replaces it; its upsert would first look every id up in every segment (to merge
+            # partial rows, which memoryd never writes): ~1/3 of the worker's time once the
+            # store holds 200,000 rows (bench/RESULTS.md). A server's insert would duplicate.
+            replace_by_insert = lite.lite_collection(self.uri, self.collection) is not None
             partitions: list[str] = []
             for tenant, (items, vectors) in batch.items():
                 rows, ids = rows_of(tenant, items, vectors), [m.id for m in items]
@@ -319,7 +324,8 @@ class MilvusIndex:
                     client.delete(self.collection, filter=f"id in {literal_list(ids)}", timeout=CALL_TIMEOUT)
                     client.insert(self.collection, rows, timeout=CALL_TIMEOUT)
                 else:
-                    client.upsert(self.collection, rows, partition_name=named[0], timeout=CALL_TIMEOUT)
+                    write = client.insert if replace_by_insert else client.upsert
+                    write(self.collection, rows, partition_name=named[0], timeout=CALL_TIMEOUT)
                     partitions.extend(named)
             if self._seal and seal:
                 client.flush(self.collection, timeout=CALL_TIMEOUT)
