@@ -396,6 +396,51 @@ async def test_purge_leaves_the_vector_until_its_delete_is_enqueued_and_drained(
     assert sum(rig.embedder.embedded.values()) == 2
 
 
+async def test_a_purges_queued_deletion_is_not_due_while_the_purge_clears_the_index(rig: Rig) -> None:
+    # A worker deleting the vector during the erase would write a tombstone (holding the id)
+    # after the erase's compaction: the files would fail the receipt's check.
+    tenant = unique("tenant")
+    [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    worker = await rig.worker()
+    await drain(worker)
+    claimed: list[int] = []
+
+    async def clear_while_a_worker_looks(ids: list[str]) -> VectorErasure:
+        [queued] = await rig.outbox(tenant)
+        assert queued["op"] == "delete" and queued["due_in"] > 30  # the fallback, if this process dies
+        claimed.append(await worker.drain_once())
+        cleared = await clearing(rig, tenant)(ids)
+        assert await rig.index.compact()  # as the server's erase does: the files rewritten
+        return cleared
+
+    receipt = await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
+                                    EraseMode.PURGE, after_commit=clear_while_a_worker_looks)
+    assert claimed == [0]
+    assert (receipt.counts.memories, receipt.verified) == (1, True)
+    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.index.residue([purged]) == set()  # no tombstone written after the compaction
+    assert await rig.outbox(tenant) == []
+
+
+async def test_a_purge_that_never_cleared_the_index_leaves_the_deletion_to_a_worker_later(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    worker = await rig.worker()
+    await drain(worker)
+
+    async def dies(ids: list[str]) -> VectorErasure:
+        raise RuntimeError("the process died before clearing the index")
+
+    with pytest.raises(RuntimeError):
+        await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE,
+                              after_commit=dies)
+    assert await drain(worker) == 0  # not due yet
+    await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
+    assert await drain(worker) == 1
+    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.outbox(tenant) == []
+
+
 @pytest.mark.parametrize("op", ["upsert", "delete"], ids=["upsert-row", "delete-row"])
 async def test_a_row_whose_memory_no_longer_exists_leads_to_a_delete(rig: Rig, op: str) -> None:
     tenant = unique("tenant")

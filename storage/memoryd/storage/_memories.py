@@ -76,6 +76,9 @@ WRITING = "(claim IS NOT NULL AND writing AND next_attempt_at > now())"
 # to be dead or stuck.
 IN_FLIGHT_WAIT_SECONDS = 6.0
 IN_FLIGHT_POLL_SECONDS = 0.05
+# When a purge's queued deletion of its vectors becomes due for the workers: well after the
+# purge has cleared the index itself (IN_FLIGHT_WAIT_SECONDS, then a compaction).
+PURGE_FALLBACK_SECONDS = 60.0
 
 _INDEX_COLUMNS = (
     "id, subject, scope, session_id, category, key, tags, key_label, tag_labels, updated_at, valid_until, "
@@ -425,9 +428,14 @@ class PostgresMemoryStore:
             if replay is None:
                 if mode is EraseMode.PURGE and ids:
                     # The vectors' deletion is queued with the purge: if this process dies
-                    # before clearing the index below, a worker still does it.
-                    await conn.execute("INSERT INTO outbox (tenant_id, memory_id, subject, op) "
-                                       "SELECT %s, unnest(%s::uuid[]), %s, 'delete'", (tenant, ids, subject))
+                    # before clearing the index below, a worker still does it — later, not now:
+                    # a worker's delete racing this erase's own would write a new tombstone
+                    # (which holds the id) after the compaction, and the files would fail the
+                    # check. This erase removes the rows once the index is verified clear.
+                    await conn.execute("INSERT INTO outbox (tenant_id, memory_id, subject, op, next_attempt_at) "
+                                       "SELECT %s, unnest(%s::uuid[]), %s, 'delete', "
+                                       "now() + make_interval(secs => %s)",
+                                       (tenant, ids, subject, PURGE_FALLBACK_SECONDS))
                 await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
                              {"selector": described, "reason": reason})
                 erase_id = await erasure.log_erase(conn, tenant, agent, subject, described, mode, reason, counts,
