@@ -11,6 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -130,3 +133,40 @@ def test_several_addresses_share_the_load_round_robin(server: ServerProcess, key
     assert f"spread over 2 servers: {first} {calls[first]} calls, {second} {calls[second]} calls" in printed
     with pytest.raises(BenchError, match="given twice"):
         run_load(LoadOptions(addrs=(first, first), key_file=key_file, duration=1))
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_sigterm_stops_the_embedded_server_it_started(tmp_path: Path):
+    # A benchmark stopped by SIGTERM (a CI timeout, `kill`) must not leave its throw-away
+    # server and database running: it unwinds as on Ctrl-C.
+    bench = subprocess.Popen([sys.executable, "-m", "memoryd.cli", "bench", "load", "--tenants", "2",
+                              "--duration", "300"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert bench.stderr is not None
+        for line in bench.stderr:
+            if "running" in line:  # set up: the server is serving the load
+                break
+        servers = _children(bench.pid)
+        assert servers, "the benchmark started no server"
+        bench.send_signal(signal.SIGTERM)
+        bench.wait(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        assert bench.stderr is not None
+        bench.stderr.close()
+    for pid in servers:
+        assert not Path(f"/proc/{pid}").exists(), f"the embedded server {pid} was left running"

@@ -13,6 +13,7 @@ configurations.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -22,8 +23,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from collections.abc import Callable
-from types import TracebackType
+from collections.abc import Callable, Iterator
+from types import FrameType, TracebackType
 from typing import IO
 
 _LISTENING = re.compile(r"memoryd listening on (\S+):(\d+)")
@@ -31,6 +32,20 @@ NOT_PASSED_ON = frozenset({
     "MEMORYD_ADDR", "MEMORYD_DATA_DIR", "MEMORYD_CONFIG", "MEMORYD_POSTGRES_DSN", "MEMORYD_POSTGRES_APP_DSN",
     "MEMORYD_SIGNING_KEY_FILE", "MEMORYD_KEY_FILE", "MEMORYD_MILVUS_URI", "MEMORYD_MILVUS_TOKEN", "MEMORYD_TOKEN",
 })
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """While inside, SIGTERM unwinds like Ctrl-C, so the embedded servers a benchmark started
+    are stopped and their folders removed instead of being left running."""
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class ServerError(RuntimeError):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.bench import BenchError, DatasetError, LocomoOptions, ServerError, resolve_dataset, run_locomo
+from memoryd.bench._server import sigterm_unwinds
 from memoryd.bench._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
 from memoryd.cli._bench_quick import add_quick_command
 from memoryd.cli._bench_scale import add_scale_command
@@ -109,7 +110,8 @@ def run_locomo_command(args: argparse.Namespace) -> int:
                                 token=_token(args), ks=tuple(args.k), batch_size=args.batch_size,
                                 subject_prefix=args.subject_prefix, start_timeout=args.start_timeout)
         before = machine()
-        result = run_locomo(options, progress=None if args.no_progress else sys.stderr)
+        with sigterm_unwinds():
+            result = run_locomo(options, progress=None if args.no_progress else sys.stderr)
         after = machine()
     except (BenchError, DatasetError, ServerError) as exc:
         print(f"memoryd bench: error: {exc}", file=sys.stderr)
@@ -138,7 +140,8 @@ def run_load_command(args: argparse.Namespace) -> int:
                           deadline=args.deadline, start_timeout=args.start_timeout)
     try:
         before = machine()
-        result = run_load(options, progress=None if args.quiet else sys.stderr)
+        with sigterm_unwinds():
+            result = run_load(options, progress=None if args.quiet else sys.stderr)
         after = machine()
     except (BenchError, ServerError) as exc:
         print(f"memoryd bench: error: {exc}", file=sys.stderr)

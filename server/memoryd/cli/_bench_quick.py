@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,8 @@ from typing import Any
 from memoryd.bench import BenchError, DatasetError, ServerError, resolve_dataset
 from memoryd.bench._quick import QuickOptions, json_quick, run_quick, text_quick
 from memoryd.bench._report import machine, versions
-from memoryd.cli._bench_scale import _sizes, _stop
+from memoryd.bench._server import sigterm_unwinds
+from memoryd.cli._bench_scale import _sizes
 
 
 def add_quick_command(benchmarks: Any) -> None:
@@ -43,7 +43,6 @@ def add_quick_command(benchmarks: Any) -> None:
 
 
 def run_quick_command(args: argparse.Namespace) -> int:
-    previous = signal.signal(signal.SIGTERM, _stop)
     try:
         dataset = resolve_dataset(args.dataset, Path.cwd(), Path(__file__))
         size = args.tenant_size[-1] if args.tenant_size else 0
@@ -51,13 +50,12 @@ def run_quick_command(args: argparse.Namespace) -> int:
                                fill_seconds=args.fill_seconds, load_seconds=args.load_seconds,
                                index_items=args.index_items, start_timeout=args.start_timeout)
         before = machine()
-        result = run_quick(options, progress=None if args.no_progress else sys.stderr)
+        with sigterm_unwinds():
+            result = run_quick(options, progress=None if args.no_progress else sys.stderr)
         after = machine()
     except (BenchError, DatasetError, ServerError) as exc:
         print(f"memoryd bench: error: {exc}", file=sys.stderr)
         return 1
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     found = versions()
     print(text_quick(result, before, after, found), end="")
     if args.json:

