@@ -763,6 +763,8 @@ async def test_compact_removes_deleted_rows_from_every_file_of_milvus_lite(
     await index.delete_subject(tenant, "subject-gone-7f3a")
     # A delete alone is a tombstone: the rows are still in the files.
     assert await index.residue([m.id for m in gone]) == {m.id for m in gone}
+    # Asked again, the files' keys are remembered (unchanged files): found all the same.
+    assert await index.residue([gone[1].id, str(uuid.uuid4())]) == {gone[1].id}
 
     assert await index.compact()
 

@@ -21,9 +21,12 @@ checked rather than fail the erase.
 
 from __future__ import annotations
 
+import array
+import bisect
 import logging
 import os
 import sys
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -98,9 +101,13 @@ def scrub(collection: Any) -> int:
 def residue(collection: Any, ids: Iterable[str]) -> set[str]:
     """Which of ``ids`` any file under the collection's folder may still hold: the key column
     of every Parquet (segments, tombstones) and Arrow (write-ahead log) file, every id for an
-    index sidecar left without its segment, and the raw bytes of every other file."""
+    index sidecar left without its segment, and the raw bytes of every other file.
+
+    Reading every segment's keys on every purge grew with the collection (~0.45 s at 4,500
+    rows in 400 files, idle; seconds under load), so each key file's keys are remembered as a
+    sorted array of 32-bit hashes while the file is unchanged (same inode, size and mtime):
+    a file is read again only when one of ``ids`` hashes into it, and then checked exactly."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     wanted = set(ids)
     if not wanted:
@@ -108,20 +115,26 @@ def residue(collection: Any, ids: Iterable[str]) -> set[str]:
     pk = collection.pk_field
     found: set[str] = set()
     needles = {i: i.encode() for i in wanted}
+    hashes = {i: zlib.crc32(b) for i, b in needles.items()}
+    known = _KEY_DIGESTS.setdefault(collection.data_dir, {})
+    seen: set[tuple[str, int, int, int]] = set()
     for folder, _dirs, names in os.walk(collection.data_dir):
         for name in names:
             path = os.path.join(folder, name)
             try:
-                if name.endswith(".parquet"):
-                    schema = pq.read_schema(path)
-                    if pk in schema.names:
-                        found |= wanted & set(pq.read_table(path, columns=[pk]).column(pk).to_pylist())
-                        continue
-                elif name.endswith(".arrow"):
-                    with pa.memory_map(path) as source:
-                        table = pa.ipc.open_stream(source).read_all()
-                    if pk in table.column_names:
-                        found |= wanted & set(table.column(pk).to_pylist())
+                if name.endswith((".parquet", ".arrow")):
+                    stat = os.stat(path)
+                    key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+                    seen.add(key)
+                    digest = known.get(key)
+                    if digest is None:
+                        keys = _key_column(path, pk)
+                        digest = known[key] = (None if keys is None
+                                               else array.array("I", sorted(zlib.crc32(k.encode()) for k in keys)))
+                    if digest is not None:
+                        maybe = {i for i, h in hashes.items() if _holds(digest, h)}
+                        if maybe:
+                            found |= maybe & set(_key_column(path, pk) or ())
                         continue
                 if name.endswith((".idx", ".sidx")):
                     # An index sidecar can be large (the segment's vectors): it is bound to its
@@ -135,7 +148,33 @@ def residue(collection: Any, ids: Iterable[str]) -> set[str]:
             except (OSError, pa.ArrowException):
                 continue  # removed meanwhile, or being written: a later check sees it
             found |= {i for i, b in needles.items() if b in data}
+    for gone in set(known) - seen:  # files removed or rewritten since
+        del known[gone]
     return found
+
+
+# Per collection folder: (path, inode, size, mtime_ns) of a key file → its keys' CRC-32s,
+# sorted (None: the file has no key column). 4 bytes a row.
+_KEY_DIGESTS: dict[str, dict[tuple[str, int, int, int], array.array[int] | None]] = {}
+
+
+def _key_column(path: str, pk: str) -> list[str] | None:
+    """The key column of a Parquet or Arrow stream file; None if it has none."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if path.endswith(".parquet"):
+        if pk not in pq.read_schema(path).names:
+            return None
+        return [str(k) for k in pq.read_table(path, columns=[pk]).column(pk).to_pylist()]
+    with pa.memory_map(path) as source:
+        table = pa.ipc.open_stream(source).read_all()
+    return [str(k) for k in table.column(pk).to_pylist()] if pk in table.column_names else None
+
+
+def _holds(digest: array.array[int], value: int) -> bool:
+    at = bisect.bisect_left(digest, value)
+    return at < len(digest) and digest[at] == value
 
 
 def _remove(path: str) -> None:
