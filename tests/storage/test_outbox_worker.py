@@ -727,6 +727,36 @@ async def test_a_purge_while_the_vector_is_written_waits_for_it_and_then_clears_
     assert await rig.outbox(tenant) == []
 
 
+async def test_the_deletion_a_worker_queues_again_after_a_purge_waited_for_it_does_not_race_the_purge(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    tenant = unique("tenant")
+    [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    worker, other = await rig.worker(), await rig.worker()
+    gate, waiting = held_at_the_index(rig, monkeypatch)
+    draining = asyncio.create_task(worker.drain_once())
+    await asyncio.wait_for(waiting.wait(), timeout=30)
+    claimed: list[int] = []
+
+    async def clear_while_another_worker_looks(ids: list[str]) -> VectorErasure:
+        # The writing worker has settled and queued the vector's deletion again.
+        assert [r["op"] for r in await rig.outbox(tenant) if r["claim"] is None] == ["delete", "delete"]
+        claimed.append(await other.drain_once())
+        cleared = await clearing(rig, tenant)(ids)
+        assert await rig.index.compact()
+        return cleared
+
+    erasing = asyncio.create_task(rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
+                                                  EraseMode.PURGE, after_commit=clear_while_another_worker_looks))
+    await asyncio.sleep(0.3)
+    gate.set()
+    assert await draining == 1
+    receipt = await asyncio.wait_for(erasing, timeout=30)
+    assert claimed == [0]  # neither deletion was due: the purge clears the index itself
+    assert (receipt.counts.memories, receipt.verified) == (1, True)
+    assert await rig.index.residue([purged]) == set()
+    assert await rig.outbox(tenant) == []
+
+
 async def test_a_purge_does_not_wait_for_ever_for_a_stuck_write_and_its_vector_still_goes(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memories_module, "IN_FLIGHT_WAIT_SECONDS", 0.5)
@@ -745,7 +775,9 @@ async def test_a_purge_does_not_wait_for_ever_for_a_stuck_write_and_its_vector_s
     gate.set()
     assert await draining == 1  # it wrote the vector of a memory purged meanwhile ...
     assert await rig.index.count(tenant, ids=[purged]) == 1
-    await drain(worker)  # ... found its claim taken away, and queued the deletion again
+    # ... found its claim taken away, and queued the deletion again (due a little later)
+    await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
+    await drain(worker)
     assert await rig.index.count(tenant, ids=[purged]) == 0
     assert await rig.outbox(tenant) == []
 

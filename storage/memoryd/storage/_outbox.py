@@ -39,7 +39,7 @@ from typing import Any
 
 from memoryd.domain import Embedder, MemorydError, Unavailable
 
-from ._memories import PostgresMemoryStore
+from ._memories import PURGE_FALLBACK_SECONDS, PostgresMemoryStore
 from ._milvus import MilvusIndex, partition_name
 from ._postgres import Postgres
 from ._queue import WorkQueue, backoff, idle
@@ -237,8 +237,15 @@ class OutboxWorker:
                     await conn.execute("UPDATE outbox SET claim = NULL, next_attempt_at = now() "
                                        "WHERE tenant_id = %s AND id = ANY(%s) AND claim = %s", (tenant, ids, token))
             for tenant, memory_id, subject, op in again:
-                await conn.execute("INSERT INTO outbox (tenant_id, memory_id, subject, op) VALUES (%s, %s, %s, %s)",
-                                   (tenant, memory_id, subject, op))
+                # A deletion queued again is not due at once: the memory is gone, so Recall
+                # never serves the vector meanwhile, and a purge that waited for this batch is
+                # clearing the index itself right now — a worker deleting it too would write a
+                # new tombstone (holding the id) after that purge's compaction and fail its
+                # check. If the purge finishes, it drops this row with its own.
+                delay = PURGE_FALLBACK_SECONDS if op == "delete" else 0.0
+                await conn.execute("INSERT INTO outbox (tenant_id, memory_id, subject, op, next_attempt_at) "
+                                   "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
+                                   (tenant, memory_id, subject, op, delay))
 
     async def _seal(self, *, drained: bool) -> None:
         """Seal what this worker wrote, once for many batches: with Milvus Lite each seal costs
