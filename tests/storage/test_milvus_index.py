@@ -744,7 +744,8 @@ def random_vector(seed: int) -> list[float]:
 
 @ROUTINGS
 async def test_compact_removes_deleted_rows_from_every_file_of_milvus_lite(
-        open_index: Callable[..., MilvusIndex], tmp_path: Path, routing: str) -> None:
+        open_index: Callable[..., MilvusIndex], tmp_path: Path, routing: str,
+        caplog: pytest.LogCaptureFixture) -> None:
     import struct
 
     index = MilvusIndex(str(tmp_path / "m.db"), model_id=MODEL, dim=DIM, routing=routing)
@@ -761,8 +762,11 @@ async def test_compact_removes_deleted_rows_from_every_file_of_milvus_lite(
 
     await index.delete(tenant, [gone[0].id])
     await index.delete_subject(tenant, "subject-gone-7f3a")
-    # A delete alone is a tombstone: the rows are still in the files.
+    # A delete alone is a tombstone: the rows are still in the files, and the log says in
+    # which kind of file (not which ids, nor which partition).
     assert await index.residue([m.id for m in gone]) == {m.id for m in gone}
+    [logged] = [r.getMessage() for r in caplog.records if "still in Milvus Lite files" in r.getMessage()]
+    assert "partitions/data .parquet" in logged and gone[0].id not in logged
     # Asked again, the files' keys are remembered (unchanged files): found all the same.
     assert await index.residue([gone[1].id, str(uuid.uuid4())]) == {gone[1].id}
 

@@ -118,9 +118,11 @@ def residue(collection: Any, ids: Iterable[str]) -> set[str]:
     hashes = {i: zlib.crc32(b) for i, b in needles.items()}
     known = _KEY_DIGESTS.setdefault(collection.data_dir, {})
     seen: set[tuple[str, int, int, int]] = set()
+    places: set[str] = set()  # which kinds of file held one (for the log: no ids, no names)
     for folder, _dirs, names in os.walk(collection.data_dir):
         for name in names:
             path = os.path.join(folder, name)
+            here: set[str] = set()
             try:
                 if name.endswith((".parquet", ".arrow")):
                     stat = os.stat(path)
@@ -134,22 +136,31 @@ def residue(collection: Any, ids: Iterable[str]) -> set[str]:
                     if digest is not None:
                         maybe = {i for i, h in hashes.items() if _holds(digest, h)}
                         if maybe:
-                            found |= maybe & set(_key_column(path, pk) or ())
+                            here = maybe & set(_key_column(path, pk) or ())
                         continue
                 if name.endswith((".idx", ".sidx")):
                     # An index sidecar can be large (the segment's vectors): it is bound to its
                     # segment by name, so one whose segment is gone may hold anything.
                     segment = os.path.join(os.path.dirname(folder), "data", name.split(".")[0] + ".parquet")
                     if not os.path.exists(segment):
-                        found |= wanted
+                        here = wanted
                     continue
                 with open(path, "rb") as fh:
                     data = fh.read()
             except (OSError, pa.ArrowException):
                 continue  # removed meanwhile, or being written: a later check sees it
-            found |= {i for i, b in needles.items() if b in data}
+            finally:
+                if here:
+                    found |= here
+                    places.add(_kind(collection.data_dir, path))
+            here = {i for i, b in needles.items() if b in data}
+            if here:
+                found |= here
+                places.add(_kind(collection.data_dir, path))
     for gone in set(known) - seen:  # files removed or rewritten since
         del known[gone]
+    if found:
+        _log.warning("purged ids still in Milvus Lite files of kinds: %s", ", ".join(sorted(places)))
     return found
 
 
@@ -170,6 +181,14 @@ def _key_column(path: str, pk: str) -> list[str] | None:
     with pa.memory_map(path) as source:
         table = pa.ipc.open_stream(source).read_all()
     return [str(k) for k in table.column(pk).to_pylist()] if pk in table.column_names else None
+
+
+def _kind(root: str, path: str) -> str:
+    """A file's kind for a log line: its folders under the collection, partition names
+    dropped, and its extension (e.g. ``partitions/data .parquet``, ``wal .arrow``)."""
+    parts = os.path.relpath(path, root).split(os.sep)
+    folders = [p for i, p in enumerate(parts[:-1]) if not (i == 1 and parts[0] == "partitions")]
+    return "/".join(folders) + " " + os.path.splitext(parts[-1])[1]
 
 
 def _holds(digest: array.array[int], value: int) -> bool:
