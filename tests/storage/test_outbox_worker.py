@@ -674,6 +674,18 @@ def held_at_the_index(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[asynci
     return gate, waiting
 
 
+async def purgeable_held_at_the_index(rig: Rig, monkeypatch: pytest.MonkeyPatch,
+                                      worker: OutboxWorker) -> tuple[str, str, asyncio.Event, asyncio.Task[int]]:
+    """A tenant with one memory whose batch ``worker`` has staged and is writing, held at the
+    index: (tenant, memory id, the gate to go on, the drain)."""
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    gate, waiting = held_at_the_index(rig, monkeypatch)
+    draining = asyncio.create_task(worker.drain_once())
+    await asyncio.wait_for(waiting.wait(), timeout=30)
+    return tenant, memory_id, gate, draining
+
+
 @pytest.mark.parametrize("selector", [EraseSelector(ids=("<the memory>",)), EraseSelector(all_of_subject=True)],
                          ids=["ids", "all_of_subject"])
 async def test_a_purge_while_the_batch_is_embedded_does_not_wait_and_nothing_of_it_is_written(
@@ -702,12 +714,8 @@ async def test_a_purge_while_the_batch_is_embedded_does_not_wait_and_nothing_of_
 
 async def test_a_purge_while_the_vector_is_written_waits_for_it_and_then_clears_it(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    tenant = unique("tenant")
-    [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
     worker = await rig.worker()
-    gate, waiting = held_at_the_index(rig, monkeypatch)
-    draining = asyncio.create_task(worker.drain_once())
-    await asyncio.wait_for(waiting.wait(), timeout=30)
+    tenant, purged, gate, draining = await purgeable_held_at_the_index(rig, monkeypatch, worker)
     [row] = await rig.outbox(tenant)
     assert row["writing"] and row["claim"] is not None  # staged before the write
 
@@ -729,12 +737,8 @@ async def test_a_purge_while_the_vector_is_written_waits_for_it_and_then_clears_
 
 async def test_the_deletion_a_worker_queues_again_after_a_purge_waited_for_it_does_not_race_the_purge(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    tenant = unique("tenant")
-    [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
     worker, other = await rig.worker(), await rig.worker()
-    gate, waiting = held_at_the_index(rig, monkeypatch)
-    draining = asyncio.create_task(worker.drain_once())
-    await asyncio.wait_for(waiting.wait(), timeout=30)
+    tenant, purged, gate, draining = await purgeable_held_at_the_index(rig, monkeypatch, worker)
     claimed: list[int] = []
 
     async def clear_while_another_worker_looks(ids: list[str]) -> VectorErasure:
@@ -760,12 +764,8 @@ async def test_the_deletion_a_worker_queues_again_after_a_purge_waited_for_it_do
 async def test_a_purge_does_not_wait_for_ever_for_a_stuck_write_and_its_vector_still_goes(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memories_module, "IN_FLIGHT_WAIT_SECONDS", 0.5)
-    tenant = unique("tenant")
-    [purged] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
     worker = await rig.worker()
-    gate, waiting = held_at_the_index(rig, monkeypatch)
-    draining = asyncio.create_task(worker.drain_once())
-    await asyncio.wait_for(waiting.wait(), timeout=30)
+    tenant, purged, gate, draining = await purgeable_held_at_the_index(rig, monkeypatch, worker)
 
     receipt = await asyncio.wait_for(rig.store.erase(tenant, AGENT, "alice", everything(),
                                                      EraseSelector(ids=(purged,)), EraseMode.PURGE,
