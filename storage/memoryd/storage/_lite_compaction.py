@@ -119,41 +119,39 @@ def residue(collection: Any, ids: Iterable[str]) -> set[str]:
     known = _KEY_DIGESTS.setdefault(collection.data_dir, {})
     seen: set[tuple[str, int, int, int]] = set()
     places: set[str] = set()  # which kinds of file held one (for the log: no ids, no names)
+
+    def held_by(folder: str, name: str, path: str) -> set[str]:
+        """Which of ``wanted`` the file may hold (see the docstring above)."""
+        if name.endswith((".parquet", ".arrow")):
+            stat = os.stat(path)
+            key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            seen.add(key)
+            keys = None
+            if key not in known:
+                keys = _key_column(path, pk)
+                known[key] = None if keys is None else array.array("I", sorted(zlib.crc32(k.encode()) for k in keys))
+            digest = known[key]
+            if digest is not None:
+                maybe = {i for i, h in hashes.items() if _holds(digest, h)}
+                if maybe and keys is None:
+                    keys = _key_column(path, pk)
+                return maybe & set(keys or ()) if maybe else set()
+        if name.endswith((".idx", ".sidx")):
+            # An index sidecar can be large (the segment's vectors): it is bound to its
+            # segment by name, so one whose segment is gone may hold anything.
+            segment = os.path.join(os.path.dirname(folder), "data", name.split(".")[0] + ".parquet")
+            return set() if os.path.exists(segment) else wanted
+        with open(path, "rb") as fh:
+            data = fh.read()
+        return {i for i, b in needles.items() if b in data}
+
     for folder, _dirs, names in os.walk(collection.data_dir):
         for name in names:
             path = os.path.join(folder, name)
-            here: set[str] = set()
             try:
-                if name.endswith((".parquet", ".arrow")):
-                    stat = os.stat(path)
-                    key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-                    seen.add(key)
-                    digest = known.get(key)
-                    if digest is None:
-                        keys = _key_column(path, pk)
-                        digest = known[key] = (None if keys is None
-                                               else array.array("I", sorted(zlib.crc32(k.encode()) for k in keys)))
-                    if digest is not None:
-                        maybe = {i for i, h in hashes.items() if _holds(digest, h)}
-                        if maybe:
-                            here = maybe & set(_key_column(path, pk) or ())
-                        continue
-                if name.endswith((".idx", ".sidx")):
-                    # An index sidecar can be large (the segment's vectors): it is bound to its
-                    # segment by name, so one whose segment is gone may hold anything.
-                    segment = os.path.join(os.path.dirname(folder), "data", name.split(".")[0] + ".parquet")
-                    if not os.path.exists(segment):
-                        here = wanted
-                    continue
-                with open(path, "rb") as fh:
-                    data = fh.read()
+                here = held_by(folder, name, path)
             except (OSError, pa.ArrowException):
                 continue  # removed meanwhile, or being written: a later check sees it
-            finally:
-                if here:
-                    found |= here
-                    places.add(_kind(collection.data_dir, path))
-            here = {i for i, b in needles.items() if b in data}
             if here:
                 found |= here
                 places.add(_kind(collection.data_dir, path))

@@ -302,8 +302,8 @@ class OutboxWorker:
         texts = [text for w in work.values() for _, text in w.current]
         targets = self._targets()
         embedded = [await target.embedder.embed_passages(texts) if texts else [] for target in targets]
-        by_id = [dict(zip([m.id for w in work.values() for m, _ in w.current], vectors, strict=True))
-                   for vectors in embedded]
+        ids = [m.id for w in work.values() for m, _ in w.current]
+        by_id = [dict(zip(ids, vectors, strict=True)) for vectors in embedded]
         work = await self._stage(token, work)
         for target, vectors in zip(targets, by_id, strict=True):
             batch = {tenant: ([m for m, _ in w.current], [vectors[m.id] for m, _ in w.current])
