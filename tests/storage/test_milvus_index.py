@@ -793,6 +793,60 @@ async def test_compact_removes_deleted_rows_from_every_file_of_milvus_lite(
     assert await found(reopened, tenant, everything("subject-kept-2b9c")) == {kept.id}
 
 
+async def test_a_sidecar_built_for_a_compacted_segment_is_removed_before_the_check(
+        open_index: Callable[..., MilvusIndex], tmp_path: Path) -> None:
+    """Lite builds segment indexes in the background, outside its maintenance lock. A purge
+    that compacts a segment while its index is being built sees the build write a sidecar —
+    the erased vectors — for the segment that is gone: the check waits for the build and
+    removes that sidecar instead of reporting the purge unverified (or leaving it behind)."""
+    import asyncio
+    import threading
+
+    from memoryd.storage import _lite_compaction as lite
+
+    index = open_index()
+    tenant = unique("t")
+    kept, gone = memory(subject="subject-kept"), memory(subject="subject-gone")
+    await index.upsert(tenant, [kept], [random_vector(1)])  # creates and loads the collection
+    collection = lite.lite_collection(index.uri, index.collection)
+    collection._wait_for_bg(timeout=30)
+    may_build, built, may_finish = threading.Event(), threading.Event(), threading.Event()
+    build = collection._build_or_load_segment_index
+
+    def held_build(segment: Any, spec: Any) -> Any:
+        if built.is_set():
+            return build(segment, spec)
+        assert may_build.wait(30)
+        try:
+            return build(segment, spec)  # writes the sidecar of a segment compacted away
+        finally:
+            built.set()
+            may_finish.wait(30)
+
+    collection._build_or_load_segment_index = held_build
+    try:
+        await index.upsert(tenant, [gone], [random_vector(2)])  # sealed: the build starts and waits
+        await index.delete(tenant, [gone.id])
+        assert await index.compact()  # the segment is rewritten while its build is in flight
+        may_build.set()
+        assert await asyncio.to_thread(built.wait, 30)
+        sidecars = {p.name.split(".")[0] for p in (tmp_path / "m.db").rglob("*.idx")}
+        segments = {p.stem for p in (tmp_path / "m.db").rglob("*.parquet")}
+        assert sidecars - segments, "the build wrote no sidecar for the removed segment"
+
+        check = asyncio.create_task(index.residue([gone.id]))
+        await asyncio.sleep(0.5)  # the build still runs: the check waits for it
+        may_finish.set()
+        assert await check == set()
+    finally:
+        may_build.set()
+        may_finish.set()
+        collection._build_or_load_segment_index = build
+    sidecars = {p.name.split(".")[0] for p in (tmp_path / "m.db").rglob("*.idx")}
+    assert sidecars <= {p.stem for p in (tmp_path / "m.db").rglob("*.parquet")}
+    assert set(await index.vectors(tenant, [kept.id, gone.id])) == {kept.id}
+
+
 async def test_compact_on_a_milvus_lite_server_is_not_taken_at_its_word(tmp_path: Path) -> None:
     """A ``milvus-lite server`` answers compact() and Completed without compacting anything."""
     port = free_loopback_port()

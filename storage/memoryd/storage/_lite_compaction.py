@@ -32,6 +32,10 @@ from typing import Any
 
 _log = logging.getLogger("memoryd.storage.milvus")
 
+# How long a purge's check waits for Lite's background index build before it reports what the
+# files hold (see ``settle_sidecars``).
+SIDECAR_WAIT_SECONDS = 10.0
+
 
 def lite_collection(uri: str, name: str) -> Any | None:
     """The in-process Milvus Lite collection behind ``uri`` (a ``.db`` path), or None when
@@ -98,10 +102,34 @@ def scrub(collection: Any) -> int:
     return rewritten
 
 
-def residue(collection: Any, ids: Iterable[str]) -> set[str]:
+def settle_sidecars(collection: Any, timeout: float = SIDECAR_WAIT_SECONDS) -> bool:
+    """Wait for Lite's background worker to finish what it has started, then remove every index
+    sidecar left without its segment; False if the worker did not finish within ``timeout``.
+
+    Lite builds segment indexes outside the maintenance lock, on a snapshot of the segments
+    taken when its task began. A ``scrub`` that rewrites a segment while its index is being
+    built removes the old segment and its sidecars, and the build then writes a sidecar for
+    the segment that is gone — with the vectors of the rows the scrub erased — until Lite's
+    next background task cleans it up. Once the running task is done, no build still holds a
+    segment the scrub removed (tasks run one at a time and snapshot after the scrub), so one
+    cleanup removes them all. Not called on the index's thread: the wait can be seconds under
+    load and searches go on meanwhile."""
+    import concurrent.futures
+
+    try:
+        collection._wait_for_bg(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        return False
+    with collection._maintenance_lock:
+        collection._cleanup_orphan_index_files()
+    return True
+
+
+def residue(collection: Any, ids: Iterable[str]) -> tuple[set[str], set[str]]:
     """Which of ``ids`` any file under the collection's folder may still hold: the key column
     of every Parquet (segments, tombstones) and Arrow (write-ahead log) file, every id for an
-    index sidecar left without its segment, and the raw bytes of every other file.
+    index sidecar left without its segment, and the raw bytes of every other file; and the
+    kinds of file that held them (``_kind``: for a log line, no ids and no names).
 
     Reading every segment's keys on every purge grew with the collection (~0.45 s at 4,500
     rows in 400 files, idle; seconds under load), so each key file's keys are remembered as a
@@ -111,14 +139,14 @@ def residue(collection: Any, ids: Iterable[str]) -> set[str]:
 
     wanted = set(ids)
     if not wanted:
-        return set()
+        return set(), set()
     pk = collection.pk_field
     found: set[str] = set()
     needles = {i: i.encode() for i in wanted}
     hashes = {i: zlib.crc32(b) for i, b in needles.items()}
     known = _KEY_DIGESTS.setdefault(collection.data_dir, {})
     seen: set[tuple[str, int, int, int]] = set()
-    places: set[str] = set()  # which kinds of file held one (for the log: no ids, no names)
+    places: set[str] = set()  # which kinds of file held one
 
     def held_by(folder: str, name: str, path: str) -> set[str]:
         """Which of ``wanted`` the file may hold (see the docstring above)."""
@@ -157,9 +185,12 @@ def residue(collection: Any, ids: Iterable[str]) -> set[str]:
                 places.add(_kind(collection.data_dir, path))
     for gone in set(known) - seen:  # files removed or rewritten since
         del known[gone]
-    if found:
-        _log.warning("purged ids still in Milvus Lite files of kinds: %s", ", ".join(sorted(places)))
-    return found
+    return found, places
+
+
+def is_sidecar(kind: str) -> bool:
+    """Whether a ``residue`` kind is an index sidecar's."""
+    return kind.endswith((".idx", ".sidx"))
 
 
 # Per collection folder: (path, inode, size, mtime_ns) of a key file → its keys' CRC-32s,

@@ -433,13 +433,27 @@ class MilvusIndex:
 
     async def residue(self, ids: list[str]) -> set[str] | None:
         """Which of ``ids`` the index's files still hold, read back from disk; None where this
-        process cannot read them (a Milvus server)."""
-        def call() -> set[str] | None:
+        process cannot read them (a Milvus server).
+
+        An index sidecar whose segment is gone may be one Lite's background build wrote for a
+        segment the compaction had just removed: then Lite's worker is waited for (off the
+        index thread), the sidecars without a segment are removed and the files read again."""
+        def call() -> tuple[set[str], set[str]] | None:
             self._connect()
             collection = lite.lite_collection(self.uri, self.collection)
             return None if collection is None else lite.residue(collection, ids)
 
-        return await self._run(call)
+        checked = await self._run(call)
+        if checked is None:
+            return None
+        if any(lite.is_sidecar(kind) for kind in checked[1]):
+            collection = lite.lite_collection(self.uri, self.collection)
+            if collection is not None and await asyncio.to_thread(lite.settle_sidecars, collection):
+                checked = await self._run(call) or checked
+        found, kinds = checked
+        if found:
+            _log.warning("purged ids still in Milvus Lite files of kinds: %s", ", ".join(sorted(kinds)))
+        return found
 
     async def search(self, tenant: str, flt: ReadFilter, vector: list[float], limit: int,
                      now: datetime) -> list[tuple[str, float, list[float]]]:
