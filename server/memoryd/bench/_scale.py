@@ -69,6 +69,7 @@ MAX_WRITE_BATCH = 50
 SUBJECT = "bench-subject"
 AGENT = "bench-agent"
 BARRIER = "t-barrier"
+BARRIER_TIMEOUT = 4 * 3600  # seconds the fill waits for indexing to catch up at one point
 
 
 # --- the cheap embedding endpoint -------------------------------------------------------------
@@ -304,14 +305,15 @@ class Loader:
     def barrier(self) -> None:
         """Wait until everything written so far is searchable: the outbox claims rows oldest
         first, so once a WAIT_INDEXED item written now is indexed, so is all before it. The
-        server waits at most 30 s a call; items go to the ``barrier`` tenant (counted in totals)."""
-        deadline = time.monotonic() + 3600
+        server waits at most 30 s a call; items go to the ``barrier`` tenant (counted in totals).
+        Filling a million memories into Milvus Lite leaves hours of indexing behind the writes."""
+        deadline = time.monotonic() + BARRIER_TIMEOUT
         while time.monotonic() < deadline:
             response = self.write(BARRIER, self._drafts(BARRIER, 1), svc.CONSISTENCY_WAIT_INDEXED)
             self.counts[BARRIER] = self.counts.get(BARRIER, 0) + 1
             if response.indexed:
                 return
-        raise BenchError("the index did not catch up with the writes within an hour")
+        raise BenchError(f"the index did not catch up with the writes within {BARRIER_TIMEOUT / 3600:.0f} h")
 
     def grow(self, targets: dict[str, int], progress: Progress) -> int:
         """Bring each tenant up to its target with WAIT_INDEXED batches; returns the items written."""
