@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, ReadFilter, Scope
+from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, KeywordHit, ReadFilter, Scope
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
 from memoryd.storage._bm25 import B, K1, keyword_search
 from memoryd.storage._keywords import TermHasher, delete_terms, replace_terms, tokenize
@@ -52,14 +52,14 @@ async def _remember(db: Postgres, tenant: str, subject: str, text: str, category
 
 
 async def _search(db: Postgres, tenant: str, query: str, flt: ReadFilter | None = None, limit: int = 10,
-                  now: datetime | None = None) -> list[tuple[str, float]]:
+                  now: datetime | None = None) -> list[KeywordHit]:
     flt = await _store(db).labelled(tenant, flt or ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
         return await keyword_search(conn, tenant, flt, query, HASHER, limit, now or datetime.now(UTC))
 
 
 async def _ids(db: Postgres, tenant: str, query: str, flt: ReadFilter | None = None) -> list[str]:
-    return [memory_id for memory_id, _ in await _search(db, tenant, query, flt)]
+    return [hit.memory_id for hit in await _search(db, tenant, query, flt)]
 
 
 @pytest.mark.parametrize(
@@ -122,9 +122,9 @@ async def test_rare_query_words_rank_above_a_common_word(db: Postgres) -> None:
     common = [await _remember(db, tenant, "alice", f"customer mentioned topic {i}") for i in range(6)]
     target = await _remember(db, tenant, "alice", "customer is allergic to peanuts")
     results = await _search(db, tenant, "customer allergic peanuts")
-    assert results[0][0] == target
-    assert {memory_id for memory_id, _ in results[1:]} == set(common)
-    assert results[0][1] > 2 * results[1][1]
+    assert results[0].memory_id == target
+    assert {hit.memory_id for hit in results[1:]} == set(common)
+    assert results[0].score > 2 * results[1].score
 
 
 async def test_repeated_query_words_weigh_more(db: Postgres) -> None:
@@ -154,8 +154,33 @@ async def test_scores_follow_the_bm25_formula(db: Postgres) -> None:
 
     expected = sorted(((i, bm25(d)) for i, d in zip(ids, docs, strict=True)), key=lambda p: -p[1])
     got = await _search(db, tenant, "tea morning")
-    assert [i for i, _ in got] == [i for i, _ in expected]
-    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9)
+    assert [hit.memory_id for hit in got] == [i for i, _ in expected]
+    assert [hit.score for hit in got] == pytest.approx([s for _, s in expected], rel=1e-9)
+
+
+async def test_relevance_is_the_share_of_the_querys_term_weight_a_memory_matches(db: Postgres) -> None:
+    tenant = unique("kw")
+    texts = ["tea in the morning, tea at noon", "coffee in the morning", "green tea with the neighbours tonight"]
+    ids = [await _remember(db, tenant, "alice", text) for text in texts]
+    docs = [Counter(tokenize(text)) for text in texts]
+
+    def idf(term: str) -> float:
+        df = sum(1 for d in docs if term in d)
+        return math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+
+    for query in ("tea morning", "tea morning mongolia", "tea"):
+        weight = sum(qtf * idf(term) for term, qtf in Counter(tokenize(query)).items())
+        got = {hit.memory_id: hit for hit in await _search(db, tenant, query)}
+        for hit in got.values():
+            assert hit.relevance == pytest.approx(min(1.0, hit.score / weight), rel=1e-9)
+    # A query word no memory holds weighs the most (the highest idf), so the same match is a
+    # smaller share of that query; relevance never passes 1, however often a word repeats.
+    both = {hit.memory_id: hit.relevance for hit in await _search(db, tenant, "tea morning")}
+    diluted = {hit.memory_id: hit.relevance for hit in await _search(db, tenant, "tea morning mongolia")}
+    assert diluted[ids[0]] < both[ids[0]] / 2
+    assert all(0 < r <= 1 for r in [*both.values(), *diluted.values()])
+    tea = {hit.memory_id: hit for hit in await _search(db, tenant, "tea")}
+    assert tea[ids[0]].relevance == 1.0  # "tea" twice in a short memory: past the whole weight, capped
 
 
 async def test_a_keyword_search_is_never_a_prepared_statement(db: Postgres) -> None:
@@ -168,8 +193,8 @@ async def test_a_keyword_search_is_never_a_prepared_statement(db: Postgres) -> N
     flt = await _store(db).labelled(tenant, ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
         for _ in range(8):
-            assert [i for i, _ in await keyword_search(conn, tenant, flt, "tea", HASHER, 10, datetime.now(UTC))] \
-                == [tea]
+            assert [hit.memory_id for hit in await keyword_search(conn, tenant, flt, "tea", HASHER, 10,
+                                                                  datetime.now(UTC))] == [tea]
         cur = await conn.execute("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE %s",
                                  ("%memory_terms%",))
         row = await cur.fetchone()
@@ -229,8 +254,9 @@ async def test_scores_depend_only_on_memories_the_read_may_see(db: Postgres) -> 
                            EraseSelector(ids=(forgotten,)), EraseMode.FORGET)
     view = ReadFilter(subject="alice", rules=((Category.EVENT, ("*",)),))
     after = await _search(db, tenant, "hotel lisbon", view)
-    assert [i for i, _ in after] == [i for i, _ in before]
-    assert [s for _, s in after] == pytest.approx([s for _, s in before], rel=1e-12)
+    assert [hit.memory_id for hit in after] == [hit.memory_id for hit in before]
+    assert [hit.score for hit in after] == pytest.approx([hit.score for hit in before], rel=1e-12)
+    assert [hit.relevance for hit in after] == pytest.approx([hit.relevance for hit in before], rel=1e-12)
 
 
 async def test_forgotten_and_expired_memories_are_not_returned(db: Postgres) -> None:
@@ -242,7 +268,7 @@ async def test_forgotten_and_expired_memories_are_not_returned(db: Postgres) -> 
     await _store(db).erase(tenant, "agent-1", "alice", ReadFilter(subject="alice", rules=EVERYTHING),
                            EraseSelector(ids=(forgotten,)), EraseMode.FORGET)
     assert set(await _ids(db, tenant, "membership")) == {current, later}
-    found_later = {i for i, _ in await _search(db, tenant, "membership", now=now + timedelta(days=2))}
+    found_later = {hit.memory_id for hit in await _search(db, tenant, "membership", now=now + timedelta(days=2))}
     assert found_later == {current} and expired not in found_later
 
 

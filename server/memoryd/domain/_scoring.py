@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -44,6 +44,15 @@ class ScoreParts:
     importance: float
     keyword_rank: int = 0
     dense_rank: int = 0
+
+
+class KeywordHit(NamedTuple):
+    """A keyword channel hit: its BM25 score, and that score as a share of the query's whole
+    term weight in [0, 1] (comparable between queries and collections)."""
+
+    memory_id: str
+    score: float
+    relevance: float
 
 
 def recency(age_days: float, half_life_days: float | None, pinned: bool = False) -> float:

@@ -44,6 +44,7 @@ from opentelemetry import trace
 from memoryd.domain import (
     AuditTag,
     Embedder,
+    KeywordHit,
     Memory,
     MemorydError,
     ReadFilter,
@@ -73,7 +74,7 @@ class RecallStore(Protocol):
     async def fetch(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]: ...
 
     async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
-                             now: datetime) -> list[tuple[str, float]]: ...
+                             now: datetime) -> list[KeywordHit]: ...
 
 
 class DenseIndex(Protocol):
@@ -90,6 +91,7 @@ class Candidate:
     keyword_rank: int = 0
     cosine: float | None = None
     bm25: float = 0.0
+    keyword_relevance: float = 0.0
     vector: list[float] | None = None
 
 
@@ -99,15 +101,15 @@ class Recalled:
     degraded_reason: str = ""
 
 
-def fuse(dense: list[tuple[str, float, list[float]]], keyword: list[tuple[str, float]]) -> dict[str, Candidate]:
+def fuse(dense: list[tuple[str, float, list[float]]], keyword: list[KeywordHit]) -> dict[str, Candidate]:
     """The union of the two channels' candidates, with each channel's rank and raw score."""
     candidates: dict[str, Candidate] = {}
     for rank, (memory_id, cosine, vector) in enumerate(dense, start=1):
         c = candidates.setdefault(memory_id, Candidate(memory_id))
         c.dense_rank, c.cosine, c.vector = rank, cosine, vector
-    for rank, (memory_id, bm25) in enumerate(keyword, start=1):
-        c = candidates.setdefault(memory_id, Candidate(memory_id))
-        c.keyword_rank, c.bm25 = rank, bm25
+    for rank, hit in enumerate(keyword, start=1):
+        c = candidates.setdefault(hit.memory_id, Candidate(hit.memory_id))
+        c.keyword_rank, c.bm25, c.keyword_relevance = rank, hit.score, hit.relevance
     return candidates
 
 
@@ -246,13 +248,13 @@ class Recaller:
         return result
 
     async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int,
-                       now: datetime) -> tuple[list[tuple[str, float]], list[Memory]]:
+                       now: datetime) -> tuple[list[KeywordHit], list[Memory]]:
         """The keyword hits, then their rows — read while the query is still being embedded, so
         only the dense channel's other hits are left to read after its search."""
         with self._tracer.start_as_current_span("memoryd.keyword_search") as span:
             hits = await self._store.keyword_search(tenant, flt, query, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
-        return hits, await self._fetch_rows(tenant, flt, [memory_id for memory_id, _ in hits], now)
+        return hits, await self._fetch_rows(tenant, flt, [hit.memory_id for hit in hits], now)
 
     async def _free_text(self, tenant: str, flt: ReadFilter, query: str, top_k: int, weights: ScoreWeights,
                          now: datetime, result: Recalled,
@@ -277,7 +279,7 @@ class Recaller:
         candidates = fuse(dense, keyword)
         if not candidates:
             return {}
-        read = {memory_id for memory_id, _ in keyword}
+        read = {hit.memory_id for hit in keyword}
         # The dense channel's other rows, and the vectors of keyword-only candidates (for their
         # cosine, and MMR), at the same time.
         dense_rows, fetched = await asyncio.gather(

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from memoryd.domain import Category, ReadFilter
+from memoryd.domain import Category, KeywordHit, ReadFilter
 
 from ._filters import labels_of, read_conditions, visibility_conditions
 from ._keywords import TermHasher, tokenize
@@ -106,12 +106,22 @@ hits AS MATERIALIZED (
 idf AS (
     SELECT h.term, ln(1 + (s.n - count(*)::float8 + 0.5) / (count(*)::float8 + 0.5)) AS idf
     FROM hits h CROSS JOIN stats s GROUP BY h.term, s.n
+),
+weight AS (
+    SELECT sum(q.qtf * COALESCE(i.idf, ln(1 + (s.n + 0.5) / 0.5))) AS total
+    FROM query q LEFT JOIN idf i USING (term) CROSS JOIN stats s
+),
+scored AS (
+    SELECT h.memory_id,
+           sum(q.qtf * i.idf * h.tf * ({K1} + 1) / (h.tf + {K1} * (1 - {B} + {B} * h.doc_len::float8 / s.avgdl)))
+               AS score
+    FROM hits h JOIN idf i USING (term) JOIN query q USING (term) CROSS JOIN stats s
+    GROUP BY h.memory_id
 )
-SELECT h.memory_id::text AS memory_id,
-       sum(q.qtf * i.idf * h.tf * ({K1} + 1) / (h.tf + {K1} * (1 - {B} + {B} * h.doc_len::float8 / s.avgdl))) AS score
-FROM hits h JOIN idf i USING (term) JOIN query q USING (term) CROSS JOIN stats s
-GROUP BY h.memory_id
-ORDER BY score DESC, h.memory_id
+SELECT c.memory_id::text AS memory_id, c.score,
+       CASE WHEN w.total > 0 THEN least(1.0, c.score / w.total) ELSE 0 END AS relevance
+FROM scored c CROSS JOIN weight w
+ORDER BY c.score DESC, c.memory_id
 LIMIT %s
 """)
 
@@ -192,12 +202,15 @@ async def keyword_search(
     now: datetime,
     *,
     kept: bool = True,
-) -> list[tuple[str, float]]:
-    """The memories matching ``query``'s terms, best BM25 score first, as (memory id, score).
+) -> list[KeywordHit]:
+    """The memories matching ``query``'s terms, best BM25 score first.
 
     A word repeated in the query weighs more (its idf counts once per repeat). A query with
     no terms left after tokenising (empty, punctuation, only stopwords) matches nothing.
-    ``kept``: as ``bm25_statement``.
+    A hit's ``relevance`` is its score over the query's whole term weight (the sum of its
+    terms' idf, a term no readable memory holds at the highest idf), capped at 1: about the
+    share of the query a memory of average length matches once each — comparable between
+    queries, unlike the score. ``kept``: as ``bm25_statement``.
     """
     terms = hasher.counts(tokenize(query))
     if not terms or limit <= 0:
@@ -206,4 +219,5 @@ async def keyword_search(
     async with conn.cursor(row_factory=tuple_row) as cur:
         # Never a prepared statement: a plan made for one tenant's size must not serve another's.
         await cur.execute(statement, params, prepare=False)
-        return [(memory_id, float(score)) for memory_id, score in await cur.fetchall()]
+        return [KeywordHit(memory_id, float(score), float(relevance))
+                for memory_id, score, relevance in await cur.fetchall()]

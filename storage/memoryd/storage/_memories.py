@@ -24,6 +24,7 @@ from memoryd.domain import (
     EraseSelector,
     ErasureReceipt,
     KeyProvider,
+    KeywordHit,
     Listing,
     MemoryVersion,
     Memory,
@@ -207,7 +208,7 @@ class PostgresMemoryStore:
         return sorted(found, key=lambda m: (m.key, -m.updated_at.timestamp(), m.id))
 
     async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
-                             now: datetime) -> list[tuple[str, float]]:
+                             now: datetime) -> list[KeywordHit]:
         """The keyword channel: BM25 over the filtered memories' term hashes."""
         async with self._db.tenant_tx(tenant) as conn:
             flt = await self._label(conn, tenant, flt)
