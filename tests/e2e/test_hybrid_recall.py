@@ -7,6 +7,7 @@ import time
 import psycopg
 import pytest
 
+from memoryd.domain._policy import MIN_RELEVANCE
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -64,11 +65,51 @@ def test_every_result_explains_its_score(agent):
     assert best.score == pytest.approx(expected, abs=1e-4)
 
 
+def test_a_query_nothing_answers_gets_an_empty_answer_and_no_block(agent):
+    remember(agent, "alice", "Allergic to peanuts", "Her IBAN is FR76 3000 6000 0112 3456 7890 189",
+             "Prefers window seats on trains")
+
+    nothing = recall(agent, "alice", "What is the capital of Mongolia?", render_block=True)
+    everything = recall(agent, "alice", "What is the capital of Mongolia?", min_relevance=0.0)
+
+    assert texts(nothing) == [] and nothing.block == ""
+    # Asked without a minimum, the best candidates still come back, each saying how weak it is.
+    assert len(everything.memories) == 3
+    assert all(m.relevance < MIN_RELEVANCE for m in everything.memories)
+
+
+def test_relevance_is_absolute_and_comes_with_its_raw_signals(agent):
+    remember(agent, "alice", "Alice adopted a grey cat called Miso", "Alice plays the cello on Sundays")
+
+    best, other = recall(agent, "alice", "Miso the cat", top_k=2, min_relevance=0.0).memories
+    cut = recall(agent, "alice", "Miso the cat", top_k=2)
+
+    assert best.memory.text == "Alice adopted a grey cat called Miso"
+    assert best.relevance >= MIN_RELEVANCE > other.relevance
+    assert [m.memory.text for m in cut.memories] == [best.memory.text]
+    assert best.HasField("cosine") and other.HasField("cosine") and 0 < other.cosine < best.cosine <= 1
+    assert 0 < best.keyword_relevance <= 1 and other.keyword_relevance == 0
+    # The relevance does not depend on what else was a candidate (similarity does).
+    alone = recall(agent, "alice", "Miso the cat", top_k=1, min_relevance=0.0).memories[0]
+    assert alone.relevance == pytest.approx(best.relevance)
+
+
+def test_a_keyed_lookup_is_an_exact_match_whatever_the_minimum(agent):
+    agent.write("alice", draft("preference", "oolong tea", key="drink"))
+
+    [found] = agent.call("Recall", svc.RecallRequest(subject="alice", keys=["drink"], min_relevance=1.0)).memories
+
+    assert found.memory.text == "oolong tea" and found.relevance == 1.0
+    assert not found.HasField("cosine") and found.keyword_relevance == 0
+
+
 def test_wait_indexed_makes_a_write_searchable_by_meaning_at_once(agent):
     response = agent.write("alice", draft("event", "Alice passed her driving test in Lisbon"), consistency=WAIT)
 
     assert response.indexed
-    found = recall(agent, "alice", "exam for a car licence", top_k=1).memories
+    # A paraphrase without a shared word: below the default minimum relevance (chosen so that
+    # off-topic questions get nothing, bench/RESULTS.md), so this asks without one.
+    found = recall(agent, "alice", "exam for a car licence", top_k=1, min_relevance=0.0).memories
     assert [(m.memory.id, m.dense_rank > 0) for m in found] == [(response.results[0].memory_id, True)]
 
 

@@ -268,6 +268,9 @@ RECALL_CASES = [
     pytest.param(recall(weights=svc.ScoreWeights(recency=2.0)), {"weights.recency"}, id="weight-recency-above-one"),
     pytest.param(recall(weights=svc.ScoreWeights(importance=-1.0)), {"weights.importance"},
                  id="weight-importance-negative"),
+    pytest.param(recall(min_relevance=-0.01), {"min_relevance"}, id="min-relevance-negative"),
+    pytest.param(recall(min_relevance=1.01), {"min_relevance"}, id="min-relevance-above-one"),
+    pytest.param(recall(min_relevance=NAN), {"min_relevance"}, id="min-relevance-nan"),
     pytest.param(recall(weights=svc.ScoreWeights(similarity=0.0, recency=0.0, importance=0.0)), {"weights"},
                  id="weights-all-zero"),
     pytest.param(recall(keys=tuple(f"k{i}" for i in range(101))), {"keys"}, id="keys-over-100"),
@@ -316,6 +319,8 @@ def test_recall_top_k_zero_means_the_default(agent: Agent) -> None:
     pytest.param({"token_budget": 32_000}, id="token-budget-32000"),
     pytest.param({"weights": svc.ScoreWeights(similarity=0.0, recency=0.0, importance=1.0)}, id="one-positive-weight"),
     pytest.param({"weights": svc.ScoreWeights(similarity=0.0)}, id="one-zero-weight-others-default"),
+    pytest.param({"min_relevance": 0.0}, id="min-relevance-0"),
+    pytest.param({"min_relevance": 1.0}, id="min-relevance-1-keys-are-exact"),
 ])
 def test_recall_accepts_values_at_the_limits(agent: Agent, kwargs: dict[str, Any]) -> None:
     subject = unique("subject")

@@ -25,12 +25,12 @@ def unit(*values: float) -> list[float]:
     return (v / np.linalg.norm(v)).tolist()
 
 
-def test_similarity_mixes_normalised_cosine_and_bm25_evenly():
+def test_similarity_mixes_normalised_margin_and_bm25_evenly():
     sims = similarities([
-        Candidate("both-best", cosine=0.90, bm25=8.0),
-        Candidate("dense-only", cosine=0.85),
+        Candidate("both-best", margin=0.50, bm25=8.0),
+        Candidate("dense-only", margin=0.35),
         Candidate("keyword-only", bm25=4.0),
-        Candidate("worst-dense", cosine=0.80, bm25=2.0),
+        Candidate("worst-dense", margin=0.20, bm25=2.0),
     ])
     assert sims["both-best"] == pytest.approx(1.0)
     assert sims["dense-only"] == pytest.approx(0.25)
@@ -42,7 +42,7 @@ def test_similarity_mixes_normalised_cosine_and_bm25_evenly():
     ("candidates", "expected"),
     [
         ([Candidate("a", bm25=3.0), Candidate("b", bm25=1.5)], {"a": 1.0, "b": 0.5}),
-        ([Candidate("a", cosine=0.9), Candidate("b", cosine=0.7)], {"a": 1.0, "b": 0.0}),
+        ([Candidate("a", margin=0.4), Candidate("b", margin=0.1)], {"a": 1.0, "b": 0.0}),
     ],
     ids=["keywords-only-when-dense-is-down", "dense-only-when-no-keyword-hits"],
 )

@@ -13,6 +13,9 @@ from datetime import timedelta
 
 from ._model import Category, SourceKind
 
+# The default minimum relevance of a Recall (bench/RESULTS.md, issue 15: how it was chosen).
+MIN_RELEVANCE = 0.3
+
 
 def _default_ttl_days() -> dict[Category, float | None]:
     # How long a memory of each category lives after its last change; None: no TTL.
@@ -51,6 +54,9 @@ class TenantPolicy:
     merge_similarity: float = 0.95
     # At most this many active episodic memories per subject; the least valuable go first.
     episodic_cap: int = 500
+    # Recall leaves out memories less relevant than this (ScoredMemory.relevance) unless the
+    # request sets its own min_relevance: a query nothing answers gets an empty answer.
+    min_relevance: float = MIN_RELEVANCE
     # How far each source kind is trusted; a lower-trust value never silently replaces a
     # higher-trust one.
     trust: Mapping[SourceKind, float] = field(default_factory=_default_trust)

@@ -44,6 +44,9 @@ class ScoreParts:
     importance: float
     keyword_rank: int = 0
     dense_rank: int = 0
+    relevance: float = 1.0  # absolute, comparable between queries (1: an exact key match)
+    cosine: float | None = None  # to the query's embedding; None without the dense channel
+    keyword_relevance: float = 0.0  # KeywordHit.relevance; 0 without a keyword match
 
 
 class KeywordHit(NamedTuple):
@@ -76,11 +79,13 @@ def recency_at(now: datetime, updated_at: datetime, last_access_at: datetime | N
 
 
 def score(weights: ScoreWeights, similarity: float, recency_part: float, importance: float, pinned: bool,
-          keyword_rank: int = 0, dense_rank: int = 0) -> ScoreParts:
+          keyword_rank: int = 0, dense_rank: int = 0, *, relevance: float = 1.0, cosine: float | None = None,
+          keyword_relevance: float = 0.0) -> ScoreParts:
     total = weights.similarity * similarity + weights.recency * recency_part + weights.importance * importance
     if pinned:
         total += weights.pinned_boost
-    return ScoreParts(total, similarity, recency_part, importance, keyword_rank, dense_rank)
+    return ScoreParts(total, similarity, recency_part, importance, keyword_rank, dense_rank, relevance, cosine,
+                      keyword_relevance)
 
 
 def estimate_tokens(text: str) -> int:

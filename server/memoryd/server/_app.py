@@ -288,6 +288,7 @@ class Memoryd:
             extraction_enabled=config.extraction_configured,
             metrics=self.metrics,
             tokens=TokenMint(secrets.signing_key, PostgresTokenLedger(self._db)),
+            policy_for=config.policy_for,
         )
         revoked = RevocationList(PostgresRevocations(self._db), config.view_cache_seconds)
         verifier = TokenVerifier(secrets.verification_keys, revoked)

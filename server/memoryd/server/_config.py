@@ -312,8 +312,8 @@ def _policy(section: dict[str, Any], base: TenantPolicy, where: str) -> TenantPo
         raise ValueError(f"{where}.timezone: unknown time zone {policy.timezone!r}") from None
     if not 0.5 <= policy.merge_similarity <= 1:
         raise ValueError(f"{where}.merge_similarity must be between 0.5 and 1")
-    if not 0 <= policy.min_confidence <= 1 or not 0 <= policy.stale_importance <= 1:
-        raise ValueError(f"{where}: min_confidence and stale_importance must be between 0 and 1")
+    if not all(0 <= v <= 1 for v in (policy.min_confidence, policy.stale_importance, policy.min_relevance)):
+        raise ValueError(f"{where}: min_confidence, stale_importance and min_relevance must be between 0 and 1")
     if policy.episodic_cap < 1 or policy.stale_days <= 0 or policy.session_ttl_hours <= 0:
         raise ValueError(f"{where}: episodic_cap, stale_days and session_ttl_hours must be positive")
     return policy

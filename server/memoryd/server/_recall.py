@@ -12,8 +12,12 @@ channels' normalised scores (see ``similarities``), and they are scored as
 
 (age since the last change or recall, whichever is later: recalling reinforces a memory)
 
-de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. If the dense
-channel is down the answer comes from the keyword channel alone and says so (degraded).
+de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. Each candidate
+also gets an absolute ``relevance`` (``_relevance``: its cosine over the query's baseline for
+the memory's script, mixed with the keyword channel's share of the query's term weight);
+candidates below the request's minimum relevance are dropped before the cut, so a query
+nothing answers gets nothing. If the dense channel is down the answer comes from the keyword
+channel alone and says so (degraded).
 
 Only what the caller may read shapes the answer: both channels search the view-narrowed
 filter, ranks are numbered among the candidates the exact re-read kept, and the guard's
@@ -58,6 +62,7 @@ from memoryd.domain import (
 )
 
 from ._config import Scoring
+from ._relevance import BACKGROUND, Baseline, QueryBaseline, cjk_share, relevance
 
 _log = logging.getLogger("memoryd.server.recall")
 DENSE_WEIGHT = 0.5
@@ -93,6 +98,8 @@ class Candidate:
     bm25: float = 0.0
     keyword_relevance: float = 0.0
     vector: list[float] | None = None
+    margin: float | None = None  # the cosine over the query's baseline (``_relevance``)
+    crossing: float = 0.0  # how far the memory's script is from the query's, 0 to 1
 
 
 @dataclass
@@ -114,21 +121,25 @@ def fuse(dense: list[tuple[str, float, list[float]]], keyword: list[KeywordHit])
 
 
 def similarities(candidates: list[Candidate], *, dense_weight: float = DENSE_WEIGHT) -> dict[str, float]:
-    """Each candidate's closeness to the query in [0, 1]: a convex combination of its cosine,
-    min-max normalised over the candidates, and its BM25 score over the best one.
+    """Each candidate's closeness to the query in [0, 1], relative to the other candidates: a
+    convex combination of its margin (its cosine over the query's baseline for the memory's
+    script, ``_relevance``), min-max normalised over the candidates, and its BM25 score over
+    the best one.
 
     Measured on LoCoMo (bench/RESULTS.md), this beats reciprocal rank fusion by about six
-    points of recall@10: ranks alone throw away how much better the best matches are. A
-    channel that has nothing (no keyword hit, or no dense channel) contributes nothing.
+    points of recall@10: ranks alone throw away how much better the best matches are. Within
+    one script the margin orders as the cosine does; across scripts it lifts an English
+    memory above Chinese ones that only share the question's language (issue 15). A channel
+    that has nothing (no keyword hit, or no dense channel) contributes nothing.
     """
-    cosines = [c.cosine for c in candidates if c.cosine is not None]
+    cosines = [c.margin for c in candidates if c.margin is not None]
     low, high = (min(cosines), max(cosines)) if cosines else (0.0, 0.0)
     best_bm25 = max((c.bm25 for c in candidates), default=0.0)
     has_dense, has_keyword = bool(cosines), best_bm25 > 0
     weight = dense_weight if has_dense and has_keyword else (1.0 if has_dense else 0.0)
     out = {}
     for c in candidates:
-        dense = 0.0 if c.cosine is None else (1.0 if high == low else (c.cosine - low) / (high - low))
+        dense = 0.0 if c.margin is None else (1.0 if high == low else (c.margin - low) / (high - low))
         keyword = c.bm25 / best_bm25 if has_keyword else 0.0
         out[c.memory_id] = weight * dense + (1 - weight) * keyword
     return out
@@ -207,9 +218,11 @@ class Recaller:
         self._tracer = tracer or trace.NoOpTracer()
         self._scoring = scoring
         self._dense_channel = dense  # the active model's index and embedder, if any
+        self._baseline: tuple[Embedder, Baseline] | None = None
+        self._baseline_lock = asyncio.Lock()
 
     def _score(self, m: Memory, similarity: float, weights: ScoreWeights, now: datetime, mask: ScoreMask,
-               keyword_rank: int = 0, dense_rank: int = 0) -> ScoreParts:
+               candidate: Candidate | None = None) -> ScoreParts:
         """The score from what ``mask`` lets count: a hidden input is a constant (importance
         0, not pinned, recency 1, no access reinforcement)."""
         pinned = m.pinned and mask.pinned
@@ -219,12 +232,17 @@ class Recaller:
             recency = recency_at(now, m.updated_at, m.last_access_at if mask.access else None,
                                  self._scoring.half_life_days.get(m.category), pinned)
         importance = m.importance if mask.importance else 0.0
-        return score(weights, similarity, recency, importance, pinned, keyword_rank=keyword_rank,
-                     dense_rank=dense_rank)
+        if candidate is None:  # a keyed lookup: an exact match
+            return score(weights, similarity, recency, importance, pinned)
+        return score(weights, similarity, recency, importance, pinned, keyword_rank=candidate.keyword_rank,
+                     dense_rank=candidate.dense_rank,
+                     relevance=relevance(candidate.margin, candidate.keyword_relevance, candidate.crossing),
+                     cosine=candidate.cosine,
+                     keyword_relevance=candidate.keyword_relevance)
 
     async def recall(self, tenant: str, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
                      token_budget: int, weights: ScoreWeights, now: datetime,
-                     mask: ScoreMask = ScoreMask()) -> Recalled:
+                     mask: ScoreMask = ScoreMask(), min_relevance: float = 0.0) -> Recalled:
         result = Recalled()
         scored: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
         flt = await self._store.labelled(tenant, flt)  # once, for every channel below
@@ -237,7 +255,7 @@ class Recaller:
         if query.strip():
             found = await self._free_text(tenant, flt, query, top_k, weights, now, result, mask)
             for memory_id, item in found.items():
-                if memory_id not in scored:
+                if memory_id not in scored and item[1].relevance >= min_relevance:
                     scored[memory_id] = item
         with self._tracer.start_as_current_span("memoryd.rerank",
                                                 attributes={"memoryd.candidates": len(scored)}) as span:
@@ -269,12 +287,13 @@ class Recaller:
             raise keyword_outcome  # Postgres is the source of truth: without it there is no answer
         dense: list[tuple[str, float, list[float]]] = []
         query_vector: list[float] | None = None
+        baseline: QueryBaseline | None = None
         if isinstance(dense_outcome, Unavailable) or dense_outcome is None:
             result.degraded_reason = "dense channel unavailable: answered from keywords only"
         elif isinstance(dense_outcome, BaseException):
             raise dense_outcome
         else:
-            query_vector, dense = dense_outcome
+            query_vector, dense, baseline = dense_outcome
         keyword, keyword_rows = keyword_outcome
         candidates = fuse(dense, keyword)
         if not candidates:
@@ -299,13 +318,19 @@ class Recaller:
             for (memory_id, vector), cosine in zip(kept, cosines.tolist(), strict=True):
                 candidates[memory_id].vector = vector
                 candidates[memory_id].cosine = cosine
+        query_share = cjk_share(query)
+        for memory_id, m in rows.items():
+            c = candidates[memory_id]
+            share = cjk_share(m.text)
+            c.crossing = abs(query_share - share)
+            if c.cosine is not None and baseline is not None:
+                c.margin = baseline.margin(c.cosine, share)
         closeness = similarities([candidates[i] for i in rows])
         out: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
         for memory_id, m in rows.items():
             c = candidates[memory_id]
             similarity = closeness[memory_id]
-            parts = self._score(m, similarity, weights, now, mask, keyword_rank=c.keyword_rank,
-                                dense_rank=c.dense_rank)
+            parts = self._score(m, similarity, weights, now, mask, c)
             out[memory_id] = (m, parts, c.vector)
         return out
 
@@ -327,18 +352,30 @@ class Recaller:
         except Unavailable:
             return {}  # those candidates are scored on keywords alone; MMR falls back to text
 
-    async def _dense(self, tenant: str, flt: ReadFilter, query: str, limit: int,
-                     now: datetime) -> tuple[list[float], list[tuple[str, float, list[float]]]] | None:
+    async def _dense(self, tenant: str, flt: ReadFilter, query: str, limit: int, now: datetime
+                     ) -> tuple[list[float], list[tuple[str, float, list[float]]], QueryBaseline] | None:
         channel = self._dense_channel()
         if channel is None:
             return None
         index, embedder = channel
         with self._tracer.start_as_current_span("memoryd.embed"):
-            vector = await embedder.embed_query(query)
+            vector, background = await asyncio.gather(embedder.embed_query(query), self._background(embedder))
         with self._tracer.start_as_current_span("memoryd.vector_search") as span:
             hits = await index.search(tenant, flt, vector, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
-        return vector, hits
+        return vector, hits, background.of_query(vector)
+
+    async def _background(self, embedder: Embedder) -> Baseline:
+        """The background vectors of ``embedder``'s model (``_relevance``): embedded on its
+        first query, then kept (a reindex to another model brings another embedder)."""
+        known = self._baseline
+        if known is None or known[0] is not embedder:
+            async with self._baseline_lock:
+                known = self._baseline
+                if known is None or known[0] is not embedder:
+                    known = (embedder, Baseline.of(await embedder.embed_passages(list(BACKGROUND))))
+                    self._baseline = known
+        return known[1]
 
 
 class AccessRecorder:

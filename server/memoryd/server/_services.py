@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from memoryd.domain import AuditTag
+from memoryd.domain import AuditTag, TenantPolicy
 from memoryd.storage import ExtractionJobs, IndexSet, OutboxWorker, PostgresMemoryStore, StoreSession
 
 from ._config import Scoring
@@ -53,6 +54,7 @@ class Services:
     extraction_enabled: bool = False
     metrics: Metrics | None = None
     tokens: TokenMint | None = None  # IssueToken's signing key and audit ledger
+    policy_for: Callable[[str], TenantPolicy] = lambda tenant: TenantPolicy()
 
 
 @dataclass(frozen=True)

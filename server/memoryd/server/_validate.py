@@ -92,6 +92,7 @@ class RecallCommand:
     token_budget: int
     weights: Weights
     render_block: bool
+    min_relevance: float | None = None  # None: the tenant policy's
 
 
 @dataclass(frozen=True)
@@ -322,9 +323,10 @@ def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand
     given = [v for v in (weights.similarity, weights.recency, weights.importance) if v is not None]
     if given and len(given) == 3 and not any(v > 0 for v in given):
         check.fail("weights", "at least one weight must be positive")
+    min_relevance = check.unit("min_relevance", request.min_relevance) if request.HasField("min_relevance") else None
     check.done()
     return RecallCommand(subject, query, list(dict.fromkeys(keys)), flt, top_k, request.token_budget, weights,
-                         request.render_block)
+                         request.render_block, min_relevance)
 
 
 def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> ListCommand:

@@ -146,7 +146,7 @@ class ScoreWeights(_message.Message):
     def __init__(self, similarity: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("subject", "query", "keys", "filter", "top_k", "token_budget", "weights", "render_block")
+    __slots__ = ("subject", "query", "keys", "filter", "top_k", "token_budget", "weights", "render_block", "min_relevance")
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +155,7 @@ class RecallRequest(_message.Message):
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     RENDER_BLOCK_FIELD_NUMBER: _ClassVar[int]
+    MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     subject: str
     query: str
     keys: _containers.RepeatedScalarFieldContainer[str]
@@ -163,10 +164,11 @@ class RecallRequest(_message.Message):
     token_budget: int
     weights: ScoreWeights
     render_block: bool
-    def __init__(self, subject: _Optional[str] = ..., query: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., token_budget: _Optional[int] = ..., weights: _Optional[_Union[ScoreWeights, _Mapping]] = ..., render_block: _Optional[bool] = ...) -> None: ...
+    min_relevance: float
+    def __init__(self, subject: _Optional[str] = ..., query: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., token_budget: _Optional[int] = ..., weights: _Optional[_Union[ScoreWeights, _Mapping]] = ..., render_block: _Optional[bool] = ..., min_relevance: _Optional[float] = ...) -> None: ...
 
 class ScoredMemory(_message.Message):
-    __slots__ = ("memory", "score", "similarity", "recency", "importance", "keyword_rank", "dense_rank")
+    __slots__ = ("memory", "score", "similarity", "recency", "importance", "keyword_rank", "dense_rank", "relevance", "cosine", "keyword_relevance")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +176,9 @@ class ScoredMemory(_message.Message):
     IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_RANK_FIELD_NUMBER: _ClassVar[int]
     DENSE_RANK_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    COSINE_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     score: float
     similarity: float
@@ -181,7 +186,10 @@ class ScoredMemory(_message.Message):
     importance: float
     keyword_rank: int
     dense_rank: int
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ...) -> None: ...
+    relevance: float
+    cosine: float
+    keyword_relevance: float
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., relevance: _Optional[float] = ..., cosine: _Optional[float] = ..., keyword_relevance: _Optional[float] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
     __slots__ = ("memories", "block", "degraded", "degraded_reason")

@@ -174,10 +174,16 @@ def scored(guard: Guard, m: Memory, parts: ScoreParts) -> svc.ScoredMemory:
 
     The score itself was computed with hidden inputs replaced by constants (``score_mask``),
     so it and the ranks tell nothing the view hides; the recency and importance parts are
-    left unset when their inputs are hidden (they would only repeat those constants).
+    left unset when their inputs are hidden (they would only repeat those constants). The
+    relevance, cosine and keyword relevance come from the query and the memory's text and key,
+    which a view must show to query by text at all (``Guard.check_query``), and the keyword
+    statistics of what the caller may read.
     """
     out = svc.ScoredMemory(memory=memory(m, guard.visible), score=parts.score, similarity=parts.similarity,
-                           keyword_rank=parts.keyword_rank, dense_rank=parts.dense_rank)
+                           keyword_rank=parts.keyword_rank, dense_rank=parts.dense_rank, relevance=parts.relevance,
+                           keyword_relevance=parts.keyword_relevance)
+    if parts.cosine is not None:
+        out.cosine = parts.cosine
     mask = guard.score_mask()
     if mask.recency:
         out.recency = parts.recency

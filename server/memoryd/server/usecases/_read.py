@@ -25,6 +25,8 @@ async def recall(ctx: CallContext, cmd: RecallCommand) -> svc.RecallResponse:
     recalled = await ctx.services.recaller.recall(
         ctx.tenant, flt, query=cmd.query, keys=cmd.keys, top_k=cmd.top_k, token_budget=cmd.token_budget,
         weights=_weights(ctx, cmd), now=datetime.now(UTC), mask=guard.score_mask(),
+        min_relevance=ctx.services.policy_for(ctx.tenant).min_relevance if cmd.min_relevance is None
+        else cmd.min_relevance,
     )
     ctx.record_read(cmd.subject, "read.recall", [m.id for m, _ in recalled.ranked], count_access=True)
     if ctx.services.metrics is not None:
@@ -34,7 +36,7 @@ async def recall(ctx: CallContext, cmd: RecallCommand) -> svc.RecallResponse:
         degraded=bool(recalled.degraded_reason),
         degraded_reason=recalled.degraded_reason,
     )
-    if cmd.render_block:
+    if cmd.render_block and recalled.ranked:  # nothing recalled: nothing to put in a prompt
         response.block = present.block(guard, [m for m, _ in recalled.ranked])
     return response
 

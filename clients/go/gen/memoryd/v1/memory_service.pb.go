@@ -763,7 +763,11 @@ type RecallRequest struct {
 	// weights override the default score weights.
 	Weights *ScoreWeights `protobuf:"bytes,7,opt,name=weights,proto3" json:"weights,omitempty"`
 	// render_block asks for a prompt-ready block of the returned memories.
-	RenderBlock   bool `protobuf:"varint,8,opt,name=render_block,json=renderBlock,proto3" json:"render_block,omitempty"`
+	RenderBlock bool `protobuf:"varint,8,opt,name=render_block,json=renderBlock,proto3" json:"render_block,omitempty"`
+	// min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
+	// put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
+	// policy default; 0 returns whatever ranks highest, however unrelated.
+	MinRelevance  *float32 `protobuf:"fixed32,9,opt,name=min_relevance,json=minRelevance,proto3,oneof" json:"min_relevance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -854,6 +858,13 @@ func (x *RecallRequest) GetRenderBlock() bool {
 	return false
 }
 
+func (x *RecallRequest) GetMinRelevance() float32 {
+	if x != nil && x.MinRelevance != nil {
+		return *x.MinRelevance
+	}
+	return 0
+}
+
 // ScoredMemory is a recalled memory with the parts of its score.
 type ScoredMemory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -870,9 +881,20 @@ type ScoredMemory struct {
 	// keyword_rank is the 1-based rank in the keyword channel, 0 if it did not match there.
 	KeywordRank int32 `protobuf:"varint,6,opt,name=keyword_rank,json=keywordRank,proto3" json:"keyword_rank,omitempty"`
 	// dense_rank is the 1-based rank in the dense channel, 0 if it did not match there.
-	DenseRank     int32 `protobuf:"varint,7,opt,name=dense_rank,json=denseRank,proto3" json:"dense_rank,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DenseRank int32 `protobuf:"varint,7,opt,name=dense_rank,json=denseRank,proto3" json:"dense_rank,omitempty"`
+	// relevance is how well the memory answers the request in [0, 1], comparable between
+	// queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
+	// an exact key match; for a query, calibrated from cosine and keyword_relevance. What
+	// min_relevance is compared with.
+	Relevance float32 `protobuf:"fixed32,8,opt,name=relevance,proto3" json:"relevance,omitempty"`
+	// cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
+	// unset for a keyed lookup or when the dense channel was unavailable.
+	Cosine *float32 `protobuf:"fixed32,9,opt,name=cosine,proto3,oneof" json:"cosine,omitempty"`
+	// keyword_relevance is the share of the query's term weight (the sum of its words' BM25
+	// idf) that the memory's words match, in [0, 1]; 0 if no word matched.
+	KeywordRelevance float32 `protobuf:"fixed32,10,opt,name=keyword_relevance,json=keywordRelevance,proto3" json:"keyword_relevance,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ScoredMemory) Reset() {
@@ -954,13 +976,35 @@ func (x *ScoredMemory) GetDenseRank() int32 {
 	return 0
 }
 
+func (x *ScoredMemory) GetRelevance() float32 {
+	if x != nil {
+		return x.Relevance
+	}
+	return 0
+}
+
+func (x *ScoredMemory) GetCosine() float32 {
+	if x != nil && x.Cosine != nil {
+		return *x.Cosine
+	}
+	return 0
+}
+
+func (x *ScoredMemory) GetKeywordRelevance() float32 {
+	if x != nil {
+		return x.KeywordRelevance
+	}
+	return 0
+}
+
 // RecallResponse returns the recalled memories, best first.
 type RecallResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// memories, best first.
 	Memories []*ScoredMemory `protobuf:"bytes,1,rep,name=memories,proto3" json:"memories,omitempty"`
-	// block is the prompt-ready text, when render_block was asked for. It labels the
-	// memories as reference information about the user, not instructions.
+	// block is the prompt-ready text, when render_block was asked for and a memory was
+	// returned (else empty). It labels the memories as reference information about the user,
+	// not instructions.
 	Block string `protobuf:"bytes,2,opt,name=block,proto3" json:"block,omitempty"`
 	// degraded is true when a recall channel was unavailable and the answer came from the
 	// others; degraded_reason says which.
@@ -2479,7 +2523,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\v_similarityB\n" +
 	"\n" +
 	"\b_recencyB\r\n" +
-	"\v_importance\"\x94\x02\n" +
+	"\v_importance\"\xd0\x02\n" +
 	"\rRecallRequest\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x12\n" +
@@ -2488,7 +2532,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x05top_k\x18\x05 \x01(\x05R\x04topK\x12!\n" +
 	"\ftoken_budget\x18\x06 \x01(\x05R\vtokenBudget\x122\n" +
 	"\aweights\x18\a \x01(\v2\x18.memoryd.v1.ScoreWeightsR\aweights\x12!\n" +
-	"\frender_block\x18\b \x01(\bR\vrenderBlock\"\xec\x01\n" +
+	"\frender_block\x18\b \x01(\bR\vrenderBlock\x12(\n" +
+	"\rmin_relevance\x18\t \x01(\x02H\x00R\fminRelevance\x88\x01\x01B\x10\n" +
+	"\x0e_min_relevance\"\xdf\x02\n" +
 	"\fScoredMemory\x12*\n" +
 	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x1e\n" +
@@ -2501,7 +2547,12 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"importance\x12!\n" +
 	"\fkeyword_rank\x18\x06 \x01(\x05R\vkeywordRank\x12\x1d\n" +
 	"\n" +
-	"dense_rank\x18\a \x01(\x05R\tdenseRank\"\xa1\x01\n" +
+	"dense_rank\x18\a \x01(\x05R\tdenseRank\x12\x1c\n" +
+	"\trelevance\x18\b \x01(\x02R\trelevance\x12\x1b\n" +
+	"\x06cosine\x18\t \x01(\x02H\x00R\x06cosine\x88\x01\x01\x12+\n" +
+	"\x11keyword_relevance\x18\n" +
+	" \x01(\x02R\x10keywordRelevanceB\t\n" +
+	"\a_cosine\"\xa1\x01\n" +
 	"\x0eRecallResponse\x124\n" +
 	"\bmemories\x18\x01 \x03(\v2\x18.memoryd.v1.ScoredMemoryR\bmemories\x12\x14\n" +
 	"\x05block\x18\x02 \x01(\tR\x05block\x12\x1a\n" +
@@ -2792,6 +2843,8 @@ func file_memoryd_v1_memory_service_proto_init() {
 	}
 	file_memoryd_v1_memory_proto_init()
 	file_memoryd_v1_memory_service_proto_msgTypes[3].OneofWrappers = []any{}
+	file_memoryd_v1_memory_service_proto_msgTypes[4].OneofWrappers = []any{}
+	file_memoryd_v1_memory_service_proto_msgTypes[5].OneofWrappers = []any{}
 	file_memoryd_v1_memory_service_proto_msgTypes[8].OneofWrappers = []any{
 		(*EraseRequest_Ids)(nil),
 		(*EraseRequest_Key)(nil),

@@ -326,6 +326,37 @@ private static final long serialVersionUID = 0L;
     return renderBlock_;
   }
 
+  public static final int MIN_RELEVANCE_FIELD_NUMBER = 9;
+  private float minRelevance_ = 0F;
+  /**
+   * <pre>
+   * min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
+   * put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
+   * policy default; 0 returns whatever ranks highest, however unrelated.
+   * </pre>
+   *
+   * <code>optional float min_relevance = 9;</code>
+   * @return Whether the minRelevance field is set.
+   */
+  @java.lang.Override
+  public boolean hasMinRelevance() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
+   * put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
+   * policy default; 0 returns whatever ranks highest, however unrelated.
+   * </pre>
+   *
+   * <code>optional float min_relevance = 9;</code>
+   * @return The minRelevance.
+   */
+  @java.lang.Override
+  public float getMinRelevance() {
+    return minRelevance_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -364,6 +395,9 @@ private static final long serialVersionUID = 0L;
     if (renderBlock_ != false) {
       output.writeBool(8, renderBlock_);
     }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeFloat(9, minRelevance_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -401,6 +435,10 @@ private static final long serialVersionUID = 0L;
     if (renderBlock_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(8, renderBlock_);
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeFloatSize(9, minRelevance_);
     }
     return size;
   }
@@ -448,6 +486,12 @@ private static final long serialVersionUID = 0L;
     }
     if (getRenderBlock()
         != other.getRenderBlock()) return false;
+    if (hasMinRelevance() != other.hasMinRelevance()) return false;
+    if (hasMinRelevance()) {
+      if (java.lang.Float.floatToIntBits(getMinRelevance())
+          != java.lang.Float.floatToIntBits(
+              other.getMinRelevance())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -482,6 +526,11 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + RENDER_BLOCK_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getRenderBlock());
+    if (hasMinRelevance()) {
+      hash = (37 * hash) + MIN_RELEVANCE_FIELD_NUMBER;
+      hash = (53 * hash) + java.lang.Float.floatToIntBits(
+          getMinRelevance());
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -641,6 +690,7 @@ private static final long serialVersionUID = 0L;
         weightsBuilder_ = null;
       }
       renderBlock_ = false;
+      minRelevance_ = 0F;
       return this;
     }
 
@@ -706,6 +756,10 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000080) != 0)) {
         result.renderBlock_ = renderBlock_;
       }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.minRelevance_ = minRelevance_;
+        to_bitField0_ |= 0x00000004;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -755,6 +809,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getRenderBlock() != false) {
         setRenderBlock(other.getRenderBlock());
+      }
+      if (other.hasMinRelevance()) {
+        setMinRelevance(other.getMinRelevance());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -826,6 +883,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 64
+            case 77: {
+              minRelevance_ = input.readFloat();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 77
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1619,6 +1681,70 @@ private static final long serialVersionUID = 0L;
     public Builder clearRenderBlock() {
       bitField0_ = (bitField0_ & ~0x00000080);
       renderBlock_ = false;
+      onChanged();
+      return this;
+    }
+
+    private float minRelevance_ ;
+    /**
+     * <pre>
+     * min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
+     * put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
+     * policy default; 0 returns whatever ranks highest, however unrelated.
+     * </pre>
+     *
+     * <code>optional float min_relevance = 9;</code>
+     * @return Whether the minRelevance field is set.
+     */
+    @java.lang.Override
+    public boolean hasMinRelevance() {
+      return ((bitField0_ & 0x00000100) != 0);
+    }
+    /**
+     * <pre>
+     * min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
+     * put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
+     * policy default; 0 returns whatever ranks highest, however unrelated.
+     * </pre>
+     *
+     * <code>optional float min_relevance = 9;</code>
+     * @return The minRelevance.
+     */
+    @java.lang.Override
+    public float getMinRelevance() {
+      return minRelevance_;
+    }
+    /**
+     * <pre>
+     * min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
+     * put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
+     * policy default; 0 returns whatever ranks highest, however unrelated.
+     * </pre>
+     *
+     * <code>optional float min_relevance = 9;</code>
+     * @param value The minRelevance to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMinRelevance(float value) {
+
+      minRelevance_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
+     * put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
+     * policy default; 0 returns whatever ranks highest, however unrelated.
+     * </pre>
+     *
+     * <code>optional float min_relevance = 9;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMinRelevance() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      minRelevance_ = 0F;
       onChanged();
       return this;
     }

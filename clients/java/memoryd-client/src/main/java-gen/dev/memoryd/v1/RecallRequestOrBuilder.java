@@ -175,4 +175,27 @@ public interface RecallRequestOrBuilder extends
    * @return The renderBlock.
    */
   boolean getRenderBlock();
+
+  /**
+   * <pre>
+   * min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
+   * put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
+   * policy default; 0 returns whatever ranks highest, however unrelated.
+   * </pre>
+   *
+   * <code>optional float min_relevance = 9;</code>
+   * @return Whether the minRelevance field is set.
+   */
+  boolean hasMinRelevance();
+  /**
+   * <pre>
+   * min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
+   * put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
+   * policy default; 0 returns whatever ranks highest, however unrelated.
+   * </pre>
+   *
+   * <code>optional float min_relevance = 9;</code>
+   * @return The minRelevance.
+   */
+  float getMinRelevance();
 }

@@ -121,8 +121,9 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object block_ = "";
   /**
    * <pre>
-   * block is the prompt-ready text, when render_block was asked for. It labels the
-   * memories as reference information about the user, not instructions.
+   * block is the prompt-ready text, when render_block was asked for and a memory was
+   * returned (else empty). It labels the memories as reference information about the user,
+   * not instructions.
    * </pre>
    *
    * <code>string block = 2;</code>
@@ -143,8 +144,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * block is the prompt-ready text, when render_block was asked for. It labels the
-   * memories as reference information about the user, not instructions.
+   * block is the prompt-ready text, when render_block was asked for and a memory was
+   * returned (else empty). It labels the memories as reference information about the user,
+   * not instructions.
    * </pre>
    *
    * <code>string block = 2;</code>
@@ -970,8 +972,9 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object block_ = "";
     /**
      * <pre>
-     * block is the prompt-ready text, when render_block was asked for. It labels the
-     * memories as reference information about the user, not instructions.
+     * block is the prompt-ready text, when render_block was asked for and a memory was
+     * returned (else empty). It labels the memories as reference information about the user,
+     * not instructions.
      * </pre>
      *
      * <code>string block = 2;</code>
@@ -991,8 +994,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * block is the prompt-ready text, when render_block was asked for. It labels the
-     * memories as reference information about the user, not instructions.
+     * block is the prompt-ready text, when render_block was asked for and a memory was
+     * returned (else empty). It labels the memories as reference information about the user,
+     * not instructions.
      * </pre>
      *
      * <code>string block = 2;</code>
@@ -1013,8 +1017,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * block is the prompt-ready text, when render_block was asked for. It labels the
-     * memories as reference information about the user, not instructions.
+     * block is the prompt-ready text, when render_block was asked for and a memory was
+     * returned (else empty). It labels the memories as reference information about the user,
+     * not instructions.
      * </pre>
      *
      * <code>string block = 2;</code>
@@ -1031,8 +1036,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * block is the prompt-ready text, when render_block was asked for. It labels the
-     * memories as reference information about the user, not instructions.
+     * block is the prompt-ready text, when render_block was asked for and a memory was
+     * returned (else empty). It labels the memories as reference information about the user,
+     * not instructions.
      * </pre>
      *
      * <code>string block = 2;</code>
@@ -1046,8 +1052,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * block is the prompt-ready text, when render_block was asked for. It labels the
-     * memories as reference information about the user, not instructions.
+     * block is the prompt-ready text, when render_block was asked for and a memory was
+     * returned (else empty). It labels the memories as reference information about the user,
+     * not instructions.
      * </pre>
      *
      * <code>string block = 2;</code>

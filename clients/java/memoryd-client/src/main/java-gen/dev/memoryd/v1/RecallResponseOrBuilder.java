@@ -56,8 +56,9 @@ public interface RecallResponseOrBuilder extends
 
   /**
    * <pre>
-   * block is the prompt-ready text, when render_block was asked for. It labels the
-   * memories as reference information about the user, not instructions.
+   * block is the prompt-ready text, when render_block was asked for and a memory was
+   * returned (else empty). It labels the memories as reference information about the user,
+   * not instructions.
    * </pre>
    *
    * <code>string block = 2;</code>
@@ -66,8 +67,9 @@ public interface RecallResponseOrBuilder extends
   java.lang.String getBlock();
   /**
    * <pre>
-   * block is the prompt-ready text, when render_block was asked for. It labels the
-   * memories as reference information about the user, not instructions.
+   * block is the prompt-ready text, when render_block was asked for and a memory was
+   * returned (else empty). It labels the memories as reference information about the user,
+   * not instructions.
    * </pre>
    *
    * <code>string block = 2;</code>

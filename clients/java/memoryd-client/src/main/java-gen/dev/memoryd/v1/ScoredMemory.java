@@ -181,6 +181,69 @@ private static final long serialVersionUID = 0L;
     return denseRank_;
   }
 
+  public static final int RELEVANCE_FIELD_NUMBER = 8;
+  private float relevance_ = 0F;
+  /**
+   * <pre>
+   * relevance is how well the memory answers the request in [0, 1], comparable between
+   * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
+   * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
+   * min_relevance is compared with.
+   * </pre>
+   *
+   * <code>float relevance = 8;</code>
+   * @return The relevance.
+   */
+  @java.lang.Override
+  public float getRelevance() {
+    return relevance_;
+  }
+
+  public static final int COSINE_FIELD_NUMBER = 9;
+  private float cosine_ = 0F;
+  /**
+   * <pre>
+   * cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
+   * unset for a keyed lookup or when the dense channel was unavailable.
+   * </pre>
+   *
+   * <code>optional float cosine = 9;</code>
+   * @return Whether the cosine field is set.
+   */
+  @java.lang.Override
+  public boolean hasCosine() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <pre>
+   * cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
+   * unset for a keyed lookup or when the dense channel was unavailable.
+   * </pre>
+   *
+   * <code>optional float cosine = 9;</code>
+   * @return The cosine.
+   */
+  @java.lang.Override
+  public float getCosine() {
+    return cosine_;
+  }
+
+  public static final int KEYWORD_RELEVANCE_FIELD_NUMBER = 10;
+  private float keywordRelevance_ = 0F;
+  /**
+   * <pre>
+   * keyword_relevance is the share of the query's term weight (the sum of its words' BM25
+   * idf) that the memory's words match, in [0, 1]; 0 if no word matched.
+   * </pre>
+   *
+   * <code>float keyword_relevance = 10;</code>
+   * @return The keywordRelevance.
+   */
+  @java.lang.Override
+  public float getKeywordRelevance() {
+    return keywordRelevance_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -216,6 +279,15 @@ private static final long serialVersionUID = 0L;
     if (denseRank_ != 0) {
       output.writeInt32(7, denseRank_);
     }
+    if (java.lang.Float.floatToRawIntBits(relevance_) != 0) {
+      output.writeFloat(8, relevance_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeFloat(9, cosine_);
+    }
+    if (java.lang.Float.floatToRawIntBits(keywordRelevance_) != 0) {
+      output.writeFloat(10, keywordRelevance_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -247,6 +319,18 @@ private static final long serialVersionUID = 0L;
     if (denseRank_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(7, denseRank_);
+    }
+    if (java.lang.Float.floatToRawIntBits(relevance_) != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeFloatSize(8, relevance_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeFloatSize(9, cosine_);
+    }
+    if (java.lang.Float.floatToRawIntBits(keywordRelevance_) != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeFloatSize(10, keywordRelevance_);
     }
     return size;
   }
@@ -293,6 +377,18 @@ private static final long serialVersionUID = 0L;
         != other.getKeywordRank()) return false;
     if (getDenseRank()
         != other.getDenseRank()) return false;
+    if (java.lang.Float.floatToIntBits(getRelevance())
+        != java.lang.Float.floatToIntBits(
+            other.getRelevance())) return false;
+    if (hasCosine() != other.hasCosine()) return false;
+    if (hasCosine()) {
+      if (java.lang.Float.floatToIntBits(getCosine())
+          != java.lang.Float.floatToIntBits(
+              other.getCosine())) return false;
+    }
+    if (java.lang.Float.floatToIntBits(getKeywordRelevance())
+        != java.lang.Float.floatToIntBits(
+            other.getKeywordRelevance())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -324,6 +420,17 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getKeywordRank();
     hash = (37 * hash) + DENSE_RANK_FIELD_NUMBER;
     hash = (53 * hash) + getDenseRank();
+    hash = (37 * hash) + RELEVANCE_FIELD_NUMBER;
+    hash = (53 * hash) + java.lang.Float.floatToIntBits(
+        getRelevance());
+    if (hasCosine()) {
+      hash = (37 * hash) + COSINE_FIELD_NUMBER;
+      hash = (53 * hash) + java.lang.Float.floatToIntBits(
+          getCosine());
+    }
+    hash = (37 * hash) + KEYWORD_RELEVANCE_FIELD_NUMBER;
+    hash = (53 * hash) + java.lang.Float.floatToIntBits(
+        getKeywordRelevance());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -476,6 +583,9 @@ private static final long serialVersionUID = 0L;
       importance_ = 0F;
       keywordRank_ = 0;
       denseRank_ = 0;
+      relevance_ = 0F;
+      cosine_ = 0F;
+      keywordRelevance_ = 0F;
       return this;
     }
 
@@ -534,6 +644,16 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000040) != 0)) {
         result.denseRank_ = denseRank_;
       }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.relevance_ = relevance_;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.cosine_ = cosine_;
+        to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.keywordRelevance_ = keywordRelevance_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -569,6 +689,15 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getDenseRank() != 0) {
         setDenseRank(other.getDenseRank());
+      }
+      if (java.lang.Float.floatToRawIntBits(other.getRelevance()) != 0) {
+        setRelevance(other.getRelevance());
+      }
+      if (other.hasCosine()) {
+        setCosine(other.getCosine());
+      }
+      if (java.lang.Float.floatToRawIntBits(other.getKeywordRelevance()) != 0) {
+        setKeywordRelevance(other.getKeywordRelevance());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -633,6 +762,21 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000040;
               break;
             } // case 56
+            case 69: {
+              relevance_ = input.readFloat();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 69
+            case 77: {
+              cosine_ = input.readFloat();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 77
+            case 85: {
+              keywordRelevance_ = input.readFloat();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 85
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1067,6 +1211,166 @@ private static final long serialVersionUID = 0L;
     public Builder clearDenseRank() {
       bitField0_ = (bitField0_ & ~0x00000040);
       denseRank_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private float relevance_ ;
+    /**
+     * <pre>
+     * relevance is how well the memory answers the request in [0, 1], comparable between
+     * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
+     * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
+     * min_relevance is compared with.
+     * </pre>
+     *
+     * <code>float relevance = 8;</code>
+     * @return The relevance.
+     */
+    @java.lang.Override
+    public float getRelevance() {
+      return relevance_;
+    }
+    /**
+     * <pre>
+     * relevance is how well the memory answers the request in [0, 1], comparable between
+     * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
+     * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
+     * min_relevance is compared with.
+     * </pre>
+     *
+     * <code>float relevance = 8;</code>
+     * @param value The relevance to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRelevance(float value) {
+
+      relevance_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * relevance is how well the memory answers the request in [0, 1], comparable between
+     * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
+     * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
+     * min_relevance is compared with.
+     * </pre>
+     *
+     * <code>float relevance = 8;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRelevance() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      relevance_ = 0F;
+      onChanged();
+      return this;
+    }
+
+    private float cosine_ ;
+    /**
+     * <pre>
+     * cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
+     * unset for a keyed lookup or when the dense channel was unavailable.
+     * </pre>
+     *
+     * <code>optional float cosine = 9;</code>
+     * @return Whether the cosine field is set.
+     */
+    @java.lang.Override
+    public boolean hasCosine() {
+      return ((bitField0_ & 0x00000100) != 0);
+    }
+    /**
+     * <pre>
+     * cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
+     * unset for a keyed lookup or when the dense channel was unavailable.
+     * </pre>
+     *
+     * <code>optional float cosine = 9;</code>
+     * @return The cosine.
+     */
+    @java.lang.Override
+    public float getCosine() {
+      return cosine_;
+    }
+    /**
+     * <pre>
+     * cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
+     * unset for a keyed lookup or when the dense channel was unavailable.
+     * </pre>
+     *
+     * <code>optional float cosine = 9;</code>
+     * @param value The cosine to set.
+     * @return This builder for chaining.
+     */
+    public Builder setCosine(float value) {
+
+      cosine_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
+     * unset for a keyed lookup or when the dense channel was unavailable.
+     * </pre>
+     *
+     * <code>optional float cosine = 9;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearCosine() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      cosine_ = 0F;
+      onChanged();
+      return this;
+    }
+
+    private float keywordRelevance_ ;
+    /**
+     * <pre>
+     * keyword_relevance is the share of the query's term weight (the sum of its words' BM25
+     * idf) that the memory's words match, in [0, 1]; 0 if no word matched.
+     * </pre>
+     *
+     * <code>float keyword_relevance = 10;</code>
+     * @return The keywordRelevance.
+     */
+    @java.lang.Override
+    public float getKeywordRelevance() {
+      return keywordRelevance_;
+    }
+    /**
+     * <pre>
+     * keyword_relevance is the share of the query's term weight (the sum of its words' BM25
+     * idf) that the memory's words match, in [0, 1]; 0 if no word matched.
+     * </pre>
+     *
+     * <code>float keyword_relevance = 10;</code>
+     * @param value The keywordRelevance to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeywordRelevance(float value) {
+
+      keywordRelevance_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * keyword_relevance is the share of the query's term weight (the sum of its words' BM25
+     * idf) that the memory's words match, in [0, 1]; 0 if no word matched.
+     * </pre>
+     *
+     * <code>float keyword_relevance = 10;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearKeywordRelevance() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      keywordRelevance_ = 0F;
       onChanged();
       return this;
     }

@@ -96,4 +96,49 @@ public interface ScoredMemoryOrBuilder extends
    * @return The denseRank.
    */
   int getDenseRank();
+
+  /**
+   * <pre>
+   * relevance is how well the memory answers the request in [0, 1], comparable between
+   * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
+   * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
+   * min_relevance is compared with.
+   * </pre>
+   *
+   * <code>float relevance = 8;</code>
+   * @return The relevance.
+   */
+  float getRelevance();
+
+  /**
+   * <pre>
+   * cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
+   * unset for a keyed lookup or when the dense channel was unavailable.
+   * </pre>
+   *
+   * <code>optional float cosine = 9;</code>
+   * @return Whether the cosine field is set.
+   */
+  boolean hasCosine();
+  /**
+   * <pre>
+   * cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
+   * unset for a keyed lookup or when the dense channel was unavailable.
+   * </pre>
+   *
+   * <code>optional float cosine = 9;</code>
+   * @return The cosine.
+   */
+  float getCosine();
+
+  /**
+   * <pre>
+   * keyword_relevance is the share of the query's term weight (the sum of its words' BM25
+   * idf) that the memory's words match, in [0, 1]; 0 if no word matched.
+   * </pre>
+   *
+   * <code>float keyword_relevance = 10;</code>
+   * @return The keywordRelevance.
+   */
+  float getKeywordRelevance();
 }

@@ -1,0 +1,62 @@
+"""Absolute relevance (``memoryd.server._relevance``): the baseline per script and the mix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memoryd.server._relevance import (BACKGROUND, BACKGROUND_LATIN, CROSS_SCRIPT_SCALE, SAME_SCRIPT_SCALE, Baseline,
+                                       QueryBaseline, cjk_share, relevance)
+
+
+@pytest.mark.parametrize(("text", "share"), [
+    ("Prefers oolong tea", 0.0), ("喜欢喝茉莉花茶", 1.0), ("Ethan 的 piano 比赛", 3 / 13), ("42 / !", 0.0), ("", 0.0),
+    ("ひらがなとカタカナ", 1.0), ("한국어", 1.0),
+])
+def test_cjk_share_counts_letters_only(text: str, share: float) -> None:
+    assert cjk_share(text) == pytest.approx(share)
+
+
+def test_the_baseline_is_the_mean_cosine_to_the_background_of_each_script() -> None:
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(len(BACKGROUND), 8))
+    query = rng.normal(size=8)
+    baseline = Baseline.of(vectors.tolist()).of_query(query.tolist())
+
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cosines = unit @ (query / np.linalg.norm(query))
+    latin = len(BACKGROUND_LATIN)
+    assert baseline.latin == pytest.approx(cosines[:latin].mean())
+    assert baseline.cjk == pytest.approx(cosines[latin:].mean())
+
+
+def test_a_background_of_the_wrong_size_is_refused() -> None:
+    with pytest.raises(ValueError):
+        Baseline.of([[1.0, 0.0]] * (len(BACKGROUND) - 1))
+
+
+def test_the_margin_is_measured_against_the_memorys_script() -> None:
+    baseline = QueryBaseline(latin=0.76, cjk=0.84)
+    # An English memory at 0.80 is further above its baseline than a Chinese one at 0.85.
+    assert baseline.margin(0.80, 0.0) == pytest.approx(0.04 / 0.24)
+    assert baseline.margin(0.85, 1.0) == pytest.approx(0.01 / 0.16)
+    assert baseline.margin(0.80, 0.0) > baseline.margin(0.85, 1.0)
+    assert baseline.margin(0.80, 0.5) == pytest.approx((0.80 - 0.80) / 0.20)
+
+
+def test_relevance_mixes_margin_and_keywords_in_one_script() -> None:
+    assert relevance(SAME_SCRIPT_SCALE, 0.0, 0.0) == pytest.approx(0.5)
+    assert relevance(SAME_SCRIPT_SCALE, 1.0, 0.0) == pytest.approx(1.0)
+    assert relevance(SAME_SCRIPT_SCALE / 2, 0.5, 0.0) == pytest.approx(0.5)
+    assert relevance(-0.2, 0.0, 0.0) == 0.0 and relevance(5.0, 1.0, 0.0) == 1.0
+
+
+def test_across_scripts_the_margin_decides_alone_on_its_own_scale() -> None:
+    # Words cannot match across languages: a keyword score there is ignored, not counted as 0.
+    assert relevance(CROSS_SCRIPT_SCALE, 0.0, 1.0) == pytest.approx(1.0)
+    assert relevance(CROSS_SCRIPT_SCALE / 2, 0.9, 1.0) == pytest.approx(0.5)
+
+
+def test_without_the_dense_channel_the_keywords_decide() -> None:
+    assert relevance(None, 0.42, 0.0) == pytest.approx(0.42)
+    assert relevance(None, 0.0, 1.0) == 0.0
