@@ -12,6 +12,7 @@ from typing import Any
 from memoryd.bench import BenchError, DatasetError, LocomoOptions, ServerError, resolve_dataset, run_locomo
 from memoryd.bench._server import sigterm_unwinds
 from memoryd.bench._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
+from memoryd.cli._bench_bilingual import add_bilingual_command
 from memoryd.cli._bench_quick import add_quick_command
 from memoryd.cli._bench_scale import add_scale_command
 from memoryd.cli._connect import connection_options, tls_settings
@@ -61,6 +62,7 @@ def add_bench_commands(commands: Any) -> None:
     locomo.set_defaults(run=run_locomo_command)
     add_scale_command(benchmarks)
     add_quick_command(benchmarks)
+    add_bilingual_command(benchmarks, DEFAULT_TOKEN_FILE)
 
     load = benchmarks.add_parser(
         "load", help="closed-loop load: 80%% Recall, 15%% Write, 5%% MemoryView/Erase across many tenants",

@@ -1,0 +1,76 @@
+"""``memoryd bench bilingual``: cross-language recall over invented bilingual users."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from memoryd.bench import BenchError, ServerError
+from memoryd.bench._bilingual import DEFAULT_DATASET, BilingualOptions, json_result, report, run_bilingual
+from memoryd.bench._report import machine, settings, versions
+from memoryd.bench._server import sigterm_unwinds
+from memoryd.cli._connect import connection_options, tls_settings
+
+
+def _relevance(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0 <= number <= 1:
+        raise argparse.ArgumentTypeError("the minimum relevance must be between 0 and 1")
+    return number
+
+
+def add_bilingual_command(benchmarks: Any, token_file: str) -> None:
+    bench = benchmarks.add_parser(
+        "bilingual", help="cross-language recall: hit@k of Chinese/English questions over bilingual users",
+        parents=[connection_options(addr=False)],
+        description="Write the memories of the invented bilingual users of bench/bilingual/bilingual.json "
+                    "(Chinese and English, keyed and episodic), ask each question (in the other language, in "
+                    "both, or one nothing answers) with free-text Recall, and report per kind the share of "
+                    "questions with an answering memory in the first k — or, for questions nothing answers, "
+                    "with an empty answer. Starts its own embedded server unless --addr is given.")
+    bench.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help=f"default: {DEFAULT_DATASET}")
+    bench.add_argument("--addr", help="use the memoryd already running here instead of starting one")
+    bench.add_argument("--token", default=os.environ.get("MEMORYD_TOKEN", ""),
+                       help="bearer token for --addr (default: $MEMORYD_TOKEN, then --token-file)")
+    bench.add_argument("--token-file", default=token_file, help=f"default: {token_file}")
+    bench.add_argument("--k", type=int, default=5, help="Recall's top_k and the hit cut-off (default 5)")
+    bench.add_argument("--min-relevance", type=_relevance, metavar="R",
+                       help="ask with this minimum relevance (default: the server's)")
+    bench.add_argument("--subject-prefix", default="bilingual",
+                       help="subjects are <prefix>-<user> (default bilingual); they should be empty")
+    bench.add_argument("--start-timeout", type=float, default=180.0,
+                       help="seconds to wait for the embedded server to listen (default 180)")
+    bench.add_argument("--json", metavar="OUT", help="also write the results, per question too, as JSON")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    bench.set_defaults(run=run_bilingual_command)
+
+
+def run_bilingual_command(args: argparse.Namespace) -> int:
+    from memoryd.cli._bench import _token
+
+    try:
+        options = BilingualOptions(dataset=args.dataset, addr=args.addr,
+                                   tls=tls_settings(args) if args.addr is not None else None, token=_token(args),
+                                   k=args.k, min_relevance=args.min_relevance, subject_prefix=args.subject_prefix,
+                                   start_timeout=args.start_timeout)
+        before = machine()
+        with sigterm_unwinds():
+            result = run_bilingual(options, progress=None if args.no_progress else sys.stderr)
+        after = machine()
+    except (BenchError, ServerError) as exc:
+        print(f"memoryd bench: error: {exc}", file=sys.stderr)
+        return 1
+    print(report(result))
+    if args.json:
+        document = json_result(result) | {"machine": {"before": before, "after": after}, "versions": versions(),
+                                          "settings": settings(os.environ) if result.server.get("embedded") else {}}
+        Path(args.json).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 0
