@@ -527,3 +527,26 @@ def test_bench_command_against_a_running_server(dataset: Path, server: ServerPro
     again = _bench_parser().parse_args(command)
     assert again.run(again) == 1
     assert "already holds memories" in capsys.readouterr().err
+
+
+def test_off_topic_questions_are_asked_of_the_next_conversation(dataset: Path, server: ServerProcess, key_file: Path,
+                                                               tmp_path: Path):
+    tenant = unique("tenant")
+    with grpc.insecure_channel(server.target) as channel:
+        put_view(channel, key_file, tenant, full_view("bench"))
+    token = token_for(key_file, tenant, "bench")
+    documents = []
+    for minimum in ("0", "1"):
+        out = tmp_path / f"off-{minimum}.json"
+        args = _bench_parser().parse_args(
+            ["bench", "locomo", "--dataset", str(dataset), "--addr", server.target, "--token", token, "--off-topic",
+             "--min-relevance", minimum, "--subject-prefix", unique("off"), "--json", str(out), "--no-progress"])
+        assert args.run(args) == 0
+        documents.append(json.loads(out.read_text()))
+    asked = sum(1 for _ in documents[0]["questions"])
+    # With no minimum every question gets its best candidates back, even from the wrong
+    # conversation; at 1 (only an exact key match could pass) none does.
+    assert documents[0]["off_topic"] == {"asked": asked, "empty": 0}
+    assert documents[1]["off_topic"] == {"asked": asked, "empty": asked}
+    assert documents[1]["options"]["min_relevance"] == 1.0
+    assert all(q["ranking"] == [] for q in documents[1]["questions"])

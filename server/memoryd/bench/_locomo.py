@@ -28,7 +28,7 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
-from ._dataset import Conversation, Turn, load_locomo, select_conversations, subject_for
+from ._dataset import Conversation, Question, Turn, load_locomo, select_conversations, subject_for
 from ._metrics import QuestionResult, Summary, channel_hits, summarise
 from ._progress import Progress
 from ._server import EmbeddedServer
@@ -51,6 +51,8 @@ class LocomoOptions:
     ks: tuple[int, ...] = (5, 10, 25)
     batch_size: int = MAX_BATCH
     subject_prefix: str = "locomo"
+    min_relevance: float | None = None  # None: the server's default
+    off_topic: bool = False  # also ask each conversation's questions of the next one's memories
     write_timeout: float = 60.0  # the server waits for indexing up to the deadline, at most 30 s
     recall_timeout: float = 30.0
     start_timeout: float = 180.0
@@ -62,6 +64,15 @@ class LocomoOptions:
             raise BenchError(f"the batch size must be between 1 and {MAX_BATCH}")
         if self.addr is not None and not self.token:
             raise BenchError("--addr needs a token: --token, $MEMORYD_TOKEN or --token-file")
+        if self.min_relevance is not None and not 0 <= self.min_relevance <= 1:
+            raise BenchError("the minimum relevance must be between 0 and 1")
+
+
+@dataclass
+class OffTopic:
+    """Questions asked of another conversation's memories, and how many got nothing back."""
+    asked: int = 0
+    empty: int = 0
 
 
 @dataclass
@@ -87,6 +98,7 @@ class LocomoResult:
     unmapped_memories: int = 0
     degraded_reasons: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    off_topic: OffTopic | None = None
 
     @property
     def skipped(self) -> dict[int, int]:
@@ -191,15 +203,9 @@ class Session:
             result: LocomoResult, progress: Progress) -> None:
         """Ask every question of categories 1–4 once and record what came back."""
         by_turn_id = {t.source_turn_id: t.dia_id for t in conversation.turns}
-        top_k = max(self.options.ks)
         for question in conversation.questions:
-            request = svc.RecallRequest(subject=subject, query=question.question, top_k=top_k)
-            metadata = self.metadata + tuple(self.recall_metadata() if self.recall_metadata else ())
             started = time.perf_counter()
-            try:
-                response = self.stub.Recall(request, metadata=metadata, timeout=self.options.recall_timeout)
-            except grpc.RpcError as error:
-                raise _rpc_failure(f"Recall({subject}, question {question.index})", error, self.target) from None
+            response = self.recall(subject, question)
             latency_ms = (time.perf_counter() - started) * 1000
             ranking: list[tuple[str, ...]] = []
             channels: list[str] = []
@@ -218,6 +224,25 @@ class Session:
             result.questions.append(QuestionResult(conversation.sample_id, question.index, question.category,
                                                    question.evidence, tuple(ranking), latency_ms, tuple(channels),
                                                    response.degraded))
+            progress.advance()
+
+    def recall(self, subject: str, question: Question) -> svc.RecallResponse:
+        request = svc.RecallRequest(subject=subject, query=question.question, top_k=max(self.options.ks))
+        if self.options.min_relevance is not None:
+            request.min_relevance = self.options.min_relevance
+        metadata = self.metadata + tuple(self.recall_metadata() if self.recall_metadata else ())
+        try:
+            return self.stub.Recall(request, metadata=metadata, timeout=self.options.recall_timeout)
+        except grpc.RpcError as error:
+            raise _rpc_failure(f"Recall({subject}, question {question.index})", error, self.target) from None
+
+    def ask_off_topic(self, subject: str, conversation: Conversation, off_topic: OffTopic,
+                      progress: Progress) -> None:
+        """Ask ``conversation``'s questions of another conversation's ``subject``: nothing
+        there answers them, so the right answer is an empty one."""
+        for question in conversation.questions:
+            off_topic.asked += 1
+            off_topic.empty += not self.recall(subject, question).memories
             progress.advance()
 
 
@@ -258,6 +283,11 @@ def run_locomo(options: LocomoOptions, progress: TextIO | None = None, *,
             with Progress("recall", sum(len(c.questions) for c in conversations), progress) as bar:
                 for subject, conversation, by_memory in zip(subjects, conversations, written):
                     session.ask(subject, conversation, by_memory, result, bar)
+            if options.off_topic and len(conversations) > 1:
+                result.off_topic = OffTopic()
+                with Progress("off-topic", sum(len(c.questions) for c in conversations), progress) as bar:
+                    for i, conversation in enumerate(conversations):
+                        session.ask_off_topic(subjects[(i + 1) % len(subjects)], conversation, result.off_topic, bar)
     result.summary = summarise(result.questions, options.ks)
     result.seconds = time.perf_counter() - started
     return result

@@ -146,6 +146,12 @@ def _facts(result: LocomoResult) -> list[str]:
     if any(hits.values()):
         lines.append(f"evidence found in top {max(result.summary.ks)} by channel: dense only {hits['dense']}, "
                      f"keyword only {hits['keyword']}, both {hits['both']}, unreported {hits['']}")
+    if result.off_topic is not None and result.off_topic.asked:
+        off = result.off_topic
+        lines.append(f"off-topic: {off.empty} of {off.asked} questions asked of the next conversation's memories "
+                     f"got an empty answer ({off.empty / off.asked:.1%})")
+    minimum = result.options.min_relevance
+    lines.append(f"min_relevance: {'server default' if minimum is None else minimum}")
     if result.degraded_reasons:
         reasons = "; ".join(f"{reason} ×{n}" for reason, n in result.degraded_reasons.most_common())
         lines.append(f"WARNING: {sum(result.degraded_reasons.values())} recalls were degraded: {reasons}")
@@ -209,7 +215,10 @@ def json_report(result: LocomoResult, before: Mapping[str, Any], after: Mapping[
         "dataset": {"path": str(options.dataset), "sha256": dataset_sha256,
                     "conversations": [c.sample_id for c in result.conversations]},
         "options": {"ks": list(result.summary.ks), "top_k": max(result.summary.ks), "batch_size": options.batch_size,
-                    "subject_prefix": options.subject_prefix, "consistency": "CONSISTENCY_WAIT_INDEXED"},
+                    "subject_prefix": options.subject_prefix, "consistency": "CONSISTENCY_WAIT_INDEXED",
+                    "min_relevance": options.min_relevance},
+        "off_topic": None if result.off_topic is None else {"asked": result.off_topic.asked,
+                                                            "empty": result.off_topic.empty},
         "server": {**result.server, "settings": dict(recorded)},
         "machine": {"before": dict(before), "after": dict(after)},
         "versions": dict(found),

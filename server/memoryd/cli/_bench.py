@@ -12,7 +12,7 @@ from typing import Any
 from memoryd.bench import BenchError, DatasetError, LocomoOptions, ServerError, resolve_dataset, run_locomo
 from memoryd.bench._server import sigterm_unwinds
 from memoryd.bench._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
-from memoryd.cli._bench_bilingual import add_bilingual_command
+from memoryd.cli._bench_bilingual import relevance_arg, add_bilingual_command
 from memoryd.cli._bench_quick import add_quick_command
 from memoryd.cli._bench_scale import add_scale_command
 from memoryd.cli._connect import connection_options, tls_settings
@@ -55,6 +55,11 @@ def add_bench_commands(commands: Any) -> None:
                         help="subjects are <prefix>-<sample_id> (default locomo); they must be empty")
     locomo.add_argument("--start-timeout", type=float, default=180.0,
                         help="seconds to wait for the embedded server to listen (default 180)")
+    locomo.add_argument("--min-relevance", type=relevance_arg, metavar="R",
+                        help="ask every Recall with this minimum relevance (default: the server's)")
+    locomo.add_argument("--off-topic", action="store_true",
+                        help="also ask each conversation's questions of the next conversation's memories and "
+                             "report how many got an empty answer (needs two conversations or more)")
     locomo.add_argument("--json", metavar="OUT", help="also write the results, per question too, as JSON")
     locomo.add_argument("--markdown", action="store_true",
                         help="print a Markdown section for bench/RESULTS.md instead of the plain table")
@@ -110,7 +115,8 @@ def run_locomo_command(args: argparse.Namespace) -> int:
         options = LocomoOptions(dataset=dataset, conversations=args.conversations, addr=args.addr,
                                 tls=tls_settings(args) if args.addr is not None else None,
                                 token=_token(args), ks=tuple(args.k), batch_size=args.batch_size,
-                                subject_prefix=args.subject_prefix, start_timeout=args.start_timeout)
+                                subject_prefix=args.subject_prefix, start_timeout=args.start_timeout,
+                                min_relevance=args.min_relevance, off_topic=args.off_topic)
         before = machine()
         with sigterm_unwinds():
             result = run_locomo(options, progress=None if args.no_progress else sys.stderr)

@@ -16,7 +16,7 @@ from memoryd.bench._server import sigterm_unwinds
 from memoryd.cli._connect import connection_options, tls_settings
 
 
-def _relevance(value: str) -> float:
+def relevance_arg(value: str) -> float:
     try:
         number = float(value)
     except ValueError:
@@ -41,7 +41,7 @@ def add_bilingual_command(benchmarks: Any, token_file: str) -> None:
                        help="bearer token for --addr (default: $MEMORYD_TOKEN, then --token-file)")
     bench.add_argument("--token-file", default=token_file, help=f"default: {token_file}")
     bench.add_argument("--k", type=int, default=5, help="Recall's top_k and the hit cut-off (default 5)")
-    bench.add_argument("--min-relevance", type=_relevance, metavar="R",
+    bench.add_argument("--min-relevance", type=relevance_arg, metavar="R",
                        help="ask with this minimum relevance (default: the server's)")
     bench.add_argument("--subject-prefix", default="bilingual",
                        help="subjects are <prefix>-<user> (default bilingual); they should be empty")
