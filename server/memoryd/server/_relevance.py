@@ -66,8 +66,10 @@ BACKGROUND = BACKGROUND_LATIN + BACKGROUND_CJK
 
 def cjk_share(text: str) -> float:
     """The share of a text's letters that are CJK ideographs, kana or hangul (0 without letters)."""
-    letters = [ch for ch in text if ch.isalpha()]
-    return sum(1 for ch in letters if _CJK.match(ch)) / len(letters) if letters else 0.0
+    if text.isascii():  # most memories: no need to look at each character
+        return 0.0
+    letters = sum(map(str.isalpha, text))
+    return len(_CJK.findall(text)) / letters if letters else 0.0
 
 
 @dataclass(frozen=True)
