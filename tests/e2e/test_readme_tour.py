@@ -87,7 +87,8 @@ def test_readme_tour_works_as_written(tmp_path):
     assert "= payment-agent (version 1, unchanged)" in again and "= support-bot (version 1, unchanged)" in again
     assert json.loads(iban_write)["results"][0]["outcome"] == "WRITE_OUTCOME_CREATED"
     assert json.loads(complaint)["indexed"] is True
-    assert [m["memory"]["text"] for m in json.loads(pay_recall)["memories"]] == ["FR76 3000 6000 0112 3456 7890 189"]
+    # The complaint is outside the payment view and the IBAN does not answer the question.
+    assert json.loads(pay_recall).get("memories", []) == []
     [iban] = json.loads(pay_view)["memories"]
     assert set(iban) == {"id", "key", "text", "category", "updated_at"}
     assert "PERMISSION_DENIED" in views.stderr and "iban" in views.stderr and "FR76" not in views.stderr

@@ -33,7 +33,8 @@ def _fake_best(query: str) -> str:
 
 
 def _best(agent: Agent, query: str) -> str:
-    top = agent.call("Recall", svc.RecallRequest(subject="alice", query=query, top_k=1)).memories
+    # The nearest memory by meaning, however weak a paraphrase: no minimum relevance.
+    top = agent.call("Recall", svc.RecallRequest(subject="alice", query=query, top_k=1, min_relevance=0.0)).memories
     return top[0].memory.text if top and top[0].dense_rank == 1 else ""
 
 
