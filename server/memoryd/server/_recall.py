@@ -132,10 +132,10 @@ def similarities(candidates: list[Candidate], *, dense_weight: float = DENSE_WEI
     memory above Chinese ones that only share the question's language (issue 15). A channel
     that has nothing (no keyword hit, or no dense channel) contributes nothing.
     """
-    cosines = [c.margin for c in candidates if c.margin is not None]
-    low, high = (min(cosines), max(cosines)) if cosines else (0.0, 0.0)
+    margins = [c.margin for c in candidates if c.margin is not None]
+    low, high = (min(margins), max(margins)) if margins else (0.0, 0.0)
     best_bm25 = max((c.bm25 for c in candidates), default=0.0)
-    has_dense, has_keyword = bool(cosines), best_bm25 > 0
+    has_dense, has_keyword = bool(margins), best_bm25 > 0
     weight = dense_weight if has_dense and has_keyword else (1.0 if has_dense else 0.0)
     out = {}
     for c in candidates:
