@@ -239,8 +239,10 @@ class _Run:
         subject = rng.choice(tenant.subjects)
         if op == "Recall":
             query = " ".join(rng.choice(_WORDS) for _ in range(3))
-            response = memory.Recall(svc.RecallRequest(subject=subject, query=query, top_k=10),
-                                          metadata=tenant.metadata, timeout=self.options.deadline)
+            # No minimum relevance (synthetic text): the whole Recall, comparable with runs before
+            # there was a minimum.
+            response = memory.Recall(svc.RecallRequest(subject=subject, query=query, top_k=10, min_relevance=0.0),
+                                     metadata=tenant.metadata, timeout=self.options.deadline)
             if response.degraded:
                 with self.stats_lock:
                     self.degraded += 1
