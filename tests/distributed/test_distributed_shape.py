@@ -70,7 +70,9 @@ def test_written_through_one_replica_found_by_meaning_through_the_other(shape: D
         written = caller.via(0).write("alice", draft("fact", "Alice keeps bees on her roof in Lyon", key="hobby"),
                                       consistency=WAIT)
         assert written.indexed
-        found = caller.via(1).call("Recall", svc.RecallRequest(subject="alice", query="beekeeping honey"))
+        # By meaning alone (no shared word): asked without a minimum relevance.
+        found = caller.via(1).call("Recall", svc.RecallRequest(subject="alice", query="beekeeping honey",
+                                                               min_relevance=0.0))
         assert not found.degraded
         assert [m.memory.id for m in found.memories] == [written.results[0].memory_id]
         assert found.memories[0].dense_rank == 1  # the dense channel answered
