@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memoryd.domain import cjk_share
 from memoryd.server._relevance import (BACKGROUND, BACKGROUND_LATIN, CROSS_SCRIPT_SCALE, SAME_SCRIPT_SCALE, Baseline,
-                                       QueryBaseline, cjk_share, relevance)
+                                       QueryBaseline, relevance)
 
 
 @pytest.mark.parametrize(("text", "share"), [

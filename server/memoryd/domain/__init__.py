@@ -52,7 +52,7 @@ from ._extraction import ExtractionJob, JobState, Turn
 from ._normalise import Normalised, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
-from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, estimate_tokens, fit_budget, last_use, recency, recency_at, score
+from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, cjk_share, estimate_tokens, fit_budget, last_use, recency, recency_at, score
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_regex
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "ScoreParts",
     "KeywordHit",
     "ScoreWeights",
+    "cjk_share",
     "estimate_tokens",
     "fit_budget",
     "last_use",

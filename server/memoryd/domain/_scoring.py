@@ -11,8 +11,9 @@ from typing import NamedTuple, TypeVar
 
 T = TypeVar("T")
 
-# CJK ideographs, kana and hangul are roughly one token each; other text about four
-# characters a token. An estimate, deliberately on the generous side.
+# CJK ideographs, kana and hangul: roughly one token each (other text about four characters a
+# token: an estimate, deliberately on the generous side), and the script recall's relevance
+# tells apart from the rest (``cjk_share``).
 _WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -91,6 +92,14 @@ def score(weights: ScoreWeights, similarity: float, recency_part: float, importa
 def estimate_tokens(text: str) -> int:
     wide = len(_WIDE.findall(text))
     return wide + math.ceil((len(text) - wide) / 4)
+
+
+def cjk_share(text: str) -> float:
+    """The share of a text's letters that are CJK ideographs, kana or hangul (0 without letters)."""
+    if text.isascii():  # most memories: no need to look at each character
+        return 0.0
+    letters = sum(map(str.isalpha, text))
+    return len(_WIDE.findall(text)) / letters if letters else 0.0
 
 
 def fit_budget(items: Iterable[T], limit: int, budget: int, text_of: Callable[[T], str]) -> list[T]:

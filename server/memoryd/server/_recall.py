@@ -56,13 +56,14 @@ from memoryd.domain import (
     ScoreParts,
     ScoreWeights,
     Unavailable,
+    cjk_share,
     fit_budget,
     recency_at,
     score,
 )
 
 from ._config import Scoring
-from ._relevance import BACKGROUND, Baseline, QueryBaseline, cjk_share, relevance
+from ._relevance import BACKGROUND, Baseline, QueryBaseline, relevance
 
 _log = logging.getLogger("memoryd.server.recall")
 DENSE_WEIGHT = 0.5

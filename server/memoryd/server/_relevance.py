@@ -22,7 +22,6 @@ set of ``memoryd bench bilingual`` (bench/RESULTS.md, issue 15).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,8 +33,6 @@ SAME_SCRIPT_SCALE = 0.6
 CROSS_SCRIPT_SCALE = 0.35
 # The keyword channel's share of a same-script relevance.
 KEYWORD_SHARE = 0.5
-
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 # Everyday sentences about nobody in particular: what a query's cosine to unrelated text is.
 BACKGROUND_LATIN = (
@@ -62,14 +59,6 @@ BACKGROUND_CJK = (
     "每天晚上写日记",
 )
 BACKGROUND = BACKGROUND_LATIN + BACKGROUND_CJK
-
-
-def cjk_share(text: str) -> float:
-    """The share of a text's letters that are CJK ideographs, kana or hangul (0 without letters)."""
-    if text.isascii():  # most memories: no need to look at each character
-        return 0.0
-    letters = sum(map(str.isalpha, text))
-    return len(_CJK.findall(text)) / letters if letters else 0.0
 
 
 @dataclass(frozen=True)

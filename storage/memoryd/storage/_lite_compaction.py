@@ -32,6 +32,8 @@ from typing import Any
 
 _log = logging.getLogger("memoryd.storage.milvus")
 
+_SIDECARS = (".idx", ".sidx")  # a segment's vector and scalar index files, named after it
+
 # How long a purge's check waits for Lite's background index build before it reports what the
 # files hold (see ``settle_sidecars``).
 SIDECAR_WAIT_SECONDS = 10.0
@@ -164,7 +166,7 @@ def residue(collection: Any, ids: Iterable[str]) -> tuple[set[str], set[str]]:
                 if maybe and keys is None:
                     keys = _key_column(path, pk)
                 return maybe & set(keys or ()) if maybe else set()
-        if name.endswith((".idx", ".sidx")):
+        if name.endswith(_SIDECARS):
             # An index sidecar can be large (the segment's vectors): it is bound to its
             # segment by name, so one whose segment is gone may hold anything.
             segment = os.path.join(os.path.dirname(folder), "data", name.split(".")[0] + ".parquet")
@@ -190,7 +192,7 @@ def residue(collection: Any, ids: Iterable[str]) -> tuple[set[str], set[str]]:
 
 def is_sidecar(kind: str) -> bool:
     """Whether a ``residue`` kind is an index sidecar's."""
-    return kind.endswith((".idx", ".sidx"))
+    return kind.endswith(_SIDECARS)
 
 
 # Per collection folder: (path, inode, size, mtime_ns) of a key file → its keys' CRC-32s,
