@@ -51,7 +51,7 @@ from ._milvus import IndexedMemory, embedding_text
 from ._postgres import Postgres
 from ._session import StoreSession
 from ._filters import read_conditions, rules_condition
-from ._rows import UNEXPIRED, MEMORY_COLUMNS, memory_from_row, version_from_row
+from ._rows import LIVE_AT, UNEXPIRED, MEMORY_COLUMNS, memory_from_row, version_from_row
 from ._resolve import resolve
 from ._trust import with_pending
 from ._writes import (
@@ -81,6 +81,18 @@ IN_FLIGHT_POLL_SECONDS = 0.05
 # purge has cleared the index itself (IN_FLIGHT_WAIT_SECONDS, then a compaction).
 PURGE_FALLBACK_SECONDS = 60.0
 
+# The episodic memories next to an anchor on one side, nearest first (``neighbours``): the
+# read's WHERE clause, then the anchor's subject, scope, session and place in the write order
+# (migration 0019), then liveness at the caller's clock. Bare column names resolve to the
+# nearest ``memories``, as ``read_conditions`` needs.
+_WRITTEN_NEXT_TO = (
+    "SELECT id, seq, {direction} AS direction FROM memories WHERE {where} AND category IN ('event', 'decision') "
+    "AND source_turn_id <> '' "
+    "AND (subject, scope, session_id) = (SELECT subject, scope, session_id FROM memories "
+    "WHERE tenant_id = %s AND id = %s) "
+    "AND seq {side} (SELECT seq FROM memories WHERE tenant_id = %s AND id = %s) "
+    f"AND {LIVE_AT} ORDER BY seq {{order}} LIMIT %s"
+)
 _INDEX_COLUMNS = (
     "id, subject, scope, session_id, category, key, tags, key_label, tag_labels, updated_at, valid_until, "
     "text, data, text_ct, data_ct, key_ct, tags_ct"
@@ -220,6 +232,33 @@ class PostgresMemoryStore:
         if not ids:
             return []
         return await self._active(tenant, flt, now, sql.SQL("id = ANY(%s::uuid[])"), ids)
+
+    async def neighbours(self, tenant: str, flt: ReadFilter, anchor: str, before: int, after: int,
+                         now: datetime) -> list[tuple[Memory, int]]:
+        """The turns written just around ``anchor`` (an episodic memory the caller may read):
+        episodic memories with a source turn, each with its place relative to it (-1: the one
+        just before, 1: just after), at most ``before`` before it and ``after`` after it, in
+        its subject, scope and session.
+        They are counted among the active, unexpired memories that pass the filter only, so a
+        memory the caller may not read neither shows up nor takes a place."""
+        if before <= 0 and after <= 0:
+            return []
+        async with self._db.tenant_tx(tenant) as conn:
+            where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
+            sides = [(sql.SQL(_WRITTEN_NEXT_TO).format(where=where, side=sql.SQL(side), order=sql.SQL(order),
+                                                       direction=sql.Literal(direction)),
+                      [*params, tenant, anchor, tenant, anchor, now, now, limit])
+                     for side, order, direction, limit in (("<", "DESC", -1, before), (">", "ASC", 1, after))
+                     if limit > 0]
+            query = sql.SQL(" UNION ALL ").join(sql.SQL("({})").format(part) for part, _ in sides)
+            cur = await conn.execute(query, [value for _, values in sides for value in values])
+            rows = await cur.fetchall()
+        places: dict[str, int] = {}
+        for direction in (-1, 1):
+            side = sorted((row for row in rows if row["direction"] == direction), key=lambda row: row["seq"] * direction)
+            places.update((str(row["id"]), direction * place) for place, row in enumerate(side, start=1))
+        found = await self.fetch(tenant, flt, list(places), now)
+        return sorted(((m, places[m.id]) for m in found), key=lambda pair: pair[1])
 
     async def _active(self, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
                       values: list[Any]) -> list[Memory]:
