@@ -11,7 +11,7 @@ from memoryd.domain._policy import MIN_RELEVANCE
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, draft, unique
+from ..support import ALL_FIELDS, Agent, draft, full_view, unique
 
 WAIT = svc.CONSISTENCY_WAIT_INDEXED
 
@@ -207,3 +207,61 @@ def test_purge_deletes_the_vectors_and_verifies_the_index(agent):
     assert receipt.counts.memories == 2 and receipt.counts.vectors == 2
     assert texts(recall(agent, "alice", "passport number", top_k=5)) == []
     assert ids
+
+
+DIALOGUE = [("D1:1", "Alice: Bob, what dish should I cook for the party on Saturday?"),
+            ("D1:2", "Bob: Lasagne, with my grandmother's recipe."),
+            ("D1:3", "Alice: Perfect, I will bring a green salad as well."),
+            ("D2:1", "Alice: I finished the marathon in Berlin last spring."),
+            ("D2:2", "Bob: The train to Munich was late again this morning.")]
+PARTY = "Which dish should Alice cook for the party?"
+
+
+def write_dialogue(agent: Agent, subject: str = "alice", *, turn_ids: bool = True) -> dict[str, str]:
+    response = agent.write(subject, *(draft("event", text, source_turn_id=turn if turn_ids else "")
+                                      for turn, text in DIALOGUE), consistency=WAIT)
+    assert response.indexed
+    return {turn: r.memory_id for (turn, _), r in zip(DIALOGUE, response.results, strict=True)}
+
+
+def test_the_turns_next_to_the_best_matching_turn_come_with_it(agent):
+    ids = write_dialogue(agent)
+
+    found = recall(agent, "alice", PARTY, top_k=3).memories
+    alone = recall(agent, "alice", PARTY, top_k=3, exclude_neighbours=True).memories
+
+    best = found[0]
+    assert best.memory.id == ids["D1:1"] and best.neighbour_of == ""
+    # The answer shares no word with the question; it comes as the matching turn's neighbour,
+    # with a share of that turn's similarity and relevance, and its own raw signals.
+    lifted = {m.memory.id: m for m in found if m.neighbour_of}
+    assert ids["D1:2"] in lifted and set(lifted) <= {ids["D1:2"], ids["D1:3"]}
+    answer = lifted[ids["D1:2"]]
+    assert answer.neighbour_of == ids["D1:1"]
+    assert answer.similarity == pytest.approx(0.8 * best.similarity, abs=1e-4)
+    assert answer.relevance >= 0.8 * best.relevance - 1e-4 and answer.HasField("cosine")
+    assert [m.memory.id for m in found][:2] == [ids["D1:1"], ids["D1:2"]]
+    # Asked without neighbours, nothing is anyone's neighbour and the answer ranks lower.
+    assert all(m.neighbour_of == "" for m in alone)
+    assert [m.memory.id for m in alone][:2] != [ids["D1:1"], ids["D1:2"]]
+
+
+def test_events_without_turn_ids_are_not_turns(agent):
+    write_dialogue(agent, turn_ids=False)
+
+    found = recall(agent, "alice", PARTY, top_k=3).memories
+
+    assert found and all(m.neighbour_of == "" for m in found)
+
+
+def test_a_view_that_hides_provenance_gets_no_neighbours(connect):
+    writer = connect()
+    ids = write_dialogue(writer)
+    fields = [f for f in ALL_FIELDS if f != "provenance"]
+    reader = connect("reader", view=full_view("reader", visible_fields=fields))
+
+    found = recall(reader, "alice", PARTY, top_k=3).memories
+    same = recall(writer, "alice", PARTY, top_k=3, exclude_neighbours=True).memories
+
+    assert found and all(m.neighbour_of == "" for m in found)
+    assert [m.memory.id for m in found] == [m.memory.id for m in same] and found[0].memory.id == ids["D1:1"]

@@ -2,8 +2,10 @@
 give that agent identical answers to every call.
 
 Each example builds two tenants on the suite's server. Both get the same memories the agent
-may read (written in the same order, interleaved, so their timestamps agree to the
-millisecond); the second also gets memories the agent cannot read — including keys that a
+may read (written in the same order, interleaved, so their timestamps differ by
+milliseconds); the second also gets memories the agent cannot read, written between them
+(events and decisions are written as a conversation's turns, whose neighbours a Recall
+ranks), including keys that a
 Milvus ``like`` would over-match (``billing-x`` against the glob ``billing_*``), repeats of
 texts the agent may write blind, and values under keys it may write but not read — and,
 for the memories it does read, other values of the fields its view hides. Then the agent
@@ -71,8 +73,12 @@ class Item:
     importance: float
     pinned: bool
 
-    def draft(self) -> pb.MemoryDraft:
-        return draft(self.category, self.text, key=self.key, importance=self.importance, pinned=self.pinned)
+    def draft(self, turn: str) -> pb.MemoryDraft:
+        """Events and decisions are a conversation's turns (``turn``): a free-text Recall ranks the
+        turns written next to its best match, among those the agent may read."""
+        episodic = self.category in ("event", "decision")
+        return draft(self.category, self.text, key=self.key, importance=self.importance, pinned=self.pinned,
+                     source_turn_id=turn if episodic else "")
 
 
 def items(slots: list[tuple[str, str]], texts: list[str]) -> st.SearchStrategy[list[Item]]:
@@ -218,14 +224,16 @@ def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, vis
     seed_a, seed_b = seeder_for(probe_a_tenant(probe_a)), seeder_for(probe_a_tenant(probe_b))
     masks_importance = FIELD_SETS[fields] is not None
     for n, item in enumerate(visible):
-        seed_a.write(SUBJECT, item.draft(), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        seed_a.write(SUBJECT, item.draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
         other = item
         if masks_importance:  # a field the view hides may hold anything in the other world
             importance, pinned = hidden_values[n % len(hidden_values)]
             other = Item(item.category, item.key, item.text, importance, pinned)
-        seed_b.write(SUBJECT, other.draft(), consistency=svc.CONSISTENCY_WAIT_INDEXED)
-    for item in hidden:
-        seed_b.write(SUBJECT, item.draft(), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        seed_b.write(SUBJECT, other.draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        if n < len(hidden):  # between the turns it may read: neighbours must skip it
+            seed_b.write(SUBJECT, hidden[n].draft(f"h{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+    for n, item in enumerate(hidden[len(visible):], start=len(visible)):
+        seed_b.write(SUBJECT, item.draft(f"h{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
     norm_a, norm_b = Normaliser(), Normaliser()
     for call in calls:
         answer_a = run(probe_a, norm_a, call)

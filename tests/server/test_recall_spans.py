@@ -15,7 +15,9 @@ from ..support import draft, full_view, token_for, unique
 
 STAGES = {"memoryd.embed", "memoryd.vector_search", "memoryd.keyword_search", "memoryd.row_fetch",
           "memoryd.rerank"}
-OPTIONAL = {"memoryd.vector_fetch"}  # only when a candidate came from the keyword channel alone
+# vector_fetch only when a candidate came from the keyword channel alone; neighbours only when
+# a turn (an event with a source turn id) matched.
+OPTIONAL = {"memoryd.vector_fetch", "memoryd.neighbours"}
 
 
 async def test_recall_has_a_child_span_per_stage(private_database, key_file, tmp_path):
@@ -38,13 +40,22 @@ async def test_recall_has_a_child_span_per_stage(private_database, key_file, tmp
             recalled = await stub.Recall(svc.RecallRequest(subject="alice", query="where does Alice live"),
                                          metadata=meta)
             assert recalled.memories and not recalled.degraded
+            # Two turns of a conversation: the second comes as the first one's neighbour.
+            await stub.Write(svc.WriteRequest(subject="alice", items=[
+                draft("event", "Alice: I cooked lasagne in Lisbon for the party", source_turn_id="D1:1"),
+                draft("event", "Bob: It was delicious", source_turn_id="D1:2")],
+                consistency=svc.CONSISTENCY_WAIT_INDEXED), metadata=meta)
+            turns = await stub.Recall(svc.RecallRequest(subject="alice", query="what did Alice cook for the party"),
+                                      metadata=meta)
+            assert any(m.neighbour_of for m in turns.memories)
     finally:
         await app.stop()  # flushes the span processor
     spans = exporter.get_finished_spans()
-    recall = next(s for s in spans if s.name == "memoryd.v1.MemoryService/Recall")
-    children = [s for s in spans if s.parent is not None and s.parent.span_id == recall.context.span_id]
-    assert STAGES <= {s.name for s in children} <= STAGES | OPTIONAL
-    assert all(s.context.trace_id == recall.context.trace_id for s in children)
-    for span in children:
-        attributes = str(dict(span.attributes or {}))
-        assert "Lisbon" not in attributes and "Alice" not in attributes and "alice" not in attributes
+    first, second = [s for s in spans if s.name == "memoryd.v1.MemoryService/Recall"]
+    for recall, expected in ((first, STAGES), (second, STAGES | {"memoryd.neighbours"})):
+        children = [s for s in spans if s.parent is not None and s.parent.span_id == recall.context.span_id]
+        assert expected <= {s.name for s in children} <= STAGES | OPTIONAL
+        assert all(s.context.trace_id == recall.context.trace_id for s in children)
+        for span in children:
+            attributes = str(dict(span.attributes or {}))
+            assert not any(word in attributes for word in ("Lisbon", "Alice", "alice", "lasagne", "party"))

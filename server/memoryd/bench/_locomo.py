@@ -53,6 +53,7 @@ class LocomoOptions:
     subject_prefix: str = "locomo"
     min_relevance: float | None = None  # None: the server's default
     off_topic: bool = False  # also ask each conversation's questions of the next one's memories
+    neighbours: bool = True  # False: every Recall asks with exclude_neighbours
     write_timeout: float = 60.0  # the server waits for indexing up to the deadline, at most 30 s
     recall_timeout: float = 30.0
     start_timeout: float = 180.0
@@ -230,6 +231,7 @@ class Session:
         request = svc.RecallRequest(subject=subject, query=question.question, top_k=max(self.options.ks))
         if self.options.min_relevance is not None:
             request.min_relevance = self.options.min_relevance
+        request.exclude_neighbours = not self.options.neighbours
         metadata = self.metadata + tuple(self.recall_metadata() if self.recall_metadata else ())
         try:
             return self.stub.Recall(request, metadata=metadata, timeout=self.options.recall_timeout)

@@ -151,7 +151,8 @@ def _facts(result: LocomoResult) -> list[str]:
         lines.append(f"off-topic: {off.empty} of {off.asked} questions asked of the next conversation's memories "
                      f"got an empty answer ({off.empty / off.asked:.1%})")
     minimum = result.options.min_relevance
-    lines.append(f"min_relevance: {'server default' if minimum is None else minimum}")
+    lines.append(f"min_relevance: {'server default' if minimum is None else minimum}; neighbouring turns: "
+                 f"{'on' if result.options.neighbours else 'off (exclude_neighbours)'}")
     if result.degraded_reasons:
         reasons = "; ".join(f"{reason} ×{n}" for reason, n in result.degraded_reasons.most_common())
         lines.append(f"WARNING: {sum(result.degraded_reasons.values())} recalls were degraded: {reasons}")
@@ -216,7 +217,7 @@ def json_report(result: LocomoResult, before: Mapping[str, Any], after: Mapping[
                     "conversations": [c.sample_id for c in result.conversations]},
         "options": {"ks": list(result.summary.ks), "top_k": max(result.summary.ks), "batch_size": options.batch_size,
                     "subject_prefix": options.subject_prefix, "consistency": "CONSISTENCY_WAIT_INDEXED",
-                    "min_relevance": options.min_relevance},
+                    "min_relevance": options.min_relevance, "neighbours": options.neighbours},
         "off_topic": None if result.off_topic is None else {"asked": result.off_topic.asked,
                                                             "empty": result.off_topic.empty},
         "server": {**result.server, "settings": dict(recorded)},

@@ -57,6 +57,8 @@ def add_bench_commands(commands: Any) -> None:
                         help="seconds to wait for the embedded server to listen (default 180)")
     locomo.add_argument("--min-relevance", type=relevance_arg, metavar="R",
                         help="ask every Recall with this minimum relevance (default: the server's)")
+    locomo.add_argument("--no-neighbours", action="store_true",
+                        help="ask every Recall with exclude_neighbours (the ranking without neighbouring turns)")
     locomo.add_argument("--off-topic", action="store_true",
                         help="also ask each conversation's questions of the next conversation's memories and "
                              "report how many got an empty answer (needs two conversations or more)")
@@ -116,7 +118,8 @@ def run_locomo_command(args: argparse.Namespace) -> int:
                                 tls=tls_settings(args) if args.addr is not None else None,
                                 token=_token(args), ks=tuple(args.k), batch_size=args.batch_size,
                                 subject_prefix=args.subject_prefix, start_timeout=args.start_timeout,
-                                min_relevance=args.min_relevance, off_topic=args.off_topic)
+                                min_relevance=args.min_relevance, off_topic=args.off_topic,
+                                neighbours=not args.no_neighbours)
         before = machine()
         with sigterm_unwinds():
             result = run_locomo(options, progress=None if args.no_progress else sys.stderr)

@@ -59,6 +59,8 @@ def add_client_commands(commands: Any) -> None:
     recall.add_argument("--top-k", type=int, default=0, help="at most this many memories (default: the server's)")
     recall.add_argument("--min-relevance", type=float, metavar="R",
                         help="leave out memories less relevant than R, 0 to 1 (default: the server's; 0: none)")
+    recall.add_argument("--no-neighbours", action="store_true",
+                        help="rank each memory on its own: no turns lifted as the best matching turn's neighbours")
     recall.add_argument("--block", action="store_true", help="also render the prompt block")
     recall.set_defaults(run=_recall)
 
@@ -100,7 +102,7 @@ def _write(args: argparse.Namespace) -> int:
 
 def _recall(args: argparse.Namespace) -> int:
     request = svc.RecallRequest(subject=args.subject, keys=args.key, query=args.query, top_k=args.top_k,
-                                render_block=args.block)
+                                render_block=args.block, exclude_neighbours=args.no_neighbours)
     if args.min_relevance is not None:
         request.min_relevance = args.min_relevance
     return _call(args, "Recall", request)

@@ -35,6 +35,7 @@ class ScoreMask:
     recency: bool = True  # updated_at and the category's half-life
     access: bool = True  # last_access_at: recalls by anyone refresh recency
     text: bool = True  # de-duplication by text and the token budget
+    turns: bool = True  # the source turn, creation, category, scope and session: neighbouring turns
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class ScoreParts:
     relevance: float = 1.0  # absolute, comparable between queries (1: an exact key match)
     cosine: float | None = None  # to the query's embedding; None without the dense channel
     keyword_relevance: float = 0.0  # KeywordHit.relevance; 0 without a keyword match
+    neighbour_of: str = ""  # the recalled memory it was written next to, if ranked for that
 
 
 class KeywordHit(NamedTuple):

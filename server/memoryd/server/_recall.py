@@ -12,6 +12,8 @@ channels' normalised scores (see ``similarities``), and they are scored as
 
 (age since the last change or recall, whichever is later: recalling reinforces a memory)
 
+then the turns written next to the best matching turn (episodic memories with a source turn
+id, ``Recaller._with_neighbours``) are ranked as a share of it, and everything is
 de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. Each candidate
 also gets an absolute ``relevance`` (``_relevance``: its cosine over the query's baseline for
 the memory's script, mixed with the keyword channel's share of the query's term weight);
@@ -27,7 +29,7 @@ inputs, last access, text) by a constant before scoring.
 Each stage is a child span of the RPC's span: ``memoryd.embed``, ``memoryd.vector_search``,
 ``memoryd.keyword_search``, ``memoryd.row_fetch`` (twice: the keyword hits, then the dense
 channel's other hits), ``memoryd.vector_fetch`` (vectors of the keyword-only candidates),
-``memoryd.rerank``
+``memoryd.neighbours`` (when a turn matched), ``memoryd.rerank``
 (MMR, lazily: only as far as top_k and the budget need); they carry counts,
 never the query or any memory's content.
 """
@@ -38,7 +40,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -70,6 +72,14 @@ DENSE_WEIGHT = 0.5
 MAX_PENDING_EVENTS = 100_000  # read audit events kept per tenant while Postgres is unreachable
 MMR_LAMBDA = 0.7
 DUPLICATE_COSINE = 0.9
+# Neighbouring turns (``_with_neighbours``): the turns written just before and after the
+# best matching turn are ranked as a share of it, NEIGHBOUR_SHARE for the nearest
+# on each side, times NEIGHBOUR_DECAY for each step further. Measured on LoCoMo
+# (bench/RESULTS.md, "Neighbouring turns"): one before and two after, 0.8 and 0.9.
+NEIGHBOURS_BEFORE = 1
+NEIGHBOURS_AFTER = 2
+NEIGHBOUR_SHARE = 0.8
+NEIGHBOUR_DECAY = 0.9
 
 
 class RecallStore(Protocol):
@@ -81,6 +91,9 @@ class RecallStore(Protocol):
 
     async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
                              now: datetime) -> list[KeywordHit]: ...
+
+    async def neighbours(self, tenant: str, flt: ReadFilter, anchor: str, before: int, after: int,
+                         now: datetime) -> list[tuple[Memory, int]]: ...
 
 
 class DenseIndex(Protocol):
@@ -243,7 +256,8 @@ class Recaller:
 
     async def recall(self, tenant: str, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
                      token_budget: int, weights: ScoreWeights, now: datetime,
-                     mask: ScoreMask = ScoreMask(), min_relevance: float = 0.0) -> Recalled:
+                     mask: ScoreMask = ScoreMask(), min_relevance: float = 0.0,
+                     neighbours: bool = True) -> Recalled:
         result = Recalled()
         scored: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
         flt = await self._store.labelled(tenant, flt)  # once, for every channel below
@@ -255,6 +269,8 @@ class Recaller:
                 scored[m.id] = (m, self._score(m, 1.0, weights, now, mask), None)
         if query.strip():
             found = await self._free_text(tenant, flt, query, top_k, weights, now, result, mask)
+            if neighbours and mask.turns:
+                await self._with_neighbours(tenant, flt, found, weights, now, mask, min_relevance)
             for memory_id, item in found.items():
                 if memory_id not in scored and item[1].relevance >= min_relevance:
                     scored[memory_id] = item
@@ -265,6 +281,38 @@ class Recaller:
                                        lambda pair: pair[0].text if mask.text else "")
             span.set_attribute("memoryd.returned", len(result.ranked))
         return result
+
+    async def _with_neighbours(self, tenant: str, flt: ReadFilter,
+                               found: dict[str, tuple[Memory, ScoreParts, list[float] | None]],
+                               weights: ScoreWeights, now: datetime, mask: ScoreMask, min_relevance: float) -> None:
+        """Rank the turns written next to the best-scoring turn in ``found`` that reaches
+        ``min_relevance`` as a share of it. A turn is an episodic memory with
+        a source turn id (a conversation's record); its neighbours are the turn before it and
+        the two after, in its subject, scope and session, among what the filter lets through
+        (``RecallStore.neighbours``). A dialogue's answer usually follows the turn that
+        matches the question and shares few of its words (bench/RESULTS.md, "Neighbouring
+        turns"). A neighbour keeps its own similarity and relevance where they are higher;
+        its cosine, keyword relevance and ranks stay its own (unset or 0 if it was no
+        candidate). Only for a caller whose view shows what this reads (``ScoreMask.turns``)."""
+        anchors = [item for item in found.values()
+                   if item[1].relevance >= min_relevance and item[0].category.episodic and item[0].source_turn_id]
+        if not anchors:
+            return
+        anchor, lifted, _ = max(anchors, key=lambda item: item[1].score)  # the first of equals
+        with self._tracer.start_as_current_span("memoryd.neighbours") as span:
+            near = await self._store.neighbours(tenant, flt, anchor.id, NEIGHBOURS_BEFORE, NEIGHBOURS_AFTER, now)
+            span.set_attribute("memoryd.neighbours", len(near))
+        for m, place in near:
+            share = NEIGHBOUR_SHARE * NEIGHBOUR_DECAY ** (abs(place) - 1)
+            similarity = share * lifted.similarity
+            own = found.get(m.id)
+            if own is not None and own[1].similarity >= similarity:
+                continue
+            parts = own[1] if own is not None else self._score(m, 0.0, weights, now, mask, Candidate(m.id))
+            rescored = self._score(m, similarity, weights, now, mask)
+            found[m.id] = (m, replace(parts, score=rescored.score, similarity=similarity,
+                                      relevance=max(parts.relevance, share * lifted.relevance),
+                                      neighbour_of=anchor.id), own[2] if own is not None else None)
 
     async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int,
                        now: datetime) -> tuple[list[KeywordHit], list[Memory]]:

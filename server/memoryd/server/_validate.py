@@ -93,6 +93,7 @@ class RecallCommand:
     weights: Weights
     render_block: bool
     min_relevance: float | None = None  # None: the tenant policy's
+    neighbours: bool = True  # rank the turns written next to the best episodic match
 
 
 @dataclass(frozen=True)
@@ -326,7 +327,7 @@ def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand
     min_relevance = check.unit("min_relevance", request.min_relevance) if request.HasField("min_relevance") else None
     check.done()
     return RecallCommand(subject, query, list(dict.fromkeys(keys)), flt, top_k, request.token_budget, weights,
-                         request.render_block, min_relevance)
+                         request.render_block, min_relevance, not request.exclude_neighbours)
 
 
 def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> ListCommand:

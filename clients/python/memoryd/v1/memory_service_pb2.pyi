@@ -146,7 +146,7 @@ class ScoreWeights(_message.Message):
     def __init__(self, similarity: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("subject", "query", "keys", "filter", "top_k", "token_budget", "weights", "render_block", "min_relevance")
+    __slots__ = ("subject", "query", "keys", "filter", "top_k", "token_budget", "weights", "render_block", "min_relevance", "exclude_neighbours")
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +156,7 @@ class RecallRequest(_message.Message):
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     RENDER_BLOCK_FIELD_NUMBER: _ClassVar[int]
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_NEIGHBOURS_FIELD_NUMBER: _ClassVar[int]
     subject: str
     query: str
     keys: _containers.RepeatedScalarFieldContainer[str]
@@ -165,10 +166,11 @@ class RecallRequest(_message.Message):
     weights: ScoreWeights
     render_block: bool
     min_relevance: float
-    def __init__(self, subject: _Optional[str] = ..., query: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., token_budget: _Optional[int] = ..., weights: _Optional[_Union[ScoreWeights, _Mapping]] = ..., render_block: _Optional[bool] = ..., min_relevance: _Optional[float] = ...) -> None: ...
+    exclude_neighbours: bool
+    def __init__(self, subject: _Optional[str] = ..., query: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., token_budget: _Optional[int] = ..., weights: _Optional[_Union[ScoreWeights, _Mapping]] = ..., render_block: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., exclude_neighbours: _Optional[bool] = ...) -> None: ...
 
 class ScoredMemory(_message.Message):
-    __slots__ = ("memory", "score", "similarity", "recency", "importance", "keyword_rank", "dense_rank", "relevance", "cosine", "keyword_relevance")
+    __slots__ = ("memory", "score", "similarity", "recency", "importance", "keyword_rank", "dense_rank", "relevance", "cosine", "keyword_relevance", "neighbour_of")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +181,7 @@ class ScoredMemory(_message.Message):
     RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     COSINE_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    NEIGHBOUR_OF_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     score: float
     similarity: float
@@ -189,7 +192,8 @@ class ScoredMemory(_message.Message):
     relevance: float
     cosine: float
     keyword_relevance: float
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., relevance: _Optional[float] = ..., cosine: _Optional[float] = ..., keyword_relevance: _Optional[float] = ...) -> None: ...
+    neighbour_of: str
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., relevance: _Optional[float] = ..., cosine: _Optional[float] = ..., keyword_relevance: _Optional[float] = ..., neighbour_of: _Optional[str] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
     __slots__ = ("memories", "block", "degraded", "degraded_reason")

@@ -177,13 +177,16 @@ def scored(guard: Guard, m: Memory, parts: ScoreParts) -> svc.ScoredMemory:
     left unset when their inputs are hidden (they would only repeat those constants). The
     relevance, cosine and keyword relevance come from the query and the memory's text and key,
     which a view must show to query by text at all (``Guard.check_query``), and the keyword
-    statistics of what the caller may read.
+    statistics of what the caller may read. ``neighbour_of`` names a memory the caller may
+    read (the neighbours' anchor passed the same filter), and is left out when ids are hidden.
     """
     out = svc.ScoredMemory(memory=memory(m, guard.visible), score=parts.score, similarity=parts.similarity,
                            keyword_rank=parts.keyword_rank, dense_rank=parts.dense_rank, relevance=parts.relevance,
                            keyword_relevance=parts.keyword_relevance)
     if parts.cosine is not None:
         out.cosine = parts.cosine
+    if parts.neighbour_of and "id" in guard.visible:
+        out.neighbour_of = parts.neighbour_of
     mask = guard.score_mask()
     if mask.recency:
         out.recency = parts.recency

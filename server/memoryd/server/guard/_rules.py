@@ -159,7 +159,8 @@ class Guard:
         """Which stored fields may shape a recall's scores, order and budget."""
         return ScoreMask(importance=self.shows("importance"), pinned=self.shows("pinned"),
                          recency=self.shows("updated_at", "category"), access=self.shows("last_access_at"),
-                         text=self.shows("text"))
+                         text=self.shows("text"),
+                         turns=self.shows("provenance", "created_at", "category", "scope", "session_id"))
 
     # -- writes -----------------------------------------------------------------------------
 

@@ -767,9 +767,14 @@ type RecallRequest struct {
 	// min_relevance, in [0, 1]: memories whose relevance is below it are neither returned nor
 	// put into the block, so a query nothing answers gets an empty answer. Unset: the tenant's
 	// policy default; 0 returns whatever ranks highest, however unrelated.
-	MinRelevance  *float32 `protobuf:"fixed32,9,opt,name=min_relevance,json=minRelevance,proto3,oneof" json:"min_relevance,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MinRelevance *float32 `protobuf:"fixed32,9,opt,name=min_relevance,json=minRelevance,proto3,oneof" json:"min_relevance,omitempty"`
+	// exclude_neighbours turns off neighbouring turns: by default a query also ranks the
+	// episodic memories written just before and after its best episodic match (same subject,
+	// scope and session), as a share of that match's similarity and relevance, because a
+	// conversation's answer often sits in the turns next to the one that matches the question.
+	ExcludeNeighbours bool `protobuf:"varint,10,opt,name=exclude_neighbours,json=excludeNeighbours,proto3" json:"exclude_neighbours,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RecallRequest) Reset() {
@@ -865,6 +870,13 @@ func (x *RecallRequest) GetMinRelevance() float32 {
 	return 0
 }
 
+func (x *RecallRequest) GetExcludeNeighbours() bool {
+	if x != nil {
+		return x.ExcludeNeighbours
+	}
+	return false
+}
+
 // ScoredMemory is a recalled memory with the parts of its score.
 type ScoredMemory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -893,8 +905,13 @@ type ScoredMemory struct {
 	// keyword_relevance is the share of the query's term weight (the sum of its words' BM25
 	// idf) that the memory's words match, in [0, 1]; 0 if no word matched.
 	KeywordRelevance float32 `protobuf:"fixed32,10,opt,name=keyword_relevance,json=keywordRelevance,proto3" json:"keyword_relevance,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// neighbour_of is the id of the recalled memory this one was written next to, when it is
+	// ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+	// similarity and relevance are then a share of that memory's. Empty otherwise, and when
+	// the view hides ids.
+	NeighbourOf   string `protobuf:"bytes,11,opt,name=neighbour_of,json=neighbourOf,proto3" json:"neighbour_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScoredMemory) Reset() {
@@ -995,6 +1012,13 @@ func (x *ScoredMemory) GetKeywordRelevance() float32 {
 		return x.KeywordRelevance
 	}
 	return 0
+}
+
+func (x *ScoredMemory) GetNeighbourOf() string {
+	if x != nil {
+		return x.NeighbourOf
+	}
+	return ""
 }
 
 // RecallResponse returns the recalled memories, best first.
@@ -2523,7 +2547,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\v_similarityB\n" +
 	"\n" +
 	"\b_recencyB\r\n" +
-	"\v_importance\"\xd0\x02\n" +
+	"\v_importance\"\xff\x02\n" +
 	"\rRecallRequest\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x12\n" +
@@ -2533,8 +2557,10 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\ftoken_budget\x18\x06 \x01(\x05R\vtokenBudget\x122\n" +
 	"\aweights\x18\a \x01(\v2\x18.memoryd.v1.ScoreWeightsR\aweights\x12!\n" +
 	"\frender_block\x18\b \x01(\bR\vrenderBlock\x12(\n" +
-	"\rmin_relevance\x18\t \x01(\x02H\x00R\fminRelevance\x88\x01\x01B\x10\n" +
-	"\x0e_min_relevance\"\xdf\x02\n" +
+	"\rmin_relevance\x18\t \x01(\x02H\x00R\fminRelevance\x88\x01\x01\x12-\n" +
+	"\x12exclude_neighbours\x18\n" +
+	" \x01(\bR\x11excludeNeighboursB\x10\n" +
+	"\x0e_min_relevance\"\x82\x03\n" +
 	"\fScoredMemory\x12*\n" +
 	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x1e\n" +
@@ -2551,7 +2577,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\trelevance\x18\b \x01(\x02R\trelevance\x12\x1b\n" +
 	"\x06cosine\x18\t \x01(\x02H\x00R\x06cosine\x88\x01\x01\x12+\n" +
 	"\x11keyword_relevance\x18\n" +
-	" \x01(\x02R\x10keywordRelevanceB\t\n" +
+	" \x01(\x02R\x10keywordRelevance\x12!\n" +
+	"\fneighbour_of\x18\v \x01(\tR\vneighbourOfB\t\n" +
 	"\a_cosine\"\xa1\x01\n" +
 	"\x0eRecallResponse\x124\n" +
 	"\bmemories\x18\x01 \x03(\v2\x18.memoryd.v1.ScoredMemoryR\bmemories\x12\x14\n" +

@@ -357,6 +357,24 @@ private static final long serialVersionUID = 0L;
     return minRelevance_;
   }
 
+  public static final int EXCLUDE_NEIGHBOURS_FIELD_NUMBER = 10;
+  private boolean excludeNeighbours_ = false;
+  /**
+   * <pre>
+   * exclude_neighbours turns off neighbouring turns: by default a query also ranks the
+   * episodic memories written just before and after its best episodic match (same subject,
+   * scope and session), as a share of that match's similarity and relevance, because a
+   * conversation's answer often sits in the turns next to the one that matches the question.
+   * </pre>
+   *
+   * <code>bool exclude_neighbours = 10;</code>
+   * @return The excludeNeighbours.
+   */
+  @java.lang.Override
+  public boolean getExcludeNeighbours() {
+    return excludeNeighbours_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -397,6 +415,9 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000004) != 0)) {
       output.writeFloat(9, minRelevance_);
+    }
+    if (excludeNeighbours_ != false) {
+      output.writeBool(10, excludeNeighbours_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -439,6 +460,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeFloatSize(9, minRelevance_);
+    }
+    if (excludeNeighbours_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(10, excludeNeighbours_);
     }
     return size;
   }
@@ -492,6 +517,8 @@ private static final long serialVersionUID = 0L;
           != java.lang.Float.floatToIntBits(
               other.getMinRelevance())) return false;
     }
+    if (getExcludeNeighbours()
+        != other.getExcludeNeighbours()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -531,6 +558,9 @@ private static final long serialVersionUID = 0L;
       hash = (53 * hash) + java.lang.Float.floatToIntBits(
           getMinRelevance());
     }
+    hash = (37 * hash) + EXCLUDE_NEIGHBOURS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getExcludeNeighbours());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -691,6 +721,7 @@ private static final long serialVersionUID = 0L;
       }
       renderBlock_ = false;
       minRelevance_ = 0F;
+      excludeNeighbours_ = false;
       return this;
     }
 
@@ -760,6 +791,9 @@ private static final long serialVersionUID = 0L;
         result.minRelevance_ = minRelevance_;
         to_bitField0_ |= 0x00000004;
       }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.excludeNeighbours_ = excludeNeighbours_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -812,6 +846,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasMinRelevance()) {
         setMinRelevance(other.getMinRelevance());
+      }
+      if (other.getExcludeNeighbours() != false) {
+        setExcludeNeighbours(other.getExcludeNeighbours());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -888,6 +925,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000100;
               break;
             } // case 77
+            case 80: {
+              excludeNeighbours_ = input.readBool();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 80
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1745,6 +1787,59 @@ private static final long serialVersionUID = 0L;
     public Builder clearMinRelevance() {
       bitField0_ = (bitField0_ & ~0x00000100);
       minRelevance_ = 0F;
+      onChanged();
+      return this;
+    }
+
+    private boolean excludeNeighbours_ ;
+    /**
+     * <pre>
+     * exclude_neighbours turns off neighbouring turns: by default a query also ranks the
+     * episodic memories written just before and after its best episodic match (same subject,
+     * scope and session), as a share of that match's similarity and relevance, because a
+     * conversation's answer often sits in the turns next to the one that matches the question.
+     * </pre>
+     *
+     * <code>bool exclude_neighbours = 10;</code>
+     * @return The excludeNeighbours.
+     */
+    @java.lang.Override
+    public boolean getExcludeNeighbours() {
+      return excludeNeighbours_;
+    }
+    /**
+     * <pre>
+     * exclude_neighbours turns off neighbouring turns: by default a query also ranks the
+     * episodic memories written just before and after its best episodic match (same subject,
+     * scope and session), as a share of that match's similarity and relevance, because a
+     * conversation's answer often sits in the turns next to the one that matches the question.
+     * </pre>
+     *
+     * <code>bool exclude_neighbours = 10;</code>
+     * @param value The excludeNeighbours to set.
+     * @return This builder for chaining.
+     */
+    public Builder setExcludeNeighbours(boolean value) {
+
+      excludeNeighbours_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * exclude_neighbours turns off neighbouring turns: by default a query also ranks the
+     * episodic memories written just before and after its best episodic match (same subject,
+     * scope and session), as a share of that match's similarity and relevance, because a
+     * conversation's answer often sits in the turns next to the one that matches the question.
+     * </pre>
+     *
+     * <code>bool exclude_neighbours = 10;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearExcludeNeighbours() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      excludeNeighbours_ = false;
       onChanged();
       return this;
     }

@@ -198,4 +198,17 @@ public interface RecallRequestOrBuilder extends
    * @return The minRelevance.
    */
   float getMinRelevance();
+
+  /**
+   * <pre>
+   * exclude_neighbours turns off neighbouring turns: by default a query also ranks the
+   * episodic memories written just before and after its best episodic match (same subject,
+   * scope and session), as a share of that match's similarity and relevance, because a
+   * conversation's answer often sits in the turns next to the one that matches the question.
+   * </pre>
+   *
+   * <code>bool exclude_neighbours = 10;</code>
+   * @return The excludeNeighbours.
+   */
+  boolean getExcludeNeighbours();
 }

@@ -32,6 +32,7 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private ScoredMemory() {
+    neighbourOf_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -244,6 +245,59 @@ private static final long serialVersionUID = 0L;
     return keywordRelevance_;
   }
 
+  public static final int NEIGHBOUR_OF_FIELD_NUMBER = 11;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object neighbourOf_ = "";
+  /**
+   * <pre>
+   * neighbour_of is the id of the recalled memory this one was written next to, when it is
+   * ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+   * similarity and relevance are then a share of that memory's. Empty otherwise, and when
+   * the view hides ids.
+   * </pre>
+   *
+   * <code>string neighbour_of = 11;</code>
+   * @return The neighbourOf.
+   */
+  @java.lang.Override
+  public java.lang.String getNeighbourOf() {
+    java.lang.Object ref = neighbourOf_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      neighbourOf_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * neighbour_of is the id of the recalled memory this one was written next to, when it is
+   * ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+   * similarity and relevance are then a share of that memory's. Empty otherwise, and when
+   * the view hides ids.
+   * </pre>
+   *
+   * <code>string neighbour_of = 11;</code>
+   * @return The bytes for neighbourOf.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getNeighbourOfBytes() {
+    java.lang.Object ref = neighbourOf_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      neighbourOf_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -288,6 +342,9 @@ private static final long serialVersionUID = 0L;
     if (java.lang.Float.floatToRawIntBits(keywordRelevance_) != 0) {
       output.writeFloat(10, keywordRelevance_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(neighbourOf_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 11, neighbourOf_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -331,6 +388,9 @@ private static final long serialVersionUID = 0L;
     if (java.lang.Float.floatToRawIntBits(keywordRelevance_) != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeFloatSize(10, keywordRelevance_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(neighbourOf_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(11, neighbourOf_);
     }
     return size;
   }
@@ -389,6 +449,8 @@ private static final long serialVersionUID = 0L;
     if (java.lang.Float.floatToIntBits(getKeywordRelevance())
         != java.lang.Float.floatToIntBits(
             other.getKeywordRelevance())) return false;
+    if (!getNeighbourOf()
+        .equals(other.getNeighbourOf())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -431,6 +493,8 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + KEYWORD_RELEVANCE_FIELD_NUMBER;
     hash = (53 * hash) + java.lang.Float.floatToIntBits(
         getKeywordRelevance());
+    hash = (37 * hash) + NEIGHBOUR_OF_FIELD_NUMBER;
+    hash = (53 * hash) + getNeighbourOf().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -586,6 +650,7 @@ private static final long serialVersionUID = 0L;
       relevance_ = 0F;
       cosine_ = 0F;
       keywordRelevance_ = 0F;
+      neighbourOf_ = "";
       return this;
     }
 
@@ -654,6 +719,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000200) != 0)) {
         result.keywordRelevance_ = keywordRelevance_;
       }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.neighbourOf_ = neighbourOf_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -698,6 +766,11 @@ private static final long serialVersionUID = 0L;
       }
       if (java.lang.Float.floatToRawIntBits(other.getKeywordRelevance()) != 0) {
         setKeywordRelevance(other.getKeywordRelevance());
+      }
+      if (!other.getNeighbourOf().isEmpty()) {
+        neighbourOf_ = other.neighbourOf_;
+        bitField0_ |= 0x00000400;
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -777,6 +850,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000200;
               break;
             } // case 85
+            case 90: {
+              neighbourOf_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 90
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1371,6 +1449,113 @@ private static final long serialVersionUID = 0L;
     public Builder clearKeywordRelevance() {
       bitField0_ = (bitField0_ & ~0x00000200);
       keywordRelevance_ = 0F;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object neighbourOf_ = "";
+    /**
+     * <pre>
+     * neighbour_of is the id of the recalled memory this one was written next to, when it is
+     * ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+     * similarity and relevance are then a share of that memory's. Empty otherwise, and when
+     * the view hides ids.
+     * </pre>
+     *
+     * <code>string neighbour_of = 11;</code>
+     * @return The neighbourOf.
+     */
+    public java.lang.String getNeighbourOf() {
+      java.lang.Object ref = neighbourOf_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        neighbourOf_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * neighbour_of is the id of the recalled memory this one was written next to, when it is
+     * ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+     * similarity and relevance are then a share of that memory's. Empty otherwise, and when
+     * the view hides ids.
+     * </pre>
+     *
+     * <code>string neighbour_of = 11;</code>
+     * @return The bytes for neighbourOf.
+     */
+    public com.google.protobuf.ByteString
+        getNeighbourOfBytes() {
+      java.lang.Object ref = neighbourOf_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        neighbourOf_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * neighbour_of is the id of the recalled memory this one was written next to, when it is
+     * ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+     * similarity and relevance are then a share of that memory's. Empty otherwise, and when
+     * the view hides ids.
+     * </pre>
+     *
+     * <code>string neighbour_of = 11;</code>
+     * @param value The neighbourOf to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNeighbourOf(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      neighbourOf_ = value;
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * neighbour_of is the id of the recalled memory this one was written next to, when it is
+     * ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+     * similarity and relevance are then a share of that memory's. Empty otherwise, and when
+     * the view hides ids.
+     * </pre>
+     *
+     * <code>string neighbour_of = 11;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearNeighbourOf() {
+      neighbourOf_ = getDefaultInstance().getNeighbourOf();
+      bitField0_ = (bitField0_ & ~0x00000400);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * neighbour_of is the id of the recalled memory this one was written next to, when it is
+     * ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+     * similarity and relevance are then a share of that memory's. Empty otherwise, and when
+     * the view hides ids.
+     * </pre>
+     *
+     * <code>string neighbour_of = 11;</code>
+     * @param value The bytes for neighbourOf to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNeighbourOfBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      neighbourOf_ = value;
+      bitField0_ |= 0x00000400;
       onChanged();
       return this;
     }

@@ -141,4 +141,30 @@ public interface ScoredMemoryOrBuilder extends
    * @return The keywordRelevance.
    */
   float getKeywordRelevance();
+
+  /**
+   * <pre>
+   * neighbour_of is the id of the recalled memory this one was written next to, when it is
+   * ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+   * similarity and relevance are then a share of that memory's. Empty otherwise, and when
+   * the view hides ids.
+   * </pre>
+   *
+   * <code>string neighbour_of = 11;</code>
+   * @return The neighbourOf.
+   */
+  java.lang.String getNeighbourOf();
+  /**
+   * <pre>
+   * neighbour_of is the id of the recalled memory this one was written next to, when it is
+   * ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
+   * similarity and relevance are then a share of that memory's. Empty otherwise, and when
+   * the view hides ids.
+   * </pre>
+   *
+   * <code>string neighbour_of = 11;</code>
+   * @return The bytes for neighbourOf.
+   */
+  com.google.protobuf.ByteString
+      getNeighbourOfBytes();
 }
