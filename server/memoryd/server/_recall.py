@@ -75,7 +75,7 @@ DUPLICATE_COSINE = 0.9
 # Neighbouring turns (``_with_neighbours``): the turns written just before and after the
 # best matching turn are ranked as a share of it, NEIGHBOUR_SHARE for the nearest
 # on each side, times NEIGHBOUR_DECAY for each step further. Measured on LoCoMo
-# (bench/RESULTS.md, "Neighbouring turns"): one before and two after, 0.8 and 0.9.
+# (bench/RESULTS.md, "Multi-hop and open-domain"): one before and two after, 0.8 and 0.9.
 NEIGHBOURS_BEFORE = 1
 NEIGHBOURS_AFTER = 2
 NEIGHBOUR_SHARE = 0.8
@@ -290,8 +290,8 @@ class Recaller:
         a source turn id (a conversation's record); its neighbours are the turn before it and
         the two after, in its subject, scope and session, among what the filter lets through
         (``RecallStore.neighbours``). A dialogue's answer usually follows the turn that
-        matches the question and shares few of its words (bench/RESULTS.md, "Neighbouring
-        turns"). A neighbour keeps its own similarity and relevance where they are higher;
+        matches the question and shares few of its words (bench/RESULTS.md, "Multi-hop
+        and open-domain"). A neighbour keeps its own similarity and relevance where they are higher;
         its cosine, keyword relevance and ranks stay its own (unset or 0 if it was no
         candidate). Only for a caller whose view shows what this reads (``ScoreMask.turns``)."""
         anchors = [item for item in found.values()

@@ -4,7 +4,7 @@
 -- memories with a source turn: the one before it and the two after, in the same subject,
 -- scope and session): a
 -- conversation's answer usually sits in the turns next to the one that matches the question
--- (issue 15; bench/RESULTS.md, "Neighbouring turns"). `seq` is that order: an identity, so a
+-- (issue 15; bench/RESULTS.md, "Multi-hop and open-domain"). `seq` is that order: an identity, so a
 -- Write's rows are numbered in item order and every path that inserts a memory numbers it
 -- without being told. Only the relative order of what a caller may read is ever used: the
 -- values themselves leave neither the database nor the server. Existing rows are numbered in
