@@ -308,8 +308,9 @@ class Recaller:
             own = found.get(m.id)
             if own is not None and own[1].similarity >= similarity:
                 continue
-            parts = own[1] if own is not None else self._score(m, 0.0, weights, now, mask, Candidate(m.id))
             rescored = self._score(m, similarity, weights, now, mask)
+            # A memory that was no candidate has no raw signal of its own: relevance 0, no ranks.
+            parts = own[1] if own is not None else replace(rescored, relevance=0.0)
             found[m.id] = (m, replace(parts, score=rescored.score, similarity=similarity,
                                       relevance=max(parts.relevance, share * lifted.relevance),
                                       neighbour_of=anchor.id), own[2] if own is not None else None)

@@ -243,8 +243,9 @@ class PostgresMemoryStore:
         memory the caller may not read neither shows up nor takes a place."""
         if before <= 0 and after <= 0:
             return []
-        async with self._db.tenant_tx(tenant) as conn:
-            where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
+        async with self._db.tenant_tx(tenant) as conn:  # one transaction: the places, then the rows
+            flt = await self._label(conn, tenant, flt)
+            where, params = read_conditions(tenant, flt)
             sides = [(sql.SQL(_WRITTEN_NEXT_TO).format(where=where, side=sql.SQL(side), order=sql.SQL(order),
                                                        direction=sql.Literal(direction)),
                       [*params, tenant, anchor, tenant, anchor, now, now, limit])
@@ -253,30 +254,38 @@ class PostgresMemoryStore:
             query = sql.SQL(" UNION ALL ").join(sql.SQL("({})").format(part) for part, _ in sides)
             cur = await conn.execute(query, [value for _, values in sides for value in values])
             rows = await cur.fetchall()
-        places: dict[str, int] = {}
-        for direction in (-1, 1):
-            side = sorted((row for row in rows if row["direction"] == direction), key=lambda row: row["seq"] * direction)
-            places.update((str(row["id"]), direction * place) for place, row in enumerate(side, start=1))
-        found = await self.fetch(tenant, flt, list(places), now)
+            places: dict[str, int] = {}
+            for direction in (-1, 1):
+                side = sorted((row for row in rows if row["direction"] == direction),
+                              key=lambda row: row["seq"] * direction)
+                places.update((str(row["id"]), direction * place) for place, row in enumerate(side, start=1))
+            if not places:
+                return []
+            found = await self._read_active(conn, tenant, flt, now, sql.SQL("id = ANY(%s::uuid[])"), list(places))
         return sorted(((m, places[m.id]) for m in found), key=lambda pair: pair[1])
 
     async def _active(self, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
                       values: list[Any]) -> list[Memory]:
-        # One statement: the rows, their subject's wrapped key, and whether any has pending values.
         async with self._db.tenant_tx(tenant) as conn:
-            where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
-            query = sql.SQL(
-                "SELECT {cols}, {wrapped}, EXISTS (SELECT 1 FROM pending_values p WHERE p.tenant_id = "
-                "memories.tenant_id AND p.memory_id = memories.id) AS has_pending FROM memories "
-                "WHERE {where} AND status = 'active' AND {which} "
-                "AND (valid_until IS NULL OR valid_until > %s) AND {unexpired} ORDER BY updated_at DESC, id"
-            ).format(cols=sql.SQL(MEMORY_COLUMNS), wrapped=sql.SQL(WRAPPED_KEY_COLUMN), where=where, which=which,
-                     unexpired=sql.SQL(UNEXPIRED))
-            cur = await conn.execute(query, [*params, values, now, now])
-            rows = await cur.fetchall()
-            pending = any([row.pop("has_pending") for row in rows])
-            memories = [memory_from_row(row) for row in await self.keys.open_with_keys(tenant, rows)]
-            return await with_pending(conn, self.keys, tenant, memories) if pending else memories
+            return await self._read_active(conn, tenant, flt, now, which, values)
+
+    async def _read_active(self, conn: Any, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
+                           values: list[Any]) -> list[Memory]:
+        """The live memories that pass the filter and ``which`` (its one placeholder: ``values``),
+        in ``conn``'s transaction."""
+        # One statement: the rows, their subject's wrapped key, and whether any has pending values.
+        where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
+        query = sql.SQL(
+            "SELECT {cols}, {wrapped}, EXISTS (SELECT 1 FROM pending_values p WHERE p.tenant_id = "
+            "memories.tenant_id AND p.memory_id = memories.id) AS has_pending FROM memories "
+            "WHERE {where} AND {which} AND {live} ORDER BY updated_at DESC, id"
+        ).format(cols=sql.SQL(MEMORY_COLUMNS), wrapped=sql.SQL(WRAPPED_KEY_COLUMN), where=where, which=which,
+                 live=sql.SQL(LIVE_AT))
+        cur = await conn.execute(query, [*params, values, now, now])
+        rows = await cur.fetchall()
+        pending = any([row.pop("has_pending") for row in rows])
+        memories = [memory_from_row(row) for row in await self.keys.open_with_keys(tenant, rows)]
+        return await with_pending(conn, self.keys, tenant, memories) if pending else memories
 
     async def index_rows(self, tenant: str, ids: list[str]) -> list[tuple[IndexedMemory, str | None]]:
         """What the index needs of the active memories among ``ids``, with the text to embed
