@@ -18,6 +18,7 @@ LoCoMo (CC BY-NC 4.0) is read from ../shared/datasets, never copied here.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 from collections import Counter, defaultdict
@@ -27,13 +28,14 @@ from pathlib import Path
 import numpy as np
 
 from memoryd.bench._dataset import canonical_dia_id, load_locomo
+from memoryd.domain import ScoreParts
+from memoryd.server._recall import Candidate, diverse, similarities
 from memoryd.storage._bm25 import B, K1
 from memoryd.storage._keywords import tokenize
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 LIMIT = 75  # each channel's candidates: top_k (25 in bench locomo) × 3
-DENSE_WEIGHT, MMR_LAMBDA, DUPLICATE_COSINE = 0.5, 0.7, 0.9
 
 
 class Conversation:
@@ -65,29 +67,21 @@ class Conversation:
 
 
 def fused(conv: Conversation, query: str, vector: np.ndarray) -> dict[int, float]:
-    """Candidates → similarity, as ``_recall.similarities`` (one script: margin ~ cosine)."""
+    """Candidates → similarity, by ``_recall.similarities`` itself (within one script the
+    margin orders and normalises as the cosine does, so the cosine stands in for it)."""
     cosine, bm25 = conv.vectors @ vector, conv.bm25(query)
     candidates = set(np.argsort(-cosine)[:LIMIT].tolist())
     candidates |= {i for i in np.argsort(-bm25)[:LIMIT].tolist() if bm25[i] > 0}
-    ids = sorted(candidates)
-    low, high, best = cosine[ids].min(), cosine[ids].max(), bm25[ids].max()
-    weight = DENSE_WEIGHT if best > 0 else 1.0
-    return {i: weight * ((cosine[i] - low) / (high - low) if high > low else 1.0)
-            + (1 - weight) * (bm25[i] / best if best > 0 else 0.0) for i in ids}
+    closeness = similarities([Candidate(str(i), margin=float(cosine[i]), bm25=float(bm25[i]))
+                              for i in sorted(candidates)])
+    return {int(i): value for i, value in closeness.items()}
 
 
 def mmr(conv: Conversation, sims: dict[int, float], k: int = 10) -> list[int]:
+    """The first ``k`` in ``_recall.diverse``'s order (every turn has a vector)."""
     order = sorted(sims, key=lambda i: -sims[i])
-    matrix, relevance = conv.vectors[order], np.array([sims[i] for i in order])
-    nearest, remaining, chosen = np.zeros(len(order)), np.ones(len(order), bool), []
-    for _ in range(min(k, len(order))):
-        value = MMR_LAMBDA * relevance - (1 - MMR_LAMBDA) * nearest
-        value[~remaining] = -np.inf
-        best = int(np.argmax(value))
-        remaining[best] = False
-        chosen.append(order[best])
-        nearest = np.maximum(nearest, np.clip((matrix @ matrix[best] - DUPLICATE_COSINE) / (1 - DUPLICATE_COSINE), 0, 1))
-    return chosen
+    items = [(i, ScoreParts(sims[i], sims[i], 0.0, 0.0), conv.vectors[i].tolist()) for i in order]
+    return [i for i, _ in itertools.islice(diverse(items), k)]
 
 
 def neighbours(sims: dict[int, float], conv: Conversation, *, anchors: int = 1, before: int = 1, after: int = 2,
