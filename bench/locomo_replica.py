@@ -1,4 +1,4 @@
-"""An offline replica of free-text Recall on LoCoMo, to compare ranking ideas in seconds.
+"""An offline replica of free-text Recall on LoCoMo, to compare ranking ideas in a minute or two.
 
     .venv/bin/python bench/locomo_replica.py [--dataset PATH] [--vectors DIR] [--idea NAME ...]
 
