@@ -265,3 +265,73 @@ def test_a_view_that_hides_provenance_gets_no_neighbours(connect):
 
     assert found and all(m.neighbour_of == "" for m in found)
     assert [m.memory.id for m in found] == [m.memory.id for m in same] and found[0].memory.id == ids["D1:1"]
+
+
+# Two people's memories, each tagged with whose it is (as extraction writes them: the text
+# does not repeat the name). The question names Ana; Bo's memories mean as much to it.
+SPEAKERS = [("Took up pottery classes last month.", "entity:ana"),
+            ("Took up rock climbing last month.", "entity:bo"),
+            ("Restores old motorbikes at weekends.", "entity:bo"),
+            ("Went camping by the lake with the kids.", "entity:ana"),
+            ("The train to Munich was late again.", "entity:bo")]
+ANA = {"Took up pottery classes last month.", "Went camping by the lake with the kids."}
+HOBBIES = "What hobbies does Ana have?"
+
+
+def write_speakers(agent: Agent, subject: str, *, tagged: bool = True) -> dict[str, str]:
+    response = agent.write(subject, *(draft("event", text, tags=[tag] if tagged else [])
+                                      for text, tag in SPEAKERS), consistency=WAIT)
+    assert response.indexed
+    return {r.memory_id: text for (text, _), r in zip(SPEAKERS, response.results, strict=True)}
+
+
+def test_a_query_that_names_an_entity_lifts_the_memories_tagged_with_it(agent):
+    write_speakers(agent, "alice")
+    write_speakers(agent, "plain", tagged=False)
+
+    named = recall(agent, "alice", HOBBIES, top_k=5, min_relevance=0.0).memories
+    plain = recall(agent, "plain", HOBBIES, top_k=5, min_relevance=0.0).memories
+
+    # An Ana memory comes first, where an untagged world puts one of Bo's first; each of Ana's
+    # memories ranks higher than without the tags, and says which tag the query named and
+    # what that added to its similarity.
+    assert named[0].memory.text in ANA and plain[0].memory.text not in ANA
+    rank = {m.memory.text: n for n, m in enumerate(named)}
+    assert all(rank[m.memory.text] < n for n, m in enumerate(plain) if m.memory.text in ANA and n > 0)
+    for m in named:
+        assert (m.named_entity, m.entity_lift) == (("entity:ana", pytest.approx(0.3)) if m.memory.text in ANA
+                                                   else ("", 0))
+        expected = 0.65 * (m.similarity + m.entity_lift) + 0.25 * m.recency + 0.10 * m.importance
+        assert m.score == pytest.approx(expected, abs=1e-4) and 0 <= m.similarity <= 1
+    assert all(m.named_entity == "" for m in plain)
+
+
+def test_the_dense_channel_is_asked_the_query_without_the_names_it_matched(agent):
+    write_speakers(agent, "alice")
+    write_speakers(agent, "plain", tagged=False)
+
+    named = recall(agent, "alice", HOBBIES, top_k=5, min_relevance=0.0).memories
+    # The untagged copy, asked the question without "Ana" (which none of its texts contains).
+    unnamed = recall(agent, "plain", "What hobbies does have?", top_k=5, min_relevance=0.0).memories
+    as_asked = recall(agent, "plain", HOBBIES, top_k=5, min_relevance=0.0).memories
+
+    def by_text(found, field):
+        return {m.memory.text: getattr(m, field) for m in found}
+
+    assert by_text(named, "cosine") == pytest.approx(by_text(unnamed, "cosine"), abs=1e-5)
+    assert by_text(named, "similarity") == pytest.approx(by_text(unnamed, "similarity"), abs=1e-5)
+    assert by_text(named, "cosine") != pytest.approx(by_text(as_asked, "cosine"), abs=1e-3)
+
+
+def test_a_view_that_hides_tags_is_ranked_as_if_there_were_none(connect):
+    writer = connect()
+    write_speakers(writer, "alice")
+    write_speakers(writer, "plain", tagged=False)
+    fields = [f for f in ALL_FIELDS if f != "tags"]
+    reader = connect("reader", view=full_view("reader", visible_fields=fields))
+
+    hidden = recall(reader, "alice", HOBBIES, top_k=5, min_relevance=0.0).memories
+    plain = recall(writer, "plain", HOBBIES, top_k=5, min_relevance=0.0).memories
+
+    assert [(m.memory.text, round(m.score, 5)) for m in hidden] == [(m.memory.text, round(m.score, 5)) for m in plain]
+    assert all(m.named_entity == "" and m.entity_lift == 0 for m in hidden)

@@ -5,10 +5,11 @@ Each example builds two tenants on the suite's server. Both get the same memorie
 may read (written in the same order, interleaved, so their timestamps differ by
 milliseconds); the second also gets memories the agent cannot read, written between them
 (events and decisions are written as a conversation's turns, whose neighbours a Recall
-ranks), including keys that a
+ranks, and memories carry ``entity:`` tags that the queries name), including keys that a
 Milvus ``like`` would over-match (``billing-x`` against the glob ``billing_*``), repeats of
 texts the agent may write blind, and values under keys it may write but not read — and,
-for the memories it does read, other values of the fields its view hides. Then the agent
+for the memories it does read, other values of the fields its view hides (importance and
+pinned). Then the agent
 makes the same random calls of every MemoryService RPC in both worlds. The answers must be
 equal once the worlds' own ids are replaced by their order of appearance and timestamps
 (which differ by the milliseconds between the two writes) are left out: every other field,
@@ -24,7 +25,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import json_format
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from memoryd.server._archive import open_archive
@@ -38,7 +39,13 @@ VISIBLE_TEXTS = ["Pays by bank transfer", "Lives in Lyon near the river", "Prefe
                  "Complained about a late parcel", "Asked for a refund of order 1042"]
 HIDDEN_TEXTS = ["Has type 2 diabetes", "Secret offshore billing account", "Pays by bank transfer",
                 "Complained about a late parcel", "Internal fraud flag raised"]
-QUERIES = ["bank transfer", "parcel", "refund order", "tea", "Lyon river", "offshore billing", "diabetes"]
+QUERIES = ["bank transfer", "parcel", "refund order", "tea", "Lyon river", "offshore billing", "diabetes",
+           "What did Lyon pay by bank transfer?", "Tea in Lyon"]
+# Entity tags the queries name ("" for none). The agent's memories may carry some; those it
+# cannot read always carry one it never sees on its own, which a query names beside other
+# words: if the lookup saw them, the query would be embedded without that word.
+ENTITIES = ["", "entity:parcel", "entity:tea", "entity:diabetes"]
+HIDDEN_ENTITIES = ["entity:lyon", "entity:bank", "entity:billing"]
 # Left out of the comparison: timestamps (the worlds are written milliseconds apart), and
 # access_count, which the agent's own recalls raise through a recorder that flushes once a
 # second, so when it shows a recall depends on timing alone.
@@ -72,23 +79,26 @@ class Item:
     text: str
     importance: float
     pinned: bool
+    entity: str = ""
 
     def draft(self, turn: str) -> pb.MemoryDraft:
         """Events and decisions are a conversation's turns (``turn``): a free-text Recall ranks the
         turns written next to its best match, among those the agent may read."""
         episodic = self.category in ("event", "decision")
         return draft(self.category, self.text, key=self.key, importance=self.importance, pinned=self.pinned,
-                     source_turn_id=turn if episodic else "")
+                     source_turn_id=turn if episodic else "", tags=[self.entity] if self.entity else [])
 
 
-def items(slots: list[tuple[str, str]], texts: list[str]) -> st.SearchStrategy[list[Item]]:
-    one = st.builds(lambda slot, text, imp, pin: Item(slot[0], slot[1], text, imp, pin),
-                    st.sampled_from(slots), st.sampled_from(texts), st.sampled_from([0.1, 0.5, 0.9]), st.booleans())
+def items(slots: list[tuple[str, str]], texts: list[str], entities: list[str]) -> st.SearchStrategy[list[Item]]:
+    one = st.builds(lambda slot, text, imp, pin, entity: Item(slot[0], slot[1], text, imp, pin, entity),
+                    st.sampled_from(slots), st.sampled_from(texts), st.sampled_from([0.1, 0.5, 0.9]), st.booleans(),
+                    st.sampled_from(entities))
     return st.lists(one, min_size=0, max_size=4)
 
 
 calls = st.lists(st.one_of(
-    st.tuples(st.just("recall_query"), st.sampled_from(QUERIES), st.integers(1, 4)),
+    # With the default minimum relevance, or none (every candidate, with its scores).
+    st.tuples(st.just("recall_query"), st.sampled_from(QUERIES), st.integers(1, 4), st.sampled_from([None, 0.0])),
     st.tuples(st.just("recall_keys"), st.sampled_from(["iban", "billing_address", "drink"])),
     st.tuples(st.just("list")),
     st.tuples(st.just("history"), st.integers(0, 4)),
@@ -151,7 +161,7 @@ def run(agent: Agent, norm: Normaliser, call: tuple[Any, ...]) -> Any:
     try:
         if kind == "recall_query":
             response = agent.call("Recall", svc.RecallRequest(subject=SUBJECT, query=call[1], top_k=call[2],
-                                                              render_block=True))
+                                                              render_block=True, min_relevance=call[3]))
         elif kind == "recall_keys":
             response = agent.recall_keys(SUBJECT, call[1], render_block=True)
         elif kind == "list":
@@ -216,9 +226,14 @@ def worlds(connect):
 @pytest.mark.timeout(1200)
 @settings(max_examples=25, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(fields=st.sampled_from(sorted(FIELD_SETS)), visible=items(VISIBLE_SLOTS, VISIBLE_TEXTS),
-       hidden=items(HIDDEN_SLOTS, HIDDEN_TEXTS), hidden_values=st.lists(st.tuples(
+@given(fields=st.sampled_from(sorted(FIELD_SETS)), visible=items(VISIBLE_SLOTS, VISIBLE_TEXTS, ENTITIES),
+       hidden=items(HIDDEN_SLOTS, HIDDEN_TEXTS, HIDDEN_ENTITIES), hidden_values=st.lists(st.tuples(
            st.sampled_from([0.1, 0.5, 0.9]), st.booleans()), min_size=4, max_size=4), calls=calls)
+# A tag only a hidden memory carries, named by a query with other words beside it: looked up
+# past the filter, it would change how the query is embedded.
+@example(fields="all", visible=[Item("preference", "drink", "Prefers tea in the morning", 0.5, False)],
+         hidden=[Item("fact", "billing-offshore", "Secret offshore billing account", 0.5, False, "entity:lyon")],
+         hidden_values=[(0.5, False)] * 4, calls=[("recall_query", "Tea in Lyon", 3, 0.0)])
 def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, visible, hidden, hidden_values, calls):
     probe_a, probe_b, seeder_for = worlds(fields)
     seed_a, seed_b = seeder_for(probe_a_tenant(probe_a)), seeder_for(probe_a_tenant(probe_b))
@@ -228,7 +243,9 @@ def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, vis
         other = item
         if masks_importance:  # a field the view hides may hold anything in the other world
             importance, pinned = hidden_values[n % len(hidden_values)]
-            other = Item(item.category, item.key, item.text, importance, pinned)
+            # Its entity tags stay: a view that hides tags changes Import's answers when they
+            # differ (found with this test, not fixed yet: see issue 15's note).
+            other = Item(item.category, item.key, item.text, importance, pinned, item.entity)
         seed_b.write(SUBJECT, other.draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
         if n < len(hidden):  # between the turns it may read: neighbours must skip it
             seed_b.write(SUBJECT, hidden[n].draft(f"h{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)

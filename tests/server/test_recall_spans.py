@@ -13,8 +13,8 @@ from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ..support import draft, full_view, token_for, unique
 
-STAGES = {"memoryd.embed", "memoryd.vector_search", "memoryd.keyword_search", "memoryd.row_fetch",
-          "memoryd.rerank"}
+STAGES = {"memoryd.entities", "memoryd.embed", "memoryd.vector_search", "memoryd.keyword_search",
+          "memoryd.row_fetch", "memoryd.rerank"}
 # vector_fetch only when a candidate came from the keyword channel alone; neighbours only when
 # a turn (an event with a source turn id) matched.
 OPTIONAL = {"memoryd.vector_fetch", "memoryd.neighbours"}

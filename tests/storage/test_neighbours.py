@@ -64,8 +64,9 @@ async def around(store: PostgresMemoryStore, tenant: str, ids: dict[str, str], a
                  after: int = 2) -> list[tuple[str, int]]:
     names = {v: k for k, v in ids.items()}
     flt = ReadFilter(subject="alice", rules=rules)
-    found = await store.neighbours(tenant, flt, ids[anchor], before, after, datetime.now(UTC))
-    return [(names.get(m.id, m.text), place) for m, place in found]
+    found = await store.neighbours(tenant, flt, [ids[anchor]], before, after, datetime.now(UTC))
+    assert {a for _, a, _ in found} <= {ids[anchor]}
+    return sorted(((names.get(m.id, m.text), place) for m, _, place in found), key=lambda pair: pair[1])
 
 
 async def test_the_turns_around_a_turn_come_in_write_order_with_their_places(store):
@@ -99,3 +100,20 @@ async def test_forgotten_and_expired_turns_take_no_place(store, postgres):
                            (tenant, ids["t1"]))
 
     assert await around(store, tenant, ids, "t2", rules=NO_DECISIONS) == [("t0", -1), ("t4", 1), ("t5", 2)]
+
+
+async def test_several_anchors_each_get_their_own_neighbours(store):
+    tenant = unique("t")
+    ids = await conversation(store, tenant)
+    names = {v: k for k, v in ids.items()}
+    flt = ReadFilter(subject="alice", rules=EVERYTHING)
+
+    found = await store.neighbours(tenant, flt, [ids["t1"], ids["t4"]], 1, 1, datetime.now(UTC))
+
+    assert sorted((names[anchor], names[m.id], place) for m, anchor, place in found) == [
+        ("t1", "t0", -1), ("t1", "t2", 1), ("t4", "t3", -1), ("t4", "t5", 1)]
+    # A turn next to two anchors comes once for each, with its place relative to each.
+    found = await store.neighbours(tenant, flt, [ids["t2"], ids["t3"]], 1, 1, datetime.now(UTC))
+    assert sorted((names[anchor], names[m.id], place) for m, anchor, place in found) == [
+        ("t2", "d", 1), ("t2", "t1", -1), ("t3", "d", -1), ("t3", "t4", 1)]
+    assert await store.neighbours(tenant, flt, [], 1, 2, datetime.now(UTC)) == []

@@ -48,11 +48,12 @@ from ._model import (
     blind_answer,
     policy_for,
 )
+from ._entities import named_spans, without_names
 from ._extraction import ExtractionJob, JobState, Turn
-from ._normalise import Normalised, normalise
+from ._normalise import Normalised, entity_tag, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
-from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, cjk_share, estimate_tokens, fit_budget, last_use, recency, recency_at, score
+from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, cjk_share, estimate_tokens, fit_budget, last_use, lifted, recency, recency_at, score
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_regex
 
 __all__ = [
@@ -75,6 +76,10 @@ __all__ = [
     "estimate_tokens",
     "fit_budget",
     "last_use",
+    "lifted",
+    "entity_tag",
+    "named_spans",
+    "without_names",
     "recency",
     "recency_at",
     "score",

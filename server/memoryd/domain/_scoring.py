@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import NamedTuple, TypeVar
 
@@ -36,6 +36,7 @@ class ScoreMask:
     access: bool = True  # last_access_at: recalls by anyone refresh recency
     text: bool = True  # de-duplication by text and the token budget
     turns: bool = True  # the source turn, creation, category, scope and session: neighbouring turns
+    entities: bool = True  # tags: the entities a query names (``entity:`` tags) lift and are matched
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class ScoreParts:
     cosine: float | None = None  # to the query's embedding; None without the dense channel
     keyword_relevance: float = 0.0  # KeywordHit.relevance; 0 without a keyword match
     neighbour_of: str = ""  # the recalled memory it was written next to, if ranked for that
+    entity_lift: float = 0.0  # added to similarity in the score when the query names named_entity
+    named_entity: str = ""  # the memory's ``entity:`` tag the query names, if any
 
 
 class KeywordHit(NamedTuple):
@@ -89,6 +92,14 @@ def score(weights: ScoreWeights, similarity: float, recency_part: float, importa
         total += weights.pinned_boost
     return ScoreParts(total, similarity, recency_part, importance, keyword_rank, dense_rank, relevance, cosine,
                       keyword_relevance)
+
+
+def lifted(parts: ScoreParts, weights: ScoreWeights, lift: float, credit: float, tag: str) -> ScoreParts:
+    """``parts`` of a memory tagged with an entity the query names (``tag``): ``lift`` is
+    added to its similarity in the score, and shown beside it (similarity stays in [0, 1]);
+    ``credit`` is added to its relevance, up to 1."""
+    return replace(parts, score=parts.score + weights.similarity * lift, entity_lift=lift, named_entity=tag,
+                   relevance=min(1.0, parts.relevance + credit))
 
 
 def estimate_tokens(text: str) -> int:

@@ -54,7 +54,8 @@ from ._logging import configure_logging
 from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
 from ._paging import PageTokens
-from ._recall import AccessRecorder, Recaller
+from ._access import AccessRecorder
+from ._recall import Recaller
 from ._revocation import RevocationList
 from ._secrets import KeyFiles, Secrets, load_secrets, require_shared_master_key, require_shared_term_secret
 from ._services import Services

@@ -12,9 +12,12 @@ channels' normalised scores (see ``similarities``), and they are scored as
 
 (age since the last change or recall, whichever is later: recalling reinforces a memory)
 
-then the turns written next to the best matching turn (episodic memories with a source turn
-id, ``Recaller._with_neighbours``) are ranked as a share of it, and everything is
-de-duplicated with MMR (λ = 0.7) and cut to top_k and the token budget. Each candidate
+then the turns written next to the best matching turns (episodic memories with a source turn
+id, ``Recaller._with_neighbours``) are ranked as a share of them, a memory tagged with an
+entity the query names (``entity:ana`` for "What does Ana like?", ``Recaller._named``) gets
+ENTITY_LIFT added to its similarity — the dense channel was asked the query without that
+name, which the tag already matches — and everything is de-duplicated with MMR (λ = 0.7) and
+cut to top_k and the token budget. Each candidate
 also gets an absolute ``relevance`` (``_relevance``: its cosine over the query's baseline for
 the memory's script, mixed with the keyword channel's share of the query's term weight);
 candidates below the request's minimum relevance are dropped before the cut, so a query
@@ -24,9 +27,11 @@ channel alone and says so (degraded).
 Only what the caller may read shapes the answer: both channels search the view-narrowed
 filter, ranks are numbered among the candidates the exact re-read kept, and the guard's
 ``ScoreMask`` replaces every stored input the view hides (importance, pinned, the recency
-inputs, last access, text) by a constant before scoring.
+inputs, last access, text) by a constant before scoring; entity tags are looked up among
+what the filter lets through, and not at all when the view hides tags.
 
-Each stage is a child span of the RPC's span: ``memoryd.embed``, ``memoryd.vector_search``,
+Each stage is a child span of the RPC's span: ``memoryd.entities`` (the entity tags the query
+names, looked up before it is embedded), ``memoryd.embed``, ``memoryd.vector_search``,
 ``memoryd.keyword_search``, ``memoryd.row_fetch`` (twice: the keyword hits, then the dense
 channel's other hits), ``memoryd.vector_fetch`` (vectors of the keyword-only candidates),
 ``memoryd.neighbours`` (when a turn matched), ``memoryd.rerank``
@@ -38,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -48,11 +52,9 @@ import numpy as np
 from opentelemetry import trace
 
 from memoryd.domain import (
-    AuditTag,
     Embedder,
     KeywordHit,
     Memory,
-    MemorydError,
     ReadFilter,
     ScoreMask,
     ScoreParts,
@@ -60,22 +62,29 @@ from memoryd.domain import (
     Unavailable,
     cjk_share,
     fit_budget,
+    lifted,
+    named_spans,
     recency_at,
     score,
+    without_names,
 )
 
 from ._config import Scoring
 from ._relevance import BACKGROUND, Baseline, QueryBaseline, relevance
 
-_log = logging.getLogger("memoryd.server.recall")
 DENSE_WEIGHT = 0.5
-MAX_PENDING_EVENTS = 100_000  # read audit events kept per tenant while Postgres is unreachable
 MMR_LAMBDA = 0.7
 DUPLICATE_COSINE = 0.9
 # Neighbouring turns (``_with_neighbours``): the turns written just before and after the
-# best matching turn are ranked as a share of it, NEIGHBOUR_SHARE for the nearest
-# on each side, times NEIGHBOUR_DECAY for each step further. Measured on LoCoMo
-# (bench/RESULTS.md, "Multi-hop and open-domain"): one before and two after, 0.8 and 0.9.
+# NEIGHBOUR_ANCHORS best matching turns are ranked as a share of them, NEIGHBOUR_SHARE for
+# the nearest on each side, times NEIGHBOUR_DECAY for each step further. Named entities
+# (``_named``): a memory tagged with an entity the query names gets ENTITY_LIFT added to its
+# similarity in the score, and ENTITY_RELEVANCE to its relevance (its cosine is to the query
+# without the name, so the name's share of the question is given back explicitly). Measured
+# on LoCoMo (bench/RESULTS.md, "Multi-hop and open-domain").
+ENTITY_LIFT = 0.3
+ENTITY_RELEVANCE = 0.1
+NEIGHBOUR_ANCHORS = 3
 NEIGHBOURS_BEFORE = 1
 NEIGHBOURS_AFTER = 2
 NEIGHBOUR_SHARE = 0.8
@@ -92,8 +101,10 @@ class RecallStore(Protocol):
     async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
                              now: datetime) -> list[KeywordHit]: ...
 
-    async def neighbours(self, tenant: str, flt: ReadFilter, anchor: str, before: int, after: int,
-                         now: datetime) -> list[tuple[Memory, int]]: ...
+    async def neighbours(self, tenant: str, flt: ReadFilter, anchors: list[str], before: int, after: int,
+                         now: datetime) -> list[tuple[Memory, str, int]]: ...
+
+    async def named_entities(self, tenant: str, flt: ReadFilter, tags: list[str], now: datetime) -> set[str]: ...
 
 
 class DenseIndex(Protocol):
@@ -268,9 +279,13 @@ class Recaller:
                 # A keyed lookup is an exact match: similarity 1.
                 scored[m.id] = (m, self._score(m, 1.0, weights, now, mask), None)
         if query.strip():
-            found = await self._free_text(tenant, flt, query, top_k, weights, now, result, mask)
+            found, named = await self._free_text(tenant, flt, query, top_k, weights, now, result, mask)
             if neighbours and mask.turns:
                 await self._with_neighbours(tenant, flt, found, weights, now, mask, min_relevance)
+            for memory_id, (m, parts, vector) in found.items():
+                tags = sorted(named.intersection(m.tags))
+                if tags:
+                    found[memory_id] = (m, lifted(parts, weights, ENTITY_LIFT, ENTITY_RELEVANCE, tags[0]), vector)
             for memory_id, item in found.items():
                 if memory_id not in scored and item[1].relevance >= min_relevance:
                     scored[memory_id] = item
@@ -285,26 +300,34 @@ class Recaller:
     async def _with_neighbours(self, tenant: str, flt: ReadFilter,
                                found: dict[str, tuple[Memory, ScoreParts, list[float] | None]],
                                weights: ScoreWeights, now: datetime, mask: ScoreMask, min_relevance: float) -> None:
-        """Rank the turns written next to the best-scoring turn in ``found`` that reaches
-        ``min_relevance`` as a share of it. A turn is an episodic memory with
+        """Rank the turns written next to the NEIGHBOUR_ANCHORS best-scoring turns in ``found``
+        that reach ``min_relevance`` as a share of them. A turn is an episodic memory with
         a source turn id (a conversation's record); its neighbours are the turn before it and
         the two after, in its subject, scope and session, among what the filter lets through
         (``RecallStore.neighbours``). A dialogue's answer usually follows the turn that
         matches the question and shares few of its words (bench/RESULTS.md, "Multi-hop
-        and open-domain"). A neighbour keeps its own similarity and relevance where they are higher;
-        its cosine, keyword relevance and ranks stay its own (unset or 0 if it was no
-        candidate). Only for a caller whose view shows what this reads (``ScoreMask.turns``)."""
-        anchors = [item for item in found.values()
-                   if item[1].relevance >= min_relevance and item[0].category.episodic and item[0].source_turn_id]
-        if not anchors:
+        and open-domain"). A neighbour keeps its own similarity and relevance where they are
+        higher, and takes the highest share of its anchors otherwise; its cosine, keyword
+        relevance and ranks stay its own (unset or 0 if it was no candidate). Only for a
+        caller whose view shows what this reads (``ScoreMask.turns``)."""
+        turns = [item for item in found.values()
+                 if item[1].relevance >= min_relevance and item[0].category.episodic and item[0].source_turn_id]
+        if not turns:
             return
-        anchor, lifted, _ = max(anchors, key=lambda item: item[1].score)  # the first of equals
+        # The best first; equal scores in the candidates' order (sorted is stable).
+        anchors = {m.id: parts for m, parts, _ in sorted(turns, key=lambda item: -item[1].score)[:NEIGHBOUR_ANCHORS]}
         with self._tracer.start_as_current_span("memoryd.neighbours") as span:
-            near = await self._store.neighbours(tenant, flt, anchor.id, NEIGHBOURS_BEFORE, NEIGHBOURS_AFTER, now)
+            near = await self._store.neighbours(tenant, flt, list(anchors), NEIGHBOURS_BEFORE, NEIGHBOURS_AFTER, now)
             span.set_attribute("memoryd.neighbours", len(near))
-        for m, place in near:
+        best: dict[str, tuple[Memory, float, str]] = {}  # neighbour id → (row, share of its anchor, anchor)
+        for m, anchor, place in near:
             share = NEIGHBOUR_SHARE * NEIGHBOUR_DECAY ** (abs(place) - 1)
-            similarity = share * lifted.similarity
+            held = best.get(m.id)
+            if held is None or share * anchors[anchor].similarity > held[1] * anchors[held[2]].similarity:
+                best[m.id] = (m, share, anchor)
+        for m, share, anchor in best.values():
+            lifted_by = anchors[anchor]
+            similarity = share * lifted_by.similarity
             own = found.get(m.id)
             if own is not None and own[1].similarity >= similarity:
                 continue
@@ -312,13 +335,40 @@ class Recaller:
             # A memory that was no candidate has no raw signal of its own: relevance 0, no ranks.
             parts = own[1] if own is not None else replace(rescored, relevance=0.0)
             found[m.id] = (m, replace(parts, score=rescored.score, similarity=similarity,
-                                      relevance=max(parts.relevance, share * lifted.relevance),
-                                      neighbour_of=anchor.id), own[2] if own is not None else None)
+                                      relevance=max(parts.relevance, share * lifted_by.relevance),
+                                      neighbour_of=anchor), own[2] if own is not None else None)
 
-    async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int,
-                       now: datetime) -> tuple[list[KeywordHit], list[Memory]]:
+    async def _named(self, tenant: str, flt: ReadFilter, query: str, now: datetime,
+                     mask: ScoreMask) -> dict[str, list[tuple[int, int]]]:
+        """The ``entity:`` tags the query names that a memory the caller may read carries,
+        each with the query's spans that name it; none when the view hides tags."""
+        if not mask.entities:
+            return {}
+        spans = named_spans(query)
+        with self._tracer.start_as_current_span("memoryd.entities") as span:
+            found = await self._store.named_entities(tenant, flt, list(spans), now)
+            span.set_attribute("memoryd.entities", len(found))
+        return {tag: spans[tag] for tag in found}
+
+    async def _then_dense(self, named_task: asyncio.Future[dict[str, list[tuple[int, int]]]], tenant: str,
+                          flt: ReadFilter, query: str, limit: int,
+                          now: datetime) -> tuple[dict[str, list[tuple[int, int]]], Any]:
+        """The named entities, then the dense channel's answer to the query without them (or
+        its ``Unavailable``): the tag finds the entity, the meaning is left to the rest."""
+        named = await named_task
+        unnamed = without_names(query, [span for spans in named.values() for span in spans])
+        try:
+            return named, await self._dense(tenant, flt, unnamed, limit, now)
+        except Unavailable as error:
+            return named, error
+
+    async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int, now: datetime, *,
+                       after: asyncio.Future[Any]) -> tuple[list[KeywordHit], list[Memory]]:
         """The keyword hits, then their rows — read while the query is still being embedded, so
-        only the dense channel's other hits are left to read after its search."""
+        only the dense channel's other hits are left to read after its search. Started once
+        ``after`` (the entity lookup, which the embedding waits for) is done, so its Python
+        work does not hold that lookup's answer up (measured: bench/RESULTS.md)."""
+        await asyncio.wait([after])
         with self._tracer.start_as_current_span("memoryd.keyword_search") as span:
             hits = await self._store.keyword_search(tenant, flt, query, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
@@ -326,15 +376,20 @@ class Recaller:
 
     async def _free_text(self, tenant: str, flt: ReadFilter, query: str, top_k: int, weights: ScoreWeights,
                          now: datetime, result: Recalled,
-                         mask: ScoreMask) -> dict[str, tuple[Memory, ScoreParts, list[float] | None]]:
+                         mask: ScoreMask) -> tuple[dict[str, tuple[Memory, ScoreParts, list[float] | None]], set[str]]:
+        """The candidates of both channels, scored, and the entity tags the query names."""
         limit = top_k * 3
-        dense_outcome, keyword_outcome = await asyncio.gather(
-            self._dense(tenant, flt, query, limit, now),
-            self._keyword(tenant, flt, query, limit, now),
+        named_task = asyncio.ensure_future(self._named(tenant, flt, query, now, mask))
+        named_outcome, keyword_outcome = await asyncio.gather(
+            self._then_dense(named_task, tenant, flt, query, limit, now),
+            self._keyword(tenant, flt, query, limit, now, after=named_task),
             return_exceptions=True,
         )
         if isinstance(keyword_outcome, BaseException):
             raise keyword_outcome  # Postgres is the source of truth: without it there is no answer
+        if isinstance(named_outcome, BaseException):
+            raise named_outcome
+        named, dense_outcome = named_outcome
         dense: list[tuple[str, float, list[float]]] = []
         query_vector: list[float] | None = None
         baseline: QueryBaseline | None = None
@@ -347,7 +402,7 @@ class Recaller:
         keyword, keyword_rows = keyword_outcome
         candidates = fuse(dense, keyword)
         if not candidates:
-            return {}
+            return {}, set(named)
         read = {hit.memory_id for hit in keyword}
         # The dense channel's other rows, and the vectors of keyword-only candidates (for their
         # cosine, and MMR), at the same time.
@@ -382,7 +437,7 @@ class Recaller:
             similarity = closeness[memory_id]
             parts = self._score(m, similarity, weights, now, mask, c)
             out[memory_id] = (m, parts, c.vector)
-        return out
+        return out, set(named)
 
     async def _fetch_rows(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
         if not ids:
@@ -426,66 +481,3 @@ class Recaller:
                     known = (embedder, Baseline.of(await embedder.embed_passages(list(BACKGROUND))))
                     self._baseline = known
         return known[1]
-
-
-class AccessRecorder:
-    """Records reads off the request path: recall counts per memory, and one audit event per
-    read (which memories were returned, to whom), written in batches.
-
-    ``flush`` runs every ``interval`` seconds and once more on shutdown, so a graceful stop
-    loses nothing.
-    """
-
-    def __init__(self, store: Any, interval: float = 1.0) -> None:
-        self._store = store
-        self._interval = interval
-        self._counts: dict[str, dict[str, int]] = {}
-        self._events: dict[str, list[tuple[str, str, str, list[str], AuditTag]]] = {}
-        self._task: asyncio.Task[None] | None = None
-
-    def record(self, tenant: str, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag, *,
-               count_access: bool = False) -> None:
-        if count_access:
-            counts = self._counts.setdefault(tenant, {})
-            for memory_id in ids:
-                counts[memory_id] = counts.get(memory_id, 0) + 1
-        self._events.setdefault(tenant, []).append((agent, subject, action, ids, tag))
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            await self.flush()
-
-    async def flush(self) -> None:
-        counts, self._counts = self._counts, {}
-        events, self._events = self._events, {}
-        for tenant in set(counts) | set(events):
-            try:
-                await self._store.record_reads(tenant, counts.get(tenant, {}), events.get(tenant, []))
-            except MemorydError as exc:
-                # Put them back: the next flush tries again, so reads are not lost to a short
-                # outage. A long one is bounded: past MAX_PENDING_EVENTS the oldest are dropped,
-                # loudly, rather than growing without end.
-                for memory_id, n in counts.get(tenant, {}).items():
-                    pending = self._counts.setdefault(tenant, {})
-                    pending[memory_id] = pending.get(memory_id, 0) + n
-                queue = self._events.setdefault(tenant, [])
-                queue[:0] = events.get(tenant, [])
-                if len(queue) > MAX_PENDING_EVENTS:
-                    dropped = len(queue) - MAX_PENDING_EVENTS
-                    del queue[:dropped]
-                    _log.error("dropped %d read audit event(s) of a tenant: Postgres has been unreachable too long",
-                               dropped)
-                _log.warning("could not record reads for a tenant yet: %s", exc.message)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-        await self.flush()

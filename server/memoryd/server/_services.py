@@ -16,7 +16,8 @@ from ._config import Scoring
 from ._extraction import ExtractionWorker
 from ._metrics import Metrics
 from ._paging import PageTokens
-from ._recall import AccessRecorder, Recaller
+from ._access import AccessRecorder
+from ._recall import Recaller
 from ._view_admin import ViewRegistry
 from .guard import Guard
 

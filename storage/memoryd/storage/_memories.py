@@ -86,7 +86,7 @@ PURGE_FALLBACK_SECONDS = 60.0
 # (migration 0019), then liveness at the caller's clock. Bare column names resolve to the
 # nearest ``memories``, as ``read_conditions`` needs.
 _WRITTEN_NEXT_TO = (
-    "SELECT id, seq, {direction} AS direction FROM memories WHERE {where} AND category IN ('event', 'decision') "
+    "SELECT id, seq, {direction} AS direction, {anchor} AS anchor FROM memories WHERE {where} AND category IN ('event', 'decision') "
     "AND source_turn_id <> '' "
     "AND (subject, scope, session_id) = (SELECT subject, scope, session_id FROM memories "
     "WHERE tenant_id = %s AND id = %s) "
@@ -233,36 +233,63 @@ class PostgresMemoryStore:
             return []
         return await self._active(tenant, flt, now, sql.SQL("id = ANY(%s::uuid[])"), ids)
 
-    async def neighbours(self, tenant: str, flt: ReadFilter, anchor: str, before: int, after: int,
-                         now: datetime) -> list[tuple[Memory, int]]:
-        """The turns written just around ``anchor`` (an episodic memory the caller may read):
-        episodic memories with a source turn, each with its place relative to it (-1: the one
-        just before, 1: just after), at most ``before`` before it and ``after`` after it, in
-        its subject, scope and session.
+    async def neighbours(self, tenant: str, flt: ReadFilter, anchors: list[str], before: int, after: int,
+                         now: datetime) -> list[tuple[Memory, str, int]]:
+        """The turns written just around each of ``anchors`` (episodic memories the caller may
+        read): episodic memories with a source turn, each with the anchor it is next to and its
+        place relative to it (-1: the one just before, 1: just after), at most ``before`` before
+        and ``after`` after each anchor, in the anchor's subject, scope and session. A memory
+        next to two anchors comes once for each.
         They are counted among the active, unexpired memories that pass the filter only, so a
         memory the caller may not read neither shows up nor takes a place."""
-        if before <= 0 and after <= 0:
+        if (before <= 0 and after <= 0) or not anchors:
             return []
-        async with self._db.tenant_tx(tenant) as conn:  # one transaction: the places, then the rows
+        # One transaction, pipelined: the places, then the rows.
+        async with self._db.tenant_tx(tenant, pipelined=True) as conn:
             flt = await self._label(conn, tenant, flt)
             where, params = read_conditions(tenant, flt)
             sides = [(sql.SQL(_WRITTEN_NEXT_TO).format(where=where, side=sql.SQL(side), order=sql.SQL(order),
-                                                       direction=sql.Literal(direction)),
+                                                       direction=sql.Literal(direction), anchor=sql.Literal(i)),
                       [*params, tenant, anchor, tenant, anchor, now, now, limit])
+                     for i, anchor in enumerate(anchors)
                      for side, order, direction, limit in (("<", "DESC", -1, before), (">", "ASC", 1, after))
                      if limit > 0]
             query = sql.SQL(" UNION ALL ").join(sql.SQL("({})").format(part) for part, _ in sides)
             cur = await conn.execute(query, [value for _, values in sides for value in values])
             rows = await cur.fetchall()
-            places: dict[str, int] = {}
-            for direction in (-1, 1):
-                side = sorted((row for row in rows if row["direction"] == direction),
-                              key=lambda row: row["seq"] * direction)
-                places.update((str(row["id"]), direction * place) for place, row in enumerate(side, start=1))
+            places: list[tuple[str, str, int]] = []
+            for i, anchor in enumerate(anchors):
+                for direction in (-1, 1):
+                    side = sorted((row for row in rows if row["anchor"] == i and row["direction"] == direction),
+                                  key=lambda row: row["seq"] * direction)
+                    places.extend((str(row["id"]), anchor, direction * place)
+                                  for place, row in enumerate(side, start=1))
             if not places:
                 return []
-            found = await self._read_active(conn, tenant, flt, now, sql.SQL("id = ANY(%s::uuid[])"), list(places))
-        return sorted(((m, places[m.id]) for m in found), key=lambda pair: pair[1])
+            found = {m.id: m for m in await self._read_active(conn, tenant, flt, now, sql.SQL("id = ANY(%s::uuid[])"),
+                                                              sorted({memory_id for memory_id, _, _ in places}))}
+        return [(found[memory_id], anchor, place) for memory_id, anchor, place in places if memory_id in found]
+
+    async def named_entities(self, tenant: str, flt: ReadFilter, tags: list[str], now: datetime) -> set[str]:
+        """Those of ``tags`` that some active, unexpired memory passing the filter carries: how
+        recall learns which entities a query names (``domain.named_spans``) among what the
+        caller may read, and nothing of the rest."""
+        if not tags:
+            return set()
+        hasher = self._hasher(tenant)
+        by_label = {hasher.label(tag): tag for tag in tags}
+        # Pipelined: on the query's way to its embedding, so BEGIN and the tenant go with it.
+        async with self._db.tenant_tx(tenant, pipelined=True) as conn:
+            where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
+            # One probe of the tag index per label (migration 0020), stopping at the first
+            # memory that carries it: a tag on half a subject's memories costs no more than one
+            # on a single memory.
+            query = sql.SQL(
+                "SELECT label FROM unnest(%b::bytea[]) AS label WHERE EXISTS "
+                "(SELECT 1 FROM memories WHERE tag_labels @> ARRAY[label] AND {where} AND {live})"
+            ).format(where=where, live=sql.SQL(LIVE_AT))
+            cur = await conn.execute(query, [list(by_label), *params, now, now])
+            return {by_label[bytes(row["label"])] for row in await cur.fetchall()}
 
     async def _active(self, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
                       values: list[Any]) -> list[Memory]:

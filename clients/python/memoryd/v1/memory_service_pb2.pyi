@@ -170,7 +170,7 @@ class RecallRequest(_message.Message):
     def __init__(self, subject: _Optional[str] = ..., query: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., token_budget: _Optional[int] = ..., weights: _Optional[_Union[ScoreWeights, _Mapping]] = ..., render_block: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., exclude_neighbours: _Optional[bool] = ...) -> None: ...
 
 class ScoredMemory(_message.Message):
-    __slots__ = ("memory", "score", "similarity", "recency", "importance", "keyword_rank", "dense_rank", "relevance", "cosine", "keyword_relevance", "neighbour_of")
+    __slots__ = ("memory", "score", "similarity", "recency", "importance", "keyword_rank", "dense_rank", "relevance", "cosine", "keyword_relevance", "neighbour_of", "named_entity", "entity_lift")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +182,8 @@ class ScoredMemory(_message.Message):
     COSINE_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     NEIGHBOUR_OF_FIELD_NUMBER: _ClassVar[int]
+    NAMED_ENTITY_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_LIFT_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     score: float
     similarity: float
@@ -193,7 +195,9 @@ class ScoredMemory(_message.Message):
     cosine: float
     keyword_relevance: float
     neighbour_of: str
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., relevance: _Optional[float] = ..., cosine: _Optional[float] = ..., keyword_relevance: _Optional[float] = ..., neighbour_of: _Optional[str] = ...) -> None: ...
+    named_entity: str
+    entity_lift: float
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., relevance: _Optional[float] = ..., cosine: _Optional[float] = ..., keyword_relevance: _Optional[float] = ..., neighbour_of: _Optional[str] = ..., named_entity: _Optional[str] = ..., entity_lift: _Optional[float] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
     __slots__ = ("memories", "block", "degraded", "degraded_reason")

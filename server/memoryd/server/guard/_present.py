@@ -179,6 +179,8 @@ def scored(guard: Guard, m: Memory, parts: ScoreParts) -> svc.ScoredMemory:
     which a view must show to query by text at all (``Guard.check_query``), and the keyword
     statistics of what the caller may read. ``neighbour_of`` names a memory the caller may
     read (the neighbours' anchor passed the same filter), and is left out when ids are hidden.
+    ``named_entity`` is one of the memory's own tags, set only when the view shows tags (else
+    no entity was looked up: ``ScoreMask.entities``).
     """
     out = svc.ScoredMemory(memory=memory(m, guard.visible), score=parts.score, similarity=parts.similarity,
                            keyword_rank=parts.keyword_rank, dense_rank=parts.dense_rank, relevance=parts.relevance,
@@ -188,6 +190,8 @@ def scored(guard: Guard, m: Memory, parts: ScoreParts) -> svc.ScoredMemory:
     if parts.neighbour_of and "id" in guard.visible:
         out.neighbour_of = parts.neighbour_of
     mask = guard.score_mask()
+    if parts.named_entity and mask.entities:
+        out.named_entity, out.entity_lift = parts.named_entity, parts.entity_lift
     if mask.recency:
         out.recency = parts.recency
     if mask.importance:

@@ -160,7 +160,8 @@ class Guard:
         return ScoreMask(importance=self.shows("importance"), pinned=self.shows("pinned"),
                          recency=self.shows("updated_at", "category"), access=self.shows("last_access_at"),
                          text=self.shows("text"),
-                         turns=self.shows("provenance", "created_at", "category", "scope", "session_id"))
+                         turns=self.shows("provenance", "created_at", "category", "scope", "session_id"),
+                         entities=self.shows("tags"))
 
     # -- writes -----------------------------------------------------------------------------
 

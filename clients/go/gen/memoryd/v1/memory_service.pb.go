@@ -882,7 +882,8 @@ type ScoredMemory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// memory, with only the caller's visible fields set.
 	Memory *Memory `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
-	// score is the weighted sum that ranked the memory.
+	// score is the weighted sum that ranked the memory (similarity + entity_lift weighted as
+	// similarity, recency, importance, and the pinned boost).
 	Score float32 `protobuf:"fixed32,2,opt,name=score,proto3" json:"score,omitempty"`
 	// similarity is the closeness to the query in [0, 1] (1 for an exact key match).
 	Similarity float32 `protobuf:"fixed32,3,opt,name=similarity,proto3" json:"similarity,omitempty"`
@@ -896,8 +897,8 @@ type ScoredMemory struct {
 	DenseRank int32 `protobuf:"varint,7,opt,name=dense_rank,json=denseRank,proto3" json:"dense_rank,omitempty"`
 	// relevance is how well the memory answers the request in [0, 1], comparable between
 	// queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
-	// an exact key match; for a query, calibrated from cosine and keyword_relevance. What
-	// min_relevance is compared with.
+	// an exact key match; for a query, calibrated from cosine and keyword_relevance (plus a
+	// share for named_entity). What min_relevance is compared with.
 	Relevance float32 `protobuf:"fixed32,8,opt,name=relevance,proto3" json:"relevance,omitempty"`
 	// cosine is the cosine similarity of the memory's embedding to the query's, in [-1, 1];
 	// unset for a keyed lookup or when the dense channel was unavailable.
@@ -909,7 +910,18 @@ type ScoredMemory struct {
 	// ranked as that memory's neighbouring turn (see RecallRequest.exclude_neighbours): its
 	// similarity and relevance are then a share of that memory's. Empty otherwise, and when
 	// the view hides ids.
-	NeighbourOf   string `protobuf:"bytes,11,opt,name=neighbour_of,json=neighbourOf,proto3" json:"neighbour_of,omitempty"`
+	NeighbourOf string `protobuf:"bytes,11,opt,name=neighbour_of,json=neighbourOf,proto3" json:"neighbour_of,omitempty"`
+	// named_entity is the memory's entity tag ("entity:<slug>", see Memory.tags) that the query
+	// names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+	// that tag. The dense channel was then asked the query without the names it matched (the
+	// tags already match them), so cosine is to that query; entity_lift was added to similarity
+	// in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+	// when the query names none of the memory's entity tags, and when the view hides tags (no
+	// entity is looked up then).
+	NamedEntity string `protobuf:"bytes,12,opt,name=named_entity,json=namedEntity,proto3" json:"named_entity,omitempty"`
+	// entity_lift is what was added to similarity in the score (weighted as similarity) because
+	// the query names named_entity; 0 when named_entity is empty.
+	EntityLift    float32 `protobuf:"fixed32,13,opt,name=entity_lift,json=entityLift,proto3" json:"entity_lift,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1019,6 +1031,20 @@ func (x *ScoredMemory) GetNeighbourOf() string {
 		return x.NeighbourOf
 	}
 	return ""
+}
+
+func (x *ScoredMemory) GetNamedEntity() string {
+	if x != nil {
+		return x.NamedEntity
+	}
+	return ""
+}
+
+func (x *ScoredMemory) GetEntityLift() float32 {
+	if x != nil {
+		return x.EntityLift
+	}
+	return 0
 }
 
 // RecallResponse returns the recalled memories, best first.
@@ -2560,7 +2586,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\rmin_relevance\x18\t \x01(\x02H\x00R\fminRelevance\x88\x01\x01\x12-\n" +
 	"\x12exclude_neighbours\x18\n" +
 	" \x01(\bR\x11excludeNeighboursB\x10\n" +
-	"\x0e_min_relevance\"\x82\x03\n" +
+	"\x0e_min_relevance\"\xc6\x03\n" +
 	"\fScoredMemory\x12*\n" +
 	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x1e\n" +
@@ -2578,7 +2604,10 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06cosine\x18\t \x01(\x02H\x00R\x06cosine\x88\x01\x01\x12+\n" +
 	"\x11keyword_relevance\x18\n" +
 	" \x01(\x02R\x10keywordRelevance\x12!\n" +
-	"\fneighbour_of\x18\v \x01(\tR\vneighbourOfB\t\n" +
+	"\fneighbour_of\x18\v \x01(\tR\vneighbourOf\x12!\n" +
+	"\fnamed_entity\x18\f \x01(\tR\vnamedEntity\x12\x1f\n" +
+	"\ventity_lift\x18\r \x01(\x02R\n" +
+	"entityLiftB\t\n" +
 	"\a_cosine\"\xa1\x01\n" +
 	"\x0eRecallResponse\x124\n" +
 	"\bmemories\x18\x01 \x03(\v2\x18.memoryd.v1.ScoredMemoryR\bmemories\x12\x14\n" +

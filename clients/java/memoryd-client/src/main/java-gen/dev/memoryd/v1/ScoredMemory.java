@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private ScoredMemory() {
     neighbourOf_ = "";
+    namedEntity_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -96,7 +97,8 @@ private static final long serialVersionUID = 0L;
   private float score_ = 0F;
   /**
    * <pre>
-   * score is the weighted sum that ranked the memory.
+   * score is the weighted sum that ranked the memory (similarity + entity_lift weighted as
+   * similarity, recency, importance, and the pinned boost).
    * </pre>
    *
    * <code>float score = 2;</code>
@@ -188,8 +190,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * relevance is how well the memory answers the request in [0, 1], comparable between
    * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
-   * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
-   * min_relevance is compared with.
+   * an exact key match; for a query, calibrated from cosine and keyword_relevance (plus a
+   * share for named_entity). What min_relevance is compared with.
    * </pre>
    *
    * <code>float relevance = 8;</code>
@@ -298,6 +300,81 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int NAMED_ENTITY_FIELD_NUMBER = 12;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object namedEntity_ = "";
+  /**
+   * <pre>
+   * named_entity is the memory's entity tag ("entity:&lt;slug&gt;", see Memory.tags) that the query
+   * names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+   * that tag. The dense channel was then asked the query without the names it matched (the
+   * tags already match them), so cosine is to that query; entity_lift was added to similarity
+   * in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+   * when the query names none of the memory's entity tags, and when the view hides tags (no
+   * entity is looked up then).
+   * </pre>
+   *
+   * <code>string named_entity = 12;</code>
+   * @return The namedEntity.
+   */
+  @java.lang.Override
+  public java.lang.String getNamedEntity() {
+    java.lang.Object ref = namedEntity_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      namedEntity_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * named_entity is the memory's entity tag ("entity:&lt;slug&gt;", see Memory.tags) that the query
+   * names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+   * that tag. The dense channel was then asked the query without the names it matched (the
+   * tags already match them), so cosine is to that query; entity_lift was added to similarity
+   * in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+   * when the query names none of the memory's entity tags, and when the view hides tags (no
+   * entity is looked up then).
+   * </pre>
+   *
+   * <code>string named_entity = 12;</code>
+   * @return The bytes for namedEntity.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getNamedEntityBytes() {
+    java.lang.Object ref = namedEntity_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      namedEntity_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int ENTITY_LIFT_FIELD_NUMBER = 13;
+  private float entityLift_ = 0F;
+  /**
+   * <pre>
+   * entity_lift is what was added to similarity in the score (weighted as similarity) because
+   * the query names named_entity; 0 when named_entity is empty.
+   * </pre>
+   *
+   * <code>float entity_lift = 13;</code>
+   * @return The entityLift.
+   */
+  @java.lang.Override
+  public float getEntityLift() {
+    return entityLift_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -345,6 +422,12 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(neighbourOf_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 11, neighbourOf_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(namedEntity_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 12, namedEntity_);
+    }
+    if (java.lang.Float.floatToRawIntBits(entityLift_) != 0) {
+      output.writeFloat(13, entityLift_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -391,6 +474,13 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(neighbourOf_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(11, neighbourOf_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(namedEntity_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(12, namedEntity_);
+    }
+    if (java.lang.Float.floatToRawIntBits(entityLift_) != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeFloatSize(13, entityLift_);
     }
     return size;
   }
@@ -451,6 +541,11 @@ private static final long serialVersionUID = 0L;
             other.getKeywordRelevance())) return false;
     if (!getNeighbourOf()
         .equals(other.getNeighbourOf())) return false;
+    if (!getNamedEntity()
+        .equals(other.getNamedEntity())) return false;
+    if (java.lang.Float.floatToIntBits(getEntityLift())
+        != java.lang.Float.floatToIntBits(
+            other.getEntityLift())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -495,6 +590,11 @@ private static final long serialVersionUID = 0L;
         getKeywordRelevance());
     hash = (37 * hash) + NEIGHBOUR_OF_FIELD_NUMBER;
     hash = (53 * hash) + getNeighbourOf().hashCode();
+    hash = (37 * hash) + NAMED_ENTITY_FIELD_NUMBER;
+    hash = (53 * hash) + getNamedEntity().hashCode();
+    hash = (37 * hash) + ENTITY_LIFT_FIELD_NUMBER;
+    hash = (53 * hash) + java.lang.Float.floatToIntBits(
+        getEntityLift());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -651,6 +751,8 @@ private static final long serialVersionUID = 0L;
       cosine_ = 0F;
       keywordRelevance_ = 0F;
       neighbourOf_ = "";
+      namedEntity_ = "";
+      entityLift_ = 0F;
       return this;
     }
 
@@ -722,6 +824,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000400) != 0)) {
         result.neighbourOf_ = neighbourOf_;
       }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.namedEntity_ = namedEntity_;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.entityLift_ = entityLift_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -771,6 +879,14 @@ private static final long serialVersionUID = 0L;
         neighbourOf_ = other.neighbourOf_;
         bitField0_ |= 0x00000400;
         onChanged();
+      }
+      if (!other.getNamedEntity().isEmpty()) {
+        namedEntity_ = other.namedEntity_;
+        bitField0_ |= 0x00000800;
+        onChanged();
+      }
+      if (java.lang.Float.floatToRawIntBits(other.getEntityLift()) != 0) {
+        setEntityLift(other.getEntityLift());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -855,6 +971,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000400;
               break;
             } // case 90
+            case 98: {
+              namedEntity_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000800;
+              break;
+            } // case 98
+            case 109: {
+              entityLift_ = input.readFloat();
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 109
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1032,7 +1158,8 @@ private static final long serialVersionUID = 0L;
     private float score_ ;
     /**
      * <pre>
-     * score is the weighted sum that ranked the memory.
+     * score is the weighted sum that ranked the memory (similarity + entity_lift weighted as
+     * similarity, recency, importance, and the pinned boost).
      * </pre>
      *
      * <code>float score = 2;</code>
@@ -1044,7 +1171,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * score is the weighted sum that ranked the memory.
+     * score is the weighted sum that ranked the memory (similarity + entity_lift weighted as
+     * similarity, recency, importance, and the pinned boost).
      * </pre>
      *
      * <code>float score = 2;</code>
@@ -1060,7 +1188,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * score is the weighted sum that ranked the memory.
+     * score is the weighted sum that ranked the memory (similarity + entity_lift weighted as
+     * similarity, recency, importance, and the pinned boost).
      * </pre>
      *
      * <code>float score = 2;</code>
@@ -1298,8 +1427,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * relevance is how well the memory answers the request in [0, 1], comparable between
      * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
-     * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
-     * min_relevance is compared with.
+     * an exact key match; for a query, calibrated from cosine and keyword_relevance (plus a
+     * share for named_entity). What min_relevance is compared with.
      * </pre>
      *
      * <code>float relevance = 8;</code>
@@ -1313,8 +1442,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * relevance is how well the memory answers the request in [0, 1], comparable between
      * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
-     * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
-     * min_relevance is compared with.
+     * an exact key match; for a query, calibrated from cosine and keyword_relevance (plus a
+     * share for named_entity). What min_relevance is compared with.
      * </pre>
      *
      * <code>float relevance = 8;</code>
@@ -1332,8 +1461,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * relevance is how well the memory answers the request in [0, 1], comparable between
      * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
-     * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
-     * min_relevance is compared with.
+     * an exact key match; for a query, calibrated from cosine and keyword_relevance (plus a
+     * share for named_entity). What min_relevance is compared with.
      * </pre>
      *
      * <code>float relevance = 8;</code>
@@ -1556,6 +1685,175 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       neighbourOf_ = value;
       bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object namedEntity_ = "";
+    /**
+     * <pre>
+     * named_entity is the memory's entity tag ("entity:&lt;slug&gt;", see Memory.tags) that the query
+     * names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+     * that tag. The dense channel was then asked the query without the names it matched (the
+     * tags already match them), so cosine is to that query; entity_lift was added to similarity
+     * in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+     * when the query names none of the memory's entity tags, and when the view hides tags (no
+     * entity is looked up then).
+     * </pre>
+     *
+     * <code>string named_entity = 12;</code>
+     * @return The namedEntity.
+     */
+    public java.lang.String getNamedEntity() {
+      java.lang.Object ref = namedEntity_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        namedEntity_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * named_entity is the memory's entity tag ("entity:&lt;slug&gt;", see Memory.tags) that the query
+     * names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+     * that tag. The dense channel was then asked the query without the names it matched (the
+     * tags already match them), so cosine is to that query; entity_lift was added to similarity
+     * in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+     * when the query names none of the memory's entity tags, and when the view hides tags (no
+     * entity is looked up then).
+     * </pre>
+     *
+     * <code>string named_entity = 12;</code>
+     * @return The bytes for namedEntity.
+     */
+    public com.google.protobuf.ByteString
+        getNamedEntityBytes() {
+      java.lang.Object ref = namedEntity_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        namedEntity_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * named_entity is the memory's entity tag ("entity:&lt;slug&gt;", see Memory.tags) that the query
+     * names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+     * that tag. The dense channel was then asked the query without the names it matched (the
+     * tags already match them), so cosine is to that query; entity_lift was added to similarity
+     * in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+     * when the query names none of the memory's entity tags, and when the view hides tags (no
+     * entity is looked up then).
+     * </pre>
+     *
+     * <code>string named_entity = 12;</code>
+     * @param value The namedEntity to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNamedEntity(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      namedEntity_ = value;
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * named_entity is the memory's entity tag ("entity:&lt;slug&gt;", see Memory.tags) that the query
+     * names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+     * that tag. The dense channel was then asked the query without the names it matched (the
+     * tags already match them), so cosine is to that query; entity_lift was added to similarity
+     * in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+     * when the query names none of the memory's entity tags, and when the view hides tags (no
+     * entity is looked up then).
+     * </pre>
+     *
+     * <code>string named_entity = 12;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearNamedEntity() {
+      namedEntity_ = getDefaultInstance().getNamedEntity();
+      bitField0_ = (bitField0_ & ~0x00000800);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * named_entity is the memory's entity tag ("entity:&lt;slug&gt;", see Memory.tags) that the query
+     * names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+     * that tag. The dense channel was then asked the query without the names it matched (the
+     * tags already match them), so cosine is to that query; entity_lift was added to similarity
+     * in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+     * when the query names none of the memory's entity tags, and when the view hides tags (no
+     * entity is looked up then).
+     * </pre>
+     *
+     * <code>string named_entity = 12;</code>
+     * @param value The bytes for namedEntity to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNamedEntityBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      namedEntity_ = value;
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+
+    private float entityLift_ ;
+    /**
+     * <pre>
+     * entity_lift is what was added to similarity in the score (weighted as similarity) because
+     * the query names named_entity; 0 when named_entity is empty.
+     * </pre>
+     *
+     * <code>float entity_lift = 13;</code>
+     * @return The entityLift.
+     */
+    @java.lang.Override
+    public float getEntityLift() {
+      return entityLift_;
+    }
+    /**
+     * <pre>
+     * entity_lift is what was added to similarity in the score (weighted as similarity) because
+     * the query names named_entity; 0 when named_entity is empty.
+     * </pre>
+     *
+     * <code>float entity_lift = 13;</code>
+     * @param value The entityLift to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEntityLift(float value) {
+
+      entityLift_ = value;
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * entity_lift is what was added to similarity in the score (weighted as similarity) because
+     * the query names named_entity; 0 when named_entity is empty.
+     * </pre>
+     *
+     * <code>float entity_lift = 13;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearEntityLift() {
+      bitField0_ = (bitField0_ & ~0x00001000);
+      entityLift_ = 0F;
       onChanged();
       return this;
     }

@@ -39,7 +39,8 @@ public interface ScoredMemoryOrBuilder extends
 
   /**
    * <pre>
-   * score is the weighted sum that ranked the memory.
+   * score is the weighted sum that ranked the memory (similarity + entity_lift weighted as
+   * similarity, recency, importance, and the pinned boost).
    * </pre>
    *
    * <code>float score = 2;</code>
@@ -101,8 +102,8 @@ public interface ScoredMemoryOrBuilder extends
    * <pre>
    * relevance is how well the memory answers the request in [0, 1], comparable between
    * queries and tenants (unlike similarity, which is relative to the other candidates): 1 for
-   * an exact key match; for a query, calibrated from cosine and keyword_relevance. What
-   * min_relevance is compared with.
+   * an exact key match; for a query, calibrated from cosine and keyword_relevance (plus a
+   * share for named_entity). What min_relevance is compared with.
    * </pre>
    *
    * <code>float relevance = 8;</code>
@@ -167,4 +168,47 @@ public interface ScoredMemoryOrBuilder extends
    */
   com.google.protobuf.ByteString
       getNeighbourOfBytes();
+
+  /**
+   * <pre>
+   * named_entity is the memory's entity tag ("entity:&lt;slug&gt;", see Memory.tags) that the query
+   * names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+   * that tag. The dense channel was then asked the query without the names it matched (the
+   * tags already match them), so cosine is to that query; entity_lift was added to similarity
+   * in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+   * when the query names none of the memory's entity tags, and when the view hides tags (no
+   * entity is looked up then).
+   * </pre>
+   *
+   * <code>string named_entity = 12;</code>
+   * @return The namedEntity.
+   */
+  java.lang.String getNamedEntity();
+  /**
+   * <pre>
+   * named_entity is the memory's entity tag ("entity:&lt;slug&gt;", see Memory.tags) that the query
+   * names: "What does Ana like?" names entity:ana, when a memory the caller may read carries
+   * that tag. The dense channel was then asked the query without the names it matched (the
+   * tags already match them), so cosine is to that query; entity_lift was added to similarity
+   * in the score, and 0.1 to relevance (up to 1) for the name's share of the question. Empty
+   * when the query names none of the memory's entity tags, and when the view hides tags (no
+   * entity is looked up then).
+   * </pre>
+   *
+   * <code>string named_entity = 12;</code>
+   * @return The bytes for namedEntity.
+   */
+  com.google.protobuf.ByteString
+      getNamedEntityBytes();
+
+  /**
+   * <pre>
+   * entity_lift is what was added to similarity in the score (weighted as similarity) because
+   * the query names named_entity; 0 when named_entity is empty.
+   * </pre>
+   *
+   * <code>float entity_lift = 13;</code>
+   * @return The entityLift.
+   */
+  float getEntityLift();
 }
