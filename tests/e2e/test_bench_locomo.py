@@ -20,7 +20,8 @@ import pytest
 from memoryd.bench import (BenchError, DatasetError, LocomoOptions, QuestionResult, canonical_dia_id, channel_hits,
                            load_locomo, parse_session_time, percentile, recall_at_k, resolve_dataset, run_locomo,
                            select_conversations, split_evidence, subject_for, summarise, turn_text)
-from memoryd.bench._locomo import LocomoResult, Session, WriteStats
+from memoryd.bench._dataset import Conversation, Turn
+from memoryd.bench._locomo import LocomoResult, Session, WriteStats, draft_for
 from memoryd.bench._progress import Progress
 from memoryd.bench._report import json_report, markdown_report, text_report
 from memoryd.bench._server import server_environment
@@ -371,7 +372,9 @@ def test_turns_are_written_in_batches_and_recalled_memories_map_back_to_turns(da
     first = stub.writes[0]
     assert first.consistency == svc.CONSISTENCY_WAIT_INDEXED and first.subject == "s"
     item = first.items[2]
-    assert (item.category, item.source_turn_id, list(item.tags)) == (pb.CATEGORY_EVENT, "D1:3", ["session_1"])
+    # Tagged with its session and with who said it, as the tag a question naming them matches.
+    assert (item.category, item.source_turn_id, list(item.tags)) == (pb.CATEGORY_EVENT, "D1:3",
+                                                                     ["session_1", "entity:alice"])
     assert item.valid_from.ToDatetime(tzinfo=UTC) == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     assert dict(result.writes.outcomes) == {"CREATED": 8, "MERGED": 1}
     assert result.writes.memories == 9 and result.writes.batches == 3
@@ -385,6 +388,26 @@ def test_turns_are_written_in_batches_and_recalled_memories_map_back_to_turns(da
     assert recall[(4, ("D1:1", "D1:3"))] == (0.0, 0.5, 0.5)
     assert recall[(4, ("D1:4",))] == (0.0, 0.0, 1.0)
     assert recall[(2, ("D2:1",))] == (0.0, 0.0, 0.0)
+
+
+def test_no_entities_writes_turns_without_their_speakers_tags(dataset: Path):
+    turn = load_locomo(dataset)[0].turns[2]
+    assert list(draft_for(turn).tags) == ["session_1", "entity:alice"]
+    assert list(draft_for(turn, entities=False).tags) == ["session_1"]
+    assert _bench_parser().parse_args(["bench", "locomo", "--no-entities"]).no_entities
+
+
+def test_off_topic_questions_name_the_other_conversations_speakers(dataset: Path):
+    conv_a, conv_b = load_locomo(dataset)
+    assert conv_a.speakers == ("Alice", "Bob")
+    assert conv_a.renamed("Which pet did Alice adopt and which instrument is Bob learning?", conv_b) == (
+        f"Which pet did {conv_b.speakers[0]} adopt and which instrument is {conv_b.speakers[1]} learning?")
+    # Whole names only, and in one pass: a name given to one speaker is not renamed again.
+    assert conv_a.renamed("Is Alicea Bob's friend?", conv_b) == f"Is Alicea {conv_b.speakers[1]}'s friend?"
+    first, second = (Conversation(name, tuple(Turn(f"D1:{i}", f"D1:{i}", 1, "x", None, who)
+                                              for i, who in enumerate(speakers)), ())
+                     for name, speakers in (("a", ("Ann", "Bo")), ("b", ("Bo", "Cy"))))
+    assert first.renamed("Ann met Bo", second) == "Bo met Cy"
 
 
 def test_a_write_that_is_not_indexed_stops_the_run(dataset: Path):
@@ -544,9 +567,18 @@ def test_off_topic_questions_are_asked_of_the_next_conversation(dataset: Path, s
         assert args.run(args) == 0
         documents.append(json.loads(out.read_text()))
     asked = sum(1 for _ in documents[0]["questions"])
+    conv_a, conv_b = load_locomo(dataset)
+    named = sum(a.renamed(q.question, b) != q.question for a, b in ((conv_a, conv_b), (conv_b, conv_a))
+                for q in a.questions)
+    assert named > 0
     # With no minimum every question gets its best candidates back, even from the wrong
-    # conversation; at 1 (only an exact key match could pass) none does.
-    assert documents[0]["off_topic"] == {"asked": asked, "empty": 0}
-    assert documents[1]["off_topic"] == {"asked": asked, "empty": asked}
+    # conversation; at 1 none does. Those that name a speaker are asked again with the other
+    # conversation's speakers' names.
+    assert documents[0]["off_topic"] == {"asked": asked, "empty": 0, "named_asked": named, "named_empty": 0}
+    assert documents[1]["off_topic"] == {"asked": asked, "empty": asked, "named_asked": named,
+                                         "named_empty": named}
     assert documents[1]["options"]["min_relevance"] == 1.0
-    assert all(q["ranking"] == [] for q in documents[1]["questions"])
+    # The minimum applies to the conversation's own questions too: at 1 only what matches
+    # fully (a speaker's turn that a question names can) is left.
+    recalled = [sum(len(q["ranking"]) for q in document["questions"]) for document in documents]
+    assert recalled[1] < recalled[0] / 4

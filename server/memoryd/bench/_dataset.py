@@ -54,6 +54,7 @@ class Turn:
     session: int
     text: str
     valid_from: datetime | None
+    speaker: str = ""  # who said it, as the dataset names them
 
     @property
     def tag(self) -> str:
@@ -95,6 +96,21 @@ class Conversation:
     @property
     def unusable_evidence(self) -> int:
         return sum(len(note.unusable) for note in self.evidence_notes)
+
+    @property
+    def speakers(self) -> tuple[str, ...]:
+        """Who speaks, in the order they first do."""
+        return tuple(dict.fromkeys(t.speaker for t in self.turns if t.speaker))
+
+    def renamed(self, question: str, other: Conversation) -> str:
+        """``question`` with this conversation's speakers named as ``other``'s, in order of
+        first appearance (its first speaker becomes the other's first): a question about
+        ``other``'s people that nothing of theirs answers."""
+        names = dict(zip(self.speakers, other.speakers))
+        if not names:
+            return question
+        pattern = re.compile("|".join(rf"\b{re.escape(name)}\b" for name in names))
+        return pattern.sub(lambda match: names[match.group()], question)  # one pass: no renamed name renamed again
 
 
 def parse_session_time(value: object) -> datetime | None:
@@ -186,7 +202,7 @@ def parse_conversation(sample: Mapping[str, Any]) -> Conversation:
                 raise DatasetError(f"{sample_id}: turn id {dia_id!r} appears twice")
             by_canonical[canonical] = dia_id
             by_turn_id[source_turn_id] = dia_id
-            turns.append(Turn(dia_id, source_turn_id, session, turn_text(raw), when))
+            turns.append(Turn(dia_id, source_turn_id, session, turn_text(raw), when, str(raw.get('speaker', '')).strip()))
     questions: list[Question] = []
     notes: list[EvidenceNote] = []
     skipped: Counter[int] = Counter()

@@ -2,8 +2,9 @@
 
 Protocol: every turn of a conversation becomes one EVENT memory of one subject per
 conversation (``<prefix>-<sample_id>``), text ``"<speaker>: <text>"`` (plus the image
-caption), ``source_turn_id`` = the turn's dia_id, ``valid_from`` = the session's date, tag
-``session_<N>``. Turns are written in batches of at most 100 with CONSISTENCY_WAIT_INDEXED; a
+caption), ``source_turn_id`` = the turn's dia_id, ``valid_from`` = the session's date, tags
+``session_<N>`` and ``entity:<speaker>`` (who said it: a question that names them lifts their
+turns; ``--no-entities`` leaves it out). Turns are written in batches of at most 100 with CONSISTENCY_WAIT_INDEXED; a
 response with ``indexed = false`` stops the run. Then every question of categories 1–4 is
 asked once with ``Recall(subject, query=question, top_k=max(ks))``, one call at a time, timed
 on the client, and the recalled memories are mapped back to dia_ids.
@@ -24,6 +25,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memoryd.client import TLS
+from memoryd.domain import entity_tag
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
@@ -54,6 +56,7 @@ class LocomoOptions:
     min_relevance: float | None = None  # None: the server's default
     off_topic: bool = False  # also ask each conversation's questions of the next one's memories
     neighbours: bool = True  # False: every Recall asks with exclude_neighbours
+    entities: bool = True  # False: turns are written without their speaker's entity tag
     write_timeout: float = 60.0  # the server waits for indexing up to the deadline, at most 30 s
     recall_timeout: float = 30.0
     start_timeout: float = 180.0
@@ -71,9 +74,12 @@ class LocomoOptions:
 
 @dataclass
 class OffTopic:
-    """Questions asked of another conversation's memories, and how many got nothing back."""
+    """Questions asked of another conversation's memories, and how many got nothing back; and
+    those that name a speaker asked again with the other conversation's speakers' names."""
     asked: int = 0
     empty: int = 0
+    named_asked: int = 0
+    named_empty: int = 0
 
 
 @dataclass
@@ -133,9 +139,10 @@ def _timestamp(when: datetime) -> Timestamp:
     return stamp
 
 
-def draft_for(turn: Turn) -> pb.MemoryDraft:
+def draft_for(turn: Turn, entities: bool = True) -> pb.MemoryDraft:
+    speaker = entity_tag(turn.speaker) if entities and turn.speaker else None
     draft = pb.MemoryDraft(category=pb.CATEGORY_EVENT, text=turn.text, source_turn_id=turn.source_turn_id,
-                           tags=[turn.tag])
+                           tags=[turn.tag, speaker] if speaker else [turn.tag])
     if turn.valid_from is not None:
         draft.valid_from.CopyFrom(_timestamp(turn.valid_from))
     return draft
@@ -174,7 +181,7 @@ class Session:
         """Write every turn; returns memory id → the dia_ids written into it (repeats merge)."""
         by_memory: dict[str, list[str]] = {}
         for batch in _batches(conversation.turns, self.options.batch_size):
-            request = svc.WriteRequest(subject=subject, items=[draft_for(t) for t in batch],
+            request = svc.WriteRequest(subject=subject, items=[draft_for(t, self.options.entities) for t in batch],
                                        consistency=svc.CONSISTENCY_WAIT_INDEXED)
             started = time.perf_counter()
             try:
@@ -227,8 +234,9 @@ class Session:
                                                    response.degraded))
             progress.advance()
 
-    def recall(self, subject: str, question: Question) -> svc.RecallResponse:
-        request = svc.RecallRequest(subject=subject, query=question.question, top_k=max(self.options.ks))
+    def recall(self, subject: str, question: Question, text: str | None = None) -> svc.RecallResponse:
+        request = svc.RecallRequest(subject=subject, query=question.question if text is None else text,
+                                    top_k=max(self.options.ks))
         if self.options.min_relevance is not None:
             request.min_relevance = self.options.min_relevance
         request.exclude_neighbours = not self.options.neighbours
@@ -238,13 +246,19 @@ class Session:
         except grpc.RpcError as error:
             raise _rpc_failure(f"Recall({subject}, question {question.index})", error, self.target) from None
 
-    def ask_off_topic(self, subject: str, conversation: Conversation, off_topic: OffTopic,
+    def ask_off_topic(self, subject: str, conversation: Conversation, other: Conversation, off_topic: OffTopic,
                       progress: Progress) -> None:
-        """Ask ``conversation``'s questions of another conversation's ``subject``: nothing
-        there answers them, so the right answer is an empty one."""
+        """Ask ``conversation``'s questions of ``other``'s ``subject``: nothing there answers
+        them, so the right answer is an empty one. A question that names a speaker is asked
+        again with ``other``'s speakers' names (its entity tags then match): still nothing
+        answers it."""
         for question in conversation.questions:
             off_topic.asked += 1
             off_topic.empty += not self.recall(subject, question).memories
+            renamed = conversation.renamed(question.question, other)
+            if renamed != question.question:
+                off_topic.named_asked += 1
+                off_topic.named_empty += not self.recall(subject, question, renamed).memories
             progress.advance()
 
 
@@ -289,7 +303,9 @@ def run_locomo(options: LocomoOptions, progress: TextIO | None = None, *,
                 result.off_topic = OffTopic()
                 with Progress("off-topic", sum(len(c.questions) for c in conversations), progress) as bar:
                     for i, conversation in enumerate(conversations):
-                        session.ask_off_topic(subjects[(i + 1) % len(subjects)], conversation, result.off_topic, bar)
+                        other = (i + 1) % len(subjects)
+                        session.ask_off_topic(subjects[other], conversation, conversations[other], result.off_topic,
+                                              bar)
     result.summary = summarise(result.questions, options.ks)
     result.seconds = time.perf_counter() - started
     return result

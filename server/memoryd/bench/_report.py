@@ -150,6 +150,10 @@ def _facts(result: LocomoResult) -> list[str]:
         off = result.off_topic
         lines.append(f"off-topic: {off.empty} of {off.asked} questions asked of the next conversation's memories "
                      f"got an empty answer ({off.empty / off.asked:.1%})")
+        if off.named_asked:
+            lines.append(f"off-topic, speakers renamed: {off.named_empty} of {off.named_asked} questions that name "
+                         "a speaker, asked with the next conversation's speakers' names, got an empty answer "
+                         f"({off.named_empty / off.named_asked:.1%})")
     minimum = result.options.min_relevance
     lines.append(f"min_relevance: {'server default' if minimum is None else minimum}; neighbouring turns: "
                  f"{'on' if result.options.neighbours else 'off (exclude_neighbours)'}")
@@ -219,7 +223,9 @@ def json_report(result: LocomoResult, before: Mapping[str, Any], after: Mapping[
                     "subject_prefix": options.subject_prefix, "consistency": "CONSISTENCY_WAIT_INDEXED",
                     "min_relevance": options.min_relevance, "neighbours": options.neighbours},
         "off_topic": None if result.off_topic is None else {"asked": result.off_topic.asked,
-                                                            "empty": result.off_topic.empty},
+                                                            "empty": result.off_topic.empty,
+                                                            "named_asked": result.off_topic.named_asked,
+                                                            "named_empty": result.off_topic.named_empty},
         "server": {**result.server, "settings": dict(recorded)},
         "machine": {"before": dict(before), "after": dict(after)},
         "versions": dict(found),

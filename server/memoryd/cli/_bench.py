@@ -59,6 +59,8 @@ def add_bench_commands(commands: Any) -> None:
                         help="ask every Recall with this minimum relevance (default: the server's)")
     locomo.add_argument("--no-neighbours", action="store_true",
                         help="ask every Recall with exclude_neighbours (the ranking without neighbouring turns)")
+    locomo.add_argument("--no-entities", action="store_true",
+                        help="write turns without their speaker's entity tag (the ranking without named entities)")
     locomo.add_argument("--off-topic", action="store_true",
                         help="also ask each conversation's questions of the next conversation's memories and "
                              "report how many got an empty answer (needs two conversations or more)")
@@ -119,7 +121,7 @@ def run_locomo_command(args: argparse.Namespace) -> int:
                                 token=_token(args), ks=tuple(args.k), batch_size=args.batch_size,
                                 subject_prefix=args.subject_prefix, start_timeout=args.start_timeout,
                                 min_relevance=args.min_relevance, off_topic=args.off_topic,
-                                neighbours=not args.no_neighbours)
+                                neighbours=not args.no_neighbours, entities=not args.no_entities)
         before = machine()
         with sigterm_unwinds():
             result = run_locomo(options, progress=None if args.no_progress else sys.stderr)
