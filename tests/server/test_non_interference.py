@@ -41,11 +41,14 @@ HIDDEN_TEXTS = ["Has type 2 diabetes", "Secret offshore billing account", "Pays 
                 "Complained about a late parcel", "Internal fraud flag raised"]
 QUERIES = ["bank transfer", "parcel", "refund order", "tea", "Lyon river", "offshore billing", "diabetes",
            "What did Lyon pay by bank transfer?", "Tea in Lyon"]
-# Entity tags the queries name ("" for none). The agent's memories may carry some; those it
-# cannot read always carry one it never sees on its own, which a query names beside other
-# words: if the lookup saw them, the query would be embedded without that word.
-ENTITIES = ["", "entity:parcel", "entity:tea", "entity:diabetes"]
-HIDDEN_ENTITIES = ["entity:lyon", "entity:bank", "entity:billing"]
+# Entity tags the queries name, by text (a text not listed has none). The agent's memories may
+# carry some; those it cannot read carry ones it never sees on its own, which a query names
+# beside other words: if the lookup saw them, the query would be embedded without that word.
+# (A tag per text, not a drawn one: the examples stay those the property was checked with.)
+VISIBLE_ENTITIES = {"Prefers tea in the morning": "entity:tea", "Complained about a late parcel": "entity:parcel"}
+HIDDEN_ENTITIES = {"Has type 2 diabetes": "entity:lyon", "Secret offshore billing account": "entity:billing",
+                   "Pays by bank transfer": "entity:bank", "Complained about a late parcel": "entity:lyon",
+                   "Internal fraud flag raised": "entity:bank"}
 # Left out of the comparison: timestamps (the worlds are written milliseconds apart), and
 # access_count, which the agent's own recalls raise through a recorder that flushes once a
 # second, so when it shows a recall depends on timing alone.
@@ -89,10 +92,9 @@ class Item:
                      source_turn_id=turn if episodic else "", tags=[self.entity] if self.entity else [])
 
 
-def items(slots: list[tuple[str, str]], texts: list[str], entities: list[str]) -> st.SearchStrategy[list[Item]]:
-    one = st.builds(lambda slot, text, imp, pin, entity: Item(slot[0], slot[1], text, imp, pin, entity),
-                    st.sampled_from(slots), st.sampled_from(texts), st.sampled_from([0.1, 0.5, 0.9]), st.booleans(),
-                    st.sampled_from(entities))
+def items(slots: list[tuple[str, str]], texts: list[str], entities: dict[str, str]) -> st.SearchStrategy[list[Item]]:
+    one = st.builds(lambda slot, text, imp, pin: Item(slot[0], slot[1], text, imp, pin, entities.get(text, "")),
+                    st.sampled_from(slots), st.sampled_from(texts), st.sampled_from([0.1, 0.5, 0.9]), st.booleans())
     return st.lists(one, min_size=0, max_size=4)
 
 
@@ -226,7 +228,7 @@ def worlds(connect):
 @pytest.mark.timeout(1200)
 @settings(max_examples=25, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(fields=st.sampled_from(sorted(FIELD_SETS)), visible=items(VISIBLE_SLOTS, VISIBLE_TEXTS, ENTITIES),
+@given(fields=st.sampled_from(sorted(FIELD_SETS)), visible=items(VISIBLE_SLOTS, VISIBLE_TEXTS, VISIBLE_ENTITIES),
        hidden=items(HIDDEN_SLOTS, HIDDEN_TEXTS, HIDDEN_ENTITIES), hidden_values=st.lists(st.tuples(
            st.sampled_from([0.1, 0.5, 0.9]), st.booleans()), min_size=4, max_size=4), calls=calls)
 # A tag only a hidden memory carries, named by a query with other words beside it: looked up
@@ -243,8 +245,8 @@ def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, vis
         other = item
         if masks_importance:  # a field the view hides may hold anything in the other world
             importance, pinned = hidden_values[n % len(hidden_values)]
-            # Its entity tags stay: a view that hides tags changes Import's answers when they
-            # differ (found with this test, not fixed yet: see issue 15's note).
+            # Its entity tags stay the same: with other tags behind a view that hides them,
+            # Import answered differently (found with this test; see issue 15's note).
             other = Item(item.category, item.key, item.text, importance, pinned, item.entity)
         seed_b.write(SUBJECT, other.draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
         if n < len(hidden):  # between the turns it may read: neighbours must skip it
