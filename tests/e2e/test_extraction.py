@@ -37,6 +37,7 @@ class Rig:
     dsn: str
     key_file: Any
     generous_tenant: str  # its policy allows sensitive items
+    redacting_tenant: str  # its policy redacts identity and financial numbers (pii = "redact")
     log: Path  # the server's log
 
     def agent(self, tenant: str | None = None, agent: str = "agent-1", view: pb.View | None = None) -> Agent:
@@ -56,9 +57,10 @@ def extraction_server(postgres: Any, key_file: Any, tmp_path_factory: Any, polic
     dsn = make_conninfo(postgres.owner_dsn, dbname=name)
     asyncio.run(migrate(dsn))
     data_dir = tmp_path_factory.mktemp("extraction")
-    generous = unique("tenant-generous")
+    generous, redacting = unique("tenant-generous"), unique("tenant-redacting")
     config = data_dir / "memoryd.toml"
-    config.write_text(f'[policy.tenants."{generous}"]\nallow_sensitive = true\n{policies}')
+    config.write_text(f'[policy.tenants."{generous}"]\nallow_sensitive = true\n'
+                      f'[policy.tenants."{redacting}"]\npii = "redact"\n{policies}')
     with FakeOpenAI(dim=8, hang_seconds=4.0) as fake:
         env = server_env(MEMORYD_DATA_DIR=str(data_dir), MEMORYD_POSTGRES_DSN=dsn, MEMORYD_SIGNING_KEY_FILE=str(key_file),
                          MEMORYD_CONFIG=str(config), MEMORYD_EXTRACTION_URL=fake.base_url + "/v1",
@@ -67,7 +69,7 @@ def extraction_server(postgres: Any, key_file: Any, tmp_path_factory: Any, polic
         process = ServerProcess(env, data_dir / "server.log").start()
         try:
             with grpc.insecure_channel(process.target) as channel:
-                yield Rig(fake, channel, dsn, key_file, generous, data_dir / "server.log")
+                yield Rig(fake, channel, dsn, key_file, generous, redacting, data_dir / "server.log")
         finally:
             assert process.stop() == 0
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
@@ -252,6 +254,31 @@ def test_sensitive_items_are_kept_only_where_the_tenant_policy_allows_them(rig):
         done, _ = finished(agent, subject, extract(agent, subject, turn("t1", "I have asthma")))
         assert [m.key for m in agent.list_all(subject)] == kept
         assert dropped(done)["instruction_like"] == 1
+
+
+def test_identity_numbers_are_caught_whatever_the_model_says_dropped_or_redacted_by_policy(rig):
+    # A small model labelled both not sensitive (issue 16): memoryd's own detectors decide.
+    answer = {"items": [item("Alice's passport number is E12345678", "fact", "passport"),
+                        item("Alice's resident ID is 11010519491231002X", "fact", "id_number"),
+                        item("Alice pays with card 4111 1111 1111 1111 for groceries", "fact", "payment"),
+                        item("Alice lives in Lyon", "fact", "home_city"),
+                        item("Order 4111 1111 1111 1112 arrived on 2023-05-08", "event")]}  # no valid card
+    kept = {}
+    for tenant in (unique("tenant"), rig.redacting_tenant):
+        agent = rig.agent(tenant)
+        subject = unique("subject")
+        rig.fake.script_chat(answer)
+        done, _ = finished(agent, subject, extract(agent, subject, turn("t1", "...")))
+        assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED
+        kept[tenant] = (sorted(m.text for m in agent.list_all(subject)), dropped(done))
+    _, (texts, drops) = kept.popitem()  # the redacting tenant
+    assert texts == ["Alice lives in Lyon", "Alice pays with card [bank card number] for groceries",
+                     "Alice's passport number is [passport number]", "Alice's resident ID is [resident ID number]",
+                     "Order 4111 1111 1111 1112 arrived on 2023-05-08"]
+    assert drops == {}
+    _, (texts, drops) = kept.popitem()  # the default policy: drop
+    assert texts == ["Alice lives in Lyon", "Order 4111 1111 1111 1112 arrived on 2023-05-08"]
+    assert drops == {"pii": 3}
 
 
 def wait_indexed(rig: Rig, subject: str) -> None:

@@ -80,6 +80,25 @@ def test_chunk_mode_stores_turns_as_dated_events_searchable_by_meaning_and_erasa
     assert sorted(m.provenance.source_turn_id for m in agent.list_all(subject)) == ["t2", "t3"]
 
 
+def test_chunks_holding_identity_numbers_are_dropped_by_the_default_policy_and_counted(agent):
+    subject = unique("subject")
+    turns = [turn("t1", "user", "My passport number is E12345678, please remember it for the visa form."),
+             turn("t2", "assistant", "I will not store passport numbers, but I noted the visa appointment.",
+                  1_714_550_460),
+             turn("t3", "user", "The appointment is on Friday at the consulate in Lyon.", 1_714_550_520)]
+
+    response = agent.call("Write", svc.WriteRequest(subject=subject, turns=turns, turn_mode=svc.TURN_MODE_CHUNK))
+
+    assert {d.reason: d.count for d in response.dropped} == {"pii": 1}
+    stored = [m.text for m in agent.list_all(subject)]
+    assert len(response.results) == len(stored) >= 1
+    assert not any("E12345678" in text for text in stored) and any("consulate" in text for text in stored)
+    # Nothing but numbers: nothing written, and the answer says why.
+    only = agent.call("Write", svc.WriteRequest(subject=subject, turns=[turn("t9", "user", "E12345678")],
+                                                turn_mode=svc.TURN_MODE_CHUNK))
+    assert not only.results and {d.reason: d.count for d in only.dropped} == {"pii": 1}
+
+
 def test_get_extraction_job_of_an_unknown_id_is_not_found_and_a_bad_id_invalid(agent):
     missing = fails(agent.call, "GetExtractionJob", svc.GetExtractionJobRequest(subject="alice",
                                                                                  job_id=str(uuid.uuid4())))

@@ -42,6 +42,10 @@ class TenantPolicy:
     min_confidence: float = 0.7
     # Whether extracted sensitive inferences (health, emotions, finances, ...) may be kept.
     allow_sensitive: bool = False
+    # What becomes of an extracted item holding an identity or financial number (resident ID,
+    # passport, bank card, IBAN, social security number, phone, email: server/_pii.py):
+    # "drop" it, "redact" the numbers ("[passport number]") and keep the rest, or "keep" it.
+    pii: str = "drop"
     ttl_days: Mapping[Category, float | None] = field(default_factory=_default_ttl_days)
     # Session-scoped memories live this long, whatever their category.
     session_ttl_hours: float = 24.0

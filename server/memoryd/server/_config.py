@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 from memoryd.domain import Category, SourceKind, TenantPolicy
 
+from ._pii import MODES
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -310,6 +312,8 @@ def _policy(section: dict[str, Any], base: TenantPolicy, where: str) -> TenantPo
         ZoneInfo(policy.timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"{where}.timezone: unknown time zone {policy.timezone!r}") from None
+    if policy.pii not in MODES:
+        raise ValueError(f"{where}.pii must be drop, redact or keep")
     if not 0.5 <= policy.merge_similarity <= 1:
         raise ValueError(f"{where}.merge_similarity must be between 0.5 and 1")
     if not all(0 <= v <= 1 for v in (policy.min_confidence, policy.stale_importance, policy.min_relevance)):

@@ -10,7 +10,12 @@ An item is dropped, for the first reason that applies, when:
 - ``transient``: the model marked it transient (a passing state, not worth remembering);
 - ``sensitive``: it is a sensitive inference (health, emotions, finances, sexuality,
   religion, politics…) by the model's own flag or by a deterministic keyword check in
-  English and Chinese, unless the tenant policy has ``allow_sensitive``.
+  English and Chinese, unless the tenant policy has ``allow_sensitive``;
+- ``pii``: its text or key holds an identity or financial number (``_pii``: resident ID,
+  passport, bank card, IBAN, social security number, phone, email), whatever the model
+  said, and the tenant policy's ``pii`` is "drop" (the default). With "redact" the numbers
+  are replaced by what they were ("[passport number]") and the item is kept, unless nothing
+  else is left of it; with "keep" it is kept as it is.
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memoryd.domain import Category, Stability, TenantPolicy
 
+from ._pii import find_pii, screened
+
+PII = "pii"
 INSTRUCTION_LIKE = "instruction_like"
 OUTSIDE_VIEW = "outside_view"
 LOW_CONFIDENCE = "low_confidence"
@@ -139,15 +147,29 @@ def drop_reason(item: ExtractedItem, policy: TenantPolicy, may_write: Callable[[
     return ""
 
 
+def without_pii(item: ExtractedItem, policy: TenantPolicy) -> ExtractedItem | None:
+    """``item`` as the tenant policy's ``pii`` has it (``_pii.screened``): None to drop it,
+    the item with its numbers redacted, or the item as it is. A number in the key drops the
+    item unless the policy keeps it: a key is a name to look the memory up by."""
+    text = screened(item.text, policy.pii)
+    if text is None or (policy.pii != "keep" and find_pii(item.key.replace("_", " "))):
+        return None
+    return item if text == item.text else replace(item, text=text)
+
+
 def filter_items(items: Iterable[ExtractedItem], policy: TenantPolicy,
                  may_write: Callable[[Category, str], bool]) -> tuple[list[ExtractedItem], Counter[str]]:
-    """The items to keep, in order, and how many were dropped for each reason."""
+    """The items to keep, in order (numbers redacted where the policy says so), and how many
+    were dropped for each reason."""
     kept: list[ExtractedItem] = []
     dropped: Counter[str] = Counter()
     for item in items:
         reason = drop_reason(item, policy, may_write)
+        clean = without_pii(item, policy) if not reason else item
+        if clean is None:
+            reason = PII
         if reason:
             dropped[reason] += 1
         else:
-            kept.append(item)
+            kept.append(clean)
     return kept, dropped

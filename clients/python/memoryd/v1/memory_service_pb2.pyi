@@ -126,14 +126,16 @@ class WriteResult(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ..., reason: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class WriteResponse(_message.Message):
-    __slots__ = ("results", "extraction_job_id", "indexed")
+    __slots__ = ("results", "extraction_job_id", "indexed", "dropped")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     EXTRACTION_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     INDEXED_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[WriteResult]
     extraction_job_id: str
     indexed: bool
-    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., extraction_job_id: _Optional[str] = ..., indexed: _Optional[bool] = ...) -> None: ...
+    dropped: _containers.RepeatedCompositeFieldContainer[DroppedCount]
+    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., extraction_job_id: _Optional[str] = ..., indexed: _Optional[bool] = ..., dropped: _Optional[_Iterable[_Union[DroppedCount, _Mapping]]] = ...) -> None: ...
 
 class ScoreWeights(_message.Message):
     __slots__ = ("similarity", "recency", "importance")

@@ -8,7 +8,7 @@ Memory, ScoredMemory, WriteResult, MemoryVersion, PendingValue or ExtractionJob 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from google.protobuf import timestamp_pb2
@@ -165,6 +165,11 @@ def write_results(results: Iterable[WriteResult]) -> list[svc.WriteResult]:
             for r in results]
 
 
+def dropped_counts(dropped: Mapping[str, int]) -> list[svc.DroppedCount]:
+    """Counts by reason, in reason order (an extraction job's, or a Write's chunks')."""
+    return [svc.DroppedCount(reason=r, count=n) for r, n in sorted(dropped.items())]
+
+
 def memory_for(guard: Guard, m: Memory) -> pb.Memory:
     return memory(m, guard.visible)
 
@@ -247,7 +252,7 @@ def extraction_job(guard: Guard, j: ExtractionJob) -> svc.ExtractionJob:
     results = [masked_result(guard, r) for r in j.results]
     out = svc.ExtractionJob(id=j.id, subject=j.subject, state=_JOB_STATE[j.state], turns=j.turn_count,
                             attempts=j.attempts, error=j.error, results=write_results(results),
-                            dropped=[svc.DroppedCount(reason=r, count=n) for r, n in sorted(j.dropped.items())])
+                            dropped=dropped_counts(j.dropped))
     if j.created_at is not None:
         out.created_at.CopyFrom(timestamp(j.created_at))
     if j.finished_at is not None:

@@ -3,12 +3,15 @@ transaction, answer through the guard."""
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
 
-from memoryd.domain import FailedPrecondition, Outcome
+from memoryd.domain import Draft, FailedPrecondition, Outcome
 from memoryd.storage import wait_indexed
 from memoryd.v1 import memory_service_pb2 as svc
 
 from .._chunking import chunk_drafts
+from .._pii import screened
 from .._services import CallContext
 from .._transfer import ImportCommand, import_drafts
 from .._validate import WriteCommand
@@ -21,7 +24,13 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
     ctx.guard.check_subject(cmd.subject)
     if cmd.has_turns and not cmd.chunk:
         return await _queue_extraction(ctx, cmd)
-    drafts = chunk_drafts(cmd.turns) if cmd.has_turns else cmd.drafts
+    dropped: Counter[str] = Counter()
+    if cmd.has_turns:
+        drafts, dropped = screen_chunks(chunk_drafts(cmd.turns), ctx.services.policy_for(ctx.tenant).pii)
+        if not drafts:
+            return svc.WriteResponse(indexed=True, dropped=present.dropped_counts(dropped))
+    else:
+        drafts = cmd.drafts
     items = ctx.guard.admit(drafts)
     written = await ctx.store.write(cmd.subject, [i.draft for i in items], blind=[i.blind for i in items],
                                     idempotency_key=cmd.idempotency_key, request_hash=cmd.request_hash, tag=ctx.tag)
@@ -43,7 +52,22 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
         indexed = not pending and not dead
     else:  # as the write's own transaction saw it: no second transaction on the ack's path
         indexed = written.unindexed.isdisjoint(shown)
-    return svc.WriteResponse(results=present.write_results(answers), indexed=indexed)
+    return svc.WriteResponse(results=present.write_results(answers), indexed=indexed,
+                             dropped=present.dropped_counts(dropped))
+
+
+def screen_chunks(drafts: list[Draft], mode: str) -> tuple[list[Draft], Counter[str]]:
+    """The chunks as the tenant policy's ``pii`` has them (``_pii.screened``): the ones to
+    write, numbers redacted where it says so, and how many were left out."""
+    kept: list[Draft] = []
+    dropped: Counter[str] = Counter()
+    for draft in drafts:
+        text = screened(draft.text, mode)
+        if text is None:
+            dropped["pii"] += 1
+        else:
+            kept.append(draft if text == draft.text else replace(draft, text=text))
+    return kept, dropped
 
 
 async def _queue_extraction(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:

@@ -623,7 +623,13 @@ type WriteResponse struct {
 	// reply was made (a retry with the same idempotency_key returns the first call's results,
 	// with indexed as of the retry). With CONSISTENCY_WAIT_INDEXED the server waits for that, up to the call's
 	// deadline (at most 30 s); false then means the memories are durable but not yet indexed.
-	Indexed       bool `protobuf:"varint,3,opt,name=indexed,proto3" json:"indexed,omitempty"`
+	Indexed bool `protobuf:"varint,3,opt,name=indexed,proto3" json:"indexed,omitempty"`
+	// dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+	// chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+	// social security number, phone, email) where the tenant policy drops them (its default;
+	// a policy that redacts them writes the chunk with "[passport number]" in its place).
+	// results has no entry for a dropped chunk.
+	Dropped       []*DroppedCount `protobuf:"bytes,4,rep,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -677,6 +683,13 @@ func (x *WriteResponse) GetIndexed() bool {
 		return x.Indexed
 	}
 	return false
+}
+
+func (x *WriteResponse) GetDropped() []*DroppedCount {
+	if x != nil {
+		return x.Dropped
+	}
+	return nil
 }
 
 // ScoreWeights override the default recall weights. Each must be in [0, 1] and at least one
@@ -2557,11 +2570,12 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\tmemory_id\x18\x01 \x01(\tR\bmemoryId\x122\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x18.memoryd.v1.WriteOutcomeR\aoutcome\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x03R\aversion\"\x88\x01\n" +
+	"\aversion\x18\x04 \x01(\x03R\aversion\"\xbc\x01\n" +
 	"\rWriteResponse\x121\n" +
 	"\aresults\x18\x01 \x03(\v2\x17.memoryd.v1.WriteResultR\aresults\x12*\n" +
 	"\x11extraction_job_id\x18\x02 \x01(\tR\x0fextractionJobId\x12\x18\n" +
-	"\aindexed\x18\x03 \x01(\bR\aindexed\"\xa1\x01\n" +
+	"\aindexed\x18\x03 \x01(\bR\aindexed\x122\n" +
+	"\adropped\x18\x04 \x03(\v2\x18.memoryd.v1.DroppedCountR\adropped\"\xa1\x01\n" +
 	"\fScoreWeights\x12#\n" +
 	"\n" +
 	"similarity\x18\x01 \x01(\x02H\x00R\n" +
@@ -2838,58 +2852,59 @@ var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
 	2,  // 3: memoryd.v1.WriteRequest.turn_mode:type_name -> memoryd.v1.TurnMode
 	1,  // 4: memoryd.v1.WriteResult.outcome:type_name -> memoryd.v1.WriteOutcome
 	8,  // 5: memoryd.v1.WriteResponse.results:type_name -> memoryd.v1.WriteResult
-	36, // 6: memoryd.v1.RecallRequest.filter:type_name -> memoryd.v1.MemoryFilter
-	10, // 7: memoryd.v1.RecallRequest.weights:type_name -> memoryd.v1.ScoreWeights
-	37, // 8: memoryd.v1.ScoredMemory.memory:type_name -> memoryd.v1.Memory
-	12, // 9: memoryd.v1.RecallResponse.memories:type_name -> memoryd.v1.ScoredMemory
-	14, // 10: memoryd.v1.EraseRequest.ids:type_name -> memoryd.v1.MemoryIds
-	38, // 11: memoryd.v1.EraseRequest.category:type_name -> memoryd.v1.Category
-	3,  // 12: memoryd.v1.EraseRequest.mode:type_name -> memoryd.v1.EraseMode
-	3,  // 13: memoryd.v1.ErasureReceipt.mode:type_name -> memoryd.v1.EraseMode
-	16, // 14: memoryd.v1.ErasureReceipt.counts:type_name -> memoryd.v1.StoreCounts
-	39, // 15: memoryd.v1.ErasureReceipt.started_at:type_name -> google.protobuf.Timestamp
-	39, // 16: memoryd.v1.ErasureReceipt.finished_at:type_name -> google.protobuf.Timestamp
-	17, // 17: memoryd.v1.EraseResponse.receipt:type_name -> memoryd.v1.ErasureReceipt
-	36, // 18: memoryd.v1.MemoryViewRequest.filter:type_name -> memoryd.v1.MemoryFilter
-	40, // 19: memoryd.v1.MemoryViewRequest.statuses:type_name -> memoryd.v1.MemoryStatus
-	37, // 20: memoryd.v1.MemoryViewResponse.memories:type_name -> memoryd.v1.Memory
-	41, // 21: memoryd.v1.MemoryViewResponse.view:type_name -> memoryd.v1.View
-	37, // 22: memoryd.v1.MemoryVersion.memory:type_name -> memoryd.v1.Memory
-	4,  // 23: memoryd.v1.MemoryVersion.change:type_name -> memoryd.v1.ChangeKind
-	39, // 24: memoryd.v1.MemoryVersion.recorded_at:type_name -> google.protobuf.Timestamp
-	22, // 25: memoryd.v1.GetHistoryResponse.versions:type_name -> memoryd.v1.MemoryVersion
-	5,  // 26: memoryd.v1.ExtractionJob.state:type_name -> memoryd.v1.ExtractionJobState
-	8,  // 27: memoryd.v1.ExtractionJob.results:type_name -> memoryd.v1.WriteResult
-	24, // 28: memoryd.v1.ExtractionJob.dropped:type_name -> memoryd.v1.DroppedCount
-	39, // 29: memoryd.v1.ExtractionJob.created_at:type_name -> google.protobuf.Timestamp
-	39, // 30: memoryd.v1.ExtractionJob.finished_at:type_name -> google.protobuf.Timestamp
-	25, // 31: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
-	6,  // 32: memoryd.v1.ResolveConflictRequest.resolution:type_name -> memoryd.v1.ConflictResolution
-	37, // 33: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
-	8,  // 34: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
-	7,  // 35: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
-	11, // 36: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	15, // 37: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
-	19, // 38: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
-	21, // 39: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
-	26, // 40: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
-	28, // 41: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
-	30, // 42: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
-	32, // 43: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
-	9,  // 44: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
-	13, // 45: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	18, // 46: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
-	20, // 47: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
-	23, // 48: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
-	27, // 49: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
-	29, // 50: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
-	31, // 51: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
-	33, // 52: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
-	44, // [44:53] is the sub-list for method output_type
-	35, // [35:44] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	24, // 6: memoryd.v1.WriteResponse.dropped:type_name -> memoryd.v1.DroppedCount
+	36, // 7: memoryd.v1.RecallRequest.filter:type_name -> memoryd.v1.MemoryFilter
+	10, // 8: memoryd.v1.RecallRequest.weights:type_name -> memoryd.v1.ScoreWeights
+	37, // 9: memoryd.v1.ScoredMemory.memory:type_name -> memoryd.v1.Memory
+	12, // 10: memoryd.v1.RecallResponse.memories:type_name -> memoryd.v1.ScoredMemory
+	14, // 11: memoryd.v1.EraseRequest.ids:type_name -> memoryd.v1.MemoryIds
+	38, // 12: memoryd.v1.EraseRequest.category:type_name -> memoryd.v1.Category
+	3,  // 13: memoryd.v1.EraseRequest.mode:type_name -> memoryd.v1.EraseMode
+	3,  // 14: memoryd.v1.ErasureReceipt.mode:type_name -> memoryd.v1.EraseMode
+	16, // 15: memoryd.v1.ErasureReceipt.counts:type_name -> memoryd.v1.StoreCounts
+	39, // 16: memoryd.v1.ErasureReceipt.started_at:type_name -> google.protobuf.Timestamp
+	39, // 17: memoryd.v1.ErasureReceipt.finished_at:type_name -> google.protobuf.Timestamp
+	17, // 18: memoryd.v1.EraseResponse.receipt:type_name -> memoryd.v1.ErasureReceipt
+	36, // 19: memoryd.v1.MemoryViewRequest.filter:type_name -> memoryd.v1.MemoryFilter
+	40, // 20: memoryd.v1.MemoryViewRequest.statuses:type_name -> memoryd.v1.MemoryStatus
+	37, // 21: memoryd.v1.MemoryViewResponse.memories:type_name -> memoryd.v1.Memory
+	41, // 22: memoryd.v1.MemoryViewResponse.view:type_name -> memoryd.v1.View
+	37, // 23: memoryd.v1.MemoryVersion.memory:type_name -> memoryd.v1.Memory
+	4,  // 24: memoryd.v1.MemoryVersion.change:type_name -> memoryd.v1.ChangeKind
+	39, // 25: memoryd.v1.MemoryVersion.recorded_at:type_name -> google.protobuf.Timestamp
+	22, // 26: memoryd.v1.GetHistoryResponse.versions:type_name -> memoryd.v1.MemoryVersion
+	5,  // 27: memoryd.v1.ExtractionJob.state:type_name -> memoryd.v1.ExtractionJobState
+	8,  // 28: memoryd.v1.ExtractionJob.results:type_name -> memoryd.v1.WriteResult
+	24, // 29: memoryd.v1.ExtractionJob.dropped:type_name -> memoryd.v1.DroppedCount
+	39, // 30: memoryd.v1.ExtractionJob.created_at:type_name -> google.protobuf.Timestamp
+	39, // 31: memoryd.v1.ExtractionJob.finished_at:type_name -> google.protobuf.Timestamp
+	25, // 32: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
+	6,  // 33: memoryd.v1.ResolveConflictRequest.resolution:type_name -> memoryd.v1.ConflictResolution
+	37, // 34: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
+	8,  // 35: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
+	7,  // 36: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
+	11, // 37: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	15, // 38: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
+	19, // 39: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
+	21, // 40: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
+	26, // 41: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
+	28, // 42: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
+	30, // 43: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
+	32, // 44: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
+	9,  // 45: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
+	13, // 46: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	18, // 47: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
+	20, // 48: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
+	23, // 49: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
+	27, // 50: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
+	29, // 51: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
+	31, // 52: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
+	33, // 53: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
+	45, // [45:54] is the sub-list for method output_type
+	36, // [36:45] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }

@@ -34,6 +34,7 @@ private static final long serialVersionUID = 0L;
   private WriteResponse() {
     results_ = java.util.Collections.emptyList();
     extractionJobId_ = "";
+    dropped_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -180,6 +181,87 @@ private static final long serialVersionUID = 0L;
     return indexed_;
   }
 
+  public static final int DROPPED_FIELD_NUMBER = 4;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.memoryd.v1.DroppedCount> dropped_;
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.memoryd.v1.DroppedCount> getDroppedList() {
+    return dropped_;
+  }
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.memoryd.v1.DroppedCountOrBuilder> 
+      getDroppedOrBuilderList() {
+    return dropped_;
+  }
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  @java.lang.Override
+  public int getDroppedCount() {
+    return dropped_.size();
+  }
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  @java.lang.Override
+  public dev.memoryd.v1.DroppedCount getDropped(int index) {
+    return dropped_.get(index);
+  }
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  @java.lang.Override
+  public dev.memoryd.v1.DroppedCountOrBuilder getDroppedOrBuilder(
+      int index) {
+    return dropped_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -203,6 +285,9 @@ private static final long serialVersionUID = 0L;
     if (indexed_ != false) {
       output.writeBool(3, indexed_);
     }
+    for (int i = 0; i < dropped_.size(); i++) {
+      output.writeMessage(4, dropped_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -223,6 +308,15 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(3, indexed_);
     }
+
+        {
+          final int count = dropped_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(dropped_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -253,6 +347,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getExtractionJobId())) return false;
     if (getIndexed()
         != other.getIndexed()) return false;
+    if (!getDroppedList()
+        .equals(other.getDroppedList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -273,6 +369,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + INDEXED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getIndexed());
+    if (getDroppedCount() > 0) {
+      hash = (37 * hash) + DROPPED_FIELD_NUMBER;
+      hash = (53 * hash) + getDroppedList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -417,6 +517,13 @@ private static final long serialVersionUID = 0L;
       bitField0_ = (bitField0_ & ~0x00000001);
       extractionJobId_ = "";
       indexed_ = false;
+      if (droppedBuilder_ == null) {
+        dropped_ = java.util.Collections.emptyList();
+      } else {
+        dropped_ = null;
+        droppedBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000008);
       return this;
     }
 
@@ -458,6 +565,15 @@ private static final long serialVersionUID = 0L;
         result.results_ = results_;
       } else {
         result.results_ = resultsBuilder_.build();
+      }
+      if (droppedBuilder_ == null) {
+        if (((bitField0_ & 0x00000008) != 0)) {
+          dropped_ = java.util.Collections.unmodifiableList(dropped_);
+          bitField0_ = (bitField0_ & ~0x00000008);
+        }
+        result.dropped_ = dropped_;
+      } else {
+        result.dropped_ = droppedBuilder_.build();
       }
     }
 
@@ -517,6 +633,32 @@ private static final long serialVersionUID = 0L;
       if (other.getIndexed() != false) {
         setIndexed(other.getIndexed());
       }
+      if (droppedBuilder_ == null) {
+        if (!other.dropped_.isEmpty()) {
+          if (dropped_.isEmpty()) {
+            dropped_ = other.dropped_;
+            bitField0_ = (bitField0_ & ~0x00000008);
+          } else {
+            ensureDroppedIsMutable();
+            dropped_.addAll(other.dropped_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.dropped_.isEmpty()) {
+          if (droppedBuilder_.isEmpty()) {
+            droppedBuilder_.dispose();
+            droppedBuilder_ = null;
+            dropped_ = other.dropped_;
+            bitField0_ = (bitField0_ & ~0x00000008);
+            droppedBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetDroppedFieldBuilder() : null;
+          } else {
+            droppedBuilder_.addAllMessages(other.dropped_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -566,6 +708,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 24
+            case 34: {
+              dev.memoryd.v1.DroppedCount m =
+                  input.readMessage(
+                      dev.memoryd.v1.DroppedCount.parser(),
+                      extensionRegistry);
+              if (droppedBuilder_ == null) {
+                ensureDroppedIsMutable();
+                dropped_.add(m);
+              } else {
+                droppedBuilder_.addMessage(m);
+              }
+              break;
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1038,6 +1193,390 @@ private static final long serialVersionUID = 0L;
       indexed_ = false;
       onChanged();
       return this;
+    }
+
+    private java.util.List<dev.memoryd.v1.DroppedCount> dropped_ =
+      java.util.Collections.emptyList();
+    private void ensureDroppedIsMutable() {
+      if (!((bitField0_ & 0x00000008) != 0)) {
+        dropped_ = new java.util.ArrayList<dev.memoryd.v1.DroppedCount>(dropped_);
+        bitField0_ |= 0x00000008;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.memoryd.v1.DroppedCount, dev.memoryd.v1.DroppedCount.Builder, dev.memoryd.v1.DroppedCountOrBuilder> droppedBuilder_;
+
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public java.util.List<dev.memoryd.v1.DroppedCount> getDroppedList() {
+      if (droppedBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(dropped_);
+      } else {
+        return droppedBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public int getDroppedCount() {
+      if (droppedBuilder_ == null) {
+        return dropped_.size();
+      } else {
+        return droppedBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public dev.memoryd.v1.DroppedCount getDropped(int index) {
+      if (droppedBuilder_ == null) {
+        return dropped_.get(index);
+      } else {
+        return droppedBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public Builder setDropped(
+        int index, dev.memoryd.v1.DroppedCount value) {
+      if (droppedBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureDroppedIsMutable();
+        dropped_.set(index, value);
+        onChanged();
+      } else {
+        droppedBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public Builder setDropped(
+        int index, dev.memoryd.v1.DroppedCount.Builder builderForValue) {
+      if (droppedBuilder_ == null) {
+        ensureDroppedIsMutable();
+        dropped_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        droppedBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public Builder addDropped(dev.memoryd.v1.DroppedCount value) {
+      if (droppedBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureDroppedIsMutable();
+        dropped_.add(value);
+        onChanged();
+      } else {
+        droppedBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public Builder addDropped(
+        int index, dev.memoryd.v1.DroppedCount value) {
+      if (droppedBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureDroppedIsMutable();
+        dropped_.add(index, value);
+        onChanged();
+      } else {
+        droppedBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public Builder addDropped(
+        dev.memoryd.v1.DroppedCount.Builder builderForValue) {
+      if (droppedBuilder_ == null) {
+        ensureDroppedIsMutable();
+        dropped_.add(builderForValue.build());
+        onChanged();
+      } else {
+        droppedBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public Builder addDropped(
+        int index, dev.memoryd.v1.DroppedCount.Builder builderForValue) {
+      if (droppedBuilder_ == null) {
+        ensureDroppedIsMutable();
+        dropped_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        droppedBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public Builder addAllDropped(
+        java.lang.Iterable<? extends dev.memoryd.v1.DroppedCount> values) {
+      if (droppedBuilder_ == null) {
+        ensureDroppedIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, dropped_);
+        onChanged();
+      } else {
+        droppedBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public Builder clearDropped() {
+      if (droppedBuilder_ == null) {
+        dropped_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000008);
+        onChanged();
+      } else {
+        droppedBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public Builder removeDropped(int index) {
+      if (droppedBuilder_ == null) {
+        ensureDroppedIsMutable();
+        dropped_.remove(index);
+        onChanged();
+      } else {
+        droppedBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public dev.memoryd.v1.DroppedCount.Builder getDroppedBuilder(
+        int index) {
+      return internalGetDroppedFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public dev.memoryd.v1.DroppedCountOrBuilder getDroppedOrBuilder(
+        int index) {
+      if (droppedBuilder_ == null) {
+        return dropped_.get(index);  } else {
+        return droppedBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public java.util.List<? extends dev.memoryd.v1.DroppedCountOrBuilder> 
+         getDroppedOrBuilderList() {
+      if (droppedBuilder_ != null) {
+        return droppedBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(dropped_);
+      }
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public dev.memoryd.v1.DroppedCount.Builder addDroppedBuilder() {
+      return internalGetDroppedFieldBuilder().addBuilder(
+          dev.memoryd.v1.DroppedCount.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public dev.memoryd.v1.DroppedCount.Builder addDroppedBuilder(
+        int index) {
+      return internalGetDroppedFieldBuilder().addBuilder(
+          index, dev.memoryd.v1.DroppedCount.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+     * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+     * social security number, phone, email) where the tenant policy drops them (its default;
+     * a policy that redacts them writes the chunk with "[passport number]" in its place).
+     * results has no entry for a dropped chunk.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+     */
+    public java.util.List<dev.memoryd.v1.DroppedCount.Builder> 
+         getDroppedBuilderList() {
+      return internalGetDroppedFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.memoryd.v1.DroppedCount, dev.memoryd.v1.DroppedCount.Builder, dev.memoryd.v1.DroppedCountOrBuilder> 
+        internalGetDroppedFieldBuilder() {
+      if (droppedBuilder_ == null) {
+        droppedBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.memoryd.v1.DroppedCount, dev.memoryd.v1.DroppedCount.Builder, dev.memoryd.v1.DroppedCountOrBuilder>(
+                dropped_,
+                ((bitField0_ & 0x00000008) != 0),
+                getParentForChildren(),
+                isClean());
+        dropped_ = null;
+      }
+      return droppedBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:memoryd.v1.WriteResponse)

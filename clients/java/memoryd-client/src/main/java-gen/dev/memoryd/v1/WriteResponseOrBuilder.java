@@ -86,4 +86,68 @@ public interface WriteResponseOrBuilder extends
    * @return The indexed.
    */
   boolean getIndexed();
+
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  java.util.List<dev.memoryd.v1.DroppedCount> 
+      getDroppedList();
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  dev.memoryd.v1.DroppedCount getDropped(int index);
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  int getDroppedCount();
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  java.util.List<? extends dev.memoryd.v1.DroppedCountOrBuilder> 
+      getDroppedOrBuilderList();
+  /**
+   * <pre>
+   * dropped counts the TURN_MODE_CHUNK chunks that were not written, by reason: "pii" for a
+   * chunk holding an identity or financial number (resident ID, passport, bank card, IBAN,
+   * social security number, phone, email) where the tenant policy drops them (its default;
+   * a policy that redacts them writes the chunk with "[passport number]" in its place).
+   * results has no entry for a dropped chunk.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.DroppedCount dropped = 4;</code>
+   */
+  dev.memoryd.v1.DroppedCountOrBuilder getDroppedOrBuilder(
+      int index);
 }
