@@ -198,6 +198,21 @@ def test_a_malformed_answer_fails_the_job_at_once_writes_nothing_and_is_counted(
                    tenant) == [(1,)]
 
 
+def test_one_item_that_breaks_the_schema_is_dropped_and_counted_and_the_rest_is_written(rig):
+    agent = rig.agent()
+    subject = unique("subject")
+    bad = item("Alice is very sure she lives in Lyon", "fact", "city", confidence=1.5)
+    rig.fake.script_chat({"items": [item("Alice lives in Lyon", "fact", "home_city"), bad,
+                                    item("Alice adopted a cat", "event")]})
+    done, _ = finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon and adopted a cat")))
+    assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED and len(done.results) == 2
+    assert dropped(done) == {"invalid_confidence": 1}
+    assert sorted(m.text for m in agent.list_all(subject)) == ["Alice adopted a cat", "Alice lives in Lyon"]
+    # The request named the job's own turns as the only source turns the model may give.
+    schema = rig.fake.chat_requests[-1].body["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["items"]["items"]["properties"]["source_turn_ids"]["items"]["enum"] == ["t1"]
+
+
 def test_server_errors_are_retried_with_backoff_until_the_model_answers(rig):
     agent = rig.agent()
     subject = unique("subject")

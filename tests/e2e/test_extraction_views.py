@@ -76,7 +76,7 @@ TOKYO = "Alice flies to Tokyo tomorrow"
     (("500", "500", "500"), "the extraction model was unavailable (gave up after 3 attempts)"),
     (("400",), "the extraction model refused the request"),
     (("Sure! Alice lives in Lyon.",), "the extraction model's answer could not be parsed"),
-    (({"items": [item("Alice lives in Lyon", "Lyon")]},), "the extraction model's answer could not be parsed"),
+    (({"items": "Alice lives in Lyon"},), "the extraction model's answer could not be parsed"),
 ], ids=["overloaded", "refused", "not-json", "off-schema"])
 def test_a_failed_job_says_what_happened_without_the_models_address_or_output(rig, script, error):
     agent = rig.agent()

@@ -26,7 +26,8 @@ def item(**fields: object) -> dict[str, object]:
 
 
 def test_a_well_formed_answer_parses_into_items():
-    items = parse_answer(answer({"items": [item(), item(category="event", key="", sensitive=True)]}))
+    items, invalid = parse_answer(answer({"items": [item(), item(category="event", key="", sensitive=True)]}))
+    assert not invalid
     assert items[0] == ExtractedItem(Category.FACT, "Alice lives in Lyon", "home_city", 0.8, 0.9, Stability.STABLE,
                                      "", ("Lyon",), ("t1",), ("home",))
     assert items[1].sensitive == "other"  # a bare boolean flag counts as sensitive
@@ -36,17 +37,51 @@ def test_a_well_formed_answer_parses_into_items():
     pytest.param(b"{not json", id="body-not-json"),
     pytest.param(answer("Sure! Here are the memories: ..."), id="content-not-json"),
     pytest.param(answer({"memories": []}), id="no-items-list"),
-    pytest.param(answer({"items": [item(category="feeling")]}), id="unknown-category"),
-    pytest.param(answer({"items": [item(confidence=1.5)]}), id="confidence-out-of-range"),
-    pytest.param(answer({"items": [item(confidence="high")]}), id="confidence-not-a-number"),
-    pytest.param(answer({"items": [item(text="")]}), id="empty-text"),
-    pytest.param(answer({"items": [item(source_turn_ids="t1")]}), id="turn-ids-not-a-list"),
-    pytest.param(answer({"items": [item(stability="forever")]}), id="unknown-stability"),
+    pytest.param(answer({"items": "none"}), id="items-not-a-list"),
     pytest.param(json.dumps({"choices": []}).encode(), id="no-choices"),
 ])
-def test_malformed_answers_are_parse_failures(raw):
+def test_answers_that_are_not_an_items_document_are_parse_failures(raw):
     with pytest.raises(ExtractionParseError):
         parse_answer(raw)
+
+
+@pytest.mark.parametrize(("bad", "reason"), [
+    pytest.param(item(category="feeling"), "invalid_category", id="unknown-category"),
+    pytest.param(item(confidence=1.5), "invalid_confidence", id="confidence-out-of-range"),
+    pytest.param(item(confidence="high"), "invalid_confidence", id="confidence-not-a-number"),
+    pytest.param(item(importance=-0.1), "invalid_importance", id="importance-out-of-range"),
+    pytest.param(item(text=""), "invalid_text", id="empty-text"),
+    pytest.param(item(source_turn_ids="t1"), "invalid_source_turn_ids", id="turn-ids-not-a-list"),
+    pytest.param(item(stability="forever"), "invalid_stability", id="unknown-stability"),
+    pytest.param("Alice lives in Lyon", "invalid_item", id="not-an-object"),
+])
+def test_an_item_that_breaks_the_schema_is_dropped_alone_and_counted(bad, reason):
+    good = item(text="Alice plays the cello", key="instrument")
+    items, invalid = parse_answer(answer({"items": [item(), bad, good]}))
+    assert [i.text for i in items] == ["Alice lives in Lyon", "Alice plays the cello"]
+    assert invalid == {reason: 1}
+
+
+def test_the_schema_names_only_the_jobs_own_turns():
+    from datetime import UTC, datetime
+
+    from memoryd.domain import Turn
+    from memoryd.server._extraction_llm import ITEM_SCHEMA, ChatExtractor
+
+    turns = [Turn("t1", "user", "hi", datetime(2026, 1, 1, tzinfo=UTC)),
+             Turn("t2", "user", "bye", datetime(2026, 1, 1, tzinfo=UTC))]
+    extractor = ChatExtractor("http://127.0.0.1:9/v1", "m")
+    try:
+        body = extractor.request_body(turns, datetime(2026, 1, 1, tzinfo=UTC), UTC)
+    finally:
+        extractor.close()
+    schema = body["response_format"]["json_schema"]["schema"]
+    fields = schema["properties"]["items"]["items"]["properties"]
+    assert fields["source_turn_ids"] == {"type": "array", "items": {"type": "string", "enum": ["t1", "t2"]}}
+    # Everything else as the shared schema, which itself is left as it was.
+    assert {k: v for k, v in fields.items() if k != "source_turn_ids"} == {
+        k: v for k, v in ITEM_SCHEMA["properties"]["items"]["items"]["properties"].items() if k != "source_turn_ids"}
+    assert "enum" not in ITEM_SCHEMA["properties"]["items"]["items"]["properties"]["source_turn_ids"]["items"]
 
 
 @pytest.mark.parametrize("text", [

@@ -214,7 +214,7 @@ class ExtractionWorker:
         view = await self._views.view_for(job.tenant, job.agent)
         zone = await self._zone(job, view, policy)
         try:
-            items = await self._extractor.extract(job.turns, datetime.now(UTC), zone)
+            items, invalid = await self._extractor.extract(job.turns, datetime.now(UTC), zone)
         except ExtractionUnavailable as exc:
             _log.warning("extraction job %s: %s", job.id, exc.detail)
             await self._retry_or_fail(job, exc.message)
@@ -228,6 +228,7 @@ class ExtractionWorker:
             await self._jobs.fail(job.tenant, job.id, exc.message, counts={"extraction.parse_failures": 1})
             return
         drafts, dropped = self.drafts(job, items, view, policy, zone)
+        dropped.update(invalid)  # items that broke the schema, dropped alone
         plans = await self._dedup(job, drafts, view, policy.merge_similarity)
         results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None)
         if results and self._on_written is not None:

@@ -7,8 +7,10 @@ told apart, because the worker treats each differently:
 
 - ``ExtractionUnavailable``: timeouts, connection errors, HTTP 408/429/5xx — retried later;
 - ``ExtractionRefused``: another HTTP 4xx — the request itself is wrong, retrying cannot help;
-- ``ExtractionParseError``: an answer that is not JSON or does not follow the schema — the
-  job fails at once and nothing is written.
+- ``ExtractionParseError``: an answer that is not JSON or has no ``items`` list — the job
+  fails at once and nothing is written. One item that breaks the schema (an unknown
+  category, an empty text, a confidence of 1.5: grammar-constrained decoding ignores numeric
+  ranges) is dropped alone and counted as ``invalid_<field>``; the items beside it are kept.
 
 Each error has a ``message`` in generic words, which is what a job's ``error`` (and any answer
 to a caller) may say, and a ``detail`` for the server's log only: the model's host and port,
@@ -23,8 +25,10 @@ import http.client
 import json
 import logging
 import math
+import re
 import urllib.error
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -89,6 +93,18 @@ ITEM_SCHEMA: dict[str, Any] = {
         "properties": _ITEM_PROPERTIES,
     }}},
 }
+
+def item_schema(turns: tuple[Turn, ...] | list[Turn]) -> dict[str, Any]:
+    """ITEM_SCHEMA with ``source_turn_ids`` restricted to the job's own turn ids: a model under
+    grammar-constrained decoding cannot name "/t1", "" or a turn of another job."""
+    ids = list(dict.fromkeys(t.turn_id for t in turns))
+    if not ids:
+        return ITEM_SCHEMA
+    properties = {**_ITEM_PROPERTIES,
+                  "source_turn_ids": {"type": "array", "items": {"type": "string", "enum": ids}}}
+    item = {**ITEM_SCHEMA["properties"]["items"]["items"], "properties": properties}
+    return {**ITEM_SCHEMA, "properties": {"items": {"type": "array", "items": item}}}
+
 
 SYSTEM_PROMPT = """You extract long-term memories about the user from a conversation.
 The current date and time is {now} ({zone}). Read relative dates ("yesterday", "next Friday")
@@ -199,12 +215,29 @@ def answer_document(raw: bytes) -> Any:
     return document
 
 
-def parse_answer(raw: bytes) -> list[ExtractedItem]:
-    """The items of a chat completion answer; ExtractionParseError if it is not what was asked."""
+def parse_answer(raw: bytes) -> tuple[list[ExtractedItem], Counter[str]]:
+    """The valid items of a chat completion answer, and the invalid ones counted by reason
+    (``invalid_<field>``: the first field that breaks the schema); ExtractionParseError if
+    the answer is not a JSON document with an ``items`` list."""
     document = answer_document(raw)
     if not isinstance(document, dict) or not isinstance(document.get("items"), list):
         raise ExtractionParseError("the model's JSON has no 'items' list")
-    return [_item(raw_item, f"items[{i}]") for i, raw_item in enumerate(document["items"])]
+    items: list[ExtractedItem] = []
+    invalid: Counter[str] = Counter()
+    for i, raw_item in enumerate(document["items"]):
+        try:
+            items.append(_item(raw_item, f"items[{i}]"))
+        except ExtractionParseError as exc:
+            _log.info("extraction answer: dropped an invalid item: %s", exc.detail)
+            invalid[_invalid_reason(exc.detail)] += 1
+    return items, invalid
+
+
+def _invalid_reason(detail: str) -> str:
+    """``invalid_<field>`` of an item's parse error ("items[2].confidence must be …"), or
+    ``invalid_item`` for an item that is not an object."""
+    match = re.match(r"items\[\d+\]\.(\w+)", detail)
+    return f"invalid_{match.group(1)}" if match else "invalid_item"
 
 
 class ChatExtractor:
@@ -247,9 +280,11 @@ class ChatExtractor:
         }
 
     def request_body(self, turns: tuple[Turn, ...] | list[Turn], now: datetime, zone: Any) -> dict[str, Any]:
-        return self.chat_body(SYSTEM_PROMPT, transcript(turns, zone), "memory_items", ITEM_SCHEMA, now, zone)
+        return self.chat_body(SYSTEM_PROMPT, transcript(turns, zone), "memory_items", item_schema(turns), now, zone)
 
-    async def extract(self, turns: tuple[Turn, ...] | list[Turn], now: datetime, zone: Any) -> list[ExtractedItem]:
+    async def extract(self, turns: tuple[Turn, ...] | list[Turn], now: datetime,
+                      zone: Any) -> tuple[list[ExtractedItem], Counter[str]]:
+        """The model's valid items for ``turns``, and its invalid ones counted by reason."""
         return parse_answer(await self.complete(self.request_body(turns, now, zone)))
 
     async def complete(self, request: dict[str, Any]) -> bytes:

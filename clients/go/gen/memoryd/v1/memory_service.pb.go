@@ -1930,7 +1930,8 @@ func (x *GetHistoryResponse) GetNextPageToken() string {
 type DroppedCount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-	// "instruction_like".
+	// "instruction_like", "pii", or "invalid_<field>" for an item that broke the schema
+	// ("invalid_confidence").
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	// count is how many items were dropped for it.
 	Count         int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`

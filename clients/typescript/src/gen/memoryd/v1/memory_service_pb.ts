@@ -901,7 +901,8 @@ export const GetHistoryResponseSchema: GenMessage<GetHistoryResponse> = /*@__PUR
 export type DroppedCount = Message<"memoryd.v1.DroppedCount"> & {
   /**
    * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-   * "instruction_like".
+   * "instruction_like", "pii", or "invalid_<field>" for an item that broke the schema
+   * ("invalid_confidence").
    *
    * @generated from field: string reason = 1;
    */

@@ -59,7 +59,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-   * "instruction_like".
+   * "instruction_like", "pii", or "invalid_&lt;field&gt;" for an item that broke the schema
+   * ("invalid_confidence").
    * </pre>
    *
    * <code>string reason = 1;</code>
@@ -81,7 +82,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-   * "instruction_like".
+   * "instruction_like", "pii", or "invalid_&lt;field&gt;" for an item that broke the schema
+   * ("invalid_confidence").
    * </pre>
    *
    * <code>string reason = 1;</code>
@@ -447,7 +449,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-     * "instruction_like".
+     * "instruction_like", "pii", or "invalid_&lt;field&gt;" for an item that broke the schema
+     * ("invalid_confidence").
      * </pre>
      *
      * <code>string reason = 1;</code>
@@ -468,7 +471,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-     * "instruction_like".
+     * "instruction_like", "pii", or "invalid_&lt;field&gt;" for an item that broke the schema
+     * ("invalid_confidence").
      * </pre>
      *
      * <code>string reason = 1;</code>
@@ -490,7 +494,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-     * "instruction_like".
+     * "instruction_like", "pii", or "invalid_&lt;field&gt;" for an item that broke the schema
+     * ("invalid_confidence").
      * </pre>
      *
      * <code>string reason = 1;</code>
@@ -508,7 +513,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-     * "instruction_like".
+     * "instruction_like", "pii", or "invalid_&lt;field&gt;" for an item that broke the schema
+     * ("invalid_confidence").
      * </pre>
      *
      * <code>string reason = 1;</code>
@@ -523,7 +529,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-     * "instruction_like".
+     * "instruction_like", "pii", or "invalid_&lt;field&gt;" for an item that broke the schema
+     * ("invalid_confidence").
      * </pre>
      *
      * <code>string reason = 1;</code>

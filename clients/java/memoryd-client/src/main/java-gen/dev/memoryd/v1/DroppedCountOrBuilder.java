@@ -13,7 +13,8 @@ public interface DroppedCountOrBuilder extends
   /**
    * <pre>
    * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-   * "instruction_like".
+   * "instruction_like", "pii", or "invalid_&lt;field&gt;" for an item that broke the schema
+   * ("invalid_confidence").
    * </pre>
    *
    * <code>string reason = 1;</code>
@@ -23,7 +24,8 @@ public interface DroppedCountOrBuilder extends
   /**
    * <pre>
    * reason is why the items were dropped, e.g. "low_confidence", "transient", "sensitive",
-   * "instruction_like".
+   * "instruction_like", "pii", or "invalid_&lt;field&gt;" for an item that broke the schema
+   * ("invalid_confidence").
    * </pre>
    *
    * <code>string reason = 1;</code>
