@@ -36,8 +36,9 @@ import numpy as np
 
 from memoryd.bench._dataset import canonical_dia_id, load_locomo
 from memoryd.domain import ScoreParts, entity_tag, named_spans, without_names
-from memoryd.server._recall import (ENTITY_LIFT, ENTITY_RELEVANCE, NEIGHBOUR_ANCHORS, NEIGHBOUR_DECAY, NEIGHBOUR_SHARE, NEIGHBOURS_AFTER,
-                                    NEIGHBOURS_BEFORE, Candidate, diverse, similarities)
+from memoryd.server._recall import (ENTITY_LIFT, ENTITY_RELEVANCE, NEIGHBOUR_ANCHORS, NEIGHBOUR_DECAY,
+                                    NEIGHBOUR_SHARE, NEIGHBOURS_AFTER, NEIGHBOURS_BEFORE, Candidate, diverse,
+                                    similarities)
 from memoryd.server._relevance import BACKGROUND, Baseline, QueryBaseline, relevance
 from memoryd.storage._bm25 import B, K1
 from memoryd.storage._keywords import tokenize

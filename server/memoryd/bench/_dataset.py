@@ -202,7 +202,8 @@ def parse_conversation(sample: Mapping[str, Any]) -> Conversation:
                 raise DatasetError(f"{sample_id}: turn id {dia_id!r} appears twice")
             by_canonical[canonical] = dia_id
             by_turn_id[source_turn_id] = dia_id
-            turns.append(Turn(dia_id, source_turn_id, session, turn_text(raw), when, str(raw.get('speaker', '')).strip()))
+            turns.append(Turn(dia_id, source_turn_id, session, turn_text(raw), when,
+                              str(raw.get("speaker", "")).strip()))
     questions: list[Question] = []
     notes: list[EvidenceNote] = []
     skipped: Counter[int] = Counter()

@@ -16,9 +16,9 @@ first (the rest are not looked up).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-from ._normalise import entity_tag
+from ._normalise import entity_tag, wide_character
 
 __all__ = ["MAX_NAMES", "named_spans", "without_names"]
 
@@ -26,8 +26,7 @@ MAX_LATIN_WORDS = 3
 MAX_WIDE_CHARACTERS = 6
 MAX_NAMES = 256
 
-_WIDE_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_WORD = re.compile(rf"[{_WIDE_CLASS}]|[^\W_{_WIDE_CLASS}]+")
+_RUN = re.compile(r"[^\W_]+")  # letters and digits; split into words by ``_words``
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 _LETTER = re.compile(r"[^\W_]")
 
@@ -36,7 +35,7 @@ def named_spans(query: str) -> dict[str, list[tuple[int, int]]]:
     """Each ``entity:`` tag a run of the query's words would give → the (start, end) spans of
     ``query`` that give it, in order. Runs of Latin words and runs of CJK characters are
     proposed separately (a name does not mix them)."""
-    words = [(m.start(), m.end(), len(m.group()) == 1 and _is_wide(m.group())) for m in _WORD.finditer(query)]
+    words = list(_words(query))
     out: dict[str, list[tuple[int, int]]] = {}
     longest = max(MAX_LATIN_WORDS, MAX_WIDE_CHARACTERS)
     for length in range(1, longest + 1):  # shortest first: single words are the likeliest names
@@ -74,5 +73,19 @@ def without_names(query: str, spans: Iterable[tuple[int, int]]) -> str:
     return rest if _LETTER.search(rest) else query
 
 
-def _is_wide(char: str) -> bool:
-    return bool(re.fullmatch(f"[{_WIDE_CLASS}]", char))
+def _words(query: str) -> Iterator[tuple[int, int, bool]]:
+    """(start, end, wide) of each word: a run of letters and digits, where each CJK
+    character (``_normalise.wide_character``, as ``entity_tag`` counts them) is a word of its own."""
+    for run in _RUN.finditer(query):
+        if run.group().isascii():  # most words: no CJK to split out
+            yield run.start(), run.end(), False
+            continue
+        start = run.start()
+        for at in range(run.start(), run.end()):
+            if wide_character(query[at]):
+                if start < at:
+                    yield start, at, False
+                yield at, at + 1, True
+                start = at + 1
+        if start < run.end():
+            yield start, run.end(), False

@@ -52,7 +52,7 @@ from datetime import datetime
 from ._normalise_dates import find_dates
 from ._normalise_units import find_quantities
 
-__all__ = ["MAX_TAG_BYTES", "MAX_TAGS", "Normalised", "entity_tag", "normalise"]
+__all__ = ["MAX_TAG_BYTES", "MAX_TAGS", "Normalised", "entity_tag", "normalise", "wide_character"]
 
 MAX_TAGS = 32
 MAX_TAG_BYTES = 64
@@ -67,7 +67,7 @@ class Normalised:
     changes: tuple[tuple[str, str], ...]  # (original fragment, replacement), in order of appearance
 
 
-def _wide(char: str) -> bool:
+def wide_character(char: str) -> bool:
     """CJK ideographs, kana and hangul: kept as they are in tags and written without spaces."""
     code = ord(char)
     return (0x3040 <= code <= 0x30FF or 0x3400 <= code <= 0x4DBF or 0x4E00 <= code <= 0x9FFF
@@ -82,7 +82,7 @@ def entity_tag(name: str) -> str | None:
     """
     chars: list[str] = []
     for char in name.strip().lower():
-        if _wide(char):
+        if wide_character(char):
             chars.append(char)
         elif char.isspace():
             chars.append("-")
@@ -106,7 +106,7 @@ def normalise(text: str, *, at: datetime, entities: Sequence[str] = ()) -> Norma
     edits: list[tuple[int, int, str, str | None]] = []  # (start, end, replacement, tag)
     for start, end, value in find_dates(text, at.date()):
         phrase = text[start:end]
-        gap = "" if _wide(phrase[-1]) else " "
+        gap = "" if wide_character(phrase[-1]) else " "
         edits.append((start, end, f"{phrase}{gap}({value})", f"date:{value}"))
     for start, end, canonical in find_quantities(text):
         edits.append((start, end, f"{canonical} ({text[start:end]})", None))

@@ -28,9 +28,8 @@ from dataclasses import dataclass, replace
 
 from memoryd.domain import Category, Stability, TenantPolicy
 
-from ._pii import find_pii, screened
+from ._pii import PII, find_pii, screened
 
-PII = "pii"
 INSTRUCTION_LIKE = "instruction_like"
 OUTSIDE_VIEW = "outside_view"
 LOW_CONFIDENCE = "low_confidence"

@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
-__all__ = ["KINDS", "MODES", "Finding", "find_pii", "redact", "screened"]
+__all__ = ["KINDS", "MODES", "PII", "Finding", "find_pii", "redact", "screened"]
 
 MODES = ("drop", "redact", "keep")  # the tenant policy's ``pii``
+PII = "pii"  # the reason an item or a chunk left out for a number is counted under
 
 
 @dataclass(frozen=True)

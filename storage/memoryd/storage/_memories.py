@@ -86,8 +86,8 @@ PURGE_FALLBACK_SECONDS = 60.0
 # (migration 0019), then liveness at the caller's clock. Bare column names resolve to the
 # nearest ``memories``, as ``read_conditions`` needs.
 _WRITTEN_NEXT_TO = (
-    "SELECT id, seq, {direction} AS direction, {anchor} AS anchor FROM memories WHERE {where} AND category IN ('event', 'decision') "
-    "AND source_turn_id <> '' "
+    "SELECT id, seq, {direction} AS direction, {anchor} AS anchor FROM memories WHERE {where} "
+    "AND category IN ('event', 'decision') AND source_turn_id <> '' "
     "AND (subject, scope, session_id) = (SELECT subject, scope, session_id FROM memories "
     "WHERE tenant_id = %s AND id = %s) "
     "AND seq {side} (SELECT seq FROM memories WHERE tenant_id = %s AND id = %s) "

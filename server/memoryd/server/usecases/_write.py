@@ -11,7 +11,7 @@ from memoryd.storage import wait_indexed
 from memoryd.v1 import memory_service_pb2 as svc
 
 from .._chunking import chunk_drafts
-from .._pii import screened
+from .._pii import PII, screened
 from .._services import CallContext
 from .._transfer import ImportCommand, import_drafts
 from .._validate import WriteCommand
@@ -64,7 +64,7 @@ def screen_chunks(drafts: list[Draft], mode: str) -> tuple[list[Draft], Counter[
     for draft in drafts:
         text = screened(draft.text, mode)
         if text is None:
-            dropped["pii"] += 1
+            dropped[PII] += 1
         else:
             kept.append(draft if text == draft.text else replace(draft, text=text))
     return kept, dropped
