@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memoryd.domain import Normalised, normalise
+from memoryd.domain import Normalised, dated, normalise
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 LOS_ANGELES = ZoneInfo("America/Los_Angeles")
@@ -204,7 +204,6 @@ UNCHANGED = [
     pytest.param("tomorrowland was loud", id="word-containing-tomorrow"),
     pytest.param("Friday is gym day", id="bare-weekday-is-a-habit"),
     pytest.param("Monday's are slow", id="bare-weekday-possessive"),
-    pytest.param("see you tomorrow (2026-12-01)", id="already-annotated"),
     pytest.param("next Friday, Dec 4", id="next-to-an-english-date"),
     pytest.param("in 3 days, on 3 December", id="next-to-an-english-date-day-first"),
     pytest.param("明天12月1号见", id="next-to-a-chinese-date"),
@@ -245,6 +244,29 @@ def test_normalising_twice_changes_nothing_more(text: str) -> None:
         twice = normalise(once.text, at=at)
         assert twice.text == once.text
         assert twice.changes == ()
+        assert twice.tags == once.tags
+
+
+@pytest.mark.parametrize(("text", "tags"), [
+    ("see you tomorrow (2026-12-01)", ("date:2026-12-01",)),
+    ("下周(2026-12-07..2026-12-13)开会", ("date:2026-12-07..2026-12-13",)),
+    ("moving in 3 months (2027-02), maybe next year (2027)", ("date:2027", "date:2027-02")),
+    ("order (1042) shipped", ()),  # a number in parentheses is not a date
+])
+def test_a_date_already_written_out_is_left_as_it_is_and_tagged(text: str, tags: tuple[str, ...]) -> None:
+    assert normalise(text, at=MON) == Normalised(text=text, tags=tags, changes=())
+
+
+def test_dated_writes_out_relative_dates_and_nothing_else() -> None:
+    at = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)  # a Monday
+    assert dated("next Friday I need 1024MB, see you tomorrow", at=at) == \
+        "next Friday (2026-12-04) I need 1024MB, see you tomorrow (2026-12-01)"
+    assert dated("下周三开会，明天交报告", at=at) == "下周三(2026-12-09)开会，明天(2026-12-01)交报告"
+    assert dated("no dates here, 90 min", at=at) == "no dates here, 90 min"
+    once = dated("next Friday", at=at)
+    assert dated(once, at=at) == once
+    with pytest.raises(ValueError):
+        dated("tomorrow", at=datetime(2026, 11, 30, 9, 0))
 
 
 def test_changes_are_listed_in_order_of_appearance() -> None:

@@ -26,7 +26,9 @@ A bare weekday ("Friday is gym day") is not a date. Chinese is explicit about we
 下周五 / 这周五 / 上周五 are the Friday of the next / this / last ISO week.
 
 A phrase already next to an absolute date ("tomorrow (2026-12-01)", "明天12月1号", "next
-Friday, Dec 4") is left alone, which makes ``normalise`` idempotent.
+Friday, Dec 4") is left alone, which makes ``normalise`` idempotent. ``dated`` writes out the
+relative dates alone, nothing else: the extraction model reads turns so, and a memory it
+writes with the value kept ("(2026-12-04)") still gets its ``date:`` tag.
 
 Data sizes are read as binary, as people mean them for memory and disks in conversation:
 K/M/G/T/P with B, iB or spelled out, and a capital G or T alone ("1 G", "1T"), all count 1024.
@@ -37,13 +39,15 @@ its original after it: "1 G", "1024MB" and "1GiB" all become "1 GiB (…)". Dura
 h (English or 秒/分钟/小时) take the same rule, but only change when the unit does:
 "90 min" → "1.5 h (90 min)", "30 minutes" stays.
 
-Tags: ``date:<value>`` for each absolute date produced, ``entity:<slug>`` for each entity hint;
+Tags: ``date:<value>`` for each absolute date produced or already written in the form above
+(in parentheses), ``entity:<slug>`` for each entity hint;
 each 1 to 64 bytes, at most 32 (dates first in order of appearance, then entities in the order
 given), returned sorted.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,12 +56,14 @@ from datetime import datetime
 from ._normalise_dates import find_dates
 from ._normalise_units import find_quantities
 
-__all__ = ["MAX_TAG_BYTES", "MAX_TAGS", "Normalised", "entity_tag", "normalise", "wide_character"]
+__all__ = ["MAX_TAG_BYTES", "MAX_TAGS", "Normalised", "dated", "entity_tag", "normalise", "wide_character"]
 
 MAX_TAGS = 32
 MAX_TAG_BYTES = 64
 
 _SLUG_PUNCTUATION = frozenset("._:@-")
+# A value in the form normalise writes, already in a text: "(2026-12-04)", "（2026-12）".
+_WRITTEN_DATE = re.compile(r"[(（]((?:19|20|21)\d{2}(?:-\d{2}(?:-\d{2}(?:\.\.\d{4}-\d{2}-\d{2})?)?)?)[)）]")
 
 
 @dataclass(frozen=True)
@@ -99,22 +105,41 @@ def entity_tag(name: str) -> str | None:
     return tag if tag != "entity:" else None
 
 
-def normalise(text: str, *, at: datetime, entities: Sequence[str] = ()) -> Normalised:
-    """``at`` is the turn's time as an aware datetime in the subject's time zone."""
+def _date_edits(text: str, at: datetime) -> list[tuple[int, int, str, str | None]]:
+    """(start, end, replacement, tag) for each relative date phrase of ``text``."""
     if at.tzinfo is None or at.utcoffset() is None:
         raise ValueError("at must be an aware datetime in the subject's time zone")
-    edits: list[tuple[int, int, str, str | None]] = []  # (start, end, replacement, tag)
+    edits: list[tuple[int, int, str, str | None]] = []
     for start, end, value in find_dates(text, at.date()):
         phrase = text[start:end]
         gap = "" if wide_character(phrase[-1]) else " "
         edits.append((start, end, f"{phrase}{gap}({value})", f"date:{value}"))
+    return edits
+
+
+def dated(text: str, *, at: datetime) -> str:
+    """``text`` with each relative date written out as ``normalise`` writes it, and nothing
+    else changed. ``at`` as for ``normalise``."""
+    parts: list[str] = []
+    cursor = 0
+    for start, end, replacement, _ in _date_edits(text, at):
+        parts.append(text[cursor:start])
+        parts.append(replacement)
+        cursor = end
+    parts.append(text[cursor:])
+    return "".join(parts)
+
+
+def normalise(text: str, *, at: datetime, entities: Sequence[str] = ()) -> Normalised:
+    """``at`` is the turn's time as an aware datetime in the subject's time zone."""
+    edits = _date_edits(text, at)
     for start, end, canonical in find_quantities(text):
         edits.append((start, end, f"{canonical} ({text[start:end]})", None))
     edits.sort()
 
     parts: list[str] = []
     changes: list[tuple[str, str]] = []
-    candidates: list[str] = []
+    dates = [(m.start(), f"date:{m.group(1)}") for m in _WRITTEN_DATE.finditer(text)]  # (where, tag)
     cursor = 0
     for start, end, replacement, tag in edits:
         if start < cursor:  # a date phrase and a quantity never share text; keep the first
@@ -123,10 +148,11 @@ def normalise(text: str, *, at: datetime, entities: Sequence[str] = ()) -> Norma
         parts.append(replacement)
         changes.append((text[start:end], replacement))
         if tag is not None:
-            candidates.append(tag)
+            dates.append((start, tag))
         cursor = end
     parts.append(text[cursor:])
 
+    candidates = [tag for _, tag in sorted(dates)]
     candidates.extend(tag for tag in map(entity_tag, entities) if tag is not None)
     tags = tuple(sorted(tuple(dict.fromkeys(candidates))[:MAX_TAGS]))
     return Normalised(text="".join(parts), tags=tags, changes=tuple(changes))
