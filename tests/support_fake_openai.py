@@ -36,6 +36,25 @@ It also speaks ``POST /v1/chat/completions``, with scripted answers for the extr
     # "malformed_json": a body that is not JSON at all) is that failure; any other string is
     # sent as the message content; Slow(seconds, answer) sends the answer late. With the script used up, the answer is {"items": []}.
     server.chat_requests[-1].body["messages"]
+
+``flavour`` makes the chat endpoint take requests as a real server does (each quirk was seen
+on that server; the scripted answer is used only by a request the flavour accepts):
+
+- ``"openai"`` (the default): everything memoryd sends; ``json_object`` only if a message
+  says "json" (HTTP 400 otherwise, as OpenAI answers);
+- ``"openai-reasoning"``: as openai, but ``max_tokens`` is refused with HTTP 400 naming
+  ``max_completion_tokens`` (OpenAI's o-series);
+- ``"vllm"``: a 4096-token context: ``max_tokens`` above 4096 minus the prompt is HTTP 400
+  "This model's maximum context length is 4096 tokens…";
+- ``"llama-server"``: llama.cpp's server before structured outputs: ``json_schema`` is HTTP
+  500 "response_format type must be one of "text" or "json_object", but got: json_schema";
+- ``"llama-cpp-python"``: 0.3.x: ``json_schema`` fails validation, answered as HTTP 500 by
+  its error handler; ``json_object`` with a ``schema`` is taken;
+- ``"ollama-0.4"``: ``response_format`` is ignored and the JSON comes in a Markdown fence
+  after a sentence of prose.
+
+``Cut(content)`` answers ``content`` with ``finish_reason: "length"`` (cut at max_tokens).
+``chat_peak`` is the most chat requests that were in flight at once.
 """
 
 from __future__ import annotations
@@ -46,6 +65,7 @@ import json
 import random
 import struct
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,18 +92,68 @@ class Slow:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """A scripted chat answer cut off at max_tokens."""
+
+    content: str
+
+
+FLAVOURS = ("openai", "openai-reasoning", "vllm", "llama-server", "llama-cpp-python", "ollama-0.4")
+CONTEXT_TOKENS = 4096  # the "vllm" flavour's context length
+
+
+def _refusal(flavour: str, body: Any) -> tuple[int, Any] | None:
+    """The error a server of ``flavour`` answers this chat request with, if it refuses it."""
+    if not isinstance(body, dict):
+        return 400, {"error": {"message": "the body is not JSON", "type": "invalid_request_error"}}
+    kind = (body.get("response_format") or {}).get("type")
+    said = json.dumps(body.get("messages", []), ensure_ascii=False).lower()
+    if flavour in ("openai", "openai-reasoning") and kind == "json_object" and "json" not in said:
+        return 400, {"error": {"message": "'messages' must contain the word 'json' in some form, to use "
+                                          "'response_format' of type 'json_object'.",
+                               "type": "invalid_request_error", "param": "messages", "code": None}}
+    if flavour == "openai-reasoning" and "max_tokens" in body:
+        return 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                          "Use 'max_completion_tokens' instead.",
+                               "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}}
+    if flavour == "vllm":
+        prompt = len(said) // 4  # roughly, as a tokenizer would count
+        asked = int(body.get("max_tokens") or 0)
+        if asked > CONTEXT_TOKENS - prompt:
+            return 400, {"object": "error", "message": f"This model's maximum context length is {CONTEXT_TOKENS} "
+                         f"tokens. However, you requested {asked + prompt} tokens ({prompt} in the messages, {asked} "
+                         "in the completion). Please reduce the length of the messages or completion.",
+                         "type": "BadRequestError", "param": None, "code": 400}
+    if flavour == "llama-server" and kind == "json_schema":
+        return 500, {"error": {"code": 500, "message": 'response_format type must be one of "text" or "json_object", '
+                                                       "but got: json_schema", "type": "server_error"}}
+    if flavour == "llama-cpp-python" and kind == "json_schema":
+        return 500, {"error": {"message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                                          "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]",
+                               "type": "internal_server_error", "param": None, "code": None}}
+    return None
+
+
+@dataclass(frozen=True)
 class RecordedRequest:
     method: str
     path: str
     headers: dict[str, str]  # names in lower case
     body: Any  # the parsed JSON body, or None if it was not JSON
+    at: float = 0.0  # time.monotonic() when it arrived
 
 
 class FakeOpenAI:
     """A ``ThreadingHTTPServer`` on 127.0.0.1 (a free port), serving while in ``with``."""
 
-    def __init__(self, dim: int = 8, *, hang_seconds: float = 5.0, refuses_base64: bool = False) -> None:
+    def __init__(self, dim: int = 8, *, hang_seconds: float = 5.0, refuses_base64: bool = False,
+                 flavour: str = "openai") -> None:
+        if flavour not in FLAVOURS:
+            raise ValueError(f"unknown flavour {flavour!r}; expected one of {FLAVOURS}")
         self.dim = dim
+        self.flavour = flavour
+        self.chat_peak = 0
+        self._chat_in_flight = 0
         self.hang_seconds = hang_seconds
         self.refuses_base64 = refuses_base64
         self.answer_with: Any = None
@@ -147,6 +217,9 @@ class FakeOpenAI:
         with self._lock:
             self._requests.append(request)
             if request.path == "/v1/chat/completions":
+                refused = _refusal(self.flavour, request.body)
+                if refused is not None:
+                    return refused
                 return self._chat_script.popleft() if self._chat_script else {"items": []}
             return self._failures.popleft() if self._failures else None
 
@@ -169,15 +242,18 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             headers = {name.lower(): value for name, value in self.headers.items()}
-            failure = server._record(RecordedRequest("POST", self.path, headers, body))
-            if self.path == "/v1/chat/completions" and not (isinstance(failure, str) and failure in FAILURES):
-                if isinstance(failure, Slow):
-                    server._stopping.wait(failure.seconds)
-                    failure = failure.answer
-                content = failure if isinstance(failure, str) else json.dumps(failure, ensure_ascii=False)
-                self._send(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": (body or {}).get("model", ""),
-                                 "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant", "content": content}}]})
+            failure = server._record(RecordedRequest("POST", self.path, headers, body, time.monotonic()))
+            if self.path == "/v1/chat/completions" and isinstance(failure, tuple):
+                self._send(*failure)  # the flavour refuses the request
+            elif self.path == "/v1/chat/completions" and not (isinstance(failure, str) and failure in FAILURES):
+                with server._lock:
+                    server._chat_in_flight += 1
+                    server.chat_peak = max(server.chat_peak, server._chat_in_flight)
+                try:
+                    self._chat(failure, body)
+                finally:
+                    with server._lock:
+                        server._chat_in_flight -= 1
             elif self.path not in ("/v1/embeddings", "/v1/chat/completions"):
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             elif failure == "hang":
@@ -207,6 +283,20 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                         for i, text in enumerate(texts)]
                 self._send(200, {"object": "list", "data": data[::-1], "model": body.get("model", ""),
                                  "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
+
+        def _chat(self, answer: Any, body: Any) -> None:
+            if isinstance(answer, Slow):
+                server._stopping.wait(answer.seconds)
+                answer = answer.answer
+            finish = "stop"
+            if isinstance(answer, Cut):
+                answer, finish = answer.content, "length"
+            content = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+            if server.flavour == "ollama-0.4" and finish == "stop":
+                content = f"Here are the memories I found:\n```json\n{content}\n```"
+            self._send(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": (body or {}).get("model", ""),
+                             "choices": [{"index": 0, "finish_reason": finish,
+                                          "message": {"role": "assistant", "content": content}}]})
 
         def _send(self, status: int, payload: Any) -> None:
             self._send_raw(status, json.dumps(payload).encode())

@@ -18,15 +18,19 @@ from typing import Any
 import grpc
 import pytest
 
-from memoryd.server._extraction_llm import ChatExtractor, ExtractionUnavailable
+from memoryd.server._chat_errors import ExtractionUnavailable
+from memoryd.server._extraction_llm import ChatExtractor
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import ALL_FIELDS, draft, fails, free_port, full_view, rule, unique
 from .test_extraction import (
     CAT_EN,
+    CAT_SAID,
     HIKE_EN,
     HIKE_EN_AGAIN,
+    HIKE_SAID,
+    LYON_SAID,
     Rig,
     extract,
     extraction_server,
@@ -73,18 +77,20 @@ TOKYO = "Alice flies to Tokyo tomorrow"
 
 
 @pytest.mark.parametrize(("script", "error"), [
-    (("500", "500", "500"), "the extraction model was unavailable (gave up after 3 attempts)"),
-    (("400",), "the extraction model refused the request"),
+    (("500", "500", "500"), 'the extraction model was unavailable: HTTP 500 "try again later" '
+                            "(gave up after 3 attempts)"),
+    (("400",), 'the extraction model refused the request: HTTP 400 "Incorrect API key provided: Bearer [redacted]"'),
     (("Sure! Alice lives in Lyon.",), "the extraction model's answer could not be parsed"),
     (({"items": "Alice lives in Lyon"},), "the extraction model's answer could not be parsed"),
 ], ids=["overloaded", "refused", "not-json", "off-schema"])
-def test_a_failed_job_says_what_happened_without_the_models_address_or_output(rig, script, error):
+def test_a_failed_job_says_what_happened_without_the_models_address_output_or_key(rig, script, error):
     agent = rig.agent()
     subject = unique("subject")
     rig.fake.script_chat(*script)
     done, _ = finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon")))
     assert done.state == svc.EXTRACTION_JOB_STATE_FAILED and done.error == error
-    for secret in ("127.0.0.1", _port(rig), "Lyon", "sk-extract", "HTTP"):
+    # The server's own words are quoted (made safe: ``_chat_errors``), but not where it is.
+    for secret in ("127.0.0.1", _port(rig), "Lyon", "sk-extract"):
         assert secret not in done.error
     # The operator's log keeps the detail, never the API key.
     log = rig.log.read_text(errors="replace")
@@ -97,7 +103,7 @@ def test_while_retrying_a_job_shows_no_address_either(rig):
     agent = rig.agent()
     subject = unique("subject")
     rig.fake.script_chat("500", {"items": []})
-    job_id = extract(agent, subject, turn("t1", "..."))
+    job_id = extract(agent, subject, turn("t1", LYON_SAID))
     seen = set()
     deadline = time.monotonic() + 30
     while (current := agent.call("GetExtractionJob", svc.GetExtractionJobRequest(subject=subject, job_id=job_id)).job
@@ -105,7 +111,7 @@ def test_while_retrying_a_job_shows_no_address_either(rig):
         seen.add(current.error)
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    assert seen <= {"", "the extraction model was unavailable"}
+    assert seen <= {"", 'the extraction model was unavailable: HTTP 500 "try again later"'}
 
 
 def test_a_model_that_is_down_is_named_in_generic_words():
@@ -165,7 +171,8 @@ def test_a_time_zone_the_agent_may_not_read_does_not_shape_extracted_dates(rig, 
             owner.write(subject, pb.MemoryDraft(category=pb.CATEGORY_PREFERENCE, key="timezone", text=hidden_zone))
         rig.fake.script_chat({"items": [item(TOKYO)]})
         # 16:00 UTC on Wednesday 1 May is already Thursday 2 May in Shanghai.
-        done, _ = finished(extractor, subject, extract(extractor, subject, turn("t1", "I fly tomorrow", minutes=480)))
+        done, _ = finished(extractor, subject,
+                           extract(extractor, subject, turn("t1", "I fly to Tokyo tomorrow", minutes=480)))
         system, user = rig.fake.chat_requests[-1].body["messages"]
         worlds.append((answer(done)[:4], [m.text for m in owner.list_all(subject) if m.category == pb.CATEGORY_EVENT],
                        system["content"].split("(", 1)[1][:20], user["content"]))
@@ -182,7 +189,7 @@ def test_a_time_zone_the_agent_may_read_is_used(rig):
     subject = unique("subject")
     owner.write(subject, pb.MemoryDraft(category=pb.CATEGORY_PREFERENCE, key="timezone", text="Asia/Shanghai"))
     rig.fake.script_chat({"items": [item(TOKYO)]})
-    finished(extractor, subject, extract(extractor, subject, turn("t1", "I fly tomorrow", minutes=480)))
+    finished(extractor, subject, extract(extractor, subject, turn("t1", "I fly to Tokyo tomorrow", minutes=480)))
     assert [m.text for m in extractor.list_all(subject) if m.category == pb.CATEGORY_EVENT] == [f"{TOKYO} (2024-05-03)"]
 
 
@@ -197,7 +204,7 @@ def test_extraction_never_merges_into_an_event_the_agent_may_not_read(rig):
     answers = []
     for subject in (hidden_world, empty_world):
         rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
-        done, _ = finished(blind, subject, extract(blind, subject, turn("t1", "...")))
+        done, _ = finished(blind, subject, extract(blind, subject, turn("t1", HIKE_SAID)))
         assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED
         answers.append(answer(done))
     assert answers[0] == answers[1]
@@ -217,7 +224,7 @@ def test_extraction_still_merges_into_events_the_agent_may_read(rig):
     seen_id = reader.write(subject, draft("event", HIKE_EN)).results[0].memory_id
     wait_indexed(rig, subject)
     rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
-    done, _ = finished(reader, subject, extract(reader, subject, turn("t1", "...")))
+    done, _ = finished(reader, subject, extract(reader, subject, turn("t1", HIKE_SAID)))
     assert [(r.outcome, r.memory_id) for r in done.results] == [(svc.WRITE_OUTCOME_MERGED, seen_id)]
 
 
@@ -233,7 +240,7 @@ def test_extraction_never_merges_into_an_event_whose_text_the_agent_may_not_see(
     answers = []
     for subject in (hidden_world, empty_world):
         rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
-        done, _ = finished(extractor, subject, extract(extractor, subject, turn("t1", "...")))
+        done, _ = finished(extractor, subject, extract(extractor, subject, turn("t1", HIKE_SAID)))
         answers.append([r.outcome for r in done.results])
     assert answers == [[svc.WRITE_OUTCOME_CREATED]] * 2
     assert {m.id: m.text for m in owner.list_all(hidden_world)}[hidden_id] == HIKE_EN
@@ -250,7 +257,7 @@ def test_the_results_of_a_job_never_tell_what_the_agent_may_not_read(rig):
     answers = []
     for subject in (hidden_world, empty_world):
         rig.fake.script_chat({"items": [item(CAT_EN), item("Alice lives in Lyon", "fact", "home_city")]})
-        done, _ = finished(blind, subject, extract(blind, subject, turn("t1", "...")))
+        done, _ = finished(blind, subject, extract(blind, subject, turn("t1", f"{CAT_SAID} {LYON_SAID}")))
         answers.append(answer(done))
     assert answers[0] == answers[1]
     # Writing facts is outside its view; the event, written blind, is a memory of its own.

@@ -9,8 +9,9 @@ import pytest
 
 from memoryd.domain import Category
 from memoryd.server import DEFAULT_SIMILARITY, topic_groups
-from memoryd.server._consolidation_llm import parse_profile
-from memoryd.server._extraction_llm import ExtractionParseError
+from memoryd.server._chat import answer_document
+from memoryd.server._chat_errors import ExtractionParseError
+from memoryd.server._consolidation_llm import parse_profile as parse_document
 
 
 def at(degrees: float) -> list[float]:
@@ -49,6 +50,10 @@ def test_nothing_to_group():
 def answer(content: object) -> bytes:
     text = content if isinstance(content, str) else json.dumps(content)
     return json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
+
+
+def parse_profile(raw: bytes):
+    return parse_document(answer_document(raw))
 
 
 PROFILE = {"skip": False, "category": "preference", "key": "exercise_habit", "text": "Alice runs most mornings.",

@@ -9,12 +9,18 @@ import pytest
 from memoryd.domain import Category, Stability, TenantPolicy
 from memoryd.server._extraction import clean_key, clean_tags
 from memoryd.server._extraction_filters import ExtractedItem, filter_items, instruction_like, sensitive_class
-from memoryd.server._extraction_llm import ExtractionParseError, parse_answer
+from memoryd.server._chat import answer_document
+from memoryd.server._chat_errors import ExtractionParseError
+from memoryd.server._extraction_llm import parse_items
 
 
 def answer(content: object) -> bytes:
     text = content if isinstance(content, str) else json.dumps(content)
     return json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
+
+
+def parse_answer(raw: bytes):
+    return parse_items(answer_document(raw))
 
 
 def item(**fields: object) -> dict[str, object]:

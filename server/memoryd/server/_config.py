@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from memoryd.domain import Category, SourceKind, TenantPolicy
 
+from ._chat import OUTPUT_MODES
 from ._pii import MODES
 
 
@@ -121,8 +122,18 @@ class Config:
     extraction_url: str = ""
     extraction_model: str = ""
     extraction_api_key: str = ""
+    # A small model on a CPU needs minutes per job, not seconds: size the timeout to the
+    # slowest answer expected (README, "From turns to memories").
     extraction_timeout_seconds: float = 60.0
     extraction_max_attempts: int = 4
+    # How the answer's JSON schema is asked for (``_chat``): auto, json_schema, json_object
+    # (with the schema, as llama-cpp-python takes it) or prompt (the schema in the prompt only).
+    extraction_output: str = "auto"
+    # The bound on an answer's length, sent as max_tokens; 0: none sent.
+    extraction_max_tokens: int = 2048
+    # Requests the whole deployment sends the extraction endpoint at once, every replica and
+    # `memoryd worker` together (``memoryd.storage.ModelSlots``); 1 for a model on a CPU.
+    extraction_concurrency: int = 2
     # How often the in-process lifecycle sweeper runs (expiry, staleness, episodic cap); 0: never.
     lifecycle_interval_seconds: float = 60.0
     # How often each process re-reads which embedding models exist and which one is active.
@@ -219,6 +230,9 @@ _ENV = {
     "MEMORYD_EXTRACTION_API_KEY": "extraction_api_key",
     "MEMORYD_EXTRACTION_TIMEOUT_SECONDS": "extraction_timeout_seconds",
     "MEMORYD_EXTRACTION_MAX_ATTEMPTS": "extraction_max_attempts",
+    "MEMORYD_EXTRACTION_OUTPUT": "extraction_output",
+    "MEMORYD_EXTRACTION_MAX_TOKENS": "extraction_max_tokens",
+    "MEMORYD_EXTRACTION_CONCURRENCY": "extraction_concurrency",
     "MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "lifecycle_interval_seconds",
     "MEMORYD_INDEX_REFRESH_SECONDS": "index_refresh_seconds",
     "MEMORYD_GRACE_SECONDS": "grace_seconds",
@@ -414,4 +428,10 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("outbox_parallel must be between 1 and 16")
     if config.extraction_timeout_seconds <= 0 or config.extraction_max_attempts < 1:
         raise ValueError("extraction_timeout_seconds must be positive and extraction_max_attempts at least 1")
+    if config.extraction_output not in OUTPUT_MODES:
+        raise ValueError(f"extraction_output must be one of {', '.join(OUTPUT_MODES)}")
+    if not 0 <= config.extraction_max_tokens <= 1_000_000:
+        raise ValueError("extraction_max_tokens must be between 0 (none sent) and 1000000")
+    if not 1 <= config.extraction_concurrency <= 64:
+        raise ValueError("extraction_concurrency must be between 1 and 64")
     return config

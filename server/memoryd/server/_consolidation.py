@@ -37,7 +37,7 @@ from ._config import Config
 from ._consolidation_llm import ChatConsolidator
 from ._extraction import TOO_LONG, clean_key, clean_tags, zone_of
 from ._extraction_filters import ExtractedItem, filter_items
-from ._extraction_llm import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
+from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 
 _log = logging.getLogger("memoryd.server.consolidation")
 
@@ -191,6 +191,7 @@ def consolidator(config: Config, consolidations: Consolidations, jobs: Extractio
                  threshold: float = DEFAULT_SIMILARITY) -> Consolidator:
     """A consolidator on the configured extraction model (``config.extraction_configured``)."""
     model = ChatConsolidator(config.extraction_url, config.extraction_model, config.extraction_api_key,
-                             config.extraction_timeout_seconds)
+                             config.extraction_timeout_seconds, output=config.extraction_output,
+                             max_tokens=config.extraction_max_tokens)
     return Consolidator(consolidations, jobs, model, embedder, config.policy_for, threshold=threshold,
                         max_text_bytes=config.limits.max_text_bytes)

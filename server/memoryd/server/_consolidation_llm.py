@@ -20,7 +20,9 @@ from typing import Any
 from memoryd.domain import Category
 
 from ._extraction_filters import ExtractedItem
-from ._extraction_llm import ChatExtractor, ExtractionParseError, _number, answer_document
+from ._chat import ChatClient
+from ._chat_errors import ExtractionParseError
+from ._extraction_llm import _number, system_prompt
 
 PROFILE_CATEGORIES = (Category.FACT, Category.PREFERENCE, Category.CONSTRAINT, Category.GOAL)
 
@@ -58,10 +60,9 @@ def fragment_lines(fragments: Sequence[tuple[datetime, str]], zone: Any) -> str:
                      for at, text in fragments)
 
 
-def parse_profile(raw: bytes) -> ExtractedItem | None:
-    """The profile memory of a chat completion answer, None if the model skipped the group;
-    ExtractionParseError if the answer is not what was asked."""
-    document = answer_document(raw)
+def parse_profile(document: Any) -> ExtractedItem | None:
+    """The profile memory of the model's JSON ``document``, None if the model skipped the
+    group; ExtractionParseError if it is not what was asked."""
     if not isinstance(document, dict):
         raise ExtractionParseError("the model's JSON is not an object")
     skip = document.get("skip", False)
@@ -85,13 +86,10 @@ def parse_profile(raw: bytes) -> ExtractedItem | None:
                          confidence=_number(document.get("confidence"), "confidence"))
 
 
-class ChatConsolidator(ChatExtractor):
+class ChatConsolidator(ChatClient):
     """Asks the extraction model for one profile memory per group of fragments."""
-
-    def consolidation_body(self, fragments: Sequence[tuple[datetime, str]], now: datetime, zone: Any) -> dict[str, Any]:
-        return self.chat_body(SYSTEM_PROMPT, fragment_lines(fragments, zone), "profile_memory", PROFILE_SCHEMA,
-                              now, zone)
 
     async def consolidate(self, fragments: Sequence[tuple[datetime, str]], now: datetime,
                           zone: Any) -> ExtractedItem | None:
-        return parse_profile(await self.complete(self.consolidation_body(fragments, now, zone)))
+        return parse_profile(await self.ask(system_prompt(SYSTEM_PROMPT, now, zone), fragment_lines(fragments, zone),
+                                            "profile_memory", PROFILE_SCHEMA))

@@ -9,8 +9,10 @@ A job runs entirely off the caller's latency path:
    in its category, and the field ``text``), else the tenant policy's;
 3. ask the model (``_extraction_llm``); an outage is retried with backoff up to
    ``extraction_max_attempts``, a refusal or an unparsable answer fails the job at once;
-4. drop what the filters say (``_extraction_filters``) and what the view may not write;
-   count each drop by reason;
+4. drop what the filters say (``_extraction_filters``) and what the view may not write,
+   and items no turn of the job supports (``_provenance``: the item's numbers and names
+   must be in the turns; the turns that hold them are its sources, whatever the model
+   claimed); count each drop by reason;
 5. normalise each kept item's text against its source turn's time in the subject's zone;
 6. find near-duplicate episodic items by meaning (cosine ≥ the policy's merge_similarity,
    0.95 by default, against the subject's active memories in the active index, filter
@@ -54,19 +56,30 @@ from memoryd.domain import (
     SourceKind,
     TenantPolicy,
     View,
+    dated,
     normalise,
 )
-from memoryd.storage import ClaimedJob, ExtractionJobs, MilvusIndex, PlannedItem, backoff, embedding_text, idle
+from memoryd.storage import (
+    ClaimedJob,
+    ExtractionJobs,
+    MilvusIndex,
+    ModelSlots,
+    PlannedItem,
+    backoff,
+    embedding_text,
+    idle,
+)
 
 from ._extraction_filters import ExtractedItem, filter_items
-from ._extraction_llm import ChatExtractor, ExtractionParseError, ExtractionRefused, ExtractionUnavailable
+from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
+from ._extraction_llm import ChatExtractor
+from ._provenance import UNSUPPORTED, source_turns
 from ._view_admin import ViewRegistry
 from .guard import WriteItem, write_item
 
 
 _log = logging.getLogger("memoryd.server.extraction")
 
-NO_SOURCE_TURN = "no_source_turn"
 TOO_LONG = "too_long"
 _KEY_CHARS = re.compile(r"[^a-z0-9._:/-]+")
 
@@ -128,7 +141,7 @@ class ExtractionWorker:
                  policy_for: Callable[[str], TenantPolicy], dense: Dense, *, max_attempts: int = 4,
                  lease_seconds: float = 120.0, base_backoff: float = 0.5, max_backoff: float = 60.0,
                  max_text_bytes: int = 8 * 1024, on_written: Callable[[], None] | None = None,
-                 parallel: int = 2) -> None:
+                 parallel: int = 2, slots: ModelSlots | None = None, timeout_seconds: float = 60.0) -> None:
         self._jobs = jobs
         self._extractor = extractor
         self._views = views
@@ -141,48 +154,61 @@ class ExtractionWorker:
         self._max_text_bytes = max_text_bytes
         self._on_written = on_written
         self._parallel = max(1, parallel)
+        self._slots = slots
+        self._timeout = timeout_seconds
         self.wakeup = asyncio.Event()
 
     def close(self) -> None:
         self._extractor.close()
 
     async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
-        """Run jobs until ``stop``, ``parallel`` at a time (a job mostly waits for the model);
-        a job still running then is given back to the queue."""
+        """Run jobs until ``stop``, ``parallel`` at a time (a job mostly waits for the model),
+        each only with a model slot free (``slots``); a job still running then is given back
+        to the queue."""
         await asyncio.gather(*(self._run_jobs(stop, idle_seconds) for _ in range(self._parallel)))
 
     async def _run_jobs(self, stop: asyncio.Event, idle_seconds: float) -> None:
         while not stop.is_set():
             try:
-                claimed = await self._jobs.claim(self._lease)
+                claim = await self._jobs.claim(self._lease, self._slots)
             except MemorydError as exc:
                 _log.warning("extraction worker: %s", exc.message)
-                claimed = None
-            if claimed is None:
+                claim = None
+            if claim is None:
                 self.wakeup.clear()
                 await idle(stop, self.wakeup, idle_seconds)
                 continue
-            job = asyncio.ensure_future(self.run_job(*claimed))
+            job = asyncio.ensure_future(self.run_job(claim.tenant, claim.job_id))
             stopping = asyncio.ensure_future(stop.wait())
             await asyncio.wait([job, stopping], return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
-            if not job.done():
+            # How long the model may still be busy with this job's request: a request
+            # abandoned on a timeout (or at a stop) may run on the model's server a while yet.
+            rest = self._timeout
+            if job.done():
+                rest = job.result() if not job.cancelled() and job.exception() is None else 0.0
+            else:
                 job.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await job
                 with contextlib.suppress(MemorydError):
-                    await self._jobs.release(*claimed)
+                    await self._jobs.release(claim.tenant, claim.job_id)
+            if self._slots is not None and claim.slot is not None:
+                with contextlib.suppress(MemorydError):
+                    await self._jobs.give_back(self._slots, claim.slot, rest)
 
-    async def run_job(self, tenant: str, job_id: str) -> None:
+    async def run_job(self, tenant: str, job_id: str) -> float:
+        """Run one claimed job; the seconds its model slot should rest before the next
+        request (a timed-out request may still occupy the model)."""
         try:
             job = await self._jobs.open(tenant, job_id)
         except DataKeyUnavailable as exc:
             await self._jobs.fail(tenant, job_id, exc.message)
-            return
+            return 0.0
         if job is None:
-            return  # erased since it was claimed
+            return 0.0  # erased since it was claimed
         try:
-            await self._run(job)
+            return await self._run(job)
         except asyncio.CancelledError:
             raise
         except MemorydError as exc:  # a store outage: try again later, within the attempts
@@ -190,12 +216,14 @@ class ExtractionWorker:
         except Exception:
             _log.exception("extraction job %s of tenant %s failed unexpectedly", job.id, tenant)
             await self._jobs.fail(tenant, job.id, "internal error")
+        return 0.0
 
-    async def _retry_or_fail(self, job: ClaimedJob, reason: str) -> None:
+    async def _retry_or_fail(self, job: ClaimedJob, reason: str, at_least: float = 0.0) -> None:
         if job.attempts >= self._max_attempts:
+            _log.error("extraction job %s failed: %s; gave up after %d attempts", job.id, reason, job.attempts)
             await self._jobs.fail(job.tenant, job.id, f"{reason} (gave up after {job.attempts} attempts)")
         else:
-            delay = backoff(job.attempts, self._base, self._cap)
+            delay = max(backoff(job.attempts, self._base, self._cap), at_least)
             _log.warning("extraction job %s: %s; attempt %d, next in %.1fs", job.id, reason, job.attempts, delay)
             await self._jobs.retry_later(job, reason, delay)
 
@@ -206,10 +234,10 @@ class ExtractionWorker:
         own = await self._jobs.subject_timezone(job.tenant, job.subject, categories) if categories else ""
         return zone_of(own) or zone_of(policy.timezone) or UTC
 
-    async def _run(self, job: ClaimedJob) -> None:
+    async def _run(self, job: ClaimedJob) -> float:
         if job.attempts > self._max_attempts:  # claimed again after workers died on it
             await self._jobs.fail(job.tenant, job.id, f"gave up after {job.attempts - 1} attempts")
-            return
+            return 0.0
         policy = self._policy_for(job.tenant)
         view = await self._views.view_for(job.tenant, job.agent)
         zone = await self._zone(job, view, policy)
@@ -217,35 +245,47 @@ class ExtractionWorker:
             items, invalid = await self._extractor.extract(job.turns, datetime.now(UTC), zone)
         except ExtractionUnavailable as exc:
             _log.warning("extraction job %s: %s", job.id, exc.detail)
-            await self._retry_or_fail(job, exc.message)
-            return
+            # A timed-out request may still be running on the model's server: the job's next
+            # request waits at least as long again, so requests do not pile up there.
+            rest = self._timeout if exc.timed_out else 0.0
+            await self._retry_or_fail(job, exc.message, at_least=rest)
+            return rest
         except ExtractionRefused as exc:
             _log.warning("extraction job %s: %s", job.id, exc.detail)
             await self._jobs.fail(job.tenant, job.id, exc.message)
-            return
+            return 0.0
         except ExtractionParseError as exc:
             _log.warning("extraction job %s: parse failure: %s", job.id, exc.detail)
             await self._jobs.fail(job.tenant, job.id, exc.message, counts={"extraction.parse_failures": 1})
-            return
+            return 0.0
         drafts, dropped = self.drafts(job, items, view, policy, zone)
         dropped.update(invalid)  # items that broke the schema, dropped alone
         plans = await self._dedup(job, drafts, view, policy.merge_similarity)
         results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None)
         if results and self._on_written is not None:
             self._on_written()
+        return 0.0
 
     def drafts(self, job: ClaimedJob, items: list[ExtractedItem], view: View | None, policy: TenantPolicy,
                zone: tzinfo) -> tuple[list[Draft], Counter[str]]:
         """The drafts to write of the model's items, and the drops by reason."""
         may_write = view.may_write if view is not None else (lambda category, key: False)
-        cleaned = [replace(i, key=clean_key(i.key, i.category)) for i in items]
-        kept, dropped = filter_items(cleaned, policy, may_write)
         turns = {t.turn_id: t for t in job.turns}
+        # The turns as the model read them (dates written out), to check its claimed sources.
+        seen = [(t.turn_id, t.speaker, dated(t.text, at=t.time.astimezone(zone))) for t in job.turns]
+        dropped: Counter[str] = Counter()
         drafts = []
-        for item in kept:
-            sources = [t for t in item.source_turn_ids if t in turns]
-            if not sources:  # every memory must lead back to a turn, or Erase by turn could miss it
-                dropped[NO_SOURCE_TURN] += 1
+        for raw in items:
+            kept, filtered = filter_items([replace(raw, key=clean_key(raw.key, raw.category))], policy, may_write)
+            if filtered:
+                dropped.update(filtered)
+                continue
+            [item] = kept
+            # Every memory must lead back to the turn that said it, or Erase by turn misses
+            # it; read from what the model wrote, before any number in it was redacted.
+            sources = source_turns(raw.text, raw.entities, raw.source_turn_ids, seen, known=(job.subject,))
+            if not sources:
+                dropped[UNSUPPORTED] += 1
                 continue
             # Relative dates are read against the source turn's time in the subject's zone.
             normalised = normalise(item.text, at=turns[sources[0]].time.astimezone(zone), entities=item.entities)
@@ -307,10 +347,15 @@ def _plan(draft: Draft, item: WriteItem | None) -> PlannedItem:
 
 def extraction_worker(config: Any, jobs: ExtractionJobs, views: ViewRegistry, dense: Dense,
                       on_written: Callable[[], None] | None = None) -> ExtractionWorker:
-    """The worker the server runs when an extraction model is configured."""
+    """The worker the server runs when an extraction model is configured: as many jobs at
+    once as the deployment's ``extraction_concurrency``, each only with a slot of the endpoint."""
     extractor = ChatExtractor(config.extraction_url, config.extraction_model, config.extraction_api_key,
-                              config.extraction_timeout_seconds)
+                              config.extraction_timeout_seconds, output=config.extraction_output,
+                              max_tokens=config.extraction_max_tokens, threads=config.extraction_concurrency)
     return ExtractionWorker(jobs, extractor, views, config.policy_for, dense,
                             max_attempts=config.extraction_max_attempts,
                             lease_seconds=config.extraction_timeout_seconds + 60.0,
-                            max_text_bytes=config.limits.max_text_bytes, on_written=on_written)
+                            max_text_bytes=config.limits.max_text_bytes, on_written=on_written,
+                            parallel=config.extraction_concurrency,
+                            slots=ModelSlots(extractor.endpoint, config.extraction_concurrency),
+                            timeout_seconds=config.extraction_timeout_seconds)

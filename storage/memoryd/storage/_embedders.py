@@ -31,9 +31,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from memoryd.domain import Embedder, FailedPrecondition, Internal, MemorydError, Unavailable
+
+from ._http_endpoint import http_endpoint, json_headers
 
 T = TypeVar("T")
 _log = logging.getLogger("memoryd.storage.embedders")
@@ -197,11 +198,7 @@ class OpenAICompatibleEmbedder:
     def __init__(self, base_url: str, model: str, api_key: str = "", dim: int | None = None,
                  timeout: float = 10.0, query_prefix: str = "", passage_prefix: str = "", *,
                  batch_size: int = 32, max_concurrency: int = 4) -> None:
-        parts = urlsplit(base_url.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"embedder base_url must be an http(s) URL with a host, got {base_url!r}")
-        if parts.username is not None or parts.password is not None:
-            raise ValueError("embedder base_url must not carry credentials; pass api_key instead")
+        parts = http_endpoint(base_url, "embedder base_url", "api_key")
         if parts.query or parts.fragment:
             raise ValueError("embedder base_url must not have a query or a fragment")
         if not model.strip():
@@ -222,10 +219,7 @@ class OpenAICompatibleEmbedder:
         self._query_prefix = query_prefix
         self._passage_prefix = passage_prefix
         self._batch_size = batch_size
-        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "memoryd"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._headers = headers
+        self._headers = json_headers(api_key)
         self.model_id: str = f"openai/{self._model}"
         self.dim: int = dim or 0
         self._base64 = True  # until the server refuses encoding_format

@@ -45,6 +45,7 @@ from memoryd.domain import (
 
 from . import _audit as audit
 from ._envelope import DataKey
+from ._model_slots import ModelSlots, Slot
 from ._postgres import Postgres
 from ._queue import WorkQueue
 from ._filters import read_conditions
@@ -61,6 +62,15 @@ NO_SUCH_JOB = "no such extraction job for this subject"
 JOBS = WorkQueue("extraction_jobs", due="state IN ('queued', 'running')", order="next_attempt_at",
                  on_claim="state = 'running', attempts = claimed.attempts + 1, "
                           "started_at = COALESCE(claimed.started_at, now())")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job a worker claimed, and the model slot it took for it (None without slots)."""
+
+    tenant: str
+    job_id: str
+    slot: Slot | None = None
 
 
 @dataclass(frozen=True)
@@ -185,13 +195,29 @@ class ExtractionJobs:
             raise IdempotencyKeyReused()
         return str(response["extraction_job_id"])
 
-    async def claim(self, lease_seconds: float) -> tuple[str, str] | None:
-        """Claim one due job for ``lease_seconds``: (tenant, job id), or None if none is due."""
+    async def claim(self, lease_seconds: float, slots: ModelSlots | None = None) -> Claim | None:
+        """Claim one due job for ``lease_seconds``, or None if none is due. With ``slots``,
+        only if one of the model's slots is free: it is taken for the same lease, in the same
+        transaction, and given back with ``give_back``."""
         if self._claims is None:
             raise Internal("this process does not run extraction jobs")
         async with self._claims.worker_tx() as conn:
+            slot = await slots.take(conn) if slots is not None else None
+            if slots is not None and slot is None:
+                return None
             rows = await JOBS.claim(conn, limit=1, lease_seconds=lease_seconds, returning=("tenant_id", "id"))
-        return (rows[0]["tenant_id"], str(rows[0]["id"])) if rows else None
+            if not rows:
+                return None
+            if slots is not None and slot is not None:
+                await slots.hold(conn, slot, lease_seconds)
+        return Claim(rows[0]["tenant_id"], str(rows[0]["id"]), slot)
+
+    async def give_back(self, slots: ModelSlots, slot: Slot, rest_seconds: float = 0.0) -> None:
+        """Free a model slot taken by ``claim`` (after ``rest_seconds``, see ``ModelSlots``)."""
+        if self._claims is None:
+            raise Internal("this process does not run extraction jobs")
+        async with self._claims.worker_tx() as conn:
+            await slots.give_back(conn, slot, rest_seconds)
 
     async def open(self, tenant: str, job_id: str) -> ClaimedJob | None:
         """The claimed job with its turns in the clear; None if it is no longer running (it

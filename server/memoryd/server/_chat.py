@@ -1,0 +1,230 @@
+"""memoryd's chat model client: any OpenAI-compatible ``POST {url}/chat/completions`` (OpenAI,
+vLLM, llama.cpp's llama-server, llama-cpp-python, Ollama at http://localhost:11434/v1, …),
+asked for one JSON document that follows a schema.
+
+Servers differ in how they take that request, so the client has an **output mode**
+(``extraction_output``):
+
+- ``json_schema``: ``response_format: {"type": "json_schema", "json_schema": {…, "strict":
+  true}}`` — OpenAI, vLLM, recent llama-server and Ollama;
+- ``json_object``: ``response_format: {"type": "json_object", "schema": …}`` and the schema in
+  the system prompt — llama-cpp-python and older llama-server (which constrain decoding to
+  the schema given this way), and any server with a plain JSON mode;
+- ``prompt``: no ``response_format`` at all, the schema in the system prompt;
+- ``auto`` (the default): ``json_schema`` first; when the server answers an error that names
+  the structured-output request (llama-server's HTTP 500 "response_format type must be one of
+  text or json_object", a 400 or 422 about ``json_schema``), the next mode, at once, and this
+  client keeps the mode that worked.
+
+Whatever the mode, the answer is read leniently: a ``<think>`` block is skipped, and JSON in
+a Markdown fence or between prose is found (Ollama before 0.5 ignores ``response_format``).
+The items themselves are then checked one by one by the caller.
+
+``max_tokens`` bounds the answer (``extraction_max_tokens``); an endpoint that only takes
+``max_completion_tokens`` (OpenAI's reasoning models answer HTTP 400 naming it) is asked
+again with that instead. An answer cut at the bound is a parse error that says so.
+
+Requests go out on this client's own threads (urllib, like the embedding client), so a slow
+model never blocks the event loop; how many a deployment sends at once is the worker's
+business (``memoryd.storage.ModelSlots``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import logging
+import re
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from memoryd.storage import http_endpoint, json_headers
+
+from ._chat_errors import (
+    ExtractionError,
+    ExtractionParseError,
+    ExtractionRefused,
+    ExtractionUnavailable,
+    error_excerpt,
+)
+
+_log = logging.getLogger("memoryd.server.extraction")
+
+OUTPUT_MODES = ("auto", "json_schema", "json_object", "prompt")
+_FALLBACK = {"json_schema": "json_object", "json_object": "prompt"}
+# An error about the structured-output request itself: worth the next mode under "auto".
+_FORMAT_STATUSES = (400, 404, 415, 422, 500, 501)
+_FORMAT_WORDS = re.compile(r"response_format|json_schema|json schema|structured output|guided_json|grammar",
+                           re.IGNORECASE)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+MAX_ERROR_BODY = 64 * 1024
+
+
+class _Answered(Exception):
+    """The server answered with an HTTP error status."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+
+def json_document(content: str) -> Any:
+    """The JSON document in a model's message ``content``, read leniently (see the module's
+    doc); ExtractionParseError if there is none."""
+    text = _THINK.sub("", content).strip()
+    candidates = [text, *(m.group(1).strip() for m in _FENCE.finditer(text))]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start:end + 1])
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    raise ExtractionParseError("the model's content is not JSON")
+
+
+def answer_document(raw: bytes, max_tokens: int = 0) -> Any:
+    """The JSON document a chat completion answer carries as its message content;
+    ExtractionParseError if there is none."""
+    try:
+        answer = json.loads(raw)
+        choice = answer["choices"][0]
+        message = choice["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ExtractionParseError("the answer is not a chat completion") from None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        refusal = message.get("refusal") if isinstance(message, dict) else None
+        raise ExtractionParseError("the model refused" if refusal else "the answer has no content")
+    try:
+        return json_document(content)
+    except ExtractionParseError:
+        if isinstance(choice, dict) and choice.get("finish_reason") == "length":
+            bound = f" ({max_tokens})" if max_tokens else ""
+            raise ExtractionParseError(f"the model's answer was cut off at max_tokens{bound}",
+                                       f"the extraction model's answer was cut off at max_tokens{bound}; "
+                                       "raise extraction_max_tokens") from None
+        raise
+
+
+class ChatClient:
+    """Asks an OpenAI-compatible chat model for JSON documents."""
+
+    def __init__(self, url: str, model: str, api_key: str = "", timeout: float = 60.0, *, output: str = "auto",
+                 max_tokens: int = 2048, threads: int = 2) -> None:
+        parts = http_endpoint(url, "extraction_url", "extraction_api_key")
+        if output not in OUTPUT_MODES:
+            raise ValueError(f"extraction_output must be one of {', '.join(OUTPUT_MODES)}, got {output!r}")
+        self._url = url.strip().rstrip("/") + "/chat/completions"
+        self._where = parts.netloc
+        self.model = model.strip()
+        self._api_key = api_key
+        self._timeout = timeout
+        self._output = output
+        self.mode = "json_schema" if output == "auto" else output  # the mode in use now
+        self.max_tokens = max_tokens
+        self._tokens_field = "max_tokens"
+        self._headers = json_headers(api_key)
+        self._executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="memoryd-chat-http")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(url={self._url!r}, model={self.model!r}, mode={self.mode!r})"
+
+    @property
+    def endpoint(self) -> str:
+        """The URL requests go to: what a deployment's concurrency limit is counted per."""
+        return self._url
+
+    def body(self, system: str, user: str, schema_name: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """The request for one JSON document under ``schema``, in the mode in use now."""
+        if self.mode != "json_schema":
+            system += ("\n\nAnswer with one JSON object, and nothing else, that follows this JSON schema:\n"
+                       + json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
+        body: dict[str, Any] = {
+            "model": self.model,
+            "temperature": 0,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        }
+        if self.max_tokens:
+            body[self._tokens_field] = self.max_tokens
+        if self.mode == "json_schema":
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": schema_name, "strict": True, "schema": schema}}
+        elif self.mode == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        return body
+
+    async def ask(self, system: str, user: str, schema_name: str, schema: dict[str, Any]) -> Any:
+        """The JSON document the model answers ``user`` with, under ``schema``."""
+        while True:
+            try:
+                raw = await self._send(self.body(system, user, schema_name, schema))
+            except _Answered as answer:
+                if not self._adapt(answer):
+                    raise self._error(answer, user) from None
+                continue
+            return answer_document(raw, self.max_tokens)
+
+    def _adapt(self, answer: _Answered) -> bool:
+        """Change the request to what this endpoint takes, if ``answer`` says how; True if
+        it was changed (each change is made at most once, so this ends)."""
+        text = answer.body.decode("utf-8", "replace")
+        if (self._output == "auto" and self.mode in _FALLBACK and answer.status in _FORMAT_STATUSES
+                and _FORMAT_WORDS.search(text)):
+            self.mode = _FALLBACK[self.mode]
+            _log.warning("the chat model at %s does not take this structured-output request (HTTP %d); "
+                         "using output mode %s", self._where, answer.status, self.mode)
+            return True
+        if answer.status == 400 and "max_completion_tokens" in text and self._tokens_field == "max_tokens":
+            self._tokens_field = "max_completion_tokens"
+            _log.warning("the chat model at %s takes max_completion_tokens, not max_tokens", self._where)
+            return True
+        return False
+
+    def _error(self, answer: _Answered, transcript: str) -> ExtractionError:
+        excerpt = error_excerpt(answer.body, secrets=(self._api_key,), transcript=transcript)
+        said = f"HTTP {answer.status}" + (f' "{excerpt}"' if excerpt else "")
+        if answer.status in (408, 429) or answer.status >= 500:
+            return ExtractionUnavailable(f"the extraction model at {self._where} answered {said}",
+                                         f"the extraction model was unavailable: {said}")
+        return ExtractionRefused(f"the extraction model at {self._where} refused the request: {said}",
+                                 f"the extraction model refused the request: {said}")
+
+    async def _send(self, request: dict[str, Any]) -> bytes:
+        """The raw answer to one chat completion ``request``, posted off the event loop."""
+        body = json.dumps(request, ensure_ascii=False).encode()
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, self._post, body)
+        except RuntimeError as exc:  # the executor was shut down
+            raise ExtractionUnavailable("the extraction client is closed") from exc
+
+    def _post(self, body: bytes) -> bytes:
+        request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                data: bytes = response.read()
+                return data
+        except urllib.error.HTTPError as exc:
+            try:
+                error_body = exc.read(MAX_ERROR_BODY)
+            except (OSError, http.client.HTTPException):
+                error_body = b""
+            exc.close()
+            raise _Answered(exc.code, error_body) from None
+        except (OSError, http.client.HTTPException) as exc:
+            if isinstance(exc, TimeoutError) or "timed out" in str(exc):
+                raise ExtractionUnavailable(f"the extraction model at {self._where} timed out after "
+                                            f"{self._timeout:g}s", "the extraction model did not answer in time",
+                                            timed_out=True) from exc
+            raise ExtractionUnavailable(f"the extraction model at {self._where} cannot be reached "
+                                        f"({type(exc).__name__})") from exc
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,218 @@
+"""The chat client against fakes that take requests as real servers do (OpenAI, vLLM, llama.cpp's
+server, llama-cpp-python, Ollama 0.4): output modes, what it learns about an endpoint, and the
+errors an operator reads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from memoryd.domain import Turn
+from memoryd.server._chat import json_document
+from memoryd.server._chat_errors import (
+    ExtractionParseError,
+    ExtractionRefused,
+    ExtractionUnavailable,
+    error_excerpt,
+)
+from memoryd.server._extraction_llm import ChatExtractor
+
+from ..support_fake_openai import Cut, FakeOpenAI, Slow
+
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)  # a Monday
+TURNS = [Turn("t1", "user", "I moved to Lyon last year, my passport is E12345678.", NOW),
+         Turn("t2", "user", "Next Friday I fly to Berlin.", NOW)]
+ITEM = {"category": "fact", "key": "home_city", "text": "Alice lives in Lyon", "importance": 0.8,
+        "confidence": 0.9, "stability": "stable", "sensitive": "none", "entities": ["Lyon"],
+        "source_turn_ids": ["t1"], "tags": []}
+
+
+def extract(fake: FakeOpenAI, *, output: str = "auto", max_tokens: int = 2048, timeout: float = 5.0,
+            times: int = 1) -> tuple[list[Any], ChatExtractor]:
+    """Run ``times`` extractions through one client (as a worker would); their items."""
+    client = ChatExtractor(fake.base_url + "/v1", "m", "sk-secret-key", timeout, output=output, max_tokens=max_tokens)
+
+    async def run() -> list[Any]:
+        return [(await client.extract(TURNS, NOW, UTC))[0] for _ in range(times)]
+
+    try:
+        return asyncio.run(run()), client
+    finally:
+        client.close()
+
+
+def formats(fake: FakeOpenAI) -> list[str]:
+    return [(r.body.get("response_format") or {}).get("type", "none") for r in fake.chat_requests]
+
+
+@pytest.mark.parametrize("flavour", ["openai", "vllm"])
+def test_servers_with_structured_outputs_get_a_strict_json_schema(flavour):
+    with FakeOpenAI(flavour=flavour) as fake:
+        fake.script_chat({"items": [ITEM]})
+        [items], client = extract(fake)
+    assert [i.text for i in items] == ["Alice lives in Lyon"]
+    assert formats(fake) == ["json_schema"] and client.mode == "json_schema"
+    body = fake.chat_requests[0].body
+    assert body["response_format"]["json_schema"]["strict"] is True and body["max_tokens"] == 2048
+    assert "JSON schema" not in body["messages"][0]["content"]  # the server holds the schema
+
+
+@pytest.mark.parametrize("flavour", ["llama-server", "llama-cpp-python"])
+def test_a_server_that_refuses_json_schema_is_asked_with_json_object_and_the_schema_and_keeps_it(flavour):
+    with FakeOpenAI(flavour=flavour) as fake:
+        fake.script_chat({"items": [ITEM]}, {"items": [ITEM]})
+        [first, second], client = extract(fake, times=2)
+    assert [i.text for i in first] == [i.text for i in second] == ["Alice lives in Lyon"]
+    # One refused request, once: the client keeps the mode that worked.
+    assert formats(fake) == ["json_schema", "json_object", "json_object"] and client.mode == "json_object"
+    body = fake.chat_requests[-1].body
+    fields = body["response_format"]["schema"]["properties"]["items"]["items"]["properties"]
+    assert fields["source_turn_ids"]["items"]["enum"] == ["t1", "t2"]
+    assert "follows this JSON schema" in body["messages"][0]["content"]
+
+
+def test_an_ollama_that_ignores_response_format_is_read_from_its_fenced_answer():
+    with FakeOpenAI(flavour="ollama-0.4") as fake:
+        fake.script_chat({"items": [ITEM]})
+        [items], client = extract(fake)
+    assert [i.text for i in items] == ["Alice lives in Lyon"] and client.mode == "json_schema"
+    assert formats(fake) == ["json_schema"]
+
+
+def test_an_endpoint_that_takes_only_max_completion_tokens_is_asked_again_with_it():
+    with FakeOpenAI(flavour="openai-reasoning") as fake:
+        fake.script_chat({"items": [ITEM]}, {"items": []})
+        [first, second], _ = extract(fake, times=2)
+    assert [i.text for i in first] == ["Alice lives in Lyon"] and second == []
+    sent = [r.body for r in fake.chat_requests]
+    assert "max_tokens" in sent[0] and "max_completion_tokens" not in sent[0]
+    assert all(b["max_completion_tokens"] == 2048 and "max_tokens" not in b for b in sent[1:]) and len(sent) == 3
+
+
+@pytest.mark.parametrize(("output", "kind"), [("json_object", "json_object"), ("prompt", "none")])
+def test_a_chosen_mode_puts_the_schema_in_the_prompt(output, kind):
+    with FakeOpenAI(flavour="openai") as fake:  # json_object on OpenAI needs the word JSON: it is there
+        fake.script_chat({"items": [ITEM]})
+        [items], client = extract(fake, output=output)
+    assert [i.text for i in items] == ["Alice lives in Lyon"] and client.mode == output
+    assert formats(fake) == [kind]
+    system = fake.chat_requests[0].body["messages"][0]["content"]
+    schema = json.loads(system.split("follows this JSON schema:\n", 1)[1])
+    assert schema["properties"]["items"]["items"]["properties"]["source_turn_ids"]["items"]["enum"] == ["t1", "t2"]
+
+
+def test_a_chosen_json_schema_is_not_changed_and_the_servers_reason_is_told():
+    with FakeOpenAI(flavour="llama-server") as fake:
+        with pytest.raises(ExtractionUnavailable) as raised:
+            extract(fake, output="json_schema")
+    assert formats(fake) == ["json_schema"]
+    assert raised.value.message == ('the extraction model was unavailable: HTTP 500 "response_format type must be one '
+                                    'of "text" or "json_object", but got: json_schema"')
+    assert "HTTP 500" in raised.value.detail and not raised.value.timed_out
+
+
+def test_a_max_tokens_beyond_the_context_is_refused_with_the_servers_words():
+    with FakeOpenAI(flavour="vllm") as fake:
+        with pytest.raises(ExtractionRefused) as raised:
+            extract(fake, max_tokens=8192)
+    assert raised.value.message.startswith("the extraction model refused the request: HTTP 400 \"This model's "
+                                           "maximum context length is 4096 tokens.")
+    assert len(fake.chat_requests) == 1  # a refusal is not retried
+
+
+def test_no_max_tokens_is_sent_when_it_is_zero():
+    with FakeOpenAI() as fake:
+        extract(fake, max_tokens=0)
+    assert "max_tokens" not in fake.chat_requests[0].body
+
+
+def test_an_answer_cut_at_max_tokens_says_so():
+    with FakeOpenAI() as fake:
+        fake.script_chat(Cut('{"items": [{"category": "fact", "text": "Alice li'))
+        with pytest.raises(ExtractionParseError) as raised:
+            extract(fake, max_tokens=64)
+    assert raised.value.message == ("the extraction model's answer was cut off at max_tokens (64); "
+                                    "raise extraction_max_tokens")
+
+
+def test_the_api_key_a_server_echoes_is_not_repeated():
+    with FakeOpenAI() as fake:
+        fake.script_chat("400")  # the fake's 400 repeats the Authorization header it received
+        with pytest.raises(ExtractionRefused) as raised:
+            extract(fake)
+    assert "sk-secret-key" not in raised.value.message and "sk-secret-key" not in raised.value.detail
+    assert raised.value.message == ("the extraction model refused the request: "
+                                    'HTTP 400 "Incorrect API key provided: Bearer [redacted]"')
+
+
+def test_a_request_abandoned_on_a_timeout_is_marked_so():
+    with FakeOpenAI() as fake:
+        fake.script_chat(Slow(3.0, {"items": []}))
+        with pytest.raises(ExtractionUnavailable) as raised:
+            extract(fake, timeout=0.5)
+    assert raised.value.timed_out and raised.value.message == "the extraction model did not answer in time"
+
+
+def test_the_model_reads_each_relative_date_written_out_against_its_turns_time():
+    with FakeOpenAI() as fake:
+        extract(fake)
+    transcript = fake.chat_requests[0].body["messages"][1]["content"]
+    assert "[t2] (2026-11-30 09:00 Mon) user: Next Friday (2026-12-04) I fly to Berlin." in transcript
+    assert "last year (2025)" in transcript
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    ('{"items": []}', {"items": []}),
+    ('<think>The user moved {somewhere}.</think>\n{"items": []}', {"items": []}),
+    ('Sure!\n```json\n{"items": [1]}\n```\nAnything else?', {"items": [1]}),
+    ('```\n{"items": [2]}\n```', {"items": [2]}),
+    ('Here you go: {"items": [3]} — done.', {"items": [3]}),
+], ids=["plain", "think-block", "json-fence", "bare-fence", "between-prose"])
+def test_json_is_found_where_models_put_it(content, expected):
+    assert json_document(content) == expected
+
+
+@pytest.mark.parametrize("content", ["Sure! Nothing to remember.", "{not json}", ""])
+def test_content_without_json_is_a_parse_failure(content):
+    with pytest.raises(ExtractionParseError):
+        json_document(content)
+
+
+def test_an_error_excerpt_keeps_the_reason_and_drops_secrets_echoes_and_numbers():
+    transcript = "[t1] (2026-11-30 09:00 Mon) user: I moved to Lyon last year, my passport is E12345678."
+    body = json.dumps({"error": {"message": (
+        "Invalid request from key sk-abcdef1234567890 (api_key=hunter22): cannot process 'I moved to Lyon last "
+        "year, my passport is E12345678.' — call 13812345678 or write to ops@example.com\x00"),
+        "type": "invalid_request_error"}}).encode()
+    excerpt = error_excerpt(body, secrets=("hunter22",), transcript=transcript)
+    assert excerpt.startswith("Invalid request from key [redacted] (api_key=[redacted]): cannot process '…")
+    for leaked in ("sk-abcdef", "hunter22", "Lyon", "E12345678", "13812345678", "ops@example.com", "\x00"):
+        assert leaked not in excerpt
+    assert "[phone number]" in excerpt or "[email address]" in excerpt
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (b'{"detail": "Not Found"}', "Not Found"),
+    (b'{"object": "error", "message": "bad schema", "code": 400}', "bad schema"),
+    (b'{"error": "model not loaded"}', "model not loaded"),
+    (b"<html>502 Bad Gateway</html>", "<html>502 Bad Gateway</html>"),
+    (b"", ""),
+], ids=["fastapi", "vllm", "plain-error", "not-json", "empty"])
+def test_an_error_excerpt_reads_each_servers_error_shape(body, expected):
+    assert error_excerpt(body) == expected
+
+
+def test_an_error_excerpt_is_short():
+    excerpt = error_excerpt(json.dumps({"error": {"message": "x" * 5000}}).encode())
+    assert len(excerpt) == 240 and excerpt.endswith("…")
+
+
+def test_echoed_chinese_turn_text_is_cut_out():
+    transcript = "[t1] (2026-11-30 09:00 Mon) user: 我下周三要去北京出差，住在朝阳区"
+    excerpt = error_excerpt(b'{"error": {"message": "cannot parse: \\u6211\\u4e0b\\u5468\\u4e09\\u8981\\u53bb'
+                            b'\\u5317\\u4eac\\u51fa\\u5dee"}}', transcript=transcript)
+    assert excerpt == "cannot parse: …"
