@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memoryd.domain import Normalised, dated, normalise
+from memoryd.domain import Normalised, dated, different_dates, normalise
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 LOS_ANGELES = ZoneInfo("America/Los_Angeles")
@@ -325,3 +325,14 @@ def test_the_same_date_twice_gives_one_tag() -> None:
     result = normalise("tomorrow, I mean 明天", at=MON)
     assert result.tags == ("date:2026-12-01",)
     assert len(result.changes) == 2
+
+
+@pytest.mark.parametrize(("a", "b", "differ"), [
+    ("用户后天(2026-11-20)要去上海参加婚礼", "用户下周末(2026-11-28..2026-11-29)去看婚礼场地", True),
+    ("Alice flies to Tokyo tomorrow (2026-12-01)", "Alice flew to Tokyo on (2026-12-01)", False),
+    ("Alice flies to Tokyo tomorrow (2026-12-01)", "Alice flies to Tokyo", False),  # one undated: may be the same
+    ("Alice hiked in the Alps", "Alice went hiking in the Alps", False),
+    ("trip (2026-12-01) and return (2026-12-05)", "return (2026-12-05)", False),
+], ids=["two-occasions", "same-day", "one-undated", "none-dated", "one-shared"])
+def test_texts_dated_with_no_date_in_common_are_different_occasions(a: str, b: str, differ: bool) -> None:
+    assert different_dates(a, b) is differ and different_dates(b, a) is differ

@@ -50,7 +50,7 @@ from ._model import (
 )
 from ._entities import named_spans, without_names
 from ._extraction import ExtractionJob, JobState, Turn
-from ._normalise import Normalised, dated, entity_tag, normalise
+from ._normalise import Normalised, dated, different_dates, entity_tag, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, MemoryStore, ViewStore
 from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, cjk_share, estimate_tokens, fit_budget, last_use, lifted, recency, recency_at, score
@@ -128,6 +128,7 @@ __all__ = [
     "Unavailable",
     "WriteResult",
     "dated",
+    "different_dates",
     "normalise",
     "policy_for",
 ]

@@ -56,7 +56,8 @@ from datetime import datetime
 from ._normalise_dates import find_dates
 from ._normalise_units import find_quantities
 
-__all__ = ["MAX_TAG_BYTES", "MAX_TAGS", "Normalised", "dated", "entity_tag", "normalise", "wide_character"]
+__all__ = ["MAX_TAG_BYTES", "MAX_TAGS", "Normalised", "dated", "different_dates", "entity_tag", "normalise",
+           "wide_character"]
 
 MAX_TAGS = 32
 MAX_TAG_BYTES = 64
@@ -115,6 +116,15 @@ def _date_edits(text: str, at: datetime) -> list[tuple[int, int, str, str | None
         gap = "" if wide_character(phrase[-1]) else " "
         edits.append((start, end, f"{phrase}{gap}({value})", f"date:{value}"))
     return edits
+
+
+def different_dates(a: str, b: str) -> bool:
+    """Whether two normalised texts are dated (values in the form above) and share no date:
+    then they tell of different occasions, however alike their words ("后天去上海参加婚礼",
+    "下周末去看婚礼场地")."""
+    first = {m.group(1) for m in _WRITTEN_DATE.finditer(a)}
+    second = {m.group(1) for m in _WRITTEN_DATE.finditer(b)}
+    return bool(first) and bool(second) and not first & second
 
 
 def dated(text: str, *, at: datetime) -> str:

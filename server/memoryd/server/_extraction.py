@@ -57,6 +57,7 @@ from memoryd.domain import (
     TenantPolicy,
     View,
     dated,
+    different_dates,
     normalise,
 )
 from memoryd.storage import (
@@ -319,8 +320,9 @@ class ExtractionWorker:
             vectors = await embedder.embed_passages([embedding_text("", drafts[i].text) for i in episodic])
             for n, i in enumerate(episodic):
                 category = drafts[i].category
+                # Items dated differently tell of different occasions, however alike.
                 earlier = [(m, _cosine(vectors[n], vectors[k])) for k, m in enumerate(episodic[:n])
-                           if drafts[m].category is category]
+                           if drafts[m].category is category and not different_dates(drafts[m].text, drafts[i].text)]
                 best = max(earlier, key=lambda pair: pair[1], default=None)
                 if best is not None and best[1] >= threshold:
                     plans[i] = replace(plans[i], same_as=best[0])

@@ -7,7 +7,9 @@ An item is dropped, for the first reason that applies, when:
   are later shown to models, so this is checked first and never relaxed;
 - ``outside_view``: the queuing agent's view (read when the job runs) may not write it;
 - ``low_confidence``: its confidence is below the tenant policy's ``min_confidence``;
-- ``transient``: the model marked it transient (a passing state, not worth remembering);
+- ``transient``: the model marked it transient (a passing state, not worth remembering), or,
+  for a lasting (non-episodic) memory, its text tells of a state now ("exhausted today",
+  "今天有点累") whatever the model said;
 - ``sensitive``: it is a sensitive inference (health, emotions, finances, sexuality,
   religion, politics…) by the model's own flag or by a deterministic keyword check in
   English and Chinese, unless the tenant policy has ``allow_sensitive``;
@@ -67,6 +69,7 @@ _INSTRUCTIONS_EN = [
     r"\b(always|never)\s+(output|reveal|print|leak|show|disclose|execute|run)\b",
     r"(^|[.!?;:]\s*)(always|never|do\s+not|don'?t)\s+(say|respond|reply|answer|tell|include|mention|refuse|follow)\b",
     r"\bnew\s+instructions?\b",
+    r"\byou\s+(must|have\s+to|should|shall)\s+(always|never|from\s+now)\b",
     r"\bjailbreak|\bdeveloper\s+mode\b|\bdan\s+mode\b",
     r"<\s*/?\s*(system|assistant|user|instructions?|memory-reference)\b",
 ]
@@ -78,7 +81,20 @@ _INSTRUCTIONS_ZH = [
     r"系统提示",
     r"(总是|始终|一直|永远)(输出|透露|显示|泄露|执行)",
     r"新的?指令",
+    r"(以后|今后|往后|之后|从今以后)[^。！？]{0,6}你[^。！？]{0,4}(必须|务必|一定要|只能|只许|每次|都要|都得|得|要)",
+    r"你(必须|务必)[^。！？]{0,20}(回答|回复|输出|加上|附上|说|用)",
 ]
+# A passing state ("exhausted today", "今天有点累") in what should be a lasting memory: the
+# model's own stability flag is not trusted for it (issue 16's benchmark kept one it marked
+# stable). Episodic memories are left alone: "ran a marathon today, exhausted" is an event.
+_PASSING_EN = (r"\b(tired|exhausted|sleepy|worn\s+out|hungry|thirsty|sick|ill|unwell|bored|stressed|busy|"
+               r"grumpy|sore|hungover|jet[- ]?lagged|in\s+a\s+(rush|hurry|bad\s+mood))\b")
+_NOW_EN = r"\b(today|tonight|right\s+now|at\s+the\s+moment|this\s+(morning|afternoon|evening))\b"
+_PASSING = re.compile(
+    rf"{_PASSING_EN}[^.!?;]{{0,30}}{_NOW_EN}|{_NOW_EN}[^.!?;]{{0,30}}{_PASSING_EN}"
+    r"|(今天|今晚|今早|现在|此刻|这会儿|这两天)[^。！？]{0,6}(有点|有些|很|非常|好|太|特别)?"
+    r"(累|困|饿|渴|忙|烦|难受|不舒服|没精神|疲惫|疲倦|头疼|头痛)",
+    re.IGNORECASE)
 _INSTRUCTION = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTIONS_EN + _INSTRUCTIONS_ZH), re.IGNORECASE)
 
 _SENSITIVE_EN = {
@@ -121,6 +137,11 @@ def instruction_like(text: str) -> bool:
     return bool(_INSTRUCTION.search(_plain(text)))
 
 
+def passing_state(text: str) -> bool:
+    """Whether ``text`` tells of a passing state, now ("tired today", "今天有点累")."""
+    return bool(_PASSING.search(_plain(text)))
+
+
 def sensitive_class(text: str) -> str:
     """The sensitive class the keyword check finds in ``text`` ('' if none)."""
     plain = _plain(text)
@@ -139,7 +160,7 @@ def drop_reason(item: ExtractedItem, policy: TenantPolicy, may_write: Callable[[
         return OUTSIDE_VIEW
     if item.confidence < policy.min_confidence:
         return LOW_CONFIDENCE
-    if item.stability is Stability.TRANSIENT:
+    if item.stability is Stability.TRANSIENT or (not item.category.episodic and passing_state(item.text)):
         return TRANSIENT
     if not policy.allow_sensitive and (item.sensitive or sensitive_class(words)):
         return SENSITIVE

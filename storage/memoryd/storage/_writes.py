@@ -19,6 +19,7 @@ from memoryd.domain import (
     Scope,
     TenantPolicy,
     WriteResult,
+    different_dates,
     policy_for,
 )
 
@@ -378,16 +379,20 @@ class ItemWriter:
         """Merge an episodic draft into ``memory_id``, a near-duplicate found by meaning (the
         extraction pipeline's dedup): the text becomes the new one, importance the max, tags
         united; the old text stays as a version. None if that memory is no longer an active
-        episodic memory of this subject and category (the caller then writes the draft)."""
+        episodic memory of this subject and category, or if the two are dated differently
+        (``different_dates``: two occasions, however alike) — the caller then writes the draft."""
         owner = self._subject
         key = await self._key_for(owner)
         cur = await self._conn.execute(
-            "SELECT id, tags, tags_ct FROM memories WHERE tenant_id = %s AND id = %s AND subject = %s "
+            "SELECT id, text, text_ct, tags, tags_ct FROM memories WHERE tenant_id = %s AND id = %s AND subject = %s "
             "AND scope = 'subject' AND category = %s AND key_label = '\\x' AND status = 'active' FOR UPDATE",
             (self._tenant, memory_id, owner, draft.category.value),
         )
         row = await cur.fetchone()
         if row is None:
+            return None
+        stored = row["text"] if row["text_ct"] is None else key.open(memory_id, "text", bytes(row["text_ct"])).decode()
+        if different_dates(draft.text, stored or ""):
             return None
         merged = list(draft.tags) + [t for t in sorted(self._tags_of(key, row)) if t not in draft.tags]
         cur = await self._conn.execute(
