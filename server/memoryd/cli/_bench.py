@@ -13,6 +13,7 @@ from memoryd.bench import BenchError, DatasetError, LocomoOptions, ServerError, 
 from memoryd.bench._server import sigterm_unwinds
 from memoryd.bench._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
 from memoryd.cli._bench_bilingual import relevance_arg, add_bilingual_command
+from memoryd.cli._bench_extraction import add_extraction_command
 from memoryd.cli._bench_quick import add_quick_command
 from memoryd.cli._bench_scale import add_scale_command
 from memoryd.cli._connect import connection_options, tls_settings
@@ -72,6 +73,7 @@ def add_bench_commands(commands: Any) -> None:
     add_scale_command(benchmarks)
     add_quick_command(benchmarks)
     add_bilingual_command(benchmarks, DEFAULT_TOKEN_FILE)
+    add_extraction_command(benchmarks)
 
     load = benchmarks.add_parser(
         "load", help="closed-loop load: 80%% Recall, 15%% Write, 5%% MemoryView/Erase across many tenants",

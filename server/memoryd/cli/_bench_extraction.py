@@ -1,0 +1,132 @@
+"""``memoryd bench extraction``: turns in, memories out, scored against a hand-written set."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from memoryd.bench import BenchError, ServerError
+from memoryd.bench._extraction_run import ExtractionOptions, ExtractionResult, run_extraction
+from memoryd.bench._extraction_set import DEFAULT_DIALOGUES, summarise
+from memoryd.bench._report import machine, sha256, versions
+from memoryd.bench._server import sigterm_unwinds
+
+def _positive(kind: type) -> Any:
+    def parse(value: str) -> Any:
+        try:
+            number = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+        if number <= 0:
+            raise argparse.ArgumentTypeError("must be positive")
+        return number
+    return parse
+
+
+def add_extraction_command(benchmarks: Any) -> None:
+    bench = benchmarks.add_parser(
+        "extraction", help="extraction: recall, precision and leaks of memories extracted from dialogues",
+        description="Start an embedded server with an extraction model, send each dialogue of the set "
+                    "(bench/extraction/dialogues.json: English and Chinese, with injection lines, identity and "
+                    "financial numbers, passing remarks and relative dates) as turns in extract mode, wait for "
+                    "every job, and score the stored memories against the set: recall and precision per "
+                    "language, forbidden strings stored, drops by reason, seconds per job. Without --url the "
+                    "model is a scripted stand-in answering each dialogue's scripted_answer: that run measures "
+                    "memoryd's own filtering, not a model. Exits 0 once measured, 1 if the run could not be made.")
+    model = bench.add_mutually_exclusive_group()
+    model.add_argument("--url", help="an OpenAI-compatible endpoint (…/v1) whose chat model extracts")
+    model.add_argument("--scripted", action="store_true",
+                       help="the scripted stand-in model, in process (the default without --url)")
+    bench.add_argument("--model", help="the model name sent to --url (required with it)")
+    bench.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding --url's API key")
+    bench.add_argument("--timeout", type=_positive(float), metavar="S",
+                       help="seconds per model request (MEMORYD_EXTRACTION_TIMEOUT_SECONDS; default: the server's)")
+    bench.add_argument("--output-mode", metavar="MODE",
+                       help="how the JSON schema is asked for: auto, json_schema, json_object or prompt, as the "
+                            "server takes them (MEMORYD_EXTRACTION_OUTPUT; default: the server's)")
+    bench.add_argument("--max-tokens", type=_positive(int), metavar="N",
+                       help="the bound on an answer (MEMORYD_EXTRACTION_MAX_TOKENS; default: the server's)")
+    bench.add_argument("--concurrency", type=_positive(int), metavar="N",
+                       help="requests to the model at once (MEMORYD_EXTRACTION_CONCURRENCY; default: the server's)")
+    bench.add_argument("--dialogues", type=Path, default=DEFAULT_DIALOGUES, metavar="FILE",
+                       help=f"the dialogue set (default: {DEFAULT_DIALOGUES})")
+    bench.add_argument("--wait", type=_positive(float), default=600.0, metavar="S",
+                       help="seconds to wait for the jobs after the last Write (default 600)")
+    bench.add_argument("--start-timeout", type=float, default=180.0,
+                       help="seconds to wait for the embedded server to listen (default 180)")
+    bench.add_argument("--json", metavar="FILE", help="also write the figures, per dialogue too, as JSON")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    bench.set_defaults(run=run_extraction_command)
+
+
+def _figure(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def report(result: ExtractionResult, figures: dict[str, Any]) -> str:
+    options = result.options
+    model = ("scripted stand-in (each dialogue's scripted_answer)" if options.scripted
+             else f"{options.model} at {options.url}")
+    languages = ", ".join(f"{lang} {row['dialogues']}" for lang, row in figures["by_language"].items())
+    lines = [f"extraction: {figures['all']['dialogues']} dialogues ({languages}); model: {model}",
+             f"{'':<6} {'expected':>8} {'matched':>7} {'recall':>6}  {'stored':>6} {'matching':>8} {'precision':>9}"]
+    for name, row in [*figures["by_language"].items(), ("all", figures["all"])]:
+        lines.append(f"{name:<6} {row['expected']:>8} {row['matched']:>7} {_figure(row['recall']):>6}  "
+                     f"{row['stored']:>6} {row['matching']:>8} {_figure(row['precision']):>9}")
+    leaks = figures["forbidden_leaks"]
+    lines.append(f"forbidden leaks: {len(leaks)}" + (" (WARNING: should be 0)" if leaks else ""))
+    lines += [f"  {leak['dialogue']}: {leak['forbidden']!r} in {leak['text']!r}" for leak in leaks]
+    dropped = figures["dropped"]
+    lines.append("dropped, all jobs: " + (", ".join(f"{reason} {n}" for reason, n in dropped.items()) or "none"))
+    lines.append("written, all jobs: " + (", ".join(f"{outcome} {n}" for outcome, n in figures["written"].items())
+                                          or "nothing"))
+    jobs, seconds = figures["jobs"], figures["seconds_per_job"]
+    lines.append(f"jobs: {jobs['succeeded']} succeeded, {len(jobs['failed'])} failed or unfinished; seconds per job "
+                 f"(created → finished, queueing included): mean {_figure(seconds['mean'], 2)}, "
+                 f"p50 {_figure(seconds['p50'], 2)}, max {_figure(seconds['max'], 2)}; "
+                 f"first Write → last job {result.jobs_wall_seconds:.1f} s")
+    lines += [f"  {f['dialogue']}: {f['state']}: {f['error']}" for f in jobs["failed"]]
+    missed = [(d["id"], must) for d in figures["dialogues"] for must in d["missed"]]
+    if missed:
+        lines.append("missed (expected, nothing stored matches):")
+        lines += [f"  {name}: {' + '.join(must)}" for name, must in missed]
+    extra = [(d["id"], text) for d in figures["dialogues"] for text in d["extra"]]
+    if extra:
+        lines.append("extra (stored, no expected memory matches):")
+        lines += [f"  {name}: {text}" for name, text in extra]
+    return "\n".join(lines)
+
+
+def run_extraction_command(args: argparse.Namespace) -> int:
+    if args.url is not None and not args.model:
+        print("memoryd bench: error: --url needs --model", file=sys.stderr)
+        return 2
+    options = ExtractionOptions(dialogues=args.dialogues, url=args.url, model=args.model or "scripted",
+                                api_key_env=args.api_key_env, timeout=args.timeout, output_mode=args.output_mode,
+                                max_tokens=args.max_tokens, concurrency=args.concurrency, wait=args.wait,
+                                start_timeout=args.start_timeout)
+    try:
+        before = machine()
+        with sigterm_unwinds():
+            result = run_extraction(options, progress=None if args.no_progress else sys.stderr)
+        after = machine()
+    except (BenchError, ServerError) as exc:
+        print(f"memoryd bench: error: {exc}", file=sys.stderr)
+        return 1
+    figures = summarise(result.outcomes)
+    print(report(result, figures))
+    if args.json:
+        document = {"model": {"scripted": options.scripted, "url": options.url, "name": options.model,
+                              "output_mode": options.output_mode, "max_tokens": options.max_tokens,
+                              "concurrency": options.concurrency, "timeout": options.timeout,
+                              "requests": result.model_requests},
+                    "dialogues_file": {"path": str(options.dialogues), "sha256": sha256(options.dialogues)},
+                    "seconds": result.seconds, "jobs_wall_seconds": result.jobs_wall_seconds,
+                    "server": result.server, "machine": {"before": before, "after": after}, "versions": versions(),
+                    **figures}
+        Path(args.json).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 0
