@@ -24,24 +24,20 @@ The items themselves are then checked one by one by the caller.
 ``max_completion_tokens`` (OpenAI's reasoning models answer HTTP 400 naming it) is asked
 again with that instead. An answer cut at the bound is a parse error that says so.
 
-Requests go out on this client's own threads (urllib, like the embedding client), so a slow
-model never blocks the event loop; how many a deployment sends at once is the worker's
-business (``memoryd.storage.ModelSlots``).
+The HTTP exchange is the one every OpenAI-compatible client of memoryd shares
+(``memoryd.storage.JsonEndpoint``: its own threads, so a slow model never blocks the event
+loop); how many requests a deployment sends at once is the worker's business
+(``memoryd.storage.ModelSlots``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import http.client
 import json
 import logging
 import re
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from memoryd.storage import http_endpoint, json_headers
+from memoryd.storage import HttpStatus, JsonEndpoint, Unreachable, http_endpoint
 
 from ._chat_errors import (
     ExtractionError,
@@ -61,16 +57,6 @@ _FORMAT_WORDS = re.compile(r"response_format|json_schema|json schema|structured 
                            re.IGNORECASE)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-MAX_ERROR_BODY = 64 * 1024
-
-
-class _Answered(Exception):
-    """The server answered with an HTTP error status."""
-
-    def __init__(self, status: int, body: bytes) -> None:
-        super().__init__(status)
-        self.status = status
-        self.body = body
 
 
 def json_document(content: str) -> Any:
@@ -118,28 +104,26 @@ class ChatClient:
 
     def __init__(self, url: str, model: str, api_key: str = "", timeout: float = 60.0, *, output: str = "auto",
                  max_tokens: int = 2048, threads: int = 2) -> None:
-        parts = http_endpoint(url, "extraction_url", "extraction_api_key")
+        http_endpoint(url, "extraction_url", "extraction_api_key")
         if output not in OUTPUT_MODES:
             raise ValueError(f"extraction_output must be one of {', '.join(OUTPUT_MODES)}, got {output!r}")
-        self._url = url.strip().rstrip("/") + "/chat/completions"
-        self._where = parts.netloc
+        self._endpoint = JsonEndpoint(url.strip().rstrip("/") + "/chat/completions", api_key, timeout,
+                                      threads=threads, name="chat")
+        self._where = self._endpoint.where
         self.model = model.strip()
         self._api_key = api_key
-        self._timeout = timeout
         self._output = output
         self.mode = "json_schema" if output == "auto" else output  # the mode in use now
         self.max_tokens = max_tokens
         self._tokens_field = "max_tokens"
-        self._headers = json_headers(api_key)
-        self._executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="memoryd-chat-http")
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(url={self._url!r}, model={self.model!r}, mode={self.mode!r})"
+        return f"{type(self).__name__}(url={self._endpoint.url!r}, model={self.model!r}, mode={self.mode!r})"
 
     @property
     def endpoint(self) -> str:
         """The URL requests go to: what a deployment's concurrency limit is counted per."""
-        return self._url
+        return self._endpoint.url
 
     def body(self, system: str, user: str, schema_name: str, schema: dict[str, Any]) -> dict[str, Any]:
         """The request for one JSON document under ``schema``, in the mode in use now."""
@@ -163,15 +147,18 @@ class ChatClient:
     async def ask(self, system: str, user: str, schema_name: str, schema: dict[str, Any]) -> Any:
         """The JSON document the model answers ``user`` with, under ``schema``."""
         while True:
+            body = self.body(system, user, schema_name, schema)
             try:
-                raw = await self._send(self.body(system, user, schema_name, schema))
-            except _Answered as answer:
+                raw = await self._endpoint.call(lambda: self._endpoint.post(body))
+            except HttpStatus as answer:
                 if not self._adapt(answer):
                     raise self._error(answer, user) from None
                 continue
+            except Unreachable as exc:
+                raise self._unreachable(exc) from exc
             return answer_document(raw, self.max_tokens)
 
-    def _adapt(self, answer: _Answered) -> bool:
+    def _adapt(self, answer: HttpStatus) -> bool:
         """Change the request to what this endpoint takes, if ``answer`` says how; True if
         it was changed (each change is made at most once, so this ends)."""
         text = answer.body.decode("utf-8", "replace")
@@ -187,7 +174,7 @@ class ChatClient:
             return True
         return False
 
-    def _error(self, answer: _Answered, transcript: str) -> ExtractionError:
+    def _error(self, answer: HttpStatus, transcript: str) -> ExtractionError:
         excerpt = error_excerpt(answer.body, secrets=(self._api_key,), transcript=transcript)
         said = f"HTTP {answer.status}" + (f' "{excerpt}"' if excerpt else "")
         if answer.status in (408, 429) or answer.status >= 500:
@@ -196,35 +183,14 @@ class ChatClient:
         return ExtractionRefused(f"the extraction model at {self._where} refused the request: {said}",
                                  f"the extraction model refused the request: {said}")
 
-    async def _send(self, request: dict[str, Any]) -> bytes:
-        """The raw answer to one chat completion ``request``, posted off the event loop."""
-        body = json.dumps(request, ensure_ascii=False).encode()
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, self._post, body)
-        except RuntimeError as exc:  # the executor was shut down
-            raise ExtractionUnavailable("the extraction client is closed") from exc
-
-    def _post(self, body: bytes) -> bytes:
-        request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                data: bytes = response.read()
-                return data
-        except urllib.error.HTTPError as exc:
-            try:
-                error_body = exc.read(MAX_ERROR_BODY)
-            except (OSError, http.client.HTTPException):
-                error_body = b""
-            exc.close()
-            raise _Answered(exc.code, error_body) from None
-        except (OSError, http.client.HTTPException) as exc:
-            if isinstance(exc, TimeoutError) or "timed out" in str(exc):
-                raise ExtractionUnavailable(f"the extraction model at {self._where} timed out after "
-                                            f"{self._timeout:g}s", "the extraction model did not answer in time",
-                                            timed_out=True) from exc
-            raise ExtractionUnavailable(f"the extraction model at {self._where} cannot be reached "
-                                        f"({type(exc).__name__})") from exc
+    def _unreachable(self, exc: Unreachable) -> ExtractionUnavailable:
+        if exc.timed_out:
+            return ExtractionUnavailable(f"the extraction model at {self._where} timed out after "
+                                         f"{self._endpoint.timeout:g}s", "the extraction model did not answer in time",
+                                         timed_out=True)
+        if exc.cause == "closed":
+            return ExtractionUnavailable("the extraction client is closed")
+        return ExtractionUnavailable(f"the extraction model at {self._where} cannot be reached ({exc.cause})")
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._endpoint.close()

@@ -13,7 +13,7 @@ from ._erasure import VectorErasure, erase_vectors
 from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
 from ._jobs import Claim, ClaimedJob, ExtractionJobs, PlannedItem
-from ._http_endpoint import http_endpoint, json_headers
+from ._http_endpoint import HttpStatus, JsonEndpoint, Unreachable, http_endpoint
 from ._model_slots import ModelSlots, Slot
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
@@ -51,9 +51,11 @@ __all__ = [
     "EmbeddedPostgres",
     "ExtractionJobs",
     "Fragment",
+    "HttpStatus",
     "IndexSet",
     "IndexTarget",
     "IndexedMemory",
+    "JsonEndpoint",
     "LifecycleSweeper",
     "LocalKeyProvider",
     "Migration",
@@ -80,6 +82,7 @@ __all__ = [
     "StoreSession",
     "SweepReport",
     "TermHasher",
+    "Unreachable",
     "VectorErasure",
     "WorkQueue",
     "Written",
@@ -92,7 +95,6 @@ __all__ = [
     "embedding_text",
     "http_endpoint",
     "idle",
-    "json_headers",
     "keywords_warm_up",
     "lifecycle_tenants",
     "outbox_lag",

@@ -18,15 +18,12 @@ import base64
 import binascii
 import ctypes
 import functools
-import http.client
 import json
 import logging
 import math
 import os
 import re
 import sys
-import urllib.error
-import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +31,7 @@ from typing import Any, TypeVar
 
 from memoryd.domain import Embedder, FailedPrecondition, Internal, MemorydError, Unavailable
 
-from ._http_endpoint import http_endpoint, json_headers
+from ._http_endpoint import HttpStatus, JsonEndpoint, Unreachable, http_endpoint
 
 T = TypeVar("T")
 _log = logging.getLogger("memoryd.storage.embedders")
@@ -211,23 +208,20 @@ class OpenAICompatibleEmbedder:
             raise ValueError("batch_size and max_concurrency must be at least 1")
         # Both "http://host:8000" and "http://host:8000/v1" are commonly given as the base.
         path = re.sub(r"(/v1)?/*$", "", parts.path)
-        self._url = f"{parts.scheme}://{parts.netloc}{path}/v1/embeddings"
-        self._where = parts.netloc  # for messages: no path, no credentials
+        self._endpoint = JsonEndpoint(f"{parts.scheme}://{parts.netloc}{path}/v1/embeddings", api_key, timeout,
+                                      threads=max_concurrency, name="embed")
+        self._where = self._endpoint.where
         self._model = model.strip()
         self._api_key = api_key
-        self._timeout = timeout
         self._query_prefix = query_prefix
         self._passage_prefix = passage_prefix
         self._batch_size = batch_size
-        self._headers = json_headers(api_key)
         self.model_id: str = f"openai/{self._model}"
         self.dim: int = dim or 0
         self._base64 = True  # until the server refuses encoding_format
-        # Its own threads, so a slow server cannot starve the loop's default executor.
-        self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="memoryd-embed-http")
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleEmbedder(url={self._url!r}, model_id={self.model_id!r}, dim={self.dim})"
+        return f"OpenAICompatibleEmbedder(url={self._endpoint.url!r}, model_id={self.model_id!r}, dim={self.dim})"
 
     async def embed_passages(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -245,12 +239,15 @@ class OpenAICompatibleEmbedder:
 
     def close(self) -> None:
         """Stop the worker threads; later calls raise ``Unavailable``."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._endpoint.close()
 
     async def _embed(self, inputs: list[str]) -> list[list[float]]:
         if not inputs:
             return []
-        raw = await _in_executor(self._executor, lambda: self._post(inputs), "the embedder is closed")
+        try:
+            raw = await self._endpoint.call(lambda: self._post(inputs))
+        except Unreachable as exc:  # closed
+            raise Unavailable("the embedder is closed") from exc
         try:
             vectors = self._parse(raw, len(inputs))
         except Internal as exc:
@@ -264,30 +261,20 @@ class OpenAICompatibleEmbedder:
         payload: dict[str, Any] = {"model": self._model, "input": inputs}
         if asked_base64:
             payload["encoding_format"] = "base64"
-        request = urllib.request.Request(self._url, data=json.dumps(payload).encode(), headers=self._headers,
-                                         method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                data: bytes = response.read()
-                return data
-        except urllib.error.HTTPError as exc:
-            try:
-                detail = exc.read(4096)
-            except (OSError, http.client.HTTPException):
-                detail = b""
-            finally:
-                exc.close()  # it holds the socket; left open it leaks until garbage collection
-            if asked_base64 and exc.code in (400, 422):
+            return self._endpoint.post(payload)
+        except HttpStatus as exc:
+            if asked_base64 and exc.status in (400, 422):
                 # Perhaps the field it does not know: ask as plain OpenAI once more. If that is
                 # refused too, the refusal is about something else and is reported.
                 self._base64 = False
                 _log.info("embedding server at %s refused encoding_format=base64 (HTTP %d); asking for numbers",
-                          self._where, exc.code)
+                          self._where, exc.status)
                 return self._post(inputs)
-            raise self._status_error(exc.code, detail) from exc
-        except (OSError, http.client.HTTPException) as exc:
-            # URLError (refused, DNS), TimeoutError, resets and truncated answers: all transient.
-            _log.warning("embedding server at %s unreachable: %s", self._where, type(exc).__name__)
+            raise self._status_error(exc.status, exc.body[:4096]) from exc
+        except Unreachable as exc:
+            # Refused, DNS, timeouts, resets and truncated answers: all transient.
+            _log.warning("embedding server at %s unreachable: %s", self._where, exc.cause)
             raise Unavailable(f"the embedding server at {self._where} cannot be reached; retry later") from exc
 
     def _status_error(self, status: int, detail: bytes) -> MemorydError:
