@@ -59,6 +59,8 @@ from ._normalise_units import find_quantities
 __all__ = ["MAX_TAG_BYTES", "MAX_TAGS", "Normalised", "dated", "different_dates", "entity_tag", "normalise",
            "wide_character"]
 
+# The most tags a memory carries, and the longest: fixed by the contract and the vector
+# index, whose tags array is sized when a collection is made. Written once, here.
 MAX_TAGS = 32
 MAX_TAG_BYTES = 64
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from memoryd.domain import Category, SourceKind, TenantPolicy
+from memoryd.domain import MAX_TAG_BYTES, MAX_TAGS, Category, SourceKind, TenantPolicy
 
 from ._chat import OUTPUT_MODES
 from ._pii import MODES
@@ -33,8 +33,8 @@ class Limits:
     max_data_depth: int = 8
     max_key_bytes: int = 128
     max_subject_bytes: int = 128
-    max_tags: int = 32
-    max_tag_bytes: int = 64
+    max_tags: int = MAX_TAGS  # at most MAX_TAGS: the vector index holds no more
+    max_tag_bytes: int = MAX_TAG_BYTES
     max_query_bytes: int = 2000
     max_keys: int = 100
     max_ids: int = 1000
@@ -403,8 +403,11 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("worker_health_addr must be host:port, e.g. 127.0.0.1:50052")
     if config.metrics_refresh_seconds < 1 or config.metrics_max_tenants < 0:
         raise ValueError("metrics_refresh_seconds must be at least 1 and metrics_max_tenants not negative")
-    if not 0 < config.limits.max_tags <= 32:
-        raise ValueError("limits.max_tags must be between 1 and 32 (the vector index holds at most 32 tags)")
+    if not 0 < config.limits.max_tags <= MAX_TAGS:
+        raise ValueError(f"limits.max_tags must be between 1 and {MAX_TAGS} (the vector index holds at most "
+                         f"{MAX_TAGS} tags)")
+    if not 0 < config.limits.max_tag_bytes <= MAX_TAG_BYTES:
+        raise ValueError(f"limits.max_tag_bytes must be between 1 and {MAX_TAG_BYTES} (the vector index's tag length)")
     if not config.embedded and not config.postgres_dsn and not (config.postgres_app_dsn and config.postgres_worker_dsn):
         raise ValueError("without the owner's MEMORYD_POSTGRES_DSN, give both MEMORYD_POSTGRES_APP_DSN and "
                          "MEMORYD_POSTGRES_WORKER_DSN (README: Database roles)")

@@ -47,6 +47,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memoryd.domain import (
     CONTROL_CHARACTERS,
+    MAX_TAG_BYTES,
+    MAX_TAGS,
     Category,
     DataKeyUnavailable,
     Draft,
@@ -97,7 +99,7 @@ def clean_key(key: str, category: Category, max_bytes: int = 128) -> str:
     return slug if slug and len(slug.encode()) <= max_bytes else ""
 
 
-def clean_tags(*groups: tuple[str, ...], limit: int = 32, max_bytes: int = 64) -> tuple[str, ...]:
+def clean_tags(*groups: tuple[str, ...], limit: int = MAX_TAGS, max_bytes: int = MAX_TAG_BYTES) -> tuple[str, ...]:
     tags: list[str] = []
     for group in groups:
         for tag in group:

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from memoryd.domain import Internal, ReadFilter, Unavailable
+from memoryd.domain import MAX_TAG_BYTES, MAX_TAGS, Internal, ReadFilter, Unavailable
 
 from . import _lite_compaction as lite
 from ._filters import filter_expression, literal, literal_list
@@ -57,8 +57,6 @@ MAX_SEARCH_LIMIT = 16_384
 # vector files as unchecked (the compaction goes on; the receipt just cannot vouch for it).
 COMPACTION_TIMEOUT = 10.0  # an Erase must answer well within a client's 30 s per attempt
 COMPACTION_POLL = 0.5
-# The most tags a memory can carry: the index's array capacity is fixed when a collection is made.
-MAX_TAGS = 32
 
 
 def embedding_text(key: str, text: str) -> str:
@@ -234,7 +232,7 @@ class MilvusIndex:
         schema.add_field("category", DataType.VARCHAR, max_length=16)
         schema.add_field("key", DataType.VARCHAR, max_length=128)
         schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=MAX_TAGS,
-                         max_length=64)
+                         max_length=MAX_TAG_BYTES)
         schema.add_field("status", DataType.VARCHAR, max_length=10)
         schema.add_field("updated_at", DataType.INT64)
         schema.add_field("valid_until", DataType.INT64)

@@ -11,6 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
+    MAX_TAGS,
     Change,
     Draft,
     IdempotencyKeyReused,
@@ -27,7 +28,6 @@ from . import _counters as counters
 from . import _trust as trust
 from ._envelope import DataKey, open_row
 from ._keywords import TermHasher
-from ._milvus import MAX_TAGS
 from ._rows import MEMORY_COLUMNS, same_value, stored_trust
 from ._write_batch import (
     INSERT_MEMORY,
