@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
+.PHONY: install serve test typecheck bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with the embedded default (embedded PostgreSQL,
 # Milvus Lite) and its dev tools (pytest, buf, grpcio-tools) — re-run when pyproject.toml changes.
@@ -23,11 +23,15 @@ serve: install
 ## test: the whole suite — contract checks, storage, server, end-to-end and distributed tests
 ## (the last on Debian's PostgreSQL server and a Milvus server, installed first if missing);
 ## most on both cores, then the `serial` ones (tests/conftest.py) one at a time.
-test: install
+test: install typecheck
 	PYTHON=$(PYTHON) bash scripts/install-test-servers.sh
 	$(BIN)/python -m pytest -n 2 -m "not serial"; parallel=$$?; \
 	$(BIN)/python -m pytest -m serial; serial=$$?; \
 	test $$parallel -eq 0 -a $$serial -eq 0
+
+## typecheck: mypy, strict, over the packages pyproject.toml's [tool.mypy] lists.
+typecheck: install
+	$(BIN)/mypy
 
 ## bench: LoCoMo retrieval benchmark on a throw-away embedded server (bench/README.md).
 ## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".

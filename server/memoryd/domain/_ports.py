@@ -1,41 +1,14 @@
-"""The small interfaces the server needs from its stores (implemented in memoryd.storage)."""
+"""The small interfaces the server needs from its stores (implemented in memoryd.storage).
+
+(A ``MemoryStore`` protocol stood here, implemented by ``PostgresMemoryStore`` and used by
+nothing: every caller holds the store itself. It is gone rather than kept in step by hand.)"""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Protocol
 
-from ._model import (
-    AuditTag,
-    Draft,
-    EraseMode,
-    EraseSelector,
-    ErasureReceipt,
-    Listing,
-    Memory,
-    MemoryVersion,
-    Page,
-    ReadFilter,
-    WriteResult,
-)
+from ._model import AuditTag
 from ._view import View, ViewChange
-
-
-class MemoryStore(Protocol):
-    """The source of truth. Every method is confined to ``tenant``."""
-
-    async def write(self, tenant: str, agent: str, subject: str, drafts: list[Draft], *,
-                    idempotency_key: str = "", request_hash: bytes = b"", tag: AuditTag = AuditTag()) -> list[WriteResult]: ...
-
-    async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]: ...
-
-    async def list(self, tenant: str, flt: ReadFilter, page: Page) -> Listing: ...
-
-    async def history(self, tenant: str, flt: ReadFilter, memory_id: str, after_version: int,
-                      size: int) -> tuple[list[MemoryVersion], bool]: ...
-
-    async def erase(self, tenant: str, agent: str, subject: str, flt: ReadFilter, selector: EraseSelector,
-                    mode: EraseMode, *, reason: str = "", tag: AuditTag = AuditTag()) -> ErasureReceipt: ...
 
 
 class ViewStore(Protocol):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ._model import Category, SourceKind
 
@@ -111,20 +113,20 @@ class View:
         }
 
     @classmethod
-    def from_definition(cls, agent: str, definition: dict[str, object], version: int = 0) -> View:
-        def rules(items: object) -> tuple[ViewRule, ...]:
-            return tuple(ViewRule(Category(r["category"]), tuple(r["key_patterns"]))  # type: ignore[index]
-                         for r in items)  # type: ignore[attr-defined]
+    def from_definition(cls, agent: str, definition: Mapping[str, Any], version: int = 0) -> View:
+        """The view a stored definition (``definition()``'s JSON) describes."""
+        def rules(items: Iterable[Mapping[str, Any]]) -> tuple[ViewRule, ...]:
+            return tuple(ViewRule(Category(r["category"]), tuple(r["key_patterns"])) for r in items)
 
         return cls(
             agent=agent,
             read_rules=rules(definition.get("read_rules", [])),
             write_rules=rules(definition.get("write_rules", [])),
             may_erase=bool(definition.get("may_erase", False)),
-            visible_fields=frozenset(definition.get("visible_fields", [])),  # type: ignore[arg-type]
+            visible_fields=frozenset(definition.get("visible_fields", [])),
             description=str(definition.get("description", "")),
             version=version,
-            erase_selectors=frozenset(definition.get("erase_selectors", [])),  # type: ignore[arg-type]
+            erase_selectors=frozenset(definition.get("erase_selectors", [])),
             # Views stored before the field existed assert what a plain write asserts.
             max_source_kind=SourceKind(str(definition.get("max_source_kind", SourceKind.INPUT.value))),
         )
