@@ -215,14 +215,14 @@ class MetricsRefresher:
         jobs: dict[str, int] = {}
         parse_failures = 0
         for tenant in tenants:
-            async with self._db.tenant_tx(tenant) as conn:
-                counts = await tenant_metrics(conn, tenant)
-            active[tenant] = counts.active
+            async with self._db.tenant_tx(tenant, pipelined=True) as conn:
+                read = await tenant_metrics(conn, tenant)
+            active[tenant] = read.active
             for name, reason in FORGOTTEN.items():
-                forgotten[reason] = forgotten.get(reason, 0) + counts.lifecycle.get(name, 0)
+                forgotten[reason] = forgotten.get(reason, 0) + read.counts.get(name, 0)
             for name, outcome in JOBS.items():
-                jobs[outcome] = jobs.get(outcome, 0) + counts.pipeline.get(name, 0)
-            parse_failures += counts.pipeline.get("extraction.parse_failures", 0)
+                jobs[outcome] = jobs.get(outcome, 0) + read.counts.get(name, 0)
+            parse_failures += read.counts.get("extraction.parse_failures", 0)
         self._metrics.snapshot = Snapshot(lag.pending, lag.dead, lag.oldest_pending_seconds, active, forgotten, jobs,
                                           parse_failures, fresh=True)
 
