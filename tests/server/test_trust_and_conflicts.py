@@ -32,7 +32,8 @@ def current(agent: Any, subject: str = "alice") -> pb.Memory:
 
 def counts(postgres: Any, tenant: str) -> dict[str, int]:
     with psycopg.connect(postgres.owner_dsn) as conn:
-        rows = conn.execute("SELECT name, value FROM lifecycle_counts WHERE tenant_id = %s", (tenant,)).fetchall()
+        rows = conn.execute("SELECT name, value FROM pipeline_counts WHERE tenant_id = %s AND name LIKE 'conflicts.%%'",
+                            (tenant,)).fetchall()
     return dict(rows)
 
 

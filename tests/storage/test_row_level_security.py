@@ -23,7 +23,7 @@ from memoryd.storage import (
 from ..support import unique
 
 TENANT_TABLES = ["memories", "memory_versions", "outbox", "audit_log", "erasure_log", "erasure_checks",
-                 "idempotency_keys", "memory_terms", "index_routes", "subject_keys", "pending_values", "lifecycle_counts", "revoked_tokens",
+                 "idempotency_keys", "memory_terms", "index_routes", "subject_keys", "pending_values", "pipeline_counts", "revoked_tokens",
                  "keyword_stats"]
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 
@@ -127,7 +127,7 @@ async def test_worker_role_sees_outbox_ids_of_every_tenant_but_no_memory_content
         cur = await conn.execute("SELECT count(*) FROM outbox WHERE tenant_id = %s", (a,))
         assert (await cur.fetchone())[0] >= 1
         for table in ("memories", "memory_versions", "memory_terms", "audit_log", "subject_keys", "pending_values",
-                      "lifecycle_counts"):
+                      "pipeline_counts"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 await conn.execute(f"SELECT count(*) FROM {table}")
         cur = await conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")

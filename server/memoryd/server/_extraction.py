@@ -69,6 +69,7 @@ from memoryd.storage import (
     ModelSlots,
     PlannedItem,
     backoff,
+    counters,
     embedding_text,
     idle,
 )
@@ -259,7 +260,7 @@ class ExtractionWorker:
             return 0.0
         except ExtractionParseError as exc:
             _log.warning("extraction job %s: parse failure: %s", job.id, exc.detail)
-            await self._jobs.fail(job.tenant, job.id, exc.message, counts={"extraction.parse_failures": 1})
+            await self._jobs.fail(job.tenant, job.id, exc.message, counts={counters.EXTRACTION_PARSE_FAILURES: 1})
             return 0.0
         drafts, dropped = self.drafts(job, items, view, policy, zone)
         dropped.update(invalid)  # items that broke the schema, dropped alone

@@ -32,6 +32,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 
+from memoryd.storage import counters, lifecycle_tenants, outbox_lag, tenant_metrics
+
 from ._build import resource
 from ._config import Config
 from ._process_metrics import Pool, ProcessInstruments
@@ -44,9 +46,8 @@ SERVER_ERRORS = frozenset({grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXC
                            grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS})
 # Seconds: from a cached view lookup to a slow extraction-backed write.
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-FORGOTTEN = {"lifecycle.expired": "expired", "lifecycle.forgotten_stale": "stale", "lifecycle.evicted": "evicted"}
-JOBS = {"extraction.jobs_queued": "queued", "extraction.jobs_succeeded": "succeeded",
-        "extraction.jobs_failed": "failed"}
+FORGOTTEN = {counters.EXPIRED: "expired", counters.FORGOTTEN_STALE: "stale", counters.EVICTED: "evicted"}
+JOBS = {counters.JOBS_QUEUED: "queued", counters.JOBS_SUCCEEDED: "succeeded", counters.JOBS_FAILED: "failed"}
 
 
 @dataclass(frozen=True)
@@ -206,8 +207,6 @@ class MetricsRefresher:
         self._worker_db = worker_db
 
     async def refresh(self) -> None:
-        from memoryd.storage import lifecycle_tenants, outbox_lag, tenant_metrics
-
         lag = await outbox_lag(self._worker_db)
         tenants = (await lifecycle_tenants(self._worker_db))[: self._metrics.config.metrics_max_tenants]
         active: dict[str, int] = {}
@@ -215,14 +214,14 @@ class MetricsRefresher:
         jobs: dict[str, int] = {}
         parse_failures = 0
         for tenant in tenants:
-            async with self._db.tenant_tx(tenant) as conn:
-                counts = await tenant_metrics(conn, tenant)
-            active[tenant] = counts.active
+            async with self._db.tenant_tx(tenant, pipelined=True) as conn:
+                read = await tenant_metrics(conn, tenant)
+            active[tenant] = read.active
             for name, reason in FORGOTTEN.items():
-                forgotten[reason] = forgotten.get(reason, 0) + counts.lifecycle.get(name, 0)
+                forgotten[reason] = forgotten.get(reason, 0) + read.counts.get(name, 0)
             for name, outcome in JOBS.items():
-                jobs[outcome] = jobs.get(outcome, 0) + counts.pipeline.get(name, 0)
-            parse_failures += counts.pipeline.get("extraction.parse_failures", 0)
+                jobs[outcome] = jobs.get(outcome, 0) + read.counts.get(name, 0)
+            parse_failures += read.counts.get(counters.EXTRACTION_PARSE_FAILURES, 0)
         self._metrics.snapshot = Snapshot(lag.pending, lag.dead, lag.oldest_pending_seconds, active, forgotten, jobs,
                                           parse_failures, fresh=True)
 

@@ -18,6 +18,7 @@ from ._model_slots import ModelSlots, Slot
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
 from ._keywords import warm_up as keywords_warm_up
+from . import _counters as counters
 from ._counters import TenantMetrics, tenant_metrics
 from ._lifecycle import LifecycleSweeper, SweepReport, lifecycle_tenants
 from ._memories import PostgresMemoryStore
@@ -91,6 +92,7 @@ __all__ = [
     "available",
     "backoff",
     "collection_name",
+    "counters",
     "embedder_from_config",
     "embedding_text",
     "http_endpoint",

@@ -13,7 +13,7 @@ transaction:
    version each, their vectors' deletion queued) — unless the profile value was only kept
    as PENDING beside a more trusted one: then the fragments stay, as its evidence;
 4. appends a ``consolidate`` audit event (the profile memory id, then the fragment ids) and
-   counts ``consolidation.groups`` / ``consolidation.fragments`` in ``pipeline_counts``.
+   counts ``consolidation.groups`` / ``consolidation.fragments`` (``_counters``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from datetime import datetime
 from memoryd.domain import AuditTag, Category, Draft, Outcome, WriteResult
 
 from . import _audit as audit
-from ._jobs import bump_counts
+from . import _counters as counters
 from ._memories import PostgresMemoryStore
 
 AGENT = "memoryd"
@@ -97,11 +97,11 @@ class Consolidations:
             await audit.append(conn, tenant, AGENT, subject, ACTION, [result.memory_id, *forgotten], AuditTag(),
                                {"memory": result.memory_id, "outcome": result.outcome.value,
                                 "fragments": forgotten, **(details or {})})
-            await bump_counts(conn, tenant, {"consolidation.groups": 1, "consolidation.fragments": len(forgotten),
-                                             "consolidation.pending": int(result.outcome is Outcome.PENDING)})
+            await counters.bump(conn, tenant, {"consolidation.groups": 1, "consolidation.fragments": len(forgotten),
+                                               "consolidation.pending": int(result.outcome is Outcome.PENDING)})
             return Consolidated(result, tuple(forgotten))
 
     async def count(self, tenant: str, counts: Mapping[str, int]) -> None:
         """Count what a pass did not write (skips, parse failures, outages, drops)."""
         async with self._db.tenant_tx(tenant) as conn:
-            await bump_counts(conn, tenant, counts)
+            await counters.bump(conn, tenant, counts)

@@ -1,12 +1,23 @@
-"""Per-tenant lifecycle and conflict counters (``lifecycle_counts``, migration 0009).
+"""Per-tenant counters: one table (``pipeline_counts``), one way to add to it, one to read it.
 
-Counted in the same transaction as what they count, so a rolled-back write or sweep counts
-nothing. Names: ``lifecycle.expired``, ``lifecycle.forgotten_stale``, ``lifecycle.evicted``,
-``conflicts.pending``, ``conflicts.settled``, ``conflicts.resolved``.
+Every counter is added to in the same transaction as what it counts (``bump``), so a
+rolled-back write, sweep or job counts nothing. Names are ``<family>.<what>``:
+
+- ``lifecycle.expired`` / ``.forgotten_stale`` / ``.evicted``: the lifecycle sweeper;
+- ``conflicts.pending`` / ``.settled`` / ``.resolved``: source trust (writes, ResolveConflict);
+- ``extraction.jobs_queued`` / ``.jobs_succeeded`` / ``.jobs_failed``, ``.items_written``,
+  ``.parse_failures``, ``.dropped.<reason>``: extraction jobs;
+- ``consolidation.groups`` / ``.fragments`` / ``.pending`` / ``.skipped`` / ``.parse_failures``
+  / ``.unavailable`` / ``.dropped.<reason>``: consolidation.
+
+A name read somewhere other than where it is counted (metrics, ``memoryd lifecycle counts``)
+is a constant here. The lifecycle and conflict counters had a table of their own until
+migration 0022; the table kept the name operators already read, ``pipeline_counts``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,23 +27,58 @@ EVICTED = "lifecycle.evicted"
 CONFLICTS_PENDING = "conflicts.pending"
 CONFLICTS_SETTLED = "conflicts.settled"
 CONFLICTS_RESOLVED = "conflicts.resolved"
+JOBS_QUEUED = "extraction.jobs_queued"
+JOBS_SUCCEEDED = "extraction.jobs_succeeded"
+JOBS_FAILED = "extraction.jobs_failed"
+EXTRACTION_PARSE_FAILURES = "extraction.parse_failures"
+# The families `memoryd lifecycle counts` prints.
+LIFECYCLE_FAMILIES = ("lifecycle", "conflicts")
+
+# The one way a counter changes: the rows of ``{rows}`` (tenant, name, amount) are added.
+_ADD = (
+    "INSERT INTO pipeline_counts AS c (tenant_id, name, value) {rows} "
+    "ON CONFLICT (tenant_id, name) DO UPDATE SET value = c.value + EXCLUDED.value, updated_at = now()"
+)
+_AMOUNTS = _ADD.format(rows="SELECT %s::text, b.name, b.value FROM unnest(%s::text[], %s::bigint[]) AS b(name, value) "
+                            "ORDER BY b.name")
+_ROWS = _ADD.format(rows="SELECT %s::text, %s::text, count(*) FROM counted HAVING count(*) > 0")
 
 
-async def bump(conn: Any, tenant: str, name: str, n: int = 1) -> None:
-    """Add ``n`` to the tenant's counter ``name`` inside the caller's transaction."""
-    if n <= 0:
+@dataclass(frozen=True)
+class Counted:
+    """A counter whose amount Postgres counts: the rows that ``statement`` (a data-modifying
+    statement with RETURNING) returns. It runs in the bump's own statement, so a pipelined
+    writer sends both without waiting for the count, and the counter is locked where the
+    change is made (see ``bump``)."""
+
+    name: str
+    statement: str
+    params: tuple[Any, ...] = ()
+
+
+async def bump(conn: Any, tenant: str, counts: Mapping[str, int] | Counted) -> None:
+    """Add ``counts`` (name → how many, or one ``Counted``) to the tenant's counters inside
+    the caller's transaction, in one statement. Counters only go up: amounts below 1 add
+    nothing.
+
+    Lock order: the conflict counters are bumped where the write is made, before the
+    transaction's audit event (whose per-tenant lock is held to the commit); the others
+    after it. A counter bumped on both sides of that lock could deadlock two transactions.
+    """
+    if isinstance(counts, Counted):
+        await conn.execute(f"WITH counted AS ({counts.statement}) {_ROWS}", (*counts.params, tenant, counts.name))
         return
-    await conn.execute(
-        "INSERT INTO lifecycle_counts (tenant_id, name, value) VALUES (%s, %s, %s) "
-        "ON CONFLICT (tenant_id, name) DO UPDATE SET value = lifecycle_counts.value + EXCLUDED.value, "
-        "updated_at = now()",
-        (tenant, name, n),
-    )
+    # In name order, so two transactions bumping the same counters lock them in one order.
+    names = sorted(name for name, n in counts.items() if n > 0)
+    if names:
+        await conn.execute(_AMOUNTS, (tenant, names, [counts[name] for name in names]))
 
 
-async def read(conn: Any, tenant: str) -> dict[str, int]:
-    cur = await conn.execute("SELECT name, value FROM lifecycle_counts WHERE tenant_id = %s", (tenant,))
-    return {r["name"]: int(r["value"]) for r in await cur.fetchall()}
+async def read(conn: Any, tenant: str, families: Collection[str] = ()) -> dict[str, int]:
+    """The tenant's counters, or only those of ``families`` (``"lifecycle"``: ``lifecycle.*``)."""
+    cur = await conn.execute("SELECT name, value FROM pipeline_counts WHERE tenant_id = %s", (tenant,))
+    return {r["name"]: int(r["value"]) for r in await cur.fetchall()
+            if not families or r["name"].split(".", 1)[0] in families}
 
 
 @dataclass(frozen=True)
@@ -40,22 +86,16 @@ class TenantMetrics:
     """What metrics read of one tenant: counts only, never content."""
 
     active: int = 0
-    lifecycle: dict[str, int] = field(default_factory=dict)
-    pipeline: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 async def tenant_metrics(conn: Any, tenant: str) -> TenantMetrics:
-    """The tenant's active memories and its lifecycle and pipeline counters, in one query
-    (run inside the tenant's transaction)."""
-    cur = await conn.execute(
-        "SELECT (SELECT count(*) FROM memories WHERE tenant_id = %(t)s AND status = 'active') AS active, "
-        "(SELECT COALESCE(jsonb_object_agg(name, value), '{}') FROM lifecycle_counts WHERE tenant_id = %(t)s) "
-        "AS lifecycle, "
-        "(SELECT COALESCE(jsonb_object_agg(name, value), '{}') FROM pipeline_counts WHERE tenant_id = %(t)s) "
-        "AS pipeline",
-        {"t": tenant},
+    """The tenant's active memories and its counters, inside the tenant's transaction (in a
+    pipelined one, both statements go in one round trip)."""
+    active = await conn.execute(
+        "SELECT count(*) AS active FROM memories WHERE tenant_id = %s AND status = 'active'", (tenant,)
     )
-    row = await cur.fetchone()
+    counts = await read(conn, tenant)
+    row = await active.fetchone()
     assert row is not None
-    return TenantMetrics(int(row["active"]), {k: int(v) for k, v in row["lifecycle"].items()},
-                         {k: int(v) for k, v in row["pipeline"].items()})
+    return TenantMetrics(int(row["active"]), counts)

@@ -44,6 +44,7 @@ from memoryd.domain import (
 )
 
 from . import _audit as audit
+from . import _counters as counters
 from ._envelope import DataKey
 from ._model_slots import ModelSlots, Slot
 from ._postgres import Postgres
@@ -113,17 +114,6 @@ def _results_json(results: list[WriteResult]) -> list[dict[str, Any]]:
             for r in results]
 
 
-async def bump_counts(conn: psycopg.AsyncConnection, tenant: str, counts: Mapping[str, int]) -> None:
-    """Add to the tenant's pipeline counters (read by metrics)."""
-    for name, value in sorted(counts.items()):
-        if value:
-            await conn.execute(
-                "INSERT INTO pipeline_counts (tenant_id, name, value) VALUES (%s, %s, %s) ON CONFLICT (tenant_id, name) "
-                "DO UPDATE SET value = pipeline_counts.value + EXCLUDED.value, updated_at = now()",
-                (tenant, name, value),
-            )
-
-
 async def drop_subject_jobs(conn: psycopg.AsyncConnection, tenant: str, subject: str, mode: EraseMode) -> int:
     """Erase of a whole subject: its queued and running jobs are dropped (their turns with
     them); a PURGE deletes every job of the subject. Returns how many pending jobs went."""
@@ -171,7 +161,7 @@ class ExtractionJobs:
                 )
             await audit.append(conn, tenant, agent, subject, "extraction.queued", [], tag,
                                {"job": job_id, "turns": len(turns)})
-            await bump_counts(conn, tenant, {"extraction.jobs_queued": 1})
+            await counters.bump(conn, tenant, {counters.JOBS_QUEUED: 1})
             return job_id
 
     @staticmethod
@@ -296,7 +286,7 @@ class ExtractionJobs:
             tag = AuditTag(row["request_id"], row["trace_id"], row["view_version"])
             await audit.append(conn, tenant, row["agent"], row["subject"], "extraction.failed", [], tag,
                                {"job": job_id, "error": error[:500]})
-            await bump_counts(conn, tenant, {"extraction.jobs_failed": 1, **(counts or {})})
+            await counters.bump(conn, tenant, {counters.JOBS_FAILED: 1, **(counts or {})})
 
     async def finish(self, job: ClaimedJob, plans: list[PlannedItem], dropped: Mapping[str, int], *,
                      view_version: int | None, counts: Mapping[str, int] | None = None) -> list[WriteResult] | None:
@@ -335,9 +325,9 @@ class ExtractionJobs:
                                    {"outcomes": [r.outcome.value for r in results], "job": job.id})
             await audit.append(conn, tenant, job.agent, subject, "extraction.succeeded", ids, tag,
                                {"job": job.id, "dropped": dict(dropped)})
-            await bump_counts(conn, tenant, {"extraction.jobs_succeeded": 1, "extraction.items_written": len(results),
-                                             **{f"extraction.dropped.{k}": v for k, v in dropped.items()},
-                                             **(counts or {})})
+            await counters.bump(conn, tenant, {counters.JOBS_SUCCEEDED: 1, "extraction.items_written": len(results),
+                                               **{f"extraction.dropped.{k}": v for k, v in dropped.items()},
+                                               **(counts or {})})
             return results
 
     @staticmethod
@@ -371,9 +361,3 @@ class ExtractionJobs:
         return ExtractionJob(str(row["id"]), row["subject"], row["agent"], JobState(row["state"]), row["turn_count"],
                              row["attempts"], row["error"], results, dict(row["dropped"]), row["created_at"],
                              row["started_at"], row["finished_at"])
-
-    async def counts(self, tenant: str) -> dict[str, int]:
-        """The tenant's pipeline counters."""
-        async with self._db.tenant_tx(tenant) as conn:
-            cur = await conn.execute("SELECT name, value FROM pipeline_counts WHERE tenant_id = %s", (tenant,))
-            return {r["name"]: int(r["value"]) for r in await cur.fetchall()}

@@ -79,7 +79,7 @@ async def _forget(conn: Any, tenant: str, rows: list[dict[str, Any]], action: st
     for subject, ids in by_subject.items():
         await PostgresMemoryStore.forget_ids(conn, tenant, subject, ids)
         await audit.append(conn, tenant, AGENT, subject, action, ids, AuditTag(), {"now": now.isoformat()})
-    await counters.bump(conn, tenant, _COUNTER[action], len(rows))
+    await counters.bump(conn, tenant, {_COUNTER[action]: len(rows)})
     return len(rows)
 
 

@@ -439,7 +439,7 @@ class PostgresMemoryStore:
     async def lifecycle_counts(self, tenant: str) -> dict[str, int]:
         """The tenant's lifecycle and conflict counters (``_counters``)."""
         async with self._db.tenant_tx(tenant) as conn:
-            return await counters.read(conn, tenant)
+            return await counters.read(conn, tenant, counters.LIFECYCLE_FAMILIES)
 
     async def erase(
         self,

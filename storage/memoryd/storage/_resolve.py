@@ -55,7 +55,7 @@ async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilte
         writer = session.item_writer(conn, subject, agent=held.agent)
         result = await writer.accept(row, held.draft, owner, held.trust)
         details.update(accepted=held.id, version=result.version)
-    await counters.bump(conn, tenant, counters.CONFLICTS_RESOLVED)
+    await counters.bump(conn, tenant, {counters.CONFLICTS_RESOLVED: 1})
     await audit.append(conn, tenant, agent, subject, "resolve_conflict", [memory_id], tag, details)
     cur = await conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = %s AND id = %s",
                              (tenant, memory_id))

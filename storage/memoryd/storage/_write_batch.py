@@ -137,14 +137,12 @@ class WriteBatch:
                     await cur.executemany(_CLOSE_FACT, self._closed_facts)
             if self._settles:
                 ids, levels = zip(*self._settles, strict=True)
-                await conn.execute(
-                    "WITH settled AS (DELETE FROM pending_values p USING unnest(%s::uuid[], %s::float8[]) AS s(id, t) "
-                    "WHERE p.tenant_id = %s AND p.memory_id = s.id AND p.trust <= s.t RETURNING 1) "
-                    "INSERT INTO lifecycle_counts (tenant_id, name, value) SELECT %s, %s, count(*) FROM settled "
-                    "HAVING count(*) > 0 ON CONFLICT (tenant_id, name) DO UPDATE "
-                    "SET value = lifecycle_counts.value + EXCLUDED.value, updated_at = now()",
-                    (list(ids), list(levels), tenant, tenant, counters.CONFLICTS_SETTLED),
-                )
+                await counters.bump(conn, tenant, counters.Counted(
+                    counters.CONFLICTS_SETTLED,
+                    "DELETE FROM pending_values p USING unnest(%s::uuid[], %s::float8[]) AS s(id, t) "
+                    "WHERE p.tenant_id = %s AND p.memory_id = s.id AND p.trust <= s.t RETURNING 1",
+                    (list(ids), list(levels), tenant),
+                ))
             if self._terms:
                 await self._replace_terms(conn)
             if self._versions:

@@ -320,7 +320,7 @@ class ItemWriter:
             # Never silently replace a more trusted value: keep this one pending beside it.
             await trust.hold(self._conn, self._tenant, item.key, memory_id, item.owner, draft, self._agent, level,
                              item.digest)
-            await counters.bump(self._conn, self._tenant, counters.CONFLICTS_PENDING)
+            await counters.bump(self._conn, self._tenant, {counters.CONFLICTS_PENDING: 1})
             return WriteResult(memory_id, Outcome.PENDING,
                                f"a {draft.source_kind.value} source (trust {level:g}) is trusted less than the current "
                                f"value's (trust {held:g}): kept as a pending value until a write of higher trust "
