@@ -11,6 +11,11 @@
 --
 -- The owner reads and writes every tenant's rows for this one statement (row level security
 -- is forced again before the transaction commits).
+--
+-- lifecycle_counts itself stays, unused by this version, so servers of an older version keep
+-- working beside migrated ones during a rolling upgrade (they still write there; what they
+-- count after this migration is not carried over). A later version drops it, once no server
+-- older than this one can be running.
 ALTER TABLE lifecycle_counts NO FORCE ROW LEVEL SECURITY;
 ALTER TABLE pipeline_counts NO FORCE ROW LEVEL SECURITY;
 INSERT INTO pipeline_counts AS c (tenant_id, name, value, updated_at)
@@ -18,5 +23,4 @@ SELECT tenant_id, name, value, updated_at FROM lifecycle_counts
 ON CONFLICT (tenant_id, name) DO UPDATE
     SET value = c.value + EXCLUDED.value, updated_at = GREATEST(c.updated_at, EXCLUDED.updated_at);
 ALTER TABLE pipeline_counts FORCE ROW LEVEL SECURITY;
-
-DROP TABLE lifecycle_counts;
+ALTER TABLE lifecycle_counts FORCE ROW LEVEL SECURITY;
