@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from memoryd.domain import AuditTag, MemorydError
+from memoryd.storage import periodic
 
 _log = logging.getLogger("memoryd.server.recall")
 
@@ -27,6 +28,7 @@ class AccessRecorder:
         self._counts: dict[str, dict[str, int]] = {}
         self._events: dict[str, list[tuple[str, str, str, list[str], AuditTag]]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     def record(self, tenant: str, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag, *,
                count_access: bool = False) -> None:
@@ -37,12 +39,7 @@ class AccessRecorder:
         self._events.setdefault(tenant, []).append((agent, subject, action, ids, tag))
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            await self.flush()
+        self._task = asyncio.create_task(periodic(self._stopping, self._interval, self.flush, what="recording reads"))
 
     async def flush(self) -> None:
         counts, self._counts = self._counts, {}
@@ -68,9 +65,6 @@ class AccessRecorder:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            self._stopping.set()
+            await self._task  # returns between flushes, never in the middle of one
         await self.flush()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +31,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 
-from memoryd.storage import counters, lifecycle_tenants, outbox_lag, tenant_metrics
+from memoryd.storage import counters, lifecycle_tenants, outbox_lag, periodic, tenant_metrics
 
 from ._build import resource
 from ._config import Config
@@ -226,14 +225,6 @@ class MetricsRefresher:
                                           parse_failures, fresh=True)
 
     async def run(self, stop: asyncio.Event) -> None:
-        interval = self._metrics.config.metrics_refresh_seconds
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                await self.refresh()
-            except Exception as exc:  # a database outage must not end the loop; the last values stay
-                _log.warning("could not refresh the database-backed metrics: %s", exc)
-            try:
-                await asyncio.wait_for(stop.wait(), max(0.0, interval - (time.monotonic() - started)))
-            except TimeoutError:
-                pass
+        # Whatever a refresh raises must not end the loop: the last values stay.
+        await periodic(stop, self._metrics.config.metrics_refresh_seconds, self.refresh, at_once=True,
+                       what="could not refresh the database-backed metrics", survives=(Exception,))

@@ -32,7 +32,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from memoryd.domain import MemorydError
-from memoryd.storage import IndexSet, OutboxWorker, Postgres
+from memoryd.storage import IndexSet, OutboxWorker, Postgres, periodic
 
 from ._config import Config
 from ._logging import configure_logging
@@ -151,12 +151,10 @@ class WorkerHealth:
         return result
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
+        async def check() -> None:
             await self.check()
-            try:
-                await asyncio.wait_for(stop.wait(), self._every)
-            except TimeoutError:
-                pass
+
+        await periodic(stop, self._every, check, at_once=True, what="worker health check")
         await self.servicer.enter_graceful_shutdown()
 
 

@@ -33,7 +33,8 @@ from ._migrate import (
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
-from ._queue import WorkQueue, backoff, idle
+from ._loops import backoff, idle, periodic, stopped_within
+from ._queue import WorkQueue
 from ._reindex import ReindexReport, activate, reindex
 from ._revocations import PostgresRevocations, PostgresTokenLedger
 from ._session import StoreSession
@@ -104,9 +105,11 @@ __all__ = [
     "load_or_create_master_key",
     "migrate",
     "partition_name",
+    "periodic",
     "register_index_model",
     "require_current_schema",
     "set_login_passwords",
+    "stopped_within",
     "require_embedded_parts",
     "reindex",
     "require_fingerprint",

@@ -13,8 +13,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from memoryd.domain import Embedder, MemorydError
+from memoryd.domain import Embedder
 
+from ._loops import periodic
 from ._milvus import MilvusIndex
 from ._outbox import IndexTarget
 from ._postgres import Postgres
@@ -72,17 +73,8 @@ class IndexSet:
         return self._targets.get(self.active_model)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=self.refresh_seconds)
-            except TimeoutError:
-                pass
-            if stop.is_set():
-                return
-            try:
-                await self.refresh()
-            except MemorydError as exc:
-                _log.warning("could not refresh the embedding models: %s", exc.message)
+        """Re-read the embedding models every ``refresh_seconds`` until ``stop``."""
+        await periodic(stop, self.refresh_seconds, self.refresh, what="could not refresh the embedding models")
 
     async def close(self) -> None:
         for target in self._targets.values():

@@ -36,11 +36,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from memoryd.domain import AuditTag, Category, MemorydError, TenantPolicy, last_use, recency_at
+from memoryd.domain import AuditTag, Category, TenantPolicy, last_use, recency_at
 
 from . import _audit as audit
 from . import _counters as counters
 from ._bm25 import fold_stats
+from ._loops import periodic
 from ._memories import PostgresMemoryStore
 from ._postgres import Postgres
 
@@ -165,17 +166,10 @@ class LifecycleSweeper:
 
     async def run(self, stop: asyncio.Event, interval: float, clock: Callable[[], datetime]) -> None:
         """Sweep every ``interval`` seconds until ``stop`` is set; an outage only delays it."""
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=interval)
-                return
-            except TimeoutError:
-                pass
-            try:
-                report = await self.sweep(clock())
-            except MemorydError as exc:
-                _log.warning("lifecycle sweep: %s; retrying in %.0fs", exc.message, interval)
-                continue
+        async def sweep() -> None:
+            report = await self.sweep(clock())
             if report.expired or report.forgotten_stale or report.evicted:
                 _log.info("lifecycle sweep: %d expired, %d stale forgotten, %d evicted over %d tenant(s)",
                           report.expired, report.forgotten_stale, report.evicted, report.tenants)
+
+        await periodic(stop, interval, sweep, what="lifecycle sweep")

@@ -42,7 +42,8 @@ from memoryd.domain import Embedder, MemorydError, Unavailable
 from ._memories import PURGE_FALLBACK_SECONDS, PostgresMemoryStore
 from ._milvus import MilvusIndex, partition_name
 from ._postgres import Postgres
-from ._queue import WorkQueue, backoff, idle
+from ._loops import backoff, idle
+from ._queue import WorkQueue
 
 _log = logging.getLogger("memoryd.storage.outbox")
 SEAL_SECONDS = 1.0  # while busy, the index is sealed at most this often

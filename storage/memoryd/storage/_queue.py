@@ -20,7 +20,6 @@ idempotent, so doing it twice is harmless.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,16 +57,3 @@ class WorkQueue:
         cur = await conn.execute(query, {**params, "lease": lease_seconds, "limit": limit})
         rows = sorted(await cur.fetchall(), key=lambda row: row["queue_order"])
         return [{column: row[column] for column in returning} for row in rows]
-
-
-def backoff(attempts: int, base: float, cap: float) -> float:
-    """Seconds before try ``attempts + 1`` after ``attempts`` failed ones: doubling, capped."""
-    return min(base * 2 ** (attempts - 1), cap)
-
-
-async def idle(stop: asyncio.Event, wakeup: asyncio.Event, seconds: float) -> None:
-    """Wait up to ``seconds`` for ``stop`` or ``wakeup`` (new work), whichever comes first."""
-    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wakeup.wait())]
-    await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    for waiter in waiters:
-        waiter.cancel()
