@@ -1,8 +1,9 @@
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from memoryd.server import load
+from memoryd.server import Config, Limits, load
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,3 +111,19 @@ def test_the_lifecycle_sweeper_runs_every_minute_unless_configured_otherwise():
     assert load(env={"MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "0"}).lifecycle_interval_seconds == 0.0
     with pytest.raises(ValueError, match="lifecycle_interval_seconds"):
         load(env={"MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "-1"})
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"extraction_concurrency": 0}, "extraction_concurrency"),
+    ({"extraction_output": "xml"}, "extraction_output"),
+    ({"limits": Limits(max_tags=40)}, "limits.max_tags"),
+    ({"tls_cert_file": "cert.pem"}, "TLS needs both"),
+    ({"postgres_app_dsn": "host=db user=memoryd_app"}, "MEMORYD_POSTGRES_WORKER_DSN"),
+], ids=["concurrency", "output", "tags", "half-tls", "one-login"])
+def test_a_config_checks_itself_however_it_is_made(changes, message):
+    # Not only load(): a Config built in code (the CLI, tests, an embedding application) or
+    # changed with dataclasses.replace is checked the same way.
+    with pytest.raises(ValueError, match=message):
+        Config(**changes)
+    with pytest.raises(ValueError, match=message):
+        replace(Config(), **changes)

@@ -168,6 +168,9 @@ class Config:
     policy: TenantPolicy = field(default_factory=TenantPolicy)
     tenant_policies: Mapping[str, TenantPolicy] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        _check(self)  # a Config that exists is a valid one, however it was made
+
     def policy_for(self, tenant: str) -> TenantPolicy:
         return self.tenant_policies.get(tenant, self.policy)
 
@@ -355,42 +358,8 @@ def _policies(section: dict[str, Any]) -> tuple[TenantPolicy, dict[str, TenantPo
     return default, {name: _policy(dict(body), default, f"policy.tenants.{name}") for name, body in tenants.items()}
 
 
-def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """Build the configuration from defaults, an optional TOML file and the environment."""
-    env = os.environ if env is None else env
-    values: dict[str, Any] = {}
-    limits: dict[str, Any] = {}
-    scoring: Scoring | None = None
-    policies: tuple[TenantPolicy, dict[str, TenantPolicy]] | None = None
-    path = path or env.get("MEMORYD_CONFIG")
-    if path:
-        with open(path, "rb") as handle:
-            document = tomllib.load(handle)
-        limits = dict(document.pop("limits", {}))
-        scoring = _scoring(dict(document.pop("scoring", {})))
-        policies = _policies(dict(document.pop("policy", {})))
-        encryption = dict(document.pop("encryption", {}))
-        if set(encryption) - {"key_file"}:
-            raise ValueError(f"unknown encryption keys in {path}: {', '.join(sorted(set(encryption) - {'key_file'}))}")
-        if "key_file" in encryption:
-            values["key_file"] = str(encryption["key_file"])
-        unknown = set(document) - {f.name for f in fields(Config)}
-        if unknown:
-            raise ValueError(f"unknown configuration keys in {path}: {', '.join(sorted(unknown))}")
-        values.update({k: _coerce(k, v) for k, v in document.items()})
-    for variable, name in _ENV.items():
-        if variable in env and env[variable] != "":
-            try:
-                values[name] = _coerce(name, env[variable])
-            except ValueError as exc:
-                raise ValueError(f"{variable}: {exc}") from None
-    config = Config(**values)
-    if limits:
-        config = replace(config, limits=replace(config.limits, **limits))
-    if scoring is not None:
-        config = replace(config, scoring=scoring)
-    if policies is not None:
-        config = replace(config, policy=policies[0], tenant_policies=policies[1])
+def _check(config: Config) -> None:
+    """The settings' own ranges and how they go together; ValueError naming the first wrong one."""
     if config.trace_exporter not in ("", "console", "otlp"):
         raise ValueError("trace_exporter must be empty, 'console' or 'otlp'")
     if config.log_format not in ("text", "json"):
@@ -437,4 +406,42 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         raise ValueError("extraction_max_tokens must be between 0 (none sent) and 1000000")
     if not 1 <= config.extraction_concurrency <= 64:
         raise ValueError("extraction_concurrency must be between 1 and 64")
+
+
+def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Build the configuration from defaults, an optional TOML file and the environment."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    scoring: Scoring | None = None
+    policies: tuple[TenantPolicy, dict[str, TenantPolicy]] | None = None
+    path = path or env.get("MEMORYD_CONFIG")
+    if path:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+        limits = dict(document.pop("limits", {}))
+        scoring = _scoring(dict(document.pop("scoring", {})))
+        policies = _policies(dict(document.pop("policy", {})))
+        encryption = dict(document.pop("encryption", {}))
+        if set(encryption) - {"key_file"}:
+            raise ValueError(f"unknown encryption keys in {path}: {', '.join(sorted(set(encryption) - {'key_file'}))}")
+        if "key_file" in encryption:
+            values["key_file"] = str(encryption["key_file"])
+        unknown = set(document) - {f.name for f in fields(Config)}
+        if unknown:
+            raise ValueError(f"unknown configuration keys in {path}: {', '.join(sorted(unknown))}")
+        values.update({k: _coerce(k, v) for k, v in document.items()})
+    for variable, name in _ENV.items():
+        if variable in env and env[variable] != "":
+            try:
+                values[name] = _coerce(name, env[variable])
+            except ValueError as exc:
+                raise ValueError(f"{variable}: {exc}") from None
+    config = Config(**values)
+    if limits:
+        config = replace(config, limits=replace(config.limits, **limits))
+    if scoring is not None:
+        config = replace(config, scoring=scoring)
+    if policies is not None:
+        config = replace(config, policy=policies[0], tenant_policies=policies[1])
     return config
