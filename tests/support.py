@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
+from memoryd.client import from_rpc_error
 from memoryd.server import issue_token, load_signing_key
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
@@ -207,19 +206,10 @@ class RpcFailure:
 
 
 def failure(error: grpc.RpcError) -> RpcFailure:
-    """The status code, message, ErrorInfo reason and BadRequest field violations of a failed call."""
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    reason, violations = "", {}
-    for detail in status.details if status else ():
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            reason = info.reason
-        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            violations = {v.field: v.description for v in bad.field_violations}
-    return RpcFailure(error.code(), error.details() or "", reason, violations)  # type: ignore[attr-defined]
+    """The status code, message, ErrorInfo reason and BadRequest field violations of a failed
+    call, as the Python client decodes them."""
+    decoded = from_rpc_error(error)
+    return RpcFailure(decoded.code, decoded.message, decoded.reason, decoded.violations)
 
 
 def fails(fn: Any, *args: Any, **kwargs: Any) -> RpcFailure:

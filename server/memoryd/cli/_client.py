@@ -16,14 +16,15 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from memoryd.v1 import memory_pb2 as pb
+from memoryd.domain import Category, EraseMode
+from memoryd.server._enums import CATEGORY, ERASE_MODE
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
 from ._connect import bearer, connection_options, open_channel, read_token, token_options
 from ._errors import report_rpc_error
 
-CATEGORY_NAMES = [c.removeprefix("CATEGORY_").lower() for c in pb.Category.keys()[1:]]
+CATEGORY_NAMES = [c.value for c in Category]
 
 
 def add_client_commands(commands: Any) -> None:
@@ -80,7 +81,7 @@ def add_client_commands(commands: Any) -> None:
     which.add_argument("--category", choices=CATEGORY_NAMES, help="every memory of this category")
     which.add_argument("--source-turn-id", default="", help="every memory taken from this dialogue turn")
     which.add_argument("--all", action="store_true", help="every memory of the subject")
-    erase.add_argument("--mode", choices=["forget", "purge"], default="forget",
+    erase.add_argument("--mode", choices=[m.value for m in EraseMode], default="forget",
                        help="forget (kept for audit, no longer served) or purge (deleted from every store); "
                             "default: forget")
     erase.add_argument("--reason", default="", help="recorded in the erasure receipt and the audit log")
@@ -88,7 +89,7 @@ def add_client_commands(commands: Any) -> None:
 
 
 def _category(name: str) -> int:
-    return pb.Category.Value(f"CATEGORY_{name.upper()}")
+    return CATEGORY.to_proto[Category(name)]
 
 
 def _write(args: argparse.Namespace) -> int:
@@ -120,7 +121,7 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _erase(args: argparse.Namespace) -> int:
-    mode = svc.ERASE_MODE_PURGE if args.mode == "purge" else svc.ERASE_MODE_FORGET
+    mode = ERASE_MODE.to_proto[EraseMode(args.mode)]
     request = svc.EraseRequest(subject=args.subject, mode=mode, reason=args.reason)
     if args.id:
         request.ids.ids.extend(args.id)

@@ -8,7 +8,8 @@ from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2
-from grpc_status import rpc_status
+
+from memoryd.client import from_rpc_error
 
 
 class CliError(Exception):
@@ -34,8 +35,8 @@ def report_rpc_error(error: grpc.RpcError, addr: str = "", *, denied_hint: str =
     """A failed call: its code and message on one line, a hint for the usual causes (or
     ``denied_hint`` for PERMISSION_DENIED), then the request's field violations (BadRequest
     details) indented, one per line."""
-    code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
-    details = error.details() or ""  # type: ignore[attr-defined]
+    failure = from_rpc_error(error)
+    code, details = failure.code, failure.message
     hint = ""
     if code == grpc.StatusCode.UNAVAILABLE:
         where = f" at {addr}" if addr else ""
@@ -49,13 +50,10 @@ def report_rpc_error(error: grpc.RpcError, addr: str = "", *, denied_hint: str =
     elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
         hint = "the server is slow or overloaded; `memoryd health --addr ADDR` checks it answers"
     report(f"{code.name}: {details}", hint)
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    for detail in status.details if status else ():
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            for violation in bad.field_violations:
-                print(f"  {violation.field}: {_one_line(violation.description)}", file=sys.stderr)
+    # From the decoded BadRequest rather than ``failure.violations``: a field may fail two rules.
+    for bad in (d for d in failure.details if isinstance(d, error_details_pb2.BadRequest)):
+        for violation in bad.field_violations:
+            print(f"  {violation.field}: {_one_line(violation.description)}", file=sys.stderr)
 
 
 def hint_for(exc: BaseException) -> str:

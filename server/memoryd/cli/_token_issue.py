@@ -19,13 +19,13 @@ from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
 
 from memoryd.server import parse_ttl
+from memoryd.server._enums import TOKEN_ROLE
 from memoryd.v1 import token_admin_service_pb2 as token_admin
 from memoryd.v1 import token_admin_service_pb2_grpc as token_admin_grpc
 
 from ._connect import bearer, connection_options, open_channel, read_token, token_options
 from ._errors import report_rpc_error
 
-_ROLES = {"agent": token_admin.TOKEN_ROLE_AGENT, "admin": token_admin.TOKEN_ROLE_ADMIN}
 DENIED_HINT = ("minting needs an admin token not bound to a subject (--token, MEMORYD_ADMIN_TOKEN or --token-file); "
                "the first one comes from `memoryd token issue --tenant T --agent A --role admin` where the signing "
                "key is")
@@ -58,8 +58,8 @@ def add_token_issue(token_commands: Any, *, locally: Callable[[argparse.Namespac
 
 
 def _through_server(args: argparse.Namespace) -> int:
-    request = token_admin.IssueTokenRequest(agent=args.agent, roles=[_ROLES[r] for r in dict.fromkeys(args.role or [])],
-                                            subject=args.subject, reason=args.reason)
+    roles = [TOKEN_ROLE.to_proto[r] for r in dict.fromkeys(args.role or [])]
+    request = token_admin.IssueTokenRequest(agent=args.agent, roles=roles, subject=args.subject, reason=args.reason)
     if args.ttl is not None:
         request.lifetime.CopyFrom(Duration(seconds=parse_ttl(args.ttl)))
     metadata = bearer(read_token(args, admin=True))
@@ -81,9 +81,9 @@ def print_token(token: str, *, as_json: bool) -> None:
         return
     body = token.split(".")[1]
     claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    roles = [TOKEN_ROLE.to_proto[r] for r in claims["roles"]]
     minted = token_admin.IssueTokenResponse(token=token, token_id=claims["jti"], tenant=claims["tnt"],
-                                            agent=claims["agt"], roles=[_ROLES[r] for r in claims["roles"]],
-                                            subject=claims.get("sub", ""))
+                                            agent=claims["agt"], roles=roles, subject=claims.get("sub", ""))
     minted.issued_at.FromSeconds(claims["iat"])
     minted.expires_at.FromSeconds(claims["exp"])
     print(json_format.MessageToJson(minted, preserving_proto_field_name=True, indent=2))

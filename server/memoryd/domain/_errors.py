@@ -18,8 +18,16 @@
 
 Storage adapters translate their drivers' exceptions into this tree; the server maps it to
 gRPC status codes in exactly one place (``memoryd.server._errors.to_status``). Every error
-has a ``reason`` (the ``memoryd.v1.ErrorReason`` name without its prefix) and a message that
-is safe to show the caller: it never names another tenant's or subject's data.
+has a ``reason`` (the ``memoryd.v1.ErrorReason`` name without its prefix; each class's default
+fits its status code, a ``reason=`` argument narrows it, and tests/server/test_error_reasons.py
+checks every one is in the enum) and a message that is safe to show the caller: it never
+names another tenant's or subject's data.
+
+There is no ``AlreadyExists``: no call creates a thing under a name the caller chooses and
+fails when it exists. Memory ids are made by the server, a write to an existing key follows
+the category's policy, PutView replaces (with ``expected_version`` for a conflict check,
+VIEW_VERSION_CONFLICT), a reused idempotency key with another request is
+IDEMPOTENCY_KEY_REUSED, and a unique violation in a store is a bug (INTERNAL).
 """
 
 from __future__ import annotations
@@ -80,7 +88,7 @@ class NotFound(MemorydError):
 
 
 class FailedPrecondition(MemorydError):
-    reason = "INVALID_REQUEST"
+    reason = "SERVER_MISCONFIGURED"
 
 
 class IdempotencyKeyReused(FailedPrecondition):
@@ -101,7 +109,7 @@ class DataKeyUnavailable(FailedPrecondition):
 
 
 class ResourceExhausted(MemorydError):
-    reason = "INVALID_REQUEST"
+    reason = "LIMIT_EXCEEDED"
 
 
 class NotImplementedYet(MemorydError):

@@ -35,6 +35,7 @@ from memoryd.domain import ArchiveInvalid, Category, Draft, FieldViolation, Memo
 from memoryd.v1 import memory_pb2 as pb
 
 from ._config import Limits
+from ._enums import CATEGORY, SCOPE, SOURCE_KIND, STABILITY, EnumMap
 from ._validate import _Checker, _draft
 
 FORMAT = "memoryd-export"
@@ -54,10 +55,11 @@ _ENTRY_FIELDS = frozenset({
     "valid_until", "scope", "session_id", "provenance", "created_at", "updated_at", "version",
 })
 _PROVENANCE_FIELDS = frozenset({"agent", "source_kind", "source_turn_id"})
-_ENUMS: dict[str, tuple[type[Any], Any, str]] = {
-    "category": (Category, pb.Category, "CATEGORY_"),
-    "scope": (Scope, pb.Scope, "SCOPE_"),
-    "stability": (Stability, pb.Stability, "STABILITY_"),
+# An entry holds a domain enum's value ("fact"); a MemoryDraft the proto value it maps to.
+_ENUMS: dict[str, tuple[type[Any], EnumMap[Any]]] = {
+    "category": (Category, CATEGORY),
+    "scope": (Scope, SCOPE),
+    "stability": (Stability, STABILITY),
 }
 
 
@@ -236,10 +238,10 @@ def _item(check: _Checker, path: str, entry: Any) -> pb.MemoryDraft | None:
                 setattr(item, name, entry[name])
             else:
                 check.fail(f"{path}.{name}", "must be a string")
-    for name, (domain, enum, prefix) in _ENUMS.items():
+    for name, (domain, enum) in _ENUMS.items():
         if name in entry:
             if isinstance(entry[name], str) and entry[name] in {v.value for v in domain}:
-                setattr(item, name, enum.Value(prefix + entry[name].upper()))
+                setattr(item, name, enum.to_proto[domain(entry[name])])
             else:
                 check.fail(f"{path}.{name}", f"must be one of {', '.join(v.value for v in domain)}")
     for name in ("importance", "confidence"):
@@ -309,7 +311,7 @@ def _provenance(check: _Checker, path: str, value: Any, item: pb.MemoryDraft) ->
     kind = value.get("source_kind")
     if kind is not None:
         if isinstance(kind, str) and kind in {v.value for v in SourceKind}:
-            item.source_kind = pb.SourceKind.Value("SOURCE_KIND_" + kind.upper())
+            item.source_kind = SOURCE_KIND.to_proto[SourceKind(kind)]
         else:
             check.fail(f"{path}.source_kind", f"must be one of {', '.join(v.value for v in SourceKind)}")
     turn = value.get("source_turn_id", "")

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +20,6 @@ from google.protobuf.message import Message
 
 from memoryd.domain import (
     CONTROL_CHARACTERS,
-    Category,
     Draft,
     EraseMode,
     EraseSelector,
@@ -29,13 +29,13 @@ from memoryd.domain import (
     Scope,
     SourceKind,
     Stability,
-    Status,
     Turn,
 )
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ._config import Limits
+from ._enums import CATEGORY, CONSISTENCY, ERASE_MODE, MEMORY_STATUS, SCOPE, SOURCE_KIND, STABILITY
 
 SUBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
@@ -44,23 +44,6 @@ TOKENISH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$")
 # expressions, which refuse control characters (as INTERNAL, too late): they are refused
 # here, with the field's path (``CONTROL_CHARACTERS``).
 
-CATEGORIES = {
-    pb.CATEGORY_FACT: Category.FACT,
-    pb.CATEGORY_PREFERENCE: Category.PREFERENCE,
-    pb.CATEGORY_CONSTRAINT: Category.CONSTRAINT,
-    pb.CATEGORY_GOAL: Category.GOAL,
-    pb.CATEGORY_CONTEXT: Category.CONTEXT,
-    pb.CATEGORY_EVENT: Category.EVENT,
-    pb.CATEGORY_DECISION: Category.DECISION,
-}
-SCOPES = {pb.SCOPE_UNSPECIFIED: Scope.SUBJECT, pb.SCOPE_SUBJECT: Scope.SUBJECT, pb.SCOPE_ORG: Scope.ORG,
-          pb.SCOPE_SESSION: Scope.SESSION}
-SOURCE_KINDS = {pb.SOURCE_KIND_UNSPECIFIED: SourceKind.INPUT, pb.SOURCE_KIND_INPUT: SourceKind.INPUT,
-                pb.SOURCE_KIND_INFERENCE: SourceKind.INFERENCE, pb.SOURCE_KIND_SYNC: SourceKind.SYNC}
-STABILITIES = {pb.STABILITY_UNSPECIFIED: Stability.STABLE, pb.STABILITY_STABLE: Stability.STABLE,
-               pb.STABILITY_TRANSIENT: Stability.TRANSIENT}
-STATUSES = {pb.MEMORY_STATUS_ACTIVE: Status.ACTIVE, pb.MEMORY_STATUS_FORGOTTEN: Status.FORGOTTEN}
-ERASE_MODES = {svc.ERASE_MODE_FORGET: EraseMode.FORGET, svc.ERASE_MODE_PURGE: EraseMode.PURGE}
 
 
 @dataclass(frozen=True)
@@ -161,12 +144,17 @@ class _Checker:
             self.fail(field, "must be between 0 and 1")
         return value
 
-    def enum(self, field: str, value: int, allowed: dict[int, Any], *, required: bool = False) -> Any:
+    def enum(self, field: str, value: int, allowed: Mapping[int, Any], *, required: bool = False,
+             default: Any = None) -> Any:
+        """The domain value of a proto enum value (``allowed``: an ``EnumMap.to_domain``); 0,
+        the unset ``*_UNSPECIFIED``, is ``default`` unless ``required``."""
         if value in allowed:
             return allowed[value]
         if value == 0 and required:
             self.fail(field, "is required")
-        elif value != 0:
+        elif value == 0:
+            return default
+        else:
             self.fail(field, f"unknown value {value}")
         return None
 
@@ -227,8 +215,8 @@ def _depth(value: Any) -> int:
 
 def _draft(check: _Checker, path: str, item: pb.MemoryDraft) -> Draft | None:
     before = len(check.violations)
-    category = check.enum(f"{path}.category", item.category, CATEGORIES, required=True)
-    scope = check.enum(f"{path}.scope", item.scope, SCOPES)
+    category = check.enum(f"{path}.category", item.category, CATEGORY.to_domain, required=True)
+    scope = check.enum(f"{path}.scope", item.scope, SCOPE.to_domain, default=Scope.SUBJECT)
     key = check.key(f"{path}.key", item.key)
     text = check.text(f"{path}.text", item.text, check.limits.max_text_bytes, required=True)
     if text and not text.strip():
@@ -242,8 +230,9 @@ def _draft(check: _Checker, path: str, item: pb.MemoryDraft) -> Draft | None:
         check.fail(f"{path}.key", "must be empty for episodic categories (event, decision)")
     importance = check.unit(f"{path}.importance", item.importance) if item.HasField("importance") else 0.5
     confidence = check.unit(f"{path}.confidence", item.confidence) if item.HasField("confidence") else 1.0
-    stability = check.enum(f"{path}.stability", item.stability, STABILITIES)
-    source_kind = check.enum(f"{path}.source_kind", item.source_kind, SOURCE_KINDS)
+    stability = check.enum(f"{path}.stability", item.stability, STABILITY.to_domain, default=Stability.STABLE)
+    source_kind = check.enum(f"{path}.source_kind", item.source_kind, SOURCE_KIND.to_domain,
+                             default=SourceKind.INPUT)
     turn = check.text(f"{path}.source_turn_id", item.source_turn_id, 128, pattern=TOKENISH, what="an identifier")
     tags = check.tags(f"{path}.tags", item.tags)
     data = check.struct(f"{path}.data", item.data) if item.HasField("data") else None
@@ -274,17 +263,16 @@ def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
 
     turns, chunk = check_turns(check, request) if not request.items else ((), False)
     key = check.text("idempotency_key", request.idempotency_key, 128)
-    check.enum("consistency", request.consistency,
-               {svc.CONSISTENCY_INDEX_ASYNC: 0, svc.CONSISTENCY_WAIT_INDEXED: 1})
+    wait_indexed = bool(check.enum("consistency", request.consistency, CONSISTENCY.to_domain))
     check.done()
     # The hash of the deterministic encoding tells a retry from a different request.
     digest = hashlib.sha256(request.SerializeToString(deterministic=True)).digest()
     return WriteCommand(subject, [d for d in drafts if d is not None], key, digest, bool(request.turns),
-                        request.consistency == svc.CONSISTENCY_WAIT_INDEXED, turns, chunk)
+                        wait_indexed, turns, chunk)
 
 
 def _filter(check: _Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:
-    categories = tuple(check.enum(f"filter.categories[{i}]", c, CATEGORIES, required=True)
+    categories = tuple(check.enum(f"filter.categories[{i}]", c, CATEGORY.to_domain, required=True)
                        for i, c in enumerate(flt.categories))
     if len(flt.keys) > check.limits.max_keys:
         check.fail("filter.keys", f"must have at most {check.limits.max_keys} entries")
@@ -337,7 +325,7 @@ def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> List
     for i, s in enumerate(request.statuses):
         if s == pb.MEMORY_STATUS_SUPERSEDED:
             check.fail(f"statuses[{i}]", "superseded values are versions of a memory: read them with GetHistory")
-    statuses = tuple(check.enum(f"statuses[{i}]", s, STATUSES, required=True)
+    statuses = tuple(check.enum(f"statuses[{i}]", s, MEMORY_STATUS.to_domain, required=True)
                      for i, s in enumerate(request.statuses) if s != pb.MEMORY_STATUS_SUPERSEDED)
     size = check.page_size("page_size", request.page_size)
     token = check.text("page_token", request.page_token, 1024)
@@ -372,7 +360,7 @@ def _uuid(check: _Checker, field: str, value: str, *, required: bool = False) ->
 def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
     check = _Checker(limits)
     subject = check.subject("subject", request.subject)
-    mode = check.enum("mode", request.mode, ERASE_MODES, required=True)
+    mode = check.enum("mode", request.mode, ERASE_MODE.to_domain, required=True)
     reason = check.text("reason", request.reason, 512)
     which = request.WhichOneof("selector")
     selector = EraseSelector()
@@ -396,7 +384,8 @@ def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
                           what="an identifier")
         selector = EraseSelector(source_turn_id=turn)
     elif which == "category":
-        selector = EraseSelector(category=check.enum("category", request.category, CATEGORIES, required=True))
+        selector = EraseSelector(category=check.enum("category", request.category, CATEGORY.to_domain,
+                                                     required=True))
     elif which == "all_of_subject":
         if not request.all_of_subject:
             check.fail("all_of_subject", "must be true when set")

@@ -8,12 +8,8 @@ from memoryd.domain import Resolution
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ._config import Limits
+from ._enums import CONFLICT_RESOLUTION
 from ._validate import _Checker, _uuid
-
-RESOLUTIONS = {
-    svc.CONFLICT_RESOLUTION_KEEP_CURRENT: Resolution.KEEP_CURRENT,
-    svc.CONFLICT_RESOLUTION_ACCEPT_PENDING: Resolution.ACCEPT_PENDING,
-}
 
 
 @dataclass(frozen=True)
@@ -29,7 +25,7 @@ def validate_resolve_conflict(request: svc.ResolveConflictRequest, limits: Limit
     check = _Checker(limits)
     subject = check.subject("subject", request.subject)
     memory_id = _uuid(check, "memory_id", request.memory_id, required=True)
-    resolution = check.enum("resolution", request.resolution, RESOLUTIONS, required=True)
+    resolution = check.enum("resolution", request.resolution, CONFLICT_RESOLUTION.to_domain, required=True)
     pending_id = _uuid(check, "pending_id", request.pending_id,
                        required=resolution is Resolution.ACCEPT_PENDING)
     check.done()

@@ -8,17 +8,17 @@ from memoryd.domain import Turn
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ._config import Limits
+from ._enums import TURN_MODE
 from ._validate import TOKENISH, _Checker, _uuid
 
 MAX_TURNS = 200
 MAX_TURN_ID_BYTES = 64  # a turn id becomes a tag of the memories made from it (tags hold 64 bytes)
 MAX_SPEAKER_BYTES = 64
-TURN_MODES = {svc.TURN_MODE_UNSPECIFIED: False, svc.TURN_MODE_EXTRACT: False, svc.TURN_MODE_CHUNK: True}
 
 
 def check_turns(check: _Checker, request: svc.WriteRequest) -> tuple[tuple[Turn, ...], bool]:
     """The request's turns and whether they are to be chunked (else extracted)."""
-    chunk = bool(check.enum("turn_mode", request.turn_mode, TURN_MODES))
+    chunk = bool(check.enum("turn_mode", request.turn_mode, TURN_MODE.to_domain, default=False))
     if not request.turns:
         return (), chunk
     if len(request.turns) > MAX_TURNS:

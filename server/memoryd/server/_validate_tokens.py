@@ -10,13 +10,13 @@ from memoryd.v1 import token_admin_service_pb2 as tokens
 
 from ._auth import NAME, SUBJECT
 from ._config import Limits
+from ._enums import TOKEN_ROLE
 from ._validate import _Checker
 from ._validate_views import AGENT_NAME
 
 DEFAULT_LIFETIME_SECONDS = 3600
 MAX_LIFETIME_SECONDS = 30 * 86400  # as long as the embedded default's demo tokens live
 MAX_REASON_CHARS = 500
-ROLE_NAMES = {tokens.TOKEN_ROLE_AGENT: "agent", tokens.TOKEN_ROLE_ADMIN: "admin"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def validate_issue_token(request: tokens.IssueTokenRequest, limits: Limits) -> I
         check.fail("agent", f"must be {AGENT_NAME}")
     roles: set[str] = set()
     for i, role in enumerate(request.roles):
-        name = check.enum(f"roles[{i}]", role, ROLE_NAMES, required=True)
+        name = check.enum(f"roles[{i}]", role, TOKEN_ROLE.to_domain, required=True)
         if name in roles:
             check.fail(f"roles[{i}]", "is given twice")
         elif name is not None:

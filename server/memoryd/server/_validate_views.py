@@ -17,15 +17,9 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 
 from ._auth import NAME
 from ._config import Limits
-from ._validate import CATEGORIES, SOURCE_KINDS, _Checker
+from ._enums import CATEGORY, ERASE_SELECTOR, SOURCE_KIND
+from ._validate import _Checker
 
-ERASE_SELECTOR_NAMES = {
-    pb.ERASE_SELECTOR_IDS: "ids",
-    pb.ERASE_SELECTOR_KEY: "key",
-    pb.ERASE_SELECTOR_SOURCE_TURN: "source_turn",
-    pb.ERASE_SELECTOR_CATEGORY: "category",
-    pb.ERASE_SELECTOR_ALL_OF_SUBJECT: "all_of_subject",
-}
 # A key pattern is a key in which `*` may stand for any run of characters.
 KEY_PATTERN = re.compile(r"^(\*|[A-Za-z0-9*][A-Za-z0-9._:/*-]*)$")
 MAX_RULES = 64
@@ -65,7 +59,7 @@ def _rules(check: _Checker, field: str, rules: Any) -> tuple[ViewRule, ...]:
         return ()
     out = []
     for i, rule in enumerate(rules):
-        category = check.enum(f"{field}[{i}].category", rule.category, CATEGORIES, required=True)
+        category = check.enum(f"{field}[{i}].category", rule.category, CATEGORY.to_domain, required=True)
         patterns = list(rule.key_patterns) or ["*"]
         if len(patterns) > MAX_PATTERNS:
             check.fail(f"{field}[{i}].key_patterns", f"must have at most {MAX_PATTERNS} patterns")
@@ -89,13 +83,13 @@ def view_from_message(check: _Checker, field: str, message: pb.View) -> View:
         fields.append(name)
     selectors = []
     for i, number in enumerate(message.erase_selectors):
-        name = check.enum(f"{field}.erase_selectors[{i}]", number, ERASE_SELECTOR_NAMES, required=True)
+        name = check.enum(f"{field}.erase_selectors[{i}]", number, ERASE_SELECTOR.to_domain, required=True)
         if name is not None:
             selectors.append(name)
     if selectors and not message.may_erase:
         check.fail(f"{field}.erase_selectors", "must be empty unless may_erase is true")
     description = check.text(f"{field}.description", message.description, MAX_DESCRIPTION_BYTES)
-    max_source_kind = check.enum(f"{field}.max_source_kind", message.max_source_kind, SOURCE_KINDS)
+    max_source_kind = check.enum(f"{field}.max_source_kind", message.max_source_kind, SOURCE_KIND.to_domain)
     return View(agent=agent, read_rules=read, write_rules=write, may_erase=message.may_erase,
                 visible_fields=frozenset(fields), description=description, erase_selectors=frozenset(selectors),
                 max_source_kind=max_source_kind or SourceKind.INPUT)

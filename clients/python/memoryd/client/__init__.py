@@ -38,6 +38,7 @@ from ._errors import (
     Unavailable,
     Unimplemented,
     Unknown,
+    from_rpc_error,
 )
 from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, Token
 from ._sync import MemorydClient
@@ -46,5 +47,5 @@ __all__ = [
     "AsyncMemorydClient", "MemorydClient", "TLS", "RetryPolicy", "DEFAULT_TIMEOUT", "Token", "AsyncToken",
     "MemorydError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
-    "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+    "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated", "from_rpc_error",
 ]

@@ -17,7 +17,7 @@ from memoryd.v1 import token_admin_service_pb2_grpc as token_admin_grpc
 from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
-from ._errors import from_aio_error
+from ._errors import from_rpc_error
 from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, metadata_for, prepare
 from ._sync import build_request
 from ._tracing import trace_metadata
@@ -95,7 +95,7 @@ class AsyncMemorydClient:
                                              timeout=timeout if timeout is not None else self.timeout)
             except grpc.aio.AioRpcError as error:
                 if attempt == attempts or error.code() not in policy.codes:
-                    raise from_aio_error(error) from None
+                    raise from_rpc_error(error) from None
             await asyncio.sleep(policy.backoff(attempt))
         raise AssertionError("unreachable")
 

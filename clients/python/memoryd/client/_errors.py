@@ -25,6 +25,9 @@
         client.recall(subject="user-42", keys=["iban"])
     except PermissionDenied as error:
         print(error.reason, error.request_id)
+
+``from_rpc_error`` is the one decoder of a failed call's status details: the clients, the
+``memoryd`` command and the test suite all read errors through it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from grpc_status import rpc_status
 __all__ = [
     "MemorydError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
-    "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+    "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated", "from_rpc_error",
 ]
 
 _DETAIL_TYPES: tuple[type[_message.Message], ...] = (
@@ -205,22 +208,19 @@ def from_status(code: grpc.StatusCode, message: str, status: Any, trailing: Any)
 
 
 def from_rpc_error(error: grpc.RpcError) -> MemorydError:
-    """The typed error for a failed sync call (``grpc.RpcError`` that is also a ``grpc.Call``)."""
+    """The typed error of a failed call, blocking (``grpc.RpcError``) or asyncio
+    (``grpc.aio.AioRpcError``): its code and message, and what the ``google.rpc.Status`` in its
+    trailers carries — the ``ErrorInfo`` reason, domain and request id, the ``BadRequest``
+    violations, every detail unpacked. The clients raise what it returns; use it to read an
+    error of a stub called directly::
+
+        except grpc.RpcError as failed:
+            error = from_rpc_error(failed)
+            print(error.code.name, error.reason, error.violations)
+    """
     call: Any = error
     try:
         status = rpc_status.from_call(call)
     except ValueError:  # the details' code or message disagree with the call's: ignore them
         status = None
-    return from_status(call.code(), call.details() or "", status, call.trailing_metadata())
-
-
-def from_aio_error(error: grpc.aio.AioRpcError) -> MemorydError:
-    """The typed error for a failed grpc.aio call."""
-    trailing = tuple(error.trailing_metadata() or ())
-    status = None
-    for key, value in trailing:
-        if key == "grpc-status-details-bin":
-            from google.rpc import status_pb2
-
-            status = status_pb2.Status.FromString(value)
-    return from_status(error.code(), error.details() or "", status, trailing)
+    return from_status(call.code(), call.details() or "", status, tuple(call.trailing_metadata() or ()))

@@ -20,7 +20,8 @@ import re
 import unicodedata
 
 from memoryd.domain import Memory
-from memoryd.v1 import memory_pb2 as pb
+
+from .._enums import CATEGORY
 
 __all__ = ["BLOCK_FOOTER", "BLOCK_HEADER", "neutralise", "render_block"]
 
@@ -87,7 +88,7 @@ def render_block(memories: list[Memory], visible: frozenset[str]) -> str:
     lines = [BLOCK_HEADER]
     for m in (m for m in memories if not m.content_unavailable):  # nothing to show of those
         masked = memory(m, visible)
-        label = pb.Category.Name(masked.category).removeprefix("CATEGORY_").lower() if "category" in visible else ""
+        label = CATEGORY.to_domain[masked.category].value if "category" in visible else ""
         parts = (f"[{neutralise(label)}]" if label else "", neutralise(masked.key))
         head = " ".join(part for part in parts if part)
         text = neutralise(masked.text)

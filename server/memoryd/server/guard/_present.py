@@ -15,19 +15,13 @@ from google.protobuf import timestamp_pb2
 
 from memoryd.domain import (
     Category,
-    Change,
     ErasureReceipt,
     ExtractionJob,
-    JobState,
     Memory,
     MemoryVersion,
     Outcome,
     PendingValue,
     ScoreParts,
-    Scope,
-    SourceKind,
-    Stability,
-    Status,
     View,
     WriteResult,
     blind_answer,
@@ -36,46 +30,25 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import token_admin_service_pb2 as tokens
 
-from .._validate import CATEGORIES, ERASE_MODES
-from .._validate_views import ERASE_SELECTOR_NAMES
+from .._enums import (
+    CATEGORY,
+    CHANGE_KIND,
+    ERASE_MODE,
+    ERASE_SELECTOR,
+    EXTRACTION_JOB_STATE,
+    MEMORY_STATUS,
+    SCOPE,
+    SOURCE_KIND,
+    STABILITY,
+    TOKEN_ROLE,
+    WRITE_OUTCOME,
+)
 from ._block import render_block
 from ._tokens import TokenGrant
 from ._rules import Guard, WriteItem
 
-_CATEGORY = {v: k for k, v in CATEGORIES.items()}
-_SCOPE = {Scope.SUBJECT: pb.SCOPE_SUBJECT, Scope.ORG: pb.SCOPE_ORG, Scope.SESSION: pb.SCOPE_SESSION}
-_SOURCE = {SourceKind.INPUT: pb.SOURCE_KIND_INPUT, SourceKind.INFERENCE: pb.SOURCE_KIND_INFERENCE,
-           SourceKind.SYNC: pb.SOURCE_KIND_SYNC}
-_STABILITY = {Stability.STABLE: pb.STABILITY_STABLE, Stability.TRANSIENT: pb.STABILITY_TRANSIENT}
-_STATUS = {Status.ACTIVE: pb.MEMORY_STATUS_ACTIVE, Status.SUPERSEDED: pb.MEMORY_STATUS_SUPERSEDED,
-           Status.FORGOTTEN: pb.MEMORY_STATUS_FORGOTTEN}
-_OUTCOME = {
-    Outcome.CREATED: svc.WRITE_OUTCOME_CREATED,
-    Outcome.UPDATED: svc.WRITE_OUTCOME_UPDATED,
-    Outcome.VERSIONED: svc.WRITE_OUTCOME_VERSIONED,
-    Outcome.MERGED: svc.WRITE_OUTCOME_MERGED,
-    Outcome.UNCHANGED: svc.WRITE_OUTCOME_UNCHANGED,
-    Outcome.REJECTED: svc.WRITE_OUTCOME_REJECTED,
-    Outcome.PENDING: svc.WRITE_OUTCOME_PENDING,
-    Outcome.ACCEPTED: svc.WRITE_OUTCOME_ACCEPTED,
-}
 TRUST_HIDDEN_REASON = ("stored; whether it replaced the current value or waits as a pending value depends on trust, "
                        "which this agent's view hides")
-
-_CHANGE = {
-    Change.CREATED: svc.CHANGE_KIND_CREATED,
-    Change.UPDATED: svc.CHANGE_KIND_UPDATED,
-    Change.VERSIONED: svc.CHANGE_KIND_VERSIONED,
-    Change.MERGED: svc.CHANGE_KIND_MERGED,
-    Change.FORGOTTEN: svc.CHANGE_KIND_FORGOTTEN,
-}
-_MODE = {v: k for k, v in ERASE_MODES.items()}
-_JOB_STATE = {
-    JobState.QUEUED: svc.EXTRACTION_JOB_STATE_QUEUED,
-    JobState.RUNNING: svc.EXTRACTION_JOB_STATE_RUNNING,
-    JobState.SUCCEEDED: svc.EXTRACTION_JOB_STATE_SUCCEEDED,
-    JobState.FAILED: svc.EXTRACTION_JOB_STATE_FAILED,
-}
 
 
 def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
@@ -90,17 +63,17 @@ def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
     simple = {
         "id": m.id,
         "subject": m.subject,
-        "scope": _SCOPE[m.scope],
+        "scope": SCOPE.to_proto[m.scope],
         "session_id": m.session_id,
-        "category": _CATEGORY[m.category],
+        "category": CATEGORY.to_proto[m.category],
         "key": m.key,
         "text": m.text,
         "importance": m.importance,
         "confidence": m.confidence,
-        "stability": _STABILITY[m.stability],
+        "stability": STABILITY.to_proto[m.stability],
         "pinned": m.pinned,
         "version": m.version,
-        "status": _STATUS[m.status],
+        "status": MEMORY_STATUS.to_proto[m.status],
         "access_count": m.access_count,
         "trust": m.trust,
     }
@@ -118,7 +91,8 @@ def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
     out.content_unavailable = m.content_unavailable  # always: it says why text and data are empty
     if "provenance" in visible:
         out.provenance.CopyFrom(
-            pb.Provenance(agent=m.agent, source_kind=_SOURCE[m.source_kind], source_turn_id=m.source_turn_id)
+            pb.Provenance(agent=m.agent, source_kind=SOURCE_KIND.to_proto[m.source_kind],
+                          source_turn_id=m.source_turn_id)
         )
     if "pending" in visible:
         out.pending.extend(pending(p, visible) for p in m.pending)
@@ -138,7 +112,8 @@ def pending(p: PendingValue, visible: frozenset[str]) -> pb.PendingValue:
         out.data.update(p.data)
     if "provenance" in visible:
         out.provenance.CopyFrom(
-            pb.Provenance(agent=p.agent, source_kind=_SOURCE[p.source_kind], source_turn_id=p.source_turn_id)
+            pb.Provenance(agent=p.agent, source_kind=SOURCE_KIND.to_proto[p.source_kind],
+                          source_turn_id=p.source_turn_id)
         )
     return out
 
@@ -161,8 +136,8 @@ def masked_result(guard: Guard, r: WriteResult) -> WriteResult:
 
 def write_results(results: Iterable[WriteResult]) -> list[svc.WriteResult]:
     """Results already passed through ``answer`` (Write, or an extraction job's stored ones)."""
-    return [svc.WriteResult(memory_id=r.memory_id, outcome=_OUTCOME[r.outcome], reason=r.reason, version=r.version)
-            for r in results]
+    return [svc.WriteResult(memory_id=r.memory_id, outcome=WRITE_OUTCOME.to_proto[r.outcome], reason=r.reason,
+                            version=r.version) for r in results]
 
 
 def dropped_counts(dropped: Mapping[str, int]) -> list[svc.DroppedCount]:
@@ -205,7 +180,7 @@ def scored(guard: Guard, m: Memory, parts: ScoreParts) -> svc.ScoredMemory:
 
 
 def version(guard: Guard, v: MemoryVersion) -> svc.MemoryVersion:
-    out = svc.MemoryVersion(memory=memory(v.memory, guard.visible), change=_CHANGE[v.change])
+    out = svc.MemoryVersion(memory=memory(v.memory, guard.visible), change=CHANGE_KIND.to_proto[v.change])
     if "updated_at" in guard.visible:
         out.recorded_at.CopyFrom(timestamp(v.recorded_at))
     return out
@@ -219,7 +194,7 @@ def receipt(r: ErasureReceipt) -> svc.ErasureReceipt:
     c = r.counts
     return svc.ErasureReceipt(
         erase_id=r.erase_id,
-        mode=_MODE[r.mode],
+        mode=ERASE_MODE.to_proto[r.mode],
         counts=svc.StoreCounts(memories=c.memories, versions=c.versions, outbox=c.outbox, vectors=c.vectors,
                                jobs=c.jobs, keys=c.keys),
         verified=r.verified,
@@ -231,7 +206,7 @@ def receipt(r: ErasureReceipt) -> svc.ErasureReceipt:
 
 def view(v: View) -> pb.View:
     def rules(items: Iterable[tuple[Category, tuple[str, ...]]]) -> list[pb.ViewRule]:
-        return [pb.ViewRule(category=_CATEGORY[c], key_patterns=list(p)) for c, p in items]
+        return [pb.ViewRule(category=CATEGORY.to_proto[c], key_patterns=list(p)) for c, p in items]
 
     return pb.View(
         agent=v.agent,
@@ -241,8 +216,8 @@ def view(v: View) -> pb.View:
         visible_fields=sorted(v.visible_fields),
         description=v.description,
         version=v.version,
-        erase_selectors=[number for number, name in ERASE_SELECTOR_NAMES.items() if name in v.erase_selectors],
-        max_source_kind=_SOURCE[v.max_source_kind],
+        erase_selectors=[number for number, name in ERASE_SELECTOR.to_domain.items() if name in v.erase_selectors],
+        max_source_kind=SOURCE_KIND.to_proto[v.max_source_kind],
     )
 
 
@@ -250,8 +225,8 @@ def extraction_job(guard: Guard, j: ExtractionJob) -> svc.ExtractionJob:
     """A job of the caller's own; its results were stored as a blind Write's for the items
     its view could not read, and are masked like a Write's answer."""
     results = [masked_result(guard, r) for r in j.results]
-    out = svc.ExtractionJob(id=j.id, subject=j.subject, state=_JOB_STATE[j.state], turns=j.turn_count,
-                            attempts=j.attempts, error=j.error, results=write_results(results),
+    out = svc.ExtractionJob(id=j.id, subject=j.subject, state=EXTRACTION_JOB_STATE.to_proto[j.state],
+                            turns=j.turn_count, attempts=j.attempts, error=j.error, results=write_results(results),
                             dropped=dropped_counts(j.dropped))
     if j.created_at is not None:
         out.created_at.CopyFrom(timestamp(j.created_at))
@@ -260,13 +235,10 @@ def extraction_job(guard: Guard, j: ExtractionJob) -> svc.ExtractionJob:
     return out
 
 
-_TOKEN_ROLE = {"agent": tokens.TOKEN_ROLE_AGENT, "admin": tokens.TOKEN_ROLE_ADMIN}
-
-
 def issued_token(grant: TokenGrant, token_id: str, token: str) -> tokens.IssueTokenResponse:
     """A minted token and what the guard let it carry."""
     return tokens.IssueTokenResponse(
         token=token, token_id=token_id, tenant=grant.tenant, agent=grant.agent,
-        roles=[_TOKEN_ROLE[r] for r in sorted(grant.roles)], subject=grant.subject,
+        roles=[TOKEN_ROLE.to_proto[r] for r in sorted(grant.roles)], subject=grant.subject,
         issued_at=timestamp(datetime.fromtimestamp(grant.issued_at, UTC)),
         expires_at=timestamp(datetime.fromtimestamp(grant.expires_at, UTC)))

@@ -68,6 +68,15 @@ const (
 	// ERROR_REASON_ARCHIVE_INVALID: an import archive is malformed, of an unknown format, or
 	// cannot be opened with the passphrase given.
 	ErrorReason_ERROR_REASON_ARCHIVE_INVALID ErrorReason = 17
+	// ERROR_REASON_SERVER_MISCONFIGURED: the server is not set up for this call
+	// (FAILED_PRECONDITION): a setting, the database schema or a model it needs is missing or
+	// wrong; the message says which. Retrying does not help until an operator fixes it. Nothing
+	// was written.
+	ErrorReason_ERROR_REASON_SERVER_MISCONFIGURED ErrorReason = 18
+	// ERROR_REASON_LIMIT_EXCEEDED: the request or its answer would exceed a size limit of the
+	// server (RESOURCE_EXHAUSTED), such as the most memories or bytes one export archive may hold;
+	// the message names the limit. Retrying the same request does not help: ask for less.
+	ErrorReason_ERROR_REASON_LIMIT_EXCEEDED ErrorReason = 19
 )
 
 // Enum value maps for ErrorReason.
@@ -91,6 +100,8 @@ var (
 		15: "ERROR_REASON_DATA_KEY_UNAVAILABLE",
 		16: "ERROR_REASON_VIEW_VERSION_CONFLICT",
 		17: "ERROR_REASON_ARCHIVE_INVALID",
+		18: "ERROR_REASON_SERVER_MISCONFIGURED",
+		19: "ERROR_REASON_LIMIT_EXCEEDED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":               0,
@@ -111,6 +122,8 @@ var (
 		"ERROR_REASON_DATA_KEY_UNAVAILABLE":      15,
 		"ERROR_REASON_VIEW_VERSION_CONFLICT":     16,
 		"ERROR_REASON_ARCHIVE_INVALID":           17,
+		"ERROR_REASON_SERVER_MISCONFIGURED":      18,
+		"ERROR_REASON_LIMIT_EXCEEDED":            19,
 	}
 )
 
@@ -146,7 +159,7 @@ var File_memoryd_v1_error_reason_proto protoreflect.FileDescriptor
 const file_memoryd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
 	"\x1dmemoryd/v1/error_reason.proto\x12\n" +
-	"memoryd.v1*\xf3\x04\n" +
+	"memoryd.v1*\xbb\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_TOKEN_MISSING\x10\x01\x12\x1e\n" +
@@ -166,7 +179,9 @@ const file_memoryd_v1_error_reason_proto_rawDesc = "" +
 	"\x19ERROR_REASON_VIEW_MISSING\x10\x0e\x12%\n" +
 	"!ERROR_REASON_DATA_KEY_UNAVAILABLE\x10\x0f\x12&\n" +
 	"\"ERROR_REASON_VIEW_VERSION_CONFLICT\x10\x10\x12 \n" +
-	"\x1cERROR_REASON_ARCHIVE_INVALID\x10\x11BR\n" +
+	"\x1cERROR_REASON_ARCHIVE_INVALID\x10\x11\x12%\n" +
+	"!ERROR_REASON_SERVER_MISCONFIGURED\x10\x12\x12\x1f\n" +
+	"\x1bERROR_REASON_LIMIT_EXCEEDED\x10\x13BR\n" +
 	"\x0edev.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
 
 var (

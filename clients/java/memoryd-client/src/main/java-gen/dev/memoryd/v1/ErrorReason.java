@@ -166,6 +166,27 @@ public enum ErrorReason
    * <code>ERROR_REASON_ARCHIVE_INVALID = 17;</code>
    */
   ERROR_REASON_ARCHIVE_INVALID(17),
+  /**
+   * <pre>
+   * ERROR_REASON_SERVER_MISCONFIGURED: the server is not set up for this call
+   * (FAILED_PRECONDITION): a setting, the database schema or a model it needs is missing or
+   * wrong; the message says which. Retrying does not help until an operator fixes it. Nothing
+   * was written.
+   * </pre>
+   *
+   * <code>ERROR_REASON_SERVER_MISCONFIGURED = 18;</code>
+   */
+  ERROR_REASON_SERVER_MISCONFIGURED(18),
+  /**
+   * <pre>
+   * ERROR_REASON_LIMIT_EXCEEDED: the request or its answer would exceed a size limit of the
+   * server (RESOURCE_EXHAUSTED), such as the most memories or bytes one export archive may hold;
+   * the message names the limit. Retrying the same request does not help: ask for less.
+   * </pre>
+   *
+   * <code>ERROR_REASON_LIMIT_EXCEEDED = 19;</code>
+   */
+  ERROR_REASON_LIMIT_EXCEEDED(19),
   UNRECOGNIZED(-1),
   ;
 
@@ -327,6 +348,27 @@ public enum ErrorReason
    * <code>ERROR_REASON_ARCHIVE_INVALID = 17;</code>
    */
   public static final int ERROR_REASON_ARCHIVE_INVALID_VALUE = 17;
+  /**
+   * <pre>
+   * ERROR_REASON_SERVER_MISCONFIGURED: the server is not set up for this call
+   * (FAILED_PRECONDITION): a setting, the database schema or a model it needs is missing or
+   * wrong; the message says which. Retrying does not help until an operator fixes it. Nothing
+   * was written.
+   * </pre>
+   *
+   * <code>ERROR_REASON_SERVER_MISCONFIGURED = 18;</code>
+   */
+  public static final int ERROR_REASON_SERVER_MISCONFIGURED_VALUE = 18;
+  /**
+   * <pre>
+   * ERROR_REASON_LIMIT_EXCEEDED: the request or its answer would exceed a size limit of the
+   * server (RESOURCE_EXHAUSTED), such as the most memories or bytes one export archive may hold;
+   * the message names the limit. Retrying the same request does not help: ask for less.
+   * </pre>
+   *
+   * <code>ERROR_REASON_LIMIT_EXCEEDED = 19;</code>
+   */
+  public static final int ERROR_REASON_LIMIT_EXCEEDED_VALUE = 19;
 
 
   public final int getNumber() {
@@ -371,6 +413,8 @@ public enum ErrorReason
       case 15: return ERROR_REASON_DATA_KEY_UNAVAILABLE;
       case 16: return ERROR_REASON_VIEW_VERSION_CONFLICT;
       case 17: return ERROR_REASON_ARCHIVE_INVALID;
+      case 18: return ERROR_REASON_SERVER_MISCONFIGURED;
+      case 19: return ERROR_REASON_LIMIT_EXCEEDED;
       default: return null;
     }
   }

@@ -36,7 +36,7 @@ public final class ErrorReasonOuterClass extends com.google.protobuf.GeneratedFi
   static {
     java.lang.String[] descriptorData = {
       "\n\035memoryd/v1/error_reason.proto\022\nmemoryd" +
-      ".v1*\363\004\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
+      ".v1*\273\005\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
       "ECIFIED\020\000\022\036\n\032ERROR_REASON_TOKEN_MISSING\020" +
       "\001\022\036\n\032ERROR_REASON_TOKEN_INVALID\020\002\022\036\n\032ERR" +
       "OR_REASON_TOKEN_EXPIRED\020\003\022$\n ERROR_REASO" +
@@ -51,10 +51,11 @@ public final class ErrorReasonOuterClass extends com.google.protobuf.GeneratedFi
       "NTERNAL\020\r\022\035\n\031ERROR_REASON_VIEW_MISSING\020\016" +
       "\022%\n!ERROR_REASON_DATA_KEY_UNAVAILABLE\020\017\022" +
       "&\n\"ERROR_REASON_VIEW_VERSION_CONFLICT\020\020\022" +
-      " \n\034ERROR_REASON_ARCHIVE_INVALID\020\021BR\n\016dev" +
-      ".memoryd.v1P\001Z>github.com/memoryd/memory" +
-      "d/clients/go/gen/memoryd/v1;memorydv1b\006p" +
-      "roto3"
+      " \n\034ERROR_REASON_ARCHIVE_INVALID\020\021\022%\n!ERR" +
+      "OR_REASON_SERVER_MISCONFIGURED\020\022\022\037\n\033ERRO" +
+      "R_REASON_LIMIT_EXCEEDED\020\023BR\n\016dev.memoryd" +
+      ".v1P\001Z>github.com/memoryd/memoryd/client" +
+      "s/go/gen/memoryd/v1;memorydv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
