@@ -26,6 +26,7 @@ from ._secrets import (
 from ._consolidation import DEFAULT_SIMILARITY, ConsolidationReport, Consolidator, consolidator, topic_groups
 from ._interceptors import Call, Interceptor, build_chain
 from ._logging import configure_logging
+from ._validate_views import read_view
 from ._worker import WatchedOutboxWorker, WorkerHealth, WorkerProcess
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "load_signing_key",
     "parse_ttl",
     "prepare_postgres",
+    "read_view",
     "require_shared_master_key",
     "require_shared_term_secret",
     "retire_signing_key",
