@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
+.PHONY: install serve test test-fast bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with the embedded default (embedded PostgreSQL,
 # Milvus Lite) and its dev tools (pytest, buf, grpcio-tools) — re-run when pyproject.toml changes.
@@ -28,6 +28,11 @@ test: install
 	$(BIN)/python -m pytest -n 2 -m "not serial"; parallel=$$?; \
 	$(BIN)/python -m pytest -m serial; serial=$$?; \
 	test $$parallel -eq 0 -a $$serial -eq 0
+
+## test-fast: the pure tests alone (tests/domain, tests/static: no database, index, server or other
+## toolchain; tests/conftest.py), in seconds — while you work. `make test` is still the gate.
+test-fast: install
+	$(BIN)/python -m pytest -m pure tests/domain tests/static
 
 ## bench: LoCoMo retrieval benchmark on a throw-away embedded server (bench/README.md).
 ## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".

@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..deploy.test_deploy_files import worker_probes
+from ..static.test_deploy_files import worker_probes
 from ..support import MEMORYD, ServerProcess, agent_with_view, draft, free_port, server_env, unique
 
 pytestmark = pytest.mark.slow
