@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test typecheck bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
+.PHONY: install serve test test-fast typecheck bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with the embedded default (embedded PostgreSQL,
 # Milvus Lite) and its dev tools (pytest, buf, grpcio-tools) — re-run when pyproject.toml changes.
@@ -32,6 +32,11 @@ test: install typecheck
 ## typecheck: mypy, strict, over the packages pyproject.toml's [tool.mypy] lists.
 typecheck: install
 	$(BIN)/mypy
+
+## test-fast: the pure tests alone (tests/domain, tests/static: no database, index, server or other
+## toolchain; tests/conftest.py), in seconds — while you work. `make test` is still the gate.
+test-fast: install
+	$(BIN)/python -m pytest -m pure tests/domain tests/static
 
 ## bench: LoCoMo retrieval benchmark on a throw-away embedded server (bench/README.md).
 ## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".

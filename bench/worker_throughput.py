@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.support import Agent, draft, full_view, put_view, token_for  # noqa: E402
 from tests.support_distributed import Deployment, ExternalPostgres, MilvusStandalone  # noqa: E402
 
-from memoryd.bench._scale import EmbeddingEndpoint, _endpoint_environment  # noqa: E402
+from memoryd.bench._scale import EmbeddingEndpoint, endpoint_environment  # noqa: E402
 
 
 def main() -> None:
@@ -47,7 +47,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         settings = {}
         if args.embedder == "endpoint":
-            settings.update(_endpoint_environment(stack.enter_context(EmbeddingEndpoint())))
+            settings.update(endpoint_environment(stack.enter_context(EmbeddingEndpoint())))
         if args.parallel:
             settings["MEMORYD_OUTBOX_PARALLEL"] = str(args.parallel)
         run(args, pg, milvus, root, settings)

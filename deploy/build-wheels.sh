@@ -9,7 +9,7 @@
 # path, as deploy/Dockerfile does, so pip takes memoryd-client from the file and fetches only
 # the third-party dependencies:
 #   pip install OUT_DIR/memoryd_client-*.whl "$(ls OUT_DIR/memoryd-*.whl)[otlp]"
-# The Dockerfile and tests/deploy/test_image_build.py both run this script.
+# The Dockerfile and tests/toolchains/test_image_build.py both run this script.
 set -eu
 
 if [ $# -ne 1 ]; then

@@ -5,7 +5,7 @@
 #
 # Installs the pinned protoc plugins into .build/go/bin (project-local, gitignored) and runs the
 # protoc bundled with grpcio-tools over protos/memoryd/v1/*.proto. The output is committed;
-# tests/protos/test_go_drift.py regenerates into a temporary directory and fails when the
+# tests/toolchains/test_go_drift.py regenerates into a temporary directory and fails when the
 # committed files differ. Each proto's `option go_package` names the import path; module= strips the
 # module prefix so the files land in OUT/gen/memoryd/v1. buf.gen.yaml runs the same plugins.
 # MEMORYD_PYTHON names the Python that has grpcio-tools (default: .venv/bin/python, else python3).

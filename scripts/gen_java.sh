@@ -9,7 +9,7 @@
 # Python code) has no Java generator, so the compiler is Maven Central's protoc of the same
 # version (libprotoc 35.1 = com.google.protobuf:protoc 4.35.1) with the grpc-java plugin; both
 # are fetched at the pinned versions into clients/java/.build (gitignored). Fails loudly when
-# it cannot fetch them. tests/protos/test_java_drift.py regenerates and compares.
+# it cannot fetch them. tests/toolchains/test_java_drift.py regenerates and compares.
 set -euo pipefail
 
 # The newest protoc-gen-grpc-java whose linux-x86_64 exe Maven Central serves here (1.84+ are

@@ -3,7 +3,7 @@
     python scripts/gen_protos.py [--out DIR]
 
 Writes ``memoryd/v1/*_pb2.py``, ``*_pb2.pyi`` and ``*_pb2_grpc.py`` under ``clients/python``
-(or DIR). The output is committed; ``tests/protos/test_contract.py`` regenerates into a
+(or DIR). The output is committed; ``tests/toolchains/test_contract.py`` regenerates into a
 temporary directory and fails when the committed files differ. Never edit them by hand.
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generate the TypeScript code for the memoryd contract (protoc-gen-es, run by the same
 # grpc_tools.protoc as the Python code): memoryd/v1 and google/rpc/error_details (to decode
-# ErrorInfo and BadRequest). Output is committed; tests/protos/test_ts_drift.py regenerates into
+# ErrorInfo and BadRequest). Output is committed; tests/toolchains/test_ts_drift.py regenerates into
 # a temporary directory and fails when it differs. Never edit the generated files by hand.
 #
 #   scripts/gen_ts.sh [OUT_DIR]     (default clients/typescript/src/gen; PYTHON picks the interpreter)

@@ -8,6 +8,8 @@ Each test works in its own fresh tenant, so tests never see each other's data.
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,18 +25,68 @@ from .support_tls import ca, tls_server  # noqa: F401  (fixtures of the mTLS tes
 from .support import Agent, MilvusServer, ServerProcess, fresh_database, full_view, put_view, server_env, token_for, unique
 
 
+# The folders are layers, by what their tests need (README, "Developing"):
+#   tests/domain/   pure: memoryd.domain and the logic around it, tested alone (and the architecture)
+#   tests/static/   pure: checks that only read the repository's files (deploy/, licences, generated code)
+#   tests/storage/  PostgreSQL (embedded) and Milvus Lite, in this process
+#   tests/server/   the suite's memoryd server process, over gRPC
+#   tests/clients/  the Python client against a real server
+#   tests/e2e/, tests/fuzz/  servers of their own, the CLI, the benchmarks, faults
+#   tests/toolchains/  other toolchains: Go, Java, TypeScript, buf, pip, sh, code generation
+#   tests/distributed/  Debian's PostgreSQL server and a Milvus server
+# "Pure" means nothing but this Python process and its temp files: no database, index, server
+# process, fake HTTP endpoint, embedding model or other toolchain. `make test-fast` runs the
+# pure tests alone (-m pure) in seconds; a pure test that starts a process or a gRPC server, or
+# opens a network socket, fails (_pure_means_pure below), so the folder's promise holds.
+_PURE = ("tests/domain/", "tests/static/")
+
 # `make test` runs the suite in two lanes: most tests on both cores (pytest-xdist), then the
 # `serial` ones one at a time — those sharing something outside their temp dirs: the Milvus
 # server (one per machine: it locks /run/milvus) and the clients' build folders (npm, go, mvn).
 # (xdist's loadgroup would do this in one run, but it cannot rename test ids on pytest 9.)
-_SERIAL = ("tests/distributed/", "tests/clients/", "tests/e2e/test_conformance.py", "tests/protos/test_go_drift.py",
-           "tests/protos/test_java_drift.py", "tests/protos/test_ts_drift.py")
+_SERIAL = ("tests/distributed/", "tests/clients/", "tests/e2e/test_conformance.py", "tests/toolchains/test_go.py",
+           "tests/toolchains/test_java.py", "tests/toolchains/test_typescript.py",
+           "tests/toolchains/test_python_wheel.py", "tests/toolchains/test_go_drift.py",
+           "tests/toolchains/test_java_drift.py", "tests/toolchains/test_ts_drift.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if item.nodeid.startswith(_PURE):
+            item.add_marker(pytest.mark.pure)
         if item.nodeid.startswith(_SERIAL):
             item.add_marker(pytest.mark.serial)
+
+
+@pytest.fixture(autouse=True)
+def _pure_means_pure(request: pytest.FixtureRequest) -> None:
+    """In a pure test, starting a process, a gRPC server or opening a network socket fails the test."""
+    if request.node.get_closest_marker("pure") is None:
+        return
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+    where = request.node.nodeid.split("::")[0]
+
+    def refuse(what: str) -> None:
+        pytest.fail(f"{where} is a pure test but {what}: move it to the folder of what it needs", pytrace=False)
+
+    def popen(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        refuse(f"starts a process ({args!r})")
+
+    def grpc_server(*args: Any, **kwargs: Any) -> None:
+        refuse("starts a gRPC server")  # its sockets are grpc's own, not Python's
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+    monkeypatch.setattr(grpc, "server", grpc_server)
+    monkeypatch.setattr(grpc.aio, "server", grpc_server)
+    for method in ("connect", "connect_ex", "bind"):
+        real = getattr(socket.socket, method)
+
+        def guarded(self: socket.socket, address: Any, _real: Any = real, _method: str = method) -> Any:
+            if self.family in (socket.AF_INET, socket.AF_INET6):
+                refuse(f"opens a network socket ({_method} {address!r})")
+            return _real(self, address)
+
+        monkeypatch.setattr(socket.socket, method, guarded)
 
 
 @pytest.fixture(scope="session")

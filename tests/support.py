@@ -11,11 +11,11 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -26,6 +26,8 @@ from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMORYD = [sys.executable, "-m", "memoryd.cli"]
@@ -40,6 +42,31 @@ def varint(n: int) -> bytes:
         out.append(byte | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.1, *, what: str = "",
+               ignoring: type[BaseException] | tuple[type[BaseException], ...] = (),
+               diagnose: Callable[[], str] | None = None) -> T:
+    """Call ``predicate`` every ``interval`` seconds until it returns something truthy, and
+    return that; an exception of a type in ``ignoring`` counts as "not yet". After ``timeout``
+    seconds: AssertionError naming ``what``, the last answer (or exception) and ``diagnose()``.
+
+    For waits on a condition the system reaches by itself (an index catching up, a log line,
+    a job finishing); a fixed sleep either wastes time or, on a slow machine, is too short.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            last: Any = predicate()
+        except ignoring as error:
+            last = error
+        else:
+            if last:
+                return last  # type: ignore[no-any-return]
+        if time.monotonic() >= deadline:
+            message = f"timed out after {timeout:g}s waiting until {what or 'the condition held'}; last: {last!r}"
+            raise AssertionError(message + (f"\n{diagnose()}" if diagnose else ""))
+        time.sleep(interval)
 
 
 def unique(prefix: str) -> str:
@@ -92,9 +119,16 @@ class ServerProcess:
     def dump_stacks(self) -> str:
         """Ask the server to log its threads' and tasks' stacks; return the log's tail."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGUSR1)
-            self.process.send_signal(signal.SIGUSR2)
-            time.sleep(1.0)
+            start = self.log_path.stat().st_size
+            self.process.send_signal(signal.SIGUSR1)  # faulthandler: every thread
+            self.process.send_signal(signal.SIGUSR2)  # every asyncio task, one "task …" line each
+
+            def dumped() -> bool:
+                tail = self.log_path.read_bytes()[start:]
+                return b"most recent call first" in tail and b"task " in tail
+
+            with suppress(AssertionError):  # a diagnosis: return what there is
+                wait_until(dumped, timeout=5, what="the server logged its stacks")
         return self.log_path.read_text()[-20000:]
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
@@ -283,16 +317,18 @@ class MilvusServer:
             self.process = subprocess.Popen(
                 [str(MILVUS_LITE), "server", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
                  "--port", str(self.port)], stdout=log, stderr=log)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        process = self.process
+
+        def listening() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"milvus-lite server exited; see {self.log}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
             except OSError:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"milvus-lite server exited; see {self.log}")
-                time.sleep(0.2)
-        raise TimeoutError("milvus-lite server did not start")
+                return False
+            return True
+
+        wait_until(listening, timeout=60, interval=0.2, what=f"milvus-lite server listens; see {self.log}")
 
     def stop(self) -> None:
         if self.process is not None:

@@ -3,7 +3,6 @@ small real gRPC server in the test process that fails on purpose."""
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -298,16 +297,6 @@ def _serve_on(port: int, servicer: Flaky) -> None:
     grpc_server.add_insecure_port(f"127.0.0.1:{port}")
     grpc_server.start()
     _SERVERS.append(grpc_server)
-
-
-def test_conformance_helpers_follow_the_readme():
-    from memoryd.client.conformance import lookup, substitute
-
-    doc = json.loads('{"results": [{"memoryId": "a"}], "memories": []}')
-    assert lookup(doc, "results[0].memoryId") == "a"
-    assert (lookup(doc, "results.length"), lookup(doc, "memories.length"), lookup(doc, "absent.length")) == (1, 0, 0)
-    assert lookup(doc, "results[3].memoryId") is None and lookup(doc, "indexed") is None
-    assert substitute({"x": ["${a}-${b}"]}, {"a": 1, "b": "z"}) == {"x": ["1-z"]}
 
 
 def test_the_readme_examples_run(server: ServerProcess, token: str, tmp_path: Path,

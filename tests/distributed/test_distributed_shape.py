@@ -205,6 +205,8 @@ def test_replicas_and_workers_killed_mid_load_lose_and_double_nothing(shape: Dep
         threads = [threading.Thread(target=load, args=(n,)) for n in range(4)]
         for t in threads:
             t.start()
+        # These sleeps are the scenario, not waits for a condition: the load runs for a while
+        # before the kills, while a replica and a worker are dead, and after they are back.
         time.sleep(3)
         shape.workers[0].stop(signal.SIGKILL)    # mid-batch, holding claimed outbox rows
         shape.replicas[1].stop(signal.SIGKILL)   # with calls in flight

@@ -19,16 +19,9 @@ from pathlib import Path
 import pytest
 
 from memoryd.bench._scale import DIM, ENDPOINT_MODEL, EmbeddingEndpoint, unit_vector
-from memoryd.cli._bench_scale import _sizes
 from memoryd.storage import OpenAICompatibleEmbedder
 
 pytestmark = pytest.mark.slow
-
-
-def test_sizes_accept_k_and_m_suffixes_and_drop_zero():
-    assert _sizes("1k,10k,100") == (100, 1_000, 10_000)
-    assert _sizes("1m") == (1_000_000,)
-    assert _sizes("0") == ()
 
 
 def test_the_endpoint_answers_deterministic_unit_vectors_in_input_order():

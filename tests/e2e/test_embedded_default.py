@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from pathlib import Path
 
 import grpc
@@ -13,7 +12,7 @@ import psycopg
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, ServerProcess, agent_with_view, draft, fails, server_env, unique
+from ..support import Agent, ServerProcess, agent_with_view, draft, fails, server_env, unique, wait_until
 
 
 def _embedded(tmp_path: Path) -> ServerProcess:
@@ -88,17 +87,13 @@ def test_sigterm_lets_an_in_flight_write_finish(tmp_path, private_database, key_
 
         writer = threading.Thread(target=write)
         writer.start()
-        # Wait until the Write is really waiting on the lock inside its transaction.
-        for _ in range(200):
-            cur = blocker.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-            if cur.fetchone()[0]:
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the Write never reached its transaction")
+        wait_until(lambda: blocker.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                           "AND NOT granted").fetchone()[0], timeout=10, interval=0.05,
+                   what="the Write waits on the lock inside its transaction")
         assert process.process is not None
         process.process.send_signal(signal.SIGTERM)
-        time.sleep(1.0)  # shutdown has begun while the call is still in flight
+        wait_until(lambda: "shutting down: draining in-flight calls" in process.log_path.read_text(), timeout=10,
+                   what="shutdown has begun while the call is still in flight")
         blocker.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock_name,))
         writer.join(30)
     blocker.close()
@@ -125,15 +120,8 @@ def test_postgres_down_gives_unavailable_and_writes_nothing(tmp_path, key_file):
             assert fails(agent.list, "alice").code == grpc.StatusCode.UNAVAILABLE
             pg.start()
             # The pool reconnects by itself once Postgres is back.
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    texts = sorted(m.text for m in agent.list_all("alice"))
-                    break
-                except grpc.RpcError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
+            texts = wait_until(lambda: sorted(m.text for m in agent.list_all("alice")), timeout=30, interval=0.5,
+                               ignoring=grpc.RpcError, what="the pool reconnects")
             assert texts == ["before the outage"]
             agent.write("alice", draft("fact", "after the outage", key="k3"))
             assert sorted(m.text for m in agent.list_all("alice")) == ["after the outage", "before the outage"]

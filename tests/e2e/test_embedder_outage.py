@@ -5,7 +5,6 @@ index work dead-letters after its tries (shown in the metrics) and is replayed w
 from __future__ import annotations
 
 import subprocess
-import time
 import urllib.request
 
 import grpc
@@ -15,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import MEMORYD, ROOT, ServerProcess, agent_with_view, draft, free_port, server_env, unique
+from ..support import (MEMORYD, ROOT, ServerProcess, agent_with_view, draft, free_port, server_env, unique,
+                       wait_until)
 from ..support_fake_openai import FakeOpenAI
 
 
@@ -46,22 +46,18 @@ def test_embedder_outage_keeps_writes_degrades_recall_and_dead_letters_until_rep
                     assert during.degraded
                     assert [m.memory.id for m in during.memories] == [memory_id]  # keywords still find it
 
-                    deadline = time.monotonic() + 60
-                    while "dead letters: 1" not in _outbox(env, "status"):
-                        assert time.monotonic() < deadline, "the failing work never became a dead letter"
-                        time.sleep(0.5)
+                    wait_until(lambda: "dead letters: 1" in _outbox(env, "status"), timeout=60, interval=0.5,
+                               what="the failing work becomes a dead letter")
 
                     _wait_for_dead_letters(metrics, 1)  # the operator sees them without the CLI
 
                     fake.recover()
                     assert "replaying 1 dead letter(s)" in _outbox(env, "replay")
-                    deadline = time.monotonic() + 60
-                    while True:
+                    def indexed() -> bool:
                         after = agent.call("Recall", svc.RecallRequest(subject="alice", query="passport renewal"))
-                        if not after.degraded and after.memories and after.memories[0].dense_rank == 1:
-                            break
-                        assert time.monotonic() < deadline, "the replayed work never reached the index"
-                        time.sleep(0.5)
+                        return not after.degraded and bool(after.memories) and after.memories[0].dense_rank == 1
+
+                    wait_until(indexed, timeout=60, interval=0.5, what="the replayed work reaches the index")
                     assert "pending: 0  dead letters: 0" in _outbox(env, "status")
                     _wait_for_dead_letters(metrics, 0)
             finally:
@@ -82,13 +78,11 @@ def _outbox(env: dict[str, str], command: str) -> str:
 
 def _wait_for_dead_letters(url: str, expected: float) -> None:
     """The scraped memoryd_outbox_dead_letters gauge reaches ``expected`` (it is re-read every second)."""
-    deadline = time.monotonic() + 30
-    while True:
+    def gauge() -> list[float]:
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
-        found = [s.value for family in text_string_to_metric_families(text) for s in family.samples
-                 if s.name == "memoryd_outbox_dead_letters"]
-        if found == [expected]:
-            return
-        assert time.monotonic() < deadline, f"memoryd_outbox_dead_letters is {found}, expected {expected}"
-        time.sleep(0.5)
+        return [s.value for family in text_string_to_metric_families(text) for s in family.samples
+                if s.name == "memoryd_outbox_dead_letters"]
+
+    wait_until(lambda: gauge() == [expected], interval=0.5, diagnose=lambda: f"the gauge is {gauge()}",
+               what=f"memoryd_outbox_dead_letters is {expected}")

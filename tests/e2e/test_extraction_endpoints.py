@@ -4,11 +4,9 @@ server, with the settings an operator would set for that endpoint."""
 
 from __future__ import annotations
 
-import time
-
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import unique
+from ..support import unique, wait_until
 from ..support_fake_openai import Slow
 from .test_extraction import extract, extraction_server, finished, item, turn
 
@@ -78,7 +76,7 @@ def test_after_a_timeout_the_model_is_left_alone_as_long_again_and_the_job_is_re
         # server is still working on it, so nothing more is sent until 1 s more has passed.
         rig.fake.script_chat(Slow(2.5, LYON), LYON, LYON)
         jobs = [(first, extract(agent, first, turn("t1", "I live in Lyon")))]
-        time.sleep(0.2)
+        wait_until(lambda: rig.fake.chat_requests, what="the first job's request reaches the model")
         jobs.append((second, extract(agent, second, turn("t1", "I live in Lyon"))))
         results = [finished(agent, subject, job_id)[0] for subject, job_id in jobs]
         assert [r.state for r in results] == [svc.EXTRACTION_JOB_STATE_SUCCEEDED] * 2

@@ -23,7 +23,7 @@ from memoryd.server._extraction_llm import ChatExtractor
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import ALL_FIELDS, draft, fails, free_port, full_view, rule, unique
+from ..support import ALL_FIELDS, draft, fails, free_port, full_view, rule, unique, wait_until
 from .test_extraction import (
     CAT_EN,
     CAT_SAID,
@@ -105,12 +105,13 @@ def test_while_retrying_a_job_shows_no_address_either(rig):
     rig.fake.script_chat("500", {"items": []})
     job_id = extract(agent, subject, turn("t1", LYON_SAID))
     seen = set()
-    deadline = time.monotonic() + 30
-    while (current := agent.call("GetExtractionJob", svc.GetExtractionJobRequest(subject=subject, job_id=job_id)).job
-           ).state != svc.EXTRACTION_JOB_STATE_SUCCEEDED:
+
+    def succeeded() -> bool:
+        current = agent.call("GetExtractionJob", svc.GetExtractionJobRequest(subject=subject, job_id=job_id)).job
         seen.add(current.error)
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+        return current.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED
+
+    wait_until(succeeded, interval=0.02, what="the retried job succeeds")
     assert seen <= {"", 'the extraction model was unavailable: HTTP 500 "try again later"'}
 
 

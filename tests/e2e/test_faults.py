@@ -22,7 +22,7 @@ from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import (Agent, ServerProcess, agent_with_view, draft, fails, free_port, full_view,
-                       put_view, server_env, unique)
+                       put_view, server_env, unique, wait_until)
 
 CATCH_UP_SECONDS = 30  # the bound of the issue: acknowledged writes are searchable within 30 s
 SUBJECT = "alice"
@@ -92,11 +92,7 @@ class Writer:
 
 
 def _wait_for(what: str, done: Callable[[], bool], timeout: float, diagnose: Callable[[], str]) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting until {what}\n{diagnose()}")
-        time.sleep(0.2)
+    wait_until(done, timeout, 0.2, what=what, diagnose=diagnose)
 
 
 def _not_found_by_meaning(agent: Agent, acknowledged: dict[str, str]) -> dict[str, str]:

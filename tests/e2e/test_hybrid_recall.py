@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
@@ -11,7 +9,7 @@ from memoryd.domain._policy import MIN_RELEVANCE
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import ALL_FIELDS, Agent, draft, full_view, unique
+from ..support import ALL_FIELDS, Agent, draft, full_view, unique, wait_until
 
 WAIT = svc.CONSISTENCY_WAIT_INDEXED
 
@@ -188,13 +186,11 @@ def test_recall_counts_accesses_off_the_request_path(agent):
     for _ in range(3):
         recall(agent, "alice", "half marathon", top_k=1)
 
-    deadline = time.monotonic() + 10
-    while True:
+    def counted() -> pb.Memory | None:
         memory = next(m for m in agent.list_all("alice") if m.id == memory_id)
-        if memory.access_count == 3 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert memory.access_count == 3
+        return memory if memory.access_count == 3 else None
+
+    memory = wait_until(counted, timeout=10, interval=0.2, what="the three recalls are counted")
     assert memory.HasField("last_access_at")
 
 

@@ -5,7 +5,6 @@ This exercises the configured path (MEMORYD_MILVUS_URI), not the embedded one.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import grpc
@@ -14,7 +13,7 @@ import pytest
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, ServerProcess, agent_with_view, draft, server_env, unique
+from ..support import Agent, ServerProcess, agent_with_view, draft, server_env, unique, wait_until
 
 @pytest.fixture
 def memoryd_on_remote_milvus(tmp_path, private_database, key_file, milvus) -> Iterator[ServerProcess]:
@@ -54,21 +53,23 @@ def test_milvus_outage_loses_no_write_and_recall_degrades_to_keywords(memoryd_on
         assert all(m.dense_rank == 0 for m in during.memories)
 
         milvus.start()
-        deadline = time.monotonic() + 60
-        while True:
+        last: dict[str, object] = {}
+
+        def caught_up() -> bool:
             after = _recall(agent, "what did Alice pack for her trip")
             dense = {m.memory.id for m in after.memories if m.dense_rank > 0}
-            if not after.degraded and set(acknowledged) <= dense:
-                break
-            if time.monotonic() > deadline:
-                with psycopg.connect(private_database) as conn:
-                    outbox = conn.execute("SELECT memory_id, op, attempts, dead, next_attempt_at, last_error "
-                                          "FROM outbox WHERE tenant_id = %s", (tenant,)).fetchall()
-                raise AssertionError(
-                    f"the outbox did not catch up after Milvus came back: degraded={after.degraded} "
-                    f"dense={sorted(dense)} acknowledged={sorted(acknowledged)} outbox={outbox}; server state:\n"
+            last.update(degraded=after.degraded, dense=sorted(dense))
+            return not after.degraded and set(acknowledged) <= dense
+
+        def diagnose() -> str:
+            with psycopg.connect(private_database) as conn:
+                outbox = conn.execute("SELECT memory_id, op, attempts, dead, next_attempt_at, last_error "
+                                      "FROM outbox WHERE tenant_id = %s", (tenant,)).fetchall()
+            return (f"{last} acknowledged={sorted(acknowledged)} outbox={outbox}; server state:\n"
                     + memoryd_on_remote_milvus.dump_stacks())
-            time.sleep(0.5)
+
+        wait_until(caught_up, timeout=60, interval=0.5, diagnose=diagnose,
+                   what="the outbox catches up after Milvus came back (no degraded Recall, every write dense)")
         # Nothing was lost or duplicated.
         assert sorted(m.text for m in agent.list_all("alice")).count("Alice booked a ferry to Naxos") == 1
         assert len(agent.list_all("alice")) == 6
@@ -85,11 +86,7 @@ def test_purge_while_milvus_is_down_is_reported_unverified_and_finished_later(me
         assert receipt.counts.memories == 1 and not receipt.verified
 
         milvus.start()
-        deadline = time.monotonic() + 60
-        while True:  # the outbox deletes the vector once Milvus is back; a repeat then verifies
-            again = agent.erase("alice", all_of_subject=True).receipt
-            if again.verified:
-                break
-            assert time.monotonic() < deadline, "the vector was never deleted"
-            time.sleep(0.5)
+        # The outbox deletes the vector once Milvus is back; a repeat then verifies.
+        wait_until(lambda: agent.erase("alice", all_of_subject=True).receipt.verified, timeout=60, interval=0.5,
+                   what="the vector is deleted")
         assert _recall(agent, "locker code").memories == []

@@ -4,7 +4,6 @@ operator or cron runs a sweep with a clock of its choosing), and the sweeper tas
 from __future__ import annotations
 
 import subprocess
-import time
 from datetime import UTC, datetime, timedelta
 
 import grpc
@@ -13,7 +12,7 @@ import psycopg
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import MEMORYD, ROOT, ServerProcess, agent_with_view, draft, server_env, unique
+from ..support import MEMORYD, ROOT, ServerProcess, agent_with_view, draft, server_env, unique, wait_until
 
 
 def lifecycle(server, *args: str) -> subprocess.CompletedProcess[str]:
@@ -61,21 +60,16 @@ def test_the_servers_own_sweeper_forgets_expired_memories_and_their_vectors(tmp_
             written = agent.write("alice", draft("event", "Joined the standup", scope=pb.SCOPE_SESSION, session_id="s1"),
                                   draft("event", "Moved to Porto"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
             session_id = written.results[0].memory_id
-            deadline = time.monotonic() + 30
-            while not agent.list("alice", statuses=[pb.MEMORY_STATUS_FORGOTTEN],
-                                 filter=pb.MemoryFilter(session_id="s1")).memories:
-                assert time.monotonic() < deadline, "the sweeper never forgot the expired session memory"
-                time.sleep(0.3)
+            wait_until(lambda: agent.list("alice", statuses=[pb.MEMORY_STATUS_FORGOTTEN],
+                                          filter=pb.MemoryFilter(session_id="s1")).memories, interval=0.3,
+                       what="the sweeper forgets the expired session memory")
             with psycopg.connect(private_database) as conn:
                 [(agent_name,)] = conn.execute("SELECT agent FROM audit_log WHERE action = 'lifecycle.expire' "
                                                "AND %s = ANY(memory_ids)", (session_id,)).fetchall()
             assert agent_name == "memoryd"
-            while True:  # the vector's deletion went through the outbox and was applied
-                with psycopg.connect(private_database) as conn:
-                    if not conn.execute("SELECT count(*) FROM outbox").fetchone()[0]:
-                        break
-                assert time.monotonic() < deadline, "the expired memory's vector was never deleted"
-                time.sleep(0.3)
+            with psycopg.connect(private_database, autocommit=True) as conn:
+                wait_until(lambda: not conn.execute("SELECT count(*) FROM outbox").fetchone()[0], interval=0.3,
+                           what="the expired memory's vector is deleted (through the outbox)")
             recalled = agent.call("Recall", svc.RecallRequest(subject="alice", query="standup Porto", top_k=5,
                                                               filter=pb.MemoryFilter(session_id="s1")))
             assert [m.memory.text for m in recalled.memories] == ["Moved to Porto"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import platform
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from importlib import metadata
@@ -15,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import ROOT, ServerProcess, agent_with_view, draft, fails, free_port, server_env, unique
+from ..support import (ROOT, ServerProcess, agent_with_view, draft, fails, free_port, server_env, unique,
+                       wait_until)
 
 RECALL = {"rpc_system_name": "grpc", "rpc_method": "memoryd.v1.MemoryService/Recall"}
 DURATION = "rpc_server_call_duration_seconds"
@@ -75,14 +75,15 @@ def test_a_scenario_shows_in_the_scraped_metrics(metered, key_file):
         bad = fails(agent.memory.Recall, svc.RecallRequest(subject=""), metadata=agent.metadata, timeout=10)
         assert bad.code == grpc.StatusCode.INVALID_ARGUMENT
 
-    deadline = time.monotonic() + 30
-    while True:  # the database-backed gauges are re-read every second
+    def active_counted() -> list | None:  # the database-backed gauges are re-read every second
         samples = scrape(url)
         if (value(samples, "memoryd_memories_active", memoryd_tenant=tenant) == 2
                 and value(samples, "memoryd_memories_active", memoryd_tenant=other) == 1):
-            break
-        assert time.monotonic() < deadline, [s for s in samples if s[0] == "memoryd_memories_active"]
-        time.sleep(0.5)
+            return samples
+        return None
+
+    samples = wait_until(active_counted, interval=0.5, what="memoryd_memories_active counts 2 and 1",
+                         diagnose=lambda: str([s for s in scrape(url) if s[0] == "memoryd_memories_active"]))
 
     # RPC durations per method and status code, as OpenTelemetry's RPC conventions name them.
     assert value(samples, f"{DURATION}_count", rpc_response_status_code="OK", **RECALL) == 4

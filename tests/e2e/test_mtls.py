@@ -10,9 +10,6 @@ from cryptography import x509
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from memoryd.domain import Unauthenticated
-from memoryd.server._auth import Principal
-from memoryd.server._mtls import peer_principal
 from memoryd.v1 import memory_pb2 as pb
 
 from ..support import (
@@ -204,23 +201,3 @@ def test_a_refused_certificate_naming_a_real_caller_reads_and_writes_nothing(tls
 
     with channel(tls_server, ca, ca.agent(tenant, "a")) as ch:
         assert texts(Agent(ch, "").memory, "alice") == {SECRET}  # and nothing was written
-
-
-@pytest.mark.parametrize("usages, accepted", [
-    pytest.param([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH], True, id="client-auth"),
-    pytest.param([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH, x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH], True,
-                 id="server-and-client-auth"),
-    pytest.param([], True, id="no-eku-extension"),
-    pytest.param([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH], False, id="server-auth-only"),
-    pytest.param([x509.oid.ExtendedKeyUsageOID.CODE_SIGNING], False, id="code-signing-only"),
-])
-def test_memoryd_itself_refuses_a_certificate_not_meant_for_client_authentication(ca, usages, accepted):
-    # The handshake refuses these first (see above); this is the second line, for a TLS stack
-    # that would not.
-    tenant = unique("tenant")
-    auth_context = {"x509_pem_cert": [ca.agent(tenant, "a", usages=usages).cert_pem]}
-    if accepted:
-        assert peer_principal(auth_context, TRUST_DOMAIN) == Principal(tenant, "a", frozenset({"agent"}))
-    else:
-        with pytest.raises(Unauthenticated):
-            peer_principal(auth_context, TRUST_DOMAIN)

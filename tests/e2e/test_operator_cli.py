@@ -1,62 +1,21 @@
-"""The operator's CLI: help on every option, `--version`, the same connection options (TLS and
-mutual TLS) on every command that talks to a server, `--all`/`--json` on listings, and
-`memoryd token issue` minting through a server with an admin token instead of the signing key."""
+"""The operator's CLI: `--version`, the connection options (TLS and mutual TLS) against a real
+server, `--all`/`--json` on listings, and
+`memoryd token issue` minting through a server with an admin token instead of the signing key.
+(Help on every option and the same connection options everywhere: tests/domain/test_cli_help.py.)"""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 
 import pytest
 
-from memoryd.cli import build_parser
-
 from ..support import MEMORYD, ROOT, Agent, full_view, put_view, server_env, token_for, unique
 from ..support_tls import Authority
-
-CLIENT_COMMANDS = ["write", "recall", "view", "history", "erase", "export", "import", "views apply", "views list",
-                   "views delete", "health", "token issue"]
-CONNECTION = {"--addr", "--tls", "--tls-ca", "--tls-cert", "--tls-key", "--tls-server-name"}
-
-
-def _commands(parser: argparse.ArgumentParser, path: str = "") -> dict[str, argparse.ArgumentParser]:
-    found = {path: parser}
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                found.update(_commands(sub, f"{path} {name}".strip()))
-    return found
-
 
 def _run(*args: str, env: dict[str, str] | None = None, **overrides: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*MEMORYD, *args], cwd=ROOT, env=env or server_env(**overrides), capture_output=True,
                           text=True, timeout=120)
-
-
-def test_every_option_and_command_has_help():
-    missing = []
-    for path, parser in _commands(build_parser()).items():
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                missing += [f"{path} {c.dest}" for c in action._choices_actions if not (c.help or "").strip()]
-            elif not isinstance(action, argparse._HelpAction) and not (action.help or "").strip():
-                missing.append(f"memoryd {path} {'/'.join(action.option_strings) or action.dest}")
-    assert missing == []
-
-
-def test_every_command_that_talks_to_a_server_has_the_same_connection_options():
-    commands = _commands(build_parser())
-    for path in CLIENT_COMMANDS:
-        options = {o for a in commands[path]._actions for o in a.option_strings}
-        assert CONNECTION <= options, (path, CONNECTION - options)
-    # ...defined once: the same help text everywhere.
-    helps = {path: {a.option_strings[0]: a.help for a in commands[path]._actions if a.option_strings}
-             for path in CLIENT_COMMANDS}
-    assert len({tuple(sorted((o, h[o]) for o in CONNECTION)) for h in helps.values()}) == 1
-    # A benchmark starts a server of its own unless given --addr (its own option); with one it
-    # speaks TLS as the others do.
-    assert CONNECTION <= {o for a in commands["bench locomo"]._actions for o in a.option_strings}
 
 
 def test_version():
@@ -196,7 +155,7 @@ def test_audit_verify_and_lifecycle_counts_print_json(server, channel, key_file,
 
 
 def test_bench_locomo_speaks_mutual_tls_to_a_running_server(tls_server, ca, key_file, tmp_path):
-    from .test_bench_locomo import synthetic_locomo
+    from ..domain.test_bench_locomo import synthetic_locomo
 
     tenant = unique("tenant")
     dataset = tmp_path / "locomo.json"

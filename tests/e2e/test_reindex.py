@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 import grpc
 import numpy as np
@@ -12,7 +11,8 @@ import psycopg
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import MEMORYD, ROOT, Agent, MilvusServer, ServerProcess, agent_with_view, draft, server_env, unique
+from ..support import (MEMORYD, ROOT, Agent, MilvusServer, ServerProcess, agent_with_view, draft, server_env, unique,
+                       wait_until)
 from ..support_fake_openai import FakeOpenAI, vector_for
 
 MEMORIES = ["Alice booked a ferry to Naxos", "Alice's cat is called Miso", "Alice plays the cello",
@@ -75,10 +75,8 @@ def test_reindex_moves_recall_to_the_new_model_without_a_restart(tmp_path, key_f
                     # come from the old collection by chance.
                     questions = [q for q in SEMANTIC if _fake_best(q) != SEMANTIC[q]]
                     assert len(questions) >= 2
-                    deadline = time.monotonic() + 30
-                    while not all(_best(agent, q) == SEMANTIC[q] for q in questions):
-                        assert time.monotonic() < deadline, "Recall never switched to the new model"
-                        time.sleep(0.5)
+                    wait_until(lambda: all(_best(agent, q) == SEMANTIC[q] for q in questions), interval=0.5,
+                               what="Recall switches to the new model")
 
                     # Writes after the switch land in the new model's collection too.
                     later = agent.write("alice", draft("event", "Alice adopted a parrot"),

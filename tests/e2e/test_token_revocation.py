@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from memoryd.server import issue_token, load_signing_key
 
-from ..server.test_tokens import claims, sign
+from ..domain.test_tokens import claims, sign
 from ..support import MEMORYD, ROOT, Agent, fails, token_for, unique
 
 

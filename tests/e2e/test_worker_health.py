@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +24,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..deploy.test_deploy_files import worker_probes
-from ..support import MEMORYD, ServerProcess, agent_with_view, draft, free_port, server_env, unique
+from ..static.test_deploy_files import worker_probes
+from ..support import MEMORYD, ServerProcess, agent_with_view, draft, free_port, server_env, unique, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -118,15 +117,8 @@ def _probe(kind: str, port: int) -> int:
 
 
 def _until(port: int, expected: int, what: str, worker_log: Path, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        code, output = _health(port)
-        if code == expected:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: health answered {code} ({output.strip()}); worker log:\n"
-                                 + worker_log.read_text()[-4000:])
-        time.sleep(1)
+    wait_until(lambda: _health(port)[0] == expected, timeout, 1, what=what,
+               diagnose=lambda: f"health answers {_health(port)}; worker log:\n" + worker_log.read_text()[-4000:])
 
 
 def test_a_worker_reports_its_postgres_milvus_and_loop_through_its_health_endpoint(
@@ -147,10 +139,11 @@ def test_a_worker_reports_its_postgres_milvus_and_loop_through_its_health_endpoi
     with worker_log.open("w") as log:
         worker = subprocess.Popen([*MEMORYD, "worker"], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while "memoryd worker running" not in worker_log.read_text():
-            assert worker.poll() is None and time.monotonic() < deadline, worker_log.read_text()
-            time.sleep(0.5)
+        def running() -> bool:
+            assert worker.poll() is None, worker_log.read_text()
+            return "memoryd worker running" in worker_log.read_text()
+
+        wait_until(running, timeout=120, interval=0.5, what="the worker runs", diagnose=worker_log.read_text)
         assert f"memoryd worker health on 127.0.0.1:{health_port}" in worker_log.read_text()
 
         # Serving, and doing its work: a write through the server is indexed by this worker.
@@ -168,15 +161,14 @@ def test_a_worker_reports_its_postgres_milvus_and_loop_through_its_health_endpoi
 
         # Its metrics endpoint serves the server's instruments: the outbox gauges (read from
         # PostgreSQL), its connection pools, the build.
-        deadline = time.monotonic() + 30
-        while True:
+        def scraped() -> str | None:
             with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as reply:
                 assert reply.status == 200
                 body = reply.read().decode()
-            if "memoryd_outbox_pending" in body or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        assert "memoryd_outbox_pending" in body and "memoryd_outbox_lag_seconds" in body
+            return body if "memoryd_outbox_pending" in body else None
+
+        body = wait_until(scraped, interval=1, what="the worker's metrics hold the outbox gauges")
+        assert "memoryd_outbox_lag_seconds" in body
         for pool in ("memoryd_app", "memoryd_worker"):  # both of its pools are watched
             assert re.search(rf'^db_client_connection_max{{[^}}]*db_client_connection_pool_name="{pool}"', body, re.M)
         assert re.search(r"^memoryd_build_info{", body, re.M)

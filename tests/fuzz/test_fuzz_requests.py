@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import math
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,8 @@ from hypothesis import strategies as st
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import view_admin_service_pb2 as admin
-from tests.support import ALL_FIELDS, Agent, ServerProcess, draft, full_view, put_view, token_for, unique, varint
+from tests.support import (ALL_FIELDS, Agent, ServerProcess, draft, full_view, put_view, token_for, unique, varint,
+                           wait_until)
 
 EXAMPLES = int(os.environ.get("MEMORYD_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
@@ -163,10 +163,15 @@ def world(server: ServerProcess, channel: grpc.Channel, key_file: Path, postgres
         w.archives.append((exported.archive, passphrase))
     assert w.page_tokens and all(a for a, _ in w.archives)
     yield w
-    # Audit records are written asynchronously: give the writer time to flush, then no
-    # refused request may have left one.
-    time.sleep(2)
-    with psycopg.connect(postgres.owner_dsn) as conn:
+    # Read audit events are written in batches off the request path: once a read made after
+    # every refused request is in the log, all recorded before it have been written too. Then
+    # no refused request may have left one.
+    marker = unique("req")
+    agent.memory.MemoryView(svc.MemoryViewRequest(subject=SUBJECT), timeout=30,
+                            metadata=(*agent.metadata, ("x-request-id", marker)))
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        wait_until(lambda: conn.execute("SELECT 1 FROM audit_log WHERE tenant_id = %s AND request_id = %s",
+                                        (tenant, marker)).fetchone(), timeout=30, what="the last read is audited")
         audited = conn.execute("SELECT action, request_id FROM audit_log WHERE tenant_id = %s AND request_id = ANY(%s)",
                                (tenant, w.refused)).fetchall()
     assert not audited, f"refused requests left audit records: {audited}"

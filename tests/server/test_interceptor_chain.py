@@ -1,43 +1,19 @@
-"""The interceptor chain: its order is pinned, and each step shows in behaviour."""
+"""The interceptor chain: each step shows in behaviour (its order is pinned in
+tests/domain/test_interceptor_order.py)."""
 
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import grpc
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memoryd.server import Config, Memoryd, build_chain
-from memoryd.server._auth import TokenVerifier
+from memoryd.server import Config, Memoryd
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ..support import draft, fails, full_view, token_for, unique
-
-SERVER_PACKAGE = Path(__file__).resolve().parents[2] / "server" / "memoryd" / "server"
-
-
-def test_chain_order_is_request_id_tracing_access_log_metrics_errors_auth_scope_validation(key_file):
-    from opentelemetry import trace
-
-    chain = build_chain(verifier=TokenVerifier([]), services=None, config=Config(),  # type: ignore[arg-type]
-                        tracer=trace.get_tracer("t"))
-    assert [type(step).__name__ for step in chain] == [
-        "RequestId", "Tracing", "AccessLog", "RpcMetrics", "ErrorMapping", "Authentication", "CallerScopeStep", "Validation",
-    ]
-
-
-def test_handlers_module_imports_no_store_or_driver():
-    tree = ast.parse((SERVER_PACKAGE / "_handlers.py").read_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert not {m for m in imported if m.startswith(("memoryd.storage", "psycopg", "pymilvus"))}
-    source = (SERVER_PACKAGE / "_handlers.py").read_text()
-    assert "SELECT" not in source and "execute(" not in source
 
 
 def test_authentication_runs_before_validation(agent, channel):

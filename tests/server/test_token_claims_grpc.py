@@ -10,7 +10,7 @@ import pytest
 from memoryd.server import load_signing_key
 
 from ..support import Agent, fails
-from .test_tokens import claims, sign
+from ..domain.test_tokens import claims, sign
 
 
 @pytest.mark.parametrize(

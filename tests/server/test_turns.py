@@ -105,20 +105,3 @@ def test_get_extraction_job_of_an_unknown_id_is_not_found_and_a_bad_id_invalid(a
     assert (missing.code, missing.reason) == (grpc.StatusCode.NOT_FOUND, "NOT_FOUND")
     bad = fails(agent.call, "GetExtractionJob", svc.GetExtractionJobRequest(subject="alice", job_id="job-1"))
     assert bad.code == grpc.StatusCode.INVALID_ARGUMENT and set(bad.violations) == {"job_id"}
-
-
-def test_the_extraction_model_is_configured_from_the_environment_or_the_file(tmp_path):
-    import pytest
-
-    from memoryd.server import load
-
-    assert not load(None, env={}).extraction_configured
-    config = load(None, env={"MEMORYD_EXTRACTION_URL": "http://127.0.0.1:11434/v1", "MEMORYD_EXTRACTION_MODEL": "qwen",
-                             "MEMORYD_EXTRACTION_MAX_ATTEMPTS": "2"})
-    assert config.extraction_configured and config.extraction_max_attempts == 2
-    assert config.extraction_timeout_seconds == 60.0
-    path = tmp_path / "memoryd.toml"
-    path.write_text('extraction_url = "http://llm/v1"\nextraction_model = "m"\nextraction_timeout_seconds = 5\n')
-    assert load(path, env={}).extraction_timeout_seconds == 5.0
-    with pytest.raises(ValueError, match="extraction_max_attempts"):
-        load(None, env={"MEMORYD_EXTRACTION_MAX_ATTEMPTS": "0"})

@@ -17,9 +17,9 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, Page, ReadFilter, Scope, ViewRule
+from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Page, ReadFilter, Scope, ViewRule
 from memoryd.storage import LocalKeyProvider, MilvusIndex, Postgres, PostgresMemoryStore, PostgresSettings, TermHasher
-from memoryd.storage._filters import filter_expression, read_conditions
+from memoryd.storage._filters import filter_expression
 
 from .test_milvus_index import DIM, MODEL, NOW, blend, release_lite_server
 
@@ -116,14 +116,6 @@ async def test_the_index_and_the_tables_hold_labels_not_key_or_tag_names(corpus,
         subject="alice", rules=((Category.FACT, ("billing*",)),), tags=("shared",)))
     expression = filter_expression(corpus.tenant, flt, NOW)
     assert "billing" not in expression and "shared" not in expression and "like" not in expression
-
-
-def test_a_filter_that_was_not_labelled_is_refused_by_both_compilers():
-    flt = ReadFilter(subject="alice", rules=((Category.FACT, ("*",)),))
-    with pytest.raises(Internal):
-        read_conditions("t", flt)
-    with pytest.raises(Internal):
-        filter_expression("t", flt, NOW)
 
 
 async def test_a_glob_sees_keys_written_after_it_was_first_resolved_and_forgets_purged_ones(postgres):

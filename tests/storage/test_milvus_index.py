@@ -14,7 +14,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -29,7 +28,7 @@ from memoryd.domain import Category, Internal, ReadFilter, Unavailable, glob_to_
 from memoryd.storage import IndexedMemory, MilvusIndex, collection_name, partition_name
 from memoryd.storage._labels import labels_for
 
-from ..support import unique
+from ..support import unique, wait_until
 
 DIM = 8
 MODEL = "test/model"
@@ -679,17 +678,16 @@ def free_loopback_port() -> int:
 
 
 def wait_until_accepting(process: subprocess.Popen[bytes], port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    def accepting() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"milvus-lite server exited with {process.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+                return True
         except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"milvus-lite server did not listen on 127.0.0.1:{port}") from None
-            time.sleep(0.1)
+            return False
+
+    wait_until(accepting, timeout, 0.1, what=f"milvus-lite server listens on 127.0.0.1:{port}")
 
 
 async def test_a_remote_milvus_lite_server_serves_upsert_and_search(tmp_path: Path) -> None:

@@ -143,8 +143,3 @@ async def test_a_lowered_limit_leaves_the_higher_slots_unused(rig):
     assert await a.claim(60, ModelSlots(URL, 2)) is not None  # slot 0
     lowered = ModelSlots(URL, 1)
     assert await b.claim(60, lowered) is None  # slot 1 is free but no longer counts
-
-
-def test_a_model_needs_a_slot() -> None:
-    with pytest.raises(ValueError):
-        ModelSlots(URL, 0)

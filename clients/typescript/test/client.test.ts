@@ -1,6 +1,6 @@
 // The client against a real gRPC server on loopback (grpc-js, test/support/grpc-server.ts) that
 // answers as memoryd does. The end-to-end run against memoryd itself is the conformance scenario
-// (tests/e2e/test_conformance.py) and tests/clients/test_typescript.py.
+// (tests/e2e/test_conformance.py) and tests/toolchains/test_typescript.py.
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";

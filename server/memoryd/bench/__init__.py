@@ -11,12 +11,14 @@ from ._dataset import (CATEGORY_NAMES, SCORED_CATEGORIES, Conversation, DatasetE
 from ._load import LoadOptions, LoadResult, run_load
 from ._locomo import BenchError, LocomoOptions, LocomoResult, run_locomo
 from ._metrics import QuestionResult, Row, Summary, channel_hits, percentile, recall_at_k, summarise
-from ._server import EmbeddedServer, ServerError
+from ._progress import Progress
+from ._server import EmbeddedServer, ServerError, sigterm_unwinds
 
 __all__ = [
     "CATEGORY_NAMES", "SCORED_CATEGORIES", "BenchError", "Conversation", "DatasetError", "EmbeddedServer",
-    "LoadOptions", "LoadResult", "LocomoOptions", "LocomoResult", "Question", "QuestionResult", "Row", "ServerError", "Summary", "Turn",
+    "LoadOptions", "LoadResult", "LocomoOptions", "LocomoResult", "Progress", "Question", "QuestionResult", "Row",
+    "ServerError", "Summary", "Turn",
     "canonical_dia_id", "channel_hits", "load_locomo", "parse_conversation", "parse_session_time", "percentile",
-    "recall_at_k", "resolve_dataset", "run_load", "run_locomo", "select_conversations", "split_evidence", "subject_for",
-    "summarise", "turn_text",
+    "recall_at_k", "resolve_dataset", "run_load", "run_locomo", "select_conversations", "sigterm_unwinds",
+    "split_evidence", "subject_for", "summarise", "turn_text",
 ]

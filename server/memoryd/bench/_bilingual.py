@@ -26,7 +26,7 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
-from ._locomo import BenchError, _rpc_failure, _server
+from ._locomo import BenchError, rpc_failure, server_for
 from ._metrics import percentile
 from ._progress import Progress
 
@@ -155,7 +155,7 @@ def _write(stub: svc_grpc.MemoryServiceStub, metadata: Sequence[tuple[str, str]]
     try:
         response = stub.Write(request, metadata=metadata, timeout=options.timeout)
     except grpc.RpcError as error:
-        raise _rpc_failure(f"Write({subject})", error, target) from None
+        raise rpc_failure(f"Write({subject})", error, target) from None
     if not response.indexed:
         raise BenchError(f"Write({subject}) returned indexed=false: the memories were not searchable in time")
     by_memory = {}
@@ -171,7 +171,7 @@ def run_bilingual(options: BilingualOptions, progress: TextIO | None = None) -> 
     data = load_set(options.dataset)
     result = BilingualResult(options)
     started = time.perf_counter()
-    with _server(options) as (target, token, server_info):  # type: ignore[arg-type]
+    with server_for(options) as (target, token, server_info):  # type: ignore[arg-type]
         result.server = server_info
         metadata = (("authorization", f"Bearer {token}"),)
         channel = (grpc.secure_channel(target, options.tls.channel_credentials(), options.tls.channel_options())
@@ -193,7 +193,7 @@ def run_bilingual(options: BilingualOptions, progress: TextIO | None = None) -> 
                     try:
                         response = stub.Recall(request, metadata=metadata, timeout=options.timeout)
                     except grpc.RpcError as error:
-                        raise _rpc_failure(f"Recall({q.query!r})", error, target) from None
+                        raise rpc_failure(f"Recall({q.query!r})", error, target) from None
                     latency_ms = (time.perf_counter() - began) * 1000
                     returned = tuple(Returned(ids.get(s.memory.id, "?"), s.relevance, s.similarity,
                                               s.cosine if s.HasField("cosine") else None, s.keyword_relevance)

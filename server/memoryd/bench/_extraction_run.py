@@ -36,7 +36,7 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._extraction_set import DEFAULT_DIALOGUES, Dialogue, Outcome, Stored, load_dialogues
-from ._locomo import BenchError, _rpc_failure
+from ._locomo import BenchError, rpc_failure
 from ._progress import Progress
 from ._scripted_model import ScriptedModel
 from ._server import EmbeddedServer
@@ -123,7 +123,7 @@ class _Session:
         try:
             return method(request, metadata=metadata, timeout=self.options.deadline)
         except grpc.RpcError as error:
-            raise _rpc_failure(what, error, self.target) from None
+            raise rpc_failure(what, error, self.target) from None
 
     def queue(self, subject: str, dialogue: Dialogue) -> str:
         turns = [pb.Turn(turn_id=t.turn_id, speaker=t.speaker, text=t.text, time=_timestamp(t.time))

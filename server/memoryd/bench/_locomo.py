@@ -119,7 +119,7 @@ class LocomoResult:
         return channel_hits(self.questions, max(self.summary.ks))
 
 
-def _rpc_failure(what: str, error: grpc.RpcError, target: str) -> BenchError:
+def rpc_failure(what: str, error: grpc.RpcError, target: str) -> BenchError:
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else str(error)
     name = code.name if code is not None else "UNKNOWN"
@@ -171,7 +171,7 @@ class Session:
             page = self.stub.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=1), metadata=self.metadata,
                                         timeout=self.options.recall_timeout)
         except grpc.RpcError as error:
-            raise _rpc_failure(f"MemoryView({subject})", error, self.target) from None
+            raise rpc_failure(f"MemoryView({subject})", error, self.target) from None
         if page.memories:
             raise BenchError(f"subject {subject!r} already holds memories on {self.target}; "
                              "use another --subject-prefix (or erase it) so the run starts empty")
@@ -187,8 +187,8 @@ class Session:
             try:
                 response = self.stub.Write(request, metadata=self.metadata, timeout=self.options.write_timeout)
             except grpc.RpcError as error:
-                raise _rpc_failure(f"Write({subject}, turns {batch[0].dia_id}..{batch[-1].dia_id})", error,
-                                   self.target) from None
+                raise rpc_failure(f"Write({subject}, turns {batch[0].dia_id}..{batch[-1].dia_id})", error,
+                                  self.target) from None
             stats.seconds += time.perf_counter() - started
             if not response.indexed:
                 raise BenchError(f"Write({subject}, turns {batch[0].dia_id}..{batch[-1].dia_id}) returned "
@@ -244,7 +244,7 @@ class Session:
         try:
             return self.stub.Recall(request, metadata=metadata, timeout=self.options.recall_timeout)
         except grpc.RpcError as error:
-            raise _rpc_failure(f"Recall({subject}, question {question.index})", error, self.target) from None
+            raise rpc_failure(f"Recall({subject}, question {question.index})", error, self.target) from None
 
     def ask_off_topic(self, subject: str, conversation: Conversation, other: Conversation, off_topic: OffTopic,
                       progress: Progress) -> None:
@@ -263,7 +263,7 @@ class Session:
 
 
 @contextmanager
-def _server(options: LocomoOptions) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def server_for(options: LocomoOptions) -> Iterator[tuple[str, str, dict[str, Any]]]:
     if options.addr is not None:
         yield options.addr, options.token, {"embedded": False, "addr": options.addr, "tls": options.tls is not None}
         return
@@ -279,7 +279,7 @@ def run_locomo(options: LocomoOptions, progress: TextIO | None = None, *,
     options.check()
     conversations = select_conversations(load_locomo(options.dataset), options.conversations)
     started = time.perf_counter()
-    with _server(options) as (target, token, server_info):
+    with server_for(options) as (target, token, server_info):
         channel = (grpc.secure_channel(target, options.tls.channel_credentials(), options.tls.channel_options())
                    if options.tls else grpc.insecure_channel(target))
         with channel:

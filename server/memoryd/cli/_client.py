@@ -17,7 +17,7 @@ import grpc
 from google.protobuf import json_format
 
 from memoryd.domain import Category, EraseMode
-from memoryd.server._enums import CATEGORY, ERASE_MODE
+from memoryd.server import CATEGORY, ERASE_MODE
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 

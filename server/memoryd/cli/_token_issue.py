@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
 
 from memoryd.server import parse_ttl
-from memoryd.server._enums import TOKEN_ROLE
+from memoryd.server import TOKEN_ROLE
 from memoryd.v1 import token_admin_service_pb2 as token_admin
 from memoryd.v1 import token_admin_service_pb2_grpc as token_admin_grpc
 

@@ -33,16 +33,14 @@ import yaml
 from google.protobuf import json_format
 
 from memoryd.domain import ERASE_SELECTORS, MEMORY_FIELDS, Category, SourceKind, View, ViewRule
-from memoryd.server._config import Limits
-from memoryd.server.guard._present import view as view_message
-from memoryd.server._validate import _Checker
-from memoryd.server._validate_views import view_from_message
+from memoryd.server import read_view
+from memoryd.server.guard import present
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
-from ._client import _print_error
 from ._connect import bearer, connection_options, open_channel, read_token, token_options
+from ._errors import report_rpc_error
 
 
 def add_view_commands(commands: Any) -> None:
@@ -103,11 +101,10 @@ def load_views(path: Path) -> list[View]:
                              f"{', '.join(k.value for k in SourceKind)}")
         view = View(str(agent), _rules(f"{where}.read", body.get("read")), _rules(f"{where}.write", body.get("write")),
                     may_erase, frozenset(fields), str(body.get("description", "")), 0, selectors, SourceKind(trust))
-        check = _Checker(Limits())
-        view_from_message(check, "view", view_message(view))  # the server's own rules, before any call
-        if check.violations:
+        _, violations = read_view(present.view(view))  # the server's own rules, before any call
+        if violations:
             raise ValueError(f"{where}: " + "; ".join(f"{_file_field(v.field)}: {v.description}"
-                                                      for v in check.violations))
+                                                      for v in violations))
         views.append(view)
     return views
 
@@ -149,7 +146,7 @@ def diff(before: View | None, after: View | None) -> list[str]:
 
 
 def _from_message(message: pb.View) -> View:
-    view = view_from_message(_Checker(Limits()), "view", message)
+    view, _ = read_view(message)
     return View.from_definition(view.agent, view.definition(), message.version)
 
 
@@ -193,7 +190,7 @@ def _apply(args: argparse.Namespace) -> int:
                 version = "?"
                 if not args.dry_run:
                     stored = client.call("PutView", admin.PutViewRequest(
-                        view=view_message(view), expected_version=before.version if before else 0)).view
+                        view=present.view(view), expected_version=before.version if before else 0)).view
                     version = str(stored.version)
                 print(f"{'~' if before else '+'} {view.agent} (version {version})")
                 for line in lines:
@@ -208,7 +205,7 @@ def _apply(args: argparse.Namespace) -> int:
                     client.call("DeleteView", admin.DeleteViewRequest(agent=agent))
                 print(f"- {agent} (deleted)")
         except grpc.RpcError as error:
-            _print_error(error, args.addr)
+            report_rpc_error(error, args.addr)
             return 1
     summary = "would change" if args.dry_run else "changed"
     print(f"{changes} view(s) {summary}", file=sys.stderr)
@@ -226,7 +223,7 @@ def _list(args: argparse.Namespace) -> int:
                 return 0
             current = client.current()
         except grpc.RpcError as error:
-            _print_error(error, args.addr)
+            report_rpc_error(error, args.addr)
             return 1
     document = {"views": {agent: _as_yaml(view) for agent, view in sorted(current.items())}}
     print(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), end="")
@@ -254,7 +251,7 @@ def _delete(args: argparse.Namespace) -> int:
         try:
             deleted = _Admin(args, channel).call("DeleteView", admin.DeleteViewRequest(agent=args.agent)).deleted
         except grpc.RpcError as error:
-            _print_error(error, args.addr)
+            report_rpc_error(error, args.addr)
             return 1
     print(f"deleted the view of {args.agent}" if deleted else f"{args.agent} had no view")
     return 0

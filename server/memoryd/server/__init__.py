@@ -24,18 +24,23 @@ from ._secrets import (
     rotate_signing_key,
 )
 from ._consolidation import DEFAULT_SIMILARITY, ConsolidationReport, Consolidator, consolidator, topic_groups
+from ._enums import CATEGORY, ERASE_MODE, TOKEN_ROLE, EnumMap
 from ._interceptors import Call, Interceptor, build_chain
 from ._logging import configure_logging
+from ._validate_views import read_view
 from ._worker import WatchedOutboxWorker, WorkerHealth, WorkerProcess
 
 __all__ = [
+    "CATEGORY",
     "DEFAULT_SIMILARITY",
     "DEMO_TENANT",
     "Call",
     "Config",
     "ConsolidationReport",
     "Consolidator",
+    "ERASE_MODE",
     "Embedders",
+    "EnumMap",
     "Interceptor",
     "KeyFiles",
     "Limits",
@@ -44,6 +49,7 @@ __all__ = [
     "Scoring",
     "Secrets",
     "StartedServer",
+    "TOKEN_ROLE",
     "TokenVerifier",
     "WatchedOutboxWorker",
     "WorkerHealth",
@@ -62,6 +68,7 @@ __all__ = [
     "load_signing_key",
     "parse_ttl",
     "prepare_postgres",
+    "read_view",
     "require_shared_master_key",
     "require_shared_term_secret",
     "retire_signing_key",

@@ -36,7 +36,7 @@ from memoryd.v1 import memory_pb2 as pb
 
 from ._config import Limits
 from ._enums import CATEGORY, SCOPE, SOURCE_KIND, STABILITY, EnumMap
-from ._validate import _Checker, _draft
+from ._validate import Checker, draft_from_message
 
 FORMAT = "memoryd-export"
 SEALED_FORMAT = "memoryd-export-sealed"
@@ -210,12 +210,12 @@ def drafts(document: dict[str, Any], limits: Limits) -> list[Draft]:
 
     Every invalid field of every memory is reported at once (``archive.memories[3].key``).
     """
-    check = _Checker(limits)
+    check = Checker(limits)
     out: list[Draft] = []
     for i, entry in enumerate(document["memories"]):
         path = f"archive.memories[{i}]"
         item = _item(check, path, entry)
-        draft = _draft(check, path, item) if item is not None else None
+        draft = draft_from_message(check, path, item) if item is not None else None
         if draft is not None:
             out.append(draft)
     if check.violations:
@@ -223,7 +223,7 @@ def drafts(document: dict[str, Any], limits: Limits) -> list[Draft]:
     return out
 
 
-def _item(check: _Checker, path: str, entry: Any) -> pb.MemoryDraft | None:
+def _item(check: Checker, path: str, entry: Any) -> pb.MemoryDraft | None:
     """An archive entry as the MemoryDraft a Write would carry; None if its shape is wrong."""
     if not isinstance(entry, dict):
         check.fail(path, "must be a JSON object")
@@ -280,7 +280,7 @@ def _item(check: _Checker, path: str, entry: Any) -> pb.MemoryDraft | None:
     return item if len(check.violations) == before else None
 
 
-def _timestamp(check: _Checker, field: str, value: Any) -> timestamp_pb2.Timestamp | None:
+def _timestamp(check: Checker, field: str, value: Any) -> timestamp_pb2.Timestamp | None:
     if value is None:
         return None
     try:
@@ -297,7 +297,7 @@ def _timestamp(check: _Checker, field: str, value: Any) -> timestamp_pb2.Timesta
         return None
 
 
-def _provenance(check: _Checker, path: str, value: Any, item: pb.MemoryDraft) -> None:
+def _provenance(check: Checker, path: str, value: Any, item: pb.MemoryDraft) -> None:
     if value is None:
         return
     if not isinstance(value, dict):

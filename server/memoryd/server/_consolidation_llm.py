@@ -22,7 +22,7 @@ from memoryd.domain import Category
 from ._extraction_filters import ExtractedItem
 from ._chat import ChatClient
 from ._chat_errors import ExtractionParseError
-from ._extraction_llm import _number, system_prompt
+from ._extraction_llm import system_prompt, unit_number
 
 PROFILE_CATEGORIES = (Category.FACT, Category.PREFERENCE, Category.CONSTRAINT, Category.GOAL)
 
@@ -82,8 +82,8 @@ def parse_profile(document: Any) -> ExtractedItem | None:
     if not isinstance(text, str) or not text.strip():
         raise ExtractionParseError("text must be a non-empty string")
     return ExtractedItem(category=category, text=text.strip(), key=key.strip(),
-                         importance=_number(document.get("importance", 0.5), "importance"),
-                         confidence=_number(document.get("confidence"), "confidence"))
+                         importance=unit_number(document.get("importance", 0.5), "importance"),
+                         confidence=unit_number(document.get("confidence"), "confidence"))
 
 
 class ChatConsolidator(ChatClient):

@@ -97,7 +97,7 @@ def transcript(turns: tuple[Turn, ...] | list[Turn], zone: Any) -> str:
     return "\n".join(lines)
 
 
-def _number(value: Any, where: str) -> float:
+def unit_number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ExtractionParseError(f"{where} must be a number")
     if not 0 <= value <= 1:
@@ -148,8 +148,8 @@ def _item(raw: Any, where: str) -> ExtractedItem:
         category=category,
         text=text.strip(),
         key=key.strip(),
-        importance=_number(raw.get("importance", 0.5), f"{where}.importance"),
-        confidence=_number(raw.get("confidence"), f"{where}.confidence"),
+        importance=unit_number(raw.get("importance", 0.5), f"{where}.importance"),
+        confidence=unit_number(raw.get("confidence"), f"{where}.confidence"),
         stability=stability,
         sensitive=_sensitive(raw.get("sensitive"), f"{where}.sensitive"),
         entities=_strings(raw.get("entities"), f"{where}.entities"),

@@ -267,7 +267,7 @@ class Validation:
 
 def build_chain(*, verifier: TokenVerifier, services: Services, config: Config,
                 tracer: trace.Tracer, metrics: Metrics | None = None) -> list[Interceptor]:
-    """The chain, in order. ``tests/server/test_interceptor_chain.py`` pins this order."""
+    """The chain, in order. ``tests/domain/test_interceptor_order.py`` pins this order."""
     return [
         RequestId(),
         Tracing(tracer),

@@ -19,7 +19,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from . import _archive as archive
 from ._config import Limits
-from ._validate import _Checker
+from ._validate import Checker
 
 # What an import request carries besides its archive (subject, passphrase, framing): an
 # exported archive leaves room for it, so every archive that can be exported can be imported.
@@ -46,14 +46,14 @@ class ImportCommand:
     limits: Limits
 
 
-def _passphrase(check: _Checker, value: str) -> str:
+def _passphrase(check: Checker, value: str) -> str:
     if value and not archive.MIN_PASSPHRASE_BYTES <= len(value.encode()) <= archive.MAX_PASSPHRASE_BYTES:
         check.fail("passphrase", f"must be {archive.MIN_PASSPHRASE_BYTES} to {archive.MAX_PASSPHRASE_BYTES} bytes")
     return value
 
 
 def validate_export(request: svc.ExportMemoriesRequest, limits: Limits) -> ExportCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     subject = check.subject("subject", request.subject)
     passphrase = _passphrase(check, request.passphrase)
     check.done()
@@ -61,7 +61,7 @@ def validate_export(request: svc.ExportMemoriesRequest, limits: Limits) -> Expor
 
 
 def validate_import(request: svc.ImportMemoriesRequest, limits: Limits) -> ImportCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     subject = check.subject("subject", request.subject)
     passphrase = _passphrase(check, request.passphrase)
     if not request.archive:

@@ -103,7 +103,7 @@ class EraseCommand:
     reason: str
 
 
-class _Checker:
+class Checker:
     """Collects violations so one response can name every bad field."""
 
     def __init__(self, limits: Limits) -> None:
@@ -213,7 +213,7 @@ def _depth(value: Any) -> int:
     return 0
 
 
-def _draft(check: _Checker, path: str, item: pb.MemoryDraft) -> Draft | None:
+def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft | None:
     before = len(check.violations)
     category = check.enum(f"{path}.category", item.category, CATEGORY.to_domain, required=True)
     scope = check.enum(f"{path}.scope", item.scope, SCOPE.to_domain, default=Scope.SUBJECT)
@@ -249,7 +249,7 @@ def _draft(check: _Checker, path: str, item: pb.MemoryDraft) -> Draft | None:
 
 
 def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     subject = check.subject("subject", request.subject)
     if request.items and request.turns:
         check.fail("turns", "send either items or turns, not both")
@@ -258,7 +258,7 @@ def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
     if len(request.items) > limits.max_items:
         check.fail("items", f"must have at most {limits.max_items} entries")
         check.done()
-    drafts = [_draft(check, f"items[{i}]", item) for i, item in enumerate(request.items)]
+    drafts = [draft_from_message(check, f"items[{i}]", item) for i, item in enumerate(request.items)]
     from ._validate_jobs import check_turns  # it builds on this module
 
     turns, chunk = check_turns(check, request) if not request.items else ((), False)
@@ -271,7 +271,7 @@ def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
                         wait_indexed, turns, chunk)
 
 
-def _filter(check: _Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:
+def _filter(check: Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:
     categories = tuple(check.enum(f"filter.categories[{i}]", c, CATEGORY.to_domain, required=True)
                        for i, c in enumerate(flt.categories))
     if len(flt.keys) > check.limits.max_keys:
@@ -287,7 +287,7 @@ def _filter(check: _Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:
 
 
 def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     subject = check.subject("subject", request.subject)
     query = check.text("query", request.query, limits.max_query_bytes)
     if len(request.keys) > limits.max_keys:
@@ -319,7 +319,7 @@ def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand
 
 
 def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> ListCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     subject = check.subject("subject", request.subject)
     flt = _filter(check, request.filter, subject)
     for i, s in enumerate(request.statuses):
@@ -336,16 +336,16 @@ def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> List
 
 
 def validate_history(request: svc.GetHistoryRequest, limits: Limits) -> HistoryCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     subject = check.subject("subject", request.subject)
-    memory_id = _uuid(check, "memory_id", request.memory_id, required=True)
+    memory_id = uuid_field(check, "memory_id", request.memory_id, required=True)
     size = check.page_size("page_size", request.page_size)
     token = check.text("page_token", request.page_token, 1024)
     check.done()
     return HistoryCommand(subject, memory_id, size, token)
 
 
-def _uuid(check: _Checker, field: str, value: str, *, required: bool = False) -> str:
+def uuid_field(check: Checker, field: str, value: str, *, required: bool = False) -> str:
     if not value:
         if required:
             check.fail(field, "is required")
@@ -358,7 +358,7 @@ def _uuid(check: _Checker, field: str, value: str, *, required: bool = False) ->
 
 
 def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     subject = check.subject("subject", request.subject)
     mode = check.enum("mode", request.mode, ERASE_MODE.to_domain, required=True)
     reason = check.text("reason", request.reason, 512)
@@ -373,8 +373,8 @@ def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
         if len(ids) > limits.max_ids:
             check.fail("ids.ids", f"must have at most {limits.max_ids} entries")
         else:
-            selector = EraseSelector(ids=tuple(dict.fromkeys(_uuid(check, f"ids.ids[{i}]", v, required=True)
-                                                              for i, v in enumerate(ids))))
+            selector = EraseSelector(ids=tuple(dict.fromkeys(uuid_field(check, f"ids.ids[{i}]", v, required=True)
+                                                                   for i, v in enumerate(ids))))
     elif which == "key":
         selector = EraseSelector(key=check.key("key", request.key) or "")
         if not request.key:

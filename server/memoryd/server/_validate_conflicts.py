@@ -9,7 +9,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from ._config import Limits
 from ._enums import CONFLICT_RESOLUTION
-from ._validate import _Checker, _uuid
+from ._validate import Checker, uuid_field
 
 
 @dataclass(frozen=True)
@@ -22,11 +22,11 @@ class ResolveConflictCommand:
 
 
 def validate_resolve_conflict(request: svc.ResolveConflictRequest, limits: Limits) -> ResolveConflictCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     subject = check.subject("subject", request.subject)
-    memory_id = _uuid(check, "memory_id", request.memory_id, required=True)
+    memory_id = uuid_field(check, "memory_id", request.memory_id, required=True)
     resolution = check.enum("resolution", request.resolution, CONFLICT_RESOLUTION.to_domain, required=True)
-    pending_id = _uuid(check, "pending_id", request.pending_id,
-                       required=resolution is Resolution.ACCEPT_PENDING)
+    pending_id = uuid_field(check, "pending_id", request.pending_id,
+                            required=resolution is Resolution.ACCEPT_PENDING)
     check.done()
     return ResolveConflictCommand(subject, memory_id, resolution, pending_id)

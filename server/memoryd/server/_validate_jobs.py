@@ -9,14 +9,14 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from ._config import Limits
 from ._enums import TURN_MODE
-from ._validate import TOKENISH, _Checker, _uuid
+from ._validate import TOKENISH, Checker, uuid_field
 
 MAX_TURNS = 200
 MAX_TURN_ID_BYTES = 64  # a turn id becomes a tag of the memories made from it (tags hold 64 bytes)
 MAX_SPEAKER_BYTES = 64
 
 
-def check_turns(check: _Checker, request: svc.WriteRequest) -> tuple[tuple[Turn, ...], bool]:
+def check_turns(check: Checker, request: svc.WriteRequest) -> tuple[tuple[Turn, ...], bool]:
     """The request's turns and whether they are to be chunked (else extracted)."""
     chunk = bool(check.enum("turn_mode", request.turn_mode, TURN_MODE.to_domain, default=False))
     if not request.turns:
@@ -59,8 +59,8 @@ class JobCommand:
 
 
 def validate_get_extraction_job(request: svc.GetExtractionJobRequest, limits: Limits) -> JobCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     subject = check.subject("subject", request.subject)
-    job_id = _uuid(check, "job_id", request.job_id, required=True)
+    job_id = uuid_field(check, "job_id", request.job_id, required=True)
     check.done()
     return JobCommand(subject, job_id)

@@ -11,7 +11,7 @@ from memoryd.v1 import token_admin_service_pb2 as tokens
 from ._auth import NAME, SUBJECT
 from ._config import Limits
 from ._enums import TOKEN_ROLE
-from ._validate import _Checker
+from ._validate import Checker
 from ._validate_views import AGENT_NAME
 
 DEFAULT_LIFETIME_SECONDS = 3600
@@ -29,7 +29,7 @@ class IssueTokenCommand:
 
 
 def validate_issue_token(request: tokens.IssueTokenRequest, limits: Limits) -> IssueTokenCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     if not request.agent:
         check.fail("agent", "is required")
     elif not NAME.fullmatch(request.agent):

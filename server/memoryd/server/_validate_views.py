@@ -11,14 +11,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.domain import MEMORY_FIELDS, SourceKind, View, ViewRule
+from memoryd.domain import MEMORY_FIELDS, FieldViolation, SourceKind, View, ViewRule
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import view_admin_service_pb2 as admin
 
 from ._auth import NAME
 from ._config import Limits
 from ._enums import CATEGORY, ERASE_SELECTOR, SOURCE_KIND
-from ._validate import _Checker
+from ._validate import Checker
 
 # A key pattern is a key in which `*` may stand for any run of characters.
 KEY_PATTERN = re.compile(r"^(\*|[A-Za-z0-9*][A-Za-z0-9._:/*-]*)$")
@@ -45,7 +45,7 @@ class ListViewsCommand:
     page_token: str
 
 
-def _agent(check: _Checker, field: str, value: str) -> str:
+def _agent(check: Checker, field: str, value: str) -> str:
     if not value:
         check.fail(field, "is required")
     elif not NAME.fullmatch(value):
@@ -53,7 +53,7 @@ def _agent(check: _Checker, field: str, value: str) -> str:
     return value
 
 
-def _rules(check: _Checker, field: str, rules: Any) -> tuple[ViewRule, ...]:
+def _rules(check: Checker, field: str, rules: Any) -> tuple[ViewRule, ...]:
     if len(rules) > MAX_RULES:
         check.fail(field, f"must have at most {MAX_RULES} rules")
         return ()
@@ -72,7 +72,7 @@ def _rules(check: _Checker, field: str, rules: Any) -> tuple[ViewRule, ...]:
     return tuple(out)
 
 
-def view_from_message(check: _Checker, field: str, message: pb.View) -> View:
+def view_from_message(check: Checker, field: str, message: pb.View) -> View:
     agent = _agent(check, f"{field}.agent", message.agent)
     read = _rules(check, f"{field}.read_rules", message.read_rules)
     write = _rules(check, f"{field}.write_rules", message.write_rules)
@@ -95,8 +95,16 @@ def view_from_message(check: _Checker, field: str, message: pb.View) -> View:
                 max_source_kind=max_source_kind or SourceKind.INPUT)
 
 
+def read_view(message: pb.View) -> tuple[View, list[FieldViolation]]:
+    """``message`` read by the server's own rules, and every rule it breaks: for tools (the
+    ``memoryd views`` command) that check a view before sending it or read one the server sent."""
+    check = Checker(Limits())
+    view = view_from_message(check, "view", message)
+    return view, check.violations
+
+
 def validate_put_view(request: admin.PutViewRequest, limits: Limits) -> PutViewCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     if not request.HasField("view"):
         check.fail("view", "is required")
     view = view_from_message(check, "view", request.view)
@@ -107,14 +115,14 @@ def validate_put_view(request: admin.PutViewRequest, limits: Limits) -> PutViewC
 
 
 def validate_agent(request: admin.GetViewRequest | admin.DeleteViewRequest, limits: Limits) -> AgentCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     agent = _agent(check, "agent", request.agent)
     check.done()
     return AgentCommand(agent)
 
 
 def validate_list_views(request: admin.ListViewsRequest, limits: Limits) -> ListViewsCommand:
-    check = _Checker(limits)
+    check = Checker(limits)
     size = check.page_size("page_size", request.page_size)
     token = check.text("page_token", request.page_token, 1024)
     check.done()

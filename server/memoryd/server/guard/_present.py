@@ -2,7 +2,7 @@
 
 Each function takes the caller's ``Guard`` and sets a field only when it is derived from
 what the view shows; anything else is left unset. The architecture test
-(tests/server/test_architecture.py) checks that no module outside this package builds a
+(tests/domain/test_architecture.py) checks that no module outside this package builds a
 Memory, ScoredMemory, WriteResult, MemoryVersion, PendingValue or ExtractionJob message.
 """
 

@@ -27,13 +27,6 @@ def test_go_generated_code_matches_a_fresh_generation(tmp_path):
     assert mismatch == [] and errors == [], f"stale generated Go code: run 'make gen' ({mismatch + errors})"
 
 
-def test_go_generated_files_say_do_not_edit():
-    files = list(GENERATED.glob("*.go"))
-    assert files
-    for path in files:
-        assert "DO NOT EDIT" in path.read_text().splitlines()[0], path.name
-
-
 # The one line buf cannot reproduce: it does not pass the plugins a compiler version.
 _PROTOC_VERSION_LINE = re.compile(r"^// (\t|- )protoc +\S+$", re.MULTILINE)
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import grpc
+import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from memoryd.server import Config
 from memoryd.server._build import build_info
 from memoryd.server._metrics import Metrics, Snapshot
 from memoryd.storage import PoolStats
+
+from .conftest import COMMIT
+
+pytestmark = pytest.mark.usefixtures("known_commit")
 
 
 def _points(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str, object], float]]]:
@@ -97,6 +102,7 @@ def test_process_pool_and_build_instruments_report_this_process():
     assert ({"db.client.connection.pool.name": "memoryd_app"}, 1) in points["db.client.connection.pending_requests"]
     assert ({"db.client.connection.pool.name": "memoryd_worker"}, 2) in points["db.client.connection.max"]
     info = build_info()
+    assert info.commit == COMMIT
     assert points["memoryd.build.info"] == [({"version": info.version, "python_version": info.python_version,
                                               "commit": info.commit}, 1)]
     metrics.shutdown()

@@ -113,6 +113,19 @@ def test_the_lifecycle_sweeper_runs_every_minute_unless_configured_otherwise():
         load(env={"MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "-1"})
 
 
+def test_the_extraction_model_is_configured_from_the_environment_or_the_file(tmp_path):
+    assert not load(None, env={}).extraction_configured
+    config = load(None, env={"MEMORYD_EXTRACTION_URL": "http://127.0.0.1:11434/v1", "MEMORYD_EXTRACTION_MODEL": "qwen",
+                             "MEMORYD_EXTRACTION_MAX_ATTEMPTS": "2"})
+    assert config.extraction_configured and config.extraction_max_attempts == 2
+    assert config.extraction_timeout_seconds == 60.0
+    path = tmp_path / "memoryd.toml"
+    path.write_text('extraction_url = "http://llm/v1"\nextraction_model = "m"\nextraction_timeout_seconds = 5\n')
+    assert load(path, env={}).extraction_timeout_seconds == 5.0
+    with pytest.raises(ValueError, match="extraction_max_attempts"):
+        load(None, env={"MEMORYD_EXTRACTION_MAX_ATTEMPTS": "0"})
+
+
 @pytest.mark.parametrize(("changes", "message"), [
     ({"extraction_concurrency": 0}, "extraction_concurrency"),
     ({"extraction_output": "xml"}, "extraction_output"),

@@ -27,7 +27,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from ..support import unique
-from .test_deploy_files import ROOT, builder_install_command
+from ..static.test_deploy_files import ROOT, builder_install_command
 
 pytestmark = pytest.mark.slow
 

@@ -27,10 +27,3 @@ def test_typescript_code_matches_a_fresh_generation(tmp_path: Path):
     assert committed == _files(out), "generated TypeScript files differ: run 'make gen'"
     _, mismatch, errors = filecmp.cmpfiles(GENERATED, out, committed, shallow=False)
     assert mismatch == [] and errors == [], f"stale generated TypeScript: run 'make gen' ({mismatch + errors})"
-
-
-def test_typescript_generated_files_say_do_not_edit():
-    files = list(GENERATED.rglob("*.ts"))
-    assert files
-    for path in files:
-        assert "DO NOT EDIT" in path.read_text().splitlines()[0], path.name

@@ -1,0 +1,324 @@
+"""The layering, pinned by reading the source with ``ast`` (nothing is imported to check it).
+
+Rules, over every module of ``server/memoryd``, ``storage/memoryd`` and ``clients/python/memoryd``
+(generated ``*_pb2`` code and the tests themselves are not checked):
+
+- **The domain is pure.** ``memoryd.domain`` imports no gRPC, protobuf, generated contract
+  (``memoryd.v1``), store driver (psycopg, pymilvus), ``memoryd.server``, ``memoryd.storage``,
+  ``memoryd.cli`` or ``memoryd.bench`` — not even inside a function.
+- **Storage never calls back up.** ``memoryd.storage`` imports nothing of ``memoryd.server``,
+  ``memoryd.cli`` or ``memoryd.bench``, not even inside a function.
+- **No import cycles at module level.** The graph of imports executed when a module is loaded
+  has no cycle. An import inside a function, or under ``if TYPE_CHECKING:``, is not an edge: it
+  runs after every module has loaded, which is how a deliberate back-reference is written (and
+  such an import should say why it is there). ``from pkg import name`` is an edge to
+  ``pkg.name`` when that is a module, otherwise to ``pkg`` (its ``__init__``).
+- **A leading underscore means private to the enclosing namespace** (STYLE.md: small private
+  modules, public names re-exported from ``__init__``):
+
+  * a private *module* (``pkg/_mod.py``, or a private subpackage) may be imported only by
+    modules inside ``pkg`` — its ``__init__``, its sibling modules and its subpackages; anyone
+    else uses what ``pkg/__init__`` re-exports;
+  * a private *name* (``_helper`` defined in a module) is never imported by another module, a
+    sibling included: a helper that siblings share is public in its module, whose own
+    underscore already keeps it inside the package;
+  * this holds inside functions too (a deferred import is still a dependency), and dunder
+    names (``__version__``) are not private.
+
+  Tests may import private modules: pure functions are tested alone (STYLE.md, ``_recall``).
+
+``PRIVATE_REACH_ALLOWED`` lists the violations that existed when the rule was written; it may
+only shrink — the test also fails when a listed one is gone, so the list is kept exact.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping, Set
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = (ROOT / "server", ROOT / "storage", ROOT / "clients" / "python")
+SERVER = ROOT / "server" / "memoryd" / "server"
+# Response messages that carry a stored memory or what was done to one.
+MEMORY_MESSAGES = {"Memory", "ScoredMemory", "MemoryVersion", "PendingValue", "WriteResult", "ExtractionJob",
+                   "ErasureReceipt", "StoreCounts"}
+
+# The CLI's benchmark commands reach into memoryd.bench, whose public surface is LoCoMo's run and
+# its metrics. To shrink this list, give each benchmark (and the report writers) a public entry
+# in memoryd.bench — or move the command's report printing into memoryd.bench.
+PRIVATE_REACH_ALLOWED = {
+    "memoryd.cli._bench -> memoryd.bench._load",
+    "memoryd.cli._bench -> memoryd.bench._report",
+    "memoryd.cli._bench_bilingual -> memoryd.bench._bilingual",
+    "memoryd.cli._bench_bilingual -> memoryd.bench._report",
+    "memoryd.cli._bench_extraction -> memoryd.bench._extraction_run",
+    "memoryd.cli._bench_extraction -> memoryd.bench._extraction_set",
+    "memoryd.cli._bench_extraction -> memoryd.bench._report",
+    "memoryd.cli._bench_quick -> memoryd.bench._quick",
+    "memoryd.cli._bench_quick -> memoryd.bench._report",
+    "memoryd.cli._bench_scale -> memoryd.bench._report",
+    "memoryd.cli._bench_scale -> memoryd.bench._scale",
+    "memoryd.cli._bench_scale -> memoryd.bench._scale_report",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement of ``importer``: ``from base import names`` (``names`` empty for
+    ``import base``), resolved to absolute dotted names."""
+
+    importer: str
+    base: str
+    names: tuple[str, ...]
+    line: int
+    deferred: bool  # inside a function or under TYPE_CHECKING: runs after loading, if at all
+
+    def dotted(self) -> Iterator[str]:
+        """Every dotted name this import reaches: ``base`` and ``base.name`` for each name."""
+        yield self.base
+        for name in self.names:
+            if name != "*":
+                yield f"{self.base}.{name}"
+
+
+@cache
+def _modules() -> dict[str, Path]:
+    """Every checked module by dotted name (a package by its own name, for its ``__init__``)."""
+    found: dict[str, Path] = {}
+    for source in SOURCES:
+        for path in sorted((source / "memoryd").rglob("*.py")):
+            if "__pycache__" in path.parts or path.stem.endswith(("_pb2", "_pb2_grpc")):
+                continue
+            parts = path.relative_to(source).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+@cache
+def _imports(module: str) -> tuple[Import, ...]:
+    path = _modules()[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[Import] = []
+
+    def visit(statements: list[ast.stmt], deferred: bool) -> None:
+        for node in statements:
+            if isinstance(node, ast.Import):
+                found.extend(Import(module, alias.name, (), node.lineno, deferred) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                found.append(Import(module, base, tuple(a.name for a in node.names), node.lineno, deferred))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(node.body, True)  # type: ignore[arg-type]
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.body, True)
+                visit(node.orelse, deferred)
+            else:  # classes, with, try, if, loops: their bodies run at load time like the module's
+                for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                    children = getattr(node, field, None)
+                    if isinstance(children, list):
+                        visit([c for c in children if isinstance(c, ast.stmt)], deferred)
+                        for child in children:
+                            if isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                                visit(child.body, deferred)
+
+    visit(ast.parse(path.read_text(), str(path)).body, False)
+    return tuple(found)
+
+
+def _imported(module: str) -> set[str]:
+    """Every dotted name ``module`` imports, deferred or not."""
+    return {name for imp in _imports(module) for name in imp.dotted()}
+
+
+def _of(package: str) -> list[str]:
+    return sorted(m for m in _modules() if _under(m, package))
+
+
+def _load_time_graph(prefixes: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module → the modules of ours it imports while loading."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for module in modules:
+        if not module.startswith(prefixes):
+            continue
+        edges = graph.setdefault(module, set())
+        for imp in _imports(module):
+            if imp.deferred:
+                continue
+            targets = [f"{imp.base}.{n}" if f"{imp.base}.{n}" in modules else imp.base for n in imp.names] or [imp.base]
+            edges.update(t for t in targets if t in modules and t != module)
+    return graph
+
+
+def _cycles(graph: Mapping[str, Set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _private_reaches() -> set[str]:
+    """``importer -> private thing`` for every import that breaks the underscore rule."""
+    modules = _modules()
+    found = set()
+    for importer in modules:
+        for imp in _imports(importer):
+            for dotted in imp.dotted():
+                if not _under(dotted, "memoryd"):
+                    continue
+                parts = dotted.split(".")
+                for i, part in enumerate(parts):
+                    if not part.startswith("_") or part.startswith("__"):
+                        continue
+                    owner, private = ".".join(parts[:i]), ".".join(parts[: i + 1])
+                    # A private module is the business of its package; a private name, of its module.
+                    allowed = _under(importer, owner) if private in modules else importer == owner
+                    if not allowed:
+                        found.add(f"{importer} -> {private}")
+                        break
+    return found
+
+
+@pytest.mark.parametrize("module", _of("memoryd.domain"))
+def test_the_domain_imports_no_transport_store_or_driver(module: str):
+    bad = ("grpc", "google.protobuf", "memoryd.v1", "memoryd.storage", "memoryd.server", "memoryd.cli", "memoryd.bench",
+           "psycopg", "pymilvus")
+    assert not {m for m in _imported(module) if any(_under(m, b) for b in bad)}
+
+
+@pytest.mark.parametrize("module", _of("memoryd.storage"))
+def test_storage_never_imports_the_server_or_the_cli(module: str):
+    assert not {m for m in _imported(module) if any(_under(m, b) for b in ("memoryd.server", "memoryd.cli",
+                                                                               "memoryd.bench"))}
+
+
+def test_no_module_imports_another_while_that_one_is_still_loading():
+    graph = _load_time_graph(("memoryd.domain", "memoryd.server", "memoryd.storage", "memoryd.cli", "memoryd.bench"))
+    # Not vacuous: the graph holds the edges we know of...
+    assert "memoryd.server.usecases" in graph["memoryd.server._handlers"]
+    assert "memoryd.storage._audit" in graph["memoryd.storage._memories"]  # `from memoryd.storage import _audit`
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": set()}
+    assert sorted(_cycles(graph)) == [["a", "b", "c"], ["d", "e"]]
+
+
+def test_deferred_imports_are_told_apart():
+    # cli._bench_bilingual imports cli._bench inside a function (cli._bench imports it at load).
+    (imp,) = [i for i in _imports("memoryd.cli._bench_bilingual") if i.base == "memoryd.cli._bench"]
+    assert imp.deferred
+    assert not any(i.deferred for i in _imports("memoryd.cli._bench") if i.base == "memoryd.cli._bench_bilingual")
+
+
+def test_no_module_imports_a_private_name_of_another():
+    found = _private_reaches()
+    assert found - PRIVATE_REACH_ALLOWED == set(), "import the public name (re-export it, or drop the underscore)"
+    assert PRIVATE_REACH_ALLOWED - found == set(), "fixed: remove it from PRIVATE_REACH_ALLOWED"
+
+
+def test_the_private_rule_allows_a_package_its_own_private_modules():
+    # Not vacuous: these are imports the rule must accept, and they exist.
+    assert "memoryd.storage._audit" in _imported("memoryd.storage._memories")
+    assert "memoryd.server.guard._present" in _imported("memoryd.server.guard")
+    assert not {r for r in _private_reaches() if r.startswith(("memoryd.storage._memories ", "memoryd.server.guard "))}
+
+
+@pytest.mark.parametrize("module", ["memoryd.server._handlers", "memoryd.server.usecases",
+                                    "memoryd.server.usecases._write", "memoryd.server.usecases._read",
+                                    "memoryd.server.usecases._change", "memoryd.server.usecases._tokens"])
+def test_handlers_and_use_cases_run_no_sql_and_touch_no_driver(module: str):
+    assert not {m for m in _imported(module) if m.startswith(("psycopg", "pymilvus", "memoryd.storage._"))}
+    source = _modules()[module].read_text()
+    assert "SELECT" not in source and "execute(" not in source
+
+
+def test_the_handlers_module_imports_no_store():
+    assert not {m for m in _imported("memoryd.server._handlers") if _under(m, "memoryd.storage")}
+
+
+def _builds_memory_messages(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MEMORY_MESSAGES:
+            if isinstance(node.func.value, ast.Name) and node.func.value.id in ("pb", "svc", "memory_pb2",
+                                                                               "memory_service_pb2"):
+                found.append(f"{path.name}:{node.lineno} {node.func.value.id}.{node.func.attr}(")
+    return found
+
+
+def test_only_the_guard_builds_answers_from_stored_memories():
+    outside = [_modules()[m] for m in _of("memoryd.server") if not _under(m, "memoryd.server.guard")]
+    assert outside, "the server package has modules outside the guard"
+    offenders = [hit for path in outside for hit in _builds_memory_messages(path)]
+    assert offenders == []
+    # ...and the guard does build them (the check above would pass vacuously otherwise).
+    assert any(_builds_memory_messages(_modules()[m]) for m in _of("memoryd.server.guard"))
+
+
+def test_the_guard_decides_without_io():
+    for module in _of("memoryd.server.guard"):
+        imported = _imported(module)
+        assert not {m for m in imported if m.startswith(("memoryd.storage", "psycopg", "pymilvus", "asyncio"))}
+        assert "await " not in _modules()[module].read_text()
+
+
+def test_every_admin_service_of_the_contract_gets_the_admin_scope():
+    """A service added to the contract goes through the chain's caller-scope step like the
+    others: MemoryService through the agent's view, every other one as an admin service."""
+    from memoryd.server._interceptors import ADMIN_SERVICES
+
+    protos = sorted((ROOT / "protos" / "memoryd" / "v1").glob("*_service.proto"))
+    services = {line.split()[1] for p in protos for line in p.read_text().splitlines() if line.startswith("service ")}
+    assert "TokenAdminService" in services
+    assert {f"/memoryd.v1.{s}/" for s in services - {"MemoryService"}} == set(ADMIN_SERVICES)
