@@ -35,10 +35,11 @@ typecheck: install
 
 ## test-fast: the pure tests alone (tests/domain, tests/static: no database, index, server or other
 ## toolchain; tests/conftest.py), in seconds — while you work. `make test` is still the gate.
-## Its own --basetemp: pytest prunes all but the newest three numbered temp dirs, so a run
-## beside `make test` would otherwise delete that run's embedded PostgreSQL from under it.
+## Its own --basetemp, outside the repository: pytest prunes all but the newest three numbered
+## temp dirs, so a run beside `make test` would otherwise delete that run's embedded PostgreSQL.
 test-fast: install
-	$(BIN)/python -m pytest -m pure --basetemp=.build/test-fast-tmp tests/domain tests/static
+	@tmp=$$(mktemp -d); $(BIN)/python -m pytest -m pure --basetemp=$$tmp tests/domain tests/static; \
+	status=$$?; rm -rf $$tmp; exit $$status
 
 ## bench: LoCoMo retrieval benchmark on a throw-away embedded server (bench/README.md).
 ## LOCOMO=path overrides the dataset; BENCH_ARGS="--conversations 2 --json out.json".
