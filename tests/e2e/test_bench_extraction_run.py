@@ -15,7 +15,6 @@ import pytest
 
 from memoryd.bench._extraction_set import DEFAULT_DIALOGUES, load_dialogues
 from memoryd.bench._scripted_model import ScriptedModel
-from memoryd.domain import Turn
 from memoryd.server._extraction_llm import transcript
 from ..domain.test_bench_extraction import _parser
 
@@ -23,7 +22,7 @@ from ..domain.test_bench_extraction import _parser
 def test_the_scripted_model_answers_the_dialogue_whose_turns_the_server_sends():
     dialogues = load_dialogues(DEFAULT_DIALOGUES)
     wanted = dialogues[-1]
-    turns = [Turn(turn_id=t.turn_id, speaker=t.speaker, text=t.text, time=t.time) for t in wanted.turns]
+    turns = wanted.turns  # the domain's own Turn, as the server reads them
     with ScriptedModel(dialogues) as model:
         def post(user: str) -> tuple[int, dict[str, Any]]:
             body = json.dumps({"model": "m", "messages": [{"role": "system", "content": "extract"},

@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.domain import Category
+from memoryd.domain import Category, Turn
 
 from ._locomo import BenchError
 from ._metrics import percentile
@@ -38,14 +38,6 @@ from ._metrics import percentile
 DEFAULT_DIALOGUES = Path(__file__).resolve().parents[3] / "bench" / "extraction" / "dialogues.json"
 FORMAT = "memoryd-extraction-set"
 LANGUAGES = ("en", "zh")
-
-
-@dataclass(frozen=True)
-class Turn:
-    turn_id: str
-    speaker: str
-    text: str
-    time: datetime
 
 
 @dataclass(frozen=True)
