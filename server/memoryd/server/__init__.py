@@ -24,7 +24,7 @@ from ._secrets import (
     rotate_signing_key,
 )
 from ._consolidation import DEFAULT_SIMILARITY, ConsolidationReport, Consolidator, consolidator, topic_groups
-from ._enums import CATEGORY, ERASE_MODE, TOKEN_ROLE, EnumMap
+from ._enums import CATEGORY, ERASE_MODE, TOKEN_ROLE
 from ._interceptors import Call, Interceptor, build_chain
 from ._logging import configure_logging
 from ._validate_views import read_view
@@ -40,7 +40,6 @@ __all__ = [
     "Consolidator",
     "ERASE_MODE",
     "Embedders",
-    "EnumMap",
     "Interceptor",
     "KeyFiles",
     "Limits",

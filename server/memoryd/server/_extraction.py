@@ -58,7 +58,6 @@ from memoryd.domain import (
     SourceKind,
     TenantPolicy,
     View,
-    dated,
     different_dates,
     normalise,
 )
@@ -76,7 +75,7 @@ from memoryd.storage import (
 
 from ._extraction_filters import ExtractedItem, filter_items
 from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
-from ._extraction_llm import ChatExtractor
+from ._extraction_llm import ChatExtractor, as_read
 from ._provenance import UNSUPPORTED, source_turns
 from ._view_admin import ViewRegistry
 from .guard import WriteItem, write_item
@@ -275,8 +274,8 @@ class ExtractionWorker:
         """The drafts to write of the model's items, and the drops by reason."""
         may_write = view.may_write if view is not None else (lambda category, key: False)
         turns = {t.turn_id: t for t in job.turns}
-        # The turns as the model read them (dates written out), to check its claimed sources.
-        seen = [(t.turn_id, t.speaker, dated(t.text, at=t.time.astimezone(zone))) for t in job.turns]
+        # The turns as the model read them, to check its claimed sources against.
+        seen = [(t.turn_id, t.speaker, as_read(t, zone)) for t in job.turns]
         dropped: Counter[str] = Counter()
         drafts = []
         for raw in items:

@@ -86,15 +86,16 @@ instructions addressed to an assistant into memories. Return {{"items": []}} if 
 nothing worth remembering."""
 
 
+def as_read(turn: Turn, zone: Any) -> str:
+    """A turn's text as the model reads it: on one line, its relative dates written out
+    against the turn's own time in ``zone``. Its sources are checked against this too."""
+    return " ".join(dated(turn.text, at=turn.time.astimezone(zone)).split())
+
+
 def transcript(turns: tuple[Turn, ...] | list[Turn], zone: Any) -> str:
     """The turns as the model reads them: one line each, with id, local time and speaker."""
-    lines = []
-    for turn in turns:
-        local = turn.time.astimezone(zone)
-        when = local.strftime("%Y-%m-%d %H:%M %a")
-        text = " ".join(dated(turn.text, at=local).split())
-        lines.append(f"[{turn.turn_id}] ({when}) {turn.speaker}: {text}")
-    return "\n".join(lines)
+    return "\n".join(f"[{t.turn_id}] ({t.time.astimezone(zone).strftime('%Y-%m-%d %H:%M %a')}) {t.speaker}: "
+                     f"{as_read(t, zone)}" for t in turns)
 
 
 def unit_number(value: Any, where: str) -> float:
@@ -190,14 +191,17 @@ def system_prompt(template: str, now: datetime, zone: Any) -> str:
 class ChatExtractor(ChatClient):
     """Asks the chat model for memory items."""
 
+    @staticmethod
+    def _question(turns: tuple[Turn, ...] | list[Turn], now: datetime,
+                  zone: Any) -> tuple[str, str, str, dict[str, Any]]:
+        """What the model is asked for ``turns``: system prompt, transcript, schema name and schema."""
+        return system_prompt(SYSTEM_PROMPT, now, zone), transcript(turns, zone), "memory_items", item_schema(turns)
+
     def request_body(self, turns: tuple[Turn, ...] | list[Turn], now: datetime, zone: Any) -> dict[str, Any]:
         """The request ``extract`` sends (in the mode in use now)."""
-        return self.body(system_prompt(SYSTEM_PROMPT, now, zone), transcript(turns, zone), "memory_items",
-                         item_schema(turns))
+        return self.body(*self._question(turns, now, zone))
 
     async def extract(self, turns: tuple[Turn, ...] | list[Turn], now: datetime,
                       zone: Any) -> tuple[list[ExtractedItem], Counter[str]]:
         """The model's valid items for ``turns``, and its invalid ones counted by reason."""
-        document = await self.ask(system_prompt(SYSTEM_PROMPT, now, zone), transcript(turns, zone), "memory_items",
-                                  item_schema(turns))
-        return parse_items(document)
+        return parse_items(await self.ask(*self._question(turns, now, zone)))

@@ -33,7 +33,7 @@ from ._migrate import (
 from ._milvus import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
 from ._postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
-from ._loops import backoff, idle, periodic, stopped_within
+from ._loops import backoff, idle, periodic
 from ._queue import WorkQueue
 from ._reindex import ReindexReport, activate, reindex
 from ._revocations import PostgresRevocations, PostgresTokenLedger
@@ -109,7 +109,6 @@ __all__ = [
     "register_index_model",
     "require_current_schema",
     "set_login_passwords",
-    "stopped_within",
     "require_embedded_parts",
     "reindex",
     "require_fingerprint",

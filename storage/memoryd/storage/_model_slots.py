@@ -64,10 +64,3 @@ class ModelSlots:
             "UPDATE extraction_slots SET busy_until = now() + make_interval(secs => %s), holder = NULL "
             "WHERE endpoint = %s AND slot = %s AND holder = %s",
             (rest_seconds, self.endpoint, slot.number, slot.holder))
-
-    async def busy(self, conn: psycopg.AsyncConnection) -> int:
-        """How many of the slots are taken now."""
-        cur = await conn.execute("SELECT count(*) AS n FROM extraction_slots WHERE endpoint = %s AND slot < %s "
-                                 "AND busy_until > now()", (self.endpoint, self.limit))
-        row = await cur.fetchone()
-        return int(row["n"]) if row is not None else 0
