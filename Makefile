@@ -21,13 +21,20 @@ serve: install
 	$(BIN)/memoryd serve
 
 ## test: the whole suite — contract checks, storage, server, end-to-end and distributed tests
-## (the last on Debian's PostgreSQL server and a Milvus server, installed first if missing);
-## most on both cores, then the `serial` ones (tests/conftest.py) one at a time.
+## (the last on Debian's PostgreSQL server and a Milvus server, installed first if missing).
+## Two lanes at once: most tests on both cores, and beside them the `serial` ones
+## (tests/conftest.py) one at a time — they share a Milvus server and build folders with each
+## other, not with the rest, and spend most of their time waiting for those servers and builds.
+## The serial lane has its own --basetemp (pytest prunes numbered temp dirs of other runs) and
+## its own log, printed when both are done.
 test: install typecheck
 	PYTHON=$(PYTHON) bash scripts/install-test-servers.sh
+	@tmp=$$(mktemp -d); \
+	$(BIN)/python -m pytest -m serial --basetemp=$$tmp/serial > $$tmp/serial.log 2>&1 & serial_pid=$$!; \
 	$(BIN)/python -m pytest -n 2 -m "not serial"; parallel=$$?; \
-	$(BIN)/python -m pytest -m serial; serial=$$?; \
-	test $$parallel -eq 0 -a $$serial -eq 0
+	wait $$serial_pid; serial=$$?; \
+	echo "---- the serial lane (pytest -m serial), run beside the tests above ----"; cat $$tmp/serial.log; \
+	rm -rf $$tmp; test $$parallel -eq 0 -a $$serial -eq 0
 
 ## typecheck: mypy, strict, over the packages pyproject.toml's [tool.mypy] lists.
 typecheck: install

@@ -40,9 +40,10 @@ from .support import Agent, MilvusServer, ServerProcess, fresh_database, full_vi
 # opens a network socket, fails (_pure_means_pure below), so the folder's promise holds.
 _PURE = ("tests/domain/", "tests/static/")
 
-# `make test` runs the suite in two lanes: most tests on both cores (pytest-xdist), then the
-# `serial` ones one at a time — those sharing something outside their temp dirs: the Milvus
-# server (one per machine: it locks /run/milvus) and the clients' build folders (npm, go, mvn).
+# `make test` runs the suite in two lanes at once: most tests on both cores (pytest-xdist), and
+# beside them the `serial` ones one at a time — those sharing something outside their temp dirs
+# with each other: the Milvus server (one per machine: it locks /run/milvus) and the clients'
+# build folders (npm, go, mvn).
 # (xdist's loadgroup would do this in one run, but it cannot rename test ids on pytest 9.)
 _SERIAL = ("tests/distributed/", "tests/clients/", "tests/e2e/test_conformance.py", "tests/toolchains/test_go.py",
            "tests/toolchains/test_java.py", "tests/toolchains/test_typescript.py",
