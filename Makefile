@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test test-fast typecheck bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
+.PHONY: install serve test test-fast typecheck lint bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with the embedded default (embedded PostgreSQL,
 # Milvus Lite) and its dev tools (pytest, buf, grpcio-tools) — re-run when pyproject.toml changes.
@@ -27,7 +27,7 @@ serve: install
 ## other, not with the rest, and spend most of their time waiting for those servers and builds.
 ## The serial lane has its own --basetemp (pytest prunes numbered temp dirs of other runs) and
 ## its own log, printed when both are done.
-test: install typecheck
+test: install typecheck lint
 	PYTHON=$(PYTHON) bash scripts/install-test-servers.sh
 	@tmp=$$(mktemp -d); \
 	$(BIN)/python -m pytest -m serial --basetemp=$$tmp/serial > $$tmp/serial.log 2>&1 & serial_pid=$$!; \
@@ -39,6 +39,10 @@ test: install typecheck
 ## typecheck: mypy, strict, over the packages pyproject.toml's [tool.mypy] lists.
 typecheck: install
 	$(BIN)/mypy
+
+## lint: ruff over the Python code, with the rules pyproject.toml's [tool.ruff] selects (no formatting).
+lint: install
+	$(BIN)/ruff check
 
 ## test-fast: the pure tests alone (tests/domain, tests/static: no database, index, server or other
 ## toolchain; tests/conftest.py), in seconds — while you work. `make test` is still the gate.

@@ -37,8 +37,8 @@ def test_every_call_gets_a_text_access_line_by_default(server: ServerProcess, ch
     agent = agent_with_view(channel, key_file, tenant)
     agent.memory.Write(svc.WriteRequest(subject="alice", items=[draft("fact", "Alice lives in Lisbon", key="home")]),
                        metadata=(*agent.metadata, ("x-request-id", request_id)), timeout=30)
-    lines = lines_until(server.log_path, lambda ls: any(f"request_id={request_id} " in l for l in ls))
-    [line] = [l for l in lines if f"request_id={request_id} " in l]
+    lines = lines_until(server.log_path, lambda ls: any(f"request_id={request_id} " in seen for seen in ls))
+    [line] = [one for one in lines if f"request_id={request_id} " in one]
     assert " memoryd.access: " in line
     assert (f"request_id={request_id} method=memoryd.v1.MemoryService/Write code=OK duration_ms=" in line
             and f" tenant={tenant} agent=agent-1 trace_id=" in line), line
@@ -64,12 +64,12 @@ def test_json_access_lines_carry_the_request_id_status_caller_and_trace(tmp_path
             anonymous = fails(svc_grpc.MemoryServiceStub(channel).Recall, svc.RecallRequest(subject="alice"),
                               metadata=(("x-request-id", "req-anon-1"),), timeout=30)
             assert anonymous.code == grpc.StatusCode.UNAUTHENTICATED
-        lines = lines_until(process.log_path, lambda ls: sum('"req-' in l for l in ls) >= 3)
+        lines = lines_until(process.log_path, lambda ls: sum('"req-' in seen for seen in ls) >= 3)
     finally:
         process.stop()
     records = [json.loads(line) for line in lines if line.startswith("{")]
     # Every log record is a JSON object (a library printing to stderr by itself is not a record).
-    assert records and not [l for l in lines if re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ", l)]
+    assert records and not [one for one in lines if re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ", one)]
     access: dict[str, dict[str, Any]] = {r["request_id"]: r for r in records if r["logger"] == "memoryd.access"}
     write = access["req-write-1"]
     assert {k: write[k] for k in ("level", "method", "code", "tenant", "agent", "trace_id")} == {

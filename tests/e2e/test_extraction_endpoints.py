@@ -18,7 +18,7 @@ def test_a_llama_cpp_python_endpoint_works_with_no_setting_and_is_asked_its_way_
     with extraction_server(postgres, key_file, tmp_path_factory, flavour="llama-cpp-python") as rig:
         agent = rig.agent()
         rig.fake.script_chat(LYON, {"items": []})
-        for n in range(2):
+        for _ in range(2):
             subject = unique("subject")
             done, _ = finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon")))
             assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED and done.attempts == 1

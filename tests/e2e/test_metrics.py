@@ -49,7 +49,7 @@ def scrape(url: str) -> list[tuple[str, dict[str, str], float]]:
 
 
 def value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float | None:
-    found = [v for n, l, v in samples if n == name and labels.items() <= l.items()]
+    found = [v for n, tags, v in samples if n == name and labels.items() <= tags.items()]
     assert len(found) <= 1, (name, labels, found)
     return found[0] if found else None
 
@@ -124,10 +124,10 @@ def test_a_scenario_shows_in_the_scraped_metrics(metered, key_file):
         assert used is not None and idle is not None and used + idle >= 1, (pool, used, idle)
         assert value(samples, "db_client_connection_pending_requests", db_client_connection_pool_name=pool) == 0
         assert (value(samples, "db_client_connection_max", db_client_connection_pool_name=pool) or 0) >= 1
-    [build] = [l for n, l, v in samples if n == "memoryd_build_info" and v == 1]
+    [build] = [tags for n, tags, v in samples if n == "memoryd_build_info" and v == 1]
     assert build["version"] == metadata.version("memoryd") and build["python_version"] == platform.python_version()
     assert build["commit"] == _git_head()  # the server runs from the suite's checkout
     # Labels name tenants (memories per tenant only), never subjects or content.
-    labels = " ".join(str(l) for _, l, _ in samples)
+    labels = " ".join(str(tags) for _, tags, _ in samples)
     assert "alice" not in labels and "Lisbon" not in labels
-    assert tenant not in " ".join(str(l) for n, l, _ in samples if n != "memoryd_memories_active")
+    assert tenant not in " ".join(str(tags) for n, tags, _ in samples if n != "memoryd_memories_active")

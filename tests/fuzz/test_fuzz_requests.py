@@ -218,7 +218,7 @@ def _struct(value: Any) -> struct_pb2.Struct:
 
 structs = st.one_of(
     st.dictionaries(st.text(st.characters(codec="utf-8"), max_size=10), json_values, max_size=5).map(_struct),
-    st.builds(lambda d, l: _struct({"deep": _deep(d, l)}), st.integers(1, 30), st.booleans()),
+    st.builds(lambda d, as_list: _struct({"deep": _deep(d, as_list)}), st.integers(1, 30), st.booleans()),
     st.integers(1, 5000).map(lambda n: _struct({f"k{i}": i for i in range(n)})),
 )
 

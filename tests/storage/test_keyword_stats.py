@@ -257,7 +257,7 @@ async def test_the_migration_counts_the_memories_stored_before_it(postgres: Any)
             for tenant in tenants:
                 with conn.transaction():
                     conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
-                    for i in range(200):
+                    for _ in range(200):
                         scope = rng.choice(["subject", "session", "org"])
                         conn.execute(
                             "INSERT INTO memories (tenant_id, subject, scope, session_id, category, text, text_hash, "

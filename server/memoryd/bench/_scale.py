@@ -33,6 +33,7 @@ Sizes are checked against what the run wrote; every figure is measured, none ext
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import math
@@ -366,8 +367,8 @@ def measure_recall(stub: svc_grpc.MemoryServiceStub, loader: Loader, tenants: Se
         request = svc.RecallRequest(subject=SUBJECT, query=f"{query_text(rng)} q{point.size}x{i}", top_k=options.top_k,
                                     min_relevance=0.0)
         started = time.perf_counter()
-        response = _rpc(f"Recall({tenant})", lambda: stub.Recall(request, metadata=metadata,
-                                                                  timeout=options.call_timeout))
+        response = _rpc(f"Recall({tenant})", functools.partial(stub.Recall, request, metadata=metadata,
+                                                                timeout=options.call_timeout))
         text_ms.append((time.perf_counter() - started) * 1000)
         point.degraded += int(response.degraded)
         point.empty_results += int(not response.memories)

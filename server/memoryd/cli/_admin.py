@@ -85,7 +85,8 @@ def hold_data_dir(config: Config) -> IO[str] | None:
         holder = handle.read().strip()
         handle.close()
         raise CliError(f"another memoryd is already serving {config.data_dir}" + (f" (pid {holder})" if holder else ""),
-                       hint="stop that one first, or give this one a data directory of its own (MEMORYD_DATA_DIR)")
+                       hint="stop that one first, or give this one a data directory of its own (MEMORYD_DATA_DIR)"
+                       ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")

@@ -32,6 +32,7 @@ loop); how many requests a deployment sends at once is the worker's business
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -149,7 +150,7 @@ class ChatClient:
         while True:
             body = self.body(system, user, schema_name, schema)
             try:
-                raw = await self._endpoint.call(lambda: self._endpoint.post(body))
+                raw = await self._endpoint.call(functools.partial(self._endpoint.post, body))
             except HttpStatus as answer:
                 if not self._adapt(answer):
                     raise self._error(answer, user) from None

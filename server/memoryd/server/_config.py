@@ -11,7 +11,8 @@ import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from memoryd.domain import MAX_TAG_BYTES, MAX_TAGS, Category, SourceKind, TenantPolicy
 
