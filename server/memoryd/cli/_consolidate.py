@@ -58,7 +58,7 @@ async def _consolidate(args: argparse.Namespace) -> int:
             if embedder is None:
                 print("memoryd: error: the active index's embedding model is not available here", file=sys.stderr)
                 return 2
-            await embedder.warm_up()  # type: ignore[attr-defined]
+            await embedder.warm_up()
             worker = consolidator(s.config, Consolidations(s.store), ExtractionJobs(s.store), embedder,
                                   threshold=args.similarity)
             try:

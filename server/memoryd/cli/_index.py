@@ -61,7 +61,7 @@ async def _worker(args: argparse.Namespace) -> int:
                   "(the server runs its own worker)", file=sys.stderr)
             return 2
         embedders = Embedders(configured_embedder(config))
-        await embedders.configured.warm_up()  # type: ignore[attr-defined]
+        await embedders.configured.warm_up()
         indexes = IndexSet(s.queue, embedders.get, milvus_uri=config.milvus_uri, milvus_token=config.milvus_token,
                            routing=config.milvus_routing, refresh_seconds=config.index_refresh_seconds,
                            seal_writes=config.milvus_seal)
@@ -127,7 +127,7 @@ async def _reindex(args: argparse.Namespace) -> int:
         embedder = embedder_from_config(args.embedder, base_url=args.embedder_url, model=args.embedder_model,
                                         api_key=config.embedder_api_key, dim=args.embedder_dim or None)
         try:
-            await embedder.warm_up()  # type: ignore[attr-defined]
+            await embedder.warm_up()
             if not config.milvus_uri:
                 require_embedded_parts(postgres=False, milvus=True)
                 Path(config.milvus_target).parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +150,7 @@ async def _reindex(args: argparse.Namespace) -> int:
             print(f"memoryd: error: {exc.message}", file=sys.stderr)
             return 1
         finally:
-            embedder.close()  # type: ignore[attr-defined]
+            embedder.close()
     print(f"re-embedded {report.memories} memories of {report.tenants} tenant(s) with {report.model_id}"
           f"{' (resumed)' if report.resumed else ''}; Recall now uses it")
     return 0

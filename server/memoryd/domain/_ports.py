@@ -39,6 +39,14 @@ class Embedder(Protocol):
 
     async def embed_query(self, text: str) -> list[float]: ...
 
+    async def warm_up(self) -> None:
+        """Load the model, or learn the dimension from the endpoint, now rather than on the first call."""
+        ...
+
+    def close(self) -> None:
+        """Let go of threads and connections; later calls raise ``Unavailable``."""
+        ...
+
 
 class KeyProvider(Protocol):
     """Wraps and unwraps subjects' data keys with a per-tenant key it holds (a local key file,

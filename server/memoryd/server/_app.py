@@ -126,7 +126,7 @@ class Embedders:
 
     def close(self) -> None:
         for embedder in self._by_model.values():
-            embedder.close()  # type: ignore[attr-defined]
+            embedder.close()
         self._by_model.clear()
 
 
@@ -165,7 +165,7 @@ class Memoryd:
         embedder = configured_embedder(config)
         self._embedders = Embedders(embedder)
         try:
-            await embedder.warm_up()  # type: ignore[attr-defined]  # loads the model / learns the dimension
+            await embedder.warm_up()  # loads the model / learns the dimension
         except Unavailable as exc:
             _log.warning("the embedder is unavailable at start-up: %s", exc.message)
         if not embedder.dim:

@@ -56,7 +56,7 @@ _ENTRY_FIELDS = frozenset({
 })
 _PROVENANCE_FIELDS = frozenset({"agent", "source_kind", "source_turn_id"})
 # An entry holds a domain enum's value ("fact"); a MemoryDraft the proto value it maps to.
-_ENUMS: dict[str, tuple[type[Any], EnumMap[Any]]] = {
+_ENUMS: dict[str, tuple[type[Any], EnumMap[Any, Any]]] = {
     "category": (Category, CATEGORY),
     "scope": (Scope, SCOPE),
     "stability": (Stability, STABILITY),

@@ -86,8 +86,8 @@ def _said(body: bytes) -> str:
         return text
     if isinstance(document, dict):
         error = document.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
+        if isinstance(error, dict) and isinstance(message := error.get("message"), str):
+            return message
         for name in ("error", "message", "detail"):
             value = document.get(name)
             if isinstance(value, str):

@@ -320,7 +320,7 @@ def _policy(section: dict[str, Any], base: TenantPolicy, where: str) -> TenantPo
         if not isinstance(level, (int, float)) or not 0 <= level <= 1:
             raise ValueError(f"{where}.trust.{name} must be between 0 and 1")
         trust[kind] = float(level)
-    known = {f.name: f.type for f in fields(TenantPolicy)}
+    known = {f.name: str(f.type) for f in fields(TenantPolicy)}  # annotations are strings here
     for name, value in section.items():
         if name not in known or name in ("ttl_days", "trust"):
             raise ValueError(f"{where}: unknown key {name!r}")

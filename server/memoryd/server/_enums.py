@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
+
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from memoryd.domain import (
     ERASE_SELECTORS,
@@ -37,6 +39,9 @@ from memoryd.v1 import token_admin_service_pb2 as tokens
 from ._auth import ROLES
 
 D = TypeVar("D")
+# A generated enum class: protoc's stubs type each enum field with it (an int subclass whose
+# metaclass, EnumTypeWrapper, gives it DESCRIPTOR, Name and Value).
+P = TypeVar("P", bound=int)
 
 __all__ = [
     "CATEGORY", "CHANGE_KIND", "CONFLICT_RESOLUTION", "CONSISTENCY", "ERASE_MODE", "ERASE_SELECTOR",
@@ -45,23 +50,25 @@ __all__ = [
 ]
 
 
-class EnumMap(Generic[D]):
-    """The values of one proto enum (``proto``, the generated wrapper) and their domain twins."""
+class EnumMap(Generic[P, D]):
+    """The values of one proto enum (``proto``, the generated class) and their domain twins."""
 
-    def __init__(self, proto: Any, pairs: Mapping[int, D]) -> None:
+    def __init__(self, proto: type[P], pairs: Mapping[P, D]) -> None:
         self.proto = proto
-        self.to_domain: Mapping[int, D] = MappingProxyType(dict(pairs))
-        self.to_proto: Mapping[D, int] = MappingProxyType({d: p for p, d in pairs.items()})
+        self.wrapper = cast(EnumTypeWrapper, proto)  # its metaclass: the descriptor, names and numbers
+        self.to_domain: Mapping[int, D] = MappingProxyType({int(p): d for p, d in pairs.items()})
+        self.to_proto: Mapping[D, P] = MappingProxyType({d: p for p, d in pairs.items()})
         if len(self.to_proto) != len(self.to_domain):
-            raise ValueError(f"{proto.DESCRIPTOR.full_name}: two values map to one domain value")
+            raise ValueError(f"{self.wrapper.DESCRIPTOR.full_name}: two values map to one domain value")
 
     def __repr__(self) -> str:
-        return f"EnumMap({self.proto.DESCRIPTOR.full_name})"
+        return f"EnumMap({self.wrapper.DESCRIPTOR.full_name})"
 
 
-def _by_name(proto: Any, prefix: str, members: Iterable[D],
-             name: Callable[[Any], str] = lambda m: m.name) -> EnumMap[D]:
-    return EnumMap(proto, {proto.Value(prefix + name(m)): m for m in members})
+def _by_name(proto: type[P], prefix: str, members: Iterable[D],
+             name: Callable[[Any], str] = lambda m: m.name) -> EnumMap[P, D]:
+    wrapper = cast(EnumTypeWrapper, proto)
+    return EnumMap(proto, {cast(P, wrapper.Value(prefix + name(m))): m for m in members})
 
 
 CATEGORY = _by_name(pb.Category, "CATEGORY_", Category)
@@ -80,7 +87,7 @@ TOKEN_ROLE = _by_name(tokens.TokenRole, "TOKEN_ROLE_", sorted(ROLES), str.upper)
 TURN_MODE = EnumMap(svc.TurnMode, {svc.TURN_MODE_EXTRACT: False, svc.TURN_MODE_CHUNK: True})
 CONSISTENCY = EnumMap(svc.Consistency, {svc.CONSISTENCY_INDEX_ASYNC: False, svc.CONSISTENCY_WAIT_INDEXED: True})
 
-MAPS: tuple[EnumMap[Any], ...] = (
+MAPS: tuple[EnumMap[Any, Any], ...] = (
     CATEGORY, SCOPE, SOURCE_KIND, STABILITY, MEMORY_STATUS, ERASE_SELECTOR, WRITE_OUTCOME, CHANGE_KIND, ERASE_MODE,
     EXTRACTION_JOB_STATE, CONFLICT_RESOLUTION, TOKEN_ROLE, TURN_MODE, CONSISTENCY,
 )

@@ -185,11 +185,9 @@ def filter_items(items: Iterable[ExtractedItem], policy: TenantPolicy,
     dropped: Counter[str] = Counter()
     for item in items:
         reason = drop_reason(item, policy, may_write)
-        clean = without_pii(item, policy) if not reason else item
+        clean = None if reason else without_pii(item, policy)  # None: nothing left without the PII
         if clean is None:
-            reason = PII
-        if reason:
-            dropped[reason] += 1
+            dropped[reason or PII] += 1
         else:
             kept.append(clean)
     return kept, dropped

@@ -4,7 +4,6 @@ this module imports no store)."""
 
 from __future__ import annotations
 
-import grpc
 
 from memoryd.domain import Internal
 from memoryd.v1 import memory_service_pb2 as svc
@@ -15,6 +14,7 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from . import usecases
+from ._interceptors import Context
 from ._caller import current_admin, current_caller
 from ._config import Limits
 from ._services import CallContext, Services
@@ -31,43 +31,43 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
         self._services = services
         self._limits = limits
 
-    def _context(self, context: grpc.aio.ServicerContext) -> CallContext:
+    def _context(self, context: Context) -> CallContext:
         caller = current_caller()
         guard = caller.guard
         return CallContext(guard, self._services.store.session(guard.tenant, guard.agent), self._services,
                            caller.tag, context.time_remaining())
 
-    async def Write(self, request: svc.WriteRequest, context: grpc.aio.ServicerContext) -> svc.WriteResponse:
+    async def Write(self, request: svc.WriteRequest, context: Context) -> svc.WriteResponse:
         return await usecases.write(self._context(context), validate_write(request, self._limits))
 
-    async def Recall(self, request: svc.RecallRequest, context: grpc.aio.ServicerContext) -> svc.RecallResponse:
+    async def Recall(self, request: svc.RecallRequest, context: Context) -> svc.RecallResponse:
         return await usecases.recall(self._context(context), validate_recall(request, self._limits))
 
-    async def Erase(self, request: svc.EraseRequest, context: grpc.aio.ServicerContext) -> svc.EraseResponse:
+    async def Erase(self, request: svc.EraseRequest, context: Context) -> svc.EraseResponse:
         return await usecases.erase(self._context(context), validate_erase(request, self._limits))
 
     async def MemoryView(self, request: svc.MemoryViewRequest,
-                         context: grpc.aio.ServicerContext) -> svc.MemoryViewResponse:
+                         context: Context) -> svc.MemoryViewResponse:
         return await usecases.memory_view(self._context(context), validate_memory_view(request, self._limits))
 
     async def GetHistory(self, request: svc.GetHistoryRequest,
-                         context: grpc.aio.ServicerContext) -> svc.GetHistoryResponse:
+                         context: Context) -> svc.GetHistoryResponse:
         return await usecases.history(self._context(context), validate_history(request, self._limits))
 
     async def ExportMemories(self, request: svc.ExportMemoriesRequest,
-                             context: grpc.aio.ServicerContext) -> svc.ExportMemoriesResponse:
+                             context: Context) -> svc.ExportMemoriesResponse:
         return await usecases.export(self._context(context), validate_export(request, self._limits))
 
     async def ImportMemories(self, request: svc.ImportMemoriesRequest,
-                             context: grpc.aio.ServicerContext) -> svc.ImportMemoriesResponse:
+                             context: Context) -> svc.ImportMemoriesResponse:
         return await usecases.import_archive(self._context(context), validate_import(request, self._limits))
 
     async def GetExtractionJob(self, request: svc.GetExtractionJobRequest,
-                               context: grpc.aio.ServicerContext) -> svc.GetExtractionJobResponse:
+                               context: Context) -> svc.GetExtractionJobResponse:
         return await usecases.extraction_job(self._context(context), validate_get_extraction_job(request, self._limits))
 
     async def ResolveConflict(self, request: svc.ResolveConflictRequest,
-                              context: grpc.aio.ServicerContext) -> svc.ResolveConflictResponse:
+                              context: Context) -> svc.ResolveConflictResponse:
         return await usecases.resolve_conflict(self._context(context),
                                                validate_resolve_conflict(request, self._limits))
 
@@ -78,18 +78,18 @@ class ViewAdminService(admin_grpc.ViewAdminServiceServicer):
     def __init__(self, limits: Limits) -> None:
         self._limits = limits
 
-    async def PutView(self, request: admin.PutViewRequest, context: grpc.aio.ServicerContext) -> admin.PutViewResponse:
+    async def PutView(self, request: admin.PutViewRequest, context: Context) -> admin.PutViewResponse:
         return await current_admin().put_view(validate_put_view(request, self._limits))
 
-    async def GetView(self, request: admin.GetViewRequest, context: grpc.aio.ServicerContext) -> admin.GetViewResponse:
+    async def GetView(self, request: admin.GetViewRequest, context: Context) -> admin.GetViewResponse:
         return await current_admin().get_view(validate_agent(request, self._limits))
 
     async def ListViews(self, request: admin.ListViewsRequest,
-                        context: grpc.aio.ServicerContext) -> admin.ListViewsResponse:
+                        context: Context) -> admin.ListViewsResponse:
         return await current_admin().list_views(validate_list_views(request, self._limits))
 
     async def DeleteView(self, request: admin.DeleteViewRequest,
-                         context: grpc.aio.ServicerContext) -> admin.DeleteViewResponse:
+                         context: Context) -> admin.DeleteViewResponse:
         return await current_admin().delete_view(validate_agent(request, self._limits))
 
 
@@ -102,7 +102,7 @@ class TokenAdminService(tokens_grpc.TokenAdminServiceServicer):
         self._limits = limits
 
     async def IssueToken(self, request: tokens.IssueTokenRequest,
-                         context: grpc.aio.ServicerContext) -> tokens.IssueTokenResponse:
+                         context: Context) -> tokens.IssueTokenResponse:
         scope = current_admin()
         mint = self._services.tokens
         if mint is None:

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias, TypeVar, cast
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -52,13 +52,19 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _log = logging.getLogger("memoryd.server")
 
 
+# The context of a call as the handlers see it (grpc's class is generic only in its stubs).
+Context: TypeAlias = "grpc.aio.ServicerContext[Message, Message]"
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
 @dataclass
 class Call:
     """One RPC as it moves through the chain."""
 
     method: str
     request: Message
-    context: grpc.aio.ServicerContext
+    context: Context
     metadata: Mapping[str, tuple[str, ...]]
     request_id: str = ""
     principal: Principal | None = None
@@ -290,13 +296,13 @@ class Undecodable:
     error: str
 
 
-def _lenient(deserialize: Callable[[bytes], Message] | None) -> Callable[[bytes], Any] | None:
+def _lenient(deserialize: Callable[[bytes], object] | None) -> Callable[[bytes], object] | None:
     if deserialize is None:
         return None
     type_name = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
     name = type_name.full_name if type_name is not None else "request"
 
-    def parse(data: bytes) -> Any:
+    def parse(data: bytes) -> object:
         try:
             return deserialize(data)
         except DecodeError as error:
@@ -311,8 +317,10 @@ class ChainInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, chain: Sequence[Interceptor]) -> None:
         self._chain = list(chain)
 
-    async def intercept_service(self, continuation: Callable[..., Awaitable[grpc.RpcMethodHandler]],
-                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Req, Resp] | None:
         handler = await continuation(details)
         method = details.method
         if handler is None or not method.startswith(PREFIX) or handler.unary_unary is None:
@@ -320,7 +328,7 @@ class ChainInterceptor(grpc.aio.ServerInterceptor):
         inner = handler.unary_unary
         chain = self._chain
 
-        async def run(request: Message, context: grpc.aio.ServicerContext) -> Message:
+        async def run(request: Message, context: Context) -> Message:
             metadata: dict[str, tuple[str, ...]] = {}
             for key, value in details.invocation_metadata or ():
                 if isinstance(value, str):
@@ -328,12 +336,15 @@ class ChainInterceptor(grpc.aio.ServerInterceptor):
             call = Call(method=method, request=request, context=context, metadata=metadata)
             return await _run(chain, 0, call, inner)
 
-        return grpc.unary_unary_rpc_method_handler(
+        wrapped = grpc.unary_unary_rpc_method_handler(
             run, request_deserializer=_lenient(handler.request_deserializer), response_serializer=handler.response_serializer
         )
+        # The same messages in and out as the handler it wraps (grpc's stubs cannot say so).
+        return cast("grpc.RpcMethodHandler[Req, Resp]", wrapped)
 
 
 async def _run(chain: Sequence[Interceptor], index: int, call: Call, inner: Callable[..., Any]) -> Message:
     if index == len(chain):
-        return await inner(call.request, call.context)
+        answer: Message = await inner(call.request, call.context)
+        return answer
     return await chain[index](call, lambda c: _run(chain, index + 1, c, inner))

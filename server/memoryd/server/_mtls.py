@@ -10,6 +10,7 @@ for it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,9 +52,9 @@ def principal_from_spiffe(uri: str, trust_domain: str = "") -> Principal:
     return Principal(tenant, agent, frozenset({"agent"}))
 
 
-def peer_principal(auth_context: dict[str, list[bytes]], trust_domain: str = "") -> Principal | None:
+def peer_principal(auth_context: Mapping[str, Iterable[bytes]], trust_domain: str = "") -> Principal | None:
     """The caller named by the verified client certificate, or None without one."""
-    pems = auth_context.get("x509_pem_cert") or []
+    pems = list(auth_context.get("x509_pem_cert") or [])
     if not pems:
         return None
     certificate = x509.load_pem_x509_certificate(pems[0])

@@ -25,11 +25,18 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class PoolStatsLike(Protocol):
-    pool: str
-    used: int
-    idle: int
-    waiting: int
-    max: int
+    """Read-only, as ``memoryd.storage.PoolStats`` (a frozen dataclass) is."""
+
+    @property
+    def pool(self) -> str: ...
+    @property
+    def used(self) -> int: ...
+    @property
+    def idle(self) -> int: ...
+    @property
+    def waiting(self) -> int: ...
+    @property
+    def max(self) -> int: ...
 
 
 class Pool(Protocol):

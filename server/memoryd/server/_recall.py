@@ -214,7 +214,7 @@ def diverse(items: list[tuple[Memory, ScoreParts, list[float] | None]], lam: flo
         # Closeness counts only near-duplicates: the embedding model puts unrelated texts at a
         # cosine of 0.75-0.85 already, so raw cosines would barely separate a paraphrase from a
         # distinct memory. Above DUPLICATE_COSINE the penalty rises to its full weight.
-        row = np.clip((matrix @ matrix[chosen] - DUPLICATE_COSINE) / (1 - DUPLICATE_COSINE), 0.0, 1.0)
+        row: np.ndarray = np.clip((matrix @ matrix[chosen] - DUPLICATE_COSINE) / (1 - DUPLICATE_COSINE), 0.0, 1.0)
         if texts:
             by_words = np.array([1.0 if t == texts[chosen] else 0.0 for t in texts], dtype=np.float32)
             compare_text = ~(has_vector & has_vector[chosen])

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
@@ -20,6 +19,7 @@ from memoryd.domain import Category, KeywordHit, ReadFilter
 
 from ._filters import labels_of, read_conditions, visibility_conditions
 from ._keywords import TermHasher, tokenize
+from ._postgres import Connection
 from ._rows import LIVE_AT
 
 # BM25 parameters: Anserini's defaults for short passages. Memories are short; on LoCoMo
@@ -53,7 +53,7 @@ _FOLD_TENANT = _FOLD.format(
 _FOLD_OWNERS = _FOLD.format(owners="AND subject = ANY(%(owners)s)", due=f"count(*) > {FOLD_AT}")
 
 
-async def fold_stats(conn: psycopg.AsyncConnection[Any], tenant: str) -> int:
+async def fold_stats(conn: Connection, tenant: str) -> int:
     """Fold the tenant's kept BM25 counts (``keyword_stats``: rows of changes, appended by the
     writes) into one row per group, dropping groups left with nothing; return how many rows
     went (the lifecycle sweep)."""
@@ -62,7 +62,7 @@ async def fold_stats(conn: psycopg.AsyncConnection[Any], tenant: str) -> int:
     return int(row["removed"]) if row else 0
 
 
-async def fold_owners_stats(conn: psycopg.AsyncConnection[Any], tenant: str, owners: Sequence[str]) -> None:
+async def fold_owners_stats(conn: Connection, tenant: str, owners: Sequence[str]) -> None:
     """Fold the kept counts of ``owners`` (subjects, '' for the organisation) that have more
     than FOLD_AT rows, in the caller's transaction (a Write's, as its last statement: sent,
     not waited for)."""
@@ -193,7 +193,7 @@ def bm25_statement(
 
 
 async def keyword_search(
-    conn: psycopg.AsyncConnection[Any],
+    conn: Connection,
     tenant: str,
     flt: ReadFilter,
     query: str,

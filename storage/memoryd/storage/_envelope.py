@@ -227,7 +227,7 @@ class SubjectKeys:
         """Delete the subject's key row (crypto-shredding) and drop it from the cache."""
         cur = await conn.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject = %s", (tenant, subject))
         self.evict(tenant, subject)
-        return cur.rowcount
+        return int(cur.rowcount)
 
     def evict(self, tenant: str, subject: str) -> None:
         for slot in [s for s in self._cache if s[0] == tenant and s[1] == subject]:

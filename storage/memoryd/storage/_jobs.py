@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg import sql
 from cryptography.exceptions import InvalidTag
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
@@ -46,10 +45,10 @@ from memoryd.domain import (
 from . import _audit as audit
 from . import _counters as counters
 from ._envelope import DataKey
-from ._model_slots import ModelSlots, Slot
-from ._postgres import Postgres
-from ._queue import WorkQueue
 from ._filters import read_conditions
+from ._model_slots import ModelSlots, Slot
+from ._postgres import Connection, Postgres
+from ._queue import WorkQueue
 from ._rows import LIVE_NOW
 
 if TYPE_CHECKING:
@@ -114,7 +113,7 @@ def _results_json(results: list[WriteResult]) -> list[dict[str, Any]]:
             for r in results]
 
 
-async def drop_subject_jobs(conn: psycopg.AsyncConnection, tenant: str, subject: str, mode: EraseMode) -> int:
+async def drop_subject_jobs(conn: Connection, tenant: str, subject: str, mode: EraseMode) -> int:
     """Erase of a whole subject: its queued and running jobs are dropped (their turns with
     them); a PURGE deletes every job of the subject. Returns how many pending jobs went."""
     if mode is EraseMode.PURGE:
@@ -165,7 +164,7 @@ class ExtractionJobs:
             return job_id
 
     @staticmethod
-    async def _claim_key(conn: psycopg.AsyncConnection, tenant: str, agent: str, key: str,
+    async def _claim_key(conn: Connection, tenant: str, agent: str, key: str,
                          request_hash: bytes) -> str:
         cur = await conn.execute(
             "INSERT INTO idempotency_keys (tenant_id, agent, key, request_hash) VALUES (%s, %s, %s, %s) "
@@ -331,7 +330,7 @@ class ExtractionJobs:
             return results
 
     @staticmethod
-    async def _still_readable(conn: psycopg.AsyncConnection, tenant: str, memory_id: str,
+    async def _still_readable(conn: Connection, tenant: str, memory_id: str,
                               flt: ReadFilter | None) -> bool:
         """Whether the index's hit ``memory_id`` passes ``flt`` in Postgres now (the index may
         lag behind Postgres); locked, so it stays so until the merge."""

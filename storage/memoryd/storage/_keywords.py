@@ -25,6 +25,8 @@ import snowballstemmer
 
 from memoryd.domain import Internal
 
+from ._postgres import Connection
+
 # Han ideographs (CJK Unified, extension A, compatibility, extensions B–F). Runs of them are
 # segmented by jieba; everything else is split into words on non-alphanumerics.
 _HAN = re.compile("([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]+)")
@@ -154,7 +156,7 @@ class TermHasher:
 
 
 async def write_terms(
-    conn: psycopg.AsyncConnection[Any],
+    conn: Connection,
     tenant: str,
     memories: Sequence[tuple[str, str, str, str]],
     hasher: TermHasher,
@@ -208,7 +210,7 @@ async def check_terms_written(cur: psycopg.AsyncCursor[Any], memories: int) -> N
 
 
 async def replace_terms(
-    conn: psycopg.AsyncConnection[Any],
+    conn: Connection,
     tenant: str,
     subject: str,
     memory_id: str,
@@ -222,7 +224,7 @@ async def replace_terms(
     return len(tokenize(f"{key} {text}"))
 
 
-async def delete_terms(conn: psycopg.AsyncConnection[Any], tenant: str, memory_ids: Sequence[str]) -> int:
+async def delete_terms(conn: Connection, tenant: str, memory_ids: Sequence[str]) -> int:
     """Remove the memories' terms (forget/purge); return the number of term rows removed."""
     if not memory_ids:
         return 0

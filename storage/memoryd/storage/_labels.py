@@ -139,7 +139,7 @@ async def label_filter(conn: Any, names: KeyNames, hasher: TermHasher, tenant: s
     tenant's transaction) is used only if ``needs_names(flt)``."""
     if flt.labels is not None:
         return flt
-    matching = _nothing
+    matching: Callable[[str], frozenset[str]] = _nothing
     if needs_names(flt):
         matching = await names.matcher(conn, tenant, sorted({flt.subject, ""} if flt.include_org else {flt.subject}))
     return replace(flt, labels=labels_for(flt, lambda value: hasher.label(value).hex(), matching))

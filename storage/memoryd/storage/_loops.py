@@ -26,7 +26,7 @@ _log = logging.getLogger("memoryd.storage.loops")
 
 def backoff(attempts: int, base: float, cap: float) -> float:
     """Seconds before try ``attempts + 1`` after ``attempts`` failed ones: doubling, capped."""
-    return min(base * 2 ** (attempts - 1), cap)
+    return min(base * 2.0 ** (attempts - 1), cap)
 
 
 async def idle(stop: asyncio.Event, wakeup: asyncio.Event, seconds: float) -> None:

@@ -8,6 +8,7 @@ server's use cases, whose guard supplies the tenant, the agent and the view-narr
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -26,8 +27,8 @@ from memoryd.domain import (
     KeyProvider,
     KeywordHit,
     Listing,
-    MemoryVersion,
     Memory,
+    MemoryVersion,
     NotFound,
     Page,
     ReadFilter,
@@ -42,17 +43,17 @@ from . import _audit as audit
 from . import _counters as counters
 from . import _erasure as erasure
 from . import _trust as trust
-from ._envelope import WRAPPED_KEY_COLUMN, SubjectKeys
-from ._jobs import drop_subject_jobs
 from ._bm25 import keyword_search
+from ._envelope import WRAPPED_KEY_COLUMN, SubjectKeys
+from ._filters import read_conditions, rules_condition
+from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms
 from ._labels import KeyNames, label_filter, needs_names
 from ._milvus import IndexedMemory, embedding_text
 from ._postgres import Postgres
-from ._session import StoreSession
-from ._filters import read_conditions, rules_condition
-from ._rows import LIVE_AT, UNEXPIRED, MEMORY_COLUMNS, memory_from_row, version_from_row
 from ._resolve import resolve
+from ._rows import LIVE_AT, MEMORY_COLUMNS, UNEXPIRED, memory_from_row, version_from_row
+from ._session import StoreSession
 from ._trust import with_pending
 from ._writes import (
     Written,
@@ -408,7 +409,7 @@ class PostgresMemoryStore:
         return Listing(memories, has_more=len(rows) > page.size)
 
     async def history(self, tenant: str, flt: ReadFilter, memory_id: str, after_version: int,
-                      size: int) -> tuple[list[MemoryVersion], bool]:
+                      size: int) -> tuple[builtins.list[MemoryVersion], bool]:
         """Versions of one memory the filter allows, newest first. NotFound if there is none."""
         async with self._db.tenant_tx(tenant) as conn:
             where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
@@ -452,7 +453,7 @@ class PostgresMemoryStore:
         *,
         reason: str = "",
         tag: AuditTag = AuditTag(),
-        after_commit: Callable[[list[str]], Awaitable[erasure.VectorErasure]] | None = None,
+        after_commit: Callable[[builtins.list[str]], Awaitable[erasure.VectorErasure]] | None = None,
     ) -> ErasureReceipt:
         """Forget or purge the selected memories of ``subject``, verify, and log a receipt.
 
@@ -537,7 +538,7 @@ class PostgresMemoryStore:
 
     @staticmethod
     def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode,
-                   hasher: TermHasher) -> tuple[sql.Composable, list[Any]]:
+                   hasher: TermHasher) -> tuple[sql.Composable, builtins.list[Any]]:
         # Only the subject's own memories (subject and session scope) that the view reaches.
         rules, params = rules_condition(flt)
         parts = [sql.SQL("tenant_id = %s AND subject = %s AND scope <> 'org'"), rules]
@@ -559,7 +560,7 @@ class PostgresMemoryStore:
         return sql.SQL(" AND ").join(parts), params
 
     @staticmethod
-    async def forget_ids(conn: Any, tenant: str, subject: str, ids: list[str]) -> StoreCounts:
+    async def forget_ids(conn: Any, tenant: str, subject: str, ids: builtins.list[str]) -> StoreCounts:
         """Forget the locked, active memories ``ids`` of ``subject`` in the caller's transaction
         (Erase FORGET and the lifecycle sweeper)."""
         if not ids:
@@ -580,7 +581,7 @@ class PostgresMemoryStore:
             await enqueue_index(conn, tenant, memory_id, subject, "delete")
         return StoreCounts(memories=len(ids), outbox=dropped)
 
-    async def _await_batches_in_flight(self, tenant: str, ids: list[str]) -> None:
+    async def _await_batches_in_flight(self, tenant: str, ids: builtins.list[str]) -> None:
         """Wait until no outbox worker is still writing a vector of one of the purged memories.
 
         A worker reads and embeds a memory with no transaction open (``_outbox``), then marks
@@ -614,7 +615,7 @@ class PostgresMemoryStore:
             await asyncio.sleep(IN_FLIGHT_POLL_SECONDS)
 
     @staticmethod
-    async def _purge(conn: Any, tenant: str, ids: list[str]) -> StoreCounts:
+    async def _purge(conn: Any, tenant: str, ids: builtins.list[str]) -> StoreCounts:
         if not ids:
             return StoreCounts()
         counts = {}
@@ -645,7 +646,7 @@ class PostgresMemoryStore:
         return bool(row and row["left"])
 
     async def _verify(self, conn: Any, tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector,
-                      mode: EraseMode, ids: list[str], hasher: TermHasher) -> bool:
+                      mode: EraseMode, ids: builtins.list[str], hasher: TermHasher) -> bool:
         """Re-read after commit: nothing selected is left (PURGE) or still active (FORGET)."""
         where, params = self._selection(tenant, subject, flt, selector, mode, hasher)
         checks: list[tuple[sql.Composable, list[Any]]] = [

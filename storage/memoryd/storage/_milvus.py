@@ -91,7 +91,7 @@ def _is_outage(exc: BaseException) -> bool:
     if isinstance(exc, (OSError, TimeoutError, grpc.FutureTimeoutError)):
         return True
     if isinstance(exc, grpc.RpcError):
-        return exc.code() in _OUTAGE_CODES  # type: ignore[attr-defined]
+        return exc.code() in _OUTAGE_CODES
     code = getattr(exc, "code", None)
     if code in _OUTAGE_CODES or code == 2:  # pymilvus Status.CONNECT_FAILED
         return True
@@ -330,11 +330,11 @@ class MilvusIndex:
             # Read the writes back (strong consistency) before the outbox lets go of the work:
             # an outbox row is only settled once its vector is where a search of its tenant
             # looks — by partition, or through the partition key (the tenant in the filter).
-            ids = literal_list(sorted({i for _, i in wanted}))
+            wanted_ids = literal_list(sorted({i for _, i in wanted}))
             if self.routing == "partition_key":
-                readback = f"tenant in {literal_list(sorted(batch))} and id in {ids}"
+                readback = f"tenant in {literal_list(sorted(batch))} and id in {wanted_ids}"
             else:
-                readback = f"id in {ids}"  # a bare primary-key expression (see ``vectors``)
+                readback = f"id in {wanted_ids}"  # a bare primary-key expression (see ``vectors``)
             kept = client.query(self.collection, filter=readback, output_fields=["id", "tenant"],
                                 partition_names=sorted(set(partitions)) or None, timeout=CALL_TIMEOUT,
                                 consistency_level="Strong")

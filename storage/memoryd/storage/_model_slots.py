@@ -18,7 +18,7 @@ import hashlib
 import uuid
 from dataclasses import dataclass, field
 
-import psycopg
+from ._postgres import Connection
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class ModelSlots:
             raise ValueError("a model endpoint needs at least one slot")
         self.endpoint = hashlib.sha256(self.url.encode()).hexdigest()[:32]
 
-    async def take(self, conn: psycopg.AsyncConnection) -> Slot | None:
+    async def take(self, conn: Connection) -> Slot | None:
         """Lock a free slot in ``conn``'s transaction (the worker role's), or None if every
         slot is busy. ``hold`` makes it taken; ending the transaction without it leaves it free."""
         if not self._made:
@@ -53,12 +53,12 @@ class ModelSlots:
         row = await cur.fetchone()
         return Slot(row["slot"], uuid.uuid4()) if row is not None else None
 
-    async def hold(self, conn: psycopg.AsyncConnection, slot: Slot, lease_seconds: float) -> None:
+    async def hold(self, conn: Connection, slot: Slot, lease_seconds: float) -> None:
         await conn.execute(
             "UPDATE extraction_slots SET busy_until = now() + make_interval(secs => %s), holder = %s "
             "WHERE endpoint = %s AND slot = %s", (lease_seconds, slot.holder, self.endpoint, slot.number))
 
-    async def give_back(self, conn: psycopg.AsyncConnection, slot: Slot, rest_seconds: float = 0.0) -> None:
+    async def give_back(self, conn: Connection, slot: Slot, rest_seconds: float = 0.0) -> None:
         """Free ``slot`` now, or after ``rest_seconds`` — if it is still this taker's."""
         await conn.execute(
             "UPDATE extraction_slots SET busy_until = now() + make_interval(secs => %s), holder = NULL "

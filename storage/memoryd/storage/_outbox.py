@@ -187,8 +187,8 @@ class OutboxWorker:
         were not written, so they are not this batch's to correct."""
         if not done:
             return []
-        written = {tenant: set(w.written()) for tenant, w in done.items()}
-        claimed = [r for tenant in done for r in by_tenant[tenant] if str(r["memory_id"]) in written[tenant]]
+        given = {tenant: set(w.written()) for tenant, w in done.items()}
+        claimed = [r for tenant in done for r in by_tenant[tenant] if str(r["memory_id"]) in given[tenant]]
         subjects = {(r["tenant_id"], str(r["memory_id"])): r["subject"] for r in claimed}
         async with self._queue.worker_tx() as conn:
             cur = await conn.execute(
@@ -210,9 +210,9 @@ class OutboxWorker:
         for tenant in sorted({tenant for tenant, _ in suspect}):
             ids = sorted(memory_id for t, memory_id in suspect if t == tenant)
             written = done[tenant].written()
-            now = {m.id: (m, text) for m, text in await self._store.index_rows(tenant, ids)}
+            rows_now = {m.id: (m, text) for m, text in await self._store.index_rows(tenant, ids)}
             for memory_id in ids:
-                current = now.get(memory_id)
+                current = rows_now.get(memory_id)
                 if written[memory_id] == current or (current is not None and (tenant, memory_id) in unclaimed):
                     continue
                 _log.info("outbox: memory %s of tenant %s changed while it was indexed; queued again",
@@ -290,7 +290,8 @@ class OutboxWorker:
         except MemorydError as exc:
             if len(work) == 1:
                 return {tenant: exc.message for tenant in work}, {}
-        failed, written = {}, {}
+        failed: dict[str, str] = {}
+        written: dict[str, _TenantWork] = {}
         for tenant, one in work.items():
             try:
                 written |= await self._apply(token, {tenant: one})

@@ -8,14 +8,18 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from memoryd.domain import FailedPrecondition, Internal, MemorydError, Unavailable
+
+# Every pooled connection returns rows as dicts (``dict_row`` below): its type says so.
+Connection: TypeAlias = psycopg.AsyncConnection[DictRow]
 
 APP_ROLE = "memoryd_app"
 WORKER_ROLE = "memoryd_worker"
@@ -79,14 +83,14 @@ def connect_failure(exc: psycopg.OperationalError, role: str, setting: str) -> M
 # idle timeout are replaced before use; a break inside the window fails that one call with
 # Unavailable, which clients retry.
 CHECK_AFTER_IDLE_SECONDS = 2.0
-_returned_at: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
+_returned_at: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
 
 
-async def _mark_used(conn: psycopg.AsyncConnection) -> None:
+async def _mark_used(conn: Connection) -> None:
     _returned_at[conn] = time.monotonic()
 
 
-async def _check_if_idle(conn: psycopg.AsyncConnection) -> None:
+async def _check_if_idle(conn: Connection) -> None:
     if time.monotonic() - _returned_at.get(conn, float("-inf")) >= CHECK_AFTER_IDLE_SECONDS:
         await AsyncConnectionPool.check_connection(conn)
 
@@ -102,12 +106,13 @@ class Postgres:
         login = settings.app_dsn if role == APP_ROLE else settings.worker_dsn
         conninfo = login or settings.dsn
 
-        async def configure(conn: psycopg.AsyncConnection) -> None:
+        async def configure(conn: Connection) -> None:
             if not login:
                 await conn.execute(f"SET ROLE {role}")
 
         self._pool = AsyncConnectionPool(
             conninfo,
+            connection_class=Connection,
             min_size=settings.pool_min,
             max_size=settings.pool_max,
             timeout=settings.timeout_seconds,
@@ -158,7 +163,7 @@ class Postgres:
         await self._pool.close()
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant: str, *, pipelined: bool = False) -> AsyncIterator[psycopg.AsyncConnection]:
+    async def tenant_tx(self, tenant: str, *, pipelined: bool = False) -> AsyncIterator[Connection]:
         """A transaction in which row level security shows only ``tenant``'s rows.
 
         Any driver error becomes a domain error; the transaction is rolled back, so a failed
@@ -175,7 +180,7 @@ class Postgres:
             yield conn
 
     @asynccontextmanager
-    async def worker_tx(self) -> AsyncIterator[psycopg.AsyncConnection]:
+    async def worker_tx(self) -> AsyncIterator[Connection]:
         """A transaction across tenants, for the outbox worker's role only."""
         if self.role != WORKER_ROLE:
             raise Internal("only the worker role works across tenants")
@@ -183,7 +188,7 @@ class Postgres:
             yield conn
 
     @asynccontextmanager
-    async def catalog_tx(self) -> AsyncIterator[psycopg.AsyncConnection]:
+    async def catalog_tx(self) -> AsyncIterator[Connection]:
         """A transaction without a tenant, for catalog tables that hold no tenant data
         (index_models). Row level security still hides every tenant row in it."""
         async with self._transaction(None) as conn:
@@ -191,7 +196,7 @@ class Postgres:
 
     @asynccontextmanager
     async def _transaction(self, tenant: str | None,
-                           pipelined: bool = False) -> AsyncIterator[psycopg.AsyncConnection]:
+                           pipelined: bool = False) -> AsyncIterator[Connection]:
         try:
             async with self._pool.connection() as conn:
                 if pipelined:
@@ -227,7 +232,7 @@ class Postgres:
 
 
 @asynccontextmanager
-async def _pipelined_transaction(conn: psycopg.AsyncConnection, tenant: str | None) -> AsyncIterator[None]:
+async def _pipelined_transaction(conn: Connection, tenant: str | None) -> AsyncIterator[None]:
     """BEGIN, the tenant, the body and COMMIT in one pipeline. Written out rather than
     ``conn.transaction()``, which in pipeline mode syncs after BEGIN and again before COMMIT:
     two round trips that wait for nothing."""

@@ -23,8 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from psycopg import sql
+
+from ._postgres import Connection
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class WorkQueue:
     order: str  # the column due rows are taken in the order of
     on_claim: str = ""  # assignments besides the lease; may use named parameters
 
-    async def claim(self, conn: psycopg.AsyncConnection, *, limit: int, lease_seconds: float,
+    async def claim(self, conn: Connection, *, limit: int, lease_seconds: float,
                     returning: tuple[str, ...], **params: Any) -> list[dict[str, Any]]:
         """Claim up to ``limit`` due rows for ``lease_seconds`` in ``conn``'s transaction (the
         caller keeps it short); the claimed rows' ``returning`` columns (as they are after the

@@ -9,6 +9,7 @@ that does — so every write applies the same conflict policies, TTLs and trust 
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -94,7 +95,7 @@ class StoreSession:
         return await self.store.list(self.tenant, flt, page)
 
     async def history(self, flt: ReadFilter, memory_id: str, after_version: int,
-                      size: int) -> tuple[list[MemoryVersion], bool]:
+                      size: int) -> tuple[builtins.list[MemoryVersion], bool]:
         return await self.store.history(self.tenant, flt, memory_id, after_version, size)
 
     async def resolve_conflict(self, subject: str, flt: ReadFilter, memory_id: str, resolution: Resolution,
@@ -103,9 +104,9 @@ class StoreSession:
                                                  pending_id, tag)
 
     async def erase(self, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode, *, reason: str,
-                    tag: AuditTag, after_commit: Callable[[list[str]], Awaitable[VectorErasure]]) -> ErasureReceipt:
+                    tag: AuditTag, after_commit: Callable[[builtins.list[str]], Awaitable[VectorErasure]]) -> ErasureReceipt:
         return await self.store.erase(self.tenant, self.agent, subject, flt, selector, mode, reason=reason, tag=tag,
                                       after_commit=after_commit)
 
-    async def enqueue_vector_deletes(self, subject: str, ids: list[str]) -> None:
+    async def enqueue_vector_deletes(self, subject: str, ids: builtins.list[str]) -> None:
         await self.store.enqueue_vector_deletes(self.tenant, subject, ids)

@@ -26,6 +26,7 @@ from memoryd.domain import Change
 from . import _counters as counters
 from ._bm25 import fold_owners_stats
 from ._keywords import TermHasher, check_terms_written, write_terms
+from ._postgres import Connection
 
 VERSION_COLUMNS = (
     "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
@@ -120,7 +121,7 @@ class WriteBatch:
         self._versions.append((memory_id, change))
         self._index.append((memory_id, owner))
 
-    async def flush(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    async def flush(self, conn: Connection) -> None:
         """Send what is queued, one statement per kind; no answer is waited for (``check``)."""
         if not self:
             return
@@ -146,8 +147,8 @@ class WriteBatch:
             if self._terms:
                 await self._replace_terms(conn)
             if self._versions:
-                ids = [m for m, _ in self._versions]
-                if older := [m for m in ids if m not in self._fresh]:
+                versioned = [m for m, _ in self._versions]
+                if older := [m for m in versioned if m not in self._fresh]:
                     await conn.execute(
                         "UPDATE memory_versions SET status = 'superseded' "
                         "WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND status = 'active'",
@@ -155,7 +156,7 @@ class WriteBatch:
                     )
                 await conn.execute(
                     f"INSERT INTO memory_versions ({VERSION_COLUMNS}) {SNAPSHOTS}",
-                    (ids, [c.value for _, c in self._versions], tenant),
+                    (versioned, [c.value for _, c in self._versions], tenant),
                 )
             if self._index:
                 await enqueue_many(conn, tenant, self._index, "upsert", fresh=self._fresh)
@@ -163,7 +164,7 @@ class WriteBatch:
                 await fold_owners_stats(conn, tenant, [owner for _, owner in self._index])
         self._clear()
 
-    async def _replace_terms(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    async def _replace_terms(self, conn: Connection) -> None:
         cur = await write_terms(conn, self._tenant, self._terms, self._hasher, fresh=self._fresh)
         self._unchecked.append((cur, len({memory_id for _, memory_id, _, _ in self._terms})))
 
@@ -175,13 +176,13 @@ class WriteBatch:
             await check_terms_written(cur, expected)
 
 
-def pipeline(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
+def pipeline(conn: Connection) -> AbstractAsyncContextManager[Any]:
     """A pipeline for the statements that follow, unless the connection is in one already
     (then leaving a nested one would sync: a round trip that waits for nothing)."""
     return nullcontext() if conn.pgconn.pipeline_status != pq.PipelineStatus.OFF else conn.pipeline()
 
 
-async def enqueue_many(conn: psycopg.AsyncConnection[Any], tenant: str, work: list[tuple[str, str]], op: str, *,
+async def enqueue_many(conn: Connection, tenant: str, work: list[tuple[str, str]], op: str, *,
                        fresh: set[str] | frozenset[str] = frozenset()) -> None:
     """Queue index work (memory id, owner) for the outbox worker, folding the memories'
     earlier pending rows (``_writes.enqueue_index``, for many memories at once); ``fresh``

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
@@ -28,6 +27,7 @@ from . import _counters as counters
 from . import _trust as trust
 from ._envelope import DataKey, open_row
 from ._keywords import TermHasher
+from ._postgres import Connection
 from ._rows import MEMORY_COLUMNS, same_value, stored_trust
 from ._write_batch import (
     INSERT_MEMORY,
@@ -40,7 +40,8 @@ from ._write_batch import (
     pipeline,
 )
 
-async def record_version(conn: psycopg.AsyncConnection, tenant: str, memory_id: str, change: Change) -> None:
+
+async def record_version(conn: Connection, tenant: str, memory_id: str, change: Change) -> None:
     """Snapshot the memory's current row as a version, and mark older versions superseded.
 
     The version keeps the memory's ciphertext and labels as they are: it was sealed for the
@@ -55,7 +56,7 @@ async def record_version(conn: psycopg.AsyncConnection, tenant: str, memory_id: 
                        ([memory_id], [change.value], tenant))
 
 
-async def enqueue_index(conn: psycopg.AsyncConnection, tenant: str, memory_id: str, subject: str, op: str) -> None:
+async def enqueue_index(conn: Connection, tenant: str, memory_id: str, subject: str, op: str) -> None:
     """Queue index work for the outbox worker, folding the memory's earlier pending rows.
 
     Rows a worker holds are skipped, not waited for: a write never waits for a batch of
@@ -73,7 +74,7 @@ class Written:
     unindexed: frozenset[str]
 
 
-async def unindexed(conn: psycopg.AsyncConnection, tenant: str, results: list[WriteResult],
+async def unindexed(conn: Connection, tenant: str, results: list[WriteResult],
                     enqueued: frozenset[str] = frozenset()) -> Callable[[], Awaitable[frozenset[str]]]:
     """Ask which ids of ``results`` have outbox rows (pending or dead), in the caller's
     transaction; the answer is read by awaiting the returned call (in a pipelined
@@ -94,7 +95,7 @@ async def unindexed(conn: psycopg.AsyncConnection, tenant: str, results: list[Wr
 
 
 async def claim_idempotency(
-    conn: psycopg.AsyncConnection, tenant: str, agent: str, key: str, request_hash: bytes
+    conn: Connection, tenant: str, agent: str, key: str, request_hash: bytes
 ) -> list[WriteResult] | None:
     """Claim ``key`` for this request; return the first response if a retry, else None.
 
@@ -122,7 +123,7 @@ async def claim_idempotency(
 
 
 async def store_idempotent_response(
-    conn: psycopg.AsyncConnection, tenant: str, agent: str, key: str, results: list[WriteResult]
+    conn: Connection, tenant: str, agent: str, key: str, results: list[WriteResult]
 ) -> None:
     payload = [
         {"memory_id": r.memory_id, "outcome": r.outcome.value, "reason": r.reason, "version": r.version}
@@ -198,7 +199,7 @@ class ItemWriter:
     writes they decide are sent together (``WriteBatch``).
     """
 
-    def __init__(self, conn: psycopg.AsyncConnection, tenant: str, agent: str, subject: str,
+    def __init__(self, conn: Connection, tenant: str, agent: str, subject: str,
                  hasher: TermHasher, key_for: KeyFor, policy: TenantPolicy = TenantPolicy()) -> None:
         self._conn = conn
         self._policy = policy

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
@@ -18,11 +19,13 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._errors import from_rpc_error
-from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, metadata_for, prepare
+from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, metadata_for, prepare, wrong_reply
 from ._sync import build_request
 from ._tracing import trace_metadata
 
 __all__ = ["AsyncMemorydClient"]
+
+R = TypeVar("R")
 
 
 
@@ -84,15 +87,17 @@ class AsyncMemorydClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _call(self, stub: Any, method: str, request: Any, timeout: float | None) -> Any:
+    async def _call(self, stub: object, method: str, reply: type[R], request: Message,
+                    timeout: float | None) -> R:
         request, retryable = prepare(method, request)
         policy = self.retry
         attempts = policy.max_attempts if retryable else 1
         for attempt in range(1, attempts + 1):
             metadata = metadata_for(await self._token(), trace_metadata())
             try:
-                return await getattr(stub, method)(request, metadata=metadata,
-                                             timeout=timeout if timeout is not None else self.timeout)
+                answer = await getattr(stub, method)(request, metadata=metadata,
+                                                     timeout=timeout if timeout is not None else self.timeout)
+                return answer if isinstance(answer, reply) else wrong_reply(method, reply, answer)
             except grpc.aio.AioRpcError as error:
                 if attempt == attempts or error.code() not in policy.codes:
                     raise from_rpc_error(error) from None
@@ -111,7 +116,7 @@ class AsyncMemorydClient:
             await client.write(subject="user-42", items=[pb.MemoryDraft(
                 category=pb.CATEGORY_FACT, key="city", text="Lyon")])
         """
-        return await self._call(self._memory, "Write", build_request(svc.WriteRequest, request, fields), timeout)
+        return await self._call(self._memory, "Write", svc.WriteResponse, build_request(svc.WriteRequest, request, fields), timeout)
 
     async def recall(self, request: svc.RecallRequest | None = None, /, *, timeout: float | None = None,
                **fields: Any) -> svc.RecallResponse:
@@ -119,7 +124,7 @@ class AsyncMemorydClient:
 
             await client.recall(subject="user-42", query="where does the user live?", top_k=3)
         """
-        return await self._call(self._memory, "Recall", build_request(svc.RecallRequest, request, fields), timeout)
+        return await self._call(self._memory, "Recall", svc.RecallResponse, build_request(svc.RecallRequest, request, fields), timeout)
 
     async def erase(self, request: svc.EraseRequest | None = None, /, *, timeout: float | None = None,
               **fields: Any) -> svc.EraseResponse:
@@ -128,12 +133,12 @@ class AsyncMemorydClient:
 
             await client.erase(subject="user-42", key="city", mode=svc.ERASE_MODE_PURGE, reason="user asked")
         """
-        return await self._call(self._memory, "Erase", build_request(svc.EraseRequest, request, fields), timeout)
+        return await self._call(self._memory, "Erase", svc.EraseResponse, build_request(svc.EraseRequest, request, fields), timeout)
 
     async def memory_view(self, request: svc.MemoryViewRequest | None = None, /, *, timeout: float | None = None,
                     **fields: Any) -> svc.MemoryViewResponse:
         """One page of a subject's memories as the caller's view shows them (see :meth:`iter_memories`)."""
-        return await self._call(self._memory, "MemoryView", build_request(svc.MemoryViewRequest, request, fields),
+        return await self._call(self._memory, "MemoryView", svc.MemoryViewResponse, build_request(svc.MemoryViewRequest, request, fields),
                           timeout)
 
     async def iter_memories(self, request: svc.MemoryViewRequest | None = None, /, *,
@@ -159,32 +164,32 @@ class AsyncMemorydClient:
 
             await client.get_history(subject="user-42", memory_id=memory_id)
         """
-        return await self._call(self._memory, "GetHistory", build_request(svc.GetHistoryRequest, request, fields),
+        return await self._call(self._memory, "GetHistory", svc.GetHistoryResponse, build_request(svc.GetHistoryRequest, request, fields),
                           timeout)
 
     async def get_extraction_job(self, request: svc.GetExtractionJobRequest | None = None, /, *,
                            timeout: float | None = None, **fields: Any) -> svc.GetExtractionJobResponse:
         """The state of an extraction job queued by a Write with turns."""
-        return await self._call(self._memory, "GetExtractionJob",
+        return await self._call(self._memory, "GetExtractionJob", svc.GetExtractionJobResponse,
                           build_request(svc.GetExtractionJobRequest, request, fields), timeout)
 
     async def resolve_conflict(self, request: svc.ResolveConflictRequest | None = None, /, *,
                          timeout: float | None = None, **fields: Any) -> svc.ResolveConflictResponse:
         """Settle a pending conflict (never retried: a replay could apply twice)."""
-        return await self._call(self._memory, "ResolveConflict",
+        return await self._call(self._memory, "ResolveConflict", svc.ResolveConflictResponse,
                           build_request(svc.ResolveConflictRequest, request, fields), timeout)
 
     async def export_memories(self, request: svc.ExportMemoriesRequest | None = None, /, *,
                         timeout: float | None = None, **fields: Any) -> svc.ExportMemoriesResponse:
         """The subject's memories the view reads, as an archive (sealed with ``passphrase=``)."""
-        return await self._call(self._memory, "ExportMemories",
+        return await self._call(self._memory, "ExportMemories", svc.ExportMemoriesResponse,
                           build_request(svc.ExportMemoriesRequest, request, fields), timeout)
 
     async def import_memories(self, request: svc.ImportMemoriesRequest | None = None, /, *,
                         timeout: float | None = None, **fields: Any) -> svc.ImportMemoriesResponse:
         """Write an archive's memories to a subject (never retried: the contract gives
         ImportMemories no idempotency key)."""
-        return await self._call(self._memory, "ImportMemories",
+        return await self._call(self._memory, "ImportMemories", svc.ImportMemoriesResponse,
                           build_request(svc.ImportMemoriesRequest, request, fields), timeout)
 
     # --- ViewAdminService (tokens with the admin role) ------------------------------------
@@ -195,17 +200,17 @@ class AsyncMemorydClient:
 
             await client.put_view(view=pb.View(agent="support-bot", read_rules=[...], visible_fields=["text"]))
         """
-        return await self._call(self._admin, "PutView", build_request(admin.PutViewRequest, request, fields), timeout)
+        return await self._call(self._admin, "PutView", admin.PutViewResponse, build_request(admin.PutViewRequest, request, fields), timeout)
 
     async def get_view(self, request: admin.GetViewRequest | None = None, /, *, timeout: float | None = None,
                  **fields: Any) -> admin.GetViewResponse:
         """The view of one agent."""
-        return await self._call(self._admin, "GetView", build_request(admin.GetViewRequest, request, fields), timeout)
+        return await self._call(self._admin, "GetView", admin.GetViewResponse, build_request(admin.GetViewRequest, request, fields), timeout)
 
     async def list_views(self, request: admin.ListViewsRequest | None = None, /, *, timeout: float | None = None,
                    **fields: Any) -> admin.ListViewsResponse:
         """One page of the tenant's views (see :meth:`iter_views`)."""
-        return await self._call(self._admin, "ListViews", build_request(admin.ListViewsRequest, request, fields),
+        return await self._call(self._admin, "ListViews", admin.ListViewsResponse, build_request(admin.ListViewsRequest, request, fields),
                           timeout)
 
     async def iter_views(self, *, page_size: int = 0, timeout: float | None = None) -> AsyncIterator[pb.View]:
@@ -222,7 +227,7 @@ class AsyncMemorydClient:
     async def delete_view(self, request: admin.DeleteViewRequest | None = None, /, *, timeout: float | None = None,
                     **fields: Any) -> admin.DeleteViewResponse:
         """Remove an agent's view (the agent is then denied everything)."""
-        return await self._call(self._admin, "DeleteView", build_request(admin.DeleteViewRequest, request, fields),
+        return await self._call(self._admin, "DeleteView", admin.DeleteViewResponse, build_request(admin.DeleteViewRequest, request, fields),
                           timeout)
 
     # --- TokenAdminService (tokens with the admin role) -----------------------------------
@@ -234,5 +239,5 @@ class AsyncMemorydClient:
 
             client.issue_token(agent="support-bot", lifetime=Duration(seconds=3600))
         """
-        return await self._call(self._tokens, "IssueToken",
+        return await self._call(self._tokens, "IssueToken", token_admin.IssueTokenResponse,
                                build_request(token_admin.IssueTokenRequest, request, fields), timeout)

@@ -7,9 +7,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 import grpc
+from google.protobuf.message import Message
 
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import token_admin_service_pb2 as token_admin
@@ -82,7 +83,13 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
-def prepare(method: str, request: Any) -> tuple[Any, bool]:
+def wrong_reply(method: str, reply: type, answer: object) -> NoReturn:
+    """A stub answered with another message than its method's: the generated code and the
+    client disagree (a broken install), never something to hand to the caller."""
+    raise TypeError(f"{method} answered a {type(answer).__name__}, not a {reply.__name__}")
+
+
+def prepare(method: str, request: Message) -> tuple[Message, bool]:
     """Return the request to send (a Write gets an idempotency key if it has none) and
     whether retrying it is safe."""
     if isinstance(request, svc.WriteRequest):

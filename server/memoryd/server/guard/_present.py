@@ -216,7 +216,7 @@ def view(v: View) -> pb.View:
         visible_fields=sorted(v.visible_fields),
         description=v.description,
         version=v.version,
-        erase_selectors=[number for number, name in ERASE_SELECTOR.to_domain.items() if name in v.erase_selectors],
+        erase_selectors=[number for name, number in ERASE_SELECTOR.to_proto.items() if name in v.erase_selectors],
         max_source_kind=SOURCE_KIND.to_proto[v.max_source_kind],
     )
 

@@ -40,9 +40,9 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
         worker.wakeup.set()
     answers = [present.answer(ctx.guard, item, result) for item, result in zip(items, results, strict=True)]
     if cmd.wait_indexed:  # everything written, so a reader finds it; how long it takes is timing
-        written = sorted({r.memory_id for r in results if r.memory_id})
+        memory_ids = sorted({r.memory_id for r in results if r.memory_id})
         budget = min(MAX_INDEX_WAIT_SECONDS, (ctx.time_remaining or MAX_INDEX_WAIT_SECONDS) - 0.5)
-        await wait_indexed(ctx.services.store, worker, ctx.tenant, written, max(budget, 0.0))
+        await wait_indexed(ctx.services.store, worker, ctx.tenant, memory_ids, max(budget, 0.0))
     # `indexed` speaks only of items whose answer says what happened: whether an ACCEPTED
     # item left index work depends on what it met (replaced, or held pending).
     shown = sorted({r.memory_id for r, a in zip(results, answers, strict=True)
