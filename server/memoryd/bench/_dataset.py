@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memoryd.domain import CONTRACT
+
 # Category numbers as the LoCoMo repository's evaluation code uses them (see the dataset README).
 CATEGORY_NAMES: Mapping[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
                                      5: "adversarial"}
@@ -37,8 +39,6 @@ _DIA_ID = re.compile(r"D:?(\d+):(\d+)", re.IGNORECASE)
 _EVIDENCE_SEPARATORS = re.compile(r"[;,\s]+")
 _TURN_ID_FORBIDDEN = re.compile(r"[^A-Za-z0-9._:@/-]")
 _SUBJECT_FORBIDDEN = re.compile(r"[^A-Za-z0-9._:@-]")
-MAX_TURN_ID_BYTES = 128
-MAX_SUBJECT_BYTES = 128
 
 
 class DatasetError(ValueError):
@@ -154,14 +154,14 @@ def split_evidence(raw: str) -> tuple[list[str], list[str]]:
 
 
 def sanitise_turn_id(dia_id: str) -> str:
-    """A dia_id in the alphabet ``source_turn_id`` allows (``[A-Za-z0-9._:@/-]``, 128 bytes)."""
-    return _TURN_ID_FORBIDDEN.sub("_", dia_id)[:MAX_TURN_ID_BYTES] or "_"
+    """A dia_id in the alphabet and length ``source_turn_id`` allows (``CONTRACT.source_turn_id``)."""
+    return _TURN_ID_FORBIDDEN.sub("_", dia_id)[:CONTRACT.source_turn_id.max_bytes] or "_"
 
 
 def subject_for(prefix: str, sample_id: str) -> str:
     """The subject a conversation is written to, e.g. ``locomo-conv-26``."""
     subject = _SUBJECT_FORBIDDEN.sub("_", f"{prefix}-{sample_id}" if prefix else sample_id)
-    return subject[:MAX_SUBJECT_BYTES]
+    return subject[:CONTRACT.subject.max_bytes]
 
 
 def turn_text(turn: Mapping[str, Any]) -> str:

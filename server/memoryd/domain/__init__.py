@@ -50,15 +50,17 @@ from ._model import (
 )
 from ._entities import named_spans, without_names
 from ._extraction import ExtractionJob, JobState, Turn
-from ._normalise import MAX_TAG_BYTES, MAX_TAGS, Normalised, dated, different_dates, entity_tag, normalise
+from ._contract import CONTRACT, ContractLimits, Grammar
+from ._normalise import Normalised, dated, different_dates, entity_tag, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, ViewStore
 from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, cjk_share, estimate_tokens, fit_budget, last_use, lifted, recency, recency_at, score
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_regex
 
 __all__ = [
-    "MAX_TAGS",
-    "MAX_TAG_BYTES",
+    "CONTRACT",
+    "ContractLimits",
+    "Grammar",
     "ArchiveInvalid",
     "BLIND_REASON",
     "CONTROL_CHARACTERS",

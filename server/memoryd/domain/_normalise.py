@@ -53,16 +53,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from ._contract import CONTRACT
 from ._normalise_dates import find_dates
 from ._normalise_units import find_quantities
 
-__all__ = ["MAX_TAG_BYTES", "MAX_TAGS", "Normalised", "dated", "different_dates", "entity_tag", "normalise",
+__all__ = ["Normalised", "dated", "different_dates", "entity_tag", "normalise",
            "wide_character"]
-
-# The most tags a memory carries, and the longest: fixed by the contract and the vector
-# index, whose tags array is sized when a collection is made. Written once, here.
-MAX_TAGS = 32
-MAX_TAG_BYTES = 64
 
 _SLUG_PUNCTUATION = frozenset("._:@-")
 # A value in the form normalise writes, already in a text: "(2026-12-04)", "（2026-12）".
@@ -101,7 +97,7 @@ def entity_tag(name: str) -> str | None:
     slug = "-".join(part for part in "".join(chars).split("-") if part)
     tag = "entity:"
     for char in slug:
-        if len((tag + char).encode()) > MAX_TAG_BYTES:
+        if len((tag + char).encode()) > CONTRACT.tag_bytes:
             break
         tag += char
     tag = tag.rstrip("-")
@@ -166,5 +162,5 @@ def normalise(text: str, *, at: datetime, entities: Sequence[str] = ()) -> Norma
 
     candidates = [tag for _, tag in sorted(dates)]
     candidates.extend(tag for tag in map(entity_tag, entities) if tag is not None)
-    tags = tuple(sorted(tuple(dict.fromkeys(candidates))[:MAX_TAGS]))
+    tags = tuple(sorted(tuple(dict.fromkeys(candidates))[:CONTRACT.tags]))
     return Normalised(text="".join(parts), tags=tags, changes=tuple(changes))

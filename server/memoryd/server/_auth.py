@@ -27,16 +27,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from memoryd.domain import Unauthenticated
+from memoryd.domain import CONTRACT, Unauthenticated
 
 ISSUER = "memoryd"
 ROLES = frozenset({"agent", "admin"})
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-SUBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 CLOCK_SKEW_SECONDS = 30
 MAX_TOKEN_BYTES = 4096
 MAX_HEADER_BYTES = 512  # a real header is under 100 bytes; refuse anything odd before parsing
-TOKEN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z: later times cannot be stored or compared as dates
 
 
@@ -114,18 +111,18 @@ def issue_token(
 ) -> str:
     """Sign a token for (tenant, agent); ``token_id`` (its jti) is a fresh random id unless
     given (IssueToken records the id before it hands the token out)."""
-    if not NAME.fullmatch(tenant):
-        raise ValueError("tenant must be 1-64 characters of letters, digits and ._-")
-    if not NAME.fullmatch(agent):
-        raise ValueError("agent must be 1-64 characters of letters, digits and ._-")
-    if subject and not SUBJECT.fullmatch(subject):
-        raise ValueError("subject must be 1-128 characters of letters, digits and ._:@-")
+    if not CONTRACT.tenant.fits(tenant):
+        raise ValueError(f"tenant must be {CONTRACT.tenant.described()}")
+    if not CONTRACT.agent.fits(agent):
+        raise ValueError(f"agent must be {CONTRACT.agent.described()}")
+    if subject and not CONTRACT.subject.fits(subject):
+        raise ValueError(f"subject must be {CONTRACT.subject.described()}")
     if not set(roles) <= ROLES or not roles:
         raise ValueError(f"roles must be among {sorted(ROLES)}")
     if ttl_seconds <= 0:
         raise ValueError("ttl must be positive")
-    if token_id is not None and not TOKEN_ID.fullmatch(token_id):
-        raise ValueError("a token id is 1-64 letters, digits, _ and -")
+    if token_id is not None and not CONTRACT.token_id.fits(token_id):
+        raise ValueError(f"a token id is {CONTRACT.token_id.described()}")
     issued = int(now if now is not None else time.time())
     header = {"alg": "EdDSA", "typ": "JWT", "kid": key_id(key.public_key())}
     claims: dict[str, object] = {
@@ -193,14 +190,14 @@ class TokenVerifier:
             raise invalid
         tenant, agent, roles = claims.get("tnt"), claims.get("agt"), claims.get("roles")
         subject, expiry = claims.get("sub", ""), claims.get("exp")
-        if not (isinstance(tenant, str) and NAME.fullmatch(tenant)):
+        if not (isinstance(tenant, str) and CONTRACT.tenant.fits(tenant)):
             raise invalid
-        if not (isinstance(agent, str) and NAME.fullmatch(agent)):
+        if not (isinstance(agent, str) and CONTRACT.agent.fits(agent)):
             raise invalid
         # Each role is checked to be a string before the set lookup: [["admin"]] is unhashable.
         if not (isinstance(roles, list) and roles and all(isinstance(r, str) and r in ROLES for r in roles)):
             raise invalid
-        if not (isinstance(subject, str) and (subject == "" or SUBJECT.fullmatch(subject))):
+        if not (isinstance(subject, str) and (subject == "" or CONTRACT.subject.fits(subject))):
             raise invalid
         issued, token_id = claims.get("iat"), claims.get("jti")
         if not (_timestamp(expiry) and _timestamp(issued) and issued <= expiry):
@@ -208,7 +205,7 @@ class TokenVerifier:
         if issued > now + CLOCK_SKEW_SECONDS:
             raise invalid
         # Without an id a token could never be revoked; every token memoryd issues has one.
-        if not (isinstance(token_id, str) and TOKEN_ID.fullmatch(token_id)):
+        if not (isinstance(token_id, str) and CONTRACT.token_id.fits(token_id)):
             raise invalid
         if expiry + CLOCK_SKEW_SECONDS < now:
             raise Unauthenticated("the bearer token has expired", reason="TOKEN_EXPIRED")

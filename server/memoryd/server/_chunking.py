@@ -14,11 +14,11 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from memoryd.domain import MAX_TAGS, Category, Draft, SourceKind, Turn
+from memoryd.domain import CONTRACT, Category, Draft, SourceKind, Turn
 
 MIN_CHARS = 100
 MAX_CHARS = 300
-MAX_TURNS_PER_CHUNK = MAX_TAGS  # the turn ids are the chunk's tags
+MAX_TURNS_PER_CHUNK = CONTRACT.tags  # the turn ids are the chunk's tags
 
 _CJK = "\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
 # A sentence ends after . ! ? … (then a space) or after a CJK full stop, ! ? or ； (no space needed).

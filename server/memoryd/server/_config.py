@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from memoryd.domain import MAX_TAG_BYTES, MAX_TAGS, Category, SourceKind, TenantPolicy
+from memoryd.domain import CONTRACT, Category, SourceKind, TenantPolicy
 
 from ._chat import OUTPUT_MODES
 from ._pii import MODES
@@ -32,10 +32,11 @@ class Limits:
     max_turns_text_bytes: int = 64 * 1024
     max_data_bytes: int = 16 * 1024
     max_data_depth: int = 8
-    max_key_bytes: int = 128
-    max_subject_bytes: int = 128
-    max_tags: int = MAX_TAGS  # at most MAX_TAGS: the vector index holds no more
-    max_tag_bytes: int = MAX_TAG_BYTES
+    # These four are at most the contract's (CONTRACT): the vector index holds no more.
+    max_key_bytes: int = CONTRACT.key.max_bytes
+    max_subject_bytes: int = CONTRACT.subject.max_bytes
+    max_tags: int = CONTRACT.tags
+    max_tag_bytes: int = CONTRACT.tag_bytes
     max_query_bytes: int = 2000
     max_keys: int = 100
     max_ids: int = 1000
@@ -373,11 +374,11 @@ def _check(config: Config) -> None:
         raise ValueError("worker_health_addr must be host:port, e.g. 127.0.0.1:50052")
     if config.metrics_refresh_seconds < 1 or config.metrics_max_tenants < 0:
         raise ValueError("metrics_refresh_seconds must be at least 1 and metrics_max_tenants not negative")
-    if not 0 < config.limits.max_tags <= MAX_TAGS:
-        raise ValueError(f"limits.max_tags must be between 1 and {MAX_TAGS} (the vector index holds at most "
-                         f"{MAX_TAGS} tags)")
-    if not 0 < config.limits.max_tag_bytes <= MAX_TAG_BYTES:
-        raise ValueError(f"limits.max_tag_bytes must be between 1 and {MAX_TAG_BYTES} (the vector index's tag length)")
+    for name, ceiling in (("max_tags", CONTRACT.tags), ("max_tag_bytes", CONTRACT.tag_bytes),
+                          ("max_key_bytes", CONTRACT.key.max_bytes), ("max_subject_bytes", CONTRACT.subject.max_bytes)):
+        if not 0 < getattr(config.limits, name) <= ceiling:
+            raise ValueError(f"limits.{name} must be between 1 and {ceiling} (the contract's limit: the vector "
+                             f"index holds no more)")
     if not config.embedded and not config.postgres_dsn and not (config.postgres_app_dsn and config.postgres_worker_dsn):
         raise ValueError("without the owner's MEMORYD_POSTGRES_DSN, give both MEMORYD_POSTGRES_APP_DSN and "
                          "MEMORYD_POSTGRES_WORKER_DSN (README: Database roles)")

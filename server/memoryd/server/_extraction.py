@@ -46,9 +46,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memoryd.domain import (
+    CONTRACT,
     CONTROL_CHARACTERS,
-    MAX_TAG_BYTES,
-    MAX_TAGS,
     Category,
     DataKeyUnavailable,
     Draft,
@@ -99,7 +98,8 @@ def clean_key(key: str, category: Category, max_bytes: int = 128) -> str:
     return slug if slug and len(slug.encode()) <= max_bytes else ""
 
 
-def clean_tags(*groups: tuple[str, ...], limit: int = MAX_TAGS, max_bytes: int = MAX_TAG_BYTES) -> tuple[str, ...]:
+def clean_tags(*groups: tuple[str, ...], limit: int = CONTRACT.tags,
+               max_bytes: int = CONTRACT.tag_bytes) -> tuple[str, ...]:
     tags: list[str] = []
     for group in groups:
         for tag in group:

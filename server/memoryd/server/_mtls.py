@@ -18,9 +18,9 @@ import grpc
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from memoryd.domain import Unauthenticated
+from memoryd.domain import CONTRACT, Unauthenticated
 
-from ._auth import NAME, Principal
+from ._auth import Principal
 
 _SPIFFE = re.compile(r"^spiffe://([A-Za-z0-9.-]+)/tenant/([^/]+)/agent/([^/]+)$")
 
@@ -47,7 +47,7 @@ def principal_from_spiffe(uri: str, trust_domain: str = "") -> Principal:
     domain, tenant, agent = match.groups()
     if trust_domain and domain != trust_domain:
         raise invalid
-    if not (NAME.fullmatch(tenant) and NAME.fullmatch(agent)):
+    if not (CONTRACT.tenant.fits(tenant) and CONTRACT.agent.fits(agent)):
         raise invalid
     return Principal(tenant, agent, frozenset({"agent"}))
 

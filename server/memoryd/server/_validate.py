@@ -19,11 +19,13 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
 from memoryd.domain import (
+    CONTRACT,
     CONTROL_CHARACTERS,
     Draft,
     EraseMode,
     EraseSelector,
     FieldViolation,
+    Grammar,
     InvalidArgument,
     ReadFilter,
     Scope,
@@ -37,9 +39,6 @@ from memoryd.v1 import memory_service_pb2 as svc
 from ._config import Limits
 from ._enums import CATEGORY, CONSISTENCY, ERASE_MODE, MEMORY_STATUS, SCOPE, SOURCE_KIND, STABILITY
 
-SUBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
-KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
-TOKENISH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$")
 # Tags are free text, but they are labels on one line and filter values compiled into Milvus
 # expressions, which refuse control characters (as INTERNAL, too late): they are refused
 # here, with the field's path (``CONTROL_CHARACTERS``).
@@ -131,13 +130,17 @@ class Checker:
             self.fail(field, f"must be {what}")
         return value
 
+    def identifier(self, field: str, value: str, grammar: Grammar, *, max_bytes: int | None = None,
+                   required: bool = False) -> str:
+        """``value`` in ``grammar`` (a contract identifier), at most ``max_bytes`` (the grammar's own by default)."""
+        return self.text(field, value, max_bytes or grammar.max_bytes, required=required, pattern=grammar.pattern,
+                         what=grammar.words)
+
     def subject(self, field: str, value: str) -> str:
-        return self.text(field, value, self.limits.max_subject_bytes, required=True, pattern=SUBJECT,
-                         what="letters, digits and ._:@- (starting with a letter or digit)")
+        return self.identifier(field, value, CONTRACT.subject, max_bytes=self.limits.max_subject_bytes, required=True)
 
     def key(self, field: str, value: str) -> str:
-        return self.text(field, value, self.limits.max_key_bytes, pattern=KEY,
-                         what="letters, digits and ._:/- (starting with a letter or digit)")
+        return self.identifier(field, value, CONTRACT.key, max_bytes=self.limits.max_key_bytes)
 
     def unit(self, field: str, value: float) -> float:
         if not 0.0 <= value <= 1.0:  # also false for NaN
@@ -221,7 +224,7 @@ def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft
     text = check.text(f"{path}.text", item.text, check.limits.max_text_bytes, required=True)
     if text and not text.strip():
         check.fail(f"{path}.text", "must not be blank")
-    session_id = check.text(f"{path}.session_id", item.session_id, 128, pattern=TOKENISH, what="an identifier")
+    session_id = check.identifier(f"{path}.session_id", item.session_id, CONTRACT.session_id)
     if scope is Scope.SESSION and not session_id:
         check.fail(f"{path}.session_id", "is required for SCOPE_SESSION")
     if scope is not Scope.SESSION and session_id:
@@ -233,7 +236,7 @@ def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft
     stability = check.enum(f"{path}.stability", item.stability, STABILITY.to_domain, default=Stability.STABLE)
     source_kind = check.enum(f"{path}.source_kind", item.source_kind, SOURCE_KIND.to_domain,
                              default=SourceKind.INPUT)
-    turn = check.text(f"{path}.source_turn_id", item.source_turn_id, 128, pattern=TOKENISH, what="an identifier")
+    turn = check.identifier(f"{path}.source_turn_id", item.source_turn_id, CONTRACT.source_turn_id)
     tags = check.tags(f"{path}.tags", item.tags)
     data = check.struct(f"{path}.data", item.data) if item.HasField("data") else None
     valid_from = check.timestamp(item, "valid_from", f"{path}.valid_from")
@@ -262,7 +265,7 @@ def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
     from ._validate_jobs import check_turns  # it builds on this module
 
     turns, chunk = check_turns(check, request) if not request.items else ((), False)
-    key = check.text("idempotency_key", request.idempotency_key, 128)
+    key = check.text("idempotency_key", request.idempotency_key, CONTRACT.idempotency_key_bytes)
     wait_indexed = bool(check.enum("consistency", request.consistency, CONSISTENCY.to_domain))
     check.done()
     # The hash of the deterministic encoding tells a retry from a different request.
@@ -278,7 +281,7 @@ def _filter(check: Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:
         check.fail("filter.keys", f"must have at most {check.limits.max_keys} entries")
     keys = tuple(check.key(f"filter.keys[{i}]", k) for i, k in enumerate(flt.keys))
     tags = check.tags("filter.tags", flt.tags)
-    session_id = check.text("filter.session_id", flt.session_id, 128, pattern=TOKENISH, what="an identifier")
+    session_id = check.identifier("filter.session_id", flt.session_id, CONTRACT.session_id)
     after = check.timestamp(flt, "updated_after", "filter.updated_after")
     before = check.timestamp(flt, "updated_before", "filter.updated_before")
     return ReadFilter(subject=subject, categories=tuple(c for c in categories if c is not None), keys=keys,
@@ -380,8 +383,7 @@ def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
         if not request.key:
             check.fail("key", "must not be empty")
     elif which == "source_turn_id":
-        turn = check.text("source_turn_id", request.source_turn_id, 128, required=True, pattern=TOKENISH,
-                          what="an identifier")
+        turn = check.identifier("source_turn_id", request.source_turn_id, CONTRACT.source_turn_id, required=True)
         selector = EraseSelector(source_turn_id=turn)
     elif which == "category":
         selector = EraseSelector(category=check.enum("category", request.category, CATEGORY.to_domain,

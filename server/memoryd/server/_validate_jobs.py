@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memoryd.domain import Turn
+from memoryd.domain import CONTRACT, Turn
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ._config import Limits
 from ._enums import TURN_MODE
-from ._validate import TOKENISH, Checker, uuid_field
+from ._validate import Checker, uuid_field
 
 MAX_TURNS = 200
-MAX_TURN_ID_BYTES = 64  # a turn id becomes a tag of the memories made from it (tags hold 64 bytes)
-MAX_SPEAKER_BYTES = 64
 
 
 def check_turns(check: Checker, request: svc.WriteRequest) -> tuple[tuple[Turn, ...], bool]:
@@ -29,12 +27,11 @@ def check_turns(check: Checker, request: svc.WriteRequest) -> tuple[tuple[Turn, 
     for i, turn in enumerate(request.turns):
         path = f"turns[{i}]"
         before = len(check.violations)
-        turn_id = check.text(f"{path}.turn_id", turn.turn_id, MAX_TURN_ID_BYTES, required=True, pattern=TOKENISH,
-                             what="an identifier")
+        turn_id = check.identifier(f"{path}.turn_id", turn.turn_id, CONTRACT.turn_id, required=True)
         if turn_id in seen:
             check.fail(f"{path}.turn_id", "must be unique within the request")
         seen.add(turn_id)
-        speaker = check.text(f"{path}.speaker", turn.speaker, MAX_SPEAKER_BYTES, required=True)
+        speaker = check.text(f"{path}.speaker", turn.speaker, CONTRACT.speaker_bytes, required=True)
         if speaker and not speaker.strip():
             check.fail(f"{path}.speaker", "must not be blank")
         text = check.text(f"{path}.text", turn.text, check.limits.max_text_bytes, required=True)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memoryd.domain import CONTRACT
 from memoryd.v1 import token_admin_service_pb2 as tokens
 
-from ._auth import NAME, SUBJECT
 from ._config import Limits
 from ._enums import TOKEN_ROLE
 from ._validate import Checker
-from ._validate_views import AGENT_NAME
 
 DEFAULT_LIFETIME_SECONDS = 3600
 MAX_LIFETIME_SECONDS = 30 * 86400  # as long as the embedded default's demo tokens live
@@ -30,10 +29,7 @@ class IssueTokenCommand:
 
 def validate_issue_token(request: tokens.IssueTokenRequest, limits: Limits) -> IssueTokenCommand:
     check = Checker(limits)
-    if not request.agent:
-        check.fail("agent", "is required")
-    elif not NAME.fullmatch(request.agent):
-        check.fail("agent", f"must be {AGENT_NAME}")
+    check.identifier("agent", request.agent, CONTRACT.agent, required=True)
     roles: set[str] = set()
     for i, role in enumerate(request.roles):
         name = check.enum(f"roles[{i}]", role, TOKEN_ROLE.to_domain, required=True)
@@ -41,8 +37,7 @@ def validate_issue_token(request: tokens.IssueTokenRequest, limits: Limits) -> I
             check.fail(f"roles[{i}]", "is given twice")
         elif name is not None:
             roles.add(name)
-    if request.subject and not SUBJECT.fullmatch(request.subject):
-        check.fail("subject", "must be 1-128 letters, digits and ._:@- (starting with a letter or digit)")
+    check.identifier("subject", request.subject, CONTRACT.subject)
     lifetime: int | None = None
     if request.HasField("lifetime"):
         seconds, nanos = request.lifetime.seconds, request.lifetime.nanos

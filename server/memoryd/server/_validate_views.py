@@ -11,11 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.domain import MEMORY_FIELDS, FieldViolation, SourceKind, View, ViewRule
+from memoryd.domain import CONTRACT, MEMORY_FIELDS, FieldViolation, SourceKind, View, ViewRule
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import view_admin_service_pb2 as admin
 
-from ._auth import NAME
 from ._config import Limits
 from ._enums import CATEGORY, ERASE_SELECTOR, SOURCE_KIND
 from ._validate import Checker
@@ -25,7 +24,6 @@ KEY_PATTERN = re.compile(r"^(\*|[A-Za-z0-9*][A-Za-z0-9._:/*-]*)$")
 MAX_RULES = 64
 MAX_PATTERNS = 32
 MAX_DESCRIPTION_BYTES = 512
-AGENT_NAME = "letters, digits and ._- (starting with a letter or digit, at most 64)"
 
 
 @dataclass(frozen=True)
@@ -46,11 +44,7 @@ class ListViewsCommand:
 
 
 def _agent(check: Checker, field: str, value: str) -> str:
-    if not value:
-        check.fail(field, "is required")
-    elif not NAME.fullmatch(value):
-        check.fail(field, f"must be {AGENT_NAME}")
-    return value
+    return check.identifier(field, value, CONTRACT.agent, required=True)
 
 
 def _rules(check: Checker, field: str, rules: Any) -> tuple[ViewRule, ...]:

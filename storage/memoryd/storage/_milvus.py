@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from memoryd.domain import MAX_TAG_BYTES, MAX_TAGS, Internal, ReadFilter, Unavailable
+from memoryd.domain import CONTRACT, Internal, ReadFilter, Unavailable
 
 from . import _lite_compaction as lite
 from ._filters import filter_expression, literal, literal_list
@@ -224,15 +224,16 @@ class MilvusIndex:
 
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False,
                                       description=f"memoryd vectors of {self.model_id}")
-        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=36)
-        schema.add_field("tenant", DataType.VARCHAR, max_length=64, is_partition_key=self.routing == "partition_key")
-        schema.add_field("subject", DataType.VARCHAR, max_length=128)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=CONTRACT.memory_id_chars)
+        schema.add_field("tenant", DataType.VARCHAR, max_length=CONTRACT.tenant.max_bytes,
+                         is_partition_key=self.routing == "partition_key")
+        schema.add_field("subject", DataType.VARCHAR, max_length=CONTRACT.subject.max_bytes)
         schema.add_field("scope", DataType.VARCHAR, max_length=8)
-        schema.add_field("session_id", DataType.VARCHAR, max_length=128)
+        schema.add_field("session_id", DataType.VARCHAR, max_length=CONTRACT.session_id.max_bytes)
         schema.add_field("category", DataType.VARCHAR, max_length=16)
-        schema.add_field("key", DataType.VARCHAR, max_length=128)
-        schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=MAX_TAGS,
-                         max_length=MAX_TAG_BYTES)
+        schema.add_field("key", DataType.VARCHAR, max_length=CONTRACT.key.max_bytes)
+        schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=CONTRACT.tags,
+                         max_length=CONTRACT.tag_bytes)
         schema.add_field("status", DataType.VARCHAR, max_length=10)
         schema.add_field("updated_at", DataType.INT64)
         schema.add_field("valid_until", DataType.INT64)

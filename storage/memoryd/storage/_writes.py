@@ -10,7 +10,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
-    MAX_TAGS,
+    CONTRACT,
     Change,
     Draft,
     IdempotencyKeyReused,
@@ -369,7 +369,7 @@ class ItemWriter:
         # Merged tags stay within what the index can hold: the repeat's own tags first (the
         # latest report), then as many of the older ones as fit.
         merged = list(draft.tags) + [t for t in sorted(self._tags_of(item.key, repeat)) if t not in draft.tags]
-        tags = sorted(merged[:MAX_TAGS])
+        tags = sorted(merged[:CONTRACT.tags])
         self._batch.row(MERGE_REPEAT, (draft.importance, *self._tag_values(item.key, memory_id, tags), draft.pinned,
                                        self._agent, draft.pinned, self._ttl_seconds(draft), self._tenant, memory_id))
         self._batch.changed(item.owner, memory_id, Change.MERGED, None)
@@ -401,7 +401,7 @@ class ItemWriter:
             "tags = '{}', tag_labels = %s, tags_ct = %s, agent = %s, source_kind = %s, source_turn_id = %s, "
             "version = version + 1, updated_at = now() WHERE tenant_id = %s AND id = %s RETURNING version",
             (key.seal_text(memory_id, draft.text), key.text_digest(draft.text), draft.importance,
-             *self._tag_values(key, memory_id, sorted(merged[:MAX_TAGS])), self._agent, draft.source_kind.value,
+             *self._tag_values(key, memory_id, sorted(merged[:CONTRACT.tags])), self._agent, draft.source_kind.value,
              draft.source_turn_id, self._tenant, memory_id),
         )
         updated = await cur.fetchone()

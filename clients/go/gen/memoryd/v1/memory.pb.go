@@ -830,16 +830,19 @@ type MemoryDraft struct {
 	// scope defaults to SCOPE_SUBJECT. SCOPE_ORG writes are refused for subject-bound
 	// credentials.
 	Scope Scope `protobuf:"varint,1,opt,name=scope,proto3,enum=memoryd.v1.Scope" json:"scope,omitempty"`
-	// session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+	// session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+	// letters, digits and `._:@/-`, starting with a letter or digit.
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// category is required.
 	Category Category `protobuf:"varint,3,opt,name=category,proto3,enum=memoryd.v1.Category" json:"category,omitempty"`
 	// key is optional for fact, preference, constraint, goal and context, and must be empty for
-	// event and decision. At most 128 bytes of letters, digits and `._:/-`.
+	// event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+	// 128 bytes (a server may be configured to allow fewer, never more).
 	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
-	// text is the value in words: required, at most 8 KiB.
+	// text is the value in words: required; at most 8 KiB by default (a server setting).
 	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
-	// data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+	// data is an optional structured value; by default (a server setting) at most 16 KiB as
+	// JSON and 8 levels deep.
 	Data *structpb.Struct `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
 	// importance in [0, 1]; defaults to 0.5.
 	Importance *float32 `protobuf:"fixed32,7,opt,name=importance,proto3,oneof" json:"importance,omitempty"`
@@ -849,7 +852,8 @@ type MemoryDraft struct {
 	Stability Stability `protobuf:"varint,9,opt,name=stability,proto3,enum=memoryd.v1.Stability" json:"stability,omitempty"`
 	// pinned defaults to false.
 	Pinned bool `protobuf:"varint,10,opt,name=pinned,proto3" json:"pinned,omitempty"`
-	// tags: at most 32, each 1 to 64 bytes.
+	// tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+	// fewer or shorter ones, never more).
 	Tags []string `protobuf:"bytes,11,rep,name=tags,proto3" json:"tags,omitempty"`
 	// valid_from is when the value started to be true, if known.
 	ValidFrom *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=valid_from,json=validFrom,proto3" json:"valid_from,omitempty"`
@@ -857,7 +861,8 @@ type MemoryDraft struct {
 	ValidUntil *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=valid_until,json=validUntil,proto3" json:"valid_until,omitempty"`
 	// source_kind defaults to SOURCE_KIND_INPUT.
 	SourceKind SourceKind `protobuf:"varint,14,opt,name=source_kind,json=sourceKind,proto3,enum=memoryd.v1.SourceKind" json:"source_kind,omitempty"`
-	// source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+	// source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+	// and `._:@/-`, starting with a letter or digit.
 	SourceTurnId  string `protobuf:"bytes,15,opt,name=source_turn_id,json=sourceTurnId,proto3" json:"source_turn_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1001,11 +1006,14 @@ func (x *MemoryDraft) GetSourceTurnId() string {
 // Turn is one raw dialogue turn, sent for extraction instead of ready-made items.
 type Turn struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+	// turn_id identifies the turn, unique within the request; memories extracted from it carry
+	// it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+	// `._:@/-`, starting with a letter or digit.
 	TurnId string `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
-	// speaker is who spoke ("user", "assistant", a name).
+	// speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
 	Speaker string `protobuf:"bytes,2,opt,name=speaker,proto3" json:"speaker,omitempty"`
-	// text is what was said.
+	// text is what was said: required; all turns of one request together at most 64 KiB by
+	// default (a server setting), each at most the server's text limit (8 KiB by default).
 	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
 	// time is when it was said.
 	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`

@@ -450,9 +450,10 @@ func (ConflictResolution) EnumDescriptor() ([]byte, []int) {
 // WriteRequest writes ready-made items, or raw turns for extraction, for one subject.
 type WriteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// subject is required: 1 to 128 bytes of letters, digits and `._:@-`.
+	// subject is required: letters, digits and `._:@-`, starting with a letter or digit; 1 to
+	// 128 bytes (a server may be configured to allow fewer, never more).
 	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
-	// items to write: 1 to 100 of them, unless turns are given.
+	// items to write: 1 to 100 of them by default (a server setting), unless turns are given.
 	Items []*MemoryDraft `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
 	// turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
 	Turns []*Turn `protobuf:"bytes,3,rep,name=turns,proto3" json:"turns,omitempty"`
@@ -762,16 +763,19 @@ type RecallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// subject is required.
 	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
-	// query is free text to recall by meaning and by words (at most 2,000 bytes).
+	// query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+	// server setting).
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
-	// keys are point lookups of structured memories (at most 100 keys).
+	// keys are point lookups of structured memories (at most 100 keys by default, a server
+	// setting).
 	Keys []string `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
 	// filter narrows the candidates.
 	Filter *MemoryFilter `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
-	// top_k is how many memories to return at most: 1 to 100, default 10.
+	// top_k is how many memories to return at most: default 10, from 1 to the server's limit
+	// (100 by default).
 	TopK int32 `protobuf:"varint,5,opt,name=top_k,json=topK,proto3" json:"top_k,omitempty"`
-	// token_budget, if positive, caps the estimated tokens of the returned texts (at most
-	// 32,000).
+	// token_budget, if positive, caps the estimated tokens of the returned texts (at most the
+	// server's limit, 32,000 by default).
 	TokenBudget int32 `protobuf:"varint,6,opt,name=token_budget,json=tokenBudget,proto3" json:"token_budget,omitempty"`
 	// weights override the default score weights.
 	Weights *ScoreWeights `protobuf:"bytes,7,opt,name=weights,proto3" json:"weights,omitempty"`
@@ -2449,7 +2453,8 @@ type ImportMemoriesRequest struct {
 	// subject is required; the memories are written to it (it may differ from the
 	// exported subject).
 	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
-	// archive as returned by ExportMemories (at most 4 MiB).
+	// archive as returned by ExportMemories (at most the server's message size, 4 MiB by
+	// default).
 	Archive []byte `protobuf:"bytes,2,opt,name=archive,proto3" json:"archive,omitempty"`
 	// passphrase opens a sealed archive.
 	Passphrase    string `protobuf:"bytes,3,opt,name=passphrase,proto3" json:"passphrase,omitempty"`

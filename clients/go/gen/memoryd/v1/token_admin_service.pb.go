@@ -80,13 +80,14 @@ func (TokenRole) EnumDescriptor() ([]byte, []int) {
 // caller's.
 type IssueTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+	// agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+	// or digit.
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// roles the token carries, each at most once; empty means TOKEN_ROLE_AGENT. Each must be a
 	// role the caller may grant (PERMISSION_DENIED otherwise).
 	Roles []TokenRole `protobuf:"varint,2,rep,packed,name=roles,proto3,enum=memoryd.v1.TokenRole" json:"roles,omitempty"`
-	// subject, when set, binds the token to that one subject (1-128 letters, digits and
-	// ._:@-).
+	// subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+	// and `._:@-`, starting with a letter or digit.
 	Subject string `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
 	// lifetime of the token, in whole seconds, from 1 second to 30 days; unset means one hour,
 	// or what is left of the caller's token if that is less. It may not reach past the expiry

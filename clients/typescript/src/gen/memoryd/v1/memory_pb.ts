@@ -326,7 +326,8 @@ export type MemoryDraft = Message<"memoryd.v1.MemoryDraft"> & {
   scope: Scope;
 
   /**
-   * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+   * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+   * letters, digits and `._:@/-`, starting with a letter or digit.
    *
    * @generated from field: string session_id = 2;
    */
@@ -341,21 +342,23 @@ export type MemoryDraft = Message<"memoryd.v1.MemoryDraft"> & {
 
   /**
    * key is optional for fact, preference, constraint, goal and context, and must be empty for
-   * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+   * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+   * 128 bytes (a server may be configured to allow fewer, never more).
    *
    * @generated from field: string key = 4;
    */
   key: string;
 
   /**
-   * text is the value in words: required, at most 8 KiB.
+   * text is the value in words: required; at most 8 KiB by default (a server setting).
    *
    * @generated from field: string text = 5;
    */
   text: string;
 
   /**
-   * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+   * data is an optional structured value; by default (a server setting) at most 16 KiB as
+   * JSON and 8 levels deep.
    *
    * @generated from field: google.protobuf.Struct data = 6;
    */
@@ -390,7 +393,8 @@ export type MemoryDraft = Message<"memoryd.v1.MemoryDraft"> & {
   pinned: boolean;
 
   /**
-   * tags: at most 32, each 1 to 64 bytes.
+   * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+   * fewer or shorter ones, never more).
    *
    * @generated from field: repeated string tags = 11;
    */
@@ -418,7 +422,8 @@ export type MemoryDraft = Message<"memoryd.v1.MemoryDraft"> & {
   sourceKind: SourceKind;
 
   /**
-   * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+   * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+   * and `._:@/-`, starting with a letter or digit.
    *
    * @generated from field: string source_turn_id = 15;
    */
@@ -439,21 +444,24 @@ export const MemoryDraftSchema: GenMessage<MemoryDraft> = /*@__PURE__*/
  */
 export type Turn = Message<"memoryd.v1.Turn"> & {
   /**
-   * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+   * turn_id identifies the turn, unique within the request; memories extracted from it carry
+   * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+   * `._:@/-`, starting with a letter or digit.
    *
    * @generated from field: string turn_id = 1;
    */
   turnId: string;
 
   /**
-   * speaker is who spoke ("user", "assistant", a name).
+   * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
    *
    * @generated from field: string speaker = 2;
    */
   speaker: string;
 
   /**
-   * text is what was said.
+   * text is what was said: required; all turns of one request together at most 64 KiB by
+   * default (a server setting), each at most the server's text limit (8 KiB by default).
    *
    * @generated from field: string text = 3;
    */

@@ -24,14 +24,15 @@ export const file_memoryd_v1_memory_service: GenFile = /*@__PURE__*/
  */
 export type WriteRequest = Message<"memoryd.v1.WriteRequest"> & {
   /**
-   * subject is required: 1 to 128 bytes of letters, digits and `._:@-`.
+   * subject is required: letters, digits and `._:@-`, starting with a letter or digit; 1 to
+   * 128 bytes (a server may be configured to allow fewer, never more).
    *
    * @generated from field: string subject = 1;
    */
   subject: string;
 
   /**
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    *
    * @generated from field: repeated memoryd.v1.MemoryDraft items = 2;
    */
@@ -215,14 +216,16 @@ export type RecallRequest = Message<"memoryd.v1.RecallRequest"> & {
   subject: string;
 
   /**
-   * query is free text to recall by meaning and by words (at most 2,000 bytes).
+   * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+   * server setting).
    *
    * @generated from field: string query = 2;
    */
   query: string;
 
   /**
-   * keys are point lookups of structured memories (at most 100 keys).
+   * keys are point lookups of structured memories (at most 100 keys by default, a server
+   * setting).
    *
    * @generated from field: repeated string keys = 3;
    */
@@ -236,15 +239,16 @@ export type RecallRequest = Message<"memoryd.v1.RecallRequest"> & {
   filter?: MemoryFilter | undefined;
 
   /**
-   * top_k is how many memories to return at most: 1 to 100, default 10.
+   * top_k is how many memories to return at most: default 10, from 1 to the server's limit
+   * (100 by default).
    *
    * @generated from field: int32 top_k = 5;
    */
   topK: number;
 
   /**
-   * token_budget, if positive, caps the estimated tokens of the returned texts (at most
-   * 32,000).
+   * token_budget, if positive, caps the estimated tokens of the returned texts (at most the
+   * server's limit, 32,000 by default).
    *
    * @generated from field: int32 token_budget = 6;
    */
@@ -1193,7 +1197,8 @@ export type ImportMemoriesRequest = Message<"memoryd.v1.ImportMemoriesRequest"> 
   subject: string;
 
   /**
-   * archive as returned by ExportMemories (at most 4 MiB).
+   * archive as returned by ExportMemories (at most the server's message size, 4 MiB by
+   * default).
    *
    * @generated from field: bytes archive = 2;
    */

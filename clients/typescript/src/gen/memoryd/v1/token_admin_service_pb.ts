@@ -23,7 +23,8 @@ export const file_memoryd_v1_token_admin_service: GenFile = /*@__PURE__*/
  */
 export type IssueTokenRequest = Message<"memoryd.v1.IssueTokenRequest"> & {
   /**
-   * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+   * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+   * or digit.
    *
    * @generated from field: string agent = 1;
    */
@@ -38,8 +39,8 @@ export type IssueTokenRequest = Message<"memoryd.v1.IssueTokenRequest"> & {
   roles: TokenRole[];
 
   /**
-   * subject, when set, binds the token to that one subject (1-128 letters, digits and
-   * ._:@-).
+   * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+   * and `._:@-`, starting with a letter or digit.
    *
    * @generated from field: string subject = 3;
    */

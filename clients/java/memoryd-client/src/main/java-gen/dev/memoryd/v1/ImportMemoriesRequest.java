@@ -108,7 +108,8 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.ByteString archive_ = com.google.protobuf.ByteString.EMPTY;
   /**
    * <pre>
-   * archive as returned by ExportMemories (at most 4 MiB).
+   * archive as returned by ExportMemories (at most the server's message size, 4 MiB by
+   * default).
    * </pre>
    *
    * <code>bytes archive = 2;</code>
@@ -615,7 +616,8 @@ private static final long serialVersionUID = 0L;
     private com.google.protobuf.ByteString archive_ = com.google.protobuf.ByteString.EMPTY;
     /**
      * <pre>
-     * archive as returned by ExportMemories (at most 4 MiB).
+     * archive as returned by ExportMemories (at most the server's message size, 4 MiB by
+     * default).
      * </pre>
      *
      * <code>bytes archive = 2;</code>
@@ -627,7 +629,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * archive as returned by ExportMemories (at most 4 MiB).
+     * archive as returned by ExportMemories (at most the server's message size, 4 MiB by
+     * default).
      * </pre>
      *
      * <code>bytes archive = 2;</code>
@@ -643,7 +646,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * archive as returned by ExportMemories (at most 4 MiB).
+     * archive as returned by ExportMemories (at most the server's message size, 4 MiB by
+     * default).
      * </pre>
      *
      * <code>bytes archive = 2;</code>

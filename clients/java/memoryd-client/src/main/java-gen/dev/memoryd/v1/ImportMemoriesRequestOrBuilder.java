@@ -34,7 +34,8 @@ public interface ImportMemoriesRequestOrBuilder extends
 
   /**
    * <pre>
-   * archive as returned by ExportMemories (at most 4 MiB).
+   * archive as returned by ExportMemories (at most the server's message size, 4 MiB by
+   * default).
    * </pre>
    *
    * <code>bytes archive = 2;</code>

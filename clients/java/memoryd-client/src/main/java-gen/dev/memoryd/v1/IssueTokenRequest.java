@@ -63,7 +63,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object agent_ = "";
   /**
    * <pre>
-   * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+   * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+   * or digit.
    * </pre>
    *
    * <code>string agent = 1;</code>
@@ -84,7 +85,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+   * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+   * or digit.
    * </pre>
    *
    * <code>string agent = 1;</code>
@@ -194,8 +196,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object subject_ = "";
   /**
    * <pre>
-   * subject, when set, binds the token to that one subject (1-128 letters, digits and
-   * ._:&#64;-).
+   * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+   * and `._:&#64;-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string subject = 3;</code>
@@ -216,8 +218,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * subject, when set, binds the token to that one subject (1-128 letters, digits and
-   * ._:&#64;-).
+   * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+   * and `._:&#64;-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string subject = 3;</code>
@@ -785,7 +787,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object agent_ = "";
     /**
      * <pre>
-     * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+     * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+     * or digit.
      * </pre>
      *
      * <code>string agent = 1;</code>
@@ -805,7 +808,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+     * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+     * or digit.
      * </pre>
      *
      * <code>string agent = 1;</code>
@@ -826,7 +830,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+     * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+     * or digit.
      * </pre>
      *
      * <code>string agent = 1;</code>
@@ -843,7 +848,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+     * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+     * or digit.
      * </pre>
      *
      * <code>string agent = 1;</code>
@@ -857,7 +863,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+     * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+     * or digit.
      * </pre>
      *
      * <code>string agent = 1;</code>
@@ -1075,8 +1082,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object subject_ = "";
     /**
      * <pre>
-     * subject, when set, binds the token to that one subject (1-128 letters, digits and
-     * ._:&#64;-).
+     * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+     * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string subject = 3;</code>
@@ -1096,8 +1103,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject, when set, binds the token to that one subject (1-128 letters, digits and
-     * ._:&#64;-).
+     * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+     * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string subject = 3;</code>
@@ -1118,8 +1125,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject, when set, binds the token to that one subject (1-128 letters, digits and
-     * ._:&#64;-).
+     * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+     * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string subject = 3;</code>
@@ -1136,8 +1143,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject, when set, binds the token to that one subject (1-128 letters, digits and
-     * ._:&#64;-).
+     * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+     * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string subject = 3;</code>
@@ -1151,8 +1158,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject, when set, binds the token to that one subject (1-128 letters, digits and
-     * ._:&#64;-).
+     * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+     * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string subject = 3;</code>

@@ -12,7 +12,8 @@ public interface IssueTokenRequestOrBuilder extends
 
   /**
    * <pre>
-   * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+   * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+   * or digit.
    * </pre>
    *
    * <code>string agent = 1;</code>
@@ -21,7 +22,8 @@ public interface IssueTokenRequestOrBuilder extends
   java.lang.String getAgent();
   /**
    * <pre>
-   * agent the token names: 1-64 letters, digits and ._- starting with a letter or digit.
+   * agent the token names: 1 to 64 bytes of letters, digits and `._-`, starting with a letter
+   * or digit.
    * </pre>
    *
    * <code>string agent = 1;</code>
@@ -86,8 +88,8 @@ public interface IssueTokenRequestOrBuilder extends
 
   /**
    * <pre>
-   * subject, when set, binds the token to that one subject (1-128 letters, digits and
-   * ._:&#64;-).
+   * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+   * and `._:&#64;-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string subject = 3;</code>
@@ -96,8 +98,8 @@ public interface IssueTokenRequestOrBuilder extends
   java.lang.String getSubject();
   /**
    * <pre>
-   * subject, when set, binds the token to that one subject (1-128 letters, digits and
-   * ._:&#64;-).
+   * subject, when set, binds the token to that one subject: 1 to 128 bytes of letters, digits
+   * and `._:&#64;-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string subject = 3;</code>

@@ -97,7 +97,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object sessionId_ = "";
   /**
    * <pre>
-   * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+   * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+   * letters, digits and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string session_id = 2;</code>
@@ -118,7 +119,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+   * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+   * letters, digits and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string session_id = 2;</code>
@@ -171,7 +173,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * key is optional for fact, preference, constraint, goal and context, and must be empty for
-   * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+   * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+   * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
    * <code>string key = 4;</code>
@@ -193,7 +196,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * key is optional for fact, preference, constraint, goal and context, and must be empty for
-   * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+   * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+   * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
    * <code>string key = 4;</code>
@@ -219,7 +223,7 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object text_ = "";
   /**
    * <pre>
-   * text is the value in words: required, at most 8 KiB.
+   * text is the value in words: required; at most 8 KiB by default (a server setting).
    * </pre>
    *
    * <code>string text = 5;</code>
@@ -240,7 +244,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * text is the value in words: required, at most 8 KiB.
+   * text is the value in words: required; at most 8 KiB by default (a server setting).
    * </pre>
    *
    * <code>string text = 5;</code>
@@ -265,7 +269,8 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.Struct data_;
   /**
    * <pre>
-   * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+   * data is an optional structured value; by default (a server setting) at most 16 KiB as
+   * JSON and 8 levels deep.
    * </pre>
    *
    * <code>.google.protobuf.Struct data = 6;</code>
@@ -277,7 +282,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+   * data is an optional structured value; by default (a server setting) at most 16 KiB as
+   * JSON and 8 levels deep.
    * </pre>
    *
    * <code>.google.protobuf.Struct data = 6;</code>
@@ -289,7 +295,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+   * data is an optional structured value; by default (a server setting) at most 16 KiB as
+   * JSON and 8 levels deep.
    * </pre>
    *
    * <code>.google.protobuf.Struct data = 6;</code>
@@ -400,7 +407,8 @@ private static final long serialVersionUID = 0L;
       com.google.protobuf.LazyStringArrayList.emptyList();
   /**
    * <pre>
-   * tags: at most 32, each 1 to 64 bytes.
+   * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+   * fewer or shorter ones, never more).
    * </pre>
    *
    * <code>repeated string tags = 11;</code>
@@ -412,7 +420,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * tags: at most 32, each 1 to 64 bytes.
+   * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+   * fewer or shorter ones, never more).
    * </pre>
    *
    * <code>repeated string tags = 11;</code>
@@ -423,7 +432,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * tags: at most 32, each 1 to 64 bytes.
+   * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+   * fewer or shorter ones, never more).
    * </pre>
    *
    * <code>repeated string tags = 11;</code>
@@ -435,7 +445,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * tags: at most 32, each 1 to 64 bytes.
+   * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+   * fewer or shorter ones, never more).
    * </pre>
    *
    * <code>repeated string tags = 11;</code>
@@ -554,7 +565,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object sourceTurnId_ = "";
   /**
    * <pre>
-   * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+   * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+   * and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string source_turn_id = 15;</code>
@@ -575,7 +587,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+   * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+   * and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string source_turn_id = 15;</code>
@@ -1384,7 +1397,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object sessionId_ = "";
     /**
      * <pre>
-     * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+     * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+     * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string session_id = 2;</code>
@@ -1404,7 +1418,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+     * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+     * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string session_id = 2;</code>
@@ -1425,7 +1440,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+     * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+     * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string session_id = 2;</code>
@@ -1442,7 +1458,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+     * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+     * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string session_id = 2;</code>
@@ -1456,7 +1473,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+     * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+     * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string session_id = 2;</code>
@@ -1549,7 +1567,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * key is optional for fact, preference, constraint, goal and context, and must be empty for
-     * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+     * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string key = 4;</code>
@@ -1570,7 +1589,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * key is optional for fact, preference, constraint, goal and context, and must be empty for
-     * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+     * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string key = 4;</code>
@@ -1592,7 +1612,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * key is optional for fact, preference, constraint, goal and context, and must be empty for
-     * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+     * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string key = 4;</code>
@@ -1610,7 +1631,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * key is optional for fact, preference, constraint, goal and context, and must be empty for
-     * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+     * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string key = 4;</code>
@@ -1625,7 +1647,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * key is optional for fact, preference, constraint, goal and context, and must be empty for
-     * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+     * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string key = 4;</code>
@@ -1645,7 +1668,7 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object text_ = "";
     /**
      * <pre>
-     * text is the value in words: required, at most 8 KiB.
+     * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
      * <code>string text = 5;</code>
@@ -1665,7 +1688,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * text is the value in words: required, at most 8 KiB.
+     * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
      * <code>string text = 5;</code>
@@ -1686,7 +1709,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * text is the value in words: required, at most 8 KiB.
+     * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
      * <code>string text = 5;</code>
@@ -1703,7 +1726,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * text is the value in words: required, at most 8 KiB.
+     * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
      * <code>string text = 5;</code>
@@ -1717,7 +1740,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * text is the value in words: required, at most 8 KiB.
+     * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
      * <code>string text = 5;</code>
@@ -1739,7 +1762,8 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.Struct, com.google.protobuf.Struct.Builder, com.google.protobuf.StructOrBuilder> dataBuilder_;
     /**
      * <pre>
-     * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+     * data is an optional structured value; by default (a server setting) at most 16 KiB as
+     * JSON and 8 levels deep.
      * </pre>
      *
      * <code>.google.protobuf.Struct data = 6;</code>
@@ -1750,7 +1774,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+     * data is an optional structured value; by default (a server setting) at most 16 KiB as
+     * JSON and 8 levels deep.
      * </pre>
      *
      * <code>.google.protobuf.Struct data = 6;</code>
@@ -1765,7 +1790,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+     * data is an optional structured value; by default (a server setting) at most 16 KiB as
+     * JSON and 8 levels deep.
      * </pre>
      *
      * <code>.google.protobuf.Struct data = 6;</code>
@@ -1785,7 +1811,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+     * data is an optional structured value; by default (a server setting) at most 16 KiB as
+     * JSON and 8 levels deep.
      * </pre>
      *
      * <code>.google.protobuf.Struct data = 6;</code>
@@ -1803,7 +1830,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+     * data is an optional structured value; by default (a server setting) at most 16 KiB as
+     * JSON and 8 levels deep.
      * </pre>
      *
      * <code>.google.protobuf.Struct data = 6;</code>
@@ -1828,7 +1856,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+     * data is an optional structured value; by default (a server setting) at most 16 KiB as
+     * JSON and 8 levels deep.
      * </pre>
      *
      * <code>.google.protobuf.Struct data = 6;</code>
@@ -1845,7 +1874,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+     * data is an optional structured value; by default (a server setting) at most 16 KiB as
+     * JSON and 8 levels deep.
      * </pre>
      *
      * <code>.google.protobuf.Struct data = 6;</code>
@@ -1857,7 +1887,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+     * data is an optional structured value; by default (a server setting) at most 16 KiB as
+     * JSON and 8 levels deep.
      * </pre>
      *
      * <code>.google.protobuf.Struct data = 6;</code>
@@ -1872,7 +1903,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+     * data is an optional structured value; by default (a server setting) at most 16 KiB as
+     * JSON and 8 levels deep.
      * </pre>
      *
      * <code>.google.protobuf.Struct data = 6;</code>
@@ -2129,7 +2161,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * tags: at most 32, each 1 to 64 bytes.
+     * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+     * fewer or shorter ones, never more).
      * </pre>
      *
      * <code>repeated string tags = 11;</code>
@@ -2142,7 +2175,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * tags: at most 32, each 1 to 64 bytes.
+     * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+     * fewer or shorter ones, never more).
      * </pre>
      *
      * <code>repeated string tags = 11;</code>
@@ -2153,7 +2187,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * tags: at most 32, each 1 to 64 bytes.
+     * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+     * fewer or shorter ones, never more).
      * </pre>
      *
      * <code>repeated string tags = 11;</code>
@@ -2165,7 +2200,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * tags: at most 32, each 1 to 64 bytes.
+     * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+     * fewer or shorter ones, never more).
      * </pre>
      *
      * <code>repeated string tags = 11;</code>
@@ -2178,7 +2214,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * tags: at most 32, each 1 to 64 bytes.
+     * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+     * fewer or shorter ones, never more).
      * </pre>
      *
      * <code>repeated string tags = 11;</code>
@@ -2197,7 +2234,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * tags: at most 32, each 1 to 64 bytes.
+     * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+     * fewer or shorter ones, never more).
      * </pre>
      *
      * <code>repeated string tags = 11;</code>
@@ -2215,7 +2253,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * tags: at most 32, each 1 to 64 bytes.
+     * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+     * fewer or shorter ones, never more).
      * </pre>
      *
      * <code>repeated string tags = 11;</code>
@@ -2233,7 +2272,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * tags: at most 32, each 1 to 64 bytes.
+     * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+     * fewer or shorter ones, never more).
      * </pre>
      *
      * <code>repeated string tags = 11;</code>
@@ -2248,7 +2288,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * tags: at most 32, each 1 to 64 bytes.
+     * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+     * fewer or shorter ones, never more).
      * </pre>
      *
      * <code>repeated string tags = 11;</code>
@@ -2655,7 +2696,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object sourceTurnId_ = "";
     /**
      * <pre>
-     * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+     * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+     * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string source_turn_id = 15;</code>
@@ -2675,7 +2717,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+     * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+     * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string source_turn_id = 15;</code>
@@ -2696,7 +2739,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+     * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+     * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string source_turn_id = 15;</code>
@@ -2713,7 +2757,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+     * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+     * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string source_turn_id = 15;</code>
@@ -2727,7 +2772,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+     * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+     * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string source_turn_id = 15;</code>

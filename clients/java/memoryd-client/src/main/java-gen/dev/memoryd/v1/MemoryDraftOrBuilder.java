@@ -33,7 +33,8 @@ public interface MemoryDraftOrBuilder extends
 
   /**
    * <pre>
-   * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+   * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+   * letters, digits and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string session_id = 2;</code>
@@ -42,7 +43,8 @@ public interface MemoryDraftOrBuilder extends
   java.lang.String getSessionId();
   /**
    * <pre>
-   * session_id is required for SCOPE_SESSION and must be empty otherwise (at most 128 bytes).
+   * session_id is required for SCOPE_SESSION and must be empty otherwise: 1 to 128 bytes of
+   * letters, digits and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string session_id = 2;</code>
@@ -73,7 +75,8 @@ public interface MemoryDraftOrBuilder extends
   /**
    * <pre>
    * key is optional for fact, preference, constraint, goal and context, and must be empty for
-   * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+   * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+   * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
    * <code>string key = 4;</code>
@@ -83,7 +86,8 @@ public interface MemoryDraftOrBuilder extends
   /**
    * <pre>
    * key is optional for fact, preference, constraint, goal and context, and must be empty for
-   * event and decision. At most 128 bytes of letters, digits and `._:/-`.
+   * event and decision. Letters, digits and `._:/-`, starting with a letter or digit; at most
+   * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
    * <code>string key = 4;</code>
@@ -94,7 +98,7 @@ public interface MemoryDraftOrBuilder extends
 
   /**
    * <pre>
-   * text is the value in words: required, at most 8 KiB.
+   * text is the value in words: required; at most 8 KiB by default (a server setting).
    * </pre>
    *
    * <code>string text = 5;</code>
@@ -103,7 +107,7 @@ public interface MemoryDraftOrBuilder extends
   java.lang.String getText();
   /**
    * <pre>
-   * text is the value in words: required, at most 8 KiB.
+   * text is the value in words: required; at most 8 KiB by default (a server setting).
    * </pre>
    *
    * <code>string text = 5;</code>
@@ -114,7 +118,8 @@ public interface MemoryDraftOrBuilder extends
 
   /**
    * <pre>
-   * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+   * data is an optional structured value; by default (a server setting) at most 16 KiB as
+   * JSON and 8 levels deep.
    * </pre>
    *
    * <code>.google.protobuf.Struct data = 6;</code>
@@ -123,7 +128,8 @@ public interface MemoryDraftOrBuilder extends
   boolean hasData();
   /**
    * <pre>
-   * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+   * data is an optional structured value; by default (a server setting) at most 16 KiB as
+   * JSON and 8 levels deep.
    * </pre>
    *
    * <code>.google.protobuf.Struct data = 6;</code>
@@ -132,7 +138,8 @@ public interface MemoryDraftOrBuilder extends
   com.google.protobuf.Struct getData();
   /**
    * <pre>
-   * data is an optional structured value, at most 16 KiB as JSON and 8 levels deep.
+   * data is an optional structured value; by default (a server setting) at most 16 KiB as
+   * JSON and 8 levels deep.
    * </pre>
    *
    * <code>.google.protobuf.Struct data = 6;</code>
@@ -208,7 +215,8 @@ public interface MemoryDraftOrBuilder extends
 
   /**
    * <pre>
-   * tags: at most 32, each 1 to 64 bytes.
+   * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+   * fewer or shorter ones, never more).
    * </pre>
    *
    * <code>repeated string tags = 11;</code>
@@ -218,7 +226,8 @@ public interface MemoryDraftOrBuilder extends
       getTagsList();
   /**
    * <pre>
-   * tags: at most 32, each 1 to 64 bytes.
+   * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+   * fewer or shorter ones, never more).
    * </pre>
    *
    * <code>repeated string tags = 11;</code>
@@ -227,7 +236,8 @@ public interface MemoryDraftOrBuilder extends
   int getTagsCount();
   /**
    * <pre>
-   * tags: at most 32, each 1 to 64 bytes.
+   * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+   * fewer or shorter ones, never more).
    * </pre>
    *
    * <code>repeated string tags = 11;</code>
@@ -237,7 +247,8 @@ public interface MemoryDraftOrBuilder extends
   java.lang.String getTags(int index);
   /**
    * <pre>
-   * tags: at most 32, each 1 to 64 bytes.
+   * tags: at most 32, each 1 to 64 bytes on one line (a server may be configured to allow
+   * fewer or shorter ones, never more).
    * </pre>
    *
    * <code>repeated string tags = 11;</code>
@@ -322,7 +333,8 @@ public interface MemoryDraftOrBuilder extends
 
   /**
    * <pre>
-   * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+   * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+   * and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string source_turn_id = 15;</code>
@@ -331,7 +343,8 @@ public interface MemoryDraftOrBuilder extends
   java.lang.String getSourceTurnId();
   /**
    * <pre>
-   * source_turn_id links the memory to a dialogue turn (at most 128 bytes).
+   * source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
+   * and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string source_turn_id = 15;</code>

@@ -109,7 +109,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object query_ = "";
   /**
    * <pre>
-   * query is free text to recall by meaning and by words (at most 2,000 bytes).
+   * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+   * server setting).
    * </pre>
    *
    * <code>string query = 2;</code>
@@ -130,7 +131,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * query is free text to recall by meaning and by words (at most 2,000 bytes).
+   * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+   * server setting).
    * </pre>
    *
    * <code>string query = 2;</code>
@@ -157,7 +159,8 @@ private static final long serialVersionUID = 0L;
       com.google.protobuf.LazyStringArrayList.emptyList();
   /**
    * <pre>
-   * keys are point lookups of structured memories (at most 100 keys).
+   * keys are point lookups of structured memories (at most 100 keys by default, a server
+   * setting).
    * </pre>
    *
    * <code>repeated string keys = 3;</code>
@@ -169,7 +172,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * keys are point lookups of structured memories (at most 100 keys).
+   * keys are point lookups of structured memories (at most 100 keys by default, a server
+   * setting).
    * </pre>
    *
    * <code>repeated string keys = 3;</code>
@@ -180,7 +184,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * keys are point lookups of structured memories (at most 100 keys).
+   * keys are point lookups of structured memories (at most 100 keys by default, a server
+   * setting).
    * </pre>
    *
    * <code>repeated string keys = 3;</code>
@@ -192,7 +197,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * keys are point lookups of structured memories (at most 100 keys).
+   * keys are point lookups of structured memories (at most 100 keys by default, a server
+   * setting).
    * </pre>
    *
    * <code>repeated string keys = 3;</code>
@@ -246,7 +252,8 @@ private static final long serialVersionUID = 0L;
   private int topK_ = 0;
   /**
    * <pre>
-   * top_k is how many memories to return at most: 1 to 100, default 10.
+   * top_k is how many memories to return at most: default 10, from 1 to the server's limit
+   * (100 by default).
    * </pre>
    *
    * <code>int32 top_k = 5;</code>
@@ -261,8 +268,8 @@ private static final long serialVersionUID = 0L;
   private int tokenBudget_ = 0;
   /**
    * <pre>
-   * token_budget, if positive, caps the estimated tokens of the returned texts (at most
-   * 32,000).
+   * token_budget, if positive, caps the estimated tokens of the returned texts (at most the
+   * server's limit, 32,000 by default).
    * </pre>
    *
    * <code>int32 token_budget = 6;</code>
@@ -1042,7 +1049,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object query_ = "";
     /**
      * <pre>
-     * query is free text to recall by meaning and by words (at most 2,000 bytes).
+     * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+     * server setting).
      * </pre>
      *
      * <code>string query = 2;</code>
@@ -1062,7 +1070,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * query is free text to recall by meaning and by words (at most 2,000 bytes).
+     * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+     * server setting).
      * </pre>
      *
      * <code>string query = 2;</code>
@@ -1083,7 +1092,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * query is free text to recall by meaning and by words (at most 2,000 bytes).
+     * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+     * server setting).
      * </pre>
      *
      * <code>string query = 2;</code>
@@ -1100,7 +1110,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * query is free text to recall by meaning and by words (at most 2,000 bytes).
+     * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+     * server setting).
      * </pre>
      *
      * <code>string query = 2;</code>
@@ -1114,7 +1125,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * query is free text to recall by meaning and by words (at most 2,000 bytes).
+     * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+     * server setting).
      * </pre>
      *
      * <code>string query = 2;</code>
@@ -1141,7 +1153,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * keys are point lookups of structured memories (at most 100 keys).
+     * keys are point lookups of structured memories (at most 100 keys by default, a server
+     * setting).
      * </pre>
      *
      * <code>repeated string keys = 3;</code>
@@ -1154,7 +1167,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * keys are point lookups of structured memories (at most 100 keys).
+     * keys are point lookups of structured memories (at most 100 keys by default, a server
+     * setting).
      * </pre>
      *
      * <code>repeated string keys = 3;</code>
@@ -1165,7 +1179,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * keys are point lookups of structured memories (at most 100 keys).
+     * keys are point lookups of structured memories (at most 100 keys by default, a server
+     * setting).
      * </pre>
      *
      * <code>repeated string keys = 3;</code>
@@ -1177,7 +1192,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * keys are point lookups of structured memories (at most 100 keys).
+     * keys are point lookups of structured memories (at most 100 keys by default, a server
+     * setting).
      * </pre>
      *
      * <code>repeated string keys = 3;</code>
@@ -1190,7 +1206,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * keys are point lookups of structured memories (at most 100 keys).
+     * keys are point lookups of structured memories (at most 100 keys by default, a server
+     * setting).
      * </pre>
      *
      * <code>repeated string keys = 3;</code>
@@ -1209,7 +1226,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * keys are point lookups of structured memories (at most 100 keys).
+     * keys are point lookups of structured memories (at most 100 keys by default, a server
+     * setting).
      * </pre>
      *
      * <code>repeated string keys = 3;</code>
@@ -1227,7 +1245,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * keys are point lookups of structured memories (at most 100 keys).
+     * keys are point lookups of structured memories (at most 100 keys by default, a server
+     * setting).
      * </pre>
      *
      * <code>repeated string keys = 3;</code>
@@ -1245,7 +1264,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * keys are point lookups of structured memories (at most 100 keys).
+     * keys are point lookups of structured memories (at most 100 keys by default, a server
+     * setting).
      * </pre>
      *
      * <code>repeated string keys = 3;</code>
@@ -1260,7 +1280,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * keys are point lookups of structured memories (at most 100 keys).
+     * keys are point lookups of structured memories (at most 100 keys by default, a server
+     * setting).
      * </pre>
      *
      * <code>repeated string keys = 3;</code>
@@ -1438,7 +1459,8 @@ private static final long serialVersionUID = 0L;
     private int topK_ ;
     /**
      * <pre>
-     * top_k is how many memories to return at most: 1 to 100, default 10.
+     * top_k is how many memories to return at most: default 10, from 1 to the server's limit
+     * (100 by default).
      * </pre>
      *
      * <code>int32 top_k = 5;</code>
@@ -1450,7 +1472,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * top_k is how many memories to return at most: 1 to 100, default 10.
+     * top_k is how many memories to return at most: default 10, from 1 to the server's limit
+     * (100 by default).
      * </pre>
      *
      * <code>int32 top_k = 5;</code>
@@ -1466,7 +1489,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * top_k is how many memories to return at most: 1 to 100, default 10.
+     * top_k is how many memories to return at most: default 10, from 1 to the server's limit
+     * (100 by default).
      * </pre>
      *
      * <code>int32 top_k = 5;</code>
@@ -1482,8 +1506,8 @@ private static final long serialVersionUID = 0L;
     private int tokenBudget_ ;
     /**
      * <pre>
-     * token_budget, if positive, caps the estimated tokens of the returned texts (at most
-     * 32,000).
+     * token_budget, if positive, caps the estimated tokens of the returned texts (at most the
+     * server's limit, 32,000 by default).
      * </pre>
      *
      * <code>int32 token_budget = 6;</code>
@@ -1495,8 +1519,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * token_budget, if positive, caps the estimated tokens of the returned texts (at most
-     * 32,000).
+     * token_budget, if positive, caps the estimated tokens of the returned texts (at most the
+     * server's limit, 32,000 by default).
      * </pre>
      *
      * <code>int32 token_budget = 6;</code>
@@ -1512,8 +1536,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * token_budget, if positive, caps the estimated tokens of the returned texts (at most
-     * 32,000).
+     * token_budget, if positive, caps the estimated tokens of the returned texts (at most the
+     * server's limit, 32,000 by default).
      * </pre>
      *
      * <code>int32 token_budget = 6;</code>

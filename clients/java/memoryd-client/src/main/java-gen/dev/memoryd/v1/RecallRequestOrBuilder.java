@@ -32,7 +32,8 @@ public interface RecallRequestOrBuilder extends
 
   /**
    * <pre>
-   * query is free text to recall by meaning and by words (at most 2,000 bytes).
+   * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+   * server setting).
    * </pre>
    *
    * <code>string query = 2;</code>
@@ -41,7 +42,8 @@ public interface RecallRequestOrBuilder extends
   java.lang.String getQuery();
   /**
    * <pre>
-   * query is free text to recall by meaning and by words (at most 2,000 bytes).
+   * query is free text to recall by meaning and by words (at most 2,000 bytes by default, a
+   * server setting).
    * </pre>
    *
    * <code>string query = 2;</code>
@@ -52,7 +54,8 @@ public interface RecallRequestOrBuilder extends
 
   /**
    * <pre>
-   * keys are point lookups of structured memories (at most 100 keys).
+   * keys are point lookups of structured memories (at most 100 keys by default, a server
+   * setting).
    * </pre>
    *
    * <code>repeated string keys = 3;</code>
@@ -62,7 +65,8 @@ public interface RecallRequestOrBuilder extends
       getKeysList();
   /**
    * <pre>
-   * keys are point lookups of structured memories (at most 100 keys).
+   * keys are point lookups of structured memories (at most 100 keys by default, a server
+   * setting).
    * </pre>
    *
    * <code>repeated string keys = 3;</code>
@@ -71,7 +75,8 @@ public interface RecallRequestOrBuilder extends
   int getKeysCount();
   /**
    * <pre>
-   * keys are point lookups of structured memories (at most 100 keys).
+   * keys are point lookups of structured memories (at most 100 keys by default, a server
+   * setting).
    * </pre>
    *
    * <code>repeated string keys = 3;</code>
@@ -81,7 +86,8 @@ public interface RecallRequestOrBuilder extends
   java.lang.String getKeys(int index);
   /**
    * <pre>
-   * keys are point lookups of structured memories (at most 100 keys).
+   * keys are point lookups of structured memories (at most 100 keys by default, a server
+   * setting).
    * </pre>
    *
    * <code>repeated string keys = 3;</code>
@@ -120,7 +126,8 @@ public interface RecallRequestOrBuilder extends
 
   /**
    * <pre>
-   * top_k is how many memories to return at most: 1 to 100, default 10.
+   * top_k is how many memories to return at most: default 10, from 1 to the server's limit
+   * (100 by default).
    * </pre>
    *
    * <code>int32 top_k = 5;</code>
@@ -130,8 +137,8 @@ public interface RecallRequestOrBuilder extends
 
   /**
    * <pre>
-   * token_budget, if positive, caps the estimated tokens of the returned texts (at most
-   * 32,000).
+   * token_budget, if positive, caps the estimated tokens of the returned texts (at most the
+   * server's limit, 32,000 by default).
    * </pre>
    *
    * <code>int32 token_budget = 6;</code>

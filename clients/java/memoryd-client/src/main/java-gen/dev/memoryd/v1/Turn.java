@@ -61,7 +61,9 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object turnId_ = "";
   /**
    * <pre>
-   * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+   * turn_id identifies the turn, unique within the request; memories extracted from it carry
+   * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+   * `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string turn_id = 1;</code>
@@ -82,7 +84,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+   * turn_id identifies the turn, unique within the request; memories extracted from it carry
+   * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+   * `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string turn_id = 1;</code>
@@ -108,7 +112,7 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object speaker_ = "";
   /**
    * <pre>
-   * speaker is who spoke ("user", "assistant", a name).
+   * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
    * </pre>
    *
    * <code>string speaker = 2;</code>
@@ -129,7 +133,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * speaker is who spoke ("user", "assistant", a name).
+   * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
    * </pre>
    *
    * <code>string speaker = 2;</code>
@@ -155,7 +159,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object text_ = "";
   /**
    * <pre>
-   * text is what was said.
+   * text is what was said: required; all turns of one request together at most 64 KiB by
+   * default (a server setting), each at most the server's text limit (8 KiB by default).
    * </pre>
    *
    * <code>string text = 3;</code>
@@ -176,7 +181,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * text is what was said.
+   * text is what was said: required; all turns of one request together at most 64 KiB by
+   * default (a server setting), each at most the server's text limit (8 KiB by default).
    * </pre>
    *
    * <code>string text = 3;</code>
@@ -633,7 +639,9 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object turnId_ = "";
     /**
      * <pre>
-     * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+     * turn_id identifies the turn, unique within the request; memories extracted from it carry
+     * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+     * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string turn_id = 1;</code>
@@ -653,7 +661,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+     * turn_id identifies the turn, unique within the request; memories extracted from it carry
+     * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+     * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string turn_id = 1;</code>
@@ -674,7 +684,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+     * turn_id identifies the turn, unique within the request; memories extracted from it carry
+     * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+     * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string turn_id = 1;</code>
@@ -691,7 +703,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+     * turn_id identifies the turn, unique within the request; memories extracted from it carry
+     * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+     * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string turn_id = 1;</code>
@@ -705,7 +719,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+     * turn_id identifies the turn, unique within the request; memories extracted from it carry
+     * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+     * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
      * <code>string turn_id = 1;</code>
@@ -725,7 +741,7 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object speaker_ = "";
     /**
      * <pre>
-     * speaker is who spoke ("user", "assistant", a name).
+     * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
      * <code>string speaker = 2;</code>
@@ -745,7 +761,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * speaker is who spoke ("user", "assistant", a name).
+     * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
      * <code>string speaker = 2;</code>
@@ -766,7 +782,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * speaker is who spoke ("user", "assistant", a name).
+     * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
      * <code>string speaker = 2;</code>
@@ -783,7 +799,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * speaker is who spoke ("user", "assistant", a name).
+     * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
      * <code>string speaker = 2;</code>
@@ -797,7 +813,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * speaker is who spoke ("user", "assistant", a name).
+     * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
      * <code>string speaker = 2;</code>
@@ -817,7 +833,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object text_ = "";
     /**
      * <pre>
-     * text is what was said.
+     * text is what was said: required; all turns of one request together at most 64 KiB by
+     * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
      * <code>string text = 3;</code>
@@ -837,7 +854,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * text is what was said.
+     * text is what was said: required; all turns of one request together at most 64 KiB by
+     * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
      * <code>string text = 3;</code>
@@ -858,7 +876,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * text is what was said.
+     * text is what was said: required; all turns of one request together at most 64 KiB by
+     * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
      * <code>string text = 3;</code>
@@ -875,7 +894,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * text is what was said.
+     * text is what was said: required; all turns of one request together at most 64 KiB by
+     * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
      * <code>string text = 3;</code>
@@ -889,7 +909,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * text is what was said.
+     * text is what was said: required; all turns of one request together at most 64 KiB by
+     * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
      * <code>string text = 3;</code>

@@ -12,7 +12,9 @@ public interface TurnOrBuilder extends
 
   /**
    * <pre>
-   * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+   * turn_id identifies the turn, unique within the request; memories extracted from it carry
+   * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+   * `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string turn_id = 1;</code>
@@ -21,7 +23,9 @@ public interface TurnOrBuilder extends
   java.lang.String getTurnId();
   /**
    * <pre>
-   * turn_id identifies the turn; memories extracted from it carry it as source_turn_id.
+   * turn_id identifies the turn, unique within the request; memories extracted from it carry
+   * it as source_turn_id, and chunks as a tag: 1 to 64 bytes of letters, digits and
+   * `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
    * <code>string turn_id = 1;</code>
@@ -32,7 +36,7 @@ public interface TurnOrBuilder extends
 
   /**
    * <pre>
-   * speaker is who spoke ("user", "assistant", a name).
+   * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
    * </pre>
    *
    * <code>string speaker = 2;</code>
@@ -41,7 +45,7 @@ public interface TurnOrBuilder extends
   java.lang.String getSpeaker();
   /**
    * <pre>
-   * speaker is who spoke ("user", "assistant", a name).
+   * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
    * </pre>
    *
    * <code>string speaker = 2;</code>
@@ -52,7 +56,8 @@ public interface TurnOrBuilder extends
 
   /**
    * <pre>
-   * text is what was said.
+   * text is what was said: required; all turns of one request together at most 64 KiB by
+   * default (a server setting), each at most the server's text limit (8 KiB by default).
    * </pre>
    *
    * <code>string text = 3;</code>
@@ -61,7 +66,8 @@ public interface TurnOrBuilder extends
   java.lang.String getText();
   /**
    * <pre>
-   * text is what was said.
+   * text is what was said: required; all turns of one request together at most 64 KiB by
+   * default (a server setting), each at most the server's text limit (8 KiB by default).
    * </pre>
    *
    * <code>string text = 3;</code>

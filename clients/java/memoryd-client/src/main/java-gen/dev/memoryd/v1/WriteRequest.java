@@ -63,7 +63,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object subject_ = "";
   /**
    * <pre>
-   * subject is required: 1 to 128 bytes of letters, digits and `._:&#64;-`.
+   * subject is required: letters, digits and `._:&#64;-`, starting with a letter or digit; 1 to
+   * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
    * <code>string subject = 1;</code>
@@ -84,7 +85,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * subject is required: 1 to 128 bytes of letters, digits and `._:&#64;-`.
+   * subject is required: letters, digits and `._:&#64;-`, starting with a letter or digit; 1 to
+   * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
    * <code>string subject = 1;</code>
@@ -110,7 +112,7 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.memoryd.v1.MemoryDraft> items_;
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -121,7 +123,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -133,7 +135,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -144,7 +146,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -155,7 +157,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -851,7 +853,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object subject_ = "";
     /**
      * <pre>
-     * subject is required: 1 to 128 bytes of letters, digits and `._:&#64;-`.
+     * subject is required: letters, digits and `._:&#64;-`, starting with a letter or digit; 1 to
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string subject = 1;</code>
@@ -871,7 +874,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject is required: 1 to 128 bytes of letters, digits and `._:&#64;-`.
+     * subject is required: letters, digits and `._:&#64;-`, starting with a letter or digit; 1 to
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string subject = 1;</code>
@@ -892,7 +896,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject is required: 1 to 128 bytes of letters, digits and `._:&#64;-`.
+     * subject is required: letters, digits and `._:&#64;-`, starting with a letter or digit; 1 to
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string subject = 1;</code>
@@ -909,7 +914,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject is required: 1 to 128 bytes of letters, digits and `._:&#64;-`.
+     * subject is required: letters, digits and `._:&#64;-`, starting with a letter or digit; 1 to
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string subject = 1;</code>
@@ -923,7 +929,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject is required: 1 to 128 bytes of letters, digits and `._:&#64;-`.
+     * subject is required: letters, digits and `._:&#64;-`, starting with a letter or digit; 1 to
+     * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
      * <code>string subject = 1;</code>
@@ -954,7 +961,7 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -968,7 +975,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -982,7 +989,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -996,7 +1003,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1017,7 +1024,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1035,7 +1042,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1055,7 +1062,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1076,7 +1083,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1094,7 +1101,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1112,7 +1119,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1131,7 +1138,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1148,7 +1155,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1165,7 +1172,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1176,7 +1183,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1190,7 +1197,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1205,7 +1212,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1216,7 +1223,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -1228,7 +1235,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * items to write: 1 to 100 of them, unless turns are given.
+     * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
      * </pre>
      *
      * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>

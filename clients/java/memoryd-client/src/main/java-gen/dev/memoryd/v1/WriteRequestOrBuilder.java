@@ -12,7 +12,8 @@ public interface WriteRequestOrBuilder extends
 
   /**
    * <pre>
-   * subject is required: 1 to 128 bytes of letters, digits and `._:&#64;-`.
+   * subject is required: letters, digits and `._:&#64;-`, starting with a letter or digit; 1 to
+   * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
    * <code>string subject = 1;</code>
@@ -21,7 +22,8 @@ public interface WriteRequestOrBuilder extends
   java.lang.String getSubject();
   /**
    * <pre>
-   * subject is required: 1 to 128 bytes of letters, digits and `._:&#64;-`.
+   * subject is required: letters, digits and `._:&#64;-`, starting with a letter or digit; 1 to
+   * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
    * <code>string subject = 1;</code>
@@ -32,7 +34,7 @@ public interface WriteRequestOrBuilder extends
 
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -41,7 +43,7 @@ public interface WriteRequestOrBuilder extends
       getItemsList();
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -49,7 +51,7 @@ public interface WriteRequestOrBuilder extends
   dev.memoryd.v1.MemoryDraft getItems(int index);
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -57,7 +59,7 @@ public interface WriteRequestOrBuilder extends
   int getItemsCount();
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
@@ -66,7 +68,7 @@ public interface WriteRequestOrBuilder extends
       getItemsOrBuilderList();
   /**
    * <pre>
-   * items to write: 1 to 100 of them, unless turns are given.
+   * items to write: 1 to 100 of them by default (a server setting), unless turns are given.
    * </pre>
    *
    * <code>repeated .memoryd.v1.MemoryDraft items = 2;</code>
