@@ -105,6 +105,10 @@ class MilvusStandalone:
 
     # Its port check binds without SO_REUSEADDR, so a restart right after a kill would find
     # the ports "in use" by the old connections' TIME_WAIT; Milvus itself reuses them.
+    # A restart binds the same ports again, so none may be in the kernel's ephemeral range
+    # (ip_local_port_range, 32768-60999 here), where any process's outgoing connection or
+    # port-0 listener could hold it meanwhile: the root coordinator's default, 53100, moves
+    # below it.
     _LAUNCH = (
         "import json, socket, sys, milvus\n"
         "def bind(self, port):\n"
@@ -115,6 +119,8 @@ class MilvusStandalone:
         "        sock.close(); return None\n"
         "milvus.MilvusServerConfig.try_bind_port = bind\n"
         "s = milvus.MilvusServer(); s.set_base_dir(sys.argv[1])\n"
+        "for k, item in s.config.configurable_items.items():\n"
+        "    if k.endswith('_port') and item[1] and int(item[1]) >= 32768: item[1] = 23100\n"
         "ports = json.loads(sys.argv[3])\n"
         "for k, v in ports.items(): s.config.configs[k] = v\n"
         "s.start()\n"
@@ -147,7 +153,8 @@ class MilvusStandalone:
         while not info.exists():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.kill()
-                raise RuntimeError(f"Milvus did not start; see {self.root}/data/logs")
+                launcher = (self.root / "launcher.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"Milvus did not start; see {self.root}/data/logs. Its launcher said:\n{launcher}")
             time.sleep(0.2)
         self.ports = json.loads(info.read_text())
         return self
