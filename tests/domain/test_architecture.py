@@ -240,6 +240,12 @@ def test_storage_never_imports_the_server_or_the_cli(module: str):
                                                                                "memoryd.bench"))}
 
 
+@pytest.mark.parametrize("module", _of("memoryd.cli"))
+def test_the_cli_calls_servers_through_memoryd_client_not_raw_stubs(module: str):
+    # One client: its errors, retries and reply types. (grpc's health stub is not memoryd's.)
+    assert not {m for m in _imported(module) if _under(m, "memoryd.v1") and m.endswith("_pb2_grpc")}
+
+
 def test_no_module_imports_another_while_that_one_is_still_loading():
     graph = _load_time_graph(("memoryd.domain", "memoryd.server", "memoryd.storage", "memoryd.cli", "memoryd.bench"))
     # Not vacuous: the graph holds the edges we know of...

@@ -15,13 +15,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import grpc
-
+from memoryd.client import MemorydError
 from memoryd.v1 import memory_service_pb2 as svc
-from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
-from ._connect import bearer, connection_options, open_channel, read_token, token_options
-from ._errors import report_rpc_error
+from ._connect import client_for, connection_options, token_options
+from ._errors import report_failure
 
 # The client accepts what a server configured with a larger message limit may send.
 _OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -58,18 +56,13 @@ def _passphrase(args: argparse.Namespace) -> str:
     return ""
 
 
-def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
-    metadata = bearer(read_token(args))
-    with open_channel(args, _OPTIONS) as channel:
-        return getattr(svc_grpc.MemoryServiceStub(channel), method)(request, metadata=metadata, timeout=120)
-
-
 def _export(args: argparse.Namespace) -> int:
     request = svc.ExportMemoriesRequest(subject=args.subject, passphrase=_passphrase(args))
     try:
-        response = _call(args, "ExportMemories", request)
-    except grpc.RpcError as error:
-        report_rpc_error(error, args.addr)
+        with client_for(args, options=_OPTIONS, timeout=120) as client:
+            response = client.export_memories(request)
+    except MemorydError as failure:
+        report_failure(failure, args.addr)
         return 1
     kind = "sealed" if request.passphrase else "plain"
     if args.out is None:
@@ -87,9 +80,10 @@ def _import(args: argparse.Namespace) -> int:
     archive = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     request = svc.ImportMemoriesRequest(subject=args.subject, archive=archive, passphrase=_passphrase(args))
     try:
-        response = _call(args, "ImportMemories", request)
-    except grpc.RpcError as error:
-        report_rpc_error(error, args.addr)
+        with client_for(args, options=_OPTIONS, timeout=120) as client:
+            response = client.import_memories(request)
+    except MemorydError as failure:
+        report_failure(failure, args.addr)
         return 1
     outcomes = Counter(svc.WriteOutcome.Name(r.outcome).removeprefix("WRITE_OUTCOME_").lower()
                        for r in response.results)

@@ -11,18 +11,18 @@ response.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
-import grpc
 from google.protobuf import json_format
 
 from memoryd.domain import Category, EraseMode
 from memoryd.server import CATEGORY, ERASE_MODE
+from memoryd.client import MemorydError
 from memoryd.v1 import memory_service_pb2 as svc
-from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
-from ._connect import bearer, connection_options, open_channel, read_token, token_options
-from ._errors import report_rpc_error
+from ._connect import client_for, connection_options, token_options
+from ._errors import report_failure
 
 CATEGORY_NAMES = [c.value for c in Category]
 
@@ -136,26 +136,21 @@ def _erase(args: argparse.Namespace) -> int:
     return _call(args, "Erase", request)
 
 
-def _token(args: argparse.Namespace) -> str:
-    return read_token(args)
-
-
 def _call(args: argparse.Namespace, method: str, request: Any, *, print_id: bool = False, items: str = "") -> int:
     if args.request:
         request = json_format.Parse(args.request, type(request)())
-    metadata = bearer(_token(args))
-    with open_channel(args) as channel:
-        call = getattr(svc_grpc.MemoryServiceStub(channel), method)
+    with client_for(args) as client:
+        call = getattr(client, _snake(method))  # Write -> client.write
         try:
-            response = call(request, metadata=metadata, timeout=30)
+            response = call(request)
             # --all: every page, gathered into the first page's response.
             while items and getattr(args, "all", False) and response.next_page_token:
                 request.page_token = response.next_page_token
-                page = call(request, metadata=metadata, timeout=30)
+                page = call(request)
                 getattr(response, items).extend(getattr(page, items))
                 response.next_page_token = page.next_page_token
-        except grpc.RpcError as error:
-            _print_error(error, args.addr)
+        except MemorydError as failure:
+            report_failure(failure, args.addr)
             return 1
     if print_id:
         print(response.results[0].memory_id)
@@ -164,5 +159,5 @@ def _call(args: argparse.Namespace, method: str, request: Any, *, print_id: bool
     return 0
 
 
-def _print_error(error: grpc.RpcError, addr: str = "") -> None:
-    report_rpc_error(error, addr)
+def _snake(method: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", method).lower()

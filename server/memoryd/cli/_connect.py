@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from memoryd.client import TLS
+from memoryd.client import TLS, MemorydClient, RetryPolicy
 
 from ._errors import TOKEN_HINT, CliError
 
@@ -134,6 +136,14 @@ def read_token(args: argparse.Namespace, *, admin: bool = False) -> str:
     return path.read_text().strip()
 
 
-def bearer(token: str) -> tuple[tuple[str, str], ...]:
-    """The call metadata for ``token``: none for an empty one."""
-    return (("authorization", f"Bearer {token}"),) if token else ()
+@contextmanager
+def client_for(args: argparse.Namespace, *, admin: bool = False, options: list[tuple[str, Any]] | None = None,
+               timeout: float = 30.0) -> Iterator[MemorydClient]:
+    """``memoryd.client`` on the channel ``--addr`` and the TLS options describe, with the
+    token ``read_token`` finds. One attempt per call: a person at a terminal sees an outage at
+    once and decides whether to retry."""
+    token = read_token(args, admin=admin)
+    with open_channel(args, options) as channel, \
+            MemorydClient(channel=channel, token=token or None, timeout=timeout,
+                          retry=RetryPolicy(max_attempts=1)) as client:
+        yield client

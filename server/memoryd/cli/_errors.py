@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 from google.rpc import error_details_pb2
 
-from memoryd.client import from_rpc_error
+from memoryd.client import MemorydError, from_rpc_error
 
 
 class CliError(Exception):
@@ -32,10 +32,14 @@ def report(message: str, hint: str = "") -> None:
 
 
 def report_rpc_error(error: grpc.RpcError, addr: str = "", *, denied_hint: str = "") -> None:
+    """A failed call made with a raw stub (the health check): as ``report_failure``."""
+    report_failure(from_rpc_error(error), addr, denied_hint=denied_hint)
+
+
+def report_failure(failure: MemorydError, addr: str = "", *, denied_hint: str = "") -> None:
     """A failed call: its code and message on one line, a hint for the usual causes (or
     ``denied_hint`` for PERMISSION_DENIED), then the request's field violations (BadRequest
     details) indented, one per line."""
-    failure = from_rpc_error(error)
     code, details = failure.code, failure.message
     hint = ""
     if code == grpc.StatusCode.UNAVAILABLE:

@@ -14,17 +14,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import grpc
 from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
 
+from memoryd.client import MemorydError
 from memoryd.server import parse_ttl
 from memoryd.server import TOKEN_ROLE
 from memoryd.v1 import token_admin_service_pb2 as token_admin
-from memoryd.v1 import token_admin_service_pb2_grpc as token_admin_grpc
 
-from ._connect import bearer, connection_options, open_channel, read_token, token_options
-from ._errors import report_rpc_error
+from ._connect import client_for, connection_options, token_options
+from ._errors import report_failure
 
 DENIED_HINT = ("minting needs an admin token not bound to a subject (--token, MEMORYD_ADMIN_TOKEN or --token-file); "
                "the first one comes from `memoryd token issue --tenant T --agent A --role admin` where the signing "
@@ -62,13 +61,13 @@ def _through_server(args: argparse.Namespace) -> int:
     request = token_admin.IssueTokenRequest(agent=args.agent, roles=roles, subject=args.subject, reason=args.reason)
     if args.ttl is not None:
         request.lifetime.CopyFrom(Duration(seconds=parse_ttl(args.ttl)))
-    metadata = bearer(read_token(args, admin=True))
-    with open_channel(args) as channel:
+    with client_for(args, admin=True) as client:
         try:
-            # Never retried: a second attempt would mint (and audit) a second token.
-            minted = token_admin_grpc.TokenAdminServiceStub(channel).IssueToken(request, metadata=metadata, timeout=30)
-        except grpc.RpcError as error:
-            report_rpc_error(error, args.addr, denied_hint=DENIED_HINT)
+            # Never retried (memoryd.client retries no IssueToken): a second attempt would
+            # mint, and audit, a second token.
+            minted = client.issue_token(request)
+        except MemorydError as failure:
+            report_failure(failure, args.addr, denied_hint=DENIED_HINT)
             return 1
     print(json_format.MessageToJson(minted, preserving_proto_field_name=True, indent=2) if args.json else minted.token)
     return 0

@@ -28,19 +28,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import grpc
 import yaml
 from google.protobuf import json_format
 
+from memoryd.client import MemorydClient, MemorydError
 from memoryd.domain import ERASE_SELECTORS, MEMORY_FIELDS, Category, SourceKind, View, ViewRule
 from memoryd.server import read_view
 from memoryd.server.guard import present
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import view_admin_service_pb2 as admin
-from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
-from ._connect import bearer, connection_options, open_channel, read_token, token_options
-from ._errors import report_rpc_error
+from ._connect import client_for, connection_options, token_options
+from ._errors import report_failure
 
 
 def add_view_commands(commands: Any) -> None:
@@ -150,35 +149,16 @@ def _from_message(message: pb.View) -> View:
     return View.from_definition(view.agent, view.definition(), message.version)
 
 
-class _Admin:
-    def __init__(self, args: argparse.Namespace, channel: grpc.Channel) -> None:
-        self._metadata = bearer(read_token(args, admin=True))
-        self._stub = admin_grpc.ViewAdminServiceStub(channel)
-
-    def call(self, method: str, request: Any) -> Any:
-        return getattr(self._stub, method)(request, metadata=self._metadata, timeout=30)
-
-    def messages(self) -> list[pb.View]:
-        """Every view of the tenant, page after page."""
-        views: list[pb.View] = []
-        token = ""
-        while True:
-            page = self.call("ListViews", admin.ListViewsRequest(page_size=500, page_token=token))
-            views.extend(page.views)
-            token = page.next_page_token
-            if not token:
-                return views
-
-    def current(self) -> dict[str, View]:
-        return {v.agent: _from_message(v) for v in self.messages()}
+def _current(client: MemorydClient) -> dict[str, View]:
+    """Every view of the tenant, by agent, page after page."""
+    return {v.agent: _from_message(v) for v in client.iter_views(page_size=500)}
 
 
 def _apply(args: argparse.Namespace) -> int:
     desired = load_views(args.file)
-    with open_channel(args) as channel:
-        client = _Admin(args, channel)
+    with client_for(args, admin=True) as client:
         try:
-            current = client.current()
+            current = _current(client)
             changes = 0
             for view in desired:
                 before = current.get(view.agent)
@@ -189,7 +169,7 @@ def _apply(args: argparse.Namespace) -> int:
                 changes += 1
                 version = "?"
                 if not args.dry_run:
-                    stored = client.call("PutView", admin.PutViewRequest(
+                    stored = client.put_view(admin.PutViewRequest(
                         view=present.view(view), expected_version=before.version if before else 0)).view
                     version = str(stored.version)
                 print(f"{'~' if before else '+'} {view.agent} (version {version})")
@@ -202,10 +182,10 @@ def _apply(args: argparse.Namespace) -> int:
                     continue
                 changes += 1
                 if not args.dry_run:
-                    client.call("DeleteView", admin.DeleteViewRequest(agent=agent))
+                    client.delete_view(admin.DeleteViewRequest(agent=agent))
                 print(f"- {agent} (deleted)")
-        except grpc.RpcError as error:
-            report_rpc_error(error, args.addr)
+        except MemorydError as failure:
+            report_failure(failure, args.addr)
             return 1
     summary = "would change" if args.dry_run else "changed"
     print(f"{changes} view(s) {summary}", file=sys.stderr)
@@ -213,17 +193,16 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with open_channel(args) as channel:
+    with client_for(args, admin=True) as client:
         try:
-            client = _Admin(args, channel)
             if args.json:
-                listing = admin.ListViewsResponse(views=client.messages())
+                listing = admin.ListViewsResponse(views=list(client.iter_views(page_size=500)))
                 print(json_format.MessageToJson(listing, preserving_proto_field_name=True, indent=2,
                                                 ensure_ascii=False))
                 return 0
-            current = client.current()
-        except grpc.RpcError as error:
-            report_rpc_error(error, args.addr)
+            current = _current(client)
+        except MemorydError as failure:
+            report_failure(failure, args.addr)
             return 1
     document = {"views": {agent: _as_yaml(view) for agent, view in sorted(current.items())}}
     print(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), end="")
@@ -247,11 +226,11 @@ def _as_yaml(view: View) -> dict[str, Any]:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    with open_channel(args) as channel:
+    with client_for(args, admin=True) as client:
         try:
-            deleted = _Admin(args, channel).call("DeleteView", admin.DeleteViewRequest(agent=args.agent)).deleted
-        except grpc.RpcError as error:
-            report_rpc_error(error, args.addr)
+            deleted = client.delete_view(admin.DeleteViewRequest(agent=args.agent)).deleted
+        except MemorydError as failure:
+            report_failure(failure, args.addr)
             return 1
     print(f"deleted the view of {args.agent}" if deleted else f"{args.agent} had no view")
     return 0
