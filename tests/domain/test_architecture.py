@@ -246,6 +246,21 @@ def test_the_cli_calls_servers_through_memoryd_client_not_raw_stubs(module: str)
     assert not {m for m in _imported(module) if _under(m, "memoryd.v1") and m.endswith("_pb2_grpc")}
 
 
+def _calls(module: str) -> set[str]:
+    """The names ``module`` calls (``f(...)``, ``a.f(...)`` as ``f``)."""
+    tree = ast.parse(_modules()[module].read_text())
+    return {node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))}
+
+
+@pytest.mark.parametrize("module", _of("memoryd.cli") + ["memoryd.server._app", "memoryd.server._worker"])
+def test_processes_open_their_stores_through_the_one_composition_root(module: str):
+    # memoryd.server._compose opens the database, keys and store for serve, worker and the CLI.
+    builders = {"Postgres", "PostgresMemoryStore", "from_file", "prepare_postgres", "require_shared_master_key",
+                "require_shared_term_secret"}
+    assert not _calls(module) & builders
+
+
 def test_no_module_imports_another_while_that_one_is_still_loading():
     graph = _load_time_graph(("memoryd.domain", "memoryd.server", "memoryd.storage", "memoryd.cli", "memoryd.bench"))
     # Not vacuous: the graph holds the edges we know of...

@@ -8,7 +8,6 @@ server within about a second.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,12 +18,12 @@ from memoryd.server import (
     describe_keys,
     load,
     load_secrets,
-    prepare_postgres,
+    open_database,
     retire_signing_key,
     rotate_page_secret,
     rotate_signing_key,
 )
-from memoryd.storage import Postgres, PostgresRevocations
+from memoryd.storage import PostgresRevocations
 
 from ._context import instant
 from ._errors import CliError
@@ -105,16 +104,9 @@ async def _revoke(args: argparse.Namespace) -> int:
         if not args.tenant:
             raise CliError("--jti needs --tenant (the deny list is kept per tenant)")
         tenant, token_id, until = args.tenant, args.jti, args.until
-    settings, embedded = await prepare_postgres(config)
-    db = Postgres(settings)
-    try:
-        await db.open()
+    async with open_database(config) as (_, db):
         added = await PostgresRevocations(db).revoke(tenant, token_id, until, revoked_by="memoryd-cli",
                                                      reason=args.reason)
-    finally:
-        await db.close()
-        if embedded is not None:
-            await asyncio.to_thread(embedded.stop)
     state = "revoked" if added else "was already revoked:"
     print(f"{state} token {token_id} of tenant {tenant}; servers refuse it within about a second")
     return 0

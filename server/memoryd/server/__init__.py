@@ -1,12 +1,13 @@
 """The memoryd gRPC server: interceptor chain, the guard, use cases, handlers and start-up."""
 
-from ._app import (
-    DEMO_TENANT,
+from ._app import DEMO_TENANT, Memoryd, StartedServer
+from ._compose import (
     Embedders,
-    Memoryd,
-    StartedServer,
+    Stores,
     configured_embedder,
     keyword_hasher,
+    open_database,
+    open_stores,
     prepare_postgres,
 )
 from ._auth import Principal, TokenVerifier, issue_token, load_or_create_signing_key, load_signing_key, parse_ttl
@@ -40,6 +41,7 @@ __all__ = [
     "Consolidator",
     "ERASE_MODE",
     "Embedders",
+    "Stores",
     "Interceptor",
     "KeyFiles",
     "Limits",
@@ -61,6 +63,8 @@ __all__ = [
     "describe_keys",
     "issue_token",
     "keyword_hasher",
+    "open_database",
+    "open_stores",
     "load",
     "load_or_create_signing_key",
     "load_secrets",

