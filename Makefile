@@ -7,11 +7,12 @@ STAMP  := $(VENV)/.installed-stamp
 .PHONY: install serve test test-fast typecheck lint bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with the embedded default (embedded PostgreSQL,
-# Milvus Lite) and its dev tools (pytest, buf, grpcio-tools) — re-run when pyproject.toml changes.
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+# Milvus Lite), its dev tools (pytest, buf, grpcio-tools) and the benchmarks (bench/, the
+# memoryd-bench distribution) — re-run when a pyproject.toml changes.
+$(STAMP): pyproject.toml clients/python/pyproject.toml bench/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ./clients/python -e ".[embedded,dev]"
+	$(BIN)/python -m pip install --quiet -e ./clients/python -e ".[embedded,dev]" -e ./bench
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -9,7 +9,7 @@ It prints a Markdown section (the table and the facts) for bench/RESULTS.md.
 What it does, to compare with ``memoryd bench locomo`` (bench/README.md, "Protocol"):
 
 - The dataset is read and the evidence repaired by memoryd's own loader
-  (``server/memoryd/bench/_dataset.py``), and recall@k, category means and percentiles are
+  (``bench/memoryd/bench/_dataset.py``), and recall@k, category means and percentiles are
   computed by memoryd's ``_metrics.py``: both files are loaded by path, without importing the
   rest of memoryd (which needs gRPC). So the turns, the texts (``"<speaker>: <text>"`` plus the
   image caption), the questions, the evidence and the arithmetic are the same.
@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-BENCH_PACKAGE = REPO / "server" / "memoryd" / "bench"
+BENCH_PACKAGE = REPO / "bench" / "memoryd" / "bench"
 
 # Before mem0 is imported: it reads these at import time.
 os.environ["MEM0_TELEMETRY"] = "False"

@@ -343,7 +343,7 @@ def test_recall_answers_within_its_deadline_while_milvus_restarts(shape: Deploym
 
 def test_a_worker_confirms_a_batch_of_many_tenants_with_one_read_back(shape: Deployment) -> None:
     """Bug 9: one strong read-back per tenant per batch (~300 ms each on a Milvus server) held
-    a worker to a few rows a second. bench/worker_throughput.py measures the rate."""
+    a worker to a few rows a second. bench/probes/worker_throughput.py measures the rate."""
     signing = shape.keys / "signing.pem"
     for worker in shape.workers:
         worker.stop()

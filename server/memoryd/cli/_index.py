@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import Progress
+from ._progress import Progress
 from memoryd.domain import MemorydError
 from memoryd.server import Embedders, WatchedOutboxWorker, WorkerProcess, configured_embedder
 from memoryd.storage import (

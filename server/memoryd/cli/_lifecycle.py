@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.domain import MemorydError
-from memoryd.bench import Progress
+from ._progress import Progress
 from memoryd.storage import LifecycleSweeper, SweepReport, lifecycle_tenants
 
 from ._context import instant, open_storage

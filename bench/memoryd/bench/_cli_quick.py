@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import BenchError, DatasetError, ServerError, resolve_dataset, sigterm_unwinds
-from memoryd.bench._quick import QuickOptions, json_quick, run_quick, text_quick
-from memoryd.bench._report import machine, versions
-from memoryd.cli._bench_scale import parse_sizes
+from ._dataset import DatasetError, resolve_dataset
+from ._locomo import BenchError
+from ._server import ServerError, sigterm_unwinds
+from ._quick import QuickOptions, json_quick, run_quick, text_quick
+from ._report import machine, versions
+from ._cli_scale import parse_sizes
 
 
 def add_quick_command(benchmarks: Any) -> None:

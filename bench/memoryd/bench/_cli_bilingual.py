@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import BenchError, ServerError, sigterm_unwinds
-from memoryd.bench._bilingual import DEFAULT_DATASET, BilingualOptions, json_result, report, run_bilingual
-from memoryd.bench._report import machine, settings, versions
-from memoryd.cli._connect import connection_options, tls_settings
+from ._locomo import BenchError
+from ._server import ServerError, sigterm_unwinds
+from ._bilingual import DEFAULT_DATASET, BilingualOptions, json_result, report, run_bilingual
+from ._report import machine, settings, versions
+from memoryd.cli import connection_options, tls_settings
 
 
 def relevance_arg(value: str) -> float:
@@ -52,7 +53,7 @@ def add_bilingual_command(benchmarks: Any, token_file: str) -> None:
 
 
 def run_bilingual_command(args: argparse.Namespace) -> int:
-    from memoryd.cli._bench import bench_token  # not at the top: _bench imports this module
+    from ._cli import bench_token  # not at the top: _cli imports this module
 
     try:
         options = BilingualOptions(dataset=args.dataset, addr=args.addr,

@@ -37,7 +37,7 @@ from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._extraction_set import DEFAULT_DIALOGUES, Dialogue, Outcome, Stored, load_dialogues
 from ._locomo import BenchError, rpc_failure
-from ._progress import Progress
+from memoryd.cli import Progress
 from ._scripted_model import ScriptedModel
 from ._server import EmbeddedServer
 

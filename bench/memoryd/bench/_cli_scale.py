@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import BenchError, ServerError, sigterm_unwinds
-from memoryd.bench._report import machine, versions
-from memoryd.bench._scale import ScaleOptions, ScaleResult, run_scale
-from memoryd.bench._scale_report import json_scale, markdown_scale
+from ._locomo import BenchError
+from ._server import ServerError, sigterm_unwinds
+from ._report import machine, versions
+from ._scale import ScaleOptions, ScaleResult, run_scale
+from ._scale_report import json_scale, markdown_scale
 
 
 def parse_sizes(value: str) -> tuple[int, ...]:

@@ -28,7 +28,7 @@ from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
 from ._locomo import BenchError, rpc_failure, server_for
 from ._metrics import percentile
-from ._progress import Progress
+from memoryd.cli import Progress
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[3] / "bench" / "bilingual" / "bilingual.json"
 KINDS = ("zh-en", "en-zh", "mixed", "none")  # query language → memory language; none: nothing answers

@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import BenchError, ServerError, sigterm_unwinds
-from memoryd.bench._extraction_run import ExtractionOptions, ExtractionResult, run_extraction
-from memoryd.bench._extraction_set import DEFAULT_DIALOGUES, summarise
-from memoryd.bench._report import machine, sha256, versions
+from ._locomo import BenchError
+from ._server import ServerError, sigterm_unwinds
+from ._extraction_run import ExtractionOptions, ExtractionResult, run_extraction
+from ._extraction_set import DEFAULT_DIALOGUES, summarise
+from ._report import machine, sha256, versions
 
 def _positive(kind: type) -> Any:
     def parse(value: str) -> Any:

@@ -7,7 +7,7 @@ through a view of ``*`` rules (no resolution) and through a view with globs, for
 with N distinct keys. Prints timings; asserts nothing. Starts its own embedded PostgreSQL in a
 temporary directory (nothing is left behind), or ``--dsn`` uses a migrated database.
 
-    .venv/bin/python bench/glob_probe.py [--keys 100,1000,5000] [--repeats 200] [--dsn DSN]
+    .venv/bin/python bench/probes/glob_probe.py [--keys 100,1000,5000] [--repeats 200] [--dsn DSN]
 """
 
 from __future__ import annotations

@@ -9,14 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd.bench import (BenchError, DatasetError, LocomoOptions, ServerError, resolve_dataset, run_locomo,
-                           sigterm_unwinds)
-from memoryd.bench._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
-from memoryd.cli._bench_bilingual import relevance_arg, add_bilingual_command
-from memoryd.cli._bench_extraction import add_extraction_command
-from memoryd.cli._bench_quick import add_quick_command
-from memoryd.cli._bench_scale import add_scale_command
-from memoryd.cli._connect import connection_options, tls_settings
+from ._dataset import DatasetError, resolve_dataset
+from ._locomo import BenchError, LocomoOptions, run_locomo
+from ._server import ServerError, sigterm_unwinds
+from ._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
+from ._cli_bilingual import relevance_arg, add_bilingual_command
+from ._cli_extraction import add_extraction_command
+from ._cli_quick import add_quick_command
+from ._cli_scale import add_scale_command
+from memoryd.cli import connection_options, tls_settings
 
 DEFAULT_TOKEN_FILE = ".memoryd/tokens/demo-agent.token"
 
@@ -145,8 +146,8 @@ def run_locomo_command(args: argparse.Namespace) -> int:
 
 
 def run_load_command(args: argparse.Namespace) -> int:
-    from memoryd.bench import LoadOptions, run_load
-    from memoryd.bench import _load
+    from . import _load
+    from ._load import LoadOptions, run_load
 
     addrs = tuple(part.strip() for value in args.addr or () for part in value.split(",") if part.strip())
     options = LoadOptions(addrs=addrs, key_file=Path(args.key_file) if args.key_file else None,

@@ -61,7 +61,7 @@ from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 from ._locomo import BenchError
 from ._metrics import percentile
 from ._proc import resident
-from ._progress import Progress
+from memoryd.cli import Progress
 from ._server import EmbeddedServer
 
 DIM = 384
