@@ -69,6 +69,26 @@ def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: floa
         time.sleep(interval)
 
 
+async def until_blocked_by(holder_pid: int, dsn: str, timeout: float = 30.0) -> None:
+    """Wait until some PostgreSQL session waits for a lock the session ``holder_pid`` holds: the
+    proof that a task is stuck behind it, where a fixed sleep could only hope so (and waste time)."""
+    import asyncio
+
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        while True:
+            cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                                     (holder_pid,))
+            row = await cur.fetchone()
+            if row and row[0]:
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"timed out after {timeout:g}s: no session waits for a lock of {holder_pid}")
+            await asyncio.sleep(0.02)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 

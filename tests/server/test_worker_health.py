@@ -20,6 +20,8 @@ from memoryd.server import WatchedOutboxWorker, WorkerHealth
 from memoryd.server._worker import LIVENESS
 from memoryd.storage import WORKER_ROLE, IndexSet, Postgres, PostgresSettings
 
+from ..support import until_blocked_by
+
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
@@ -73,7 +75,7 @@ async def test_a_batch_stuck_past_the_stall_limit_fails_liveness_and_readiness(q
     with psycopg.connect(private_database) as holder:
         holder.execute("LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE")
         batch = asyncio.create_task(worker.drain_once())
-        await asyncio.sleep(0.5)
+        await until_blocked_by(holder.info.backend_pid, private_database)
         assert not batch.done()  # waiting for the lock, inside its batch
         clock.now += 60
         assert not (await health.check()).stalled

@@ -40,7 +40,7 @@ from memoryd.storage import (
 )
 from memoryd.storage._envelope import legacy_digest
 
-from ..support import unique
+from ..support import unique, until_blocked_by
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 HASHER = TermHasher(b"test-keyword-secret-0123456789ab")
@@ -206,7 +206,7 @@ async def test_a_purge_of_the_subject_waits_for_a_write_holding_its_key(postgres
                              (tenant,))
         purge = asyncio.create_task(store.erase(tenant, "agent-1", "alice", alice(), EraseSelector(all_of_subject=True),
                                                 EraseMode.PURGE))
-        await asyncio.sleep(0.5)
+        await until_blocked_by(writer.info.backend_pid, postgres.owner_dsn)
         assert not purge.done()
         await writer.commit()
     receipt = await purge
@@ -223,7 +223,7 @@ async def test_a_write_waiting_for_a_purge_of_its_subject_gets_a_fresh_key(postg
                              (tenant,))
         await purger.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject = 'alice'", (tenant,))
         write = asyncio.create_task(store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "Visited Oslo")]))
-        await asyncio.sleep(0.5)
+        await until_blocked_by(purger.info.backend_pid, postgres.owner_dsn)
         assert not write.done()
         await purger.commit()
     [result] = await write
