@@ -28,7 +28,7 @@ from ._consolidation import DEFAULT_SIMILARITY, ConsolidationReport, Consolidato
 from ._enums import CATEGORY, ERASE_MODE, TOKEN_ROLE
 from ._interceptors import Call, Interceptor, build_chain
 from ._logging import configure_logging
-from ._validate_views import read_view
+from .validation import read_view
 from ._worker import WatchedOutboxWorker, WorkerHealth, WorkerProcess
 
 __all__ = [

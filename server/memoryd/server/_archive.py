@@ -36,7 +36,7 @@ from memoryd.v1 import memory_pb2 as pb
 
 from ._config import Limits
 from ._enums import CATEGORY, SCOPE, SOURCE_KIND, STABILITY, EnumMap
-from ._validate import Checker, draft_from_message
+from .validation import Checker, draft_from_message
 
 FORMAT = "memoryd-export"
 SEALED_FORMAT = "memoryd-export-sealed"

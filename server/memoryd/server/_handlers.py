@@ -19,11 +19,19 @@ from ._caller import current_admin, current_caller
 from ._config import Limits
 from ._services import CallContext, Services
 from ._transfer import validate_export, validate_import
-from ._validate import validate_erase, validate_history, validate_memory_view, validate_recall, validate_write
-from ._validate_conflicts import validate_resolve_conflict
-from ._validate_jobs import validate_get_extraction_job
-from ._validate_tokens import validate_issue_token
-from ._validate_views import validate_agent, validate_list_views, validate_put_view
+from .validation import (
+    validate_agent,
+    validate_erase,
+    validate_get_extraction_job,
+    validate_history,
+    validate_issue_token,
+    validate_list_views,
+    validate_memory_view,
+    validate_put_view,
+    validate_recall,
+    validate_resolve_conflict,
+    validate_write,
+)
 
 
 class MemoryService(svc_grpc.MemoryServiceServicer):

@@ -262,7 +262,7 @@ class CallerScopeStep:
 
 class Validation:
     """Refuses a request whose bytes did not parse (``Undecodable``). Each handler then
-    validates its typed request into a typed command (``_validate``) before its use case."""
+    validates its typed request into a typed command (``memoryd.server.validation``) before its use case."""
 
     async def __call__(self, call: Call, next: Next) -> Message:
         if isinstance(call.request, Undecodable):

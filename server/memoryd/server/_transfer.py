@@ -19,7 +19,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from . import _archive as archive
 from ._config import Limits
-from ._validate import Checker
+from .validation import Checker
 
 # What an import request carries besides its archive (subject, passphrase, framing): an
 # exported archive leaves room for it, so every archive that can be exported can be imported.

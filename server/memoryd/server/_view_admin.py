@@ -18,7 +18,7 @@ from .guard import present
 from ._auth import Principal
 from ._paging import PageTokens
 from ._tracing import current_trace_id
-from ._validate_views import AgentCommand, ListViewsCommand, PutViewCommand
+from .validation import AgentCommand, ListViewsCommand, PutViewCommand
 
 MAX_CACHED_VIEWS = 10_000
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from memoryd.domain import FieldViolation, InvalidArgument, PermissionDenied
 
 from .._auth import Principal
-from .._validate_tokens import DEFAULT_LIFETIME_SECONDS, IssueTokenCommand
+from ..validation import DEFAULT_LIFETIME_SECONDS, IssueTokenCommand
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from memoryd.storage import VectorErasure, erase_vectors
 from memoryd.v1 import memory_service_pb2 as svc
 
 from .._services import CallContext
-from .._validate import EraseCommand
-from .._validate_conflicts import ResolveConflictCommand
+from ..validation import EraseCommand, ResolveConflictCommand
 from ..guard import present
 
 

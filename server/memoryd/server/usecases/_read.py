@@ -12,8 +12,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from .._services import CallContext
 from .._transfer import ExportCommand, export_archive
-from .._validate import HistoryCommand, ListCommand, RecallCommand
-from .._validate_jobs import JobCommand
+from ..validation import HistoryCommand, JobCommand, ListCommand, RecallCommand
 from ..guard import present
 
 

@@ -14,7 +14,7 @@ from memoryd.v1 import token_admin_service_pb2 as tokens
 from .._auth import Principal
 from .._auth import issue_token as sign_token
 from .._services import TokenMint
-from .._validate_tokens import IssueTokenCommand
+from ..validation import IssueTokenCommand
 from ..guard import present, token_grant
 
 

@@ -14,7 +14,7 @@ from .._chunking import chunk_drafts
 from .._pii import PII, screened
 from .._services import CallContext
 from .._transfer import ImportCommand, import_drafts
-from .._validate import WriteCommand
+from ..validation import WriteCommand
 from ..guard import present
 
 MAX_INDEX_WAIT_SECONDS = 30.0

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from memoryd.domain import CONTRACT
 from memoryd.v1 import token_admin_service_pb2 as tokens
 
-from ._config import Limits
-from ._enums import TOKEN_ROLE
-from ._validate import Checker
+from .._config import Limits
+from .._enums import TOKEN_ROLE
+from ._checker import Checker
 
 DEFAULT_LIFETIME_SECONDS = 3600
 MAX_LIFETIME_SECONDS = 30 * 86400  # as long as the embedded default's demo tokens live

@@ -1,4 +1,4 @@
-"""Validation of turns (Write) and of GetExtractionJob, registered like the view validators."""
+"""Validation of turns (Write) and of GetExtractionJob, with the same Checker as every validator."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from memoryd.domain import CONTRACT, Turn
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ._config import Limits
-from ._enums import TURN_MODE
-from ._validate import Checker, uuid_field
+from .._config import Limits
+from .._enums import TURN_MODE
+from ._checker import Checker, uuid_field
 
 MAX_TURNS = 200
 

@@ -1,6 +1,6 @@
 """Validation of the view administration requests (ViewAdminService).
 
-Like ``_validate``, every rule is here and every invalid field is reported at once; a view
+As in the whole package, every invalid field is reported at once; a view
 that passes is well-formed (known categories and fields, sane patterns), whether or not it
 is wise.
 """
@@ -15,9 +15,9 @@ from memoryd.domain import CONTRACT, MEMORY_FIELDS, FieldViolation, SourceKind, 
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import view_admin_service_pb2 as admin
 
-from ._config import Limits
-from ._enums import CATEGORY, ERASE_SELECTOR, SOURCE_KIND
-from ._validate import Checker
+from .._config import Limits
+from .._enums import CATEGORY, ERASE_SELECTOR, SOURCE_KIND
+from ._checker import Checker
 
 # A key pattern is a key in which `*` may stand for any run of characters.
 KEY_PATTERN = re.compile(r"^(\*|[A-Za-z0-9*][A-Za-z0-9._:/*-]*)$")

@@ -1,4 +1,4 @@
-"""Validation of ResolveConflict requests (like ``_validate``: every invalid field at once)."""
+"""Validation of ResolveConflict requests (every invalid field at once, like the whole package)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from memoryd.domain import Resolution
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ._config import Limits
-from ._enums import CONFLICT_RESOLUTION
-from ._validate import Checker, uuid_field
+from .._config import Limits
+from .._enums import CONFLICT_RESOLUTION
+from ._checker import Checker, uuid_field
 
 
 @dataclass(frozen=True)

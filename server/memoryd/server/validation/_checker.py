@@ -1,0 +1,157 @@
+"""The violation collector every validator of the package fills: one ``Checker`` per request,
+reporting every invalid field at once with its path (``items[3].key``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf.message import Message
+
+from memoryd.domain import (
+    CONTRACT,
+    CONTROL_CHARACTERS,
+    FieldViolation,
+    Grammar,
+    InvalidArgument,
+)
+
+from .._config import Limits
+
+
+class Checker:
+    """Collects violations so one response can name every bad field."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.violations: list[FieldViolation] = []
+
+    def fail(self, field: str, description: str) -> None:
+        self.violations.append(FieldViolation(field, description))
+
+    def done(self) -> None:
+        if self.violations:
+            raise InvalidArgument(self.violations)
+
+    def text(self, field: str, value: str, max_bytes: int, *, required: bool = False,
+             pattern: re.Pattern[str] | None = None, what: str = "") -> str:
+        if not value:
+            if required:
+                self.fail(field, "is required")
+            return value
+        if len(value.encode()) > max_bytes:
+            self.fail(field, f"must be at most {max_bytes} bytes")
+        elif "\x00" in value:
+            self.fail(field, "must not contain NUL characters")
+        elif pattern is not None and not pattern.fullmatch(value):
+            self.fail(field, f"must be {what}")
+        return value
+
+    def identifier(self, field: str, value: str, grammar: Grammar, *, max_bytes: int | None = None,
+                   required: bool = False) -> str:
+        """``value`` in ``grammar`` (a contract identifier), at most ``max_bytes`` (the grammar's own by default)."""
+        return self.text(field, value, max_bytes or grammar.max_bytes, required=required, pattern=grammar.pattern,
+                         what=grammar.words)
+
+    def subject(self, field: str, value: str) -> str:
+        return self.identifier(field, value, CONTRACT.subject, max_bytes=self.limits.max_subject_bytes, required=True)
+
+    def key(self, field: str, value: str) -> str:
+        return self.identifier(field, value, CONTRACT.key, max_bytes=self.limits.max_key_bytes)
+
+    def unit(self, field: str, value: float) -> float:
+        if not 0.0 <= value <= 1.0:  # also false for NaN
+            self.fail(field, "must be between 0 and 1")
+        return value
+
+    def enum(self, field: str, value: int, allowed: Mapping[int, Any], *, required: bool = False,
+             default: Any = None) -> Any:
+        """The domain value of a proto enum value (``allowed``: an ``EnumMap.to_domain``); 0,
+        the unset ``*_UNSPECIFIED``, is ``default`` unless ``required``."""
+        if value in allowed:
+            return allowed[value]
+        if value == 0 and required:
+            self.fail(field, "is required")
+        elif value == 0:
+            return default
+        else:
+            self.fail(field, f"unknown value {value}")
+        return None
+
+    def timestamp(self, message: Message, name: str, field: str) -> datetime | None:
+        if not message.HasField(name):
+            return None
+        stamp: timestamp_pb2.Timestamp = getattr(message, name)
+        try:
+            if not 0 <= stamp.nanos < 1_000_000_000:
+                raise ValueError
+            return stamp.ToDatetime(tzinfo=UTC)
+        except (ValueError, OverflowError):
+            self.fail(field, "is not a valid timestamp")
+            return None
+
+    def struct(self, field: str, value: struct_pb2.Struct) -> dict[str, Any] | None:
+        try:
+            data = json_format.MessageToDict(value)
+        except ValueError:  # NaN or infinite numbers have no JSON form
+            self.fail(field, "must not contain NaN or infinite numbers")
+            return None
+        except RecursionError:
+            self.fail(field, f"must be at most {self.limits.max_data_depth} levels deep")
+            return None
+        encoded = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        if len(encoded.encode()) > self.limits.max_data_bytes:
+            self.fail(field, f"must be at most {self.limits.max_data_bytes} bytes as JSON")
+        elif _depth(data) > self.limits.max_data_depth:
+            self.fail(field, f"must be at most {self.limits.max_data_depth} levels deep")
+        elif "\\u0000" in encoded:
+            self.fail(field, "must not contain NUL characters")
+        return data
+
+    def tags(self, field: str, values: Any) -> tuple[str, ...]:
+        # Tags are free text, but they are labels on one line and filter values compiled into
+        # Milvus expressions, which refuse control characters (as INTERNAL, too late): they
+        # are refused here, with the field's path (``CONTROL_CHARACTERS``).
+        if len(values) > self.limits.max_tags:
+            self.fail(field, f"must have at most {self.limits.max_tags} entries")
+            return ()
+        for i, tag in enumerate(values):
+            before = len(self.violations)
+            self.text(f"{field}[{i}]", tag, self.limits.max_tag_bytes, required=True)
+            if len(self.violations) == before and CONTROL_CHARACTERS.search(tag):
+                self.fail(f"{field}[{i}]", "must not contain control characters or line breaks")
+        return tuple(sorted(set(values)))
+
+    def page_size(self, field: str, value: int) -> int:
+        if value < 0 or value > self.limits.max_page_size:
+            self.fail(field, f"must be between 0 and {self.limits.max_page_size}")
+        return value or self.limits.default_page_size
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+
+
+def uuid_field(check: Checker, field: str, value: str, *, required: bool = False) -> str:
+    if not value:
+        if required:
+            check.fail(field, "is required")
+        return value
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        check.fail(field, "must be a UUID")
+        return value
+
+
