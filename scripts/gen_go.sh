@@ -8,6 +8,9 @@
 # tests/toolchains/test_go_drift.py regenerates into a temporary directory and fails when the
 # committed files differ. Each proto's `option go_package` names the import path; module= strips the
 # module prefix so the files land in OUT/gen/memoryd/v1. buf.gen.yaml runs the same plugins.
+# buf/validate/validate.proto (protovalidate's rules, vendored in protos/) is only imported, never
+# generated here: its go_package is buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate,
+# which clients/go/go.mod requires at the release matching the vendored file.
 # MEMORYD_PYTHON names the Python that has grpcio-tools (default: .venv/bin/python, else python3).
 set -euo pipefail
 

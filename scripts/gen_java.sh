@@ -10,13 +10,17 @@
 # version (libprotoc 35.1 = com.google.protobuf:protoc 4.35.1) with the grpc-java plugin; both
 # are fetched at the pinned versions into clients/java/.build (gitignored). Fails loudly when
 # it cannot fetch them. tests/toolchains/test_java_drift.py regenerates and compares.
+# buf/validate/validate.proto (protovalidate's rules, vendored in protos/ and imported by
+# memoryd/v1) is not generated: its classes (build.buf.validate.*) come from the
+# build.buf:protovalidate dependency in clients/java/memoryd-client/pom.xml.
 set -euo pipefail
 
 # The newest protoc-gen-grpc-java whose linux-x86_64 exe Maven Central serves here (1.84+ are
 # not); its output runs on the grpc-java 1.85.1 runtime that clients/java/pom.xml pins.
 GRPC_JAVA_PLUGIN_VERSION=1.83.1
 # The protoc release that grpcio-tools 1.85.1 bundles (libprotoc 35.1); protobuf-java in
-# clients/java/memoryd-client/pom.xml must be at least this.
+# clients/java/memoryd-client/pom.xml must be at least this (it is 4.36.0, which
+# build.buf:protovalidate requires; 4.35.1 gencode runs on it).
 PROTOC_VERSION=4.35.1
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,8 +1,11 @@
-"""The contract's fixed limits (``memoryd.domain.CONTRACT``) are what the protos say, and the
-configurable ones are printed there as defaults, not as fixed rules.
+"""The contract's fixed limits (``memoryd.domain.CONTRACT``) are what the protos say — in their
+buf.validate annotations and in their comments — and the configurable ones are printed there as
+defaults, not as fixed rules.
 
-A client developer reads the limits in the proto comments (and the code generated from them in
-every language); the server enforces CONTRACT and ``Limits``. These tests keep the two in step.
+A client developer reads the limits in the proto comments and the annotations (and the code
+generated from them in every language); the server enforces the annotations, CONTRACT (which the
+domain, the Milvus schema and normalisation use, and which cannot read protos) and ``Limits``.
+These tests keep them in step.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from buf.validate import validate_pb2
+
 from memoryd.domain import CONTRACT, Grammar
 from memoryd.server import Config, Limits
+from memoryd.v1 import memory_pb2, memory_service_pb2, token_admin_service_pb2, view_admin_service_pb2
 
 PROTOS = Path(__file__).resolve().parents[2] / "protos" / "memoryd" / "v1"
 
@@ -29,7 +35,7 @@ def comment(file: str, message: str, field: str) -> str:
         stripped = line.strip()
         if stripped.startswith("//"):
             lines.append(stripped.removeprefix("//").strip())
-        elif re.match(rf"(repeated |optional )?[\w.]+ {field} = \d+;", stripped):
+        elif re.match(rf"(repeated |optional )?[\w.]+ {field} = \d+( \[|;)", stripped):
             return " ".join(lines)
         else:
             lines = []
@@ -62,6 +68,51 @@ def test_a_fixed_identifier_is_described_with_the_contracts_length_and_character
     words = comment(file, message, field)
     assert f"1 to {grammar.max_bytes} bytes" in words
     assert f"`{punctuation(grammar)}`" in words and "starting with a letter or digit" in words
+
+
+MODULES = {"memory.proto": memory_pb2, "memory_service.proto": memory_service_pb2,
+           "token_admin_service.proto": token_admin_service_pb2, "view_admin_service.proto": view_admin_service_pb2}
+
+
+def rules(file: str, message: str, field: str) -> validate_pb2.FieldRules:
+    """The buf.validate annotation of ``field`` (of its items, for a repeated field)."""
+    descriptor = MODULES[file].DESCRIPTOR.message_types_by_name[message].fields_by_name[field]
+    found = descriptor.GetOptions().Extensions[validate_pb2.field]
+    return found.repeated.items if descriptor.is_repeated else found
+
+
+# Every field that holds one of the contract's identifiers, and which grammar.
+IDENTIFIERS = [*FIXED,
+               ("memory.proto", "MemoryDraft", "key", CONTRACT.key),
+               ("memory.proto", "MemoryFilter", "keys", CONTRACT.key),
+               ("memory.proto", "MemoryFilter", "session_id", CONTRACT.session_id),
+               ("memory.proto", "View", "agent", CONTRACT.agent),
+               ("memory_service.proto", "RecallRequest", "keys", CONTRACT.key),
+               ("memory_service.proto", "EraseRequest", "key", CONTRACT.key),
+               ("memory_service.proto", "EraseRequest", "source_turn_id", CONTRACT.source_turn_id),
+               ("view_admin_service.proto", "GetViewRequest", "agent", CONTRACT.agent),
+               ("view_admin_service.proto", "DeleteViewRequest", "agent", CONTRACT.agent),
+               *[("memory_service.proto", m.name, "subject", CONTRACT.subject)
+                 for m in memory_service_pb2.DESCRIPTOR.message_types_by_name.values()
+                 if m.name.endswith("Request") and "subject" in m.fields_by_name]]
+
+
+@pytest.mark.parametrize(("file", "message", "field", "grammar"), IDENTIFIERS,
+                         ids=[f"{m}.{f}" for _, m, f, _ in IDENTIFIERS])
+def test_an_identifier_is_annotated_with_the_contracts_grammar_and_length(file, message, field, grammar):
+    found = rules(file, message, field).string
+    assert found.pattern == f"^{grammar.pattern.pattern}$"
+    assert found.max_bytes == grammar.max_bytes
+
+
+def test_fixed_sizes_are_annotated_as_the_contract_has_them():
+    assert rules("memory_service.proto", "WriteRequest", "idempotency_key").string.max_bytes == \
+        CONTRACT.idempotency_key_bytes
+    assert rules("memory.proto", "Turn", "speaker").string.max_bytes == CONTRACT.speaker_bytes
+    for message in ("MemoryDraft", "MemoryFilter"):
+        tags = memory_pb2.DESCRIPTOR.message_types_by_name[message].fields_by_name["tags"]
+        annotation = tags.GetOptions().Extensions[validate_pb2.field].repeated
+        assert (annotation.max_items, annotation.items.string.max_bytes) == (CONTRACT.tags, CONTRACT.tag_bytes)
 
 
 def test_fixed_byte_limits_are_the_contracts():

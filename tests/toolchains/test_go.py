@@ -44,6 +44,7 @@ def test_go_code_is_gofmt_clean():
 # conformance runner (cmd/), never a test-only module.
 ALLOWED_MODULES = {
     "github.com/memoryd/memoryd/clients/go",
+    "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go",  # the buf.validate types the protos import
     "google.golang.org/grpc",
     "google.golang.org/protobuf",
     "google.golang.org/genproto/googleapis/rpc",

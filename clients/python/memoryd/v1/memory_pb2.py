@@ -22,11 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from buf.validate import validate_pb2 as buf_dot_validate_dot_validate__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17memoryd/v1/memory.proto\x12\nmemoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"`\n\nProvenance\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12+\n\x0bsource_kind\x18\x02 \x01(\x0e\x32\x16.memoryd.v1.SourceKind\x12\x16\n\x0esource_turn_id\x18\x03 \x01(\t\"\xae\x06\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12 \n\x05scope\x18\x03 \x01(\x0e\x32\x11.memoryd.v1.Scope\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12&\n\x08\x63\x61tegory\x18\x05 \x01(\x0e\x32\x14.memoryd.v1.Category\x12\x0b\n\x03key\x18\x06 \x01(\t\x12\x0c\n\x04text\x18\x07 \x01(\t\x12%\n\x04\x64\x61ta\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nimportance\x18\t \x01(\x02\x12\x12\n\nconfidence\x18\n \x01(\x02\x12(\n\tstability\x18\x0b \x01(\x0e\x32\x15.memoryd.v1.Stability\x12\x0e\n\x06pinned\x18\x0c \x01(\x08\x12\x0c\n\x04tags\x18\r \x03(\t\x12.\n\nvalid_from\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bvalid_until\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12*\n\nprovenance\x18\x10 \x01(\x0b\x32\x16.memoryd.v1.Provenance\x12\x0f\n\x07version\x18\x11 \x01(\x03\x12(\n\x06status\x18\x12 \x01(\x0e\x32\x18.memoryd.v1.MemoryStatus\x12.\n\ncreated_at\x18\x13 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0c\x61\x63\x63\x65ss_count\x18\x15 \x01(\x03\x12\x32\n\x0elast_access_at\x18\x16 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1b\n\x13\x63ontent_unavailable\x18\x17 \x01(\x08\x12.\n\nexpires_at\x18\x18 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05trust\x18\x19 \x01(\x02\x12)\n\x07pending\x18\x1a \x03(\x0b\x32\x18.memoryd.v1.PendingValue\"\xba\x01\n\x0cPendingValue\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12%\n\x04\x64\x61ta\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\nprovenance\x18\x04 \x01(\x0b\x32\x16.memoryd.v1.Provenance\x12\r\n\x05trust\x18\x05 \x01(\x02\x12.\n\nwritten_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xeb\x03\n\x0bMemoryDraft\x12 \n\x05scope\x18\x01 \x01(\x0e\x32\x11.memoryd.v1.Scope\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12&\n\x08\x63\x61tegory\x18\x03 \x01(\x0e\x32\x14.memoryd.v1.Category\x12\x0b\n\x03key\x18\x04 \x01(\t\x12\x0c\n\x04text\x18\x05 \x01(\t\x12%\n\x04\x64\x61ta\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\nimportance\x18\x07 \x01(\x02H\x00\x88\x01\x01\x12\x17\n\nconfidence\x18\x08 \x01(\x02H\x01\x88\x01\x01\x12(\n\tstability\x18\t \x01(\x0e\x32\x15.memoryd.v1.Stability\x12\x0e\n\x06pinned\x18\n \x01(\x08\x12\x0c\n\x04tags\x18\x0b \x03(\t\x12.\n\nvalid_from\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bvalid_until\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x0bsource_kind\x18\x0e \x01(\x0e\x32\x16.memoryd.v1.SourceKind\x12\x16\n\x0esource_turn_id\x18\x0f \x01(\tB\r\n\x0b_importanceB\r\n\x0b_confidence\"`\n\x04Turn\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0f\n\x07speaker\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12(\n\x04time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xe4\x01\n\x0cMemoryFilter\x12(\n\ncategories\x18\x01 \x03(\x0e\x32\x14.memoryd.v1.Category\x12\x0c\n\x04keys\x18\x02 \x03(\t\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12\x31\n\rupdated_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0eupdated_before\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0binclude_org\x18\x07 \x01(\x08\"H\n\x08ViewRule\x12&\n\x08\x63\x61tegory\x18\x01 \x01(\x0e\x32\x14.memoryd.v1.Category\x12\x14\n\x0ckey_patterns\x18\x02 \x03(\t\"\xa0\x02\n\x04View\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12(\n\nread_rules\x18\x02 \x03(\x0b\x32\x14.memoryd.v1.ViewRule\x12)\n\x0bwrite_rules\x18\x03 \x03(\x0b\x32\x14.memoryd.v1.ViewRule\x12\x11\n\tmay_erase\x18\x04 \x01(\x08\x12\x16\n\x0evisible_fields\x18\x05 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x06 \x01(\t\x12\x0f\n\x07version\x18\x07 \x01(\x03\x12\x32\n\x0f\x65rase_selectors\x18\x08 \x03(\x0e\x32\x19.memoryd.v1.EraseSelector\x12/\n\x0fmax_source_kind\x18\t \x01(\x0e\x32\x16.memoryd.v1.SourceKind*\xbd\x01\n\x08\x43\x61tegory\x12\x18\n\x14\x43\x41TEGORY_UNSPECIFIED\x10\x00\x12\x11\n\rCATEGORY_FACT\x10\x01\x12\x17\n\x13\x43\x41TEGORY_PREFERENCE\x10\x02\x12\x17\n\x13\x43\x41TEGORY_CONSTRAINT\x10\x03\x12\x11\n\rCATEGORY_GOAL\x10\x04\x12\x14\n\x10\x43\x41TEGORY_CONTEXT\x10\x05\x12\x12\n\x0e\x43\x41TEGORY_EVENT\x10\x06\x12\x15\n\x11\x43\x41TEGORY_DECISION\x10\x07*S\n\x05Scope\x12\x15\n\x11SCOPE_UNSPECIFIED\x10\x00\x12\x11\n\rSCOPE_SUBJECT\x10\x01\x12\r\n\tSCOPE_ORG\x10\x02\x12\x11\n\rSCOPE_SESSION\x10\x03*q\n\nSourceKind\x12\x1b\n\x17SOURCE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11SOURCE_KIND_INPUT\x10\x01\x12\x19\n\x15SOURCE_KIND_INFERENCE\x10\x02\x12\x14\n\x10SOURCE_KIND_SYNC\x10\x03*U\n\tStability\x12\x19\n\x15STABILITY_UNSPECIFIED\x10\x00\x12\x14\n\x10STABILITY_STABLE\x10\x01\x12\x17\n\x13STABILITY_TRANSIENT\x10\x02*\x82\x01\n\x0cMemoryStatus\x12\x1d\n\x19MEMORY_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMORY_STATUS_ACTIVE\x10\x01\x12\x1c\n\x18MEMORY_STATUS_SUPERSEDED\x10\x02\x12\x1b\n\x17MEMORY_STATUS_FORGOTTEN\x10\x03*\xbf\x01\n\rEraseSelector\x12\x1e\n\x1a\x45RASE_SELECTOR_UNSPECIFIED\x10\x00\x12\x16\n\x12\x45RASE_SELECTOR_IDS\x10\x01\x12\x16\n\x12\x45RASE_SELECTOR_KEY\x10\x02\x12\x1e\n\x1a\x45RASE_SELECTOR_SOURCE_TURN\x10\x03\x12\x1b\n\x17\x45RASE_SELECTOR_CATEGORY\x10\x04\x12!\n\x1d\x45RASE_SELECTOR_ALL_OF_SUBJECT\x10\x05\x42R\n\x0e\x64\x65v.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17memoryd/v1/memory.proto\x12\nmemoryd.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"`\n\nProvenance\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12+\n\x0bsource_kind\x18\x02 \x01(\x0e\x32\x16.memoryd.v1.SourceKind\x12\x16\n\x0esource_turn_id\x18\x03 \x01(\t\"\xae\x06\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12 \n\x05scope\x18\x03 \x01(\x0e\x32\x11.memoryd.v1.Scope\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12&\n\x08\x63\x61tegory\x18\x05 \x01(\x0e\x32\x14.memoryd.v1.Category\x12\x0b\n\x03key\x18\x06 \x01(\t\x12\x0c\n\x04text\x18\x07 \x01(\t\x12%\n\x04\x64\x61ta\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nimportance\x18\t \x01(\x02\x12\x12\n\nconfidence\x18\n \x01(\x02\x12(\n\tstability\x18\x0b \x01(\x0e\x32\x15.memoryd.v1.Stability\x12\x0e\n\x06pinned\x18\x0c \x01(\x08\x12\x0c\n\x04tags\x18\r \x03(\t\x12.\n\nvalid_from\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bvalid_until\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12*\n\nprovenance\x18\x10 \x01(\x0b\x32\x16.memoryd.v1.Provenance\x12\x0f\n\x07version\x18\x11 \x01(\x03\x12(\n\x06status\x18\x12 \x01(\x0e\x32\x18.memoryd.v1.MemoryStatus\x12.\n\ncreated_at\x18\x13 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0c\x61\x63\x63\x65ss_count\x18\x15 \x01(\x03\x12\x32\n\x0elast_access_at\x18\x16 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1b\n\x13\x63ontent_unavailable\x18\x17 \x01(\x08\x12.\n\nexpires_at\x18\x18 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05trust\x18\x19 \x01(\x02\x12)\n\x07pending\x18\x1a \x03(\x0b\x32\x18.memoryd.v1.PendingValue\"\xba\x01\n\x0cPendingValue\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12%\n\x04\x64\x61ta\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\nprovenance\x18\x04 \x01(\x0b\x32\x16.memoryd.v1.Provenance\x12\r\n\x05trust\x18\x05 \x01(\x02\x12.\n\nwritten_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xdb\x05\n\x0bMemoryDraft\x12*\n\x05scope\x18\x01 \x01(\x0e\x32\x11.memoryd.v1.ScopeB\x08\xbaH\x05\x82\x01\x02\x10\x01\x12@\n\nsession_id\x18\x02 \x01(\tB,\xbaH)r$(\x80\x01\x32\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\xd8\x01\x01\x12\x33\n\x08\x63\x61tegory\x18\x03 \x01(\x0e\x32\x14.memoryd.v1.CategoryB\x0b\xbaH\x08\x82\x01\x02\x10\x01\xc8\x01\x01\x12\x38\n\x03key\x18\x04 \x01(\tB+\xbaH(r#(\x80\x01\x32\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$\xd8\x01\x01\x12\x14\n\x04text\x18\x05 \x01(\tB\x06\xbaH\x03\xc8\x01\x01\x12%\n\x04\x64\x61ta\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\nimportance\x18\x07 \x01(\x02\x42\x0f\xbaH\x0c\n\n\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x00\x88\x01\x01\x12(\n\nconfidence\x18\x08 \x01(\x02\x42\x0f\xbaH\x0c\n\n\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x01\x88\x01\x01\x12\x32\n\tstability\x18\t \x01(\x0e\x32\x15.memoryd.v1.StabilityB\x08\xbaH\x05\x82\x01\x02\x10\x01\x12\x0e\n\x06pinned\x18\n \x01(\x08\x12\x1e\n\x04tags\x18\x0b \x03(\tB\x10\xbaH\r\x92\x01\n\x10 \"\x06r\x04\x10\x01(@\x12.\n\nvalid_from\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bvalid_until\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x0bsource_kind\x18\x0e \x01(\x0e\x32\x16.memoryd.v1.SourceKindB\x08\xbaH\x05\x82\x01\x02\x10\x01\x12\x44\n\x0esource_turn_id\x18\x0f \x01(\tB,\xbaH)r$(\x80\x01\x32\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\xd8\x01\x01\x42\r\n\x0b_importanceB\r\n\x0b_confidence\"\xa9\x01\n\x04Turn\x12<\n\x07turn_id\x18\x01 \x01(\tB+\xbaH(r#(@2\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\xc8\x01\x01\x12\x1b\n\x07speaker\x18\x02 \x01(\tB\n\xbaH\x07r\x02(@\xc8\x01\x01\x12\x14\n\x04text\x18\x03 \x01(\tB\x06\xbaH\x03\xc8\x01\x01\x12\x30\n\x04time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01\"\xe7\x02\n\x0cMemoryFilter\x12\x39\n\ncategories\x18\x01 \x03(\x0e\x32\x14.memoryd.v1.CategoryB\x0f\xbaH\x0c\x92\x01\t\"\x07\x82\x01\x04\x10\x01 \x00\x12>\n\x04keys\x18\x02 \x03(\tB0\xbaH-\x92\x01*\"(r#(\x80\x01\x32\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$\xd8\x01\x01\x12\x1e\n\x04tags\x18\x03 \x03(\tB\x10\xbaH\r\x92\x01\n\x10 \"\x06r\x04\x10\x01(@\x12@\n\nsession_id\x18\x04 \x01(\tB,\xbaH)r$(\x80\x01\x32\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\xd8\x01\x01\x12\x31\n\rupdated_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0eupdated_before\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0binclude_org\x18\x07 \x01(\x08\"\x8f\x01\n\x08ViewRule\x12\x33\n\x08\x63\x61tegory\x18\x01 \x01(\x0e\x32\x14.memoryd.v1.CategoryB\x0b\xbaH\x08\x82\x01\x02\x10\x01\xc8\x01\x01\x12N\n\x0ckey_patterns\x18\x02 \x03(\tB8\xbaH5\x92\x01\x32\x10 \".r,\x10\x01(\x80\x01\x32%^(\\*|[A-Za-z0-9*][A-Za-z0-9._:/*-]*)$\"\x83\x03\n\x04View\x12\x37\n\x05\x61gent\x18\x01 \x01(\tB(\xbaH%r (@2\x1c^[A-Za-z0-9][A-Za-z0-9._-]*$\xc8\x01\x01\x12\x32\n\nread_rules\x18\x02 \x03(\x0b\x32\x14.memoryd.v1.ViewRuleB\x08\xbaH\x05\x92\x01\x02\x10@\x12\x33\n\x0bwrite_rules\x18\x03 \x03(\x0b\x32\x14.memoryd.v1.ViewRuleB\x08\xbaH\x05\x92\x01\x02\x10@\x12\x11\n\tmay_erase\x18\x04 \x01(\x08\x12\x16\n\x0evisible_fields\x18\x05 \x03(\t\x12\x1d\n\x0b\x64\x65scription\x18\x06 \x01(\tB\x08\xbaH\x05r\x03(\x80\x04\x12\x0f\n\x07version\x18\x07 \x01(\x03\x12\x43\n\x0f\x65rase_selectors\x18\x08 \x03(\x0e\x32\x19.memoryd.v1.EraseSelectorB\x0f\xbaH\x0c\x92\x01\t\"\x07\x82\x01\x04\x10\x01 \x00\x12\x39\n\x0fmax_source_kind\x18\t \x01(\x0e\x32\x16.memoryd.v1.SourceKindB\x08\xbaH\x05\x82\x01\x02\x10\x01*\xbd\x01\n\x08\x43\x61tegory\x12\x18\n\x14\x43\x41TEGORY_UNSPECIFIED\x10\x00\x12\x11\n\rCATEGORY_FACT\x10\x01\x12\x17\n\x13\x43\x41TEGORY_PREFERENCE\x10\x02\x12\x17\n\x13\x43\x41TEGORY_CONSTRAINT\x10\x03\x12\x11\n\rCATEGORY_GOAL\x10\x04\x12\x14\n\x10\x43\x41TEGORY_CONTEXT\x10\x05\x12\x12\n\x0e\x43\x41TEGORY_EVENT\x10\x06\x12\x15\n\x11\x43\x41TEGORY_DECISION\x10\x07*S\n\x05Scope\x12\x15\n\x11SCOPE_UNSPECIFIED\x10\x00\x12\x11\n\rSCOPE_SUBJECT\x10\x01\x12\r\n\tSCOPE_ORG\x10\x02\x12\x11\n\rSCOPE_SESSION\x10\x03*q\n\nSourceKind\x12\x1b\n\x17SOURCE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11SOURCE_KIND_INPUT\x10\x01\x12\x19\n\x15SOURCE_KIND_INFERENCE\x10\x02\x12\x14\n\x10SOURCE_KIND_SYNC\x10\x03*U\n\tStability\x12\x19\n\x15STABILITY_UNSPECIFIED\x10\x00\x12\x14\n\x10STABILITY_STABLE\x10\x01\x12\x17\n\x13STABILITY_TRANSIENT\x10\x02*\x82\x01\n\x0cMemoryStatus\x12\x1d\n\x19MEMORY_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMORY_STATUS_ACTIVE\x10\x01\x12\x1c\n\x18MEMORY_STATUS_SUPERSEDED\x10\x02\x12\x1b\n\x17MEMORY_STATUS_FORGOTTEN\x10\x03*\xbf\x01\n\rEraseSelector\x12\x1e\n\x1a\x45RASE_SELECTOR_UNSPECIFIED\x10\x00\x12\x16\n\x12\x45RASE_SELECTOR_IDS\x10\x01\x12\x16\n\x12\x45RASE_SELECTOR_KEY\x10\x02\x12\x1e\n\x1a\x45RASE_SELECTOR_SOURCE_TURN\x10\x03\x12\x1b\n\x17\x45RASE_SELECTOR_CATEGORY\x10\x04\x12!\n\x1d\x45RASE_SELECTOR_ALL_OF_SUBJECT\x10\x05\x42R\n\x0e\x64\x65v.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,32 +35,86 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memoryd.v1.memory_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\016dev.memoryd.v1P\001Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1'
-  _globals['_CATEGORY']._serialized_start=2395
-  _globals['_CATEGORY']._serialized_end=2584
-  _globals['_SCOPE']._serialized_start=2586
-  _globals['_SCOPE']._serialized_end=2669
-  _globals['_SOURCEKIND']._serialized_start=2671
-  _globals['_SOURCEKIND']._serialized_end=2784
-  _globals['_STABILITY']._serialized_start=2786
-  _globals['_STABILITY']._serialized_end=2871
-  _globals['_MEMORYSTATUS']._serialized_start=2874
-  _globals['_MEMORYSTATUS']._serialized_end=3004
-  _globals['_ERASESELECTOR']._serialized_start=3007
-  _globals['_ERASESELECTOR']._serialized_end=3198
-  _globals['_PROVENANCE']._serialized_start=102
-  _globals['_PROVENANCE']._serialized_end=198
-  _globals['_MEMORY']._serialized_start=201
-  _globals['_MEMORY']._serialized_end=1015
-  _globals['_PENDINGVALUE']._serialized_start=1018
-  _globals['_PENDINGVALUE']._serialized_end=1204
-  _globals['_MEMORYDRAFT']._serialized_start=1207
-  _globals['_MEMORYDRAFT']._serialized_end=1698
-  _globals['_TURN']._serialized_start=1700
-  _globals['_TURN']._serialized_end=1796
-  _globals['_MEMORYFILTER']._serialized_start=1799
-  _globals['_MEMORYFILTER']._serialized_end=2027
-  _globals['_VIEWRULE']._serialized_start=2029
-  _globals['_VIEWRULE']._serialized_end=2101
-  _globals['_VIEW']._serialized_start=2104
-  _globals['_VIEW']._serialized_end=2392
+  _globals['_MEMORYDRAFT'].fields_by_name['scope']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['scope']._serialized_options = b'\272H\005\202\001\002\020\001'
+  _globals['_MEMORYDRAFT'].fields_by_name['session_id']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['session_id']._serialized_options = b'\272H)r$(\200\0012\037^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\330\001\001'
+  _globals['_MEMORYDRAFT'].fields_by_name['category']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['category']._serialized_options = b'\272H\010\202\001\002\020\001\310\001\001'
+  _globals['_MEMORYDRAFT'].fields_by_name['key']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['key']._serialized_options = b'\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:/-]*$\330\001\001'
+  _globals['_MEMORYDRAFT'].fields_by_name['text']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['text']._serialized_options = b'\272H\003\310\001\001'
+  _globals['_MEMORYDRAFT'].fields_by_name['importance']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['importance']._serialized_options = b'\272H\014\n\n\035\000\000\200?-\000\000\000\000'
+  _globals['_MEMORYDRAFT'].fields_by_name['confidence']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['confidence']._serialized_options = b'\272H\014\n\n\035\000\000\200?-\000\000\000\000'
+  _globals['_MEMORYDRAFT'].fields_by_name['stability']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['stability']._serialized_options = b'\272H\005\202\001\002\020\001'
+  _globals['_MEMORYDRAFT'].fields_by_name['tags']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['tags']._serialized_options = b'\272H\r\222\001\n\020 \"\006r\004\020\001(@'
+  _globals['_MEMORYDRAFT'].fields_by_name['source_kind']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['source_kind']._serialized_options = b'\272H\005\202\001\002\020\001'
+  _globals['_MEMORYDRAFT'].fields_by_name['source_turn_id']._loaded_options = None
+  _globals['_MEMORYDRAFT'].fields_by_name['source_turn_id']._serialized_options = b'\272H)r$(\200\0012\037^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\330\001\001'
+  _globals['_TURN'].fields_by_name['turn_id']._loaded_options = None
+  _globals['_TURN'].fields_by_name['turn_id']._serialized_options = b'\272H(r#(@2\037^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\310\001\001'
+  _globals['_TURN'].fields_by_name['speaker']._loaded_options = None
+  _globals['_TURN'].fields_by_name['speaker']._serialized_options = b'\272H\007r\002(@\310\001\001'
+  _globals['_TURN'].fields_by_name['text']._loaded_options = None
+  _globals['_TURN'].fields_by_name['text']._serialized_options = b'\272H\003\310\001\001'
+  _globals['_TURN'].fields_by_name['time']._loaded_options = None
+  _globals['_TURN'].fields_by_name['time']._serialized_options = b'\272H\003\310\001\001'
+  _globals['_MEMORYFILTER'].fields_by_name['categories']._loaded_options = None
+  _globals['_MEMORYFILTER'].fields_by_name['categories']._serialized_options = b'\272H\014\222\001\t\"\007\202\001\004\020\001 \000'
+  _globals['_MEMORYFILTER'].fields_by_name['keys']._loaded_options = None
+  _globals['_MEMORYFILTER'].fields_by_name['keys']._serialized_options = b'\272H-\222\001*\"(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:/-]*$\330\001\001'
+  _globals['_MEMORYFILTER'].fields_by_name['tags']._loaded_options = None
+  _globals['_MEMORYFILTER'].fields_by_name['tags']._serialized_options = b'\272H\r\222\001\n\020 \"\006r\004\020\001(@'
+  _globals['_MEMORYFILTER'].fields_by_name['session_id']._loaded_options = None
+  _globals['_MEMORYFILTER'].fields_by_name['session_id']._serialized_options = b'\272H)r$(\200\0012\037^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\330\001\001'
+  _globals['_VIEWRULE'].fields_by_name['category']._loaded_options = None
+  _globals['_VIEWRULE'].fields_by_name['category']._serialized_options = b'\272H\010\202\001\002\020\001\310\001\001'
+  _globals['_VIEWRULE'].fields_by_name['key_patterns']._loaded_options = None
+  _globals['_VIEWRULE'].fields_by_name['key_patterns']._serialized_options = b'\272H5\222\0012\020 \".r,\020\001(\200\0012%^(\\*|[A-Za-z0-9*][A-Za-z0-9._:/*-]*)$'
+  _globals['_VIEW'].fields_by_name['agent']._loaded_options = None
+  _globals['_VIEW'].fields_by_name['agent']._serialized_options = b'\272H%r (@2\034^[A-Za-z0-9][A-Za-z0-9._-]*$\310\001\001'
+  _globals['_VIEW'].fields_by_name['read_rules']._loaded_options = None
+  _globals['_VIEW'].fields_by_name['read_rules']._serialized_options = b'\272H\005\222\001\002\020@'
+  _globals['_VIEW'].fields_by_name['write_rules']._loaded_options = None
+  _globals['_VIEW'].fields_by_name['write_rules']._serialized_options = b'\272H\005\222\001\002\020@'
+  _globals['_VIEW'].fields_by_name['description']._loaded_options = None
+  _globals['_VIEW'].fields_by_name['description']._serialized_options = b'\272H\005r\003(\200\004'
+  _globals['_VIEW'].fields_by_name['erase_selectors']._loaded_options = None
+  _globals['_VIEW'].fields_by_name['erase_selectors']._serialized_options = b'\272H\014\222\001\t\"\007\202\001\004\020\001 \000'
+  _globals['_VIEW'].fields_by_name['max_source_kind']._loaded_options = None
+  _globals['_VIEW'].fields_by_name['max_source_kind']._serialized_options = b'\272H\005\202\001\002\020\001'
+  _globals['_CATEGORY']._serialized_start=3040
+  _globals['_CATEGORY']._serialized_end=3229
+  _globals['_SCOPE']._serialized_start=3231
+  _globals['_SCOPE']._serialized_end=3314
+  _globals['_SOURCEKIND']._serialized_start=3316
+  _globals['_SOURCEKIND']._serialized_end=3429
+  _globals['_STABILITY']._serialized_start=3431
+  _globals['_STABILITY']._serialized_end=3516
+  _globals['_MEMORYSTATUS']._serialized_start=3519
+  _globals['_MEMORYSTATUS']._serialized_end=3649
+  _globals['_ERASESELECTOR']._serialized_start=3652
+  _globals['_ERASESELECTOR']._serialized_end=3843
+  _globals['_PROVENANCE']._serialized_start=131
+  _globals['_PROVENANCE']._serialized_end=227
+  _globals['_MEMORY']._serialized_start=230
+  _globals['_MEMORY']._serialized_end=1044
+  _globals['_PENDINGVALUE']._serialized_start=1047
+  _globals['_PENDINGVALUE']._serialized_end=1233
+  _globals['_MEMORYDRAFT']._serialized_start=1236
+  _globals['_MEMORYDRAFT']._serialized_end=1967
+  _globals['_TURN']._serialized_start=1970
+  _globals['_TURN']._serialized_end=2139
+  _globals['_MEMORYFILTER']._serialized_start=2142
+  _globals['_MEMORYFILTER']._serialized_end=2501
+  _globals['_VIEWRULE']._serialized_start=2504
+  _globals['_VIEWRULE']._serialized_end=2647
+  _globals['_VIEW']._serialized_start=2650
+  _globals['_VIEW']._serialized_end=3037
 # @@protoc_insertion_point(module_scope)

@@ -22,11 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from buf.validate import validate_pb2 as buf_dot_validate_dot_validate__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$memoryd/v1/token_admin_service.proto\x12\nmemoryd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x01\n\x11IssueTokenRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12$\n\x05roles\x18\x02 \x03(\x0e\x32\x15.memoryd.v1.TokenRole\x12\x0f\n\x07subject\x18\x03 \x01(\t\x12+\n\x08lifetime\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\xea\x01\n\x12IssueTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08token_id\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\r\n\x05\x61gent\x18\x04 \x01(\t\x12$\n\x05roles\x18\x05 \x03(\x0e\x32\x15.memoryd.v1.TokenRole\x12\x0f\n\x07subject\x18\x06 \x01(\t\x12-\n\tissued_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*S\n\tTokenRole\x12\x1a\n\x16TOKEN_ROLE_UNSPECIFIED\x10\x00\x12\x14\n\x10TOKEN_ROLE_AGENT\x10\x01\x12\x14\n\x10TOKEN_ROLE_ADMIN\x10\x02\x32`\n\x11TokenAdminService\x12K\n\nIssueToken\x12\x1d.memoryd.v1.IssueTokenRequest\x1a\x1e.memoryd.v1.IssueTokenResponseBR\n\x0e\x64\x65v.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$memoryd/v1/token_admin_service.proto\x12\nmemoryd.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x02\n\x11IssueTokenRequest\x12\x37\n\x05\x61gent\x18\x01 \x01(\tB(\xbaH%r (@2\x1c^[A-Za-z0-9][A-Za-z0-9._-]*$\xc8\x01\x01\x12\x35\n\x05roles\x18\x02 \x03(\x0e\x32\x15.memoryd.v1.TokenRoleB\x0f\xbaH\x0c\x92\x01\t\"\x07\x82\x01\x04\x10\x01 \x00\x12<\n\x07subject\x18\x03 \x01(\tB+\xbaH(r#(\x80\x01\x32\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$\xd8\x01\x01\x12>\n\x08lifetime\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationB\x11\xbaH\x0e\xaa\x01\x0b\"\x05\x08\x80\x9a\x9e\x01\x32\x02\x08\x01\x12\x18\n\x06reason\x18\x05 \x01(\tB\x08\xbaH\x05r\x03\x18\xf4\x03\"\xea\x01\n\x12IssueTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08token_id\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\r\n\x05\x61gent\x18\x04 \x01(\t\x12$\n\x05roles\x18\x05 \x03(\x0e\x32\x15.memoryd.v1.TokenRole\x12\x0f\n\x07subject\x18\x06 \x01(\t\x12-\n\tissued_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*S\n\tTokenRole\x12\x1a\n\x16TOKEN_ROLE_UNSPECIFIED\x10\x00\x12\x14\n\x10TOKEN_ROLE_AGENT\x10\x01\x12\x14\n\x10TOKEN_ROLE_ADMIN\x10\x02\x32`\n\x11TokenAdminService\x12K\n\nIssueToken\x12\x1d.memoryd.v1.IssueTokenRequest\x1a\x1e.memoryd.v1.IssueTokenResponseBR\n\x0e\x64\x65v.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,12 +35,22 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memoryd.v1.token_admin_serv
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\016dev.memoryd.v1P\001Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1'
-  _globals['_TOKENROLE']._serialized_start=507
-  _globals['_TOKENROLE']._serialized_end=590
-  _globals['_ISSUETOKENREQUEST']._serialized_start=118
-  _globals['_ISSUETOKENREQUEST']._serialized_end=268
-  _globals['_ISSUETOKENRESPONSE']._serialized_start=271
-  _globals['_ISSUETOKENRESPONSE']._serialized_end=505
-  _globals['_TOKENADMINSERVICE']._serialized_start=592
-  _globals['_TOKENADMINSERVICE']._serialized_end=688
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['agent']._loaded_options = None
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['agent']._serialized_options = b'\272H%r (@2\034^[A-Za-z0-9][A-Za-z0-9._-]*$\310\001\001'
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['roles']._loaded_options = None
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['roles']._serialized_options = b'\272H\014\222\001\t\"\007\202\001\004\020\001 \000'
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['subject']._loaded_options = None
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['subject']._serialized_options = b'\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\330\001\001'
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['lifetime']._loaded_options = None
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['lifetime']._serialized_options = b'\272H\016\252\001\013\"\005\010\200\232\236\0012\002\010\001'
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['reason']._loaded_options = None
+  _globals['_ISSUETOKENREQUEST'].fields_by_name['reason']._serialized_options = b'\272H\005r\003\030\364\003'
+  _globals['_TOKENROLE']._serialized_start=669
+  _globals['_TOKENROLE']._serialized_end=752
+  _globals['_ISSUETOKENREQUEST']._serialized_start=147
+  _globals['_ISSUETOKENREQUEST']._serialized_end=430
+  _globals['_ISSUETOKENRESPONSE']._serialized_start=433
+  _globals['_ISSUETOKENRESPONSE']._serialized_end=667
+  _globals['_TOKENADMINSERVICE']._serialized_start=754
+  _globals['_TOKENADMINSERVICE']._serialized_end=850
 # @@protoc_insertion_point(module_scope)

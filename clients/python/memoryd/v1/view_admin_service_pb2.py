@@ -22,10 +22,11 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from buf.validate import validate_pb2 as buf_dot_validate_dot_validate__pb2
 from memoryd.v1 import memory_pb2 as memoryd_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#memoryd/v1/view_admin_service.proto\x12\nmemoryd.v1\x1a\x17memoryd/v1/memory.proto\"J\n\x0ePutViewRequest\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\x12\x18\n\x10\x65xpected_version\x18\x02 \x01(\x03\"B\n\x0fPutViewResponse\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"\x1f\n\x0eGetViewRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\"1\n\x0fGetViewResponse\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\"9\n\x10ListViewsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"M\n\x11ListViewsResponse\x12\x1f\n\x05views\x18\x01 \x03(\x0b\x32\x10.memoryd.v1.View\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x11\x44\x65leteViewRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\"%\n\x12\x44\x65leteViewResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\x32\xb1\x02\n\x10ViewAdminService\x12\x42\n\x07PutView\x12\x1a.memoryd.v1.PutViewRequest\x1a\x1b.memoryd.v1.PutViewResponse\x12\x42\n\x07GetView\x12\x1a.memoryd.v1.GetViewRequest\x1a\x1b.memoryd.v1.GetViewResponse\x12H\n\tListViews\x12\x1c.memoryd.v1.ListViewsRequest\x1a\x1d.memoryd.v1.ListViewsResponse\x12K\n\nDeleteView\x12\x1d.memoryd.v1.DeleteViewRequest\x1a\x1e.memoryd.v1.DeleteViewResponseBR\n\x0e\x64\x65v.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#memoryd/v1/view_admin_service.proto\x12\nmemoryd.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x17memoryd/v1/memory.proto\"[\n\x0ePutViewRequest\x12&\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.ViewB\x06\xbaH\x03\xc8\x01\x01\x12!\n\x10\x65xpected_version\x18\x02 \x01(\x03\x42\x07\xbaH\x04\"\x02(\x00\"B\n\x0fPutViewResponse\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"I\n\x0eGetViewRequest\x12\x37\n\x05\x61gent\x18\x01 \x01(\tB(\xbaH%r (@2\x1c^[A-Za-z0-9][A-Za-z0-9._-]*$\xc8\x01\x01\"1\n\x0fGetViewResponse\x12\x1e\n\x04view\x18\x01 \x01(\x0b\x32\x10.memoryd.v1.View\"L\n\x10ListViewsRequest\x12\x1a\n\tpage_size\x18\x01 \x01(\x05\x42\x07\xbaH\x04\x1a\x02(\x00\x12\x1c\n\npage_token\x18\x02 \x01(\tB\x08\xbaH\x05r\x03(\x80\x08\"M\n\x11ListViewsResponse\x12\x1f\n\x05views\x18\x01 \x03(\x0b\x32\x10.memoryd.v1.View\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"L\n\x11\x44\x65leteViewRequest\x12\x37\n\x05\x61gent\x18\x01 \x01(\tB(\xbaH%r (@2\x1c^[A-Za-z0-9][A-Za-z0-9._-]*$\xc8\x01\x01\"%\n\x12\x44\x65leteViewResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\x32\xb1\x02\n\x10ViewAdminService\x12\x42\n\x07PutView\x12\x1a.memoryd.v1.PutViewRequest\x1a\x1b.memoryd.v1.PutViewResponse\x12\x42\n\x07GetView\x12\x1a.memoryd.v1.GetViewRequest\x1a\x1b.memoryd.v1.GetViewResponse\x12H\n\tListViews\x12\x1c.memoryd.v1.ListViewsRequest\x1a\x1d.memoryd.v1.ListViewsResponse\x12K\n\nDeleteView\x12\x1d.memoryd.v1.DeleteViewRequest\x1a\x1e.memoryd.v1.DeleteViewResponseBR\n\x0e\x64\x65v.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,22 +34,34 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memoryd.v1.view_admin_servi
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\016dev.memoryd.v1P\001Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1'
-  _globals['_PUTVIEWREQUEST']._serialized_start=76
-  _globals['_PUTVIEWREQUEST']._serialized_end=150
-  _globals['_PUTVIEWRESPONSE']._serialized_start=152
-  _globals['_PUTVIEWRESPONSE']._serialized_end=218
-  _globals['_GETVIEWREQUEST']._serialized_start=220
-  _globals['_GETVIEWREQUEST']._serialized_end=251
-  _globals['_GETVIEWRESPONSE']._serialized_start=253
-  _globals['_GETVIEWRESPONSE']._serialized_end=302
-  _globals['_LISTVIEWSREQUEST']._serialized_start=304
-  _globals['_LISTVIEWSREQUEST']._serialized_end=361
-  _globals['_LISTVIEWSRESPONSE']._serialized_start=363
-  _globals['_LISTVIEWSRESPONSE']._serialized_end=440
-  _globals['_DELETEVIEWREQUEST']._serialized_start=442
-  _globals['_DELETEVIEWREQUEST']._serialized_end=476
-  _globals['_DELETEVIEWRESPONSE']._serialized_start=478
-  _globals['_DELETEVIEWRESPONSE']._serialized_end=515
-  _globals['_VIEWADMINSERVICE']._serialized_start=518
-  _globals['_VIEWADMINSERVICE']._serialized_end=823
+  _globals['_PUTVIEWREQUEST'].fields_by_name['view']._loaded_options = None
+  _globals['_PUTVIEWREQUEST'].fields_by_name['view']._serialized_options = b'\272H\003\310\001\001'
+  _globals['_PUTVIEWREQUEST'].fields_by_name['expected_version']._loaded_options = None
+  _globals['_PUTVIEWREQUEST'].fields_by_name['expected_version']._serialized_options = b'\272H\004\"\002(\000'
+  _globals['_GETVIEWREQUEST'].fields_by_name['agent']._loaded_options = None
+  _globals['_GETVIEWREQUEST'].fields_by_name['agent']._serialized_options = b'\272H%r (@2\034^[A-Za-z0-9][A-Za-z0-9._-]*$\310\001\001'
+  _globals['_LISTVIEWSREQUEST'].fields_by_name['page_size']._loaded_options = None
+  _globals['_LISTVIEWSREQUEST'].fields_by_name['page_size']._serialized_options = b'\272H\004\032\002(\000'
+  _globals['_LISTVIEWSREQUEST'].fields_by_name['page_token']._loaded_options = None
+  _globals['_LISTVIEWSREQUEST'].fields_by_name['page_token']._serialized_options = b'\272H\005r\003(\200\010'
+  _globals['_DELETEVIEWREQUEST'].fields_by_name['agent']._loaded_options = None
+  _globals['_DELETEVIEWREQUEST'].fields_by_name['agent']._serialized_options = b'\272H%r (@2\034^[A-Za-z0-9][A-Za-z0-9._-]*$\310\001\001'
+  _globals['_PUTVIEWREQUEST']._serialized_start=105
+  _globals['_PUTVIEWREQUEST']._serialized_end=196
+  _globals['_PUTVIEWRESPONSE']._serialized_start=198
+  _globals['_PUTVIEWRESPONSE']._serialized_end=264
+  _globals['_GETVIEWREQUEST']._serialized_start=266
+  _globals['_GETVIEWREQUEST']._serialized_end=339
+  _globals['_GETVIEWRESPONSE']._serialized_start=341
+  _globals['_GETVIEWRESPONSE']._serialized_end=390
+  _globals['_LISTVIEWSREQUEST']._serialized_start=392
+  _globals['_LISTVIEWSREQUEST']._serialized_end=468
+  _globals['_LISTVIEWSRESPONSE']._serialized_start=470
+  _globals['_LISTVIEWSRESPONSE']._serialized_end=547
+  _globals['_DELETEVIEWREQUEST']._serialized_start=549
+  _globals['_DELETEVIEWREQUEST']._serialized_end=625
+  _globals['_DELETEVIEWRESPONSE']._serialized_start=627
+  _globals['_DELETEVIEWRESPONSE']._serialized_end=664
+  _globals['_VIEWADMINSERVICE']._serialized_start=667
+  _globals['_VIEWADMINSERVICE']._serialized_end=972
 # @@protoc_insertion_point(module_scope)

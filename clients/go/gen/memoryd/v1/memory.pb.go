@@ -7,6 +7,7 @@
 package memorydv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
@@ -1364,7 +1365,7 @@ var File_memoryd_v1_memory_proto protoreflect.FileDescriptor
 const file_memoryd_v1_memory_proto_rawDesc = "" +
 	"\n" +
 	"\x17memoryd/v1/memory.proto\x12\n" +
-	"memoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\x01\n" +
+	"memoryd.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\x01\n" +
 	"\n" +
 	"Provenance\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x127\n" +
@@ -1420,66 +1421,73 @@ const file_memoryd_v1_memory_proto_rawDesc = "" +
 	"provenance\x12\x14\n" +
 	"\x05trust\x18\x05 \x01(\x02R\x05trust\x129\n" +
 	"\n" +
-	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xfa\x04\n" +
-	"\vMemoryDraft\x12'\n" +
-	"\x05scope\x18\x01 \x01(\x0e2\x11.memoryd.v1.ScopeR\x05scope\x12\x1d\n" +
+	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xea\x06\n" +
+	"\vMemoryDraft\x121\n" +
+	"\x05scope\x18\x01 \x01(\x0e2\x11.memoryd.v1.ScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05scope\x12K\n" +
 	"\n" +
-	"session_id\x18\x02 \x01(\tR\tsessionId\x120\n" +
-	"\bcategory\x18\x03 \x01(\x0e2\x14.memoryd.v1.CategoryR\bcategory\x12\x10\n" +
-	"\x03key\x18\x04 \x01(\tR\x03key\x12\x12\n" +
-	"\x04text\x18\x05 \x01(\tR\x04text\x12+\n" +
-	"\x04data\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x04data\x12#\n" +
+	"session_id\x18\x02 \x01(\tB,\xbaH)\xd8\x01\x01r$(\x80\x012\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$R\tsessionId\x12=\n" +
+	"\bcategory\x18\x03 \x01(\x0e2\x14.memoryd.v1.CategoryB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\bcategory\x12=\n" +
+	"\x03key\x18\x04 \x01(\tB+\xbaH(\xd8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\x03key\x12\x1a\n" +
+	"\x04text\x18\x05 \x01(\tB\x06\xbaH\x03\xc8\x01\x01R\x04text\x12+\n" +
+	"\x04data\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x04data\x124\n" +
 	"\n" +
-	"importance\x18\a \x01(\x02H\x00R\n" +
-	"importance\x88\x01\x01\x12#\n" +
+	"importance\x18\a \x01(\x02B\x0f\xbaH\f\n" +
 	"\n" +
-	"confidence\x18\b \x01(\x02H\x01R\n" +
-	"confidence\x88\x01\x01\x123\n" +
-	"\tstability\x18\t \x01(\x0e2\x15.memoryd.v1.StabilityR\tstability\x12\x16\n" +
+	"\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x00R\n" +
+	"importance\x88\x01\x01\x124\n" +
+	"\n" +
+	"confidence\x18\b \x01(\x02B\x0f\xbaH\f\n" +
+	"\n" +
+	"\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x01R\n" +
+	"confidence\x88\x01\x01\x12=\n" +
+	"\tstability\x18\t \x01(\x0e2\x15.memoryd.v1.StabilityB\b\xbaH\x05\x82\x01\x02\x10\x01R\tstability\x12\x16\n" +
 	"\x06pinned\x18\n" +
-	" \x01(\bR\x06pinned\x12\x12\n" +
-	"\x04tags\x18\v \x03(\tR\x04tags\x129\n" +
+	" \x01(\bR\x06pinned\x12$\n" +
+	"\x04tags\x18\v \x03(\tB\x10\xbaH\r\x92\x01\n" +
+	"\x10 \"\x06r\x04\x10\x01(@R\x04tags\x129\n" +
 	"\n" +
 	"valid_from\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tvalidFrom\x12;\n" +
 	"\vvalid_until\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"validUntil\x127\n" +
-	"\vsource_kind\x18\x0e \x01(\x0e2\x16.memoryd.v1.SourceKindR\n" +
-	"sourceKind\x12$\n" +
-	"\x0esource_turn_id\x18\x0f \x01(\tR\fsourceTurnIdB\r\n" +
+	"validUntil\x12A\n" +
+	"\vsource_kind\x18\x0e \x01(\x0e2\x16.memoryd.v1.SourceKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\n" +
+	"sourceKind\x12R\n" +
+	"\x0esource_turn_id\x18\x0f \x01(\tB,\xbaH)\xd8\x01\x01r$(\x80\x012\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$R\fsourceTurnIdB\r\n" +
 	"\v_importanceB\r\n" +
-	"\v_confidence\"}\n" +
-	"\x04Turn\x12\x17\n" +
-	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x12\x18\n" +
-	"\aspeaker\x18\x02 \x01(\tR\aspeaker\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\x12.\n" +
-	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xb0\x02\n" +
-	"\fMemoryFilter\x124\n" +
+	"\v_confidence\"\xc6\x01\n" +
+	"\x04Turn\x12D\n" +
+	"\aturn_id\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(@2\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$R\x06turnId\x12$\n" +
+	"\aspeaker\x18\x02 \x01(\tB\n" +
+	"\xbaH\a\xc8\x01\x01r\x02(@R\aspeaker\x12\x1a\n" +
+	"\x04text\x18\x03 \x01(\tB\x06\xbaH\x03\xc8\x01\x01R\x04text\x126\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\x04time\"\xb3\x03\n" +
+	"\fMemoryFilter\x12E\n" +
 	"\n" +
-	"categories\x18\x01 \x03(\x0e2\x14.memoryd.v1.CategoryR\n" +
-	"categories\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x12\n" +
-	"\x04tags\x18\x03 \x03(\tR\x04tags\x12\x1d\n" +
+	"categories\x18\x01 \x03(\x0e2\x14.memoryd.v1.CategoryB\x0f\xbaH\f\x92\x01\t\"\a\x82\x01\x04\x10\x01 \x00R\n" +
+	"categories\x12D\n" +
+	"\x04keys\x18\x02 \x03(\tB0\xbaH-\x92\x01*\"(\xd8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\x04keys\x12$\n" +
+	"\x04tags\x18\x03 \x03(\tB\x10\xbaH\r\x92\x01\n" +
+	"\x10 \"\x06r\x04\x10\x01(@R\x04tags\x12K\n" +
 	"\n" +
-	"session_id\x18\x04 \x01(\tR\tsessionId\x12?\n" +
+	"session_id\x18\x04 \x01(\tB,\xbaH)\xd8\x01\x01r$(\x80\x012\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$R\tsessionId\x12?\n" +
 	"\rupdated_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fupdatedAfter\x12A\n" +
 	"\x0eupdated_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rupdatedBefore\x12\x1f\n" +
 	"\vinclude_org\x18\a \x01(\bR\n" +
-	"includeOrg\"_\n" +
-	"\bViewRule\x120\n" +
-	"\bcategory\x18\x01 \x01(\x0e2\x14.memoryd.v1.CategoryR\bcategory\x12!\n" +
-	"\fkey_patterns\x18\x02 \x03(\tR\vkeyPatterns\"\x8c\x03\n" +
-	"\x04View\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\x123\n" +
+	"includeOrg\"\xa6\x01\n" +
+	"\bViewRule\x12=\n" +
+	"\bcategory\x18\x01 \x01(\x0e2\x14.memoryd.v1.CategoryB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\bcategory\x12[\n" +
+	"\fkey_patterns\x18\x02 \x03(\tB8\xbaH5\x92\x012\x10 \".r,\x10\x01(\x80\x012%^(\\*|[A-Za-z0-9*][A-Za-z0-9._:/*-]*)$R\vkeyPatterns\"\xef\x03\n" +
+	"\x04View\x12>\n" +
+	"\x05agent\x18\x01 \x01(\tB(\xbaH%\xc8\x01\x01r (@2\x1c^[A-Za-z0-9][A-Za-z0-9._-]*$R\x05agent\x12=\n" +
 	"\n" +
-	"read_rules\x18\x02 \x03(\v2\x14.memoryd.v1.ViewRuleR\treadRules\x125\n" +
-	"\vwrite_rules\x18\x03 \x03(\v2\x14.memoryd.v1.ViewRuleR\n" +
+	"read_rules\x18\x02 \x03(\v2\x14.memoryd.v1.ViewRuleB\b\xbaH\x05\x92\x01\x02\x10@R\treadRules\x12?\n" +
+	"\vwrite_rules\x18\x03 \x03(\v2\x14.memoryd.v1.ViewRuleB\b\xbaH\x05\x92\x01\x02\x10@R\n" +
 	"writeRules\x12\x1b\n" +
 	"\tmay_erase\x18\x04 \x01(\bR\bmayErase\x12%\n" +
-	"\x0evisible_fields\x18\x05 \x03(\tR\rvisibleFields\x12 \n" +
-	"\vdescription\x18\x06 \x01(\tR\vdescription\x12\x18\n" +
-	"\aversion\x18\a \x01(\x03R\aversion\x12B\n" +
-	"\x0ferase_selectors\x18\b \x03(\x0e2\x19.memoryd.v1.EraseSelectorR\x0eeraseSelectors\x12>\n" +
-	"\x0fmax_source_kind\x18\t \x01(\x0e2\x16.memoryd.v1.SourceKindR\rmaxSourceKind*\xbd\x01\n" +
+	"\x0evisible_fields\x18\x05 \x03(\tR\rvisibleFields\x12*\n" +
+	"\vdescription\x18\x06 \x01(\tB\b\xbaH\x05r\x03(\x80\x04R\vdescription\x12\x18\n" +
+	"\aversion\x18\a \x01(\x03R\aversion\x12S\n" +
+	"\x0ferase_selectors\x18\b \x03(\x0e2\x19.memoryd.v1.EraseSelectorB\x0f\xbaH\f\x92\x01\t\"\a\x82\x01\x04\x10\x01 \x00R\x0eeraseSelectors\x12H\n" +
+	"\x0fmax_source_kind\x18\t \x01(\x0e2\x16.memoryd.v1.SourceKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\rmaxSourceKind*\xbd\x01\n" +
 	"\bCategory\x12\x18\n" +
 	"\x14CATEGORY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCATEGORY_FACT\x10\x01\x12\x17\n" +

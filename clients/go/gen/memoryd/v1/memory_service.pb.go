@@ -7,6 +7,7 @@
 package memorydv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -2564,14 +2565,14 @@ var File_memoryd_v1_memory_service_proto protoreflect.FileDescriptor
 const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1fmemoryd/v1/memory_service.proto\x12\n" +
-	"memoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/memory.proto\"\x96\x02\n" +
-	"\fWriteRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\x12-\n" +
-	"\x05items\x18\x02 \x03(\v2\x17.memoryd.v1.MemoryDraftR\x05items\x12&\n" +
-	"\x05turns\x18\x03 \x03(\v2\x10.memoryd.v1.TurnR\x05turns\x12'\n" +
-	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x129\n" +
-	"\vconsistency\x18\x05 \x01(\x0e2\x17.memoryd.v1.ConsistencyR\vconsistency\x121\n" +
-	"\tturn_mode\x18\x06 \x01(\x0e2\x14.memoryd.v1.TurnModeR\bturnMode\"\x90\x01\n" +
+	"memoryd.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/memory.proto\"\xec\x02\n" +
+	"\fWriteRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12-\n" +
+	"\x05items\x18\x02 \x03(\v2\x17.memoryd.v1.MemoryDraftR\x05items\x121\n" +
+	"\x05turns\x18\x03 \x03(\v2\x10.memoryd.v1.TurnB\t\xbaH\x06\x92\x01\x03\x10\xc8\x01R\x05turns\x121\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tB\b\xbaH\x05r\x03(\x80\x01R\x0eidempotencyKey\x12C\n" +
+	"\vconsistency\x18\x05 \x01(\x0e2\x17.memoryd.v1.ConsistencyB\b\xbaH\x05\x82\x01\x02\x10\x01R\vconsistency\x12;\n" +
+	"\tturn_mode\x18\x06 \x01(\x0e2\x14.memoryd.v1.TurnModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\bturnMode\"\x90\x01\n" +
 	"\vWriteResult\x12\x1b\n" +
 	"\tmemory_id\x18\x01 \x01(\tR\bmemoryId\x122\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x18.memoryd.v1.WriteOutcomeR\aoutcome\x12\x16\n" +
@@ -2581,29 +2582,37 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x17.memoryd.v1.WriteResultR\aresults\x12*\n" +
 	"\x11extraction_job_id\x18\x02 \x01(\tR\x0fextractionJobId\x12\x18\n" +
 	"\aindexed\x18\x03 \x01(\bR\aindexed\x122\n" +
-	"\adropped\x18\x04 \x03(\v2\x18.memoryd.v1.DroppedCountR\adropped\"\xa1\x01\n" +
-	"\fScoreWeights\x12#\n" +
+	"\adropped\x18\x04 \x03(\v2\x18.memoryd.v1.DroppedCountR\adropped\"\xd4\x01\n" +
+	"\fScoreWeights\x124\n" +
 	"\n" +
-	"similarity\x18\x01 \x01(\x02H\x00R\n" +
-	"similarity\x88\x01\x01\x12\x1d\n" +
-	"\arecency\x18\x02 \x01(\x02H\x01R\arecency\x88\x01\x01\x12#\n" +
+	"similarity\x18\x01 \x01(\x02B\x0f\xbaH\f\n" +
 	"\n" +
-	"importance\x18\x03 \x01(\x02H\x02R\n" +
+	"\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x00R\n" +
+	"similarity\x88\x01\x01\x12.\n" +
+	"\arecency\x18\x02 \x01(\x02B\x0f\xbaH\f\n" +
+	"\n" +
+	"\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x01R\arecency\x88\x01\x01\x124\n" +
+	"\n" +
+	"importance\x18\x03 \x01(\x02B\x0f\xbaH\f\n" +
+	"\n" +
+	"\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x02R\n" +
 	"importance\x88\x01\x01B\r\n" +
 	"\v_similarityB\n" +
 	"\n" +
 	"\b_recencyB\r\n" +
-	"\v_importance\"\xff\x02\n" +
-	"\rRecallRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
-	"\x05query\x18\x02 \x01(\tR\x05query\x12\x12\n" +
-	"\x04keys\x18\x03 \x03(\tR\x04keys\x120\n" +
-	"\x06filter\x18\x04 \x01(\v2\x18.memoryd.v1.MemoryFilterR\x06filter\x12\x13\n" +
-	"\x05top_k\x18\x05 \x01(\x05R\x04topK\x12!\n" +
-	"\ftoken_budget\x18\x06 \x01(\x05R\vtokenBudget\x122\n" +
+	"\v_importance\"\x80\x04\n" +
+	"\rRecallRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12C\n" +
+	"\x04keys\x18\x03 \x03(\tB/\xbaH,\x92\x01)\"'r%\x10\x01(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\x04keys\x120\n" +
+	"\x06filter\x18\x04 \x01(\v2\x18.memoryd.v1.MemoryFilterR\x06filter\x12\x1c\n" +
+	"\x05top_k\x18\x05 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\x04topK\x12*\n" +
+	"\ftoken_budget\x18\x06 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\vtokenBudget\x122\n" +
 	"\aweights\x18\a \x01(\v2\x18.memoryd.v1.ScoreWeightsR\aweights\x12!\n" +
-	"\frender_block\x18\b \x01(\bR\vrenderBlock\x12(\n" +
-	"\rmin_relevance\x18\t \x01(\x02H\x00R\fminRelevance\x88\x01\x01\x12-\n" +
+	"\frender_block\x18\b \x01(\bR\vrenderBlock\x129\n" +
+	"\rmin_relevance\x18\t \x01(\x02B\x0f\xbaH\f\n" +
+	"\n" +
+	"\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x00R\fminRelevance\x88\x01\x01\x12-\n" +
 	"\x12exclude_neighbours\x18\n" +
 	" \x01(\bR\x11excludeNeighboursB\x10\n" +
 	"\x0e_min_relevance\"\xc6\x03\n" +
@@ -2633,20 +2642,20 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\bmemories\x18\x01 \x03(\v2\x18.memoryd.v1.ScoredMemoryR\bmemories\x12\x14\n" +
 	"\x05block\x18\x02 \x01(\tR\x05block\x12\x1a\n" +
 	"\bdegraded\x18\x03 \x01(\bR\bdegraded\x12'\n" +
-	"\x0fdegraded_reason\x18\x04 \x01(\tR\x0edegradedReason\"\x1d\n" +
-	"\tMemoryIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\"\xba\x02\n" +
-	"\fEraseRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\x12)\n" +
-	"\x03ids\x18\x02 \x01(\v2\x15.memoryd.v1.MemoryIdsH\x00R\x03ids\x12\x12\n" +
-	"\x03key\x18\x03 \x01(\tH\x00R\x03key\x12&\n" +
-	"\x0esource_turn_id\x18\x04 \x01(\tH\x00R\fsourceTurnId\x122\n" +
-	"\bcategory\x18\x05 \x01(\x0e2\x14.memoryd.v1.CategoryH\x00R\bcategory\x12&\n" +
-	"\x0eall_of_subject\x18\x06 \x01(\bH\x00R\fallOfSubject\x12)\n" +
-	"\x04mode\x18\a \x01(\x0e2\x15.memoryd.v1.EraseModeR\x04mode\x12\x16\n" +
-	"\x06reason\x18\b \x01(\tR\x06reasonB\n" +
-	"\n" +
-	"\bselector\"\x9f\x01\n" +
+	"\x0fdegraded_reason\x18\x04 \x01(\tR\x0edegradedReason\".\n" +
+	"\tMemoryIds\x12!\n" +
+	"\x03ids\x18\x01 \x03(\tB\x0f\xbaH\f\x92\x01\t\b\x01\"\x05r\x03\xb0\x01\x01R\x03ids\"\xea\x03\n" +
+	"\fEraseRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12)\n" +
+	"\x03ids\x18\x02 \x01(\v2\x15.memoryd.v1.MemoryIdsH\x00R\x03ids\x12>\n" +
+	"\x03key\x18\x03 \x01(\tB*\xbaH'r%\x10\x01(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$H\x00R\x03key\x12S\n" +
+	"\x0esource_turn_id\x18\x04 \x01(\tB+\xbaH(r&\x10\x01(\x80\x012\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$H\x00R\fsourceTurnId\x12>\n" +
+	"\bcategory\x18\x05 \x01(\x0e2\x14.memoryd.v1.CategoryB\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00H\x00R\bcategory\x12&\n" +
+	"\x0eall_of_subject\x18\x06 \x01(\bH\x00R\fallOfSubject\x126\n" +
+	"\x04mode\x18\a \x01(\x0e2\x15.memoryd.v1.EraseModeB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\x04mode\x12 \n" +
+	"\x06reason\x18\b \x01(\tB\b\xbaH\x05r\x03(\x80\x04R\x06reasonB\x11\n" +
+	"\bselector\x12\x05\xbaH\x02\b\x01\"\x9f\x01\n" +
 	"\vStoreCounts\x12\x1a\n" +
 	"\bmemories\x18\x01 \x01(\x03R\bmemories\x12\x1a\n" +
 	"\bversions\x18\x02 \x01(\x03R\bversions\x12\x16\n" +
@@ -2665,24 +2674,24 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"finishedAt\x12\x1c\n" +
 	"\tunchecked\x18\a \x03(\tR\tunchecked\"E\n" +
 	"\rEraseResponse\x124\n" +
-	"\areceipt\x18\x01 \x01(\v2\x1a.memoryd.v1.ErasureReceiptR\areceipt\"\xd1\x01\n" +
-	"\x11MemoryViewRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\x120\n" +
-	"\x06filter\x18\x02 \x01(\v2\x18.memoryd.v1.MemoryFilterR\x06filter\x124\n" +
-	"\bstatuses\x18\x03 \x03(\x0e2\x18.memoryd.v1.MemoryStatusR\bstatuses\x12\x1b\n" +
-	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\areceipt\x18\x01 \x01(\v2\x1a.memoryd.v1.ErasureReceiptR\areceipt\"\xa2\x02\n" +
+	"\x11MemoryViewRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x120\n" +
+	"\x06filter\x18\x02 \x01(\v2\x18.memoryd.v1.MemoryFilterR\x06filter\x12E\n" +
+	"\bstatuses\x18\x03 \x03(\x0e2\x18.memoryd.v1.MemoryStatusB\x0f\xbaH\f\x92\x01\t\"\a\x82\x01\x04\x10\x01 \x00R\bstatuses\x12$\n" +
+	"\tpage_size\x18\x04 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"\x92\x01\n" +
+	"page_token\x18\x05 \x01(\tB\b\xbaH\x05r\x03(\x80\bR\tpageToken\"\x92\x01\n" +
 	"\x12MemoryViewResponse\x12.\n" +
 	"\bmemories\x18\x01 \x03(\v2\x12.memoryd.v1.MemoryR\bmemories\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12$\n" +
-	"\x04view\x18\x03 \x01(\v2\x10.memoryd.v1.ViewR\x04view\"\x86\x01\n" +
-	"\x11GetHistoryRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\x12\x1b\n" +
-	"\tmemory_id\x18\x02 \x01(\tR\bmemoryId\x12\x1b\n" +
-	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\x04view\x18\x03 \x01(\v2\x10.memoryd.v1.ViewR\x04view\"\xd3\x01\n" +
+	"\x11GetHistoryRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12(\n" +
+	"\tmemory_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\bmemoryId\x12$\n" +
+	"\tpage_size\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\xa8\x01\n" +
+	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03(\x80\bR\tpageToken\"\xa8\x01\n" +
 	"\rMemoryVersion\x12*\n" +
 	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\x12.\n" +
 	"\x06change\x18\x02 \x01(\x0e2\x16.memoryd.v1.ChangeKindR\x06change\x12;\n" +
@@ -2707,35 +2716,37 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n" +
 	"\vfinished_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\"J\n" +
-	"\x17GetExtractionJobRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"G\n" +
+	"finishedAt\"\x84\x01\n" +
+	"\x17GetExtractionJobRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12\"\n" +
+	"\x06job_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x05jobId\"G\n" +
 	"\x18GetExtractionJobResponse\x12+\n" +
-	"\x03job\x18\x01 \x01(\v2\x19.memoryd.v1.ExtractionJobR\x03job\"\xae\x01\n" +
-	"\x16ResolveConflictRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\x12\x1b\n" +
-	"\tmemory_id\x18\x02 \x01(\tR\bmemoryId\x12>\n" +
+	"\x03job\x18\x01 \x01(\v2\x19.memoryd.v1.ExtractionJobR\x03job\"\x82\x02\n" +
+	"\x16ResolveConflictRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12(\n" +
+	"\tmemory_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\bmemoryId\x12K\n" +
 	"\n" +
-	"resolution\x18\x03 \x01(\x0e2\x1e.memoryd.v1.ConflictResolutionR\n" +
-	"resolution\x12\x1d\n" +
+	"resolution\x18\x03 \x01(\x0e2\x1e.memoryd.v1.ConflictResolutionB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\n" +
+	"resolution\x12*\n" +
 	"\n" +
-	"pending_id\x18\x04 \x01(\tR\tpendingId\"E\n" +
+	"pending_id\x18\x04 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\xb0\x01\x01R\tpendingId\"E\n" +
 	"\x17ResolveConflictResponse\x12*\n" +
-	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\"Q\n" +
-	"\x15ExportMemoriesRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\x12\x1e\n" +
+	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\"\x8d\x01\n" +
+	"\x15ExportMemoriesRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12-\n" +
 	"\n" +
-	"passphrase\x18\x02 \x01(\tR\n" +
+	"passphrase\x18\x02 \x01(\tB\r\xbaH\n" +
+	"\xd8\x01\x01r\x05 \b(\x80\bR\n" +
 	"passphrase\"N\n" +
 	"\x16ExportMemoriesResponse\x12\x18\n" +
 	"\aarchive\x18\x01 \x01(\fR\aarchive\x12\x1a\n" +
-	"\bmemories\x18\x02 \x01(\x03R\bmemories\"k\n" +
-	"\x15ImportMemoriesRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
-	"\aarchive\x18\x02 \x01(\fR\aarchive\x12\x1e\n" +
+	"\bmemories\x18\x02 \x01(\x03R\bmemories\"\xaf\x01\n" +
+	"\x15ImportMemoriesRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12 \n" +
+	"\aarchive\x18\x02 \x01(\fB\x06\xbaH\x03\xc8\x01\x01R\aarchive\x12-\n" +
 	"\n" +
-	"passphrase\x18\x03 \x01(\tR\n" +
+	"passphrase\x18\x03 \x01(\tB\r\xbaH\n" +
+	"\xd8\x01\x01r\x05 \b(\x80\bR\n" +
 	"passphrase\"K\n" +
 	"\x16ImportMemoriesResponse\x121\n" +
 	"\aresults\x18\x01 \x03(\v2\x17.memoryd.v1.WriteResultR\aresults*e\n" +

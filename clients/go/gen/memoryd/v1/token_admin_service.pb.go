@@ -7,6 +7,7 @@
 package memorydv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -279,13 +280,13 @@ var File_memoryd_v1_token_admin_service_proto protoreflect.FileDescriptor
 const file_memoryd_v1_token_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"$memoryd/v1/token_admin_service.proto\x12\n" +
-	"memoryd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x01\n" +
-	"\x11IssueTokenRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\x12+\n" +
-	"\x05roles\x18\x02 \x03(\x0e2\x15.memoryd.v1.TokenRoleR\x05roles\x12\x18\n" +
-	"\asubject\x18\x03 \x01(\tR\asubject\x125\n" +
-	"\blifetime\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\blifetime\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xae\x02\n" +
+	"memoryd.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc4\x02\n" +
+	"\x11IssueTokenRequest\x12>\n" +
+	"\x05agent\x18\x01 \x01(\tB(\xbaH%\xc8\x01\x01r (@2\x1c^[A-Za-z0-9][A-Za-z0-9._-]*$R\x05agent\x12<\n" +
+	"\x05roles\x18\x02 \x03(\x0e2\x15.memoryd.v1.TokenRoleB\x0f\xbaH\f\x92\x01\t\"\a\x82\x01\x04\x10\x01 \x00R\x05roles\x12E\n" +
+	"\asubject\x18\x03 \x01(\tB+\xbaH(\xd8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12H\n" +
+	"\blifetime\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\x11\xbaH\x0e\xaa\x01\v\"\x05\b\x80\x9a\x9e\x012\x02\b\x01R\blifetime\x12 \n" +
+	"\x06reason\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x06reason\"\xae\x02\n" +
 	"\x12IssueTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\x12\x16\n" +

@@ -7,6 +7,7 @@
 package memorydv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -432,26 +433,26 @@ var File_memoryd_v1_view_admin_service_proto protoreflect.FileDescriptor
 const file_memoryd_v1_view_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"#memoryd/v1/view_admin_service.proto\x12\n" +
-	"memoryd.v1\x1a\x17memoryd/v1/memory.proto\"a\n" +
-	"\x0ePutViewRequest\x12$\n" +
-	"\x04view\x18\x01 \x01(\v2\x10.memoryd.v1.ViewR\x04view\x12)\n" +
-	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\"Q\n" +
+	"memoryd.v1\x1a\x1bbuf/validate/validate.proto\x1a\x17memoryd/v1/memory.proto\"r\n" +
+	"\x0ePutViewRequest\x12,\n" +
+	"\x04view\x18\x01 \x01(\v2\x10.memoryd.v1.ViewB\x06\xbaH\x03\xc8\x01\x01R\x04view\x122\n" +
+	"\x10expected_version\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0fexpectedVersion\"Q\n" +
 	"\x0fPutViewResponse\x12$\n" +
 	"\x04view\x18\x01 \x01(\v2\x10.memoryd.v1.ViewR\x04view\x12\x18\n" +
-	"\achanged\x18\x02 \x01(\bR\achanged\"&\n" +
-	"\x0eGetViewRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\"7\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\"P\n" +
+	"\x0eGetViewRequest\x12>\n" +
+	"\x05agent\x18\x01 \x01(\tB(\xbaH%\xc8\x01\x01r (@2\x1c^[A-Za-z0-9][A-Za-z0-9._-]*$R\x05agent\"7\n" +
 	"\x0fGetViewResponse\x12$\n" +
-	"\x04view\x18\x01 \x01(\v2\x10.memoryd.v1.ViewR\x04view\"N\n" +
-	"\x10ListViewsRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\x04view\x18\x01 \x01(\v2\x10.memoryd.v1.ViewR\x04view\"a\n" +
+	"\x10ListViewsRequest\x12$\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"c\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03(\x80\bR\tpageToken\"c\n" +
 	"\x11ListViewsResponse\x12&\n" +
 	"\x05views\x18\x01 \x03(\v2\x10.memoryd.v1.ViewR\x05views\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\")\n" +
-	"\x11DeleteViewRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\".\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"S\n" +
+	"\x11DeleteViewRequest\x12>\n" +
+	"\x05agent\x18\x01 \x01(\tB(\xbaH%\xc8\x01\x01r (@2\x1c^[A-Za-z0-9][A-Za-z0-9._-]*$R\x05agent\".\n" +
 	"\x12DeleteViewResponse\x12\x18\n" +
 	"\adeleted\x18\x01 \x01(\bR\adeleted2\xb1\x02\n" +
 	"\x10ViewAdminService\x12B\n" +

@@ -111,7 +111,7 @@ private static final long serialVersionUID = 0L;
    * subject is required; only this subject's memories are ever selected.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -132,7 +132,7 @@ private static final long serialVersionUID = 0L;
    * subject is required; only this subject's memories are ever selected.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -199,7 +199,7 @@ private static final long serialVersionUID = 0L;
    * key selects every memory with this key.
    * </pre>
    *
-   * <code>string key = 3;</code>
+   * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
    * @return Whether the key field is set.
    */
   public boolean hasKey() {
@@ -210,7 +210,7 @@ private static final long serialVersionUID = 0L;
    * key selects every memory with this key.
    * </pre>
    *
-   * <code>string key = 3;</code>
+   * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
    * @return The key.
    */
   public java.lang.String getKey() {
@@ -233,7 +233,7 @@ private static final long serialVersionUID = 0L;
    * key selects every memory with this key.
    * </pre>
    *
-   * <code>string key = 3;</code>
+   * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for key.
    */
   public com.google.protobuf.ByteString
@@ -259,7 +259,7 @@ private static final long serialVersionUID = 0L;
    * source_turn_id selects every memory that came from this turn.
    * </pre>
    *
-   * <code>string source_turn_id = 4;</code>
+   * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return Whether the sourceTurnId field is set.
    */
   public boolean hasSourceTurnId() {
@@ -270,7 +270,7 @@ private static final long serialVersionUID = 0L;
    * source_turn_id selects every memory that came from this turn.
    * </pre>
    *
-   * <code>string source_turn_id = 4;</code>
+   * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The sourceTurnId.
    */
   public java.lang.String getSourceTurnId() {
@@ -293,7 +293,7 @@ private static final long serialVersionUID = 0L;
    * source_turn_id selects every memory that came from this turn.
    * </pre>
    *
-   * <code>string source_turn_id = 4;</code>
+   * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for sourceTurnId.
    */
   public com.google.protobuf.ByteString
@@ -319,7 +319,7 @@ private static final long serialVersionUID = 0L;
    * category selects every memory of this category.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 5;</code>
+   * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
    * @return Whether the category field is set.
    */
   public boolean hasCategory() {
@@ -330,7 +330,7 @@ private static final long serialVersionUID = 0L;
    * category selects every memory of this category.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 5;</code>
+   * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for category.
    */
   public int getCategoryValue() {
@@ -344,7 +344,7 @@ private static final long serialVersionUID = 0L;
    * category selects every memory of this category.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 5;</code>
+   * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
    * @return The category.
    */
   public dev.memoryd.v1.Category getCategory() {
@@ -392,7 +392,7 @@ private static final long serialVersionUID = 0L;
    * mode is required.
    * </pre>
    *
-   * <code>.memoryd.v1.EraseMode mode = 7;</code>
+   * <code>.memoryd.v1.EraseMode mode = 7 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for mode.
    */
   @java.lang.Override public int getModeValue() {
@@ -403,7 +403,7 @@ private static final long serialVersionUID = 0L;
    * mode is required.
    * </pre>
    *
-   * <code>.memoryd.v1.EraseMode mode = 7;</code>
+   * <code>.memoryd.v1.EraseMode mode = 7 [(.buf.validate.field) = { ... }</code>
    * @return The mode.
    */
   @java.lang.Override public dev.memoryd.v1.EraseMode getMode() {
@@ -419,7 +419,7 @@ private static final long serialVersionUID = 0L;
    * reason is recorded in the erasure log (at most 512 bytes).
    * </pre>
    *
-   * <code>string reason = 8;</code>
+   * <code>string reason = 8 [(.buf.validate.field) = { ... }</code>
    * @return The reason.
    */
   @java.lang.Override
@@ -440,7 +440,7 @@ private static final long serialVersionUID = 0L;
    * reason is recorded in the erasure log (at most 512 bytes).
    * </pre>
    *
-   * <code>string reason = 8;</code>
+   * <code>string reason = 8 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for reason.
    */
   @java.lang.Override
@@ -984,7 +984,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; only this subject's memories are ever selected.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -1004,7 +1004,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; only this subject's memories are ever selected.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -1025,7 +1025,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; only this subject's memories are ever selected.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -1042,7 +1042,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; only this subject's memories are ever selected.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -1056,7 +1056,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; only this subject's memories are ever selected.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -1253,7 +1253,7 @@ private static final long serialVersionUID = 0L;
      * key selects every memory with this key.
      * </pre>
      *
-     * <code>string key = 3;</code>
+     * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
      * @return Whether the key field is set.
      */
     @java.lang.Override
@@ -1265,7 +1265,7 @@ private static final long serialVersionUID = 0L;
      * key selects every memory with this key.
      * </pre>
      *
-     * <code>string key = 3;</code>
+     * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
      * @return The key.
      */
     @java.lang.Override
@@ -1289,7 +1289,7 @@ private static final long serialVersionUID = 0L;
      * key selects every memory with this key.
      * </pre>
      *
-     * <code>string key = 3;</code>
+     * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for key.
      */
     @java.lang.Override
@@ -1314,7 +1314,7 @@ private static final long serialVersionUID = 0L;
      * key selects every memory with this key.
      * </pre>
      *
-     * <code>string key = 3;</code>
+     * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The key to set.
      * @return This builder for chaining.
      */
@@ -1331,7 +1331,7 @@ private static final long serialVersionUID = 0L;
      * key selects every memory with this key.
      * </pre>
      *
-     * <code>string key = 3;</code>
+     * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearKey() {
@@ -1347,7 +1347,7 @@ private static final long serialVersionUID = 0L;
      * key selects every memory with this key.
      * </pre>
      *
-     * <code>string key = 3;</code>
+     * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for key to set.
      * @return This builder for chaining.
      */
@@ -1366,7 +1366,7 @@ private static final long serialVersionUID = 0L;
      * source_turn_id selects every memory that came from this turn.
      * </pre>
      *
-     * <code>string source_turn_id = 4;</code>
+     * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return Whether the sourceTurnId field is set.
      */
     @java.lang.Override
@@ -1378,7 +1378,7 @@ private static final long serialVersionUID = 0L;
      * source_turn_id selects every memory that came from this turn.
      * </pre>
      *
-     * <code>string source_turn_id = 4;</code>
+     * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return The sourceTurnId.
      */
     @java.lang.Override
@@ -1402,7 +1402,7 @@ private static final long serialVersionUID = 0L;
      * source_turn_id selects every memory that came from this turn.
      * </pre>
      *
-     * <code>string source_turn_id = 4;</code>
+     * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for sourceTurnId.
      */
     @java.lang.Override
@@ -1427,7 +1427,7 @@ private static final long serialVersionUID = 0L;
      * source_turn_id selects every memory that came from this turn.
      * </pre>
      *
-     * <code>string source_turn_id = 4;</code>
+     * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The sourceTurnId to set.
      * @return This builder for chaining.
      */
@@ -1444,7 +1444,7 @@ private static final long serialVersionUID = 0L;
      * source_turn_id selects every memory that came from this turn.
      * </pre>
      *
-     * <code>string source_turn_id = 4;</code>
+     * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSourceTurnId() {
@@ -1460,7 +1460,7 @@ private static final long serialVersionUID = 0L;
      * source_turn_id selects every memory that came from this turn.
      * </pre>
      *
-     * <code>string source_turn_id = 4;</code>
+     * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for sourceTurnId to set.
      * @return This builder for chaining.
      */
@@ -1479,7 +1479,7 @@ private static final long serialVersionUID = 0L;
      * category selects every memory of this category.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 5;</code>
+     * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
      * @return Whether the category field is set.
      */
     @java.lang.Override
@@ -1491,7 +1491,7 @@ private static final long serialVersionUID = 0L;
      * category selects every memory of this category.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 5;</code>
+     * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for category.
      */
     @java.lang.Override
@@ -1506,7 +1506,7 @@ private static final long serialVersionUID = 0L;
      * category selects every memory of this category.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 5;</code>
+     * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for category to set.
      * @return This builder for chaining.
      */
@@ -1521,7 +1521,7 @@ private static final long serialVersionUID = 0L;
      * category selects every memory of this category.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 5;</code>
+     * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
      * @return The category.
      */
     @java.lang.Override
@@ -1538,7 +1538,7 @@ private static final long serialVersionUID = 0L;
      * category selects every memory of this category.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 5;</code>
+     * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The category to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -1555,7 +1555,7 @@ private static final long serialVersionUID = 0L;
      * category selects every memory of this category.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 5;</code>
+     * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearCategory() {
@@ -1631,7 +1631,7 @@ private static final long serialVersionUID = 0L;
      * mode is required.
      * </pre>
      *
-     * <code>.memoryd.v1.EraseMode mode = 7;</code>
+     * <code>.memoryd.v1.EraseMode mode = 7 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for mode.
      */
     @java.lang.Override public int getModeValue() {
@@ -1642,7 +1642,7 @@ private static final long serialVersionUID = 0L;
      * mode is required.
      * </pre>
      *
-     * <code>.memoryd.v1.EraseMode mode = 7;</code>
+     * <code>.memoryd.v1.EraseMode mode = 7 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for mode to set.
      * @return This builder for chaining.
      */
@@ -1657,7 +1657,7 @@ private static final long serialVersionUID = 0L;
      * mode is required.
      * </pre>
      *
-     * <code>.memoryd.v1.EraseMode mode = 7;</code>
+     * <code>.memoryd.v1.EraseMode mode = 7 [(.buf.validate.field) = { ... }</code>
      * @return The mode.
      */
     @java.lang.Override
@@ -1670,7 +1670,7 @@ private static final long serialVersionUID = 0L;
      * mode is required.
      * </pre>
      *
-     * <code>.memoryd.v1.EraseMode mode = 7;</code>
+     * <code>.memoryd.v1.EraseMode mode = 7 [(.buf.validate.field) = { ... }</code>
      * @param value The mode to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -1687,7 +1687,7 @@ private static final long serialVersionUID = 0L;
      * mode is required.
      * </pre>
      *
-     * <code>.memoryd.v1.EraseMode mode = 7;</code>
+     * <code>.memoryd.v1.EraseMode mode = 7 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearMode() {
@@ -1703,7 +1703,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the erasure log (at most 512 bytes).
      * </pre>
      *
-     * <code>string reason = 8;</code>
+     * <code>string reason = 8 [(.buf.validate.field) = { ... }</code>
      * @return The reason.
      */
     public java.lang.String getReason() {
@@ -1723,7 +1723,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the erasure log (at most 512 bytes).
      * </pre>
      *
-     * <code>string reason = 8;</code>
+     * <code>string reason = 8 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for reason.
      */
     public com.google.protobuf.ByteString
@@ -1744,7 +1744,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the erasure log (at most 512 bytes).
      * </pre>
      *
-     * <code>string reason = 8;</code>
+     * <code>string reason = 8 [(.buf.validate.field) = { ... }</code>
      * @param value The reason to set.
      * @return This builder for chaining.
      */
@@ -1761,7 +1761,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the erasure log (at most 512 bytes).
      * </pre>
      *
-     * <code>string reason = 8;</code>
+     * <code>string reason = 8 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearReason() {
@@ -1775,7 +1775,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the erasure log (at most 512 bytes).
      * </pre>
      *
-     * <code>string reason = 8;</code>
+     * <code>string reason = 8 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for reason to set.
      * @return This builder for chaining.
      */

@@ -15,7 +15,7 @@ public interface EraseRequestOrBuilder extends
    * subject is required; only this subject's memories are ever selected.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -24,7 +24,7 @@ public interface EraseRequestOrBuilder extends
    * subject is required; only this subject's memories are ever selected.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -62,7 +62,7 @@ public interface EraseRequestOrBuilder extends
    * key selects every memory with this key.
    * </pre>
    *
-   * <code>string key = 3;</code>
+   * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
    * @return Whether the key field is set.
    */
   boolean hasKey();
@@ -71,7 +71,7 @@ public interface EraseRequestOrBuilder extends
    * key selects every memory with this key.
    * </pre>
    *
-   * <code>string key = 3;</code>
+   * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
    * @return The key.
    */
   java.lang.String getKey();
@@ -80,7 +80,7 @@ public interface EraseRequestOrBuilder extends
    * key selects every memory with this key.
    * </pre>
    *
-   * <code>string key = 3;</code>
+   * <code>string key = 3 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for key.
    */
   com.google.protobuf.ByteString
@@ -91,7 +91,7 @@ public interface EraseRequestOrBuilder extends
    * source_turn_id selects every memory that came from this turn.
    * </pre>
    *
-   * <code>string source_turn_id = 4;</code>
+   * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return Whether the sourceTurnId field is set.
    */
   boolean hasSourceTurnId();
@@ -100,7 +100,7 @@ public interface EraseRequestOrBuilder extends
    * source_turn_id selects every memory that came from this turn.
    * </pre>
    *
-   * <code>string source_turn_id = 4;</code>
+   * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The sourceTurnId.
    */
   java.lang.String getSourceTurnId();
@@ -109,7 +109,7 @@ public interface EraseRequestOrBuilder extends
    * source_turn_id selects every memory that came from this turn.
    * </pre>
    *
-   * <code>string source_turn_id = 4;</code>
+   * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for sourceTurnId.
    */
   com.google.protobuf.ByteString
@@ -120,7 +120,7 @@ public interface EraseRequestOrBuilder extends
    * category selects every memory of this category.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 5;</code>
+   * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
    * @return Whether the category field is set.
    */
   boolean hasCategory();
@@ -129,7 +129,7 @@ public interface EraseRequestOrBuilder extends
    * category selects every memory of this category.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 5;</code>
+   * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for category.
    */
   int getCategoryValue();
@@ -138,7 +138,7 @@ public interface EraseRequestOrBuilder extends
    * category selects every memory of this category.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 5;</code>
+   * <code>.memoryd.v1.Category category = 5 [(.buf.validate.field) = { ... }</code>
    * @return The category.
    */
   dev.memoryd.v1.Category getCategory();
@@ -167,7 +167,7 @@ public interface EraseRequestOrBuilder extends
    * mode is required.
    * </pre>
    *
-   * <code>.memoryd.v1.EraseMode mode = 7;</code>
+   * <code>.memoryd.v1.EraseMode mode = 7 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for mode.
    */
   int getModeValue();
@@ -176,7 +176,7 @@ public interface EraseRequestOrBuilder extends
    * mode is required.
    * </pre>
    *
-   * <code>.memoryd.v1.EraseMode mode = 7;</code>
+   * <code>.memoryd.v1.EraseMode mode = 7 [(.buf.validate.field) = { ... }</code>
    * @return The mode.
    */
   dev.memoryd.v1.EraseMode getMode();
@@ -186,7 +186,7 @@ public interface EraseRequestOrBuilder extends
    * reason is recorded in the erasure log (at most 512 bytes).
    * </pre>
    *
-   * <code>string reason = 8;</code>
+   * <code>string reason = 8 [(.buf.validate.field) = { ... }</code>
    * @return The reason.
    */
   java.lang.String getReason();
@@ -195,7 +195,7 @@ public interface EraseRequestOrBuilder extends
    * reason is recorded in the erasure log (at most 512 bytes).
    * </pre>
    *
-   * <code>string reason = 8;</code>
+   * <code>string reason = 8 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for reason.
    */
   com.google.protobuf.ByteString

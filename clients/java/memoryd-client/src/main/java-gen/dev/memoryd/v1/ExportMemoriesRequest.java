@@ -62,7 +62,7 @@ private static final long serialVersionUID = 0L;
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -83,7 +83,7 @@ private static final long serialVersionUID = 0L;
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -110,7 +110,7 @@ private static final long serialVersionUID = 0L;
    * derived from it with scrypt.
    * </pre>
    *
-   * <code>string passphrase = 2;</code>
+   * <code>string passphrase = 2 [(.buf.validate.field) = { ... }</code>
    * @return The passphrase.
    */
   @java.lang.Override
@@ -132,7 +132,7 @@ private static final long serialVersionUID = 0L;
    * derived from it with scrypt.
    * </pre>
    *
-   * <code>string passphrase = 2;</code>
+   * <code>string passphrase = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for passphrase.
    */
   @java.lang.Override
@@ -482,7 +482,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -502,7 +502,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -523,7 +523,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -540,7 +540,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -554,7 +554,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -575,7 +575,7 @@ private static final long serialVersionUID = 0L;
      * derived from it with scrypt.
      * </pre>
      *
-     * <code>string passphrase = 2;</code>
+     * <code>string passphrase = 2 [(.buf.validate.field) = { ... }</code>
      * @return The passphrase.
      */
     public java.lang.String getPassphrase() {
@@ -596,7 +596,7 @@ private static final long serialVersionUID = 0L;
      * derived from it with scrypt.
      * </pre>
      *
-     * <code>string passphrase = 2;</code>
+     * <code>string passphrase = 2 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for passphrase.
      */
     public com.google.protobuf.ByteString
@@ -618,7 +618,7 @@ private static final long serialVersionUID = 0L;
      * derived from it with scrypt.
      * </pre>
      *
-     * <code>string passphrase = 2;</code>
+     * <code>string passphrase = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The passphrase to set.
      * @return This builder for chaining.
      */
@@ -636,7 +636,7 @@ private static final long serialVersionUID = 0L;
      * derived from it with scrypt.
      * </pre>
      *
-     * <code>string passphrase = 2;</code>
+     * <code>string passphrase = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearPassphrase() {
@@ -651,7 +651,7 @@ private static final long serialVersionUID = 0L;
      * derived from it with scrypt.
      * </pre>
      *
-     * <code>string passphrase = 2;</code>
+     * <code>string passphrase = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for passphrase to set.
      * @return This builder for chaining.
      */

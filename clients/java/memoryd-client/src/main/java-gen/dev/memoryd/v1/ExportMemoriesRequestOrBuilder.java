@@ -15,7 +15,7 @@ public interface ExportMemoriesRequestOrBuilder extends
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -24,7 +24,7 @@ public interface ExportMemoriesRequestOrBuilder extends
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -36,7 +36,7 @@ public interface ExportMemoriesRequestOrBuilder extends
    * derived from it with scrypt.
    * </pre>
    *
-   * <code>string passphrase = 2;</code>
+   * <code>string passphrase = 2 [(.buf.validate.field) = { ... }</code>
    * @return The passphrase.
    */
   java.lang.String getPassphrase();
@@ -46,7 +46,7 @@ public interface ExportMemoriesRequestOrBuilder extends
    * derived from it with scrypt.
    * </pre>
    *
-   * <code>string passphrase = 2;</code>
+   * <code>string passphrase = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for passphrase.
    */
   com.google.protobuf.ByteString

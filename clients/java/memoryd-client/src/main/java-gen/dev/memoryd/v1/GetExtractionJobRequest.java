@@ -62,7 +62,7 @@ private static final long serialVersionUID = 0L;
    * subject is required; the job must be about this subject.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -83,7 +83,7 @@ private static final long serialVersionUID = 0L;
    * subject is required; the job must be about this subject.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -109,7 +109,7 @@ private static final long serialVersionUID = 0L;
    * job_id is the id Write returned.
    * </pre>
    *
-   * <code>string job_id = 2;</code>
+   * <code>string job_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The jobId.
    */
   @java.lang.Override
@@ -130,7 +130,7 @@ private static final long serialVersionUID = 0L;
    * job_id is the id Write returned.
    * </pre>
    *
-   * <code>string job_id = 2;</code>
+   * <code>string job_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for jobId.
    */
   @java.lang.Override
@@ -480,7 +480,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; the job must be about this subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -500,7 +500,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; the job must be about this subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -521,7 +521,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; the job must be about this subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -538,7 +538,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; the job must be about this subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -552,7 +552,7 @@ private static final long serialVersionUID = 0L;
      * subject is required; the job must be about this subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -572,7 +572,7 @@ private static final long serialVersionUID = 0L;
      * job_id is the id Write returned.
      * </pre>
      *
-     * <code>string job_id = 2;</code>
+     * <code>string job_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return The jobId.
      */
     public java.lang.String getJobId() {
@@ -592,7 +592,7 @@ private static final long serialVersionUID = 0L;
      * job_id is the id Write returned.
      * </pre>
      *
-     * <code>string job_id = 2;</code>
+     * <code>string job_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for jobId.
      */
     public com.google.protobuf.ByteString
@@ -613,7 +613,7 @@ private static final long serialVersionUID = 0L;
      * job_id is the id Write returned.
      * </pre>
      *
-     * <code>string job_id = 2;</code>
+     * <code>string job_id = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The jobId to set.
      * @return This builder for chaining.
      */
@@ -630,7 +630,7 @@ private static final long serialVersionUID = 0L;
      * job_id is the id Write returned.
      * </pre>
      *
-     * <code>string job_id = 2;</code>
+     * <code>string job_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearJobId() {
@@ -644,7 +644,7 @@ private static final long serialVersionUID = 0L;
      * job_id is the id Write returned.
      * </pre>
      *
-     * <code>string job_id = 2;</code>
+     * <code>string job_id = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for jobId to set.
      * @return This builder for chaining.
      */

@@ -15,7 +15,7 @@ public interface GetExtractionJobRequestOrBuilder extends
    * subject is required; the job must be about this subject.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -24,7 +24,7 @@ public interface GetExtractionJobRequestOrBuilder extends
    * subject is required; the job must be about this subject.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -35,7 +35,7 @@ public interface GetExtractionJobRequestOrBuilder extends
    * job_id is the id Write returned.
    * </pre>
    *
-   * <code>string job_id = 2;</code>
+   * <code>string job_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The jobId.
    */
   java.lang.String getJobId();
@@ -44,7 +44,7 @@ public interface GetExtractionJobRequestOrBuilder extends
    * job_id is the id Write returned.
    * </pre>
    *
-   * <code>string job_id = 2;</code>
+   * <code>string job_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for jobId.
    */
   com.google.protobuf.ByteString

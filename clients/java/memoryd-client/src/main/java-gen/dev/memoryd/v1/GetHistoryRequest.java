@@ -63,7 +63,7 @@ private static final long serialVersionUID = 0L;
    * subject is required and must be the memory's subject.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -84,7 +84,7 @@ private static final long serialVersionUID = 0L;
    * subject is required and must be the memory's subject.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -110,7 +110,7 @@ private static final long serialVersionUID = 0L;
    * memory_id is the memory (a UUID).
    * </pre>
    *
-   * <code>string memory_id = 2;</code>
+   * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The memoryId.
    */
   @java.lang.Override
@@ -131,7 +131,7 @@ private static final long serialVersionUID = 0L;
    * memory_id is the memory (a UUID).
    * </pre>
    *
-   * <code>string memory_id = 2;</code>
+   * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for memoryId.
    */
   @java.lang.Override
@@ -156,7 +156,7 @@ private static final long serialVersionUID = 0L;
    * page_size is 1 to 500; 0 means 50.
    * </pre>
    *
-   * <code>int32 page_size = 3;</code>
+   * <code>int32 page_size = 3 [(.buf.validate.field) = { ... }</code>
    * @return The pageSize.
    */
   @java.lang.Override
@@ -172,7 +172,7 @@ private static final long serialVersionUID = 0L;
    * page_token continues a listing, bound like MemoryView's.
    * </pre>
    *
-   * <code>string page_token = 4;</code>
+   * <code>string page_token = 4 [(.buf.validate.field) = { ... }</code>
    * @return The pageToken.
    */
   @java.lang.Override
@@ -193,7 +193,7 @@ private static final long serialVersionUID = 0L;
    * page_token continues a listing, bound like MemoryView's.
    * </pre>
    *
-   * <code>string page_token = 4;</code>
+   * <code>string page_token = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for pageToken.
    */
   @java.lang.Override
@@ -590,7 +590,7 @@ private static final long serialVersionUID = 0L;
      * subject is required and must be the memory's subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -610,7 +610,7 @@ private static final long serialVersionUID = 0L;
      * subject is required and must be the memory's subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -631,7 +631,7 @@ private static final long serialVersionUID = 0L;
      * subject is required and must be the memory's subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -648,7 +648,7 @@ private static final long serialVersionUID = 0L;
      * subject is required and must be the memory's subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -662,7 +662,7 @@ private static final long serialVersionUID = 0L;
      * subject is required and must be the memory's subject.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -682,7 +682,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the memory (a UUID).
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return The memoryId.
      */
     public java.lang.String getMemoryId() {
@@ -702,7 +702,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the memory (a UUID).
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for memoryId.
      */
     public com.google.protobuf.ByteString
@@ -723,7 +723,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the memory (a UUID).
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The memoryId to set.
      * @return This builder for chaining.
      */
@@ -740,7 +740,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the memory (a UUID).
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearMemoryId() {
@@ -754,7 +754,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the memory (a UUID).
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for memoryId to set.
      * @return This builder for chaining.
      */
@@ -774,7 +774,7 @@ private static final long serialVersionUID = 0L;
      * page_size is 1 to 500; 0 means 50.
      * </pre>
      *
-     * <code>int32 page_size = 3;</code>
+     * <code>int32 page_size = 3 [(.buf.validate.field) = { ... }</code>
      * @return The pageSize.
      */
     @java.lang.Override
@@ -786,7 +786,7 @@ private static final long serialVersionUID = 0L;
      * page_size is 1 to 500; 0 means 50.
      * </pre>
      *
-     * <code>int32 page_size = 3;</code>
+     * <code>int32 page_size = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The pageSize to set.
      * @return This builder for chaining.
      */
@@ -802,7 +802,7 @@ private static final long serialVersionUID = 0L;
      * page_size is 1 to 500; 0 means 50.
      * </pre>
      *
-     * <code>int32 page_size = 3;</code>
+     * <code>int32 page_size = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearPageSize() {
@@ -818,7 +818,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing, bound like MemoryView's.
      * </pre>
      *
-     * <code>string page_token = 4;</code>
+     * <code>string page_token = 4 [(.buf.validate.field) = { ... }</code>
      * @return The pageToken.
      */
     public java.lang.String getPageToken() {
@@ -838,7 +838,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing, bound like MemoryView's.
      * </pre>
      *
-     * <code>string page_token = 4;</code>
+     * <code>string page_token = 4 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for pageToken.
      */
     public com.google.protobuf.ByteString
@@ -859,7 +859,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing, bound like MemoryView's.
      * </pre>
      *
-     * <code>string page_token = 4;</code>
+     * <code>string page_token = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The pageToken to set.
      * @return This builder for chaining.
      */
@@ -876,7 +876,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing, bound like MemoryView's.
      * </pre>
      *
-     * <code>string page_token = 4;</code>
+     * <code>string page_token = 4 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearPageToken() {
@@ -890,7 +890,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing, bound like MemoryView's.
      * </pre>
      *
-     * <code>string page_token = 4;</code>
+     * <code>string page_token = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for pageToken to set.
      * @return This builder for chaining.
      */

@@ -15,7 +15,7 @@ public interface GetHistoryRequestOrBuilder extends
    * subject is required and must be the memory's subject.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -24,7 +24,7 @@ public interface GetHistoryRequestOrBuilder extends
    * subject is required and must be the memory's subject.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -35,7 +35,7 @@ public interface GetHistoryRequestOrBuilder extends
    * memory_id is the memory (a UUID).
    * </pre>
    *
-   * <code>string memory_id = 2;</code>
+   * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The memoryId.
    */
   java.lang.String getMemoryId();
@@ -44,7 +44,7 @@ public interface GetHistoryRequestOrBuilder extends
    * memory_id is the memory (a UUID).
    * </pre>
    *
-   * <code>string memory_id = 2;</code>
+   * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for memoryId.
    */
   com.google.protobuf.ByteString
@@ -55,7 +55,7 @@ public interface GetHistoryRequestOrBuilder extends
    * page_size is 1 to 500; 0 means 50.
    * </pre>
    *
-   * <code>int32 page_size = 3;</code>
+   * <code>int32 page_size = 3 [(.buf.validate.field) = { ... }</code>
    * @return The pageSize.
    */
   int getPageSize();
@@ -65,7 +65,7 @@ public interface GetHistoryRequestOrBuilder extends
    * page_token continues a listing, bound like MemoryView's.
    * </pre>
    *
-   * <code>string page_token = 4;</code>
+   * <code>string page_token = 4 [(.buf.validate.field) = { ... }</code>
    * @return The pageToken.
    */
   java.lang.String getPageToken();
@@ -74,7 +74,7 @@ public interface GetHistoryRequestOrBuilder extends
    * page_token continues a listing, bound like MemoryView's.
    * </pre>
    *
-   * <code>string page_token = 4;</code>
+   * <code>string page_token = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for pageToken.
    */
   com.google.protobuf.ByteString

@@ -61,7 +61,7 @@ private static final long serialVersionUID = 0L;
    * agent whose view to return.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The agent.
    */
   @java.lang.Override
@@ -82,7 +82,7 @@ private static final long serialVersionUID = 0L;
    * agent whose view to return.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for agent.
    */
   @java.lang.Override
@@ -408,7 +408,7 @@ private static final long serialVersionUID = 0L;
      * agent whose view to return.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @return The agent.
      */
     public java.lang.String getAgent() {
@@ -428,7 +428,7 @@ private static final long serialVersionUID = 0L;
      * agent whose view to return.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for agent.
      */
     public com.google.protobuf.ByteString
@@ -449,7 +449,7 @@ private static final long serialVersionUID = 0L;
      * agent whose view to return.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The agent to set.
      * @return This builder for chaining.
      */
@@ -466,7 +466,7 @@ private static final long serialVersionUID = 0L;
      * agent whose view to return.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearAgent() {
@@ -480,7 +480,7 @@ private static final long serialVersionUID = 0L;
      * agent whose view to return.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for agent to set.
      * @return This builder for chaining.
      */

@@ -15,7 +15,7 @@ public interface GetViewRequestOrBuilder extends
    * agent whose view to return.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The agent.
    */
   java.lang.String getAgent();
@@ -24,7 +24,7 @@ public interface GetViewRequestOrBuilder extends
    * agent whose view to return.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for agent.
    */
   com.google.protobuf.ByteString

@@ -64,7 +64,7 @@ private static final long serialVersionUID = 0L;
    * exported subject).
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -86,7 +86,7 @@ private static final long serialVersionUID = 0L;
    * exported subject).
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -112,7 +112,7 @@ private static final long serialVersionUID = 0L;
    * default).
    * </pre>
    *
-   * <code>bytes archive = 2;</code>
+   * <code>bytes archive = 2 [(.buf.validate.field) = { ... }</code>
    * @return The archive.
    */
   @java.lang.Override
@@ -128,7 +128,7 @@ private static final long serialVersionUID = 0L;
    * passphrase opens a sealed archive.
    * </pre>
    *
-   * <code>string passphrase = 3;</code>
+   * <code>string passphrase = 3 [(.buf.validate.field) = { ... }</code>
    * @return The passphrase.
    */
   @java.lang.Override
@@ -149,7 +149,7 @@ private static final long serialVersionUID = 0L;
    * passphrase opens a sealed archive.
    * </pre>
    *
-   * <code>string passphrase = 3;</code>
+   * <code>string passphrase = 3 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for passphrase.
    */
   @java.lang.Override
@@ -523,7 +523,7 @@ private static final long serialVersionUID = 0L;
      * exported subject).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -544,7 +544,7 @@ private static final long serialVersionUID = 0L;
      * exported subject).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -566,7 +566,7 @@ private static final long serialVersionUID = 0L;
      * exported subject).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -584,7 +584,7 @@ private static final long serialVersionUID = 0L;
      * exported subject).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -599,7 +599,7 @@ private static final long serialVersionUID = 0L;
      * exported subject).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -620,7 +620,7 @@ private static final long serialVersionUID = 0L;
      * default).
      * </pre>
      *
-     * <code>bytes archive = 2;</code>
+     * <code>bytes archive = 2 [(.buf.validate.field) = { ... }</code>
      * @return The archive.
      */
     @java.lang.Override
@@ -633,7 +633,7 @@ private static final long serialVersionUID = 0L;
      * default).
      * </pre>
      *
-     * <code>bytes archive = 2;</code>
+     * <code>bytes archive = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The archive to set.
      * @return This builder for chaining.
      */
@@ -650,7 +650,7 @@ private static final long serialVersionUID = 0L;
      * default).
      * </pre>
      *
-     * <code>bytes archive = 2;</code>
+     * <code>bytes archive = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearArchive() {
@@ -666,7 +666,7 @@ private static final long serialVersionUID = 0L;
      * passphrase opens a sealed archive.
      * </pre>
      *
-     * <code>string passphrase = 3;</code>
+     * <code>string passphrase = 3 [(.buf.validate.field) = { ... }</code>
      * @return The passphrase.
      */
     public java.lang.String getPassphrase() {
@@ -686,7 +686,7 @@ private static final long serialVersionUID = 0L;
      * passphrase opens a sealed archive.
      * </pre>
      *
-     * <code>string passphrase = 3;</code>
+     * <code>string passphrase = 3 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for passphrase.
      */
     public com.google.protobuf.ByteString
@@ -707,7 +707,7 @@ private static final long serialVersionUID = 0L;
      * passphrase opens a sealed archive.
      * </pre>
      *
-     * <code>string passphrase = 3;</code>
+     * <code>string passphrase = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The passphrase to set.
      * @return This builder for chaining.
      */
@@ -724,7 +724,7 @@ private static final long serialVersionUID = 0L;
      * passphrase opens a sealed archive.
      * </pre>
      *
-     * <code>string passphrase = 3;</code>
+     * <code>string passphrase = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearPassphrase() {
@@ -738,7 +738,7 @@ private static final long serialVersionUID = 0L;
      * passphrase opens a sealed archive.
      * </pre>
      *
-     * <code>string passphrase = 3;</code>
+     * <code>string passphrase = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for passphrase to set.
      * @return This builder for chaining.
      */

@@ -16,7 +16,7 @@ public interface ImportMemoriesRequestOrBuilder extends
    * exported subject).
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -26,7 +26,7 @@ public interface ImportMemoriesRequestOrBuilder extends
    * exported subject).
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -38,7 +38,7 @@ public interface ImportMemoriesRequestOrBuilder extends
    * default).
    * </pre>
    *
-   * <code>bytes archive = 2;</code>
+   * <code>bytes archive = 2 [(.buf.validate.field) = { ... }</code>
    * @return The archive.
    */
   com.google.protobuf.ByteString getArchive();
@@ -48,7 +48,7 @@ public interface ImportMemoriesRequestOrBuilder extends
    * passphrase opens a sealed archive.
    * </pre>
    *
-   * <code>string passphrase = 3;</code>
+   * <code>string passphrase = 3 [(.buf.validate.field) = { ... }</code>
    * @return The passphrase.
    */
   java.lang.String getPassphrase();
@@ -57,7 +57,7 @@ public interface ImportMemoriesRequestOrBuilder extends
    * passphrase opens a sealed archive.
    * </pre>
    *
-   * <code>string passphrase = 3;</code>
+   * <code>string passphrase = 3 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for passphrase.
    */
   com.google.protobuf.ByteString

@@ -67,7 +67,7 @@ private static final long serialVersionUID = 0L;
    * or digit.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The agent.
    */
   @java.lang.Override
@@ -89,7 +89,7 @@ private static final long serialVersionUID = 0L;
    * or digit.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for agent.
    */
   @java.lang.Override
@@ -126,7 +126,7 @@ private static final long serialVersionUID = 0L;
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the roles.
    */
   @java.lang.Override
@@ -140,7 +140,7 @@ private static final long serialVersionUID = 0L;
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @return The count of roles.
    */
   @java.lang.Override
@@ -153,7 +153,7 @@ private static final long serialVersionUID = 0L;
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The roles at the given index.
    */
@@ -167,7 +167,7 @@ private static final long serialVersionUID = 0L;
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the enum numeric values on the wire for roles.
    */
   @java.lang.Override
@@ -181,7 +181,7 @@ private static final long serialVersionUID = 0L;
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The enum numeric value on the wire of roles at the given index.
    */
@@ -200,7 +200,7 @@ private static final long serialVersionUID = 0L;
    * and `._:&#64;-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string subject = 3;</code>
+   * <code>string subject = 3 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -222,7 +222,7 @@ private static final long serialVersionUID = 0L;
    * and `._:&#64;-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string subject = 3;</code>
+   * <code>string subject = 3 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -249,7 +249,7 @@ private static final long serialVersionUID = 0L;
    * of the caller's own token.
    * </pre>
    *
-   * <code>.google.protobuf.Duration lifetime = 4;</code>
+   * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
    * @return Whether the lifetime field is set.
    */
   @java.lang.Override
@@ -263,7 +263,7 @@ private static final long serialVersionUID = 0L;
    * of the caller's own token.
    * </pre>
    *
-   * <code>.google.protobuf.Duration lifetime = 4;</code>
+   * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
    * @return The lifetime.
    */
   @java.lang.Override
@@ -277,7 +277,7 @@ private static final long serialVersionUID = 0L;
    * of the caller's own token.
    * </pre>
    *
-   * <code>.google.protobuf.Duration lifetime = 4;</code>
+   * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public com.google.protobuf.DurationOrBuilder getLifetimeOrBuilder() {
@@ -292,7 +292,7 @@ private static final long serialVersionUID = 0L;
    * reason is recorded in the audit log with the issuance (at most 500 characters).
    * </pre>
    *
-   * <code>string reason = 5;</code>
+   * <code>string reason = 5 [(.buf.validate.field) = { ... }</code>
    * @return The reason.
    */
   @java.lang.Override
@@ -313,7 +313,7 @@ private static final long serialVersionUID = 0L;
    * reason is recorded in the audit log with the issuance (at most 500 characters).
    * </pre>
    *
-   * <code>string reason = 5;</code>
+   * <code>string reason = 5 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for reason.
    */
   @java.lang.Override
@@ -791,7 +791,7 @@ private static final long serialVersionUID = 0L;
      * or digit.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @return The agent.
      */
     public java.lang.String getAgent() {
@@ -812,7 +812,7 @@ private static final long serialVersionUID = 0L;
      * or digit.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for agent.
      */
     public com.google.protobuf.ByteString
@@ -834,7 +834,7 @@ private static final long serialVersionUID = 0L;
      * or digit.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The agent to set.
      * @return This builder for chaining.
      */
@@ -852,7 +852,7 @@ private static final long serialVersionUID = 0L;
      * or digit.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearAgent() {
@@ -867,7 +867,7 @@ private static final long serialVersionUID = 0L;
      * or digit.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for agent to set.
      * @return This builder for chaining.
      */
@@ -894,7 +894,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the roles.
      */
     public java.util.List<dev.memoryd.v1.TokenRole> getRolesList() {
@@ -907,7 +907,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @return The count of roles.
      */
     public int getRolesCount() {
@@ -919,7 +919,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The roles at the given index.
      */
@@ -932,7 +932,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The roles to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
@@ -952,7 +952,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The roles to add.
      * @return This builder for chaining.
      */
@@ -969,7 +969,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @param values The roles to add.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -989,7 +989,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearRoles() {
@@ -1004,7 +1004,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the enum numeric values on the wire for roles.
      */
     public java.util.List<java.lang.Integer>
@@ -1018,7 +1018,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The enum numeric value on the wire of roles at the given index.
      */
@@ -1031,7 +1031,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The enum numeric value on the wire for roles to set.
      * @return This builder for chaining.
@@ -1049,7 +1049,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for roles to add.
      * @return This builder for chaining.
      */
@@ -1065,7 +1065,7 @@ private static final long serialVersionUID = 0L;
      * role the caller may grant (PERMISSION_DENIED otherwise).
      * </pre>
      *
-     * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+     * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
      * @param values The enum numeric values on the wire for roles to add.
      * @return This builder for chaining.
      */
@@ -1086,7 +1086,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string subject = 3;</code>
+     * <code>string subject = 3 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -1107,7 +1107,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string subject = 3;</code>
+     * <code>string subject = 3 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -1129,7 +1129,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string subject = 3;</code>
+     * <code>string subject = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -1147,7 +1147,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string subject = 3;</code>
+     * <code>string subject = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -1162,7 +1162,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string subject = 3;</code>
+     * <code>string subject = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -1186,7 +1186,7 @@ private static final long serialVersionUID = 0L;
      * of the caller's own token.
      * </pre>
      *
-     * <code>.google.protobuf.Duration lifetime = 4;</code>
+     * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
      * @return Whether the lifetime field is set.
      */
     public boolean hasLifetime() {
@@ -1199,7 +1199,7 @@ private static final long serialVersionUID = 0L;
      * of the caller's own token.
      * </pre>
      *
-     * <code>.google.protobuf.Duration lifetime = 4;</code>
+     * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
      * @return The lifetime.
      */
     public com.google.protobuf.Duration getLifetime() {
@@ -1216,7 +1216,7 @@ private static final long serialVersionUID = 0L;
      * of the caller's own token.
      * </pre>
      *
-     * <code>.google.protobuf.Duration lifetime = 4;</code>
+     * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setLifetime(com.google.protobuf.Duration value) {
       if (lifetimeBuilder_ == null) {
@@ -1238,7 +1238,7 @@ private static final long serialVersionUID = 0L;
      * of the caller's own token.
      * </pre>
      *
-     * <code>.google.protobuf.Duration lifetime = 4;</code>
+     * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setLifetime(
         com.google.protobuf.Duration.Builder builderForValue) {
@@ -1258,7 +1258,7 @@ private static final long serialVersionUID = 0L;
      * of the caller's own token.
      * </pre>
      *
-     * <code>.google.protobuf.Duration lifetime = 4;</code>
+     * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
      */
     public Builder mergeLifetime(com.google.protobuf.Duration value) {
       if (lifetimeBuilder_ == null) {
@@ -1285,7 +1285,7 @@ private static final long serialVersionUID = 0L;
      * of the caller's own token.
      * </pre>
      *
-     * <code>.google.protobuf.Duration lifetime = 4;</code>
+     * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
      */
     public Builder clearLifetime() {
       bitField0_ = (bitField0_ & ~0x00000008);
@@ -1304,7 +1304,7 @@ private static final long serialVersionUID = 0L;
      * of the caller's own token.
      * </pre>
      *
-     * <code>.google.protobuf.Duration lifetime = 4;</code>
+     * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
      */
     public com.google.protobuf.Duration.Builder getLifetimeBuilder() {
       bitField0_ |= 0x00000008;
@@ -1318,7 +1318,7 @@ private static final long serialVersionUID = 0L;
      * of the caller's own token.
      * </pre>
      *
-     * <code>.google.protobuf.Duration lifetime = 4;</code>
+     * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
      */
     public com.google.protobuf.DurationOrBuilder getLifetimeOrBuilder() {
       if (lifetimeBuilder_ != null) {
@@ -1335,7 +1335,7 @@ private static final long serialVersionUID = 0L;
      * of the caller's own token.
      * </pre>
      *
-     * <code>.google.protobuf.Duration lifetime = 4;</code>
+     * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
      */
     private com.google.protobuf.SingleFieldBuilder<
         com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> 
@@ -1357,7 +1357,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the audit log with the issuance (at most 500 characters).
      * </pre>
      *
-     * <code>string reason = 5;</code>
+     * <code>string reason = 5 [(.buf.validate.field) = { ... }</code>
      * @return The reason.
      */
     public java.lang.String getReason() {
@@ -1377,7 +1377,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the audit log with the issuance (at most 500 characters).
      * </pre>
      *
-     * <code>string reason = 5;</code>
+     * <code>string reason = 5 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for reason.
      */
     public com.google.protobuf.ByteString
@@ -1398,7 +1398,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the audit log with the issuance (at most 500 characters).
      * </pre>
      *
-     * <code>string reason = 5;</code>
+     * <code>string reason = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The reason to set.
      * @return This builder for chaining.
      */
@@ -1415,7 +1415,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the audit log with the issuance (at most 500 characters).
      * </pre>
      *
-     * <code>string reason = 5;</code>
+     * <code>string reason = 5 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearReason() {
@@ -1429,7 +1429,7 @@ private static final long serialVersionUID = 0L;
      * reason is recorded in the audit log with the issuance (at most 500 characters).
      * </pre>
      *
-     * <code>string reason = 5;</code>
+     * <code>string reason = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for reason to set.
      * @return This builder for chaining.
      */

@@ -16,7 +16,7 @@ public interface IssueTokenRequestOrBuilder extends
    * or digit.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The agent.
    */
   java.lang.String getAgent();
@@ -26,7 +26,7 @@ public interface IssueTokenRequestOrBuilder extends
    * or digit.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for agent.
    */
   com.google.protobuf.ByteString
@@ -38,7 +38,7 @@ public interface IssueTokenRequestOrBuilder extends
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the roles.
    */
   java.util.List<dev.memoryd.v1.TokenRole> getRolesList();
@@ -48,7 +48,7 @@ public interface IssueTokenRequestOrBuilder extends
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @return The count of roles.
    */
   int getRolesCount();
@@ -58,7 +58,7 @@ public interface IssueTokenRequestOrBuilder extends
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The roles at the given index.
    */
@@ -69,7 +69,7 @@ public interface IssueTokenRequestOrBuilder extends
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the enum numeric values on the wire for roles.
    */
   java.util.List<java.lang.Integer>
@@ -80,7 +80,7 @@ public interface IssueTokenRequestOrBuilder extends
    * role the caller may grant (PERMISSION_DENIED otherwise).
    * </pre>
    *
-   * <code>repeated .memoryd.v1.TokenRole roles = 2;</code>
+   * <code>repeated .memoryd.v1.TokenRole roles = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The enum numeric value on the wire of roles at the given index.
    */
@@ -92,7 +92,7 @@ public interface IssueTokenRequestOrBuilder extends
    * and `._:&#64;-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string subject = 3;</code>
+   * <code>string subject = 3 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -102,7 +102,7 @@ public interface IssueTokenRequestOrBuilder extends
    * and `._:&#64;-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string subject = 3;</code>
+   * <code>string subject = 3 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -115,7 +115,7 @@ public interface IssueTokenRequestOrBuilder extends
    * of the caller's own token.
    * </pre>
    *
-   * <code>.google.protobuf.Duration lifetime = 4;</code>
+   * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
    * @return Whether the lifetime field is set.
    */
   boolean hasLifetime();
@@ -126,7 +126,7 @@ public interface IssueTokenRequestOrBuilder extends
    * of the caller's own token.
    * </pre>
    *
-   * <code>.google.protobuf.Duration lifetime = 4;</code>
+   * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
    * @return The lifetime.
    */
   com.google.protobuf.Duration getLifetime();
@@ -137,7 +137,7 @@ public interface IssueTokenRequestOrBuilder extends
    * of the caller's own token.
    * </pre>
    *
-   * <code>.google.protobuf.Duration lifetime = 4;</code>
+   * <code>.google.protobuf.Duration lifetime = 4 [(.buf.validate.field) = { ... }</code>
    */
   com.google.protobuf.DurationOrBuilder getLifetimeOrBuilder();
 
@@ -146,7 +146,7 @@ public interface IssueTokenRequestOrBuilder extends
    * reason is recorded in the audit log with the issuance (at most 500 characters).
    * </pre>
    *
-   * <code>string reason = 5;</code>
+   * <code>string reason = 5 [(.buf.validate.field) = { ... }</code>
    * @return The reason.
    */
   java.lang.String getReason();
@@ -155,7 +155,7 @@ public interface IssueTokenRequestOrBuilder extends
    * reason is recorded in the audit log with the issuance (at most 500 characters).
    * </pre>
    *
-   * <code>string reason = 5;</code>
+   * <code>string reason = 5 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for reason.
    */
   com.google.protobuf.ByteString

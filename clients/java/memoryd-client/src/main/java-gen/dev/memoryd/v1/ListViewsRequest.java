@@ -60,7 +60,7 @@ private static final long serialVersionUID = 0L;
    * page_size is 1 to 500; 0 means 50.
    * </pre>
    *
-   * <code>int32 page_size = 1;</code>
+   * <code>int32 page_size = 1 [(.buf.validate.field) = { ... }</code>
    * @return The pageSize.
    */
   @java.lang.Override
@@ -76,7 +76,7 @@ private static final long serialVersionUID = 0L;
    * page_token continues a listing.
    * </pre>
    *
-   * <code>string page_token = 2;</code>
+   * <code>string page_token = 2 [(.buf.validate.field) = { ... }</code>
    * @return The pageToken.
    */
   @java.lang.Override
@@ -97,7 +97,7 @@ private static final long serialVersionUID = 0L;
    * page_token continues a listing.
    * </pre>
    *
-   * <code>string page_token = 2;</code>
+   * <code>string page_token = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for pageToken.
    */
   @java.lang.Override
@@ -446,7 +446,7 @@ private static final long serialVersionUID = 0L;
      * page_size is 1 to 500; 0 means 50.
      * </pre>
      *
-     * <code>int32 page_size = 1;</code>
+     * <code>int32 page_size = 1 [(.buf.validate.field) = { ... }</code>
      * @return The pageSize.
      */
     @java.lang.Override
@@ -458,7 +458,7 @@ private static final long serialVersionUID = 0L;
      * page_size is 1 to 500; 0 means 50.
      * </pre>
      *
-     * <code>int32 page_size = 1;</code>
+     * <code>int32 page_size = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The pageSize to set.
      * @return This builder for chaining.
      */
@@ -474,7 +474,7 @@ private static final long serialVersionUID = 0L;
      * page_size is 1 to 500; 0 means 50.
      * </pre>
      *
-     * <code>int32 page_size = 1;</code>
+     * <code>int32 page_size = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearPageSize() {
@@ -490,7 +490,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing.
      * </pre>
      *
-     * <code>string page_token = 2;</code>
+     * <code>string page_token = 2 [(.buf.validate.field) = { ... }</code>
      * @return The pageToken.
      */
     public java.lang.String getPageToken() {
@@ -510,7 +510,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing.
      * </pre>
      *
-     * <code>string page_token = 2;</code>
+     * <code>string page_token = 2 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for pageToken.
      */
     public com.google.protobuf.ByteString
@@ -531,7 +531,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing.
      * </pre>
      *
-     * <code>string page_token = 2;</code>
+     * <code>string page_token = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The pageToken to set.
      * @return This builder for chaining.
      */
@@ -548,7 +548,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing.
      * </pre>
      *
-     * <code>string page_token = 2;</code>
+     * <code>string page_token = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearPageToken() {
@@ -562,7 +562,7 @@ private static final long serialVersionUID = 0L;
      * page_token continues a listing.
      * </pre>
      *
-     * <code>string page_token = 2;</code>
+     * <code>string page_token = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for pageToken to set.
      * @return This builder for chaining.
      */

@@ -15,7 +15,7 @@ public interface ListViewsRequestOrBuilder extends
    * page_size is 1 to 500; 0 means 50.
    * </pre>
    *
-   * <code>int32 page_size = 1;</code>
+   * <code>int32 page_size = 1 [(.buf.validate.field) = { ... }</code>
    * @return The pageSize.
    */
   int getPageSize();
@@ -25,7 +25,7 @@ public interface ListViewsRequestOrBuilder extends
    * page_token continues a listing.
    * </pre>
    *
-   * <code>string page_token = 2;</code>
+   * <code>string page_token = 2 [(.buf.validate.field) = { ... }</code>
    * @return The pageToken.
    */
   java.lang.String getPageToken();
@@ -34,7 +34,7 @@ public interface ListViewsRequestOrBuilder extends
    * page_token continues a listing.
    * </pre>
    *
-   * <code>string page_token = 2;</code>
+   * <code>string page_token = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for pageToken.
    */
   com.google.protobuf.ByteString

@@ -72,7 +72,7 @@ private static final long serialVersionUID = 0L;
    * credentials.
    * </pre>
    *
-   * <code>.memoryd.v1.Scope scope = 1;</code>
+   * <code>.memoryd.v1.Scope scope = 1 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for scope.
    */
   @java.lang.Override public int getScopeValue() {
@@ -84,7 +84,7 @@ private static final long serialVersionUID = 0L;
    * credentials.
    * </pre>
    *
-   * <code>.memoryd.v1.Scope scope = 1;</code>
+   * <code>.memoryd.v1.Scope scope = 1 [(.buf.validate.field) = { ... }</code>
    * @return The scope.
    */
   @java.lang.Override public dev.memoryd.v1.Scope getScope() {
@@ -101,7 +101,7 @@ private static final long serialVersionUID = 0L;
    * letters, digits and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string session_id = 2;</code>
+   * <code>string session_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The sessionId.
    */
   @java.lang.Override
@@ -123,7 +123,7 @@ private static final long serialVersionUID = 0L;
    * letters, digits and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string session_id = 2;</code>
+   * <code>string session_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for sessionId.
    */
   @java.lang.Override
@@ -148,7 +148,7 @@ private static final long serialVersionUID = 0L;
    * category is required.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 3;</code>
+   * <code>.memoryd.v1.Category category = 3 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for category.
    */
   @java.lang.Override public int getCategoryValue() {
@@ -159,7 +159,7 @@ private static final long serialVersionUID = 0L;
    * category is required.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 3;</code>
+   * <code>.memoryd.v1.Category category = 3 [(.buf.validate.field) = { ... }</code>
    * @return The category.
    */
   @java.lang.Override public dev.memoryd.v1.Category getCategory() {
@@ -177,7 +177,7 @@ private static final long serialVersionUID = 0L;
    * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
-   * <code>string key = 4;</code>
+   * <code>string key = 4 [(.buf.validate.field) = { ... }</code>
    * @return The key.
    */
   @java.lang.Override
@@ -200,7 +200,7 @@ private static final long serialVersionUID = 0L;
    * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
-   * <code>string key = 4;</code>
+   * <code>string key = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for key.
    */
   @java.lang.Override
@@ -226,7 +226,7 @@ private static final long serialVersionUID = 0L;
    * text is the value in words: required; at most 8 KiB by default (a server setting).
    * </pre>
    *
-   * <code>string text = 5;</code>
+   * <code>string text = 5 [(.buf.validate.field) = { ... }</code>
    * @return The text.
    */
   @java.lang.Override
@@ -247,7 +247,7 @@ private static final long serialVersionUID = 0L;
    * text is the value in words: required; at most 8 KiB by default (a server setting).
    * </pre>
    *
-   * <code>string text = 5;</code>
+   * <code>string text = 5 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for text.
    */
   @java.lang.Override
@@ -313,7 +313,7 @@ private static final long serialVersionUID = 0L;
    * importance in [0, 1]; defaults to 0.5.
    * </pre>
    *
-   * <code>optional float importance = 7;</code>
+   * <code>optional float importance = 7 [(.buf.validate.field) = { ... }</code>
    * @return Whether the importance field is set.
    */
   @java.lang.Override
@@ -325,7 +325,7 @@ private static final long serialVersionUID = 0L;
    * importance in [0, 1]; defaults to 0.5.
    * </pre>
    *
-   * <code>optional float importance = 7;</code>
+   * <code>optional float importance = 7 [(.buf.validate.field) = { ... }</code>
    * @return The importance.
    */
   @java.lang.Override
@@ -340,7 +340,7 @@ private static final long serialVersionUID = 0L;
    * confidence in [0, 1]; defaults to 1.
    * </pre>
    *
-   * <code>optional float confidence = 8;</code>
+   * <code>optional float confidence = 8 [(.buf.validate.field) = { ... }</code>
    * @return Whether the confidence field is set.
    */
   @java.lang.Override
@@ -352,7 +352,7 @@ private static final long serialVersionUID = 0L;
    * confidence in [0, 1]; defaults to 1.
    * </pre>
    *
-   * <code>optional float confidence = 8;</code>
+   * <code>optional float confidence = 8 [(.buf.validate.field) = { ... }</code>
    * @return The confidence.
    */
   @java.lang.Override
@@ -367,7 +367,7 @@ private static final long serialVersionUID = 0L;
    * stability defaults to STABILITY_STABLE.
    * </pre>
    *
-   * <code>.memoryd.v1.Stability stability = 9;</code>
+   * <code>.memoryd.v1.Stability stability = 9 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for stability.
    */
   @java.lang.Override public int getStabilityValue() {
@@ -378,7 +378,7 @@ private static final long serialVersionUID = 0L;
    * stability defaults to STABILITY_STABLE.
    * </pre>
    *
-   * <code>.memoryd.v1.Stability stability = 9;</code>
+   * <code>.memoryd.v1.Stability stability = 9 [(.buf.validate.field) = { ... }</code>
    * @return The stability.
    */
   @java.lang.Override public dev.memoryd.v1.Stability getStability() {
@@ -411,7 +411,7 @@ private static final long serialVersionUID = 0L;
    * fewer or shorter ones, never more).
    * </pre>
    *
-   * <code>repeated string tags = 11;</code>
+   * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the tags.
    */
   public com.google.protobuf.ProtocolStringList
@@ -424,7 +424,7 @@ private static final long serialVersionUID = 0L;
    * fewer or shorter ones, never more).
    * </pre>
    *
-   * <code>repeated string tags = 11;</code>
+   * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
    * @return The count of tags.
    */
   public int getTagsCount() {
@@ -436,7 +436,7 @@ private static final long serialVersionUID = 0L;
    * fewer or shorter ones, never more).
    * </pre>
    *
-   * <code>repeated string tags = 11;</code>
+   * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The tags at the given index.
    */
@@ -449,7 +449,7 @@ private static final long serialVersionUID = 0L;
    * fewer or shorter ones, never more).
    * </pre>
    *
-   * <code>repeated string tags = 11;</code>
+   * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the tags at the given index.
    */
@@ -541,7 +541,7 @@ private static final long serialVersionUID = 0L;
    * source_kind defaults to SOURCE_KIND_INPUT.
    * </pre>
    *
-   * <code>.memoryd.v1.SourceKind source_kind = 14;</code>
+   * <code>.memoryd.v1.SourceKind source_kind = 14 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for sourceKind.
    */
   @java.lang.Override public int getSourceKindValue() {
@@ -552,7 +552,7 @@ private static final long serialVersionUID = 0L;
    * source_kind defaults to SOURCE_KIND_INPUT.
    * </pre>
    *
-   * <code>.memoryd.v1.SourceKind source_kind = 14;</code>
+   * <code>.memoryd.v1.SourceKind source_kind = 14 [(.buf.validate.field) = { ... }</code>
    * @return The sourceKind.
    */
   @java.lang.Override public dev.memoryd.v1.SourceKind getSourceKind() {
@@ -569,7 +569,7 @@ private static final long serialVersionUID = 0L;
    * and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string source_turn_id = 15;</code>
+   * <code>string source_turn_id = 15 [(.buf.validate.field) = { ... }</code>
    * @return The sourceTurnId.
    */
   @java.lang.Override
@@ -591,7 +591,7 @@ private static final long serialVersionUID = 0L;
    * and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string source_turn_id = 15;</code>
+   * <code>string source_turn_id = 15 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for sourceTurnId.
    */
   @java.lang.Override
@@ -1324,7 +1324,7 @@ private static final long serialVersionUID = 0L;
      * credentials.
      * </pre>
      *
-     * <code>.memoryd.v1.Scope scope = 1;</code>
+     * <code>.memoryd.v1.Scope scope = 1 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for scope.
      */
     @java.lang.Override public int getScopeValue() {
@@ -1336,7 +1336,7 @@ private static final long serialVersionUID = 0L;
      * credentials.
      * </pre>
      *
-     * <code>.memoryd.v1.Scope scope = 1;</code>
+     * <code>.memoryd.v1.Scope scope = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for scope to set.
      * @return This builder for chaining.
      */
@@ -1352,7 +1352,7 @@ private static final long serialVersionUID = 0L;
      * credentials.
      * </pre>
      *
-     * <code>.memoryd.v1.Scope scope = 1;</code>
+     * <code>.memoryd.v1.Scope scope = 1 [(.buf.validate.field) = { ... }</code>
      * @return The scope.
      */
     @java.lang.Override
@@ -1366,7 +1366,7 @@ private static final long serialVersionUID = 0L;
      * credentials.
      * </pre>
      *
-     * <code>.memoryd.v1.Scope scope = 1;</code>
+     * <code>.memoryd.v1.Scope scope = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The scope to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -1384,7 +1384,7 @@ private static final long serialVersionUID = 0L;
      * credentials.
      * </pre>
      *
-     * <code>.memoryd.v1.Scope scope = 1;</code>
+     * <code>.memoryd.v1.Scope scope = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearScope() {
@@ -1401,7 +1401,7 @@ private static final long serialVersionUID = 0L;
      * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string session_id = 2;</code>
+     * <code>string session_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return The sessionId.
      */
     public java.lang.String getSessionId() {
@@ -1422,7 +1422,7 @@ private static final long serialVersionUID = 0L;
      * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string session_id = 2;</code>
+     * <code>string session_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for sessionId.
      */
     public com.google.protobuf.ByteString
@@ -1444,7 +1444,7 @@ private static final long serialVersionUID = 0L;
      * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string session_id = 2;</code>
+     * <code>string session_id = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The sessionId to set.
      * @return This builder for chaining.
      */
@@ -1462,7 +1462,7 @@ private static final long serialVersionUID = 0L;
      * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string session_id = 2;</code>
+     * <code>string session_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSessionId() {
@@ -1477,7 +1477,7 @@ private static final long serialVersionUID = 0L;
      * letters, digits and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string session_id = 2;</code>
+     * <code>string session_id = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for sessionId to set.
      * @return This builder for chaining.
      */
@@ -1497,7 +1497,7 @@ private static final long serialVersionUID = 0L;
      * category is required.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 3;</code>
+     * <code>.memoryd.v1.Category category = 3 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for category.
      */
     @java.lang.Override public int getCategoryValue() {
@@ -1508,7 +1508,7 @@ private static final long serialVersionUID = 0L;
      * category is required.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 3;</code>
+     * <code>.memoryd.v1.Category category = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for category to set.
      * @return This builder for chaining.
      */
@@ -1523,7 +1523,7 @@ private static final long serialVersionUID = 0L;
      * category is required.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 3;</code>
+     * <code>.memoryd.v1.Category category = 3 [(.buf.validate.field) = { ... }</code>
      * @return The category.
      */
     @java.lang.Override
@@ -1536,7 +1536,7 @@ private static final long serialVersionUID = 0L;
      * category is required.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 3;</code>
+     * <code>.memoryd.v1.Category category = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The category to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -1553,7 +1553,7 @@ private static final long serialVersionUID = 0L;
      * category is required.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 3;</code>
+     * <code>.memoryd.v1.Category category = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearCategory() {
@@ -1571,7 +1571,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string key = 4;</code>
+     * <code>string key = 4 [(.buf.validate.field) = { ... }</code>
      * @return The key.
      */
     public java.lang.String getKey() {
@@ -1593,7 +1593,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string key = 4;</code>
+     * <code>string key = 4 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for key.
      */
     public com.google.protobuf.ByteString
@@ -1616,7 +1616,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string key = 4;</code>
+     * <code>string key = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The key to set.
      * @return This builder for chaining.
      */
@@ -1635,7 +1635,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string key = 4;</code>
+     * <code>string key = 4 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearKey() {
@@ -1651,7 +1651,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string key = 4;</code>
+     * <code>string key = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for key to set.
      * @return This builder for chaining.
      */
@@ -1671,7 +1671,7 @@ private static final long serialVersionUID = 0L;
      * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
-     * <code>string text = 5;</code>
+     * <code>string text = 5 [(.buf.validate.field) = { ... }</code>
      * @return The text.
      */
     public java.lang.String getText() {
@@ -1691,7 +1691,7 @@ private static final long serialVersionUID = 0L;
      * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
-     * <code>string text = 5;</code>
+     * <code>string text = 5 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for text.
      */
     public com.google.protobuf.ByteString
@@ -1712,7 +1712,7 @@ private static final long serialVersionUID = 0L;
      * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
-     * <code>string text = 5;</code>
+     * <code>string text = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The text to set.
      * @return This builder for chaining.
      */
@@ -1729,7 +1729,7 @@ private static final long serialVersionUID = 0L;
      * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
-     * <code>string text = 5;</code>
+     * <code>string text = 5 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearText() {
@@ -1743,7 +1743,7 @@ private static final long serialVersionUID = 0L;
      * text is the value in words: required; at most 8 KiB by default (a server setting).
      * </pre>
      *
-     * <code>string text = 5;</code>
+     * <code>string text = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for text to set.
      * @return This builder for chaining.
      */
@@ -1929,7 +1929,7 @@ private static final long serialVersionUID = 0L;
      * importance in [0, 1]; defaults to 0.5.
      * </pre>
      *
-     * <code>optional float importance = 7;</code>
+     * <code>optional float importance = 7 [(.buf.validate.field) = { ... }</code>
      * @return Whether the importance field is set.
      */
     @java.lang.Override
@@ -1941,7 +1941,7 @@ private static final long serialVersionUID = 0L;
      * importance in [0, 1]; defaults to 0.5.
      * </pre>
      *
-     * <code>optional float importance = 7;</code>
+     * <code>optional float importance = 7 [(.buf.validate.field) = { ... }</code>
      * @return The importance.
      */
     @java.lang.Override
@@ -1953,7 +1953,7 @@ private static final long serialVersionUID = 0L;
      * importance in [0, 1]; defaults to 0.5.
      * </pre>
      *
-     * <code>optional float importance = 7;</code>
+     * <code>optional float importance = 7 [(.buf.validate.field) = { ... }</code>
      * @param value The importance to set.
      * @return This builder for chaining.
      */
@@ -1969,7 +1969,7 @@ private static final long serialVersionUID = 0L;
      * importance in [0, 1]; defaults to 0.5.
      * </pre>
      *
-     * <code>optional float importance = 7;</code>
+     * <code>optional float importance = 7 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearImportance() {
@@ -1985,7 +1985,7 @@ private static final long serialVersionUID = 0L;
      * confidence in [0, 1]; defaults to 1.
      * </pre>
      *
-     * <code>optional float confidence = 8;</code>
+     * <code>optional float confidence = 8 [(.buf.validate.field) = { ... }</code>
      * @return Whether the confidence field is set.
      */
     @java.lang.Override
@@ -1997,7 +1997,7 @@ private static final long serialVersionUID = 0L;
      * confidence in [0, 1]; defaults to 1.
      * </pre>
      *
-     * <code>optional float confidence = 8;</code>
+     * <code>optional float confidence = 8 [(.buf.validate.field) = { ... }</code>
      * @return The confidence.
      */
     @java.lang.Override
@@ -2009,7 +2009,7 @@ private static final long serialVersionUID = 0L;
      * confidence in [0, 1]; defaults to 1.
      * </pre>
      *
-     * <code>optional float confidence = 8;</code>
+     * <code>optional float confidence = 8 [(.buf.validate.field) = { ... }</code>
      * @param value The confidence to set.
      * @return This builder for chaining.
      */
@@ -2025,7 +2025,7 @@ private static final long serialVersionUID = 0L;
      * confidence in [0, 1]; defaults to 1.
      * </pre>
      *
-     * <code>optional float confidence = 8;</code>
+     * <code>optional float confidence = 8 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearConfidence() {
@@ -2041,7 +2041,7 @@ private static final long serialVersionUID = 0L;
      * stability defaults to STABILITY_STABLE.
      * </pre>
      *
-     * <code>.memoryd.v1.Stability stability = 9;</code>
+     * <code>.memoryd.v1.Stability stability = 9 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for stability.
      */
     @java.lang.Override public int getStabilityValue() {
@@ -2052,7 +2052,7 @@ private static final long serialVersionUID = 0L;
      * stability defaults to STABILITY_STABLE.
      * </pre>
      *
-     * <code>.memoryd.v1.Stability stability = 9;</code>
+     * <code>.memoryd.v1.Stability stability = 9 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for stability to set.
      * @return This builder for chaining.
      */
@@ -2067,7 +2067,7 @@ private static final long serialVersionUID = 0L;
      * stability defaults to STABILITY_STABLE.
      * </pre>
      *
-     * <code>.memoryd.v1.Stability stability = 9;</code>
+     * <code>.memoryd.v1.Stability stability = 9 [(.buf.validate.field) = { ... }</code>
      * @return The stability.
      */
     @java.lang.Override
@@ -2080,7 +2080,7 @@ private static final long serialVersionUID = 0L;
      * stability defaults to STABILITY_STABLE.
      * </pre>
      *
-     * <code>.memoryd.v1.Stability stability = 9;</code>
+     * <code>.memoryd.v1.Stability stability = 9 [(.buf.validate.field) = { ... }</code>
      * @param value The stability to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -2097,7 +2097,7 @@ private static final long serialVersionUID = 0L;
      * stability defaults to STABILITY_STABLE.
      * </pre>
      *
-     * <code>.memoryd.v1.Stability stability = 9;</code>
+     * <code>.memoryd.v1.Stability stability = 9 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearStability() {
@@ -2165,7 +2165,7 @@ private static final long serialVersionUID = 0L;
      * fewer or shorter ones, never more).
      * </pre>
      *
-     * <code>repeated string tags = 11;</code>
+     * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the tags.
      */
     public com.google.protobuf.ProtocolStringList
@@ -2179,7 +2179,7 @@ private static final long serialVersionUID = 0L;
      * fewer or shorter ones, never more).
      * </pre>
      *
-     * <code>repeated string tags = 11;</code>
+     * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
      * @return The count of tags.
      */
     public int getTagsCount() {
@@ -2191,7 +2191,7 @@ private static final long serialVersionUID = 0L;
      * fewer or shorter ones, never more).
      * </pre>
      *
-     * <code>repeated string tags = 11;</code>
+     * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The tags at the given index.
      */
@@ -2204,7 +2204,7 @@ private static final long serialVersionUID = 0L;
      * fewer or shorter ones, never more).
      * </pre>
      *
-     * <code>repeated string tags = 11;</code>
+     * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The bytes of the tags at the given index.
      */
@@ -2218,7 +2218,7 @@ private static final long serialVersionUID = 0L;
      * fewer or shorter ones, never more).
      * </pre>
      *
-     * <code>repeated string tags = 11;</code>
+     * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The tags to set.
      * @return This builder for chaining.
@@ -2238,7 +2238,7 @@ private static final long serialVersionUID = 0L;
      * fewer or shorter ones, never more).
      * </pre>
      *
-     * <code>repeated string tags = 11;</code>
+     * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
      * @param value The tags to add.
      * @return This builder for chaining.
      */
@@ -2257,7 +2257,7 @@ private static final long serialVersionUID = 0L;
      * fewer or shorter ones, never more).
      * </pre>
      *
-     * <code>repeated string tags = 11;</code>
+     * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
      * @param values The tags to add.
      * @return This builder for chaining.
      */
@@ -2276,7 +2276,7 @@ private static final long serialVersionUID = 0L;
      * fewer or shorter ones, never more).
      * </pre>
      *
-     * <code>repeated string tags = 11;</code>
+     * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearTags() {
@@ -2292,7 +2292,7 @@ private static final long serialVersionUID = 0L;
      * fewer or shorter ones, never more).
      * </pre>
      *
-     * <code>repeated string tags = 11;</code>
+     * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes of the tags to add.
      * @return This builder for chaining.
      */
@@ -2627,7 +2627,7 @@ private static final long serialVersionUID = 0L;
      * source_kind defaults to SOURCE_KIND_INPUT.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind source_kind = 14;</code>
+     * <code>.memoryd.v1.SourceKind source_kind = 14 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for sourceKind.
      */
     @java.lang.Override public int getSourceKindValue() {
@@ -2638,7 +2638,7 @@ private static final long serialVersionUID = 0L;
      * source_kind defaults to SOURCE_KIND_INPUT.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind source_kind = 14;</code>
+     * <code>.memoryd.v1.SourceKind source_kind = 14 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for sourceKind to set.
      * @return This builder for chaining.
      */
@@ -2653,7 +2653,7 @@ private static final long serialVersionUID = 0L;
      * source_kind defaults to SOURCE_KIND_INPUT.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind source_kind = 14;</code>
+     * <code>.memoryd.v1.SourceKind source_kind = 14 [(.buf.validate.field) = { ... }</code>
      * @return The sourceKind.
      */
     @java.lang.Override
@@ -2666,7 +2666,7 @@ private static final long serialVersionUID = 0L;
      * source_kind defaults to SOURCE_KIND_INPUT.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind source_kind = 14;</code>
+     * <code>.memoryd.v1.SourceKind source_kind = 14 [(.buf.validate.field) = { ... }</code>
      * @param value The sourceKind to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -2683,7 +2683,7 @@ private static final long serialVersionUID = 0L;
      * source_kind defaults to SOURCE_KIND_INPUT.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind source_kind = 14;</code>
+     * <code>.memoryd.v1.SourceKind source_kind = 14 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSourceKind() {
@@ -2700,7 +2700,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string source_turn_id = 15;</code>
+     * <code>string source_turn_id = 15 [(.buf.validate.field) = { ... }</code>
      * @return The sourceTurnId.
      */
     public java.lang.String getSourceTurnId() {
@@ -2721,7 +2721,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string source_turn_id = 15;</code>
+     * <code>string source_turn_id = 15 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for sourceTurnId.
      */
     public com.google.protobuf.ByteString
@@ -2743,7 +2743,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string source_turn_id = 15;</code>
+     * <code>string source_turn_id = 15 [(.buf.validate.field) = { ... }</code>
      * @param value The sourceTurnId to set.
      * @return This builder for chaining.
      */
@@ -2761,7 +2761,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string source_turn_id = 15;</code>
+     * <code>string source_turn_id = 15 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSourceTurnId() {
@@ -2776,7 +2776,7 @@ private static final long serialVersionUID = 0L;
      * and `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string source_turn_id = 15;</code>
+     * <code>string source_turn_id = 15 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for sourceTurnId to set.
      * @return This builder for chaining.
      */

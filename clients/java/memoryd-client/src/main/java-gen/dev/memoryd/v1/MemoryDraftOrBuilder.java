@@ -16,7 +16,7 @@ public interface MemoryDraftOrBuilder extends
    * credentials.
    * </pre>
    *
-   * <code>.memoryd.v1.Scope scope = 1;</code>
+   * <code>.memoryd.v1.Scope scope = 1 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for scope.
    */
   int getScopeValue();
@@ -26,7 +26,7 @@ public interface MemoryDraftOrBuilder extends
    * credentials.
    * </pre>
    *
-   * <code>.memoryd.v1.Scope scope = 1;</code>
+   * <code>.memoryd.v1.Scope scope = 1 [(.buf.validate.field) = { ... }</code>
    * @return The scope.
    */
   dev.memoryd.v1.Scope getScope();
@@ -37,7 +37,7 @@ public interface MemoryDraftOrBuilder extends
    * letters, digits and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string session_id = 2;</code>
+   * <code>string session_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The sessionId.
    */
   java.lang.String getSessionId();
@@ -47,7 +47,7 @@ public interface MemoryDraftOrBuilder extends
    * letters, digits and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string session_id = 2;</code>
+   * <code>string session_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for sessionId.
    */
   com.google.protobuf.ByteString
@@ -58,7 +58,7 @@ public interface MemoryDraftOrBuilder extends
    * category is required.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 3;</code>
+   * <code>.memoryd.v1.Category category = 3 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for category.
    */
   int getCategoryValue();
@@ -67,7 +67,7 @@ public interface MemoryDraftOrBuilder extends
    * category is required.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 3;</code>
+   * <code>.memoryd.v1.Category category = 3 [(.buf.validate.field) = { ... }</code>
    * @return The category.
    */
   dev.memoryd.v1.Category getCategory();
@@ -79,7 +79,7 @@ public interface MemoryDraftOrBuilder extends
    * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
-   * <code>string key = 4;</code>
+   * <code>string key = 4 [(.buf.validate.field) = { ... }</code>
    * @return The key.
    */
   java.lang.String getKey();
@@ -90,7 +90,7 @@ public interface MemoryDraftOrBuilder extends
    * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
-   * <code>string key = 4;</code>
+   * <code>string key = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for key.
    */
   com.google.protobuf.ByteString
@@ -101,7 +101,7 @@ public interface MemoryDraftOrBuilder extends
    * text is the value in words: required; at most 8 KiB by default (a server setting).
    * </pre>
    *
-   * <code>string text = 5;</code>
+   * <code>string text = 5 [(.buf.validate.field) = { ... }</code>
    * @return The text.
    */
   java.lang.String getText();
@@ -110,7 +110,7 @@ public interface MemoryDraftOrBuilder extends
    * text is the value in words: required; at most 8 KiB by default (a server setting).
    * </pre>
    *
-   * <code>string text = 5;</code>
+   * <code>string text = 5 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for text.
    */
   com.google.protobuf.ByteString
@@ -151,7 +151,7 @@ public interface MemoryDraftOrBuilder extends
    * importance in [0, 1]; defaults to 0.5.
    * </pre>
    *
-   * <code>optional float importance = 7;</code>
+   * <code>optional float importance = 7 [(.buf.validate.field) = { ... }</code>
    * @return Whether the importance field is set.
    */
   boolean hasImportance();
@@ -160,7 +160,7 @@ public interface MemoryDraftOrBuilder extends
    * importance in [0, 1]; defaults to 0.5.
    * </pre>
    *
-   * <code>optional float importance = 7;</code>
+   * <code>optional float importance = 7 [(.buf.validate.field) = { ... }</code>
    * @return The importance.
    */
   float getImportance();
@@ -170,7 +170,7 @@ public interface MemoryDraftOrBuilder extends
    * confidence in [0, 1]; defaults to 1.
    * </pre>
    *
-   * <code>optional float confidence = 8;</code>
+   * <code>optional float confidence = 8 [(.buf.validate.field) = { ... }</code>
    * @return Whether the confidence field is set.
    */
   boolean hasConfidence();
@@ -179,7 +179,7 @@ public interface MemoryDraftOrBuilder extends
    * confidence in [0, 1]; defaults to 1.
    * </pre>
    *
-   * <code>optional float confidence = 8;</code>
+   * <code>optional float confidence = 8 [(.buf.validate.field) = { ... }</code>
    * @return The confidence.
    */
   float getConfidence();
@@ -189,7 +189,7 @@ public interface MemoryDraftOrBuilder extends
    * stability defaults to STABILITY_STABLE.
    * </pre>
    *
-   * <code>.memoryd.v1.Stability stability = 9;</code>
+   * <code>.memoryd.v1.Stability stability = 9 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for stability.
    */
   int getStabilityValue();
@@ -198,7 +198,7 @@ public interface MemoryDraftOrBuilder extends
    * stability defaults to STABILITY_STABLE.
    * </pre>
    *
-   * <code>.memoryd.v1.Stability stability = 9;</code>
+   * <code>.memoryd.v1.Stability stability = 9 [(.buf.validate.field) = { ... }</code>
    * @return The stability.
    */
   dev.memoryd.v1.Stability getStability();
@@ -219,7 +219,7 @@ public interface MemoryDraftOrBuilder extends
    * fewer or shorter ones, never more).
    * </pre>
    *
-   * <code>repeated string tags = 11;</code>
+   * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the tags.
    */
   java.util.List<java.lang.String>
@@ -230,7 +230,7 @@ public interface MemoryDraftOrBuilder extends
    * fewer or shorter ones, never more).
    * </pre>
    *
-   * <code>repeated string tags = 11;</code>
+   * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
    * @return The count of tags.
    */
   int getTagsCount();
@@ -240,7 +240,7 @@ public interface MemoryDraftOrBuilder extends
    * fewer or shorter ones, never more).
    * </pre>
    *
-   * <code>repeated string tags = 11;</code>
+   * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The tags at the given index.
    */
@@ -251,7 +251,7 @@ public interface MemoryDraftOrBuilder extends
    * fewer or shorter ones, never more).
    * </pre>
    *
-   * <code>repeated string tags = 11;</code>
+   * <code>repeated string tags = 11 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the tags at the given index.
    */
@@ -317,7 +317,7 @@ public interface MemoryDraftOrBuilder extends
    * source_kind defaults to SOURCE_KIND_INPUT.
    * </pre>
    *
-   * <code>.memoryd.v1.SourceKind source_kind = 14;</code>
+   * <code>.memoryd.v1.SourceKind source_kind = 14 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for sourceKind.
    */
   int getSourceKindValue();
@@ -326,7 +326,7 @@ public interface MemoryDraftOrBuilder extends
    * source_kind defaults to SOURCE_KIND_INPUT.
    * </pre>
    *
-   * <code>.memoryd.v1.SourceKind source_kind = 14;</code>
+   * <code>.memoryd.v1.SourceKind source_kind = 14 [(.buf.validate.field) = { ... }</code>
    * @return The sourceKind.
    */
   dev.memoryd.v1.SourceKind getSourceKind();
@@ -337,7 +337,7 @@ public interface MemoryDraftOrBuilder extends
    * and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string source_turn_id = 15;</code>
+   * <code>string source_turn_id = 15 [(.buf.validate.field) = { ... }</code>
    * @return The sourceTurnId.
    */
   java.lang.String getSourceTurnId();
@@ -347,7 +347,7 @@ public interface MemoryDraftOrBuilder extends
    * and `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string source_turn_id = 15;</code>
+   * <code>string source_turn_id = 15 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for sourceTurnId.
    */
   com.google.protobuf.ByteString

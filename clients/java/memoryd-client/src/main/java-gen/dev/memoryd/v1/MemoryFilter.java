@@ -78,7 +78,7 @@ private static final long serialVersionUID = 0L;
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the categories.
    */
   @java.lang.Override
@@ -91,7 +91,7 @@ private static final long serialVersionUID = 0L;
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @return The count of categories.
    */
   @java.lang.Override
@@ -103,7 +103,7 @@ private static final long serialVersionUID = 0L;
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The categories at the given index.
    */
@@ -116,7 +116,7 @@ private static final long serialVersionUID = 0L;
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the enum numeric values on the wire for categories.
    */
   @java.lang.Override
@@ -129,7 +129,7 @@ private static final long serialVersionUID = 0L;
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The enum numeric value on the wire of categories at the given index.
    */
@@ -148,7 +148,7 @@ private static final long serialVersionUID = 0L;
    * keys, if set, keeps only memories with one of these keys (exact match).
    * </pre>
    *
-   * <code>repeated string keys = 2;</code>
+   * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the keys.
    */
   public com.google.protobuf.ProtocolStringList
@@ -160,7 +160,7 @@ private static final long serialVersionUID = 0L;
    * keys, if set, keeps only memories with one of these keys (exact match).
    * </pre>
    *
-   * <code>repeated string keys = 2;</code>
+   * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
    * @return The count of keys.
    */
   public int getKeysCount() {
@@ -171,7 +171,7 @@ private static final long serialVersionUID = 0L;
    * keys, if set, keeps only memories with one of these keys (exact match).
    * </pre>
    *
-   * <code>repeated string keys = 2;</code>
+   * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The keys at the given index.
    */
@@ -183,7 +183,7 @@ private static final long serialVersionUID = 0L;
    * keys, if set, keeps only memories with one of these keys (exact match).
    * </pre>
    *
-   * <code>repeated string keys = 2;</code>
+   * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the keys at the given index.
    */
@@ -201,7 +201,7 @@ private static final long serialVersionUID = 0L;
    * tags, if set, keeps only memories carrying all of these tags.
    * </pre>
    *
-   * <code>repeated string tags = 3;</code>
+   * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the tags.
    */
   public com.google.protobuf.ProtocolStringList
@@ -213,7 +213,7 @@ private static final long serialVersionUID = 0L;
    * tags, if set, keeps only memories carrying all of these tags.
    * </pre>
    *
-   * <code>repeated string tags = 3;</code>
+   * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
    * @return The count of tags.
    */
   public int getTagsCount() {
@@ -224,7 +224,7 @@ private static final long serialVersionUID = 0L;
    * tags, if set, keeps only memories carrying all of these tags.
    * </pre>
    *
-   * <code>repeated string tags = 3;</code>
+   * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The tags at the given index.
    */
@@ -236,7 +236,7 @@ private static final long serialVersionUID = 0L;
    * tags, if set, keeps only memories carrying all of these tags.
    * </pre>
    *
-   * <code>repeated string tags = 3;</code>
+   * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the tags at the given index.
    */
@@ -254,7 +254,7 @@ private static final long serialVersionUID = 0L;
    * session memories are left out.
    * </pre>
    *
-   * <code>string session_id = 4;</code>
+   * <code>string session_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The sessionId.
    */
   @java.lang.Override
@@ -276,7 +276,7 @@ private static final long serialVersionUID = 0L;
    * session memories are left out.
    * </pre>
    *
-   * <code>string session_id = 4;</code>
+   * <code>string session_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for sessionId.
    */
   @java.lang.Override
@@ -940,7 +940,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the categories.
      */
     public java.util.List<dev.memoryd.v1.Category> getCategoriesList() {
@@ -952,7 +952,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @return The count of categories.
      */
     public int getCategoriesCount() {
@@ -963,7 +963,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The categories at the given index.
      */
@@ -975,7 +975,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The categories to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
@@ -994,7 +994,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The categories to add.
      * @return This builder for chaining.
      */
@@ -1010,7 +1010,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @param values The categories to add.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -1029,7 +1029,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearCategories() {
@@ -1043,7 +1043,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the enum numeric values on the wire for categories.
      */
     public java.util.List<java.lang.Integer>
@@ -1056,7 +1056,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The enum numeric value on the wire of categories at the given index.
      */
@@ -1068,7 +1068,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The enum numeric value on the wire for categories to set.
      * @return This builder for chaining.
@@ -1085,7 +1085,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for categories to add.
      * @return This builder for chaining.
      */
@@ -1100,7 +1100,7 @@ private static final long serialVersionUID = 0L;
      * categories, if set, keeps only these categories.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Category categories = 1;</code>
+     * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
      * @param values The enum numeric values on the wire for categories to add.
      * @return This builder for chaining.
      */
@@ -1127,7 +1127,7 @@ private static final long serialVersionUID = 0L;
      * keys, if set, keeps only memories with one of these keys (exact match).
      * </pre>
      *
-     * <code>repeated string keys = 2;</code>
+     * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the keys.
      */
     public com.google.protobuf.ProtocolStringList
@@ -1140,7 +1140,7 @@ private static final long serialVersionUID = 0L;
      * keys, if set, keeps only memories with one of these keys (exact match).
      * </pre>
      *
-     * <code>repeated string keys = 2;</code>
+     * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
      * @return The count of keys.
      */
     public int getKeysCount() {
@@ -1151,7 +1151,7 @@ private static final long serialVersionUID = 0L;
      * keys, if set, keeps only memories with one of these keys (exact match).
      * </pre>
      *
-     * <code>repeated string keys = 2;</code>
+     * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The keys at the given index.
      */
@@ -1163,7 +1163,7 @@ private static final long serialVersionUID = 0L;
      * keys, if set, keeps only memories with one of these keys (exact match).
      * </pre>
      *
-     * <code>repeated string keys = 2;</code>
+     * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The bytes of the keys at the given index.
      */
@@ -1176,7 +1176,7 @@ private static final long serialVersionUID = 0L;
      * keys, if set, keeps only memories with one of these keys (exact match).
      * </pre>
      *
-     * <code>repeated string keys = 2;</code>
+     * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The keys to set.
      * @return This builder for chaining.
@@ -1195,7 +1195,7 @@ private static final long serialVersionUID = 0L;
      * keys, if set, keeps only memories with one of these keys (exact match).
      * </pre>
      *
-     * <code>repeated string keys = 2;</code>
+     * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The keys to add.
      * @return This builder for chaining.
      */
@@ -1213,7 +1213,7 @@ private static final long serialVersionUID = 0L;
      * keys, if set, keeps only memories with one of these keys (exact match).
      * </pre>
      *
-     * <code>repeated string keys = 2;</code>
+     * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
      * @param values The keys to add.
      * @return This builder for chaining.
      */
@@ -1231,7 +1231,7 @@ private static final long serialVersionUID = 0L;
      * keys, if set, keeps only memories with one of these keys (exact match).
      * </pre>
      *
-     * <code>repeated string keys = 2;</code>
+     * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearKeys() {
@@ -1246,7 +1246,7 @@ private static final long serialVersionUID = 0L;
      * keys, if set, keeps only memories with one of these keys (exact match).
      * </pre>
      *
-     * <code>repeated string keys = 2;</code>
+     * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes of the keys to add.
      * @return This builder for chaining.
      */
@@ -1274,7 +1274,7 @@ private static final long serialVersionUID = 0L;
      * tags, if set, keeps only memories carrying all of these tags.
      * </pre>
      *
-     * <code>repeated string tags = 3;</code>
+     * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the tags.
      */
     public com.google.protobuf.ProtocolStringList
@@ -1287,7 +1287,7 @@ private static final long serialVersionUID = 0L;
      * tags, if set, keeps only memories carrying all of these tags.
      * </pre>
      *
-     * <code>repeated string tags = 3;</code>
+     * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
      * @return The count of tags.
      */
     public int getTagsCount() {
@@ -1298,7 +1298,7 @@ private static final long serialVersionUID = 0L;
      * tags, if set, keeps only memories carrying all of these tags.
      * </pre>
      *
-     * <code>repeated string tags = 3;</code>
+     * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The tags at the given index.
      */
@@ -1310,7 +1310,7 @@ private static final long serialVersionUID = 0L;
      * tags, if set, keeps only memories carrying all of these tags.
      * </pre>
      *
-     * <code>repeated string tags = 3;</code>
+     * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The bytes of the tags at the given index.
      */
@@ -1323,7 +1323,7 @@ private static final long serialVersionUID = 0L;
      * tags, if set, keeps only memories carrying all of these tags.
      * </pre>
      *
-     * <code>repeated string tags = 3;</code>
+     * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The tags to set.
      * @return This builder for chaining.
@@ -1342,7 +1342,7 @@ private static final long serialVersionUID = 0L;
      * tags, if set, keeps only memories carrying all of these tags.
      * </pre>
      *
-     * <code>repeated string tags = 3;</code>
+     * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The tags to add.
      * @return This builder for chaining.
      */
@@ -1360,7 +1360,7 @@ private static final long serialVersionUID = 0L;
      * tags, if set, keeps only memories carrying all of these tags.
      * </pre>
      *
-     * <code>repeated string tags = 3;</code>
+     * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
      * @param values The tags to add.
      * @return This builder for chaining.
      */
@@ -1378,7 +1378,7 @@ private static final long serialVersionUID = 0L;
      * tags, if set, keeps only memories carrying all of these tags.
      * </pre>
      *
-     * <code>repeated string tags = 3;</code>
+     * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearTags() {
@@ -1393,7 +1393,7 @@ private static final long serialVersionUID = 0L;
      * tags, if set, keeps only memories carrying all of these tags.
      * </pre>
      *
-     * <code>repeated string tags = 3;</code>
+     * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes of the tags to add.
      * @return This builder for chaining.
      */
@@ -1415,7 +1415,7 @@ private static final long serialVersionUID = 0L;
      * session memories are left out.
      * </pre>
      *
-     * <code>string session_id = 4;</code>
+     * <code>string session_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return The sessionId.
      */
     public java.lang.String getSessionId() {
@@ -1436,7 +1436,7 @@ private static final long serialVersionUID = 0L;
      * session memories are left out.
      * </pre>
      *
-     * <code>string session_id = 4;</code>
+     * <code>string session_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for sessionId.
      */
     public com.google.protobuf.ByteString
@@ -1458,7 +1458,7 @@ private static final long serialVersionUID = 0L;
      * session memories are left out.
      * </pre>
      *
-     * <code>string session_id = 4;</code>
+     * <code>string session_id = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The sessionId to set.
      * @return This builder for chaining.
      */
@@ -1476,7 +1476,7 @@ private static final long serialVersionUID = 0L;
      * session memories are left out.
      * </pre>
      *
-     * <code>string session_id = 4;</code>
+     * <code>string session_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSessionId() {
@@ -1491,7 +1491,7 @@ private static final long serialVersionUID = 0L;
      * session memories are left out.
      * </pre>
      *
-     * <code>string session_id = 4;</code>
+     * <code>string session_id = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for sessionId to set.
      * @return This builder for chaining.
      */

@@ -15,7 +15,7 @@ public interface MemoryFilterOrBuilder extends
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the categories.
    */
   java.util.List<dev.memoryd.v1.Category> getCategoriesList();
@@ -24,7 +24,7 @@ public interface MemoryFilterOrBuilder extends
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @return The count of categories.
    */
   int getCategoriesCount();
@@ -33,7 +33,7 @@ public interface MemoryFilterOrBuilder extends
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The categories at the given index.
    */
@@ -43,7 +43,7 @@ public interface MemoryFilterOrBuilder extends
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the enum numeric values on the wire for categories.
    */
   java.util.List<java.lang.Integer>
@@ -53,7 +53,7 @@ public interface MemoryFilterOrBuilder extends
    * categories, if set, keeps only these categories.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Category categories = 1;</code>
+   * <code>repeated .memoryd.v1.Category categories = 1 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The enum numeric value on the wire of categories at the given index.
    */
@@ -64,7 +64,7 @@ public interface MemoryFilterOrBuilder extends
    * keys, if set, keeps only memories with one of these keys (exact match).
    * </pre>
    *
-   * <code>repeated string keys = 2;</code>
+   * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the keys.
    */
   java.util.List<java.lang.String>
@@ -74,7 +74,7 @@ public interface MemoryFilterOrBuilder extends
    * keys, if set, keeps only memories with one of these keys (exact match).
    * </pre>
    *
-   * <code>repeated string keys = 2;</code>
+   * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
    * @return The count of keys.
    */
   int getKeysCount();
@@ -83,7 +83,7 @@ public interface MemoryFilterOrBuilder extends
    * keys, if set, keeps only memories with one of these keys (exact match).
    * </pre>
    *
-   * <code>repeated string keys = 2;</code>
+   * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The keys at the given index.
    */
@@ -93,7 +93,7 @@ public interface MemoryFilterOrBuilder extends
    * keys, if set, keeps only memories with one of these keys (exact match).
    * </pre>
    *
-   * <code>repeated string keys = 2;</code>
+   * <code>repeated string keys = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the keys at the given index.
    */
@@ -105,7 +105,7 @@ public interface MemoryFilterOrBuilder extends
    * tags, if set, keeps only memories carrying all of these tags.
    * </pre>
    *
-   * <code>repeated string tags = 3;</code>
+   * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the tags.
    */
   java.util.List<java.lang.String>
@@ -115,7 +115,7 @@ public interface MemoryFilterOrBuilder extends
    * tags, if set, keeps only memories carrying all of these tags.
    * </pre>
    *
-   * <code>repeated string tags = 3;</code>
+   * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
    * @return The count of tags.
    */
   int getTagsCount();
@@ -124,7 +124,7 @@ public interface MemoryFilterOrBuilder extends
    * tags, if set, keeps only memories carrying all of these tags.
    * </pre>
    *
-   * <code>repeated string tags = 3;</code>
+   * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The tags at the given index.
    */
@@ -134,7 +134,7 @@ public interface MemoryFilterOrBuilder extends
    * tags, if set, keeps only memories carrying all of these tags.
    * </pre>
    *
-   * <code>repeated string tags = 3;</code>
+   * <code>repeated string tags = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the tags at the given index.
    */
@@ -147,7 +147,7 @@ public interface MemoryFilterOrBuilder extends
    * session memories are left out.
    * </pre>
    *
-   * <code>string session_id = 4;</code>
+   * <code>string session_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The sessionId.
    */
   java.lang.String getSessionId();
@@ -157,7 +157,7 @@ public interface MemoryFilterOrBuilder extends
    * session memories are left out.
    * </pre>
    *
-   * <code>string session_id = 4;</code>
+   * <code>string session_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for sessionId.
    */
   com.google.protobuf.ByteString

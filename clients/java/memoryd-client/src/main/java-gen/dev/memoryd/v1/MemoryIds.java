@@ -63,7 +63,7 @@ private static final long serialVersionUID = 0L;
    * ids of memories (UUIDs): 1 to 1,000 of them.
    * </pre>
    *
-   * <code>repeated string ids = 1;</code>
+   * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the ids.
    */
   public com.google.protobuf.ProtocolStringList
@@ -75,7 +75,7 @@ private static final long serialVersionUID = 0L;
    * ids of memories (UUIDs): 1 to 1,000 of them.
    * </pre>
    *
-   * <code>repeated string ids = 1;</code>
+   * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
    * @return The count of ids.
    */
   public int getIdsCount() {
@@ -86,7 +86,7 @@ private static final long serialVersionUID = 0L;
    * ids of memories (UUIDs): 1 to 1,000 of them.
    * </pre>
    *
-   * <code>repeated string ids = 1;</code>
+   * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The ids at the given index.
    */
@@ -98,7 +98,7 @@ private static final long serialVersionUID = 0L;
    * ids of memories (UUIDs): 1 to 1,000 of them.
    * </pre>
    *
-   * <code>repeated string ids = 1;</code>
+   * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the ids at the given index.
    */
@@ -436,7 +436,7 @@ private static final long serialVersionUID = 0L;
      * ids of memories (UUIDs): 1 to 1,000 of them.
      * </pre>
      *
-     * <code>repeated string ids = 1;</code>
+     * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the ids.
      */
     public com.google.protobuf.ProtocolStringList
@@ -449,7 +449,7 @@ private static final long serialVersionUID = 0L;
      * ids of memories (UUIDs): 1 to 1,000 of them.
      * </pre>
      *
-     * <code>repeated string ids = 1;</code>
+     * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
      * @return The count of ids.
      */
     public int getIdsCount() {
@@ -460,7 +460,7 @@ private static final long serialVersionUID = 0L;
      * ids of memories (UUIDs): 1 to 1,000 of them.
      * </pre>
      *
-     * <code>repeated string ids = 1;</code>
+     * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The ids at the given index.
      */
@@ -472,7 +472,7 @@ private static final long serialVersionUID = 0L;
      * ids of memories (UUIDs): 1 to 1,000 of them.
      * </pre>
      *
-     * <code>repeated string ids = 1;</code>
+     * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The bytes of the ids at the given index.
      */
@@ -485,7 +485,7 @@ private static final long serialVersionUID = 0L;
      * ids of memories (UUIDs): 1 to 1,000 of them.
      * </pre>
      *
-     * <code>repeated string ids = 1;</code>
+     * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The ids to set.
      * @return This builder for chaining.
@@ -504,7 +504,7 @@ private static final long serialVersionUID = 0L;
      * ids of memories (UUIDs): 1 to 1,000 of them.
      * </pre>
      *
-     * <code>repeated string ids = 1;</code>
+     * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The ids to add.
      * @return This builder for chaining.
      */
@@ -522,7 +522,7 @@ private static final long serialVersionUID = 0L;
      * ids of memories (UUIDs): 1 to 1,000 of them.
      * </pre>
      *
-     * <code>repeated string ids = 1;</code>
+     * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
      * @param values The ids to add.
      * @return This builder for chaining.
      */
@@ -540,7 +540,7 @@ private static final long serialVersionUID = 0L;
      * ids of memories (UUIDs): 1 to 1,000 of them.
      * </pre>
      *
-     * <code>repeated string ids = 1;</code>
+     * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearIds() {
@@ -555,7 +555,7 @@ private static final long serialVersionUID = 0L;
      * ids of memories (UUIDs): 1 to 1,000 of them.
      * </pre>
      *
-     * <code>repeated string ids = 1;</code>
+     * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes of the ids to add.
      * @return This builder for chaining.
      */

@@ -15,7 +15,7 @@ public interface MemoryIdsOrBuilder extends
    * ids of memories (UUIDs): 1 to 1,000 of them.
    * </pre>
    *
-   * <code>repeated string ids = 1;</code>
+   * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the ids.
    */
   java.util.List<java.lang.String>
@@ -25,7 +25,7 @@ public interface MemoryIdsOrBuilder extends
    * ids of memories (UUIDs): 1 to 1,000 of them.
    * </pre>
    *
-   * <code>repeated string ids = 1;</code>
+   * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
    * @return The count of ids.
    */
   int getIdsCount();
@@ -34,7 +34,7 @@ public interface MemoryIdsOrBuilder extends
    * ids of memories (UUIDs): 1 to 1,000 of them.
    * </pre>
    *
-   * <code>repeated string ids = 1;</code>
+   * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The ids at the given index.
    */
@@ -44,7 +44,7 @@ public interface MemoryIdsOrBuilder extends
    * ids of memories (UUIDs): 1 to 1,000 of them.
    * </pre>
    *
-   * <code>repeated string ids = 1;</code>
+   * <code>repeated string ids = 1 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the ids at the given index.
    */

@@ -171,149 +171,172 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
   static {
     java.lang.String[] descriptorData = {
       "\n\037memoryd/v1/memory_service.proto\022\nmemor" +
-      "yd.v1\032\037google/protobuf/timestamp.proto\032\027" +
-      "memoryd/v1/memory.proto\"\330\001\n\014WriteRequest" +
-      "\022\017\n\007subject\030\001 \001(\t\022&\n\005items\030\002 \003(\0132\027.memor" +
-      "yd.v1.MemoryDraft\022\037\n\005turns\030\003 \003(\0132\020.memor" +
-      "yd.v1.Turn\022\027\n\017idempotency_key\030\004 \001(\t\022,\n\013c" +
-      "onsistency\030\005 \001(\0162\027.memoryd.v1.Consistenc" +
-      "y\022\'\n\tturn_mode\030\006 \001(\0162\024.memoryd.v1.TurnMo" +
-      "de\"l\n\013WriteResult\022\021\n\tmemory_id\030\001 \001(\t\022)\n\007" +
-      "outcome\030\002 \001(\0162\030.memoryd.v1.WriteOutcome\022" +
-      "\016\n\006reason\030\003 \001(\t\022\017\n\007version\030\004 \001(\003\"\220\001\n\rWri" +
-      "teResponse\022(\n\007results\030\001 \003(\0132\027.memoryd.v1" +
-      ".WriteResult\022\031\n\021extraction_job_id\030\002 \001(\t\022" +
-      "\017\n\007indexed\030\003 \001(\010\022)\n\007dropped\030\004 \003(\0132\030.memo" +
-      "ryd.v1.DroppedCount\"\200\001\n\014ScoreWeights\022\027\n\n" +
-      "similarity\030\001 \001(\002H\000\210\001\001\022\024\n\007recency\030\002 \001(\002H\001" +
-      "\210\001\001\022\027\n\nimportance\030\003 \001(\002H\002\210\001\001B\r\n\013_similar" +
-      "ityB\n\n\010_recencyB\r\n\013_importance\"\227\002\n\rRecal" +
-      "lRequest\022\017\n\007subject\030\001 \001(\t\022\r\n\005query\030\002 \001(\t" +
-      "\022\014\n\004keys\030\003 \003(\t\022(\n\006filter\030\004 \001(\0132\030.memoryd" +
-      ".v1.MemoryFilter\022\r\n\005top_k\030\005 \001(\005\022\024\n\014token" +
-      "_budget\030\006 \001(\005\022)\n\007weights\030\007 \001(\0132\030.memoryd" +
-      ".v1.ScoreWeights\022\024\n\014render_block\030\010 \001(\010\022\032" +
-      "\n\rmin_relevance\030\t \001(\002H\000\210\001\001\022\032\n\022exclude_ne" +
-      "ighbours\030\n \001(\010B\020\n\016_min_relevance\"\263\002\n\014Sco" +
-      "redMemory\022\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.M" +
-      "emory\022\r\n\005score\030\002 \001(\002\022\022\n\nsimilarity\030\003 \001(\002" +
-      "\022\017\n\007recency\030\004 \001(\002\022\022\n\nimportance\030\005 \001(\002\022\024\n" +
-      "\014keyword_rank\030\006 \001(\005\022\022\n\ndense_rank\030\007 \001(\005\022" +
-      "\021\n\trelevance\030\010 \001(\002\022\023\n\006cosine\030\t \001(\002H\000\210\001\001\022" +
-      "\031\n\021keyword_relevance\030\n \001(\002\022\024\n\014neighbour_" +
-      "of\030\013 \001(\t\022\024\n\014named_entity\030\014 \001(\t\022\023\n\013entity" +
-      "_lift\030\r \001(\002B\t\n\007_cosine\"v\n\016RecallResponse" +
-      "\022*\n\010memories\030\001 \003(\0132\030.memoryd.v1.ScoredMe" +
-      "mory\022\r\n\005block\030\002 \001(\t\022\020\n\010degraded\030\003 \001(\010\022\027\n" +
-      "\017degraded_reason\030\004 \001(\t\"\030\n\tMemoryIds\022\013\n\003i" +
-      "ds\030\001 \003(\t\"\363\001\n\014EraseRequest\022\017\n\007subject\030\001 \001" +
-      "(\t\022$\n\003ids\030\002 \001(\0132\025.memoryd.v1.MemoryIdsH\000" +
-      "\022\r\n\003key\030\003 \001(\tH\000\022\030\n\016source_turn_id\030\004 \001(\tH" +
-      "\000\022(\n\010category\030\005 \001(\0162\024.memoryd.v1.Categor" +
-      "yH\000\022\030\n\016all_of_subject\030\006 \001(\010H\000\022#\n\004mode\030\007 " +
-      "\001(\0162\025.memoryd.v1.EraseMode\022\016\n\006reason\030\010 \001" +
-      "(\tB\n\n\010selector\"n\n\013StoreCounts\022\020\n\010memorie" +
-      "s\030\001 \001(\003\022\020\n\010versions\030\002 \001(\003\022\016\n\006outbox\030\003 \001(" +
-      "\003\022\017\n\007vectors\030\004 \001(\003\022\014\n\004jobs\030\005 \001(\003\022\014\n\004keys" +
-      "\030\006 \001(\003\"\366\001\n\016ErasureReceipt\022\020\n\010erase_id\030\001 " +
-      "\001(\t\022#\n\004mode\030\002 \001(\0162\025.memoryd.v1.EraseMode" +
-      "\022\'\n\006counts\030\003 \001(\0132\027.memoryd.v1.StoreCount" +
-      "s\022\020\n\010verified\030\004 \001(\010\022.\n\nstarted_at\030\005 \001(\0132" +
-      "\032.google.protobuf.Timestamp\022/\n\013finished_" +
-      "at\030\006 \001(\0132\032.google.protobuf.Timestamp\022\021\n\t" +
-      "unchecked\030\007 \003(\t\"<\n\rEraseResponse\022+\n\007rece" +
-      "ipt\030\001 \001(\0132\032.memoryd.v1.ErasureReceipt\"\241\001" +
-      "\n\021MemoryViewRequest\022\017\n\007subject\030\001 \001(\t\022(\n\006" +
-      "filter\030\002 \001(\0132\030.memoryd.v1.MemoryFilter\022*" +
-      "\n\010statuses\030\003 \003(\0162\030.memoryd.v1.MemoryStat" +
-      "us\022\021\n\tpage_size\030\004 \001(\005\022\022\n\npage_token\030\005 \001(" +
-      "\t\"s\n\022MemoryViewResponse\022$\n\010memories\030\001 \003(" +
-      "\0132\022.memoryd.v1.Memory\022\027\n\017next_page_token" +
-      "\030\002 \001(\t\022\036\n\004view\030\003 \001(\0132\020.memoryd.v1.View\"^" +
-      "\n\021GetHistoryRequest\022\017\n\007subject\030\001 \001(\t\022\021\n\t" +
-      "memory_id\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npa" +
-      "ge_token\030\004 \001(\t\"\214\001\n\rMemoryVersion\022\"\n\006memo" +
-      "ry\030\001 \001(\0132\022.memoryd.v1.Memory\022&\n\006change\030\002" +
-      " \001(\0162\026.memoryd.v1.ChangeKind\022/\n\013recorded" +
-      "_at\030\003 \001(\0132\032.google.protobuf.Timestamp\"Z\n" +
-      "\022GetHistoryResponse\022+\n\010versions\030\001 \003(\0132\031." +
-      "memoryd.v1.MemoryVersion\022\027\n\017next_page_to" +
-      "ken\030\002 \001(\t\"-\n\014DroppedCount\022\016\n\006reason\030\001 \001(" +
-      "\t\022\r\n\005count\030\002 \001(\003\"\301\002\n\rExtractionJob\022\n\n\002id" +
-      "\030\001 \001(\t\022\017\n\007subject\030\002 \001(\t\022-\n\005state\030\003 \001(\0162\036" +
-      ".memoryd.v1.ExtractionJobState\022\r\n\005turns\030" +
-      "\004 \001(\005\022\020\n\010attempts\030\005 \001(\005\022\r\n\005error\030\006 \001(\t\022(" +
-      "\n\007results\030\007 \003(\0132\027.memoryd.v1.WriteResult" +
-      "\022)\n\007dropped\030\010 \003(\0132\030.memoryd.v1.DroppedCo" +
-      "unt\022.\n\ncreated_at\030\t \001(\0132\032.google.protobu" +
-      "f.Timestamp\022/\n\013finished_at\030\n \001(\0132\032.googl" +
-      "e.protobuf.Timestamp\":\n\027GetExtractionJob" +
-      "Request\022\017\n\007subject\030\001 \001(\t\022\016\n\006job_id\030\002 \001(\t" +
-      "\"B\n\030GetExtractionJobResponse\022&\n\003job\030\001 \001(" +
-      "\0132\031.memoryd.v1.ExtractionJob\"\204\001\n\026Resolve" +
-      "ConflictRequest\022\017\n\007subject\030\001 \001(\t\022\021\n\tmemo" +
-      "ry_id\030\002 \001(\t\0222\n\nresolution\030\003 \001(\0162\036.memory" +
-      "d.v1.ConflictResolution\022\022\n\npending_id\030\004 " +
-      "\001(\t\"=\n\027ResolveConflictResponse\022\"\n\006memory" +
-      "\030\001 \001(\0132\022.memoryd.v1.Memory\"<\n\025ExportMemo" +
-      "riesRequest\022\017\n\007subject\030\001 \001(\t\022\022\n\npassphra" +
-      "se\030\002 \001(\t\";\n\026ExportMemoriesResponse\022\017\n\007ar" +
-      "chive\030\001 \001(\014\022\020\n\010memories\030\002 \001(\003\"M\n\025ImportM" +
-      "emoriesRequest\022\017\n\007subject\030\001 \001(\t\022\017\n\007archi" +
-      "ve\030\002 \001(\014\022\022\n\npassphrase\030\003 \001(\t\"B\n\026ImportMe" +
-      "moriesResponse\022(\n\007results\030\001 \003(\0132\027.memory" +
-      "d.v1.WriteResult*e\n\013Consistency\022\033\n\027CONSI" +
-      "STENCY_UNSPECIFIED\020\000\022\033\n\027CONSISTENCY_INDE" +
-      "X_ASYNC\020\001\022\034\n\030CONSISTENCY_WAIT_INDEXED\020\002*" +
-      "\212\002\n\014WriteOutcome\022\035\n\031WRITE_OUTCOME_UNSPEC" +
-      "IFIED\020\000\022\031\n\025WRITE_OUTCOME_CREATED\020\001\022\031\n\025WR" +
-      "ITE_OUTCOME_UPDATED\020\002\022\033\n\027WRITE_OUTCOME_V" +
-      "ERSIONED\020\003\022\030\n\024WRITE_OUTCOME_MERGED\020\004\022\033\n\027" +
-      "WRITE_OUTCOME_UNCHANGED\020\005\022\032\n\026WRITE_OUTCO" +
-      "ME_REJECTED\020\006\022\031\n\025WRITE_OUTCOME_PENDING\020\007" +
-      "\022\032\n\026WRITE_OUTCOME_ACCEPTED\020\010*Q\n\010TurnMode" +
-      "\022\031\n\025TURN_MODE_UNSPECIFIED\020\000\022\025\n\021TURN_MODE" +
-      "_EXTRACT\020\001\022\023\n\017TURN_MODE_CHUNK\020\002*T\n\tErase" +
-      "Mode\022\032\n\026ERASE_MODE_UNSPECIFIED\020\000\022\025\n\021ERAS" +
-      "E_MODE_FORGET\020\001\022\024\n\020ERASE_MODE_PURGE\020\002*\251\001" +
-      "\n\nChangeKind\022\033\n\027CHANGE_KIND_UNSPECIFIED\020" +
-      "\000\022\027\n\023CHANGE_KIND_CREATED\020\001\022\027\n\023CHANGE_KIN" +
-      "D_UPDATED\020\002\022\031\n\025CHANGE_KIND_VERSIONED\020\003\022\026" +
-      "\n\022CHANGE_KIND_MERGED\020\004\022\031\n\025CHANGE_KIND_FO" +
-      "RGOTTEN\020\005*\302\001\n\022ExtractionJobState\022$\n EXTR" +
-      "ACTION_JOB_STATE_UNSPECIFIED\020\000\022\037\n\033EXTRAC" +
-      "TION_JOB_STATE_QUEUED\020\001\022 \n\034EXTRACTION_JO" +
-      "B_STATE_RUNNING\020\002\022\"\n\036EXTRACTION_JOB_STAT" +
-      "E_SUCCEEDED\020\003\022\037\n\033EXTRACTION_JOB_STATE_FA" +
-      "ILED\020\004*\207\001\n\022ConflictResolution\022#\n\037CONFLIC" +
-      "T_RESOLUTION_UNSPECIFIED\020\000\022$\n CONFLICT_R" +
-      "ESOLUTION_KEEP_CURRENT\020\001\022&\n\"CONFLICT_RES" +
-      "OLUTION_ACCEPT_PENDING\020\0022\323\005\n\rMemoryServi" +
-      "ce\022<\n\005Write\022\030.memoryd.v1.WriteRequest\032\031." +
-      "memoryd.v1.WriteResponse\022?\n\006Recall\022\031.mem" +
-      "oryd.v1.RecallRequest\032\032.memoryd.v1.Recal" +
-      "lResponse\022<\n\005Erase\022\030.memoryd.v1.EraseReq" +
-      "uest\032\031.memoryd.v1.EraseResponse\022K\n\nMemor" +
-      "yView\022\035.memoryd.v1.MemoryViewRequest\032\036.m" +
-      "emoryd.v1.MemoryViewResponse\022K\n\nGetHisto" +
-      "ry\022\035.memoryd.v1.GetHistoryRequest\032\036.memo" +
-      "ryd.v1.GetHistoryResponse\022]\n\020GetExtracti" +
-      "onJob\022#.memoryd.v1.GetExtractionJobReque" +
-      "st\032$.memoryd.v1.GetExtractionJobResponse" +
-      "\022Z\n\017ResolveConflict\022\".memoryd.v1.Resolve" +
-      "ConflictRequest\032#.memoryd.v1.ResolveConf" +
-      "lictResponse\022W\n\016ExportMemories\022!.memoryd" +
-      ".v1.ExportMemoriesRequest\032\".memoryd.v1.E" +
-      "xportMemoriesResponse\022W\n\016ImportMemories\022" +
-      "!.memoryd.v1.ImportMemoriesRequest\032\".mem" +
-      "oryd.v1.ImportMemoriesResponseBR\n\016dev.me" +
-      "moryd.v1P\001Z>github.com/memoryd/memoryd/c" +
-      "lients/go/gen/memoryd/v1;memorydv1b\006prot" +
-      "o3"
+      "yd.v1\032\033buf/validate/validate.proto\032\037goog" +
+      "le/protobuf/timestamp.proto\032\027memoryd/v1/" +
+      "memory.proto\"\256\002\n\014WriteRequest\022<\n\007subject" +
+      "\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9" +
+      "._:@-]*$\310\001\001\022&\n\005items\030\002 \003(\0132\027.memoryd.v1." +
+      "MemoryDraft\022*\n\005turns\030\003 \003(\0132\020.memoryd.v1." +
+      "TurnB\t\272H\006\222\001\003\020\310\001\022!\n\017idempotency_key\030\004 \001(\t" +
+      "B\010\272H\005r\003(\200\001\0226\n\013consistency\030\005 \001(\0162\027.memory" +
+      "d.v1.ConsistencyB\010\272H\005\202\001\002\020\001\0221\n\tturn_mode\030" +
+      "\006 \001(\0162\024.memoryd.v1.TurnModeB\010\272H\005\202\001\002\020\001\"l\n" +
+      "\013WriteResult\022\021\n\tmemory_id\030\001 \001(\t\022)\n\007outco" +
+      "me\030\002 \001(\0162\030.memoryd.v1.WriteOutcome\022\016\n\006re" +
+      "ason\030\003 \001(\t\022\017\n\007version\030\004 \001(\003\"\220\001\n\rWriteRes" +
+      "ponse\022(\n\007results\030\001 \003(\0132\027.memoryd.v1.Writ" +
+      "eResult\022\031\n\021extraction_job_id\030\002 \001(\t\022\017\n\007in" +
+      "dexed\030\003 \001(\010\022)\n\007dropped\030\004 \003(\0132\030.memoryd.v" +
+      "1.DroppedCount\"\263\001\n\014ScoreWeights\022(\n\nsimil" +
+      "arity\030\001 \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\000\210\001\001\022%\n\007rec" +
+      "ency\030\002 \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\001\210\001\001\022(\n\nimpo" +
+      "rtance\030\003 \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\002\210\001\001B\r\n\013_s" +
+      "imilarityB\n\n\010_recencyB\r\n\013_importance\"\230\003\n" +
+      "\rRecallRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200" +
+      "\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\r\n\005" +
+      "query\030\002 \001(\t\022=\n\004keys\030\003 \003(\tB/\272H,\222\001)\"\'r%\020\001(" +
+      "\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:/-]*$\022(\n\006fi" +
+      "lter\030\004 \001(\0132\030.memoryd.v1.MemoryFilter\022\026\n\005" +
+      "top_k\030\005 \001(\005B\007\272H\004\032\002(\000\022\035\n\014token_budget\030\006 \001" +
+      "(\005B\007\272H\004\032\002(\000\022)\n\007weights\030\007 \001(\0132\030.memoryd.v" +
+      "1.ScoreWeights\022\024\n\014render_block\030\010 \001(\010\022+\n\r" +
+      "min_relevance\030\t \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\000\210\001" +
+      "\001\022\032\n\022exclude_neighbours\030\n \001(\010B\020\n\016_min_re" +
+      "levance\"\263\002\n\014ScoredMemory\022\"\n\006memory\030\001 \001(\013" +
+      "2\022.memoryd.v1.Memory\022\r\n\005score\030\002 \001(\002\022\022\n\ns" +
+      "imilarity\030\003 \001(\002\022\017\n\007recency\030\004 \001(\002\022\022\n\nimpo" +
+      "rtance\030\005 \001(\002\022\024\n\014keyword_rank\030\006 \001(\005\022\022\n\nde" +
+      "nse_rank\030\007 \001(\005\022\021\n\trelevance\030\010 \001(\002\022\023\n\006cos" +
+      "ine\030\t \001(\002H\000\210\001\001\022\031\n\021keyword_relevance\030\n \001(" +
+      "\002\022\024\n\014neighbour_of\030\013 \001(\t\022\024\n\014named_entity\030" +
+      "\014 \001(\t\022\023\n\013entity_lift\030\r \001(\002B\t\n\007_cosine\"v\n" +
+      "\016RecallResponse\022*\n\010memories\030\001 \003(\0132\030.memo" +
+      "ryd.v1.ScoredMemory\022\r\n\005block\030\002 \001(\t\022\020\n\010de" +
+      "graded\030\003 \001(\010\022\027\n\017degraded_reason\030\004 \001(\t\")\n" +
+      "\tMemoryIds\022\034\n\003ids\030\001 \003(\tB\017\272H\014\222\001\t\010\001\"\005r\003\260\001\001" +
+      "\"\243\003\n\014EraseRequest\022<\n\007subject\030\001 \001(\tB+\272H(r" +
+      "#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022" +
+      "$\n\003ids\030\002 \001(\0132\025.memoryd.v1.MemoryIdsH\000\0229\n" +
+      "\003key\030\003 \001(\tB*\272H\'r%\020\001(\200\0012\036^[A-Za-z0-9][A-Z" +
+      "a-z0-9._:/-]*$H\000\022E\n\016source_turn_id\030\004 \001(\t" +
+      "B+\272H(r&\020\001(\200\0012\037^[A-Za-z0-9][A-Za-z0-9._:@" +
+      "/-]*$H\000\0224\n\010category\030\005 \001(\0162\024.memoryd.v1.C" +
+      "ategoryB\n\272H\007\202\001\004\020\001 \000H\000\022\030\n\016all_of_subject\030" +
+      "\006 \001(\010H\000\0220\n\004mode\030\007 \001(\0162\025.memoryd.v1.Erase" +
+      "ModeB\013\272H\010\202\001\002\020\001\310\001\001\022\030\n\006reason\030\010 \001(\tB\010\272H\005r\003" +
+      "(\200\004B\021\n\010selector\022\005\272H\002\010\001\"n\n\013StoreCounts\022\020\n" +
+      "\010memories\030\001 \001(\003\022\020\n\010versions\030\002 \001(\003\022\016\n\006out" +
+      "box\030\003 \001(\003\022\017\n\007vectors\030\004 \001(\003\022\014\n\004jobs\030\005 \001(\003" +
+      "\022\014\n\004keys\030\006 \001(\003\"\366\001\n\016ErasureReceipt\022\020\n\010era" +
+      "se_id\030\001 \001(\t\022#\n\004mode\030\002 \001(\0162\025.memoryd.v1.E" +
+      "raseMode\022\'\n\006counts\030\003 \001(\0132\027.memoryd.v1.St" +
+      "oreCounts\022\020\n\010verified\030\004 \001(\010\022.\n\nstarted_a" +
+      "t\030\005 \001(\0132\032.google.protobuf.Timestamp\022/\n\013f" +
+      "inished_at\030\006 \001(\0132\032.google.protobuf.Times" +
+      "tamp\022\021\n\tunchecked\030\007 \003(\t\"<\n\rEraseResponse" +
+      "\022+\n\007receipt\030\001 \001(\0132\032.memoryd.v1.ErasureRe" +
+      "ceipt\"\362\001\n\021MemoryViewRequest\022<\n\007subject\030\001" +
+      " \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._" +
+      ":@-]*$\310\001\001\022(\n\006filter\030\002 \001(\0132\030.memoryd.v1.M" +
+      "emoryFilter\022;\n\010statuses\030\003 \003(\0162\030.memoryd." +
+      "v1.MemoryStatusB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022\032\n\tpage" +
+      "_size\030\004 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_token\030\005 \001(\t" +
+      "B\010\272H\005r\003(\200\010\"s\n\022MemoryViewResponse\022$\n\010memo" +
+      "ries\030\001 \003(\0132\022.memoryd.v1.Memory\022\027\n\017next_p" +
+      "age_token\030\002 \001(\t\022\036\n\004view\030\003 \001(\0132\020.memoryd." +
+      "v1.View\"\253\001\n\021GetHistoryRequest\022<\n\007subject" +
+      "\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9" +
+      "._:@-]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001" +
+      "\310\001\001\022\032\n\tpage_size\030\003 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_" +
+      "token\030\004 \001(\tB\010\272H\005r\003(\200\010\"\214\001\n\rMemoryVersion\022" +
+      "\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.Memory\022&\n\006c" +
+      "hange\030\002 \001(\0162\026.memoryd.v1.ChangeKind\022/\n\013r" +
+      "ecorded_at\030\003 \001(\0132\032.google.protobuf.Times" +
+      "tamp\"Z\n\022GetHistoryResponse\022+\n\010versions\030\001" +
+      " \003(\0132\031.memoryd.v1.MemoryVersion\022\027\n\017next_" +
+      "page_token\030\002 \001(\t\"-\n\014DroppedCount\022\016\n\006reas" +
+      "on\030\001 \001(\t\022\r\n\005count\030\002 \001(\003\"\301\002\n\rExtractionJo" +
+      "b\022\n\n\002id\030\001 \001(\t\022\017\n\007subject\030\002 \001(\t\022-\n\005state\030" +
+      "\003 \001(\0162\036.memoryd.v1.ExtractionJobState\022\r\n" +
+      "\005turns\030\004 \001(\005\022\020\n\010attempts\030\005 \001(\005\022\r\n\005error\030" +
+      "\006 \001(\t\022(\n\007results\030\007 \003(\0132\027.memoryd.v1.Writ" +
+      "eResult\022)\n\007dropped\030\010 \003(\0132\030.memoryd.v1.Dr" +
+      "oppedCount\022.\n\ncreated_at\030\t \001(\0132\032.google." +
+      "protobuf.Timestamp\022/\n\013finished_at\030\n \001(\0132" +
+      "\032.google.protobuf.Timestamp\"t\n\027GetExtrac" +
+      "tionJobRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200" +
+      "\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\033\n\006" +
+      "job_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\"B\n\030GetExtracti" +
+      "onJobResponse\022&\n\003job\030\001 \001(\0132\031.memoryd.v1." +
+      "ExtractionJob\"\330\001\n\026ResolveConflictRequest" +
+      "\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9" +
+      "][A-Za-z0-9._:@-]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(" +
+      "\tB\013\272H\010r\003\260\001\001\310\001\001\022?\n\nresolution\030\003 \001(\0162\036.mem" +
+      "oryd.v1.ConflictResolutionB\013\272H\010\202\001\002\020\001\310\001\001\022" +
+      "\037\n\npending_id\030\004 \001(\tB\013\272H\010r\003\260\001\001\330\001\001\"=\n\027Reso" +
+      "lveConflictResponse\022\"\n\006memory\030\001 \001(\0132\022.me" +
+      "moryd.v1.Memory\"x\n\025ExportMemoriesRequest" +
+      "\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9" +
+      "][A-Za-z0-9._:@-]*$\310\001\001\022!\n\npassphrase\030\002 \001" +
+      "(\tB\r\272H\nr\005 \010(\200\010\330\001\001\";\n\026ExportMemoriesRespo" +
+      "nse\022\017\n\007archive\030\001 \001(\014\022\020\n\010memories\030\002 \001(\003\"\221" +
+      "\001\n\025ImportMemoriesRequest\022<\n\007subject\030\001 \001(" +
+      "\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-" +
+      "]*$\310\001\001\022\027\n\007archive\030\002 \001(\014B\006\272H\003\310\001\001\022!\n\npassp" +
+      "hrase\030\003 \001(\tB\r\272H\nr\005 \010(\200\010\330\001\001\"B\n\026ImportMemo" +
+      "riesResponse\022(\n\007results\030\001 \003(\0132\027.memoryd." +
+      "v1.WriteResult*e\n\013Consistency\022\033\n\027CONSIST" +
+      "ENCY_UNSPECIFIED\020\000\022\033\n\027CONSISTENCY_INDEX_" +
+      "ASYNC\020\001\022\034\n\030CONSISTENCY_WAIT_INDEXED\020\002*\212\002" +
+      "\n\014WriteOutcome\022\035\n\031WRITE_OUTCOME_UNSPECIF" +
+      "IED\020\000\022\031\n\025WRITE_OUTCOME_CREATED\020\001\022\031\n\025WRIT" +
+      "E_OUTCOME_UPDATED\020\002\022\033\n\027WRITE_OUTCOME_VER" +
+      "SIONED\020\003\022\030\n\024WRITE_OUTCOME_MERGED\020\004\022\033\n\027WR" +
+      "ITE_OUTCOME_UNCHANGED\020\005\022\032\n\026WRITE_OUTCOME" +
+      "_REJECTED\020\006\022\031\n\025WRITE_OUTCOME_PENDING\020\007\022\032" +
+      "\n\026WRITE_OUTCOME_ACCEPTED\020\010*Q\n\010TurnMode\022\031" +
+      "\n\025TURN_MODE_UNSPECIFIED\020\000\022\025\n\021TURN_MODE_E" +
+      "XTRACT\020\001\022\023\n\017TURN_MODE_CHUNK\020\002*T\n\tEraseMo" +
+      "de\022\032\n\026ERASE_MODE_UNSPECIFIED\020\000\022\025\n\021ERASE_" +
+      "MODE_FORGET\020\001\022\024\n\020ERASE_MODE_PURGE\020\002*\251\001\n\n" +
+      "ChangeKind\022\033\n\027CHANGE_KIND_UNSPECIFIED\020\000\022" +
+      "\027\n\023CHANGE_KIND_CREATED\020\001\022\027\n\023CHANGE_KIND_" +
+      "UPDATED\020\002\022\031\n\025CHANGE_KIND_VERSIONED\020\003\022\026\n\022" +
+      "CHANGE_KIND_MERGED\020\004\022\031\n\025CHANGE_KIND_FORG" +
+      "OTTEN\020\005*\302\001\n\022ExtractionJobState\022$\n EXTRAC" +
+      "TION_JOB_STATE_UNSPECIFIED\020\000\022\037\n\033EXTRACTI" +
+      "ON_JOB_STATE_QUEUED\020\001\022 \n\034EXTRACTION_JOB_" +
+      "STATE_RUNNING\020\002\022\"\n\036EXTRACTION_JOB_STATE_" +
+      "SUCCEEDED\020\003\022\037\n\033EXTRACTION_JOB_STATE_FAIL" +
+      "ED\020\004*\207\001\n\022ConflictResolution\022#\n\037CONFLICT_" +
+      "RESOLUTION_UNSPECIFIED\020\000\022$\n CONFLICT_RES" +
+      "OLUTION_KEEP_CURRENT\020\001\022&\n\"CONFLICT_RESOL" +
+      "UTION_ACCEPT_PENDING\020\0022\323\005\n\rMemoryService" +
+      "\022<\n\005Write\022\030.memoryd.v1.WriteRequest\032\031.me" +
+      "moryd.v1.WriteResponse\022?\n\006Recall\022\031.memor" +
+      "yd.v1.RecallRequest\032\032.memoryd.v1.RecallR" +
+      "esponse\022<\n\005Erase\022\030.memoryd.v1.EraseReque" +
+      "st\032\031.memoryd.v1.EraseResponse\022K\n\nMemoryV" +
+      "iew\022\035.memoryd.v1.MemoryViewRequest\032\036.mem" +
+      "oryd.v1.MemoryViewResponse\022K\n\nGetHistory" +
+      "\022\035.memoryd.v1.GetHistoryRequest\032\036.memory" +
+      "d.v1.GetHistoryResponse\022]\n\020GetExtraction" +
+      "Job\022#.memoryd.v1.GetExtractionJobRequest" +
+      "\032$.memoryd.v1.GetExtractionJobResponse\022Z" +
+      "\n\017ResolveConflict\022\".memoryd.v1.ResolveCo" +
+      "nflictRequest\032#.memoryd.v1.ResolveConfli" +
+      "ctResponse\022W\n\016ExportMemories\022!.memoryd.v" +
+      "1.ExportMemoriesRequest\032\".memoryd.v1.Exp" +
+      "ortMemoriesResponse\022W\n\016ImportMemories\022!." +
+      "memoryd.v1.ImportMemoriesRequest\032\".memor" +
+      "yd.v1.ImportMemoriesResponseBR\n\016dev.memo" +
+      "ryd.v1P\001Z>github.com/memoryd/memoryd/cli" +
+      "ents/go/gen/memoryd/v1;memorydv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
+          build.buf.validate.ValidateProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
           dev.memoryd.v1.MemoryOuterClass.getDescriptor(),
         });
@@ -480,8 +503,15 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
         internal_static_memoryd_v1_ImportMemoriesResponse_descriptor,
         new java.lang.String[] { "Results", });
     descriptor.resolveAllFeaturesImmutable();
+    build.buf.validate.ValidateProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
     dev.memoryd.v1.MemoryOuterClass.getDescriptor();
+    com.google.protobuf.ExtensionRegistry registry =
+        com.google.protobuf.ExtensionRegistry.newInstance();
+    registry.add(build.buf.validate.ValidateProto.field);
+    registry.add(build.buf.validate.ValidateProto.oneof);
+    com.google.protobuf.Descriptors.FileDescriptor
+        .internalUpdateFileDescriptor(descriptor, registry);
   }
 
   // @@protoc_insertion_point(outer_class_scope)

@@ -64,7 +64,7 @@ private static final long serialVersionUID = 0L;
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -85,7 +85,7 @@ private static final long serialVersionUID = 0L;
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -159,7 +159,7 @@ private static final long serialVersionUID = 0L;
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the statuses.
    */
   @java.lang.Override
@@ -172,7 +172,7 @@ private static final long serialVersionUID = 0L;
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @return The count of statuses.
    */
   @java.lang.Override
@@ -184,7 +184,7 @@ private static final long serialVersionUID = 0L;
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The statuses at the given index.
    */
@@ -197,7 +197,7 @@ private static final long serialVersionUID = 0L;
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the enum numeric values on the wire for statuses.
    */
   @java.lang.Override
@@ -210,7 +210,7 @@ private static final long serialVersionUID = 0L;
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The enum numeric value on the wire of statuses at the given index.
    */
@@ -227,7 +227,7 @@ private static final long serialVersionUID = 0L;
    * page_size is 1 to 500; 0 means 50.
    * </pre>
    *
-   * <code>int32 page_size = 4;</code>
+   * <code>int32 page_size = 4 [(.buf.validate.field) = { ... }</code>
    * @return The pageSize.
    */
   @java.lang.Override
@@ -244,7 +244,7 @@ private static final long serialVersionUID = 0L;
    * grants nothing by itself, and the view is checked again on every page.
    * </pre>
    *
-   * <code>string page_token = 5;</code>
+   * <code>string page_token = 5 [(.buf.validate.field) = { ... }</code>
    * @return The pageToken.
    */
   @java.lang.Override
@@ -266,7 +266,7 @@ private static final long serialVersionUID = 0L;
    * grants nothing by itself, and the view is checked again on every page.
    * </pre>
    *
-   * <code>string page_token = 5;</code>
+   * <code>string page_token = 5 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for pageToken.
    */
   @java.lang.Override
@@ -741,7 +741,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -761,7 +761,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -782,7 +782,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -799,7 +799,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -813,7 +813,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -996,7 +996,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the statuses.
      */
     public java.util.List<dev.memoryd.v1.MemoryStatus> getStatusesList() {
@@ -1008,7 +1008,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @return The count of statuses.
      */
     public int getStatusesCount() {
@@ -1019,7 +1019,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The statuses at the given index.
      */
@@ -1031,7 +1031,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The statuses to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
@@ -1050,7 +1050,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The statuses to add.
      * @return This builder for chaining.
      */
@@ -1066,7 +1066,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @param values The statuses to add.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -1085,7 +1085,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearStatuses() {
@@ -1099,7 +1099,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the enum numeric values on the wire for statuses.
      */
     public java.util.List<java.lang.Integer>
@@ -1112,7 +1112,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The enum numeric value on the wire of statuses at the given index.
      */
@@ -1124,7 +1124,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The enum numeric value on the wire for statuses to set.
      * @return This builder for chaining.
@@ -1141,7 +1141,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for statuses to add.
      * @return This builder for chaining.
      */
@@ -1156,7 +1156,7 @@ private static final long serialVersionUID = 0L;
      * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+     * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
      * @param values The enum numeric values on the wire for statuses to add.
      * @return This builder for chaining.
      */
@@ -1176,7 +1176,7 @@ private static final long serialVersionUID = 0L;
      * page_size is 1 to 500; 0 means 50.
      * </pre>
      *
-     * <code>int32 page_size = 4;</code>
+     * <code>int32 page_size = 4 [(.buf.validate.field) = { ... }</code>
      * @return The pageSize.
      */
     @java.lang.Override
@@ -1188,7 +1188,7 @@ private static final long serialVersionUID = 0L;
      * page_size is 1 to 500; 0 means 50.
      * </pre>
      *
-     * <code>int32 page_size = 4;</code>
+     * <code>int32 page_size = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The pageSize to set.
      * @return This builder for chaining.
      */
@@ -1204,7 +1204,7 @@ private static final long serialVersionUID = 0L;
      * page_size is 1 to 500; 0 means 50.
      * </pre>
      *
-     * <code>int32 page_size = 4;</code>
+     * <code>int32 page_size = 4 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearPageSize() {
@@ -1221,7 +1221,7 @@ private static final long serialVersionUID = 0L;
      * grants nothing by itself, and the view is checked again on every page.
      * </pre>
      *
-     * <code>string page_token = 5;</code>
+     * <code>string page_token = 5 [(.buf.validate.field) = { ... }</code>
      * @return The pageToken.
      */
     public java.lang.String getPageToken() {
@@ -1242,7 +1242,7 @@ private static final long serialVersionUID = 0L;
      * grants nothing by itself, and the view is checked again on every page.
      * </pre>
      *
-     * <code>string page_token = 5;</code>
+     * <code>string page_token = 5 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for pageToken.
      */
     public com.google.protobuf.ByteString
@@ -1264,7 +1264,7 @@ private static final long serialVersionUID = 0L;
      * grants nothing by itself, and the view is checked again on every page.
      * </pre>
      *
-     * <code>string page_token = 5;</code>
+     * <code>string page_token = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The pageToken to set.
      * @return This builder for chaining.
      */
@@ -1282,7 +1282,7 @@ private static final long serialVersionUID = 0L;
      * grants nothing by itself, and the view is checked again on every page.
      * </pre>
      *
-     * <code>string page_token = 5;</code>
+     * <code>string page_token = 5 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearPageToken() {
@@ -1297,7 +1297,7 @@ private static final long serialVersionUID = 0L;
      * grants nothing by itself, and the view is checked again on every page.
      * </pre>
      *
-     * <code>string page_token = 5;</code>
+     * <code>string page_token = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for pageToken to set.
      * @return This builder for chaining.
      */

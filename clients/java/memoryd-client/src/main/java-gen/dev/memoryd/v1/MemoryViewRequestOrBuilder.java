@@ -15,7 +15,7 @@ public interface MemoryViewRequestOrBuilder extends
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -24,7 +24,7 @@ public interface MemoryViewRequestOrBuilder extends
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -62,7 +62,7 @@ public interface MemoryViewRequestOrBuilder extends
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the statuses.
    */
   java.util.List<dev.memoryd.v1.MemoryStatus> getStatusesList();
@@ -71,7 +71,7 @@ public interface MemoryViewRequestOrBuilder extends
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @return The count of statuses.
    */
   int getStatusesCount();
@@ -80,7 +80,7 @@ public interface MemoryViewRequestOrBuilder extends
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The statuses at the given index.
    */
@@ -90,7 +90,7 @@ public interface MemoryViewRequestOrBuilder extends
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the enum numeric values on the wire for statuses.
    */
   java.util.List<java.lang.Integer>
@@ -100,7 +100,7 @@ public interface MemoryViewRequestOrBuilder extends
    * statuses, if set, lists memories in these states; default MEMORY_STATUS_ACTIVE.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3;</code>
+   * <code>repeated .memoryd.v1.MemoryStatus statuses = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The enum numeric value on the wire of statuses at the given index.
    */
@@ -111,7 +111,7 @@ public interface MemoryViewRequestOrBuilder extends
    * page_size is 1 to 500; 0 means 50.
    * </pre>
    *
-   * <code>int32 page_size = 4;</code>
+   * <code>int32 page_size = 4 [(.buf.validate.field) = { ... }</code>
    * @return The pageSize.
    */
   int getPageSize();
@@ -122,7 +122,7 @@ public interface MemoryViewRequestOrBuilder extends
    * grants nothing by itself, and the view is checked again on every page.
    * </pre>
    *
-   * <code>string page_token = 5;</code>
+   * <code>string page_token = 5 [(.buf.validate.field) = { ... }</code>
    * @return The pageToken.
    */
   java.lang.String getPageToken();
@@ -132,7 +132,7 @@ public interface MemoryViewRequestOrBuilder extends
    * grants nothing by itself, and the view is checked again on every page.
    * </pre>
    *
-   * <code>string page_token = 5;</code>
+   * <code>string page_token = 5 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for pageToken.
    */
   com.google.protobuf.ByteString

@@ -60,7 +60,7 @@ private static final long serialVersionUID = 0L;
    * view to store; view.agent names the agent. view.version is ignored.
    * </pre>
    *
-   * <code>.memoryd.v1.View view = 1;</code>
+   * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
    * @return Whether the view field is set.
    */
   @java.lang.Override
@@ -72,7 +72,7 @@ private static final long serialVersionUID = 0L;
    * view to store; view.agent names the agent. view.version is ignored.
    * </pre>
    *
-   * <code>.memoryd.v1.View view = 1;</code>
+   * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
    * @return The view.
    */
   @java.lang.Override
@@ -84,7 +84,7 @@ private static final long serialVersionUID = 0L;
    * view to store; view.agent names the agent. view.version is ignored.
    * </pre>
    *
-   * <code>.memoryd.v1.View view = 1;</code>
+   * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public dev.memoryd.v1.ViewOrBuilder getViewOrBuilder() {
@@ -99,7 +99,7 @@ private static final long serialVersionUID = 0L;
    * agent's current view has this version (use 0 to store regardless).
    * </pre>
    *
-   * <code>int64 expected_version = 2;</code>
+   * <code>int64 expected_version = 2 [(.buf.validate.field) = { ... }</code>
    * @return The expectedVersion.
    */
   @java.lang.Override
@@ -462,7 +462,7 @@ private static final long serialVersionUID = 0L;
      * view to store; view.agent names the agent. view.version is ignored.
      * </pre>
      *
-     * <code>.memoryd.v1.View view = 1;</code>
+     * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
      * @return Whether the view field is set.
      */
     public boolean hasView() {
@@ -473,7 +473,7 @@ private static final long serialVersionUID = 0L;
      * view to store; view.agent names the agent. view.version is ignored.
      * </pre>
      *
-     * <code>.memoryd.v1.View view = 1;</code>
+     * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
      * @return The view.
      */
     public dev.memoryd.v1.View getView() {
@@ -488,7 +488,7 @@ private static final long serialVersionUID = 0L;
      * view to store; view.agent names the agent. view.version is ignored.
      * </pre>
      *
-     * <code>.memoryd.v1.View view = 1;</code>
+     * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setView(dev.memoryd.v1.View value) {
       if (viewBuilder_ == null) {
@@ -508,7 +508,7 @@ private static final long serialVersionUID = 0L;
      * view to store; view.agent names the agent. view.version is ignored.
      * </pre>
      *
-     * <code>.memoryd.v1.View view = 1;</code>
+     * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setView(
         dev.memoryd.v1.View.Builder builderForValue) {
@@ -526,7 +526,7 @@ private static final long serialVersionUID = 0L;
      * view to store; view.agent names the agent. view.version is ignored.
      * </pre>
      *
-     * <code>.memoryd.v1.View view = 1;</code>
+     * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
      */
     public Builder mergeView(dev.memoryd.v1.View value) {
       if (viewBuilder_ == null) {
@@ -551,7 +551,7 @@ private static final long serialVersionUID = 0L;
      * view to store; view.agent names the agent. view.version is ignored.
      * </pre>
      *
-     * <code>.memoryd.v1.View view = 1;</code>
+     * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
      */
     public Builder clearView() {
       bitField0_ = (bitField0_ & ~0x00000001);
@@ -568,7 +568,7 @@ private static final long serialVersionUID = 0L;
      * view to store; view.agent names the agent. view.version is ignored.
      * </pre>
      *
-     * <code>.memoryd.v1.View view = 1;</code>
+     * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.View.Builder getViewBuilder() {
       bitField0_ |= 0x00000001;
@@ -580,7 +580,7 @@ private static final long serialVersionUID = 0L;
      * view to store; view.agent names the agent. view.version is ignored.
      * </pre>
      *
-     * <code>.memoryd.v1.View view = 1;</code>
+     * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewOrBuilder getViewOrBuilder() {
       if (viewBuilder_ != null) {
@@ -595,7 +595,7 @@ private static final long serialVersionUID = 0L;
      * view to store; view.agent names the agent. view.version is ignored.
      * </pre>
      *
-     * <code>.memoryd.v1.View view = 1;</code>
+     * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
      */
     private com.google.protobuf.SingleFieldBuilder<
         dev.memoryd.v1.View, dev.memoryd.v1.View.Builder, dev.memoryd.v1.ViewOrBuilder> 
@@ -618,7 +618,7 @@ private static final long serialVersionUID = 0L;
      * agent's current view has this version (use 0 to store regardless).
      * </pre>
      *
-     * <code>int64 expected_version = 2;</code>
+     * <code>int64 expected_version = 2 [(.buf.validate.field) = { ... }</code>
      * @return The expectedVersion.
      */
     @java.lang.Override
@@ -631,7 +631,7 @@ private static final long serialVersionUID = 0L;
      * agent's current view has this version (use 0 to store regardless).
      * </pre>
      *
-     * <code>int64 expected_version = 2;</code>
+     * <code>int64 expected_version = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The expectedVersion to set.
      * @return This builder for chaining.
      */
@@ -648,7 +648,7 @@ private static final long serialVersionUID = 0L;
      * agent's current view has this version (use 0 to store regardless).
      * </pre>
      *
-     * <code>int64 expected_version = 2;</code>
+     * <code>int64 expected_version = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearExpectedVersion() {

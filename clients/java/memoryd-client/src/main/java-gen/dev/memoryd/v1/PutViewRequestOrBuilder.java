@@ -15,7 +15,7 @@ public interface PutViewRequestOrBuilder extends
    * view to store; view.agent names the agent. view.version is ignored.
    * </pre>
    *
-   * <code>.memoryd.v1.View view = 1;</code>
+   * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
    * @return Whether the view field is set.
    */
   boolean hasView();
@@ -24,7 +24,7 @@ public interface PutViewRequestOrBuilder extends
    * view to store; view.agent names the agent. view.version is ignored.
    * </pre>
    *
-   * <code>.memoryd.v1.View view = 1;</code>
+   * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
    * @return The view.
    */
   dev.memoryd.v1.View getView();
@@ -33,7 +33,7 @@ public interface PutViewRequestOrBuilder extends
    * view to store; view.agent names the agent. view.version is ignored.
    * </pre>
    *
-   * <code>.memoryd.v1.View view = 1;</code>
+   * <code>.memoryd.v1.View view = 1 [(.buf.validate.field) = { ... }</code>
    */
   dev.memoryd.v1.ViewOrBuilder getViewOrBuilder();
 
@@ -43,7 +43,7 @@ public interface PutViewRequestOrBuilder extends
    * agent's current view has this version (use 0 to store regardless).
    * </pre>
    *
-   * <code>int64 expected_version = 2;</code>
+   * <code>int64 expected_version = 2 [(.buf.validate.field) = { ... }</code>
    * @return The expectedVersion.
    */
   long getExpectedVersion();

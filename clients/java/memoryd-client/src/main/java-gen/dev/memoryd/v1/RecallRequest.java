@@ -65,7 +65,7 @@ private static final long serialVersionUID = 0L;
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -86,7 +86,7 @@ private static final long serialVersionUID = 0L;
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -163,7 +163,7 @@ private static final long serialVersionUID = 0L;
    * setting).
    * </pre>
    *
-   * <code>repeated string keys = 3;</code>
+   * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the keys.
    */
   public com.google.protobuf.ProtocolStringList
@@ -176,7 +176,7 @@ private static final long serialVersionUID = 0L;
    * setting).
    * </pre>
    *
-   * <code>repeated string keys = 3;</code>
+   * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
    * @return The count of keys.
    */
   public int getKeysCount() {
@@ -188,7 +188,7 @@ private static final long serialVersionUID = 0L;
    * setting).
    * </pre>
    *
-   * <code>repeated string keys = 3;</code>
+   * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The keys at the given index.
    */
@@ -201,7 +201,7 @@ private static final long serialVersionUID = 0L;
    * setting).
    * </pre>
    *
-   * <code>repeated string keys = 3;</code>
+   * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the keys at the given index.
    */
@@ -256,7 +256,7 @@ private static final long serialVersionUID = 0L;
    * (100 by default).
    * </pre>
    *
-   * <code>int32 top_k = 5;</code>
+   * <code>int32 top_k = 5 [(.buf.validate.field) = { ... }</code>
    * @return The topK.
    */
   @java.lang.Override
@@ -272,7 +272,7 @@ private static final long serialVersionUID = 0L;
    * server's limit, 32,000 by default).
    * </pre>
    *
-   * <code>int32 token_budget = 6;</code>
+   * <code>int32 token_budget = 6 [(.buf.validate.field) = { ... }</code>
    * @return The tokenBudget.
    */
   @java.lang.Override
@@ -342,7 +342,7 @@ private static final long serialVersionUID = 0L;
    * policy default; 0 returns whatever ranks highest, however unrelated.
    * </pre>
    *
-   * <code>optional float min_relevance = 9;</code>
+   * <code>optional float min_relevance = 9 [(.buf.validate.field) = { ... }</code>
    * @return Whether the minRelevance field is set.
    */
   @java.lang.Override
@@ -356,7 +356,7 @@ private static final long serialVersionUID = 0L;
    * policy default; 0 returns whatever ranks highest, however unrelated.
    * </pre>
    *
-   * <code>optional float min_relevance = 9;</code>
+   * <code>optional float min_relevance = 9 [(.buf.validate.field) = { ... }</code>
    * @return The minRelevance.
    */
   @java.lang.Override
@@ -960,7 +960,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -980,7 +980,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -1001,7 +1001,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -1018,7 +1018,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -1032,7 +1032,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -1157,7 +1157,7 @@ private static final long serialVersionUID = 0L;
      * setting).
      * </pre>
      *
-     * <code>repeated string keys = 3;</code>
+     * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the keys.
      */
     public com.google.protobuf.ProtocolStringList
@@ -1171,7 +1171,7 @@ private static final long serialVersionUID = 0L;
      * setting).
      * </pre>
      *
-     * <code>repeated string keys = 3;</code>
+     * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
      * @return The count of keys.
      */
     public int getKeysCount() {
@@ -1183,7 +1183,7 @@ private static final long serialVersionUID = 0L;
      * setting).
      * </pre>
      *
-     * <code>repeated string keys = 3;</code>
+     * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The keys at the given index.
      */
@@ -1196,7 +1196,7 @@ private static final long serialVersionUID = 0L;
      * setting).
      * </pre>
      *
-     * <code>repeated string keys = 3;</code>
+     * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The bytes of the keys at the given index.
      */
@@ -1210,7 +1210,7 @@ private static final long serialVersionUID = 0L;
      * setting).
      * </pre>
      *
-     * <code>repeated string keys = 3;</code>
+     * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The keys to set.
      * @return This builder for chaining.
@@ -1230,7 +1230,7 @@ private static final long serialVersionUID = 0L;
      * setting).
      * </pre>
      *
-     * <code>repeated string keys = 3;</code>
+     * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The keys to add.
      * @return This builder for chaining.
      */
@@ -1249,7 +1249,7 @@ private static final long serialVersionUID = 0L;
      * setting).
      * </pre>
      *
-     * <code>repeated string keys = 3;</code>
+     * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
      * @param values The keys to add.
      * @return This builder for chaining.
      */
@@ -1268,7 +1268,7 @@ private static final long serialVersionUID = 0L;
      * setting).
      * </pre>
      *
-     * <code>repeated string keys = 3;</code>
+     * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearKeys() {
@@ -1284,7 +1284,7 @@ private static final long serialVersionUID = 0L;
      * setting).
      * </pre>
      *
-     * <code>repeated string keys = 3;</code>
+     * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes of the keys to add.
      * @return This builder for chaining.
      */
@@ -1463,7 +1463,7 @@ private static final long serialVersionUID = 0L;
      * (100 by default).
      * </pre>
      *
-     * <code>int32 top_k = 5;</code>
+     * <code>int32 top_k = 5 [(.buf.validate.field) = { ... }</code>
      * @return The topK.
      */
     @java.lang.Override
@@ -1476,7 +1476,7 @@ private static final long serialVersionUID = 0L;
      * (100 by default).
      * </pre>
      *
-     * <code>int32 top_k = 5;</code>
+     * <code>int32 top_k = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The topK to set.
      * @return This builder for chaining.
      */
@@ -1493,7 +1493,7 @@ private static final long serialVersionUID = 0L;
      * (100 by default).
      * </pre>
      *
-     * <code>int32 top_k = 5;</code>
+     * <code>int32 top_k = 5 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearTopK() {
@@ -1510,7 +1510,7 @@ private static final long serialVersionUID = 0L;
      * server's limit, 32,000 by default).
      * </pre>
      *
-     * <code>int32 token_budget = 6;</code>
+     * <code>int32 token_budget = 6 [(.buf.validate.field) = { ... }</code>
      * @return The tokenBudget.
      */
     @java.lang.Override
@@ -1523,7 +1523,7 @@ private static final long serialVersionUID = 0L;
      * server's limit, 32,000 by default).
      * </pre>
      *
-     * <code>int32 token_budget = 6;</code>
+     * <code>int32 token_budget = 6 [(.buf.validate.field) = { ... }</code>
      * @param value The tokenBudget to set.
      * @return This builder for chaining.
      */
@@ -1540,7 +1540,7 @@ private static final long serialVersionUID = 0L;
      * server's limit, 32,000 by default).
      * </pre>
      *
-     * <code>int32 token_budget = 6;</code>
+     * <code>int32 token_budget = 6 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearTokenBudget() {
@@ -1759,7 +1759,7 @@ private static final long serialVersionUID = 0L;
      * policy default; 0 returns whatever ranks highest, however unrelated.
      * </pre>
      *
-     * <code>optional float min_relevance = 9;</code>
+     * <code>optional float min_relevance = 9 [(.buf.validate.field) = { ... }</code>
      * @return Whether the minRelevance field is set.
      */
     @java.lang.Override
@@ -1773,7 +1773,7 @@ private static final long serialVersionUID = 0L;
      * policy default; 0 returns whatever ranks highest, however unrelated.
      * </pre>
      *
-     * <code>optional float min_relevance = 9;</code>
+     * <code>optional float min_relevance = 9 [(.buf.validate.field) = { ... }</code>
      * @return The minRelevance.
      */
     @java.lang.Override
@@ -1787,7 +1787,7 @@ private static final long serialVersionUID = 0L;
      * policy default; 0 returns whatever ranks highest, however unrelated.
      * </pre>
      *
-     * <code>optional float min_relevance = 9;</code>
+     * <code>optional float min_relevance = 9 [(.buf.validate.field) = { ... }</code>
      * @param value The minRelevance to set.
      * @return This builder for chaining.
      */
@@ -1805,7 +1805,7 @@ private static final long serialVersionUID = 0L;
      * policy default; 0 returns whatever ranks highest, however unrelated.
      * </pre>
      *
-     * <code>optional float min_relevance = 9;</code>
+     * <code>optional float min_relevance = 9 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearMinRelevance() {

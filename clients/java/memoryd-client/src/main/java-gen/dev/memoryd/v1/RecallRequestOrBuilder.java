@@ -15,7 +15,7 @@ public interface RecallRequestOrBuilder extends
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -24,7 +24,7 @@ public interface RecallRequestOrBuilder extends
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -58,7 +58,7 @@ public interface RecallRequestOrBuilder extends
    * setting).
    * </pre>
    *
-   * <code>repeated string keys = 3;</code>
+   * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the keys.
    */
   java.util.List<java.lang.String>
@@ -69,7 +69,7 @@ public interface RecallRequestOrBuilder extends
    * setting).
    * </pre>
    *
-   * <code>repeated string keys = 3;</code>
+   * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
    * @return The count of keys.
    */
   int getKeysCount();
@@ -79,7 +79,7 @@ public interface RecallRequestOrBuilder extends
    * setting).
    * </pre>
    *
-   * <code>repeated string keys = 3;</code>
+   * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The keys at the given index.
    */
@@ -90,7 +90,7 @@ public interface RecallRequestOrBuilder extends
    * setting).
    * </pre>
    *
-   * <code>repeated string keys = 3;</code>
+   * <code>repeated string keys = 3 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the keys at the given index.
    */
@@ -130,7 +130,7 @@ public interface RecallRequestOrBuilder extends
    * (100 by default).
    * </pre>
    *
-   * <code>int32 top_k = 5;</code>
+   * <code>int32 top_k = 5 [(.buf.validate.field) = { ... }</code>
    * @return The topK.
    */
   int getTopK();
@@ -141,7 +141,7 @@ public interface RecallRequestOrBuilder extends
    * server's limit, 32,000 by default).
    * </pre>
    *
-   * <code>int32 token_budget = 6;</code>
+   * <code>int32 token_budget = 6 [(.buf.validate.field) = { ... }</code>
    * @return The tokenBudget.
    */
   int getTokenBudget();
@@ -190,7 +190,7 @@ public interface RecallRequestOrBuilder extends
    * policy default; 0 returns whatever ranks highest, however unrelated.
    * </pre>
    *
-   * <code>optional float min_relevance = 9;</code>
+   * <code>optional float min_relevance = 9 [(.buf.validate.field) = { ... }</code>
    * @return Whether the minRelevance field is set.
    */
   boolean hasMinRelevance();
@@ -201,7 +201,7 @@ public interface RecallRequestOrBuilder extends
    * policy default; 0 returns whatever ranks highest, however unrelated.
    * </pre>
    *
-   * <code>optional float min_relevance = 9;</code>
+   * <code>optional float min_relevance = 9 [(.buf.validate.field) = { ... }</code>
    * @return The minRelevance.
    */
   float getMinRelevance();

@@ -64,7 +64,7 @@ private static final long serialVersionUID = 0L;
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -85,7 +85,7 @@ private static final long serialVersionUID = 0L;
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -111,7 +111,7 @@ private static final long serialVersionUID = 0L;
    * memory_id is the keyed memory with pending values.
    * </pre>
    *
-   * <code>string memory_id = 2;</code>
+   * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The memoryId.
    */
   @java.lang.Override
@@ -132,7 +132,7 @@ private static final long serialVersionUID = 0L;
    * memory_id is the keyed memory with pending values.
    * </pre>
    *
-   * <code>string memory_id = 2;</code>
+   * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for memoryId.
    */
   @java.lang.Override
@@ -157,7 +157,7 @@ private static final long serialVersionUID = 0L;
    * resolution says what to do.
    * </pre>
    *
-   * <code>.memoryd.v1.ConflictResolution resolution = 3;</code>
+   * <code>.memoryd.v1.ConflictResolution resolution = 3 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for resolution.
    */
   @java.lang.Override public int getResolutionValue() {
@@ -168,7 +168,7 @@ private static final long serialVersionUID = 0L;
    * resolution says what to do.
    * </pre>
    *
-   * <code>.memoryd.v1.ConflictResolution resolution = 3;</code>
+   * <code>.memoryd.v1.ConflictResolution resolution = 3 [(.buf.validate.field) = { ... }</code>
    * @return The resolution.
    */
   @java.lang.Override public dev.memoryd.v1.ConflictResolution getResolution() {
@@ -184,7 +184,7 @@ private static final long serialVersionUID = 0L;
    * pending_id names the pending value to accept (required for ACCEPT_PENDING).
    * </pre>
    *
-   * <code>string pending_id = 4;</code>
+   * <code>string pending_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The pendingId.
    */
   @java.lang.Override
@@ -205,7 +205,7 @@ private static final long serialVersionUID = 0L;
    * pending_id names the pending value to accept (required for ACCEPT_PENDING).
    * </pre>
    *
-   * <code>string pending_id = 4;</code>
+   * <code>string pending_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for pendingId.
    */
   @java.lang.Override
@@ -601,7 +601,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -621,7 +621,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -642,7 +642,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -659,7 +659,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -673,7 +673,7 @@ private static final long serialVersionUID = 0L;
      * subject is required.
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -693,7 +693,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the keyed memory with pending values.
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return The memoryId.
      */
     public java.lang.String getMemoryId() {
@@ -713,7 +713,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the keyed memory with pending values.
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for memoryId.
      */
     public com.google.protobuf.ByteString
@@ -734,7 +734,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the keyed memory with pending values.
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The memoryId to set.
      * @return This builder for chaining.
      */
@@ -751,7 +751,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the keyed memory with pending values.
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearMemoryId() {
@@ -765,7 +765,7 @@ private static final long serialVersionUID = 0L;
      * memory_id is the keyed memory with pending values.
      * </pre>
      *
-     * <code>string memory_id = 2;</code>
+     * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for memoryId to set.
      * @return This builder for chaining.
      */
@@ -785,7 +785,7 @@ private static final long serialVersionUID = 0L;
      * resolution says what to do.
      * </pre>
      *
-     * <code>.memoryd.v1.ConflictResolution resolution = 3;</code>
+     * <code>.memoryd.v1.ConflictResolution resolution = 3 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for resolution.
      */
     @java.lang.Override public int getResolutionValue() {
@@ -796,7 +796,7 @@ private static final long serialVersionUID = 0L;
      * resolution says what to do.
      * </pre>
      *
-     * <code>.memoryd.v1.ConflictResolution resolution = 3;</code>
+     * <code>.memoryd.v1.ConflictResolution resolution = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for resolution to set.
      * @return This builder for chaining.
      */
@@ -811,7 +811,7 @@ private static final long serialVersionUID = 0L;
      * resolution says what to do.
      * </pre>
      *
-     * <code>.memoryd.v1.ConflictResolution resolution = 3;</code>
+     * <code>.memoryd.v1.ConflictResolution resolution = 3 [(.buf.validate.field) = { ... }</code>
      * @return The resolution.
      */
     @java.lang.Override
@@ -824,7 +824,7 @@ private static final long serialVersionUID = 0L;
      * resolution says what to do.
      * </pre>
      *
-     * <code>.memoryd.v1.ConflictResolution resolution = 3;</code>
+     * <code>.memoryd.v1.ConflictResolution resolution = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The resolution to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -841,7 +841,7 @@ private static final long serialVersionUID = 0L;
      * resolution says what to do.
      * </pre>
      *
-     * <code>.memoryd.v1.ConflictResolution resolution = 3;</code>
+     * <code>.memoryd.v1.ConflictResolution resolution = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearResolution() {
@@ -857,7 +857,7 @@ private static final long serialVersionUID = 0L;
      * pending_id names the pending value to accept (required for ACCEPT_PENDING).
      * </pre>
      *
-     * <code>string pending_id = 4;</code>
+     * <code>string pending_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return The pendingId.
      */
     public java.lang.String getPendingId() {
@@ -877,7 +877,7 @@ private static final long serialVersionUID = 0L;
      * pending_id names the pending value to accept (required for ACCEPT_PENDING).
      * </pre>
      *
-     * <code>string pending_id = 4;</code>
+     * <code>string pending_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for pendingId.
      */
     public com.google.protobuf.ByteString
@@ -898,7 +898,7 @@ private static final long serialVersionUID = 0L;
      * pending_id names the pending value to accept (required for ACCEPT_PENDING).
      * </pre>
      *
-     * <code>string pending_id = 4;</code>
+     * <code>string pending_id = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The pendingId to set.
      * @return This builder for chaining.
      */
@@ -915,7 +915,7 @@ private static final long serialVersionUID = 0L;
      * pending_id names the pending value to accept (required for ACCEPT_PENDING).
      * </pre>
      *
-     * <code>string pending_id = 4;</code>
+     * <code>string pending_id = 4 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearPendingId() {
@@ -929,7 +929,7 @@ private static final long serialVersionUID = 0L;
      * pending_id names the pending value to accept (required for ACCEPT_PENDING).
      * </pre>
      *
-     * <code>string pending_id = 4;</code>
+     * <code>string pending_id = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for pendingId to set.
      * @return This builder for chaining.
      */

@@ -15,7 +15,7 @@ public interface ResolveConflictRequestOrBuilder extends
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -24,7 +24,7 @@ public interface ResolveConflictRequestOrBuilder extends
    * subject is required.
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -35,7 +35,7 @@ public interface ResolveConflictRequestOrBuilder extends
    * memory_id is the keyed memory with pending values.
    * </pre>
    *
-   * <code>string memory_id = 2;</code>
+   * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The memoryId.
    */
   java.lang.String getMemoryId();
@@ -44,7 +44,7 @@ public interface ResolveConflictRequestOrBuilder extends
    * memory_id is the keyed memory with pending values.
    * </pre>
    *
-   * <code>string memory_id = 2;</code>
+   * <code>string memory_id = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for memoryId.
    */
   com.google.protobuf.ByteString
@@ -55,7 +55,7 @@ public interface ResolveConflictRequestOrBuilder extends
    * resolution says what to do.
    * </pre>
    *
-   * <code>.memoryd.v1.ConflictResolution resolution = 3;</code>
+   * <code>.memoryd.v1.ConflictResolution resolution = 3 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for resolution.
    */
   int getResolutionValue();
@@ -64,7 +64,7 @@ public interface ResolveConflictRequestOrBuilder extends
    * resolution says what to do.
    * </pre>
    *
-   * <code>.memoryd.v1.ConflictResolution resolution = 3;</code>
+   * <code>.memoryd.v1.ConflictResolution resolution = 3 [(.buf.validate.field) = { ... }</code>
    * @return The resolution.
    */
   dev.memoryd.v1.ConflictResolution getResolution();
@@ -74,7 +74,7 @@ public interface ResolveConflictRequestOrBuilder extends
    * pending_id names the pending value to accept (required for ACCEPT_PENDING).
    * </pre>
    *
-   * <code>string pending_id = 4;</code>
+   * <code>string pending_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The pendingId.
    */
   java.lang.String getPendingId();
@@ -83,7 +83,7 @@ public interface ResolveConflictRequestOrBuilder extends
    * pending_id names the pending value to accept (required for ACCEPT_PENDING).
    * </pre>
    *
-   * <code>string pending_id = 4;</code>
+   * <code>string pending_id = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for pendingId.
    */
   com.google.protobuf.ByteString

@@ -61,7 +61,7 @@ private static final long serialVersionUID = 0L;
    * similarity weighs closeness to the query (default 0.65).
    * </pre>
    *
-   * <code>optional float similarity = 1;</code>
+   * <code>optional float similarity = 1 [(.buf.validate.field) = { ... }</code>
    * @return Whether the similarity field is set.
    */
   @java.lang.Override
@@ -73,7 +73,7 @@ private static final long serialVersionUID = 0L;
    * similarity weighs closeness to the query (default 0.65).
    * </pre>
    *
-   * <code>optional float similarity = 1;</code>
+   * <code>optional float similarity = 1 [(.buf.validate.field) = { ... }</code>
    * @return The similarity.
    */
   @java.lang.Override
@@ -88,7 +88,7 @@ private static final long serialVersionUID = 0L;
    * recency weighs how recently the memory changed (default 0.25).
    * </pre>
    *
-   * <code>optional float recency = 2;</code>
+   * <code>optional float recency = 2 [(.buf.validate.field) = { ... }</code>
    * @return Whether the recency field is set.
    */
   @java.lang.Override
@@ -100,7 +100,7 @@ private static final long serialVersionUID = 0L;
    * recency weighs how recently the memory changed (default 0.25).
    * </pre>
    *
-   * <code>optional float recency = 2;</code>
+   * <code>optional float recency = 2 [(.buf.validate.field) = { ... }</code>
    * @return The recency.
    */
   @java.lang.Override
@@ -115,7 +115,7 @@ private static final long serialVersionUID = 0L;
    * importance weighs the memory's importance (default 0.10).
    * </pre>
    *
-   * <code>optional float importance = 3;</code>
+   * <code>optional float importance = 3 [(.buf.validate.field) = { ... }</code>
    * @return Whether the importance field is set.
    */
   @java.lang.Override
@@ -127,7 +127,7 @@ private static final long serialVersionUID = 0L;
    * importance weighs the memory's importance (default 0.10).
    * </pre>
    *
-   * <code>optional float importance = 3;</code>
+   * <code>optional float importance = 3 [(.buf.validate.field) = { ... }</code>
    * @return The importance.
    */
   @java.lang.Override
@@ -515,7 +515,7 @@ private static final long serialVersionUID = 0L;
      * similarity weighs closeness to the query (default 0.65).
      * </pre>
      *
-     * <code>optional float similarity = 1;</code>
+     * <code>optional float similarity = 1 [(.buf.validate.field) = { ... }</code>
      * @return Whether the similarity field is set.
      */
     @java.lang.Override
@@ -527,7 +527,7 @@ private static final long serialVersionUID = 0L;
      * similarity weighs closeness to the query (default 0.65).
      * </pre>
      *
-     * <code>optional float similarity = 1;</code>
+     * <code>optional float similarity = 1 [(.buf.validate.field) = { ... }</code>
      * @return The similarity.
      */
     @java.lang.Override
@@ -539,7 +539,7 @@ private static final long serialVersionUID = 0L;
      * similarity weighs closeness to the query (default 0.65).
      * </pre>
      *
-     * <code>optional float similarity = 1;</code>
+     * <code>optional float similarity = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The similarity to set.
      * @return This builder for chaining.
      */
@@ -555,7 +555,7 @@ private static final long serialVersionUID = 0L;
      * similarity weighs closeness to the query (default 0.65).
      * </pre>
      *
-     * <code>optional float similarity = 1;</code>
+     * <code>optional float similarity = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSimilarity() {
@@ -571,7 +571,7 @@ private static final long serialVersionUID = 0L;
      * recency weighs how recently the memory changed (default 0.25).
      * </pre>
      *
-     * <code>optional float recency = 2;</code>
+     * <code>optional float recency = 2 [(.buf.validate.field) = { ... }</code>
      * @return Whether the recency field is set.
      */
     @java.lang.Override
@@ -583,7 +583,7 @@ private static final long serialVersionUID = 0L;
      * recency weighs how recently the memory changed (default 0.25).
      * </pre>
      *
-     * <code>optional float recency = 2;</code>
+     * <code>optional float recency = 2 [(.buf.validate.field) = { ... }</code>
      * @return The recency.
      */
     @java.lang.Override
@@ -595,7 +595,7 @@ private static final long serialVersionUID = 0L;
      * recency weighs how recently the memory changed (default 0.25).
      * </pre>
      *
-     * <code>optional float recency = 2;</code>
+     * <code>optional float recency = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The recency to set.
      * @return This builder for chaining.
      */
@@ -611,7 +611,7 @@ private static final long serialVersionUID = 0L;
      * recency weighs how recently the memory changed (default 0.25).
      * </pre>
      *
-     * <code>optional float recency = 2;</code>
+     * <code>optional float recency = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearRecency() {
@@ -627,7 +627,7 @@ private static final long serialVersionUID = 0L;
      * importance weighs the memory's importance (default 0.10).
      * </pre>
      *
-     * <code>optional float importance = 3;</code>
+     * <code>optional float importance = 3 [(.buf.validate.field) = { ... }</code>
      * @return Whether the importance field is set.
      */
     @java.lang.Override
@@ -639,7 +639,7 @@ private static final long serialVersionUID = 0L;
      * importance weighs the memory's importance (default 0.10).
      * </pre>
      *
-     * <code>optional float importance = 3;</code>
+     * <code>optional float importance = 3 [(.buf.validate.field) = { ... }</code>
      * @return The importance.
      */
     @java.lang.Override
@@ -651,7 +651,7 @@ private static final long serialVersionUID = 0L;
      * importance weighs the memory's importance (default 0.10).
      * </pre>
      *
-     * <code>optional float importance = 3;</code>
+     * <code>optional float importance = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The importance to set.
      * @return This builder for chaining.
      */
@@ -667,7 +667,7 @@ private static final long serialVersionUID = 0L;
      * importance weighs the memory's importance (default 0.10).
      * </pre>
      *
-     * <code>optional float importance = 3;</code>
+     * <code>optional float importance = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearImportance() {

@@ -15,7 +15,7 @@ public interface ScoreWeightsOrBuilder extends
    * similarity weighs closeness to the query (default 0.65).
    * </pre>
    *
-   * <code>optional float similarity = 1;</code>
+   * <code>optional float similarity = 1 [(.buf.validate.field) = { ... }</code>
    * @return Whether the similarity field is set.
    */
   boolean hasSimilarity();
@@ -24,7 +24,7 @@ public interface ScoreWeightsOrBuilder extends
    * similarity weighs closeness to the query (default 0.65).
    * </pre>
    *
-   * <code>optional float similarity = 1;</code>
+   * <code>optional float similarity = 1 [(.buf.validate.field) = { ... }</code>
    * @return The similarity.
    */
   float getSimilarity();
@@ -34,7 +34,7 @@ public interface ScoreWeightsOrBuilder extends
    * recency weighs how recently the memory changed (default 0.25).
    * </pre>
    *
-   * <code>optional float recency = 2;</code>
+   * <code>optional float recency = 2 [(.buf.validate.field) = { ... }</code>
    * @return Whether the recency field is set.
    */
   boolean hasRecency();
@@ -43,7 +43,7 @@ public interface ScoreWeightsOrBuilder extends
    * recency weighs how recently the memory changed (default 0.25).
    * </pre>
    *
-   * <code>optional float recency = 2;</code>
+   * <code>optional float recency = 2 [(.buf.validate.field) = { ... }</code>
    * @return The recency.
    */
   float getRecency();
@@ -53,7 +53,7 @@ public interface ScoreWeightsOrBuilder extends
    * importance weighs the memory's importance (default 0.10).
    * </pre>
    *
-   * <code>optional float importance = 3;</code>
+   * <code>optional float importance = 3 [(.buf.validate.field) = { ... }</code>
    * @return Whether the importance field is set.
    */
   boolean hasImportance();
@@ -62,7 +62,7 @@ public interface ScoreWeightsOrBuilder extends
    * importance weighs the memory's importance (default 0.10).
    * </pre>
    *
-   * <code>optional float importance = 3;</code>
+   * <code>optional float importance = 3 [(.buf.validate.field) = { ... }</code>
    * @return The importance.
    */
   float getImportance();

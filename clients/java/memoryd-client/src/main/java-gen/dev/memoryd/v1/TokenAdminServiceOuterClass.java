@@ -46,29 +46,34 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
   static {
     java.lang.String[] descriptorData = {
       "\n$memoryd/v1/token_admin_service.proto\022\n" +
-      "memoryd.v1\032\036google/protobuf/duration.pro" +
-      "to\032\037google/protobuf/timestamp.proto\"\226\001\n\021" +
-      "IssueTokenRequest\022\r\n\005agent\030\001 \001(\t\022$\n\005role" +
-      "s\030\002 \003(\0162\025.memoryd.v1.TokenRole\022\017\n\007subjec" +
-      "t\030\003 \001(\t\022+\n\010lifetime\030\004 \001(\0132\031.google.proto" +
-      "buf.Duration\022\016\n\006reason\030\005 \001(\t\"\352\001\n\022IssueTo" +
-      "kenResponse\022\r\n\005token\030\001 \001(\t\022\020\n\010token_id\030\002" +
-      " \001(\t\022\016\n\006tenant\030\003 \001(\t\022\r\n\005agent\030\004 \001(\t\022$\n\005r" +
-      "oles\030\005 \003(\0162\025.memoryd.v1.TokenRole\022\017\n\007sub" +
-      "ject\030\006 \001(\t\022-\n\tissued_at\030\007 \001(\0132\032.google.p" +
-      "rotobuf.Timestamp\022.\n\nexpires_at\030\010 \001(\0132\032." +
-      "google.protobuf.Timestamp*S\n\tTokenRole\022\032" +
-      "\n\026TOKEN_ROLE_UNSPECIFIED\020\000\022\024\n\020TOKEN_ROLE" +
-      "_AGENT\020\001\022\024\n\020TOKEN_ROLE_ADMIN\020\0022`\n\021TokenA" +
-      "dminService\022K\n\nIssueToken\022\035.memoryd.v1.I" +
-      "ssueTokenRequest\032\036.memoryd.v1.IssueToken" +
-      "ResponseBR\n\016dev.memoryd.v1P\001Z>github.com" +
-      "/memoryd/memoryd/clients/go/gen/memoryd/" +
-      "v1;memorydv1b\006proto3"
+      "memoryd.v1\032\033buf/validate/validate.proto\032" +
+      "\036google/protobuf/duration.proto\032\037google/" +
+      "protobuf/timestamp.proto\"\233\002\n\021IssueTokenR" +
+      "equest\0227\n\005agent\030\001 \001(\tB(\272H%r (@2\034^[A-Za-z" +
+      "0-9][A-Za-z0-9._-]*$\310\001\001\0225\n\005roles\030\002 \003(\0162\025" +
+      ".memoryd.v1.TokenRoleB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022<" +
+      "\n\007subject\030\003 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][" +
+      "A-Za-z0-9._:@-]*$\330\001\001\022>\n\010lifetime\030\004 \001(\0132\031" +
+      ".google.protobuf.DurationB\021\272H\016\252\001\013\"\005\010\200\232\236\001" +
+      "2\002\010\001\022\030\n\006reason\030\005 \001(\tB\010\272H\005r\003\030\364\003\"\352\001\n\022Issue" +
+      "TokenResponse\022\r\n\005token\030\001 \001(\t\022\020\n\010token_id" +
+      "\030\002 \001(\t\022\016\n\006tenant\030\003 \001(\t\022\r\n\005agent\030\004 \001(\t\022$\n" +
+      "\005roles\030\005 \003(\0162\025.memoryd.v1.TokenRole\022\017\n\007s" +
+      "ubject\030\006 \001(\t\022-\n\tissued_at\030\007 \001(\0132\032.google" +
+      ".protobuf.Timestamp\022.\n\nexpires_at\030\010 \001(\0132" +
+      "\032.google.protobuf.Timestamp*S\n\tTokenRole" +
+      "\022\032\n\026TOKEN_ROLE_UNSPECIFIED\020\000\022\024\n\020TOKEN_RO" +
+      "LE_AGENT\020\001\022\024\n\020TOKEN_ROLE_ADMIN\020\0022`\n\021Toke" +
+      "nAdminService\022K\n\nIssueToken\022\035.memoryd.v1" +
+      ".IssueTokenRequest\032\036.memoryd.v1.IssueTok" +
+      "enResponseBR\n\016dev.memoryd.v1P\001Z>github.c" +
+      "om/memoryd/memoryd/clients/go/gen/memory" +
+      "d/v1;memorydv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
+          build.buf.validate.ValidateProto.getDescriptor(),
           com.google.protobuf.DurationProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
         });
@@ -85,8 +90,14 @@ public final class TokenAdminServiceOuterClass extends com.google.protobuf.Gener
         internal_static_memoryd_v1_IssueTokenResponse_descriptor,
         new java.lang.String[] { "Token", "TokenId", "Tenant", "Agent", "Roles", "Subject", "IssuedAt", "ExpiresAt", });
     descriptor.resolveAllFeaturesImmutable();
+    build.buf.validate.ValidateProto.getDescriptor();
     com.google.protobuf.DurationProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
+    com.google.protobuf.ExtensionRegistry registry =
+        com.google.protobuf.ExtensionRegistry.newInstance();
+    registry.add(build.buf.validate.ValidateProto.field);
+    com.google.protobuf.Descriptors.FileDescriptor
+        .internalUpdateFileDescriptor(descriptor, registry);
   }
 
   // @@protoc_insertion_point(outer_class_scope)

@@ -66,7 +66,7 @@ private static final long serialVersionUID = 0L;
    * `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string turn_id = 1;</code>
+   * <code>string turn_id = 1 [(.buf.validate.field) = { ... }</code>
    * @return The turnId.
    */
   @java.lang.Override
@@ -89,7 +89,7 @@ private static final long serialVersionUID = 0L;
    * `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string turn_id = 1;</code>
+   * <code>string turn_id = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for turnId.
    */
   @java.lang.Override
@@ -115,7 +115,7 @@ private static final long serialVersionUID = 0L;
    * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
    * </pre>
    *
-   * <code>string speaker = 2;</code>
+   * <code>string speaker = 2 [(.buf.validate.field) = { ... }</code>
    * @return The speaker.
    */
   @java.lang.Override
@@ -136,7 +136,7 @@ private static final long serialVersionUID = 0L;
    * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
    * </pre>
    *
-   * <code>string speaker = 2;</code>
+   * <code>string speaker = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for speaker.
    */
   @java.lang.Override
@@ -163,7 +163,7 @@ private static final long serialVersionUID = 0L;
    * default (a server setting), each at most the server's text limit (8 KiB by default).
    * </pre>
    *
-   * <code>string text = 3;</code>
+   * <code>string text = 3 [(.buf.validate.field) = { ... }</code>
    * @return The text.
    */
   @java.lang.Override
@@ -185,7 +185,7 @@ private static final long serialVersionUID = 0L;
    * default (a server setting), each at most the server's text limit (8 KiB by default).
    * </pre>
    *
-   * <code>string text = 3;</code>
+   * <code>string text = 3 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for text.
    */
   @java.lang.Override
@@ -210,7 +210,7 @@ private static final long serialVersionUID = 0L;
    * time is when it was said.
    * </pre>
    *
-   * <code>.google.protobuf.Timestamp time = 4;</code>
+   * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
    * @return Whether the time field is set.
    */
   @java.lang.Override
@@ -222,7 +222,7 @@ private static final long serialVersionUID = 0L;
    * time is when it was said.
    * </pre>
    *
-   * <code>.google.protobuf.Timestamp time = 4;</code>
+   * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
    * @return The time.
    */
   @java.lang.Override
@@ -234,7 +234,7 @@ private static final long serialVersionUID = 0L;
    * time is when it was said.
    * </pre>
    *
-   * <code>.google.protobuf.Timestamp time = 4;</code>
+   * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public com.google.protobuf.TimestampOrBuilder getTimeOrBuilder() {
@@ -644,7 +644,7 @@ private static final long serialVersionUID = 0L;
      * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string turn_id = 1;</code>
+     * <code>string turn_id = 1 [(.buf.validate.field) = { ... }</code>
      * @return The turnId.
      */
     public java.lang.String getTurnId() {
@@ -666,7 +666,7 @@ private static final long serialVersionUID = 0L;
      * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string turn_id = 1;</code>
+     * <code>string turn_id = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for turnId.
      */
     public com.google.protobuf.ByteString
@@ -689,7 +689,7 @@ private static final long serialVersionUID = 0L;
      * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string turn_id = 1;</code>
+     * <code>string turn_id = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The turnId to set.
      * @return This builder for chaining.
      */
@@ -708,7 +708,7 @@ private static final long serialVersionUID = 0L;
      * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string turn_id = 1;</code>
+     * <code>string turn_id = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearTurnId() {
@@ -724,7 +724,7 @@ private static final long serialVersionUID = 0L;
      * `._:&#64;/-`, starting with a letter or digit.
      * </pre>
      *
-     * <code>string turn_id = 1;</code>
+     * <code>string turn_id = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for turnId to set.
      * @return This builder for chaining.
      */
@@ -744,7 +744,7 @@ private static final long serialVersionUID = 0L;
      * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
-     * <code>string speaker = 2;</code>
+     * <code>string speaker = 2 [(.buf.validate.field) = { ... }</code>
      * @return The speaker.
      */
     public java.lang.String getSpeaker() {
@@ -764,7 +764,7 @@ private static final long serialVersionUID = 0L;
      * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
-     * <code>string speaker = 2;</code>
+     * <code>string speaker = 2 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for speaker.
      */
     public com.google.protobuf.ByteString
@@ -785,7 +785,7 @@ private static final long serialVersionUID = 0L;
      * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
-     * <code>string speaker = 2;</code>
+     * <code>string speaker = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The speaker to set.
      * @return This builder for chaining.
      */
@@ -802,7 +802,7 @@ private static final long serialVersionUID = 0L;
      * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
-     * <code>string speaker = 2;</code>
+     * <code>string speaker = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSpeaker() {
@@ -816,7 +816,7 @@ private static final long serialVersionUID = 0L;
      * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
      * </pre>
      *
-     * <code>string speaker = 2;</code>
+     * <code>string speaker = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for speaker to set.
      * @return This builder for chaining.
      */
@@ -837,7 +837,7 @@ private static final long serialVersionUID = 0L;
      * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
-     * <code>string text = 3;</code>
+     * <code>string text = 3 [(.buf.validate.field) = { ... }</code>
      * @return The text.
      */
     public java.lang.String getText() {
@@ -858,7 +858,7 @@ private static final long serialVersionUID = 0L;
      * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
-     * <code>string text = 3;</code>
+     * <code>string text = 3 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for text.
      */
     public com.google.protobuf.ByteString
@@ -880,7 +880,7 @@ private static final long serialVersionUID = 0L;
      * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
-     * <code>string text = 3;</code>
+     * <code>string text = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The text to set.
      * @return This builder for chaining.
      */
@@ -898,7 +898,7 @@ private static final long serialVersionUID = 0L;
      * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
-     * <code>string text = 3;</code>
+     * <code>string text = 3 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearText() {
@@ -913,7 +913,7 @@ private static final long serialVersionUID = 0L;
      * default (a server setting), each at most the server's text limit (8 KiB by default).
      * </pre>
      *
-     * <code>string text = 3;</code>
+     * <code>string text = 3 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for text to set.
      * @return This builder for chaining.
      */
@@ -935,7 +935,7 @@ private static final long serialVersionUID = 0L;
      * time is when it was said.
      * </pre>
      *
-     * <code>.google.protobuf.Timestamp time = 4;</code>
+     * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
      * @return Whether the time field is set.
      */
     public boolean hasTime() {
@@ -946,7 +946,7 @@ private static final long serialVersionUID = 0L;
      * time is when it was said.
      * </pre>
      *
-     * <code>.google.protobuf.Timestamp time = 4;</code>
+     * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
      * @return The time.
      */
     public com.google.protobuf.Timestamp getTime() {
@@ -961,7 +961,7 @@ private static final long serialVersionUID = 0L;
      * time is when it was said.
      * </pre>
      *
-     * <code>.google.protobuf.Timestamp time = 4;</code>
+     * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setTime(com.google.protobuf.Timestamp value) {
       if (timeBuilder_ == null) {
@@ -981,7 +981,7 @@ private static final long serialVersionUID = 0L;
      * time is when it was said.
      * </pre>
      *
-     * <code>.google.protobuf.Timestamp time = 4;</code>
+     * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setTime(
         com.google.protobuf.Timestamp.Builder builderForValue) {
@@ -999,7 +999,7 @@ private static final long serialVersionUID = 0L;
      * time is when it was said.
      * </pre>
      *
-     * <code>.google.protobuf.Timestamp time = 4;</code>
+     * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
      */
     public Builder mergeTime(com.google.protobuf.Timestamp value) {
       if (timeBuilder_ == null) {
@@ -1024,7 +1024,7 @@ private static final long serialVersionUID = 0L;
      * time is when it was said.
      * </pre>
      *
-     * <code>.google.protobuf.Timestamp time = 4;</code>
+     * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
      */
     public Builder clearTime() {
       bitField0_ = (bitField0_ & ~0x00000008);
@@ -1041,7 +1041,7 @@ private static final long serialVersionUID = 0L;
      * time is when it was said.
      * </pre>
      *
-     * <code>.google.protobuf.Timestamp time = 4;</code>
+     * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
      */
     public com.google.protobuf.Timestamp.Builder getTimeBuilder() {
       bitField0_ |= 0x00000008;
@@ -1053,7 +1053,7 @@ private static final long serialVersionUID = 0L;
      * time is when it was said.
      * </pre>
      *
-     * <code>.google.protobuf.Timestamp time = 4;</code>
+     * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
      */
     public com.google.protobuf.TimestampOrBuilder getTimeOrBuilder() {
       if (timeBuilder_ != null) {
@@ -1068,7 +1068,7 @@ private static final long serialVersionUID = 0L;
      * time is when it was said.
      * </pre>
      *
-     * <code>.google.protobuf.Timestamp time = 4;</code>
+     * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
      */
     private com.google.protobuf.SingleFieldBuilder<
         com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 

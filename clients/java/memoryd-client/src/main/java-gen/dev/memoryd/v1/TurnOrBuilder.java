@@ -17,7 +17,7 @@ public interface TurnOrBuilder extends
    * `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string turn_id = 1;</code>
+   * <code>string turn_id = 1 [(.buf.validate.field) = { ... }</code>
    * @return The turnId.
    */
   java.lang.String getTurnId();
@@ -28,7 +28,7 @@ public interface TurnOrBuilder extends
    * `._:&#64;/-`, starting with a letter or digit.
    * </pre>
    *
-   * <code>string turn_id = 1;</code>
+   * <code>string turn_id = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for turnId.
    */
   com.google.protobuf.ByteString
@@ -39,7 +39,7 @@ public interface TurnOrBuilder extends
    * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
    * </pre>
    *
-   * <code>string speaker = 2;</code>
+   * <code>string speaker = 2 [(.buf.validate.field) = { ... }</code>
    * @return The speaker.
    */
   java.lang.String getSpeaker();
@@ -48,7 +48,7 @@ public interface TurnOrBuilder extends
    * speaker is who spoke ("user", "assistant", a name): required, at most 64 bytes.
    * </pre>
    *
-   * <code>string speaker = 2;</code>
+   * <code>string speaker = 2 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for speaker.
    */
   com.google.protobuf.ByteString
@@ -60,7 +60,7 @@ public interface TurnOrBuilder extends
    * default (a server setting), each at most the server's text limit (8 KiB by default).
    * </pre>
    *
-   * <code>string text = 3;</code>
+   * <code>string text = 3 [(.buf.validate.field) = { ... }</code>
    * @return The text.
    */
   java.lang.String getText();
@@ -70,7 +70,7 @@ public interface TurnOrBuilder extends
    * default (a server setting), each at most the server's text limit (8 KiB by default).
    * </pre>
    *
-   * <code>string text = 3;</code>
+   * <code>string text = 3 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for text.
    */
   com.google.protobuf.ByteString
@@ -81,7 +81,7 @@ public interface TurnOrBuilder extends
    * time is when it was said.
    * </pre>
    *
-   * <code>.google.protobuf.Timestamp time = 4;</code>
+   * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
    * @return Whether the time field is set.
    */
   boolean hasTime();
@@ -90,7 +90,7 @@ public interface TurnOrBuilder extends
    * time is when it was said.
    * </pre>
    *
-   * <code>.google.protobuf.Timestamp time = 4;</code>
+   * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
    * @return The time.
    */
   com.google.protobuf.Timestamp getTime();
@@ -99,7 +99,7 @@ public interface TurnOrBuilder extends
    * time is when it was said.
    * </pre>
    *
-   * <code>.google.protobuf.Timestamp time = 4;</code>
+   * <code>.google.protobuf.Timestamp time = 4 [(.buf.validate.field) = { ... }</code>
    */
   com.google.protobuf.TimestampOrBuilder getTimeOrBuilder();
 }

@@ -68,7 +68,7 @@ private static final long serialVersionUID = 0L;
    * agent is the agent the view belongs to.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The agent.
    */
   @java.lang.Override
@@ -89,7 +89,7 @@ private static final long serialVersionUID = 0L;
    * agent is the agent the view belongs to.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for agent.
    */
   @java.lang.Override
@@ -115,7 +115,7 @@ private static final long serialVersionUID = 0L;
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public java.util.List<dev.memoryd.v1.ViewRule> getReadRulesList() {
@@ -126,7 +126,7 @@ private static final long serialVersionUID = 0L;
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public java.util.List<? extends dev.memoryd.v1.ViewRuleOrBuilder> 
@@ -138,7 +138,7 @@ private static final long serialVersionUID = 0L;
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public int getReadRulesCount() {
@@ -149,7 +149,7 @@ private static final long serialVersionUID = 0L;
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public dev.memoryd.v1.ViewRule getReadRules(int index) {
@@ -160,7 +160,7 @@ private static final long serialVersionUID = 0L;
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public dev.memoryd.v1.ViewRuleOrBuilder getReadRulesOrBuilder(
@@ -176,7 +176,7 @@ private static final long serialVersionUID = 0L;
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public java.util.List<dev.memoryd.v1.ViewRule> getWriteRulesList() {
@@ -187,7 +187,7 @@ private static final long serialVersionUID = 0L;
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public java.util.List<? extends dev.memoryd.v1.ViewRuleOrBuilder> 
@@ -199,7 +199,7 @@ private static final long serialVersionUID = 0L;
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public int getWriteRulesCount() {
@@ -210,7 +210,7 @@ private static final long serialVersionUID = 0L;
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public dev.memoryd.v1.ViewRule getWriteRules(int index) {
@@ -221,7 +221,7 @@ private static final long serialVersionUID = 0L;
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public dev.memoryd.v1.ViewRuleOrBuilder getWriteRulesOrBuilder(
@@ -305,7 +305,7 @@ private static final long serialVersionUID = 0L;
    * description says what the view is for.
    * </pre>
    *
-   * <code>string description = 6;</code>
+   * <code>string description = 6 [(.buf.validate.field) = { ... }</code>
    * @return The description.
    */
   @java.lang.Override
@@ -326,7 +326,7 @@ private static final long serialVersionUID = 0L;
    * description says what the view is for.
    * </pre>
    *
-   * <code>string description = 6;</code>
+   * <code>string description = 6 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for description.
    */
   @java.lang.Override
@@ -379,7 +379,7 @@ private static final long serialVersionUID = 0L;
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the eraseSelectors.
    */
   @java.lang.Override
@@ -394,7 +394,7 @@ private static final long serialVersionUID = 0L;
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @return The count of eraseSelectors.
    */
   @java.lang.Override
@@ -408,7 +408,7 @@ private static final long serialVersionUID = 0L;
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The eraseSelectors at the given index.
    */
@@ -423,7 +423,7 @@ private static final long serialVersionUID = 0L;
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the enum numeric values on the wire for eraseSelectors.
    */
   @java.lang.Override
@@ -438,7 +438,7 @@ private static final long serialVersionUID = 0L;
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The enum numeric value on the wire of eraseSelectors at the given index.
    */
@@ -457,7 +457,7 @@ private static final long serialVersionUID = 0L;
    * asserting more is refused with PERMISSION_DENIED.
    * </pre>
    *
-   * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+   * <code>.memoryd.v1.SourceKind max_source_kind = 9 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for maxSourceKind.
    */
   @java.lang.Override public int getMaxSourceKindValue() {
@@ -470,7 +470,7 @@ private static final long serialVersionUID = 0L;
    * asserting more is refused with PERMISSION_DENIED.
    * </pre>
    *
-   * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+   * <code>.memoryd.v1.SourceKind max_source_kind = 9 [(.buf.validate.field) = { ... }</code>
    * @return The maxSourceKind.
    */
   @java.lang.Override public dev.memoryd.v1.SourceKind getMaxSourceKind() {
@@ -1125,7 +1125,7 @@ private static final long serialVersionUID = 0L;
      * agent is the agent the view belongs to.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @return The agent.
      */
     public java.lang.String getAgent() {
@@ -1145,7 +1145,7 @@ private static final long serialVersionUID = 0L;
      * agent is the agent the view belongs to.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for agent.
      */
     public com.google.protobuf.ByteString
@@ -1166,7 +1166,7 @@ private static final long serialVersionUID = 0L;
      * agent is the agent the view belongs to.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The agent to set.
      * @return This builder for chaining.
      */
@@ -1183,7 +1183,7 @@ private static final long serialVersionUID = 0L;
      * agent is the agent the view belongs to.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearAgent() {
@@ -1197,7 +1197,7 @@ private static final long serialVersionUID = 0L;
      * agent is the agent the view belongs to.
      * </pre>
      *
-     * <code>string agent = 1;</code>
+     * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for agent to set.
      * @return This builder for chaining.
      */
@@ -1228,7 +1228,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public java.util.List<dev.memoryd.v1.ViewRule> getReadRulesList() {
       if (readRulesBuilder_ == null) {
@@ -1242,7 +1242,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public int getReadRulesCount() {
       if (readRulesBuilder_ == null) {
@@ -1256,7 +1256,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRule getReadRules(int index) {
       if (readRulesBuilder_ == null) {
@@ -1270,7 +1270,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setReadRules(
         int index, dev.memoryd.v1.ViewRule value) {
@@ -1291,7 +1291,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setReadRules(
         int index, dev.memoryd.v1.ViewRule.Builder builderForValue) {
@@ -1309,7 +1309,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addReadRules(dev.memoryd.v1.ViewRule value) {
       if (readRulesBuilder_ == null) {
@@ -1329,7 +1329,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addReadRules(
         int index, dev.memoryd.v1.ViewRule value) {
@@ -1350,7 +1350,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addReadRules(
         dev.memoryd.v1.ViewRule.Builder builderForValue) {
@@ -1368,7 +1368,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addReadRules(
         int index, dev.memoryd.v1.ViewRule.Builder builderForValue) {
@@ -1386,7 +1386,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addAllReadRules(
         java.lang.Iterable<? extends dev.memoryd.v1.ViewRule> values) {
@@ -1405,7 +1405,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public Builder clearReadRules() {
       if (readRulesBuilder_ == null) {
@@ -1422,7 +1422,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public Builder removeReadRules(int index) {
       if (readRulesBuilder_ == null) {
@@ -1439,7 +1439,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRule.Builder getReadRulesBuilder(
         int index) {
@@ -1450,7 +1450,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRuleOrBuilder getReadRulesOrBuilder(
         int index) {
@@ -1464,7 +1464,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public java.util.List<? extends dev.memoryd.v1.ViewRuleOrBuilder> 
          getReadRulesOrBuilderList() {
@@ -1479,7 +1479,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRule.Builder addReadRulesBuilder() {
       return internalGetReadRulesFieldBuilder().addBuilder(
@@ -1490,7 +1490,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRule.Builder addReadRulesBuilder(
         int index) {
@@ -1502,7 +1502,7 @@ private static final long serialVersionUID = 0L;
      * read_rules allow reading; a memory is readable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+     * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
      */
     public java.util.List<dev.memoryd.v1.ViewRule.Builder> 
          getReadRulesBuilderList() {
@@ -1540,7 +1540,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public java.util.List<dev.memoryd.v1.ViewRule> getWriteRulesList() {
       if (writeRulesBuilder_ == null) {
@@ -1554,7 +1554,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public int getWriteRulesCount() {
       if (writeRulesBuilder_ == null) {
@@ -1568,7 +1568,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRule getWriteRules(int index) {
       if (writeRulesBuilder_ == null) {
@@ -1582,7 +1582,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setWriteRules(
         int index, dev.memoryd.v1.ViewRule value) {
@@ -1603,7 +1603,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setWriteRules(
         int index, dev.memoryd.v1.ViewRule.Builder builderForValue) {
@@ -1621,7 +1621,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addWriteRules(dev.memoryd.v1.ViewRule value) {
       if (writeRulesBuilder_ == null) {
@@ -1641,7 +1641,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addWriteRules(
         int index, dev.memoryd.v1.ViewRule value) {
@@ -1662,7 +1662,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addWriteRules(
         dev.memoryd.v1.ViewRule.Builder builderForValue) {
@@ -1680,7 +1680,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addWriteRules(
         int index, dev.memoryd.v1.ViewRule.Builder builderForValue) {
@@ -1698,7 +1698,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addAllWriteRules(
         java.lang.Iterable<? extends dev.memoryd.v1.ViewRule> values) {
@@ -1717,7 +1717,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder clearWriteRules() {
       if (writeRulesBuilder_ == null) {
@@ -1734,7 +1734,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder removeWriteRules(int index) {
       if (writeRulesBuilder_ == null) {
@@ -1751,7 +1751,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRule.Builder getWriteRulesBuilder(
         int index) {
@@ -1762,7 +1762,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRuleOrBuilder getWriteRulesOrBuilder(
         int index) {
@@ -1776,7 +1776,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public java.util.List<? extends dev.memoryd.v1.ViewRuleOrBuilder> 
          getWriteRulesOrBuilderList() {
@@ -1791,7 +1791,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRule.Builder addWriteRulesBuilder() {
       return internalGetWriteRulesFieldBuilder().addBuilder(
@@ -1802,7 +1802,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.ViewRule.Builder addWriteRulesBuilder(
         int index) {
@@ -1814,7 +1814,7 @@ private static final long serialVersionUID = 0L;
      * write_rules allow writing; an item is writable if one rule allows it.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+     * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
      */
     public java.util.List<dev.memoryd.v1.ViewRule.Builder> 
          getWriteRulesBuilderList() {
@@ -2032,7 +2032,7 @@ private static final long serialVersionUID = 0L;
      * description says what the view is for.
      * </pre>
      *
-     * <code>string description = 6;</code>
+     * <code>string description = 6 [(.buf.validate.field) = { ... }</code>
      * @return The description.
      */
     public java.lang.String getDescription() {
@@ -2052,7 +2052,7 @@ private static final long serialVersionUID = 0L;
      * description says what the view is for.
      * </pre>
      *
-     * <code>string description = 6;</code>
+     * <code>string description = 6 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for description.
      */
     public com.google.protobuf.ByteString
@@ -2073,7 +2073,7 @@ private static final long serialVersionUID = 0L;
      * description says what the view is for.
      * </pre>
      *
-     * <code>string description = 6;</code>
+     * <code>string description = 6 [(.buf.validate.field) = { ... }</code>
      * @param value The description to set.
      * @return This builder for chaining.
      */
@@ -2090,7 +2090,7 @@ private static final long serialVersionUID = 0L;
      * description says what the view is for.
      * </pre>
      *
-     * <code>string description = 6;</code>
+     * <code>string description = 6 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearDescription() {
@@ -2104,7 +2104,7 @@ private static final long serialVersionUID = 0L;
      * description says what the view is for.
      * </pre>
      *
-     * <code>string description = 6;</code>
+     * <code>string description = 6 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for description to set.
      * @return This builder for chaining.
      */
@@ -2176,7 +2176,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the eraseSelectors.
      */
     public java.util.List<dev.memoryd.v1.EraseSelector> getEraseSelectorsList() {
@@ -2190,7 +2190,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @return The count of eraseSelectors.
      */
     public int getEraseSelectorsCount() {
@@ -2203,7 +2203,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The eraseSelectors at the given index.
      */
@@ -2217,7 +2217,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The eraseSelectors to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
@@ -2238,7 +2238,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @param value The eraseSelectors to add.
      * @return This builder for chaining.
      */
@@ -2256,7 +2256,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @param values The eraseSelectors to add.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -2277,7 +2277,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearEraseSelectors() {
@@ -2293,7 +2293,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the enum numeric values on the wire for eraseSelectors.
      */
     public java.util.List<java.lang.Integer>
@@ -2308,7 +2308,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The enum numeric value on the wire of eraseSelectors at the given index.
      */
@@ -2322,7 +2322,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The enum numeric value on the wire for eraseSelectors to set.
      * @return This builder for chaining.
@@ -2341,7 +2341,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for eraseSelectors to add.
      * @return This builder for chaining.
      */
@@ -2358,7 +2358,7 @@ private static final long serialVersionUID = 0L;
      * cover every category with the key pattern `*`, since it erases the whole subject.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+     * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
      * @param values The enum numeric values on the wire for eraseSelectors to add.
      * @return This builder for chaining.
      */
@@ -2380,7 +2380,7 @@ private static final long serialVersionUID = 0L;
      * asserting more is refused with PERMISSION_DENIED.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+     * <code>.memoryd.v1.SourceKind max_source_kind = 9 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for maxSourceKind.
      */
     @java.lang.Override public int getMaxSourceKindValue() {
@@ -2393,7 +2393,7 @@ private static final long serialVersionUID = 0L;
      * asserting more is refused with PERMISSION_DENIED.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+     * <code>.memoryd.v1.SourceKind max_source_kind = 9 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for maxSourceKind to set.
      * @return This builder for chaining.
      */
@@ -2410,7 +2410,7 @@ private static final long serialVersionUID = 0L;
      * asserting more is refused with PERMISSION_DENIED.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+     * <code>.memoryd.v1.SourceKind max_source_kind = 9 [(.buf.validate.field) = { ... }</code>
      * @return The maxSourceKind.
      */
     @java.lang.Override
@@ -2425,7 +2425,7 @@ private static final long serialVersionUID = 0L;
      * asserting more is refused with PERMISSION_DENIED.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+     * <code>.memoryd.v1.SourceKind max_source_kind = 9 [(.buf.validate.field) = { ... }</code>
      * @param value The maxSourceKind to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -2444,7 +2444,7 @@ private static final long serialVersionUID = 0L;
      * asserting more is refused with PERMISSION_DENIED.
      * </pre>
      *
-     * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+     * <code>.memoryd.v1.SourceKind max_source_kind = 9 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearMaxSourceKind() {

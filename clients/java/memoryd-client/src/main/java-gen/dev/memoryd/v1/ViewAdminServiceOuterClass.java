@@ -76,32 +76,37 @@ public final class ViewAdminServiceOuterClass extends com.google.protobuf.Genera
   static {
     java.lang.String[] descriptorData = {
       "\n#memoryd/v1/view_admin_service.proto\022\nm" +
-      "emoryd.v1\032\027memoryd/v1/memory.proto\"J\n\016Pu" +
-      "tViewRequest\022\036\n\004view\030\001 \001(\0132\020.memoryd.v1." +
-      "View\022\030\n\020expected_version\030\002 \001(\003\"B\n\017PutVie" +
-      "wResponse\022\036\n\004view\030\001 \001(\0132\020.memoryd.v1.Vie" +
-      "w\022\017\n\007changed\030\002 \001(\010\"\037\n\016GetViewRequest\022\r\n\005" +
-      "agent\030\001 \001(\t\"1\n\017GetViewResponse\022\036\n\004view\030\001" +
-      " \001(\0132\020.memoryd.v1.View\"9\n\020ListViewsReque" +
-      "st\022\021\n\tpage_size\030\001 \001(\005\022\022\n\npage_token\030\002 \001(" +
-      "\t\"M\n\021ListViewsResponse\022\037\n\005views\030\001 \003(\0132\020." +
-      "memoryd.v1.View\022\027\n\017next_page_token\030\002 \001(\t" +
-      "\"\"\n\021DeleteViewRequest\022\r\n\005agent\030\001 \001(\t\"%\n\022" +
-      "DeleteViewResponse\022\017\n\007deleted\030\001 \001(\0102\261\002\n\020" +
-      "ViewAdminService\022B\n\007PutView\022\032.memoryd.v1" +
-      ".PutViewRequest\032\033.memoryd.v1.PutViewResp" +
-      "onse\022B\n\007GetView\022\032.memoryd.v1.GetViewRequ" +
-      "est\032\033.memoryd.v1.GetViewResponse\022H\n\tList" +
-      "Views\022\034.memoryd.v1.ListViewsRequest\032\035.me" +
-      "moryd.v1.ListViewsResponse\022K\n\nDeleteView" +
-      "\022\035.memoryd.v1.DeleteViewRequest\032\036.memory" +
-      "d.v1.DeleteViewResponseBR\n\016dev.memoryd.v" +
-      "1P\001Z>github.com/memoryd/memoryd/clients/" +
-      "go/gen/memoryd/v1;memorydv1b\006proto3"
+      "emoryd.v1\032\033buf/validate/validate.proto\032\027" +
+      "memoryd/v1/memory.proto\"[\n\016PutViewReques" +
+      "t\022&\n\004view\030\001 \001(\0132\020.memoryd.v1.ViewB\006\272H\003\310\001" +
+      "\001\022!\n\020expected_version\030\002 \001(\003B\007\272H\004\"\002(\000\"B\n\017" +
+      "PutViewResponse\022\036\n\004view\030\001 \001(\0132\020.memoryd." +
+      "v1.View\022\017\n\007changed\030\002 \001(\010\"I\n\016GetViewReque" +
+      "st\0227\n\005agent\030\001 \001(\tB(\272H%r (@2\034^[A-Za-z0-9]" +
+      "[A-Za-z0-9._-]*$\310\001\001\"1\n\017GetViewResponse\022\036" +
+      "\n\004view\030\001 \001(\0132\020.memoryd.v1.View\"L\n\020ListVi" +
+      "ewsRequest\022\032\n\tpage_size\030\001 \001(\005B\007\272H\004\032\002(\000\022\034" +
+      "\n\npage_token\030\002 \001(\tB\010\272H\005r\003(\200\010\"M\n\021ListView" +
+      "sResponse\022\037\n\005views\030\001 \003(\0132\020.memoryd.v1.Vi" +
+      "ew\022\027\n\017next_page_token\030\002 \001(\t\"L\n\021DeleteVie" +
+      "wRequest\0227\n\005agent\030\001 \001(\tB(\272H%r (@2\034^[A-Za" +
+      "-z0-9][A-Za-z0-9._-]*$\310\001\001\"%\n\022DeleteViewR" +
+      "esponse\022\017\n\007deleted\030\001 \001(\0102\261\002\n\020ViewAdminSe" +
+      "rvice\022B\n\007PutView\022\032.memoryd.v1.PutViewReq" +
+      "uest\032\033.memoryd.v1.PutViewResponse\022B\n\007Get" +
+      "View\022\032.memoryd.v1.GetViewRequest\032\033.memor" +
+      "yd.v1.GetViewResponse\022H\n\tListViews\022\034.mem" +
+      "oryd.v1.ListViewsRequest\032\035.memoryd.v1.Li" +
+      "stViewsResponse\022K\n\nDeleteView\022\035.memoryd." +
+      "v1.DeleteViewRequest\032\036.memoryd.v1.Delete" +
+      "ViewResponseBR\n\016dev.memoryd.v1P\001Z>github" +
+      ".com/memoryd/memoryd/clients/go/gen/memo" +
+      "ryd/v1;memorydv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
+          build.buf.validate.ValidateProto.getDescriptor(),
           dev.memoryd.v1.MemoryOuterClass.getDescriptor(),
         });
     internal_static_memoryd_v1_PutViewRequest_descriptor =
@@ -153,7 +158,13 @@ public final class ViewAdminServiceOuterClass extends com.google.protobuf.Genera
         internal_static_memoryd_v1_DeleteViewResponse_descriptor,
         new java.lang.String[] { "Deleted", });
     descriptor.resolveAllFeaturesImmutable();
+    build.buf.validate.ValidateProto.getDescriptor();
     dev.memoryd.v1.MemoryOuterClass.getDescriptor();
+    com.google.protobuf.ExtensionRegistry registry =
+        com.google.protobuf.ExtensionRegistry.newInstance();
+    registry.add(build.buf.validate.ValidateProto.field);
+    com.google.protobuf.Descriptors.FileDescriptor
+        .internalUpdateFileDescriptor(descriptor, registry);
   }
 
   // @@protoc_insertion_point(outer_class_scope)

@@ -15,7 +15,7 @@ public interface ViewOrBuilder extends
    * agent is the agent the view belongs to.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The agent.
    */
   java.lang.String getAgent();
@@ -24,7 +24,7 @@ public interface ViewOrBuilder extends
    * agent is the agent the view belongs to.
    * </pre>
    *
-   * <code>string agent = 1;</code>
+   * <code>string agent = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for agent.
    */
   com.google.protobuf.ByteString
@@ -35,7 +35,7 @@ public interface ViewOrBuilder extends
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   java.util.List<dev.memoryd.v1.ViewRule> 
       getReadRulesList();
@@ -44,7 +44,7 @@ public interface ViewOrBuilder extends
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   dev.memoryd.v1.ViewRule getReadRules(int index);
   /**
@@ -52,7 +52,7 @@ public interface ViewOrBuilder extends
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   int getReadRulesCount();
   /**
@@ -60,7 +60,7 @@ public interface ViewOrBuilder extends
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   java.util.List<? extends dev.memoryd.v1.ViewRuleOrBuilder> 
       getReadRulesOrBuilderList();
@@ -69,7 +69,7 @@ public interface ViewOrBuilder extends
    * read_rules allow reading; a memory is readable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule read_rules = 2;</code>
+   * <code>repeated .memoryd.v1.ViewRule read_rules = 2 [(.buf.validate.field) = { ... }</code>
    */
   dev.memoryd.v1.ViewRuleOrBuilder getReadRulesOrBuilder(
       int index);
@@ -79,7 +79,7 @@ public interface ViewOrBuilder extends
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   java.util.List<dev.memoryd.v1.ViewRule> 
       getWriteRulesList();
@@ -88,7 +88,7 @@ public interface ViewOrBuilder extends
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   dev.memoryd.v1.ViewRule getWriteRules(int index);
   /**
@@ -96,7 +96,7 @@ public interface ViewOrBuilder extends
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   int getWriteRulesCount();
   /**
@@ -104,7 +104,7 @@ public interface ViewOrBuilder extends
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   java.util.List<? extends dev.memoryd.v1.ViewRuleOrBuilder> 
       getWriteRulesOrBuilderList();
@@ -113,7 +113,7 @@ public interface ViewOrBuilder extends
    * write_rules allow writing; an item is writable if one rule allows it.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.ViewRule write_rules = 3;</code>
+   * <code>repeated .memoryd.v1.ViewRule write_rules = 3 [(.buf.validate.field) = { ... }</code>
    */
   dev.memoryd.v1.ViewRuleOrBuilder getWriteRulesOrBuilder(
       int index);
@@ -174,7 +174,7 @@ public interface ViewOrBuilder extends
    * description says what the view is for.
    * </pre>
    *
-   * <code>string description = 6;</code>
+   * <code>string description = 6 [(.buf.validate.field) = { ... }</code>
    * @return The description.
    */
   java.lang.String getDescription();
@@ -183,7 +183,7 @@ public interface ViewOrBuilder extends
    * description says what the view is for.
    * </pre>
    *
-   * <code>string description = 6;</code>
+   * <code>string description = 6 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for description.
    */
   com.google.protobuf.ByteString
@@ -206,7 +206,7 @@ public interface ViewOrBuilder extends
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the eraseSelectors.
    */
   java.util.List<dev.memoryd.v1.EraseSelector> getEraseSelectorsList();
@@ -217,7 +217,7 @@ public interface ViewOrBuilder extends
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @return The count of eraseSelectors.
    */
   int getEraseSelectorsCount();
@@ -228,7 +228,7 @@ public interface ViewOrBuilder extends
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The eraseSelectors at the given index.
    */
@@ -240,7 +240,7 @@ public interface ViewOrBuilder extends
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the enum numeric values on the wire for eraseSelectors.
    */
   java.util.List<java.lang.Integer>
@@ -252,7 +252,7 @@ public interface ViewOrBuilder extends
    * cover every category with the key pattern `*`, since it erases the whole subject.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8;</code>
+   * <code>repeated .memoryd.v1.EraseSelector erase_selectors = 8 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The enum numeric value on the wire of eraseSelectors at the given index.
    */
@@ -265,7 +265,7 @@ public interface ViewOrBuilder extends
    * asserting more is refused with PERMISSION_DENIED.
    * </pre>
    *
-   * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+   * <code>.memoryd.v1.SourceKind max_source_kind = 9 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for maxSourceKind.
    */
   int getMaxSourceKindValue();
@@ -276,7 +276,7 @@ public interface ViewOrBuilder extends
    * asserting more is refused with PERMISSION_DENIED.
    * </pre>
    *
-   * <code>.memoryd.v1.SourceKind max_source_kind = 9;</code>
+   * <code>.memoryd.v1.SourceKind max_source_kind = 9 [(.buf.validate.field) = { ... }</code>
    * @return The maxSourceKind.
    */
   dev.memoryd.v1.SourceKind getMaxSourceKind();

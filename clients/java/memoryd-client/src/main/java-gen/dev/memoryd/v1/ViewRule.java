@@ -62,7 +62,7 @@ private static final long serialVersionUID = 0L;
    * category the rule is about.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 1;</code>
+   * <code>.memoryd.v1.Category category = 1 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for category.
    */
   @java.lang.Override public int getCategoryValue() {
@@ -73,7 +73,7 @@ private static final long serialVersionUID = 0L;
    * category the rule is about.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 1;</code>
+   * <code>.memoryd.v1.Category category = 1 [(.buf.validate.field) = { ... }</code>
    * @return The category.
    */
   @java.lang.Override public dev.memoryd.v1.Category getCategory() {
@@ -91,7 +91,7 @@ private static final long serialVersionUID = 0L;
    * including none.
    * </pre>
    *
-   * <code>repeated string key_patterns = 2;</code>
+   * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the keyPatterns.
    */
   public com.google.protobuf.ProtocolStringList
@@ -104,7 +104,7 @@ private static final long serialVersionUID = 0L;
    * including none.
    * </pre>
    *
-   * <code>repeated string key_patterns = 2;</code>
+   * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
    * @return The count of keyPatterns.
    */
   public int getKeyPatternsCount() {
@@ -116,7 +116,7 @@ private static final long serialVersionUID = 0L;
    * including none.
    * </pre>
    *
-   * <code>repeated string key_patterns = 2;</code>
+   * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The keyPatterns at the given index.
    */
@@ -129,7 +129,7 @@ private static final long serialVersionUID = 0L;
    * including none.
    * </pre>
    *
-   * <code>repeated string key_patterns = 2;</code>
+   * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the keyPatterns at the given index.
    */
@@ -482,7 +482,7 @@ private static final long serialVersionUID = 0L;
      * category the rule is about.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 1;</code>
+     * <code>.memoryd.v1.Category category = 1 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for category.
      */
     @java.lang.Override public int getCategoryValue() {
@@ -493,7 +493,7 @@ private static final long serialVersionUID = 0L;
      * category the rule is about.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 1;</code>
+     * <code>.memoryd.v1.Category category = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for category to set.
      * @return This builder for chaining.
      */
@@ -508,7 +508,7 @@ private static final long serialVersionUID = 0L;
      * category the rule is about.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 1;</code>
+     * <code>.memoryd.v1.Category category = 1 [(.buf.validate.field) = { ... }</code>
      * @return The category.
      */
     @java.lang.Override
@@ -521,7 +521,7 @@ private static final long serialVersionUID = 0L;
      * category the rule is about.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 1;</code>
+     * <code>.memoryd.v1.Category category = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The category to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -538,7 +538,7 @@ private static final long serialVersionUID = 0L;
      * category the rule is about.
      * </pre>
      *
-     * <code>.memoryd.v1.Category category = 1;</code>
+     * <code>.memoryd.v1.Category category = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearCategory() {
@@ -562,7 +562,7 @@ private static final long serialVersionUID = 0L;
      * including none.
      * </pre>
      *
-     * <code>repeated string key_patterns = 2;</code>
+     * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
      * @return A list containing the keyPatterns.
      */
     public com.google.protobuf.ProtocolStringList
@@ -576,7 +576,7 @@ private static final long serialVersionUID = 0L;
      * including none.
      * </pre>
      *
-     * <code>repeated string key_patterns = 2;</code>
+     * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
      * @return The count of keyPatterns.
      */
     public int getKeyPatternsCount() {
@@ -588,7 +588,7 @@ private static final long serialVersionUID = 0L;
      * including none.
      * </pre>
      *
-     * <code>repeated string key_patterns = 2;</code>
+     * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the element to return.
      * @return The keyPatterns at the given index.
      */
@@ -601,7 +601,7 @@ private static final long serialVersionUID = 0L;
      * including none.
      * </pre>
      *
-     * <code>repeated string key_patterns = 2;</code>
+     * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index of the value to return.
      * @return The bytes of the keyPatterns at the given index.
      */
@@ -615,7 +615,7 @@ private static final long serialVersionUID = 0L;
      * including none.
      * </pre>
      *
-     * <code>repeated string key_patterns = 2;</code>
+     * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
      * @param index The index to set the value at.
      * @param value The keyPatterns to set.
      * @return This builder for chaining.
@@ -635,7 +635,7 @@ private static final long serialVersionUID = 0L;
      * including none.
      * </pre>
      *
-     * <code>repeated string key_patterns = 2;</code>
+     * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The keyPatterns to add.
      * @return This builder for chaining.
      */
@@ -654,7 +654,7 @@ private static final long serialVersionUID = 0L;
      * including none.
      * </pre>
      *
-     * <code>repeated string key_patterns = 2;</code>
+     * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
      * @param values The keyPatterns to add.
      * @return This builder for chaining.
      */
@@ -673,7 +673,7 @@ private static final long serialVersionUID = 0L;
      * including none.
      * </pre>
      *
-     * <code>repeated string key_patterns = 2;</code>
+     * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearKeyPatterns() {
@@ -689,7 +689,7 @@ private static final long serialVersionUID = 0L;
      * including none.
      * </pre>
      *
-     * <code>repeated string key_patterns = 2;</code>
+     * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes of the keyPatterns to add.
      * @return This builder for chaining.
      */

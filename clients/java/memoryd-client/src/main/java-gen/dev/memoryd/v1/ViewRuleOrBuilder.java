@@ -15,7 +15,7 @@ public interface ViewRuleOrBuilder extends
    * category the rule is about.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 1;</code>
+   * <code>.memoryd.v1.Category category = 1 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for category.
    */
   int getCategoryValue();
@@ -24,7 +24,7 @@ public interface ViewRuleOrBuilder extends
    * category the rule is about.
    * </pre>
    *
-   * <code>.memoryd.v1.Category category = 1;</code>
+   * <code>.memoryd.v1.Category category = 1 [(.buf.validate.field) = { ... }</code>
    * @return The category.
    */
   dev.memoryd.v1.Category getCategory();
@@ -35,7 +35,7 @@ public interface ViewRuleOrBuilder extends
    * including none.
    * </pre>
    *
-   * <code>repeated string key_patterns = 2;</code>
+   * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
    * @return A list containing the keyPatterns.
    */
   java.util.List<java.lang.String>
@@ -46,7 +46,7 @@ public interface ViewRuleOrBuilder extends
    * including none.
    * </pre>
    *
-   * <code>repeated string key_patterns = 2;</code>
+   * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
    * @return The count of keyPatterns.
    */
   int getKeyPatternsCount();
@@ -56,7 +56,7 @@ public interface ViewRuleOrBuilder extends
    * including none.
    * </pre>
    *
-   * <code>repeated string key_patterns = 2;</code>
+   * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the element to return.
    * @return The keyPatterns at the given index.
    */
@@ -67,7 +67,7 @@ public interface ViewRuleOrBuilder extends
    * including none.
    * </pre>
    *
-   * <code>repeated string key_patterns = 2;</code>
+   * <code>repeated string key_patterns = 2 [(.buf.validate.field) = { ... }</code>
    * @param index The index of the value to return.
    * @return The bytes of the keyPatterns at the given index.
    */

@@ -67,7 +67,7 @@ private static final long serialVersionUID = 0L;
    * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   @java.lang.Override
@@ -89,7 +89,7 @@ private static final long serialVersionUID = 0L;
    * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   @java.lang.Override
@@ -176,7 +176,7 @@ private static final long serialVersionUID = 0L;
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public java.util.List<dev.memoryd.v1.Turn> getTurnsList() {
@@ -187,7 +187,7 @@ private static final long serialVersionUID = 0L;
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public java.util.List<? extends dev.memoryd.v1.TurnOrBuilder> 
@@ -199,7 +199,7 @@ private static final long serialVersionUID = 0L;
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public int getTurnsCount() {
@@ -210,7 +210,7 @@ private static final long serialVersionUID = 0L;
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public dev.memoryd.v1.Turn getTurns(int index) {
@@ -221,7 +221,7 @@ private static final long serialVersionUID = 0L;
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   @java.lang.Override
   public dev.memoryd.v1.TurnOrBuilder getTurnsOrBuilder(
@@ -238,7 +238,7 @@ private static final long serialVersionUID = 0L;
    * the first response; reusing it for a different request fails with FAILED_PRECONDITION.
    * </pre>
    *
-   * <code>string idempotency_key = 4;</code>
+   * <code>string idempotency_key = 4 [(.buf.validate.field) = { ... }</code>
    * @return The idempotencyKey.
    */
   @java.lang.Override
@@ -260,7 +260,7 @@ private static final long serialVersionUID = 0L;
    * the first response; reusing it for a different request fails with FAILED_PRECONDITION.
    * </pre>
    *
-   * <code>string idempotency_key = 4;</code>
+   * <code>string idempotency_key = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for idempotencyKey.
    */
   @java.lang.Override
@@ -285,7 +285,7 @@ private static final long serialVersionUID = 0L;
    * consistency says when to return relative to indexing.
    * </pre>
    *
-   * <code>.memoryd.v1.Consistency consistency = 5;</code>
+   * <code>.memoryd.v1.Consistency consistency = 5 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for consistency.
    */
   @java.lang.Override public int getConsistencyValue() {
@@ -296,7 +296,7 @@ private static final long serialVersionUID = 0L;
    * consistency says when to return relative to indexing.
    * </pre>
    *
-   * <code>.memoryd.v1.Consistency consistency = 5;</code>
+   * <code>.memoryd.v1.Consistency consistency = 5 [(.buf.validate.field) = { ... }</code>
    * @return The consistency.
    */
   @java.lang.Override public dev.memoryd.v1.Consistency getConsistency() {
@@ -311,7 +311,7 @@ private static final long serialVersionUID = 0L;
    * turn_mode says what to do with turns; ignored for items.
    * </pre>
    *
-   * <code>.memoryd.v1.TurnMode turn_mode = 6;</code>
+   * <code>.memoryd.v1.TurnMode turn_mode = 6 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for turnMode.
    */
   @java.lang.Override public int getTurnModeValue() {
@@ -322,7 +322,7 @@ private static final long serialVersionUID = 0L;
    * turn_mode says what to do with turns; ignored for items.
    * </pre>
    *
-   * <code>.memoryd.v1.TurnMode turn_mode = 6;</code>
+   * <code>.memoryd.v1.TurnMode turn_mode = 6 [(.buf.validate.field) = { ... }</code>
    * @return The turnMode.
    */
   @java.lang.Override public dev.memoryd.v1.TurnMode getTurnMode() {
@@ -857,7 +857,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The subject.
      */
     public java.lang.String getSubject() {
@@ -878,7 +878,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for subject.
      */
     public com.google.protobuf.ByteString
@@ -900,7 +900,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The subject to set.
      * @return This builder for chaining.
      */
@@ -918,7 +918,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearSubject() {
@@ -933,7 +933,7 @@ private static final long serialVersionUID = 0L;
      * 128 bytes (a server may be configured to allow fewer, never more).
      * </pre>
      *
-     * <code>string subject = 1;</code>
+     * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for subject to set.
      * @return This builder for chaining.
      */
@@ -1276,7 +1276,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public java.util.List<dev.memoryd.v1.Turn> getTurnsList() {
       if (turnsBuilder_ == null) {
@@ -1290,7 +1290,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public int getTurnsCount() {
       if (turnsBuilder_ == null) {
@@ -1304,7 +1304,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.Turn getTurns(int index) {
       if (turnsBuilder_ == null) {
@@ -1318,7 +1318,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setTurns(
         int index, dev.memoryd.v1.Turn value) {
@@ -1339,7 +1339,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder setTurns(
         int index, dev.memoryd.v1.Turn.Builder builderForValue) {
@@ -1357,7 +1357,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addTurns(dev.memoryd.v1.Turn value) {
       if (turnsBuilder_ == null) {
@@ -1377,7 +1377,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addTurns(
         int index, dev.memoryd.v1.Turn value) {
@@ -1398,7 +1398,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addTurns(
         dev.memoryd.v1.Turn.Builder builderForValue) {
@@ -1416,7 +1416,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addTurns(
         int index, dev.memoryd.v1.Turn.Builder builderForValue) {
@@ -1434,7 +1434,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder addAllTurns(
         java.lang.Iterable<? extends dev.memoryd.v1.Turn> values) {
@@ -1453,7 +1453,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder clearTurns() {
       if (turnsBuilder_ == null) {
@@ -1470,7 +1470,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public Builder removeTurns(int index) {
       if (turnsBuilder_ == null) {
@@ -1487,7 +1487,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.Turn.Builder getTurnsBuilder(
         int index) {
@@ -1498,7 +1498,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.TurnOrBuilder getTurnsOrBuilder(
         int index) {
@@ -1512,7 +1512,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public java.util.List<? extends dev.memoryd.v1.TurnOrBuilder> 
          getTurnsOrBuilderList() {
@@ -1527,7 +1527,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.Turn.Builder addTurnsBuilder() {
       return internalGetTurnsFieldBuilder().addBuilder(
@@ -1538,7 +1538,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public dev.memoryd.v1.Turn.Builder addTurnsBuilder(
         int index) {
@@ -1550,7 +1550,7 @@ private static final long serialVersionUID = 0L;
      * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
      * </pre>
      *
-     * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+     * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
      */
     public java.util.List<dev.memoryd.v1.Turn.Builder> 
          getTurnsBuilderList() {
@@ -1578,7 +1578,7 @@ private static final long serialVersionUID = 0L;
      * the first response; reusing it for a different request fails with FAILED_PRECONDITION.
      * </pre>
      *
-     * <code>string idempotency_key = 4;</code>
+     * <code>string idempotency_key = 4 [(.buf.validate.field) = { ... }</code>
      * @return The idempotencyKey.
      */
     public java.lang.String getIdempotencyKey() {
@@ -1599,7 +1599,7 @@ private static final long serialVersionUID = 0L;
      * the first response; reusing it for a different request fails with FAILED_PRECONDITION.
      * </pre>
      *
-     * <code>string idempotency_key = 4;</code>
+     * <code>string idempotency_key = 4 [(.buf.validate.field) = { ... }</code>
      * @return The bytes for idempotencyKey.
      */
     public com.google.protobuf.ByteString
@@ -1621,7 +1621,7 @@ private static final long serialVersionUID = 0L;
      * the first response; reusing it for a different request fails with FAILED_PRECONDITION.
      * </pre>
      *
-     * <code>string idempotency_key = 4;</code>
+     * <code>string idempotency_key = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The idempotencyKey to set.
      * @return This builder for chaining.
      */
@@ -1639,7 +1639,7 @@ private static final long serialVersionUID = 0L;
      * the first response; reusing it for a different request fails with FAILED_PRECONDITION.
      * </pre>
      *
-     * <code>string idempotency_key = 4;</code>
+     * <code>string idempotency_key = 4 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearIdempotencyKey() {
@@ -1654,7 +1654,7 @@ private static final long serialVersionUID = 0L;
      * the first response; reusing it for a different request fails with FAILED_PRECONDITION.
      * </pre>
      *
-     * <code>string idempotency_key = 4;</code>
+     * <code>string idempotency_key = 4 [(.buf.validate.field) = { ... }</code>
      * @param value The bytes for idempotencyKey to set.
      * @return This builder for chaining.
      */
@@ -1674,7 +1674,7 @@ private static final long serialVersionUID = 0L;
      * consistency says when to return relative to indexing.
      * </pre>
      *
-     * <code>.memoryd.v1.Consistency consistency = 5;</code>
+     * <code>.memoryd.v1.Consistency consistency = 5 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for consistency.
      */
     @java.lang.Override public int getConsistencyValue() {
@@ -1685,7 +1685,7 @@ private static final long serialVersionUID = 0L;
      * consistency says when to return relative to indexing.
      * </pre>
      *
-     * <code>.memoryd.v1.Consistency consistency = 5;</code>
+     * <code>.memoryd.v1.Consistency consistency = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for consistency to set.
      * @return This builder for chaining.
      */
@@ -1700,7 +1700,7 @@ private static final long serialVersionUID = 0L;
      * consistency says when to return relative to indexing.
      * </pre>
      *
-     * <code>.memoryd.v1.Consistency consistency = 5;</code>
+     * <code>.memoryd.v1.Consistency consistency = 5 [(.buf.validate.field) = { ... }</code>
      * @return The consistency.
      */
     @java.lang.Override
@@ -1713,7 +1713,7 @@ private static final long serialVersionUID = 0L;
      * consistency says when to return relative to indexing.
      * </pre>
      *
-     * <code>.memoryd.v1.Consistency consistency = 5;</code>
+     * <code>.memoryd.v1.Consistency consistency = 5 [(.buf.validate.field) = { ... }</code>
      * @param value The consistency to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -1730,7 +1730,7 @@ private static final long serialVersionUID = 0L;
      * consistency says when to return relative to indexing.
      * </pre>
      *
-     * <code>.memoryd.v1.Consistency consistency = 5;</code>
+     * <code>.memoryd.v1.Consistency consistency = 5 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearConsistency() {
@@ -1746,7 +1746,7 @@ private static final long serialVersionUID = 0L;
      * turn_mode says what to do with turns; ignored for items.
      * </pre>
      *
-     * <code>.memoryd.v1.TurnMode turn_mode = 6;</code>
+     * <code>.memoryd.v1.TurnMode turn_mode = 6 [(.buf.validate.field) = { ... }</code>
      * @return The enum numeric value on the wire for turnMode.
      */
     @java.lang.Override public int getTurnModeValue() {
@@ -1757,7 +1757,7 @@ private static final long serialVersionUID = 0L;
      * turn_mode says what to do with turns; ignored for items.
      * </pre>
      *
-     * <code>.memoryd.v1.TurnMode turn_mode = 6;</code>
+     * <code>.memoryd.v1.TurnMode turn_mode = 6 [(.buf.validate.field) = { ... }</code>
      * @param value The enum numeric value on the wire for turnMode to set.
      * @return This builder for chaining.
      */
@@ -1772,7 +1772,7 @@ private static final long serialVersionUID = 0L;
      * turn_mode says what to do with turns; ignored for items.
      * </pre>
      *
-     * <code>.memoryd.v1.TurnMode turn_mode = 6;</code>
+     * <code>.memoryd.v1.TurnMode turn_mode = 6 [(.buf.validate.field) = { ... }</code>
      * @return The turnMode.
      */
     @java.lang.Override
@@ -1785,7 +1785,7 @@ private static final long serialVersionUID = 0L;
      * turn_mode says what to do with turns; ignored for items.
      * </pre>
      *
-     * <code>.memoryd.v1.TurnMode turn_mode = 6;</code>
+     * <code>.memoryd.v1.TurnMode turn_mode = 6 [(.buf.validate.field) = { ... }</code>
      * @param value The turnMode to set.
      * @throws IllegalArgumentException if UNRECOGNIZED is provided.
      * @return This builder for chaining.
@@ -1802,7 +1802,7 @@ private static final long serialVersionUID = 0L;
      * turn_mode says what to do with turns; ignored for items.
      * </pre>
      *
-     * <code>.memoryd.v1.TurnMode turn_mode = 6;</code>
+     * <code>.memoryd.v1.TurnMode turn_mode = 6 [(.buf.validate.field) = { ... }</code>
      * @return This builder for chaining.
      */
     public Builder clearTurnMode() {

@@ -16,7 +16,7 @@ public interface WriteRequestOrBuilder extends
    * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The subject.
    */
   java.lang.String getSubject();
@@ -26,7 +26,7 @@ public interface WriteRequestOrBuilder extends
    * 128 bytes (a server may be configured to allow fewer, never more).
    * </pre>
    *
-   * <code>string subject = 1;</code>
+   * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for subject.
    */
   com.google.protobuf.ByteString
@@ -81,7 +81,7 @@ public interface WriteRequestOrBuilder extends
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   java.util.List<dev.memoryd.v1.Turn> 
       getTurnsList();
@@ -90,7 +90,7 @@ public interface WriteRequestOrBuilder extends
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   dev.memoryd.v1.Turn getTurns(int index);
   /**
@@ -98,7 +98,7 @@ public interface WriteRequestOrBuilder extends
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   int getTurnsCount();
   /**
@@ -106,7 +106,7 @@ public interface WriteRequestOrBuilder extends
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   java.util.List<? extends dev.memoryd.v1.TurnOrBuilder> 
       getTurnsOrBuilderList();
@@ -115,7 +115,7 @@ public interface WriteRequestOrBuilder extends
    * turns to remember, instead of items: 1 to 200 of them, handled as turn_mode says.
    * </pre>
    *
-   * <code>repeated .memoryd.v1.Turn turns = 3;</code>
+   * <code>repeated .memoryd.v1.Turn turns = 3 [(.buf.validate.field) = { ... }</code>
    */
   dev.memoryd.v1.TurnOrBuilder getTurnsOrBuilder(
       int index);
@@ -126,7 +126,7 @@ public interface WriteRequestOrBuilder extends
    * the first response; reusing it for a different request fails with FAILED_PRECONDITION.
    * </pre>
    *
-   * <code>string idempotency_key = 4;</code>
+   * <code>string idempotency_key = 4 [(.buf.validate.field) = { ... }</code>
    * @return The idempotencyKey.
    */
   java.lang.String getIdempotencyKey();
@@ -136,7 +136,7 @@ public interface WriteRequestOrBuilder extends
    * the first response; reusing it for a different request fails with FAILED_PRECONDITION.
    * </pre>
    *
-   * <code>string idempotency_key = 4;</code>
+   * <code>string idempotency_key = 4 [(.buf.validate.field) = { ... }</code>
    * @return The bytes for idempotencyKey.
    */
   com.google.protobuf.ByteString
@@ -147,7 +147,7 @@ public interface WriteRequestOrBuilder extends
    * consistency says when to return relative to indexing.
    * </pre>
    *
-   * <code>.memoryd.v1.Consistency consistency = 5;</code>
+   * <code>.memoryd.v1.Consistency consistency = 5 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for consistency.
    */
   int getConsistencyValue();
@@ -156,7 +156,7 @@ public interface WriteRequestOrBuilder extends
    * consistency says when to return relative to indexing.
    * </pre>
    *
-   * <code>.memoryd.v1.Consistency consistency = 5;</code>
+   * <code>.memoryd.v1.Consistency consistency = 5 [(.buf.validate.field) = { ... }</code>
    * @return The consistency.
    */
   dev.memoryd.v1.Consistency getConsistency();
@@ -166,7 +166,7 @@ public interface WriteRequestOrBuilder extends
    * turn_mode says what to do with turns; ignored for items.
    * </pre>
    *
-   * <code>.memoryd.v1.TurnMode turn_mode = 6;</code>
+   * <code>.memoryd.v1.TurnMode turn_mode = 6 [(.buf.validate.field) = { ... }</code>
    * @return The enum numeric value on the wire for turnMode.
    */
   int getTurnModeValue();
@@ -175,7 +175,7 @@ public interface WriteRequestOrBuilder extends
    * turn_mode says what to do with turns; ignored for items.
    * </pre>
    *
-   * <code>.memoryd.v1.TurnMode turn_mode = 6;</code>
+   * <code>.memoryd.v1.TurnMode turn_mode = 6 [(.buf.validate.field) = { ... }</code>
    * @return The turnMode.
    */
   dev.memoryd.v1.TurnMode getTurnMode();
