@@ -161,7 +161,7 @@ WRITE_CASES = [
     pytest.param(bad_write(fact(data=struct(blob="x" * (16 * 1024)))), {"items[0].data"}, id="data-over-16KiB"),
     pytest.param(bad_write(fact(data=struct(ratio=NAN))), {"items[0].data"}, id="data-with-nan-number"),
     # request level
-    pytest.param(write(fact(), turns=[pb.Turn(turn_id="t1", speaker="user", text="hi")]), {"turns"},
+    pytest.param(write(fact(), turns=[pb.Turn(turn_id="t1", speaker="user", text="hi", time=stamp(1))]), {"turns"},
                  id="items-and-turns"),
     pytest.param(write(fact(), idempotency_key="k" * 129), {"idempotency_key"}, id="idempotency-key-over-128"),
     pytest.param(write(fact(), consistency=99), {"consistency"}, id="consistency-unknown"),
@@ -274,7 +274,7 @@ RECALL_CASES = [
     pytest.param(recall(weights=svc.ScoreWeights(similarity=0.0, recency=0.0, importance=0.0)), {"weights"},
                  id="weights-all-zero"),
     pytest.param(recall(keys=tuple(f"k{i}" for i in range(101))), {"keys"}, id="keys-over-100"),
-    pytest.param(recall(keys=("home_city", "")), {"keys"}, id="key-empty"),
+    pytest.param(recall(keys=("home_city", "")), {"keys[1]"}, id="key-empty"),
     pytest.param(recall(keys=("home city",)), {"keys[0]"}, id="key-with-space"),
     pytest.param(recall(keys=("ok", "home_*")), {"keys[1]"}, id="key-with-star"),
     pytest.param(recall(keys=("k" * 129,)), {"keys[0]"}, id="key-over-128-bytes"),

@@ -215,6 +215,8 @@ def drafts(document: dict[str, Any], limits: Limits) -> list[Draft]:
     for i, entry in enumerate(document["memories"]):
         path = f"archive.memories[{i}]"
         item = _item(check, path, entry)
+        if item is not None:
+            check.rules(item, path)
         draft = draft_from_message(check, path, item) if item is not None else None
         if draft is not None:
             out.append(draft)

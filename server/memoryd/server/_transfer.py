@@ -46,27 +46,19 @@ class ImportCommand:
     limits: Limits
 
 
-def _passphrase(check: Checker, value: str) -> str:
-    if value and not archive.MIN_PASSPHRASE_BYTES <= len(value.encode()) <= archive.MAX_PASSPHRASE_BYTES:
-        check.fail("passphrase", f"must be {archive.MIN_PASSPHRASE_BYTES} to {archive.MAX_PASSPHRASE_BYTES} bytes")
-    return value
-
-
 def validate_export(request: svc.ExportMemoriesRequest, limits: Limits) -> ExportCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     subject = check.subject("subject", request.subject)
-    passphrase = _passphrase(check, request.passphrase)
+    passphrase = request.passphrase  # its length is an annotated rule
     check.done()
     return ExportCommand(subject, passphrase, max_archive_bytes(limits))
 
 
 def validate_import(request: svc.ImportMemoriesRequest, limits: Limits) -> ImportCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     subject = check.subject("subject", request.subject)
-    passphrase = _passphrase(check, request.passphrase)
-    if not request.archive:
-        check.fail("archive", "is required")
-    elif len(request.archive) > max_archive_bytes(limits):
+    passphrase = request.passphrase
+    if len(request.archive) > max_archive_bytes(limits):
         check.fail("archive", f"must be at most {max_archive_bytes(limits)} bytes")
     check.done()
     return ImportCommand(subject, request.archive, passphrase, limits)

@@ -2,8 +2,11 @@
 
 One validator per RPC, each filling one ``Checker`` so a response names every invalid field at
 once with its path (``items[3].key``); nothing is written before a request has passed. Fixed
-limits and identifier grammars come from ``memoryd.domain.CONTRACT``, configurable ones from
-``Limits``. Modules: ``_checker`` (the collector and the field kinds), ``_memories`` (Write,
+limits and identifier grammars are the protos' ``buf.validate`` annotations, which ``_schema``
+enforces on the whole request first (``tests/domain/test_contract_limits.py`` holds them equal to
+``memoryd.domain.CONTRACT``); configurable ones come from ``Limits``, and rules across fields are
+written here. Modules: ``_checker`` (the collector and the field kinds), ``_schema`` (the
+annotations), ``_memories`` (Write,
 Recall, MemoryView, GetHistory, Erase), ``_turns`` (turns and extraction jobs), ``_conflicts``,
 ``_tokens`` and ``_views`` (the admin services).
 """

@@ -1,5 +1,9 @@
 """The violation collector every validator of the package fills: one ``Checker`` per request,
-reporting every invalid field at once with its path (``items[3].key``)."""
+reporting every invalid field at once with its path (``items[3].key``).
+
+A Checker made with the request starts with the violations of the contract's annotated rules
+(``_schema``); a hand-written rule about a field the annotations already refused adds nothing,
+so each field is described once, by the rule it broke first."""
 
 from __future__ import annotations
 
@@ -14,25 +18,35 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
 from memoryd.domain import (
-    CONTRACT,
     CONTROL_CHARACTERS,
     FieldViolation,
-    Grammar,
     InvalidArgument,
 )
 
 from .._config import Limits
+from ._schema import schema_violations
 
 
 class Checker:
     """Collects violations so one response can name every bad field."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, request: Message | None = None, *, path: str = "") -> None:
+        """``request``: the message whose annotated rules are checked first (its fields under ``path``)."""
         self.limits = limits
         self.violations: list[FieldViolation] = []
+        self._refused: set[str] = set()
+        if request is not None:
+            self.rules(request, path)
+
+    def rules(self, message: Message, path: str = "") -> None:
+        """Check ``message``'s annotated rules (its fields under ``path``)."""
+        found = schema_violations(message, path)
+        self.violations.extend(found)
+        self._refused.update(v.field for v in found)
 
     def fail(self, field: str, description: str) -> None:
-        self.violations.append(FieldViolation(field, description))
+        if field not in self._refused:
+            self.violations.append(FieldViolation(field, description))
 
     def done(self) -> None:
         if self.violations:
@@ -52,17 +66,13 @@ class Checker:
             self.fail(field, f"must be {what}")
         return value
 
-    def identifier(self, field: str, value: str, grammar: Grammar, *, max_bytes: int | None = None,
-                   required: bool = False) -> str:
-        """``value`` in ``grammar`` (a contract identifier), at most ``max_bytes`` (the grammar's own by default)."""
-        return self.text(field, value, max_bytes or grammar.max_bytes, required=required, pattern=grammar.pattern,
-                         what=grammar.words)
-
+    # A subject's and a key's grammar and the contract's ceiling are annotated rules (_schema);
+    # a server may be configured to allow shorter ones.
     def subject(self, field: str, value: str) -> str:
-        return self.identifier(field, value, CONTRACT.subject, max_bytes=self.limits.max_subject_bytes, required=True)
+        return self.text(field, value, self.limits.max_subject_bytes)
 
     def key(self, field: str, value: str) -> str:
-        return self.identifier(field, value, CONTRACT.key, max_bytes=self.limits.max_key_bytes)
+        return self.text(field, value, self.limits.max_key_bytes)
 
     def unit(self, field: str, value: float) -> float:
         if not 0.0 <= value <= 1.0:  # also false for NaN

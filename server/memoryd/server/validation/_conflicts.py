@@ -22,7 +22,7 @@ class ResolveConflictCommand:
 
 
 def validate_resolve_conflict(request: svc.ResolveConflictRequest, limits: Limits) -> ResolveConflictCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     subject = check.subject("subject", request.subject)
     memory_id = uuid_field(check, "memory_id", request.memory_id, required=True)
     resolution = check.enum("resolution", request.resolution, CONFLICT_RESOLUTION.to_domain, required=True)

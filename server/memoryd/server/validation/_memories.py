@@ -6,7 +6,6 @@ import hashlib
 from dataclasses import dataclass
 
 from memoryd.domain import (
-    CONTRACT,
     Draft,
     EraseMode,
     EraseSelector,
@@ -90,7 +89,7 @@ def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft
     text = check.text(f"{path}.text", item.text, check.limits.max_text_bytes, required=True)
     if text and not text.strip():
         check.fail(f"{path}.text", "must not be blank")
-    session_id = check.identifier(f"{path}.session_id", item.session_id, CONTRACT.session_id)
+    session_id = item.session_id  # grammars and fixed sizes are annotated rules (_schema)
     if scope is Scope.SESSION and not session_id:
         check.fail(f"{path}.session_id", "is required for SCOPE_SESSION")
     if scope is not Scope.SESSION and session_id:
@@ -102,7 +101,7 @@ def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft
     stability = check.enum(f"{path}.stability", item.stability, STABILITY.to_domain, default=Stability.STABLE)
     source_kind = check.enum(f"{path}.source_kind", item.source_kind, SOURCE_KIND.to_domain,
                              default=SourceKind.INPUT)
-    turn = check.identifier(f"{path}.source_turn_id", item.source_turn_id, CONTRACT.source_turn_id)
+    turn = item.source_turn_id
     tags = check.tags(f"{path}.tags", item.tags)
     data = check.struct(f"{path}.data", item.data) if item.HasField("data") else None
     valid_from = check.timestamp(item, "valid_from", f"{path}.valid_from")
@@ -118,7 +117,7 @@ def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft
 
 
 def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     subject = check.subject("subject", request.subject)
     if request.items and request.turns:
         check.fail("turns", "send either items or turns, not both")
@@ -129,7 +128,7 @@ def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
         check.done()
     drafts = [draft_from_message(check, f"items[{i}]", item) for i, item in enumerate(request.items)]
     turns, chunk = check_turns(check, request) if not request.items else ((), False)
-    key = check.text("idempotency_key", request.idempotency_key, CONTRACT.idempotency_key_bytes)
+    key = request.idempotency_key
     wait_indexed = bool(check.enum("consistency", request.consistency, CONSISTENCY.to_domain))
     check.done()
     # The hash of the deterministic encoding tells a retry from a different request.
@@ -145,7 +144,7 @@ def _filter(check: Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:
         check.fail("filter.keys", f"must have at most {check.limits.max_keys} entries")
     keys = tuple(check.key(f"filter.keys[{i}]", k) for i, k in enumerate(flt.keys))
     tags = check.tags("filter.tags", flt.tags)
-    session_id = check.identifier("filter.session_id", flt.session_id, CONTRACT.session_id)
+    session_id = flt.session_id
     after = check.timestamp(flt, "updated_after", "filter.updated_after")
     before = check.timestamp(flt, "updated_before", "filter.updated_before")
     return ReadFilter(subject=subject, categories=tuple(c for c in categories if c is not None), keys=keys,
@@ -154,14 +153,12 @@ def _filter(check: Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:
 
 
 def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     subject = check.subject("subject", request.subject)
     query = check.text("query", request.query, limits.max_query_bytes)
     if len(request.keys) > limits.max_keys:
         check.fail("keys", f"must have at most {limits.max_keys} entries")
     keys = [check.key(f"keys[{i}]", k) for i, k in enumerate(request.keys)]
-    if any(not k for k in request.keys):
-        check.fail("keys", "must not contain empty keys")
     if not query.strip() and not keys:
         check.fail("query", "a query or at least one key is required")
     flt = _filter(check, request.filter, subject)
@@ -186,7 +183,7 @@ def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand
 
 
 def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> ListCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     subject = check.subject("subject", request.subject)
     flt = _filter(check, request.filter, subject)
     for i, s in enumerate(request.statuses):
@@ -195,7 +192,7 @@ def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> List
     statuses = tuple(check.enum(f"statuses[{i}]", s, MEMORY_STATUS.to_domain, required=True)
                      for i, s in enumerate(request.statuses) if s != pb.MEMORY_STATUS_SUPERSEDED)
     size = check.page_size("page_size", request.page_size)
-    token = check.text("page_token", request.page_token, 1024)
+    token = request.page_token
     check.done()
     if statuses:
         flt = ReadFilter(**{**flt.__dict__, "statuses": tuple(s for s in statuses if s is not None)})
@@ -203,40 +200,33 @@ def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> List
 
 
 def validate_history(request: svc.GetHistoryRequest, limits: Limits) -> HistoryCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     subject = check.subject("subject", request.subject)
     memory_id = uuid_field(check, "memory_id", request.memory_id, required=True)
     size = check.page_size("page_size", request.page_size)
-    token = check.text("page_token", request.page_token, 1024)
+    token = request.page_token
     check.done()
     return HistoryCommand(subject, memory_id, size, token)
 
 
 def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     subject = check.subject("subject", request.subject)
     mode = check.enum("mode", request.mode, ERASE_MODE.to_domain, required=True)
-    reason = check.text("reason", request.reason, 512)
+    reason = request.reason
     which = request.WhichOneof("selector")
     selector = EraseSelector()
-    if which is None:
-        check.fail("selector", "exactly one of ids, key, source_turn_id, category, all_of_subject is required")
-    elif which == "ids":
+    if which == "ids":
         ids = request.ids.ids
-        if not ids:
-            check.fail("ids.ids", "at least one id is required")
         if len(ids) > limits.max_ids:
             check.fail("ids.ids", f"must have at most {limits.max_ids} entries")
         else:
             selector = EraseSelector(ids=tuple(dict.fromkeys(uuid_field(check, f"ids.ids[{i}]", v, required=True)
                                                                    for i, v in enumerate(ids))))
     elif which == "key":
-        selector = EraseSelector(key=check.key("key", request.key) or "")
-        if not request.key:
-            check.fail("key", "must not be empty")
+        selector = EraseSelector(key=check.key("key", request.key))
     elif which == "source_turn_id":
-        turn = check.identifier("source_turn_id", request.source_turn_id, CONTRACT.source_turn_id, required=True)
-        selector = EraseSelector(source_turn_id=turn)
+        selector = EraseSelector(source_turn_id=request.source_turn_id)
     elif which == "category":
         selector = EraseSelector(category=check.enum("category", request.category, CATEGORY.to_domain,
                                                      required=True))

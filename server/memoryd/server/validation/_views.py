@@ -7,11 +7,10 @@ is wise.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.domain import CONTRACT, MEMORY_FIELDS, FieldViolation, SourceKind, View, ViewRule
+from memoryd.domain import MEMORY_FIELDS, FieldViolation, SourceKind, View, ViewRule
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import view_admin_service_pb2 as admin
 
@@ -19,11 +18,6 @@ from .._config import Limits
 from .._enums import CATEGORY, ERASE_SELECTOR, SOURCE_KIND
 from ._checker import Checker
 
-# A key pattern is a key in which `*` may stand for any run of characters.
-KEY_PATTERN = re.compile(r"^(\*|[A-Za-z0-9*][A-Za-z0-9._:/*-]*)$")
-MAX_RULES = 64
-MAX_PATTERNS = 32
-MAX_DESCRIPTION_BYTES = 512
 
 
 @dataclass(frozen=True)
@@ -43,31 +37,20 @@ class ListViewsCommand:
     page_token: str
 
 
-def _agent(check: Checker, field: str, value: str) -> str:
-    return check.identifier(field, value, CONTRACT.agent, required=True)
-
-
 def _rules(check: Checker, field: str, rules: Any) -> tuple[ViewRule, ...]:
-    if len(rules) > MAX_RULES:
-        check.fail(field, f"must have at most {MAX_RULES} rules")
-        return ()
     out = []
     for i, rule in enumerate(rules):
         category = check.enum(f"{field}[{i}].category", rule.category, CATEGORY.to_domain, required=True)
         patterns = list(rule.key_patterns) or ["*"]
-        if len(patterns) > MAX_PATTERNS:
-            check.fail(f"{field}[{i}].key_patterns", f"must have at most {MAX_PATTERNS} patterns")
-            continue
-        for j, pattern in enumerate(patterns):
-            check.text(f"{field}[{i}].key_patterns[{j}]", pattern, check.limits.max_key_bytes, required=True,
-                       pattern=KEY_PATTERN, what="a key, where * matches any run of characters")
+        for j, pattern in enumerate(patterns):  # the pattern's grammar is an annotated rule
+            check.text(f"{field}[{i}].key_patterns[{j}]", pattern, check.limits.max_key_bytes)
         if category is not None:
             out.append(ViewRule(category, tuple(dict.fromkeys(patterns))))
     return tuple(out)
 
 
 def view_from_message(check: Checker, field: str, message: pb.View) -> View:
-    agent = _agent(check, f"{field}.agent", message.agent)
+    agent = message.agent  # its grammar is an annotated rule, as every fixed one (_schema)
     read = _rules(check, f"{field}.read_rules", message.read_rules)
     write = _rules(check, f"{field}.write_rules", message.write_rules)
     fields = []
@@ -82,7 +65,7 @@ def view_from_message(check: Checker, field: str, message: pb.View) -> View:
             selectors.append(name)
     if selectors and not message.may_erase:
         check.fail(f"{field}.erase_selectors", "must be empty unless may_erase is true")
-    description = check.text(f"{field}.description", message.description, MAX_DESCRIPTION_BYTES)
+    description = message.description
     max_source_kind = check.enum(f"{field}.max_source_kind", message.max_source_kind, SOURCE_KIND.to_domain)
     return View(agent=agent, read_rules=read, write_rules=write, may_erase=message.may_erase,
                 visible_fields=frozenset(fields), description=description, erase_selectors=frozenset(selectors),
@@ -92,13 +75,13 @@ def view_from_message(check: Checker, field: str, message: pb.View) -> View:
 def read_view(message: pb.View) -> tuple[View, list[FieldViolation]]:
     """``message`` read by the server's own rules, and every rule it breaks: for tools (the
     ``memoryd views`` command) that check a view before sending it or read one the server sent."""
-    check = Checker(Limits())
+    check = Checker(Limits(), message, path="view")
     view = view_from_message(check, "view", message)
     return view, check.violations
 
 
 def validate_put_view(request: admin.PutViewRequest, limits: Limits) -> PutViewCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     if not request.HasField("view"):
         check.fail("view", "is required")
     view = view_from_message(check, "view", request.view)
@@ -109,15 +92,15 @@ def validate_put_view(request: admin.PutViewRequest, limits: Limits) -> PutViewC
 
 
 def validate_agent(request: admin.GetViewRequest | admin.DeleteViewRequest, limits: Limits) -> AgentCommand:
-    check = Checker(limits)
-    agent = _agent(check, "agent", request.agent)
+    check = Checker(limits, request)
+    agent = request.agent
     check.done()
     return AgentCommand(agent)
 
 
 def validate_list_views(request: admin.ListViewsRequest, limits: Limits) -> ListViewsCommand:
-    check = Checker(limits)
+    check = Checker(limits, request)
     size = check.page_size("page_size", request.page_size)
-    token = check.text("page_token", request.page_token, 1024)
+    token = request.page_token
     check.done()
     return ListViewsCommand(size, token)
