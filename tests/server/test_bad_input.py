@@ -547,3 +547,26 @@ def test_undecodable_bytes_are_still_unauthenticated_without_a_token(agent: Agen
     with pytest.raises(grpc.RpcError) as raised:
         rpc(b"\xff\xff\xff", timeout=30)
     assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+
+
+def test_a_field_that_breaks_two_rules_is_named_once(agent: Agent) -> None:
+    # Too long and blank: two rules, one field. A client keys the violations by field (the
+    # Python client's MemorydError.violations is a dict), so the server describes a field once,
+    # by the rule it broke first.
+    from google.rpc import error_details_pb2
+    from grpc_status import rpc_status
+
+    try:
+        agent.call("Write", bad_write(fact(text=" " * 9000))(unique("subject")))
+    except grpc.RpcError as error:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    else:
+        raise AssertionError("Write accepted a blank text of 9,000 bytes")
+    assert status is not None
+    fields = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            fields += [v.field for v in bad.field_violations]
+    assert fields == ["items[0].text"]

@@ -2,8 +2,9 @@
 reporting every invalid field at once with its path (``items[3].key``).
 
 A Checker made with the request starts with the violations of the contract's annotated rules
-(``_schema``); a hand-written rule about a field the annotations already refused adds nothing,
-so each field is described once, by the rule it broke first."""
+(``_schema``, at most one per field); a later rule about a field already refused adds nothing,
+so each field is described once, by the rule it broke first, and a client may key the
+violations by field (the Python client's ``MemorydError.violations`` is a dict)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ class Checker:
         self._refused.update(v.field for v in found)
 
     def fail(self, field: str, description: str) -> None:
-        if field not in self._refused:
+        if field not in self._refused:  # one description per field: a client may key them by field
+            self._refused.add(field)
             self.violations.append(FieldViolation(field, description))
 
     def done(self) -> None:
