@@ -226,9 +226,10 @@ def test_storage_never_imports_the_server_or_the_cli(module: str):
                                                                                "memoryd.bench"))}
 
 
-@pytest.mark.parametrize("module", _of("memoryd.cli"))
-def test_the_cli_calls_servers_through_memoryd_client_not_raw_stubs(module: str):
-    # One client: its errors, retries and reply types. (grpc's health stub is not memoryd's.)
+@pytest.mark.parametrize("module", _of("memoryd.cli") + _of("memoryd.bench"))
+def test_the_cli_and_the_benchmarks_call_servers_through_memoryd_client_not_raw_stubs(module: str):
+    # One client: its errors, retries and reply types; the benchmarks measure what a client
+    # user gets. (grpc's health stub is not memoryd's.)
     assert not {m for m in _imported(module) if _under(m, "memoryd.v1") and m.endswith("_pb2_grpc")}
 
 

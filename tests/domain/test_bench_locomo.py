@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 
 from memoryd.bench import (BenchError, DatasetError, LocomoOptions, QuestionResult, canonical_dia_id, channel_hits,
@@ -24,6 +23,7 @@ from memoryd.bench import (BenchError, DatasetError, LocomoOptions, QuestionResu
 from memoryd.bench._dataset import Conversation, Turn
 from memoryd.bench._locomo import LocomoResult, Session, WriteStats, draft_for
 from memoryd.cli import Progress
+from memoryd.client import Unimplemented
 from memoryd.bench._report import json_report, markdown_report, text_report
 from memoryd.bench._server import server_environment
 from memoryd.bench import add_bench_commands
@@ -292,34 +292,24 @@ def test_the_dataset_is_found_next_to_the_repository_or_reported(tmp_path: Path)
 
 
 # ---------------------------------------------------------------------------------------------
-# The gRPC side against a fake stub: mapping back to turns, and failing loudly.
-
-
-class FakeRpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
+# The calling side against a fake client: mapping back to turns, and failing loudly.
 
 
 class FakeStub:
-    """Writes like the server (an exact repeat merges), recalls a fixed answer."""
+    """A stand-in for memoryd.client's MemorydClient: writes like the server (an exact repeat
+    merges), recalls a fixed answer."""
 
     def __init__(self, *, indexed: bool = True, recall: Any = None, listing: int = 0) -> None:
         self.indexed = indexed
-        self.recall = recall
+        self.answer = recall
         self.listing = listing
         self.ids: dict[str, str] = {}
         self.writes: list[svc.WriteRequest] = []
 
-    def MemoryView(self, request: svc.MemoryViewRequest, **_: Any) -> svc.MemoryViewResponse:  # noqa: N802
+    def memory_view(self, request: svc.MemoryViewRequest, **_: Any) -> svc.MemoryViewResponse:
         return svc.MemoryViewResponse(memories=[pb.Memory(id="old")] * self.listing)
 
-    def Write(self, request: svc.WriteRequest, **_: Any) -> svc.WriteResponse:  # noqa: N802
+    def write(self, request: svc.WriteRequest, **_: Any) -> svc.WriteResponse:
         self.writes.append(request)
         response = svc.WriteResponse(indexed=self.indexed)
         for item in request.items:
@@ -329,16 +319,16 @@ class FakeStub:
                                  outcome=svc.WRITE_OUTCOME_MERGED if merged else svc.WRITE_OUTCOME_CREATED)
         return response
 
-    def Recall(self, request: svc.RecallRequest, **_: Any) -> svc.RecallResponse:  # noqa: N802
-        if isinstance(self.recall, Exception):
-            raise self.recall
-        return self.recall(self, request)
+    def recall(self, request: svc.RecallRequest, **_: Any) -> svc.RecallResponse:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer(self, request)
 
 
 def _fake_run(dataset: Path, stub: FakeStub, ks: tuple[int, ...] = (1, 2, 25)) -> LocomoResult:
     options = LocomoOptions(dataset=dataset, conversations="conv-a", ks=ks, batch_size=4)
     conversation = select_conversations(load_locomo(dataset), options.conversations)[0]
-    session = Session(stub, "token", "fake:1", options)  # type: ignore[arg-type]
+    session = Session(stub, "fake:1", options)  # type: ignore[arg-type]
     result = LocomoResult(options, [conversation], WriteStats(), [], summarise([], ks), {"embedded": False,
                                                                                           "addr": "fake:1"})
     session.ensure_empty("s")
@@ -417,7 +407,7 @@ def test_a_write_that_is_not_indexed_stops_the_run(dataset: Path):
 
 
 def test_a_recall_the_server_does_not_implement_stops_the_run(dataset: Path):
-    error = FakeRpcError(grpc.StatusCode.UNIMPLEMENTED, "free-text recall is not available yet")
+    error = Unimplemented("free-text recall is not available yet")
     with pytest.raises(BenchError, match="UNIMPLEMENTED: free-text recall is not available yet"):
         _fake_run(dataset, FakeStub(recall=error))
 

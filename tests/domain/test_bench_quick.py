@@ -23,6 +23,7 @@ from memoryd.bench._quick import (EMBED_SPAN, RECALL_SPAN, TARGETS, Measured, Qu
                                   Target, Traceparents, fill_steps, json_quick, overhead, ratio, rss_growth,
                                   text_quick)
 from memoryd.bench import add_bench_commands
+from memoryd.bench._trace import traced
 
 
 MACHINE = {"cpu": "test cpu", "nproc": 2, "cpu_count": 2, "python": "3.11", "loadavg": [0.5, 0.4, 0.3]}
@@ -49,7 +50,9 @@ def test_spans_printed_by_the_console_exporter_are_read_per_trace():
     tracer = provider.get_tracer("test")
     traces = Traceparents()
     for pause in (0.02, 0.0):
-        metadata = dict(traces.next())
+        metadata: dict[str, str] = {}
+        with traced(traces.next()):  # as run_locomo makes each Recall: the client sends its traceparent
+            TraceContextTextMapPropagator().inject(metadata)
         context = TraceContextTextMapPropagator().extract(metadata)
         with tracer.start_as_current_span(RECALL_SPAN, context=context, kind=trace.SpanKind.SERVER):
             with tracer.start_as_current_span(EMBED_SPAN):

@@ -41,9 +41,7 @@ def test_the_lost_write_check_finds_a_write_erased_behind_its_back(server: Serve
         run.setup_tenant(tenant, random.Random(1))
         assert run.verify() == ([], 0)
         victim = tenant.live["user-1"][1]
-        run.memory.Erase(svc.EraseRequest(subject="user-1", ids=svc.MemoryIds(ids=[victim]),
-                                          mode=svc.ERASE_MODE_PURGE),
-                         metadata=tenant.metadata, timeout=30)
+        tenant.client.erase(subject="user-1", ids=svc.MemoryIds(ids=[victim]), mode=svc.ERASE_MODE_PURGE, timeout=30)
         # Erased by somebody else: the generator did not erase it, so it counts as lost.
         assert run.verify() == ([(tenant.name, "user-1", victim)], 0)
 

@@ -19,12 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import grpc
-
-from memoryd.client import TLS
+from memoryd.client import NO_RETRY, TLS, MemorydClient, MemorydError
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
-from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
 from ._locomo import BenchError, rpc_failure, server_for
 from ._metrics import percentile
@@ -147,14 +144,14 @@ class BilingualResult:
         return {"p50": percentile(values, 50), "p99": percentile(values, 99)}
 
 
-def _write(stub: svc_grpc.MemoryServiceStub, metadata: Sequence[tuple[str, str]], subject: str,
-           items: Sequence[Item], options: BilingualOptions, target: str) -> dict[str, str]:
+def _write(client: MemorydClient, subject: str, items: Sequence[Item], options: BilingualOptions,
+           target: str) -> dict[str, str]:
     """Write one user's memories; returns memory id → the set's id."""
     request = svc.WriteRequest(subject=subject, consistency=svc.CONSISTENCY_WAIT_INDEXED, items=[
         pb.MemoryDraft(category=pb.Category.Value(f"CATEGORY_{i.category}"), key=i.key, text=i.text) for i in items])
     try:
-        response = stub.Write(request, metadata=metadata, timeout=options.timeout)
-    except grpc.RpcError as error:
+        response = client.write(request, timeout=options.timeout)
+    except MemorydError as error:
         raise rpc_failure(f"Write({subject})", error, target) from None
     if not response.indexed:
         raise BenchError(f"Write({subject}) returned indexed=false: the memories were not searchable in time")
@@ -173,16 +170,12 @@ def run_bilingual(options: BilingualOptions, progress: TextIO | None = None) -> 
     started = time.perf_counter()
     with server_for(options) as (target, token, server_info):  # type: ignore[arg-type]
         result.server = server_info
-        metadata = (("authorization", f"Bearer {token}"),)
-        channel = (grpc.secure_channel(target, options.tls.channel_credentials(), options.tls.channel_options())
-                   if options.tls else grpc.insecure_channel(target))
-        with channel:
-            stub = svc_grpc.MemoryServiceStub(channel)
+        with MemorydClient(target, token=token, tls=options.tls, retry=NO_RETRY) as client:
             subjects = {user: f"{options.subject_prefix}-{user}" for user in data.users}
             ids: dict[str, str] = {}
             with Progress("write ", len(data.users), progress) as bar:
                 for user, items in data.users.items():
-                    ids |= _write(stub, metadata, subjects[user], items, options, target)
+                    ids |= _write(client, subjects[user], items, options, target)
                     bar.advance()
             with Progress("recall", len(data.queries), progress) as bar:
                 for q in data.queries:
@@ -191,8 +184,8 @@ def run_bilingual(options: BilingualOptions, progress: TextIO | None = None) -> 
                         request.min_relevance = options.min_relevance
                     began = time.perf_counter()
                     try:
-                        response = stub.Recall(request, metadata=metadata, timeout=options.timeout)
-                    except grpc.RpcError as error:
+                        response = client.recall(request, timeout=options.timeout)
+                    except MemorydError as error:
                         raise rpc_failure(f"Recall({q.query!r})", error, target) from None
                     latency_ms = (time.perf_counter() - began) * 1000
                     returned = tuple(Returned(ids.get(s.memory.id, "?"), s.relevance, s.similarity,

@@ -16,24 +16,24 @@ subject's active memories are read back with ``MemoryView``. Seconds per job are
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from memoryd.client import NO_RETRY, MemorydClient, MemorydError
 from memoryd.server import issue_token, load_signing_key
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
-from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 from memoryd.v1 import view_admin_service_pb2 as admin
-from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._extraction_set import DEFAULT_DIALOGUES, Dialogue, Outcome, Stored, load_dialogues
 from ._locomo import BenchError, rpc_failure
@@ -42,6 +42,7 @@ from ._scripted_model import ScriptedModel
 from ._server import EmbeddedServer
 
 AGENT = "bench-extraction"
+R = TypeVar("R")
 _DONE = {svc.EXTRACTION_JOB_STATE_SUCCEEDED, svc.EXTRACTION_JOB_STATE_FAILED}
 
 
@@ -103,8 +104,9 @@ def _seconds(job: svc.ExtractionJob) -> float | None:
 
 
 class _Session:
+    """The run's calls, as the benchmark's agent (an admin client puts its view first)."""
+
     def __init__(self, channel: grpc.Channel, target: str, key_file: Path, options: ExtractionOptions) -> None:
-        self.memory = svc_grpc.MemoryServiceStub(channel)
         self.target, self.options = target, options
         key, tenant = load_signing_key(key_file), f"extraction-bench-{uuid.uuid4().hex[:8]}"
         every = [pb.ViewRule(category=c, key_patterns=["*"]) for c in pb.Category.values()
@@ -113,38 +115,37 @@ class _Session:
         view = pb.View(agent=AGENT, read_rules=every, write_rules=every, may_erase=True, visible_fields=fields,
                        description="extraction benchmark (memoryd bench extraction)")
         admin_token = issue_token(key, tenant=tenant, agent="bench-admin", roles=("admin",), ttl_seconds=600)
-        self.call(admin_grpc.ViewAdminServiceStub(channel).PutView, admin.PutViewRequest(view=view), "PutView",
-                  token=admin_token)
+        # No retries: a benchmark counts what fails rather than hiding it.
+        admin_client = MemorydClient(channel=channel, token=admin_token, timeout=options.deadline, retry=NO_RETRY)
+        self.call(lambda: admin_client.put_view(admin.PutViewRequest(view=view)), "PutView")
         ttl = int(options.wait + options.start_timeout + 3600)
-        self.metadata = (("authorization", f"Bearer {issue_token(key, tenant=tenant, agent=AGENT, ttl_seconds=ttl)}"),)
+        self.client = MemorydClient(channel=channel, token=issue_token(key, tenant=tenant, agent=AGENT, ttl_seconds=ttl),
+                                    timeout=options.deadline, retry=NO_RETRY)
 
-    def call(self, method: Any, request: Any, what: str, token: str | None = None) -> Any:
-        metadata = (("authorization", f"Bearer {token}"),) if token else self.metadata
+    def call(self, send: Callable[[], R], what: str) -> R:
         try:
-            return method(request, metadata=metadata, timeout=self.options.deadline)
-        except grpc.RpcError as error:
+            return send()
+        except MemorydError as error:
             raise rpc_failure(what, error, self.target) from None
 
     def queue(self, subject: str, dialogue: Dialogue) -> str:
         turns = [pb.Turn(turn_id=t.turn_id, speaker=t.speaker, text=t.text, time=_timestamp(t.time))
                  for t in dialogue.turns]
-        response = self.call(self.memory.Write, svc.WriteRequest(subject=subject, turns=turns,
-                                                                 turn_mode=svc.TURN_MODE_EXTRACT),
-                             f"Write({subject}, extract)")
+        request = svc.WriteRequest(subject=subject, turns=turns, turn_mode=svc.TURN_MODE_EXTRACT)
+        response = self.call(lambda: self.client.write(request), f"Write({subject}, extract)")
         if not response.extraction_job_id:
             raise BenchError(f"Write({subject}) queued no extraction job")
         return str(response.extraction_job_id)
 
     def job(self, subject: str, job_id: str) -> svc.ExtractionJob:
-        return self.call(self.memory.GetExtractionJob, svc.GetExtractionJobRequest(subject=subject, job_id=job_id),
-                         f"GetExtractionJob({subject})").job
+        request = svc.GetExtractionJobRequest(subject=subject, job_id=job_id)
+        return self.call(lambda: self.client.get_extraction_job(request), f"GetExtractionJob({subject})").job
 
     def stored(self, subject: str) -> tuple[Stored, ...]:
         found, token = [], ""
         while True:
-            page = self.call(self.memory.MemoryView, svc.MemoryViewRequest(subject=subject, page_size=100,
-                                                                           page_token=token),
-                             f"MemoryView({subject})")
+            request = svc.MemoryViewRequest(subject=subject, page_size=100, page_token=token)
+            page = self.call(functools.partial(self.client.memory_view, request), f"MemoryView({subject})")
             found += [Stored(pb.Category.Name(m.category).removeprefix("CATEGORY_").lower(), m.key, m.text)
                       for m in page.memories]
             token = page.next_page_token

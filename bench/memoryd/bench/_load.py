@@ -19,6 +19,9 @@ spread over them round robin — each worker starts at its own replica and moves
 with every call — so a memory written through one replica is recalled, listed and erased
 through the others; setup and the final check go through the first.
 
+Calls go through ``memoryd.client`` (a client per tenant over each server's one channel),
+without retries: a failed call is counted, not hidden behind a second attempt.
+
 Only loopback addresses are accepted: this is a tool for one's own machine, not for load
 testing somebody else's server.
 """
@@ -43,12 +46,10 @@ from typing import Any, TextIO
 
 import grpc
 
+from memoryd.client import NO_RETRY, MemorydClient, MemorydError
 from memoryd.server import issue_token, load_signing_key
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
-from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
-from memoryd.v1 import view_admin_service_pb2 as admin
-from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._locomo import BenchError
 from ._metrics import percentile
@@ -162,9 +163,14 @@ def process_rss(pid: int) -> dict[str, int | None]:
 
 
 class _Tenant:
-    def __init__(self, name: str, token: str, subjects: list[str]) -> None:
+    def __init__(self, name: str, token: str, subjects: list[str], channels: Sequence[grpc.Channel],
+                 deadline: float) -> None:
         self.name = name
-        self.metadata = (("authorization", f"Bearer {token}"),)
+        # The tenant's agent on every server: one client per channel (the channels are shared by
+        # every tenant); ``client``, on the first server, does setup and verification.
+        self.clients = [MemorydClient(channel=channel, token=token, timeout=deadline, retry=NO_RETRY)
+                        for channel in channels]
+        self.client = self.clients[0]
         self.subjects = subjects
         # Acknowledged, not yet erased memory ids per subject; erased ones move to `erased`.
         self.live: dict[str, list[str]] = {s: [] for s in subjects}
@@ -176,11 +182,9 @@ class _Tenant:
 class _Run:
     def __init__(self, options: LoadOptions, channels: Sequence[grpc.Channel], key_path: Path) -> None:
         self.options = options
-        # One MemoryService stub per server; setup and verification use the first.
-        self.replicas = [svc_grpc.MemoryServiceStub(channel) for channel in channels]
-        self.memory = self.replicas[0]
-        self.admin = admin_grpc.ViewAdminServiceStub(channels[0])
-        self.calls_by_replica = [0] * len(self.replicas)
+        # One channel per server; setup and verification use the first.
+        self.channels = list(channels)
+        self.calls_by_replica = [0] * len(self.channels)
         self.key = load_signing_key(key_path)
         run_id = options.run_id or uuid.uuid4().hex[:8]
         self.run_id = run_id
@@ -188,7 +192,7 @@ class _Run:
         self.tenants = [_Tenant(f"load-{run_id}-{i:03d}",
                                 issue_token(self.key, tenant=f"load-{run_id}-{i:03d}", agent=AGENT,
                                             ttl_seconds=ttl),
-                                [f"user-{j}" for j in range(options.subjects)])
+                                [f"user-{j}" for j in range(options.subjects)], self.channels, options.deadline)
                         for i in range(options.tenants)]
         self.ops = {op: OpStats() for op in OPERATIONS}
         self.stats_lock = threading.Lock()
@@ -208,8 +212,8 @@ class _Run:
     def _write(self, tenant: _Tenant, subject: str, count: int, rng: random.Random) -> None:
         items = [pb.MemoryDraft(category=pb.CATEGORY_EVENT, text=self._text(rng)) for _ in range(count)]
         key = f"load-{uuid.uuid4().hex}"
-        response = self.memory.Write(svc.WriteRequest(subject=subject, items=items, idempotency_key=key),
-                                     metadata=tenant.metadata, timeout=self.options.deadline)
+        response = tenant.client.write(svc.WriteRequest(subject=subject, items=items, idempotency_key=key),
+                                       timeout=self.options.deadline)
         ids = [r.memory_id for r in response.results if r.memory_id]
         if len(ids) != count:
             raise _Mismatch(f"Write acknowledged {len(ids)} of {count} items")
@@ -225,32 +229,31 @@ class _Run:
         fields = [f.name for f in pb.Memory.DESCRIPTOR.fields if f.name != "content_unavailable"]
         view = pb.View(agent=AGENT, read_rules=every, write_rules=every, may_erase=True, visible_fields=fields,
                        description="load generator (memoryd bench load)")
-        self.admin.PutView(admin.PutViewRequest(view=view), metadata=(("authorization", f"Bearer {token}"),),
-                           timeout=max(self.options.deadline, 30))
+        MemorydClient(channel=self.channels[0], token=token, retry=NO_RETRY).put_view(
+            view=view, timeout=max(self.options.deadline, 30))
         for subject in tenant.subjects:
             if self.options.seed_memories:
                 self._write(tenant, subject, self.options.seed_memories, rng)
 
     # -- the measured loop -----------------------------------------------------------------
 
-    def call(self, op: str, rng: random.Random, memory: svc_grpc.MemoryServiceStub | None = None) -> None:
-        memory = memory or self.memory
+    def call(self, op: str, rng: random.Random, replica: int = 0) -> None:
         tenant = rng.choice(self.tenants)
         subject = rng.choice(tenant.subjects)
+        memory = tenant.clients[replica]
         if op == "Recall":
             query = " ".join(rng.choice(_WORDS) for _ in range(3))
             # No minimum relevance (synthetic text): the whole Recall, comparable with runs before
             # there was a minimum.
-            response = memory.Recall(svc.RecallRequest(subject=subject, query=query, top_k=10, min_relevance=0.0),
-                                     metadata=tenant.metadata, timeout=self.options.deadline)
+            response = memory.recall(svc.RecallRequest(subject=subject, query=query, top_k=10, min_relevance=0.0),
+                                     timeout=self.options.deadline)
             if response.degraded:
                 with self.stats_lock:
                     self.degraded += 1
         elif op == "Write":
             self._write(tenant, subject, self.options.write_items, rng)
         elif op == "MemoryView":
-            memory.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=50),
-                                   metadata=tenant.metadata, timeout=self.options.deadline)
+            memory.memory_view(svc.MemoryViewRequest(subject=subject, page_size=50), timeout=self.options.deadline)
         else:
             with tenant.lock:
                 pool = tenant.live[subject]
@@ -260,17 +263,17 @@ class _Run:
                     memory_id = pool.pop(rng.randrange(len(pool)))
                     tenant.uncertain[subject].add(memory_id)
             if not memory_id:  # nothing to erase here: list instead, so the call still counts
-                memory.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=50),
-                                       metadata=tenant.metadata, timeout=self.options.deadline)
+                memory.memory_view(svc.MemoryViewRequest(subject=subject, page_size=50),
+                                   timeout=self.options.deadline)
                 return
-            response = memory.Erase(
+            receipt = memory.erase(
                 svc.EraseRequest(subject=subject, ids=svc.MemoryIds(ids=[memory_id]), mode=svc.ERASE_MODE_PURGE,
                                  reason="load generator"),
-                metadata=tenant.metadata, timeout=self.options.deadline)
+                timeout=self.options.deadline).receipt
             with tenant.lock:
                 tenant.uncertain[subject].discard(memory_id)
                 tenant.erased[subject].add(memory_id)
-            if response.receipt.counts.memories != 1 or not response.receipt.verified:
+            if receipt.counts.memories != 1 or not receipt.verified:
                 with self.stats_lock:
                     self.erase_mismatches += 1
 
@@ -279,14 +282,14 @@ class _Run:
         turn = index
         while time.monotonic() < stop_at:
             op = choose_op(rng)
-            replica = turn % len(self.replicas)
+            replica = turn % len(self.channels)
             turn += 1
             started = time.perf_counter()
             code = ""
             try:
-                self.call(op, rng, self.replicas[replica])
-            except grpc.RpcError as exc:
-                code = exc.code().name if exc.code() is not None else "UNKNOWN"  # type: ignore[attr-defined]
+                self.call(op, rng, replica)
+            except MemorydError as exc:
+                code = exc.code.name
             except _Mismatch:
                 code = "BAD_RESPONSE"
             elapsed = (time.perf_counter() - started) * 1000
@@ -305,16 +308,8 @@ class _Run:
         inactive = 0
         for tenant in self.tenants:
             for subject in tenant.subjects:
-                found: dict[str, int] = {}
-                token = ""
-                while True:
-                    page = self.memory.MemoryView(
-                        svc.MemoryViewRequest(subject=subject, statuses=ALL_STATUSES, page_size=500, page_token=token),
-                        metadata=tenant.metadata, timeout=max(self.options.deadline, 30))
-                    found.update((m.id, m.status) for m in page.memories)
-                    token = page.next_page_token
-                    if not token:
-                        break
+                found = {m.id: m.status for m in tenant.client.iter_memories(
+                    subject=subject, statuses=ALL_STATUSES, page_size=500, timeout=max(self.options.deadline, 30))}
                 for memory_id in tenant.live[subject]:
                     status = found.get(memory_id)
                     if status is None:
@@ -353,8 +348,9 @@ def _load(options: LoadOptions, targets: Sequence[str], key_path: Path, server: 
             stream.write(text + "\n")
             stream.flush()
 
-    with ExitStack() as channels:
-        opened = [channels.enter_context(grpc.insecure_channel(target)) for target in targets]
+    with ExitStack() as clients:
+        # A client per server only to own its channel; every tenant's clients share the channels.
+        opened = [clients.enter_context(MemorydClient(target, retry=NO_RETRY)).channel for target in targets]
         for target, channel in zip(targets, opened):
             try:
                 grpc.channel_ready_future(channel).result(timeout=30)
@@ -374,9 +370,8 @@ def _load(options: LoadOptions, targets: Sequence[str], key_path: Path, server: 
                     tenant = queue.pop()
                 try:
                     run.setup_tenant(tenant, rng)
-                except grpc.RpcError as exc:
-                    raise BenchError(f"setting up tenant {tenant.name} failed: "
-                                     f"{exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
+                except MemorydError as exc:
+                    raise BenchError(f"setting up tenant {tenant.name} failed: {exc.code.name}: {exc.message}") from None
 
         say(f"setting up {options.tenants} tenants × {options.subjects} subjects × {options.seed_memories} memories")
         _run_threads(max(1, min(options.concurrency, options.tenants)), set_up)

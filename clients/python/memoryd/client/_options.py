@@ -81,6 +81,7 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
+"""One attempt per call: for callers that retry themselves, or count failures (the benchmarks)."""
 
 
 def wrong_reply(method: str, reply: type, answer: object) -> NoReturn:
