@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memoryd.v1 import memory_service_pb2 as svc
@@ -116,8 +117,19 @@ def _probe(kind: str, port: int) -> int:
     return subprocess.run([*MEMORYD, *command[1:]], capture_output=True, timeout=60).returncode
 
 
+def _serving(port: int) -> int:
+    """What ``memoryd health`` would exit with (0 SERVING, else 1), asked in this process: the
+    waits poll it every half second, and a ``memoryd`` process costs a second of imports."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        try:
+            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        except grpc.RpcError:
+            return 1
+    return 0 if answer.status == health_pb2.HealthCheckResponse.SERVING else 1
+
+
 def _until(port: int, expected: int, what: str, worker_log: Path, timeout: float = 90) -> None:
-    wait_until(lambda: _health(port)[0] == expected, timeout, 1, what=what,
+    wait_until(lambda: _serving(port) == expected, timeout, 0.5, what=what,
                diagnose=lambda: f"health answers {_health(port)}; worker log:\n" + worker_log.read_text()[-4000:])
 
 
