@@ -9,7 +9,6 @@ violations by field (the Python client's ``MemorydError.violations`` is a dict).
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -54,32 +53,21 @@ class Checker:
         if self.violations:
             raise InvalidArgument(self.violations)
 
-    def text(self, field: str, value: str, max_bytes: int, *, required: bool = False,
-             pattern: re.Pattern[str] | None = None, what: str = "") -> str:
-        if not value:
-            if required:
-                self.fail(field, "is required")
-            return value
+    # Presence, grammars and the contract's fixed sizes are annotated rules (_schema); what is
+    # left for free text is a size a server setting gives, and NUL.
+    def text(self, field: str, value: str, max_bytes: int) -> str:
         if len(value.encode()) > max_bytes:
             self.fail(field, f"must be at most {max_bytes} bytes")
         elif "\x00" in value:
             self.fail(field, "must not contain NUL characters")
-        elif pattern is not None and not pattern.fullmatch(value):
-            self.fail(field, f"must be {what}")
         return value
 
-    # A subject's and a key's grammar and the contract's ceiling are annotated rules (_schema);
-    # a server may be configured to allow shorter ones.
+    # A server may be configured to allow shorter subjects and keys than the contract.
     def subject(self, field: str, value: str) -> str:
         return self.text(field, value, self.limits.max_subject_bytes)
 
     def key(self, field: str, value: str) -> str:
         return self.text(field, value, self.limits.max_key_bytes)
-
-    def unit(self, field: str, value: float) -> float:
-        if not 0.0 <= value <= 1.0:  # also false for NaN
-            self.fail(field, "must be between 0 and 1")
-        return value
 
     def enum(self, field: str, value: int, allowed: Mapping[int, Any], *, required: bool = False,
              default: Any = None) -> Any:
@@ -134,7 +122,7 @@ class Checker:
             return ()
         for i, tag in enumerate(values):
             before = len(self.violations)
-            self.text(f"{field}[{i}]", tag, self.limits.max_tag_bytes, required=True)
+            self.text(f"{field}[{i}]", tag, self.limits.max_tag_bytes)
             if len(self.violations) == before and CONTROL_CHARACTERS.search(tag):
                 self.fail(f"{field}[{i}]", "must not contain control characters or line breaks")
         return tuple(sorted(set(values)))

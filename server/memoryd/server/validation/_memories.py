@@ -86,7 +86,7 @@ def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft
     category = check.enum(f"{path}.category", item.category, CATEGORY.to_domain, required=True)
     scope = check.enum(f"{path}.scope", item.scope, SCOPE.to_domain, default=Scope.SUBJECT)
     key = check.key(f"{path}.key", item.key)
-    text = check.text(f"{path}.text", item.text, check.limits.max_text_bytes, required=True)
+    text = check.text(f"{path}.text", item.text, check.limits.max_text_bytes)
     if text and not text.strip():
         check.fail(f"{path}.text", "must not be blank")
     session_id = item.session_id  # grammars and fixed sizes are annotated rules (_schema)
@@ -96,8 +96,9 @@ def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft
         check.fail(f"{path}.session_id", "is only allowed with SCOPE_SESSION")
     if category is not None and category.episodic and key:
         check.fail(f"{path}.key", "must be empty for episodic categories (event, decision)")
-    importance = check.unit(f"{path}.importance", item.importance) if item.HasField("importance") else 0.5
-    confidence = check.unit(f"{path}.confidence", item.confidence) if item.HasField("confidence") else 1.0
+    # Their range, [0, 1], is an annotated rule.
+    importance = item.importance if item.HasField("importance") else 0.5
+    confidence = item.confidence if item.HasField("confidence") else 1.0
     stability = check.enum(f"{path}.stability", item.stability, STABILITY.to_domain, default=Stability.STABLE)
     source_kind = check.enum(f"{path}.source_kind", item.source_kind, SOURCE_KIND.to_domain,
                              default=SourceKind.INPUT)
@@ -168,15 +169,15 @@ def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand
     if not 0 <= request.token_budget <= limits.max_token_budget:
         check.fail("token_budget", f"must be between 0 and {limits.max_token_budget}")
     w = request.weights
-    weights = Weights(
-        check.unit("weights.similarity", w.similarity) if w.HasField("similarity") else None,
-        check.unit("weights.recency", w.recency) if w.HasField("recency") else None,
-        check.unit("weights.importance", w.importance) if w.HasField("importance") else None,
+    weights = Weights(  # each in [0, 1]: an annotated rule
+        w.similarity if w.HasField("similarity") else None,
+        w.recency if w.HasField("recency") else None,
+        w.importance if w.HasField("importance") else None,
     )
     given = [v for v in (weights.similarity, weights.recency, weights.importance) if v is not None]
     if given and len(given) == 3 and not any(v > 0 for v in given):
         check.fail("weights", "at least one weight must be positive")
-    min_relevance = check.unit("min_relevance", request.min_relevance) if request.HasField("min_relevance") else None
+    min_relevance = request.min_relevance if request.HasField("min_relevance") else None
     check.done()
     return RecallCommand(subject, query, list(dict.fromkeys(keys)), flt, top_k, request.token_budget, weights,
                          request.render_block, min_relevance, not request.exclude_neighbours)

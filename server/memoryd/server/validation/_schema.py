@@ -29,7 +29,7 @@ from google.protobuf import duration_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, OneofDescriptor
 from google.protobuf.message import Message
 
-from memoryd.domain import CONTRACT, FieldViolation
+from memoryd.domain import CONTRACT, FieldViolation, Grammar
 
 __all__ = ["UnsupportedRule", "schema_violations"]
 
@@ -41,7 +41,7 @@ _IF_ZERO = rules_pb.IGNORE_IF_ZERO_VALUE
 _ALWAYS = rules_pb.IGNORE_ALWAYS
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 # The contract's identifier grammars, by their annotated pattern, to describe a mismatch in words.
-_GRAMMAR_WORDS = {f"^{g.pattern.pattern}$": g.words for g in vars(CONTRACT).values() if hasattr(g, "pattern")}
+_GRAMMAR_WORDS = {f"^{g.pattern.pattern}$": g.words for g in vars(CONTRACT).values() if isinstance(g, Grammar)}
 
 
 def _field_rules(field: FieldDescriptor) -> rules_pb.FieldRules | None:

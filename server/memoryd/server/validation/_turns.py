@@ -28,7 +28,7 @@ def check_turns(check: Checker, request: svc.WriteRequest) -> tuple[tuple[Turn, 
         speaker = turn.speaker
         if speaker and not speaker.strip():
             check.fail(f"{path}.speaker", "must not be blank")
-        text = check.text(f"{path}.text", turn.text, check.limits.max_text_bytes, required=True)
+        text = check.text(f"{path}.text", turn.text, check.limits.max_text_bytes)
         if text and not text.strip():
             check.fail(f"{path}.text", "must not be blank")
         time = check.timestamp(turn, "time", f"{path}.time")
