@@ -27,13 +27,15 @@ serve: install
 ## (tests/conftest.py) one at a time — they share a Milvus server and build folders with each
 ## other, not with the rest, and spend most of their time waiting for those servers and builds.
 ## The serial lane has its own --basetemp (pytest prunes numbered temp dirs of other runs) and
-## its own log, printed when both are done. The parallel lane ends with its 15 slowest tests: where
-## the time goes, in every CI log.
+## its own log, printed when both are done. The parallel lane steals work (--dist worksteal): with
+## xdist's default (load) one core sat idle for the last ~6 of 12 minutes while the other worked
+## through a queue of end-to-end tests it had been handed early. The parallel lane ends with its
+## 15 slowest tests: where the time goes, in every CI log.
 test: install typecheck lint
 	PYTHON=$(PYTHON) bash scripts/install-test-servers.sh
 	@tmp=$$(mktemp -d); \
 	$(BIN)/python -m pytest -m serial --basetemp=$$tmp/serial > $$tmp/serial.log 2>&1 & serial_pid=$$!; \
-	$(BIN)/python -m pytest -n 2 -m "not serial" --durations=15; parallel=$$?; \
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not serial" --durations=15; parallel=$$?; \
 	wait $$serial_pid; serial=$$?; \
 	echo "---- the serial lane (pytest -m serial), run beside the tests above ----"; cat $$tmp/serial.log; \
 	rm -rf $$tmp; test $$parallel -eq 0 -a $$serial -eq 0
