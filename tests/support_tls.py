@@ -18,7 +18,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from .support import ServerProcess, server_env
+from memoryd.storage import EmbeddedPostgres
+
+from .support import ServerProcess, fresh_database, server_env
 
 TRUST_DOMAIN = "example.org"
 
@@ -82,16 +84,22 @@ def ca() -> Authority:
     return Authority("memoryd test CA")
 
 
-@pytest.fixture
-def tls_server(tmp_path: Path, private_database: str, key_file: Path, ca: Authority) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory, postgres: EmbeddedPostgres, key_file: Path,
+               ca: Authority) -> Iterator[ServerProcess]:
+    """One mTLS server per test module, on a database of its own: every test works in its own tenant.
+
+    The CA's certificate is at ``tls_server.env["MEMORYD_TLS_CLIENT_CA_FILE"]``."""
+    folder = tmp_path_factory.mktemp("tls")
     server = ca.issue([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))], server=True)
     files = {"cert.pem": server.cert_pem, "key.pem": server.key_pem, "ca.pem": ca.pem}
     for name, content in files.items():
-        (tmp_path / name).write_bytes(content)
-    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=private_database,
-                     MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_TLS_CERT_FILE=str(tmp_path / "cert.pem"),
-                     MEMORYD_TLS_KEY_FILE=str(tmp_path / "key.pem"),
-                     MEMORYD_TLS_CLIENT_CA_FILE=str(tmp_path / "ca.pem"), MEMORYD_TLS_TRUST_DOMAIN=TRUST_DOMAIN)
-    process = ServerProcess(env, tmp_path / "server.log").start()
-    yield process
-    process.stop()
+        (folder / name).write_bytes(content)
+    with fresh_database(postgres.owner_dsn) as database:
+        env = server_env(MEMORYD_DATA_DIR=str(folder), MEMORYD_POSTGRES_DSN=database,
+                         MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_TLS_CERT_FILE=str(folder / "cert.pem"),
+                         MEMORYD_TLS_KEY_FILE=str(folder / "key.pem"),
+                         MEMORYD_TLS_CLIENT_CA_FILE=str(folder / "ca.pem"), MEMORYD_TLS_TRUST_DOMAIN=TRUST_DOMAIN)
+        process = ServerProcess(env, folder / "server.log").start()
+        yield process
+        process.stop()

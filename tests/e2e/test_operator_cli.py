@@ -82,7 +82,7 @@ def test_the_cli_speaks_tls_and_mutual_tls(tls_server, ca, key_file, tmp_path):
     """Against a server that requires client certificates: every client command with the
     shared options, the variables instead of the flags, and the one-line error without them."""
     tenant = unique("tenant")
-    ca_file = tmp_path / "ca.pem"  # written by the tls_server fixture
+    ca_file = tls_server.env["MEMORYD_TLS_CLIENT_CA_FILE"]
     admin_pem = _pem_files(tmp_path, ca, tenant, "ops-admin")
     agent_pem = _pem_files(tmp_path, ca, tenant, "payment-agent")
     admin_token = token_for(key_file, tenant, "ops-admin", roles=("admin",), ttl_seconds=3600)
@@ -161,7 +161,8 @@ def test_bench_locomo_speaks_mutual_tls_to_a_running_server(tls_server, ca, key_
     dataset = tmp_path / "locomo.json"
     dataset.write_text(json.dumps(synthetic_locomo()))
     admin_pem, bench_pem = _pem_files(tmp_path, ca, tenant, "ops-admin"), _pem_files(tmp_path, ca, tenant, "bench")
-    tls = ["--addr", tls_server.target, "--tls-ca", str(tmp_path / "ca.pem"), "--tls-server-name", "localhost"]
+    tls = ["--addr", tls_server.target, "--tls-ca", tls_server.env["MEMORYD_TLS_CLIENT_CA_FILE"], "--tls-server-name",
+           "localhost"]
     views = tmp_path / "views.yaml"
     views.write_text("views:\n  bench:\n    read: {'*': ['*']}\n    write: {'*': ['*']}\n    fields: '*'\n")
     base = server_env(MEMORYD_DATA_DIR=str(tmp_path / "cli"))
