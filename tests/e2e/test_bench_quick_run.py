@@ -33,6 +33,8 @@ def test_a_tiny_run_measures_every_row_but_mem0(tmp_path: Path):
     assert "a tenant of 120 (not 100,000)" in rows["large_tenant_p50"]["how"]
     assert result.details["locomo"]["traces_missing"] == 0 and result.details["load"]["lost"] == 0
     assert result.details["writes"]["batches of 50, 2 writers"]["items"] == 100
+    waited = result.details["writes"]["batch 1, WAIT_INDEXED"]
+    assert waited["items"] == 3 and waited["p50"] is not None  # write_samples=3 above
     assert [n for n, _ in result.details["large_tenant"]["rss_server_bytes_by_stored"]][-1] >= 120
     assert not result.warnings
     text = text_quick(result, MACHINE, MACHINE, VERSIONS)

@@ -105,6 +105,9 @@ class OutboxWorker:
         # and settles (the embedder and the index each take one call at a time anyway).
         self._parallel = max(1, parallel)
         self.wakeup = asyncio.Event()
+        # Set (and replaced) each time a batch has settled: wait_indexed waits on it rather than
+        # polling blind, so a WAIT_INDEXED write answers as soon as its own work is done.
+        self._settled = asyncio.Event()
         # Indexes written without sealing since the last seal, by collection; sealed at most
         # every SEAL_SECONDS while busy, and as soon as the queue is drained.
         self._unsealed: dict[str, MilvusIndex] = {}
@@ -157,8 +160,14 @@ class OutboxWorker:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._settle(token, by_tenant, {}, done={}, again=[]))
             raise
+        self._settled.set()
+        self._settled = asyncio.Event()
         await self._seal(drained=len(rows) < self._batch)
         return len(rows)
+
+    def next_settlement(self) -> asyncio.Event:
+        """An event set when the next batch (of any tenant) has settled in this process."""
+        return self._settled
 
     async def _index(self, token: uuid.UUID, by_tenant: dict[str, list[dict[str, Any]]]) -> None:
         failed: dict[str, str] = {}
@@ -399,19 +408,27 @@ async def outbox_lag(queue: Postgres) -> OutboxLag:
 
 async def wait_indexed(store: PostgresMemoryStore, worker: OutboxWorker | None, tenant: str, ids: list[str],
                        timeout: float) -> bool:
-    """Wait until no index work is pending for ``ids``; False if it did not happen in time."""
+    """Wait until no index work is pending for ``ids``; False if it did not happen in time.
+
+    With this process's worker, each batch it settles ends the wait for a new look at once. The
+    backing-off pause between looks is for work that a worker in another process settles.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     delay = 0.02
     while True:
+        settled = None
         if worker is not None:
+            settled = worker.next_settlement()  # taken before the look: a batch settling during it counts
             worker.wakeup.set()
         pending, dead = await store.pending_index_work(tenant, ids)
         if not pending and not dead:
             return True
         if dead or loop.time() + delay > deadline:
             return False
-        await asyncio.sleep(delay)
+        if settled is None:
+            await asyncio.sleep(delay)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(settled.wait(), timeout=delay)
         delay = min(delay * 2, 0.25)
-
-
