@@ -37,33 +37,35 @@ def build_world(agent) -> World:
     """Alice's memories A-G, plus bob's and the org's, all written through gRPC."""
     world = World()
 
-    def write(label: str, subject: str, *items: pb.MemoryDraft) -> None:
-        # WAIT_INDEXED settles each write's index work, so no erase races the outbox worker.
-        for item in items:
-            result = agent.write(subject, item, consistency=svc.CONSISTENCY_WAIT_INDEXED).results[0]
-        world.add(label, result)
+    def write(subject: str, labelled: dict[str, pb.MemoryDraft]) -> None:
+        # One request per subject and round; WAIT_INDEXED settles its index work, so no erase
+        # races the outbox worker.
+        response = agent.write(subject, *labelled.values(), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        for label, result in zip(labelled, response.results, strict=True):
+            world.add(label, result)
 
-    write("A", "alice",  # preference "diet" from turn-7, updated once: 2 versions
-          draft("preference", "Vegetarian", key="diet", source_turn_id="turn-7"),
-          draft("preference", "Vegan", key="diet", source_turn_id="turn-7"))
-    write("B", "alice", draft("constraint", "No peanuts", key="diet"))
-    write("C", "alice", draft("constraint", "No shellfish", key="diet"))
-    write("D", "alice",  # an event merged once: 2 versions
-          draft("event", "Visited Lisbon"),
-          draft("event", "visited lisbon", importance=0.9))
-    write("E", "alice", draft("event", "Moved to Porto", source_turn_id="turn-7"))
-    write("F", "alice",  # a fact with a new value: 2 versions
-          draft("fact", "Lives in Lisbon", key="home_city"),
-          draft("fact", "Lives in Porto", key="home_city"))
-    write("G", "alice", draft("context", "In a hurry", key="mood", scope=pb.SCOPE_SESSION, session_id="session-1"))
-    write("bob", "bob",
-          draft("preference", "Omnivore", key="diet", source_turn_id="turn-7"),
-          draft("preference", "Pescatarian", key="diet", source_turn_id="turn-7"))
-    write("bob-event", "bob", draft("event", "Visited Lisbon", source_turn_id="turn-7"))
-    write("org", "alice", draft("constraint", "No alcohol at work events", key="diet", scope=pb.SCOPE_ORG,
-                                source_turn_id="turn-7"))
+    # The first version of each memory...
+    write("alice", {
+        "A": draft("preference", "Vegetarian", key="diet", source_turn_id="turn-7"),
+        "B": draft("constraint", "No peanuts", key="diet"),
+        "C": draft("constraint", "No shellfish", key="diet"),
+        "D": draft("event", "Visited Lisbon"),
+        "E": draft("event", "Moved to Porto", source_turn_id="turn-7"),
+        "F": draft("fact", "Lives in Lisbon", key="home_city"),
+        "G": draft("context", "In a hurry", key="mood", scope=pb.SCOPE_SESSION, session_id="session-1"),
+        "org": draft("constraint", "No alcohol at work events", key="diet", scope=pb.SCOPE_ORG,
+                     source_turn_id="turn-7"),
+    })
+    write("bob", {"bob": draft("preference", "Omnivore", key="diet", source_turn_id="turn-7"),
+                  "bob-event": draft("event", "Visited Lisbon", source_turn_id="turn-7")})
+    # ...then the second: A updated (from turn-7 too), D merged, F given a new value, bob's updated.
+    write("alice", {"A": draft("preference", "Vegan", key="diet", source_turn_id="turn-7"),
+                    "D": draft("event", "visited lisbon", importance=0.9),
+                    "F": draft("fact", "Lives in Porto", key="home_city")})
+    write("bob", {"bob": draft("preference", "Pescatarian", key="diet", source_turn_id="turn-7")})
     assert world.versions == {"A": 2, "B": 1, "C": 1, "D": 2, "E": 1, "F": 2, "G": 1,
                               "bob": 2, "bob-event": 1, "org": 1}
+    assert len(set(world.ids.values())) == len(world.ids)
     return world
 
 
