@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg.conninfo import make_conninfo
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, ReadFilter, Scope
@@ -33,14 +31,6 @@ KEYS = LocalKeyProvider(b"\x07" * 32)
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 WORDS = "garden bees honey lyon paris train coffee tea python deadline launch budget review".split()
 KEYED = [Category.FACT, Category.PREFERENCE, Category.GOAL, Category.CONTEXT]
-
-
-@pytest.fixture
-async def db(postgres: Any) -> AsyncIterator[Postgres]:
-    database = Postgres(PostgresSettings(postgres.owner_dsn))
-    await database.open()
-    yield database
-    await database.close()
 
 
 def _store(db: Postgres) -> PostgresMemoryStore:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +16,7 @@ import psycopg
 import pytest
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, KeywordHit, ReadFilter, Scope
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
+from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore
 from memoryd.storage._bm25 import B, K1, keyword_search
 from memoryd.storage._keywords import TermHasher, delete_terms, replace_terms, tokenize
 
@@ -30,14 +29,6 @@ KEYS = LocalKeyProvider(b"\x07" * 32)
 
 def _store(db: Postgres) -> PostgresMemoryStore:
     return PostgresMemoryStore(db, HASHER, KEYS)
-
-
-@pytest.fixture
-async def db(postgres: Any) -> AsyncIterator[Postgres]:
-    database = Postgres(PostgresSettings(postgres.owner_dsn))  # owner DSN + SET ROLE memoryd_app
-    await database.open()
-    yield database
-    await database.close()
 
 
 async def _remember(db: Postgres, tenant: str, subject: str, text: str, category: Category = Category.EVENT,

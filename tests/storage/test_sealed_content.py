@@ -56,14 +56,6 @@ async def listed(store: PostgresMemoryStore, tenant: str) -> list[Any]:
 
 
 @pytest.fixture
-async def db(postgres: Any) -> AsyncIterator[Postgres]:
-    database = Postgres(PostgresSettings(postgres.owner_dsn))  # owner DSN + SET ROLE memoryd_app
-    await database.open()
-    yield database
-    await database.close()
-
-
-@pytest.fixture
 def store(db: Postgres) -> PostgresMemoryStore:
     return PostgresMemoryStore(db, HASHER, LocalKeyProvider(MASTER))
 
