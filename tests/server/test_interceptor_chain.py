@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memoryd.server import Config, Memoryd
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
-from memoryd.v1 import view_admin_service_pb2 as admin
-from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
-from ..support import draft, fails, full_view, token_for, unique
+from ..support import draft, fails
 
 
 def test_authentication_runs_before_validation(agent, channel):
@@ -43,35 +39,20 @@ CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 
 
-async def test_every_rpc_gets_one_server_span_a_child_of_the_callers_trace(private_database, key_file, tmp_path):
-    exporter = InMemorySpanExporter()
-    config = Config(data_dir=tmp_path, addr="127.0.0.1:0", postgres_dsn=private_database,
-                    signing_key_file=str(key_file))
-    app = Memoryd(config, span_exporter=exporter)
-    started = await app.start()
-    tenant = unique("tenant")
-    token = token_for(key_file, tenant)
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{started.port}") as channel:
-            await admin_grpc.ViewAdminServiceStub(channel).PutView(
-                admin.PutViewRequest(view=full_view("agent-1")),
-                metadata=(("authorization", f"Bearer {token_for(key_file, tenant, 'ops', roles=('admin',))}"),))
-            stub = svc_grpc.MemoryServiceStub(channel)
-            meta = (("authorization", f"Bearer {token}"),)
-            # W3C trace context from the caller: the server span joins its trace.
-            await stub.Write(svc.WriteRequest(subject="alice", items=[draft("goal", "ship v1", key="q4")]),
-                             metadata=(*meta, ("traceparent", f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"),
-                                       ("tracestate", "vendor=abc")))
-            with pytest.raises(grpc.aio.AioRpcError):
-                await stub.Recall(svc.RecallRequest(subject="alice"), metadata=meta)
-            # A malformed traceparent is ignored: the call succeeds in a trace of its own.
-            for broken in (f"00-{CALLER_TRACE}-{CALLER_SPAN}", f"00-{'0' * 32}-{CALLER_SPAN}-01", "garbage",
-                           f"ff-{CALLER_TRACE}-{CALLER_SPAN}-01"):
-                await stub.Recall(svc.RecallRequest(subject="alice", keys=["q4"]),
-                                  metadata=(*meta, ("traceparent", broken)))
-    finally:
-        await app.stop()  # flushes the span processor
-    finished = exporter.get_finished_spans()
+async def test_every_rpc_gets_one_server_span_a_child_of_the_callers_trace(traced):
+    stub, meta, tenant = traced.stub, traced.meta, traced.tenant
+    # W3C trace context from the caller: the server span joins its trace.
+    await stub.Write(svc.WriteRequest(subject="alice", items=[draft("goal", "ship v1", key="q4")]),
+                     metadata=(*meta, ("traceparent", f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"),
+                               ("tracestate", "vendor=abc")))
+    with pytest.raises(grpc.aio.AioRpcError):
+        await stub.Recall(svc.RecallRequest(subject="alice"), metadata=meta)
+    # A malformed traceparent is ignored: the call succeeds in a trace of its own.
+    for broken in (f"00-{CALLER_TRACE}-{CALLER_SPAN}", f"00-{'0' * 32}-{CALLER_SPAN}-01", "garbage",
+                   f"ff-{CALLER_TRACE}-{CALLER_SPAN}-01"):
+        await stub.Recall(svc.RecallRequest(subject="alice", keys=["q4"]),
+                          metadata=(*meta, ("traceparent", broken)))
+    finished = await traced.finished_spans()
     spans = {s.name: s for s in finished}
     write = spans["memoryd.v1.MemoryService/Write"]
     assert format(write.context.trace_id, "032x") == CALLER_TRACE
