@@ -194,21 +194,27 @@ def test_a_time_zone_the_agent_may_read_is_used(rig):
     assert [m.text for m in extractor.list_all(subject) if m.category == pb.CATEGORY_EVENT] == [f"{TOKYO} (2024-05-03)"]
 
 
+def paraphrase_beside_a_hidden_hike(rig, owner, extractor):
+    """The owner writes the hike in one subject; the extractor then extracts the same paraphrase
+    there and in an empty subject. Returns the first subject, the hike's id and the two jobs."""
+    hidden_world, empty_world = unique("subject"), unique("subject")
+    hidden_id = owner.write(hidden_world, draft("event", HIKE_EN)).results[0].memory_id
+    wait_indexed(rig, hidden_world)
+    jobs = []
+    for subject in (hidden_world, empty_world):
+        rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
+        done, _ = finished(extractor, subject, extract(extractor, subject, turn("t1", HIKE_SAID)))
+        jobs.append(done)
+    return hidden_world, hidden_id, jobs
+
+
 def test_extraction_never_merges_into_an_event_the_agent_may_not_read(rig):
     tenant = unique("tenant")
     owner = rig.agent(tenant, "owner")
     blind = rig.agent(tenant, "extractor", writes_events_reads_facts("extractor"))
-    hidden_world, empty_world = unique("subject"), unique("subject")
-    hidden_id = owner.write(hidden_world, draft("event", HIKE_EN)).results[0].memory_id
-    wait_indexed(rig, hidden_world)
-
-    answers = []
-    for subject in (hidden_world, empty_world):
-        rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
-        done, _ = finished(blind, subject, extract(blind, subject, turn("t1", HIKE_SAID)))
-        assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED
-        answers.append(answer(done))
-    assert answers[0] == answers[1]
+    hidden_world, hidden_id, jobs = paraphrase_beside_a_hidden_hike(rig, owner, blind)
+    assert all(done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED for done in jobs)
+    assert answer(jobs[0]) == answer(jobs[1])
 
     # The paraphrase was written beside the event it may not read, which is untouched.
     memories = {m.id: m for m in owner.list_all(hidden_world)}
@@ -235,15 +241,8 @@ def test_extraction_never_merges_into_an_event_whose_text_the_agent_may_not_see(
     textless = [f for f in ALL_FIELDS if f != "text"]
     extractor = rig.agent(tenant, "extractor", full_view("extractor", read_rules=[rule("event")],
                                                          write_rules=[rule("event")], visible_fields=textless))
-    hidden_world, empty_world = unique("subject"), unique("subject")
-    hidden_id = owner.write(hidden_world, draft("event", HIKE_EN)).results[0].memory_id
-    wait_indexed(rig, hidden_world)
-    answers = []
-    for subject in (hidden_world, empty_world):
-        rig.fake.script_chat({"items": [item(HIKE_EN_AGAIN)]})
-        done, _ = finished(extractor, subject, extract(extractor, subject, turn("t1", HIKE_SAID)))
-        answers.append([r.outcome for r in done.results])
-    assert answers == [[svc.WRITE_OUTCOME_CREATED]] * 2
+    hidden_world, hidden_id, jobs = paraphrase_beside_a_hidden_hike(rig, owner, extractor)
+    assert [[r.outcome for r in done.results] for done in jobs] == [[svc.WRITE_OUTCOME_CREATED]] * 2
     assert {m.id: m.text for m in owner.list_all(hidden_world)}[hidden_id] == HIKE_EN
 
 

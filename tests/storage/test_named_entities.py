@@ -8,14 +8,13 @@ query's embedding and the lift would tell the caller it exists.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from memoryd.domain import Category, Draft, ReadFilter
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
+from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore
 from memoryd.storage._keywords import TermHasher
 
 from ..support import unique
@@ -28,11 +27,8 @@ ASKED = ["entity:ana", "entity:bo", "entity:cy", "entity:dee", "entity:eve", "en
 
 
 @pytest.fixture
-async def store(postgres: Any) -> AsyncIterator[PostgresMemoryStore]:
-    database = Postgres(PostgresSettings(postgres.owner_dsn))
-    await database.open()
-    yield PostgresMemoryStore(database, HASHER, KEYS)
-    await database.close()
+def store(db: Postgres) -> PostgresMemoryStore:
+    return PostgresMemoryStore(db, HASHER, KEYS)
 
 
 async def named(store: PostgresMemoryStore, tenant: str, rules: Any = EVERYTHING, subject: str = "alice",

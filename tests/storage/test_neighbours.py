@@ -8,14 +8,13 @@ event without a turn id neither shows up nor takes a place.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from memoryd.domain import Category, Draft, ReadFilter, Scope
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
+from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore
 from memoryd.storage._keywords import TermHasher
 
 from ..support import unique
@@ -27,11 +26,8 @@ NO_DECISIONS = tuple((c, ("*",)) for c in Category if c is not Category.DECISION
 
 
 @pytest.fixture
-async def store(postgres: Any) -> AsyncIterator[PostgresMemoryStore]:
-    database = Postgres(PostgresSettings(postgres.owner_dsn))
-    await database.open()
-    yield PostgresMemoryStore(database, HASHER, KEYS)
-    await database.close()
+def store(db: Postgres) -> PostgresMemoryStore:
+    return PostgresMemoryStore(db, HASHER, KEYS)
 
 
 def turn(text: str, turn_id: str, category: Category = Category.EVENT, **kwargs: Any) -> Draft:
