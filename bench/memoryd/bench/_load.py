@@ -47,7 +47,6 @@ from typing import Any, TextIO
 import grpc
 
 from memoryd.client import NO_RETRY, MemorydClient, MemorydError
-from memoryd.server import issue_token, load_signing_key
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -181,6 +180,8 @@ class _Tenant:
 
 class _Run:
     def __init__(self, options: LoadOptions, channels: Sequence[grpc.Channel], key_path: Path) -> None:
+        from memoryd.server import issue_token, load_signing_key  # deferred: see memoryd.cli (commands start light)
+
         self.options = options
         # One channel per server; setup and verification use the first.
         self.channels = list(channels)
@@ -223,6 +224,8 @@ class _Run:
     # -- setup -----------------------------------------------------------------------------
 
     def setup_tenant(self, tenant: _Tenant, rng: random.Random) -> None:
+        from memoryd.server import issue_token  # deferred: see memoryd.cli (commands start light)
+
         token = issue_token(self.key, tenant=tenant.name, agent=ADMIN, roles=("admin",), ttl_seconds=600)
         every = [pb.ViewRule(category=c, key_patterns=["*"])
                  for c in pb.Category.values() if c != pb.CATEGORY_UNSPECIFIED]

@@ -12,8 +12,6 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from opentelemetry import trace
-
 __all__ = ["new_trace_id", "traced"]
 
 
@@ -25,6 +23,8 @@ def new_trace_id() -> str:
 @contextmanager
 def traced(trace_id: str) -> Iterator[None]:
     """Make calls in the block part of trace ``trace_id`` (sampled)."""
+    from opentelemetry import trace  # deferred: see memoryd.cli (commands start light)
+
     context = trace.SpanContext(trace_id=int(trace_id, 16), span_id=int(secrets.token_hex(8), 16), is_remote=False,
                                 trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
     with trace.use_span(trace.NonRecordingSpan(context), end_on_exit=False):

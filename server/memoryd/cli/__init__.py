@@ -2,7 +2,13 @@
 export/import, bench, health, and a small client for trying the RPCs.
 
 Failures print one line, ``memoryd: error: …``, and where a likely fix is known a second,
-``hint: …`` (see ``_errors``)."""
+``hint: …`` (see ``_errors``).
+
+Every command starts light: building the parser (this package's and the benchmarks') loads
+``memoryd.client`` and the domain, never ``memoryd.server``, ``memoryd.storage`` or a store
+driver; a command's handler imports those when it runs. ``memoryd health`` is the containers'
+health probe, run every few seconds: 0.4 s and 0.4 CPU-s instead of 1.1. A test in
+tests/domain/test_architecture.py keeps it so."""
 
 from __future__ import annotations
 
@@ -18,7 +24,6 @@ from importlib import metadata
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from memoryd.domain import MemorydError
-from memoryd.storage import MissingExtra
 
 from ._admin import add_admin_commands
 from ._archive import add_archive_commands
@@ -115,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         report(exc.message, exc.hint)
         return 2
-    except MissingExtra as exc:  # an embedded part the configuration needs is not installed
+    except ImportError as exc:
+        from memoryd.storage import MissingExtra  # loaded already: the commands that raise it use the stores
+
+        if not isinstance(exc, MissingExtra):  # an embedded part the configuration needs is not installed
+            raise
         report(exc.message, exc.hint)
         return 2
     except MemorydError as exc:  # a store refused to start or answer: its reason, one line

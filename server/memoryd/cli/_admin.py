@@ -11,15 +11,16 @@ import signal
 import stat
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from memoryd.domain import MemorydError
-from memoryd.server import Config, KeyFiles, Memoryd, StartedServer, issue_token, load, load_secrets, parse_ttl
-from memoryd.storage import EmbeddedPostgres, migrate, set_login_passwords
 
 from ._errors import CliError, report
 from ._keys import add_token_revoke
 from ._token_issue import add_token_issue, print_token
+
+if TYPE_CHECKING:
+    from memoryd.server import Config, StartedServer
 
 
 def add_admin_commands(commands: Any) -> None:
@@ -95,6 +96,8 @@ def hold_data_dir(config: Config) -> IO[str] | None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    from memoryd.server import Memoryd, load
+
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see what a stuck
     # server is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -131,6 +134,9 @@ def _login_passwords(args: argparse.Namespace) -> dict[str, str]:
 
 
 async def _migrate(args: argparse.Namespace) -> int:
+    from memoryd.server import load
+    from memoryd.storage import EmbeddedPostgres, migrate, set_login_passwords
+
     config = load(args.config)
     passwords = _login_passwords(args)
     embedded = None
@@ -162,6 +168,8 @@ async def _migrate(args: argparse.Namespace) -> int:
 
 def _token_issue(args: argparse.Namespace) -> int:
     """``token issue --tenant``: sign here with the configuration's signing key file."""
+    from memoryd.server import KeyFiles, issue_token, load, load_secrets, parse_ttl
+
     config = load(args.config)
     key = load_secrets(KeyFiles.of(config)).signing_key
     roles = tuple(dict.fromkeys(args.role or ["agent"]))

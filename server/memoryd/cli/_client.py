@@ -17,7 +17,6 @@ from typing import Any
 from google.protobuf import json_format
 
 from memoryd.domain import Category, EraseMode
-from memoryd.server import CATEGORY, ERASE_MODE
 from memoryd.client import MemorydError
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -89,6 +88,8 @@ def add_client_commands(commands: Any) -> None:
 
 
 def _category(name: str) -> int:
+    from memoryd.server import CATEGORY
+
     return CATEGORY.to_proto[Category(name)]
 
 
@@ -121,6 +122,8 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _erase(args: argparse.Namespace) -> int:
+    from memoryd.server import ERASE_MODE
+
     mode = ERASE_MODE.to_proto[EraseMode(args.mode)]
     request = svc.EraseRequest(subject=args.subject, mode=mode, reason=args.reason)
     if args.id:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memoryd.domain import Embedder, MemorydError
-from memoryd.server import DEFAULT_SIMILARITY, ConsolidationReport, Embedders, configured_embedder, consolidator, load
-from memoryd.storage import Consolidations, ExtractionJobs
+from memoryd.domain import DEFAULT_SIMILARITY, Embedder, MemorydError
 
 from ._context import Storage, open_storage
+
+if TYPE_CHECKING:
+    from memoryd.server import ConsolidationReport, Embedders
 
 
 def add_consolidate_command(commands: Any) -> None:
@@ -47,6 +48,9 @@ async def _active_embedder(s: Storage, embedders: Embedders) -> Embedder | None:
 
 
 async def _consolidate(args: argparse.Namespace) -> int:
+    from memoryd.server import Embedders, configured_embedder, consolidator, load
+    from memoryd.storage import Consolidations, ExtractionJobs
+
     if not load(args.config).extraction_configured:
         print("memoryd: error: consolidation needs the extraction model: set MEMORYD_EXTRACTION_URL and "
               "MEMORYD_EXTRACTION_MODEL", file=sys.stderr)

@@ -7,9 +7,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from memoryd.server import Config, load, open_stores
-from memoryd.storage import Postgres, PostgresMemoryStore, PostgresSettings
+if TYPE_CHECKING:
+    from memoryd.server import Config
+    from memoryd.storage import Postgres, PostgresMemoryStore, PostgresSettings
 
 
 @dataclass
@@ -31,6 +33,8 @@ def instant(text: str) -> datetime:
 
 @asynccontextmanager
 async def open_storage(args: argparse.Namespace) -> AsyncIterator[Storage]:
+    from memoryd.server import load, open_stores
+
     # Never a new master key here (open_stores says why).
     async with open_stores(load(args.config), create_keys=False, with_worker_pool=True) as stores:
         assert stores.queue is not None

@@ -9,20 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._progress import Progress
 from memoryd.domain import MemorydError
-from memoryd.server import Embedders, WatchedOutboxWorker, WorkerProcess, configured_embedder
-from memoryd.storage import (
-    IndexSet,
-    IndexTarget,
-    MilvusIndex,
-    OutboxWorker,
-    embedder_from_config,
-    reindex,
-    require_embedded_parts,
-)
 
 from ._context import open_storage
+from ._progress import Progress
 
 
 def add_index_commands(commands: Any) -> None:
@@ -54,6 +44,9 @@ def add_index_commands(commands: Any) -> None:
 
 
 async def _worker(args: argparse.Namespace) -> int:
+    from memoryd.server import Embedders, WatchedOutboxWorker, WorkerProcess, configured_embedder
+    from memoryd.storage import IndexSet
+
     async with open_storage(args) as s:
         config = s.config
         if not config.milvus_uri:
@@ -88,6 +81,8 @@ async def _worker(args: argparse.Namespace) -> int:
 
 
 async def _outbox_status(args: argparse.Namespace) -> int:
+    from memoryd.storage import OutboxWorker
+
     async with open_storage(args) as s:
         lag = await OutboxWorker(s.queue, s.store, lambda: []).lag()
     print(f"pending: {lag.pending}  dead letters: {lag.dead}  oldest pending: {lag.oldest_pending_seconds:.1f}s")
@@ -95,6 +90,8 @@ async def _outbox_status(args: argparse.Namespace) -> int:
 
 
 async def _outbox_replay(args: argparse.Namespace) -> int:
+    from memoryd.storage import OutboxWorker
+
     async with open_storage(args) as s:
         revived = await OutboxWorker(s.queue, s.store, lambda: []).replay_dead()
     print(f"replaying {revived} dead letter(s)")
@@ -118,6 +115,8 @@ class _ProgressBar:
 
 
 async def _reindex(args: argparse.Namespace) -> int:
+    from memoryd.storage import IndexTarget, MilvusIndex, embedder_from_config, reindex, require_embedded_parts
+
     async with open_storage(args) as s:
         config = s.config
         if not s.settings.dsn:

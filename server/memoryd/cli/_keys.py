@@ -12,18 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.domain import Unauthenticated
-from memoryd.server import (
-    KeyFiles,
-    TokenVerifier,
-    describe_keys,
-    load,
-    load_secrets,
-    open_database,
-    retire_signing_key,
-    rotate_page_secret,
-    rotate_signing_key,
-)
-from memoryd.storage import PostgresRevocations
 
 from ._context import instant
 from ._errors import CliError
@@ -60,6 +48,8 @@ def add_token_revoke(token_commands: Any) -> None:
 
 
 def _rotate(args: argparse.Namespace) -> int:
+    from memoryd.server import KeyFiles, load, rotate_page_secret, rotate_signing_key
+
     files = KeyFiles.of(load(args.config))
     both = not (args.signing or args.pages)
     if args.signing or both:
@@ -73,18 +63,25 @@ def _rotate(args: argparse.Namespace) -> int:
 
 
 def _retire(args: argparse.Namespace) -> int:
+    from memoryd.server import KeyFiles, load, retire_signing_key
+
     retire_signing_key(KeyFiles.of(load(args.config)), args.kid)
     print(f"retired signing key {args.kid}: its tokens are refused once the servers restart")
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
+    from memoryd.server import KeyFiles, describe_keys, load
+
     for line in describe_keys(KeyFiles.of(load(args.config))):
         print(line)
     return 0
 
 
 async def _revoke(args: argparse.Namespace) -> int:
+    from memoryd.server import KeyFiles, TokenVerifier, load, load_secrets, open_database
+    from memoryd.storage import PostgresRevocations
+
     config = load(args.config)
     if args.token:
         if args.tenant or args.until:

@@ -9,10 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.domain import MemorydError
-from ._progress import Progress
-from memoryd.storage import LifecycleSweeper, SweepReport, lifecycle_tenants
 
 from ._context import instant, open_storage
+from ._progress import Progress
 
 
 def add_lifecycle_commands(commands: Any) -> None:
@@ -31,6 +30,8 @@ def add_lifecycle_commands(commands: Any) -> None:
 
 
 async def _sweep(args: argparse.Namespace) -> int:
+    from memoryd.storage import LifecycleSweeper, SweepReport, lifecycle_tenants
+
     async with open_storage(args) as s:
         sweeper = LifecycleSweeper(s.store.db, s.queue, s.config.policy_for, s.config.scoring.half_life_days)
         now = args.now or datetime.now(UTC)

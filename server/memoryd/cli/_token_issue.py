@@ -18,8 +18,6 @@ from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
 
 from memoryd.client import MemorydError
-from memoryd.server import parse_ttl
-from memoryd.server import TOKEN_ROLE
 from memoryd.v1 import token_admin_service_pb2 as token_admin
 
 from ._connect import client_for, connection_options, token_options
@@ -57,6 +55,8 @@ def add_token_issue(token_commands: Any, *, locally: Callable[[argparse.Namespac
 
 
 def _through_server(args: argparse.Namespace) -> int:
+    from memoryd.server import TOKEN_ROLE, parse_ttl
+
     roles = [TOKEN_ROLE.to_proto[r] for r in dict.fromkeys(args.role or [])]
     request = token_admin.IssueTokenRequest(agent=args.agent, roles=roles, subject=args.subject, reason=args.reason)
     if args.ttl is not None:
@@ -75,6 +75,8 @@ def _through_server(args: argparse.Namespace) -> int:
 
 def print_token(token: str, *, as_json: bool) -> None:
     """A locally signed token, or with ``as_json`` the same shape as a server's answer."""
+    from memoryd.server import TOKEN_ROLE
+
     if not as_json:
         print(token)
         return

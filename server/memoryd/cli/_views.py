@@ -33,8 +33,6 @@ from google.protobuf import json_format
 
 from memoryd.client import MemorydClient, MemorydError
 from memoryd.domain import ERASE_SELECTORS, MEMORY_FIELDS, Category, SourceKind, View, ViewRule
-from memoryd.server import read_view
-from memoryd.server.guard import present
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import view_admin_service_pb2 as admin
 
@@ -67,6 +65,9 @@ def add_view_commands(commands: Any) -> None:
 
 def load_views(path: Path) -> list[View]:
     """The views declared in ``path``; ValueError names the first problem."""
+    from memoryd.server import read_view
+    from memoryd.server.guard import present
+
     document = yaml.safe_load(path.read_text())
     if not isinstance(document, dict) or not isinstance(document.get("views"), dict):
         raise ValueError(f"{path}: expected a mapping 'views: {{<agent>: <view>}}'")
@@ -145,6 +146,8 @@ def diff(before: View | None, after: View | None) -> list[str]:
 
 
 def _from_message(message: pb.View) -> View:
+    from memoryd.server import read_view
+
     view, _ = read_view(message)
     return View.from_definition(view.agent, view.definition(), message.version)
 
@@ -155,6 +158,8 @@ def _current(client: MemorydClient) -> dict[str, View]:
 
 
 def _apply(args: argparse.Namespace) -> int:
+    from memoryd.server.guard import present
+
     desired = load_views(args.file)
     with client_for(args, admin=True) as client:
         try:

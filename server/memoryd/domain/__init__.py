@@ -55,10 +55,12 @@ from ._normalise import Normalised, dated, different_dates, entity_tag, normalis
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, ViewStore
 from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, cjk_share, estimate_tokens, fit_budget, last_use, lifted, recency, recency_at, score
+from ._topics import DEFAULT_SIMILARITY, topic_groups
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_regex
 
 __all__ = [
     "CONTRACT",
+    "DEFAULT_SIMILARITY",
     "ContractLimits",
     "Grammar",
     "ArchiveInvalid",
@@ -134,4 +136,5 @@ __all__ = [
     "different_dates",
     "normalise",
     "policy_for",
+    "topic_groups",
 ]

@@ -24,7 +24,7 @@ from ._secrets import (
     rotate_page_secret,
     rotate_signing_key,
 )
-from ._consolidation import DEFAULT_SIMILARITY, ConsolidationReport, Consolidator, consolidator, topic_groups
+from ._consolidation import ConsolidationReport, Consolidator, consolidator
 from ._enums import CATEGORY, ERASE_MODE, TOKEN_ROLE
 from ._interceptors import Call, Interceptor, build_chain
 from ._logging import configure_logging
@@ -33,7 +33,6 @@ from ._worker import WatchedOutboxWorker, WorkerHealth, WorkerProcess
 
 __all__ = [
     "CATEGORY",
-    "DEFAULT_SIMILARITY",
     "DEMO_TENANT",
     "Call",
     "Config",
@@ -77,5 +76,4 @@ __all__ = [
     "retire_signing_key",
     "rotate_page_secret",
     "rotate_signing_key",
-    "topic_groups",
 ]

