@@ -210,11 +210,11 @@ class _Run:
         words = " ".join(rng.choice(_WORDS) for _ in range(6))
         return f"memory {n} of {self.run_id}: the user mentioned {words}."
 
-    def _write(self, tenant: _Tenant, subject: str, count: int, rng: random.Random) -> None:
+    def _write(self, tenant: _Tenant, subject: str, count: int, rng: random.Random, replica: int = 0) -> None:
         items = [pb.MemoryDraft(category=pb.CATEGORY_EVENT, text=self._text(rng)) for _ in range(count)]
         key = f"load-{uuid.uuid4().hex}"
-        response = tenant.client.write(svc.WriteRequest(subject=subject, items=items, idempotency_key=key),
-                                       timeout=self.options.deadline)
+        response = tenant.clients[replica].write(svc.WriteRequest(subject=subject, items=items, idempotency_key=key),
+                                                 timeout=self.options.deadline)
         ids = [r.memory_id for r in response.results if r.memory_id]
         if len(ids) != count:
             raise _Mismatch(f"Write acknowledged {len(ids)} of {count} items")
@@ -254,7 +254,7 @@ class _Run:
                 with self.stats_lock:
                     self.degraded += 1
         elif op == "Write":
-            self._write(tenant, subject, self.options.write_items, rng)
+            self._write(tenant, subject, self.options.write_items, rng, replica)
         elif op == "MemoryView":
             memory.memory_view(svc.MemoryViewRequest(subject=subject, page_size=50), timeout=self.options.deadline)
         else:
