@@ -21,7 +21,9 @@ from memoryd.bench import (BenchError, DatasetError, LocomoOptions, QuestionResu
                            load_locomo, parse_session_time, percentile, recall_at_k, resolve_dataset,
                            select_conversations, split_evidence, subject_for, summarise, turn_text)
 from memoryd.bench._dataset import Conversation, Turn
-from memoryd.bench._locomo import LocomoResult, Session, WriteStats, draft_for
+from memoryd.bench._locomo import LocomoResult, Session, WriteStats, draft_for, rpc_failure
+from memoryd.bench._scale import _rpc
+from memoryd.client import PermissionDenied, Unavailable
 from memoryd.cli import Progress
 from memoryd.client import Unimplemented
 from memoryd.bench._report import json_report, markdown_report, text_report
@@ -490,3 +492,18 @@ def test_the_dataset_readers_lengths_are_the_contracts():
     assert _dataset.MAX_SUBJECT_BYTES == CONTRACT.subject.max_bytes
     assert _dataset._TURN_ID_FORBIDDEN.sub("", "D1:3 é") == "D1:3"  # the source_turn_id alphabet
     assert CONTRACT.source_turn_id.fits(_dataset.sanitise_turn_id("D1:3 é"))
+
+
+def test_every_benchmark_words_a_failed_call_the_same_way():
+    def refused() -> None:
+        raise PermissionDenied("no view for agent bench")
+
+    with pytest.raises(BenchError) as scale:  # bench scale and bench quick's calls
+        _rpc("Recall(t-1)", refused)
+    assert str(scale.value) == "Recall(t-1) failed: PERMISSION_DENIED: no view for agent bench (check the token)"
+    assert str(scale.value) == str(rpc_failure("Recall(t-1)", PermissionDenied("no view for agent bench")))
+    # Where the server's address is known, an unreachable one is named.
+    down = Unavailable("connection refused")
+    assert str(rpc_failure("Write(s)", down, "127.0.0.1:1")) == (
+        "Write(s) failed: UNAVAILABLE: connection refused (is memoryd running at 127.0.0.1:1?)")
+    assert str(rpc_failure("Write(s)", down)) == "Write(s) failed: UNAVAILABLE: connection refused"

@@ -50,7 +50,7 @@ from memoryd.client import NO_RETRY, MemorydClient, MemorydError
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ._locomo import BenchError
+from ._locomo import BenchError, rpc_failure
 from ._metrics import percentile
 from ._proc import resident
 from ._server import EmbeddedServer
@@ -374,7 +374,7 @@ def _load(options: LoadOptions, targets: Sequence[str], key_path: Path, server: 
                 try:
                     run.setup_tenant(tenant, rng)
                 except MemorydError as exc:
-                    raise BenchError(f"setting up tenant {tenant.name} failed: {exc.code.name}: {exc.message}") from None
+                    raise rpc_failure(f"setting up tenant {tenant.name}", exc, targets[0]) from None
 
         say(f"setting up {options.tenants} tenants × {options.subjects} subjects × {options.seed_memories} memories")
         _run_threads(max(1, min(options.concurrency, options.tenants)), set_up)

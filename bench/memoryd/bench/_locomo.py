@@ -119,12 +119,13 @@ class LocomoResult:
         return channel_hits(self.questions, max(self.summary.ks))
 
 
-def rpc_failure(what: str, error: MemorydError, target: str) -> BenchError:
+def rpc_failure(what: str, error: MemorydError, target: str = "") -> BenchError:
+    """The one wording of a benchmark call that failed: what, the status, its message, a hint."""
     code, details, name = error.code, error.message, error.code.name
     hint = ""
     if code == grpc.StatusCode.UNIMPLEMENTED:
         hint = " (this server does not implement it yet)"
-    elif code == grpc.StatusCode.UNAVAILABLE:
+    elif code == grpc.StatusCode.UNAVAILABLE and target:
         hint = f" (is memoryd running at {target}?)"
     elif code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
         hint = " (check the token)"

@@ -60,7 +60,7 @@ from memoryd.client import NO_RETRY, MemorydClient, MemorydError
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ._locomo import BenchError
+from ._locomo import BenchError, rpc_failure
 from ._metrics import percentile
 from ._proc import resident
 from memoryd.cli import Progress
@@ -273,7 +273,7 @@ def _rpc(what: str, fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except MemorydError as error:
-        raise BenchError(f"{what} failed: {error.code.name}: {error.message}") from None
+        raise rpc_failure(what, error) from None
 
 
 class Loader:
