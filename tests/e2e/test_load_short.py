@@ -14,7 +14,10 @@ import random
 import signal
 import subprocess
 import sys
+import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -44,6 +47,37 @@ def test_the_lost_write_check_finds_a_write_erased_behind_its_back(server: Serve
         tenant.client.erase(subject="user-1", ids=svc.MemoryIds(ids=[victim]), mode=svc.ERASE_MODE_PURGE, timeout=30)
         # Erased by somebody else: the generator did not erase it, so it counts as lost.
         assert run.verify() == ([(tenant.name, "user-1", victim)], 0)
+
+
+class _CountingCalls(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """Counts the calls made through one channel, by method."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        self.calls[details.method.rsplit("/", 1)[1]] += 1
+        return continuation(details, request)
+
+
+def test_each_measured_call_goes_to_the_server_it_is_counted_against(server: ServerProcess, key_file: Path):
+    # `bench load --addr A --addr B` reports calls per address; its Writes once all went through
+    # the first address while being counted against the one whose turn it was. Two channels to
+    # the suite's server, each counting what really goes through it.
+    options = LoadOptions(addrs=(server.target, server.target), key_file=key_file, tenants=2, subjects=2,
+                          seed_memories=2)
+    counters = [_CountingCalls(), _CountingCalls()]
+    with grpc.insecure_channel(server.target) as first, grpc.insecure_channel(server.target) as second:
+        channels = [grpc.intercept_channel(c, counter) for c, counter in zip((first, second), counters)]
+        run = _Run(options, channels, key_file)
+        for tenant in run.tenants:
+            run.setup_tenant(tenant, random.Random(2))
+        for counter in counters:
+            counter.calls.clear()  # set-up goes through the first channel; what follows is measured
+        run.worker(0, time.monotonic() + 3, lambda: None)
+        assert [sum(c.calls.values()) for c in counters] == run.calls_by_replica
+        assert counters[0].calls["Write"] > 0 and counters[1].calls["Write"] > 0
+        assert run.verify() == ([], 0)
 
 
 def test_a_short_load_run_has_no_errors_and_loses_no_writes(server: ServerProcess, key_file: Path, tmp_path: Path,
