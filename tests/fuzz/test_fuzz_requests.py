@@ -89,14 +89,16 @@ class World:
 
     def snapshot(self) -> dict[str, Any]:
         """Every row of the tenant, table by table: (count, digest of the rows' text). Left
-        out: the outbox (the index and lifecycle workers change it in the background) and the
+        out: the outbox (the index and lifecycle workers change it in the background), the
+        tenant's index routes (only the index worker writes one, the first time it indexes the
+        tenant into a collection: in the background, after the world's own writes) and the
         audit log (written asynchronously; refused requests are checked in it by request id
         when the module ends). The kept BM25 counts are compared by what they count — the sums
         per group — since the lifecycle sweeper folds their rows in the background."""
         out: dict[str, Any] = {}
         with psycopg.connect(self.owner_dsn) as conn:
             for table in self.tables:
-                if table in ("outbox", "audit_log"):
+                if table in ("outbox", "index_routes", "audit_log"):
                     continue
                 rows = (f"(SELECT subject, scope, session_id, category, sum(docs), sum(length) FROM {table} "
                         f"WHERE tenant_id = %s GROUP BY 1, 2, 3, 4 HAVING sum(docs) <> 0 OR sum(length) <> 0)"
