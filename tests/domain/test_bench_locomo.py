@@ -23,9 +23,8 @@ from memoryd.bench import (BenchError, DatasetError, LocomoOptions, QuestionResu
 from memoryd.bench._dataset import Conversation, Turn
 from memoryd.bench._locomo import LocomoResult, Session, WriteStats, draft_for, rpc_failure
 from memoryd.bench._scale import _rpc
-from memoryd.client import PermissionDenied, Unavailable
 from memoryd.cli import Progress
-from memoryd.client import Unimplemented
+from memoryd.client import PermissionDenied, Unavailable, Unimplemented
 from memoryd.bench._report import json_report, markdown_report, text_report
 from memoryd.bench._server import server_environment
 from memoryd.bench import add_bench_commands

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import draft

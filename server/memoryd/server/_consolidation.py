@@ -6,9 +6,10 @@ An optional, operator-run pass (``memoryd consolidate``), never on a request's p
 1. read the active, unpinned events and decisions (``Consolidations.fragments``; content that
    cannot be opened is left out) and embed them with the active embedder, as the extraction
    worker's dedup does;
-2. group them by topic (``memoryd.domain.topic_groups``): complete linkage — a fragment joins a group only
-   if its cosine with EVERY member is at least the threshold. Merging unrelated fragments
-   loses information; missing a merge loses nothing, so the strict rule is the safe one;
+2. group them by topic (``memoryd.domain.topic_groups``): complete linkage — a fragment joins
+   a group only if its cosine with EVERY member is at least the threshold. Merging unrelated
+   fragments loses information; missing a merge loses nothing, so the strict rule is the safe
+   one;
 3. for each group of at least ``MIN_GROUP`` fragments, ask the extraction model for one
    profile memory (``_consolidation_llm``); drop it for the extraction filters' reasons
    (instruction-like text, the asking agent's view, low confidence, sensitive unless the
