@@ -26,6 +26,7 @@ import snowballstemmer
 from memoryd.domain import Internal
 
 from ._postgres import Connection
+from ._segmenter_cache import default_cache_dir, prefix_dictionary
 
 # Han ideographs (CJK Unified, extension A, compatibility, extensions B–F). Runs of them are
 # segmented by jieba; everything else is split into words on non-alphanumerics.
@@ -57,8 +58,9 @@ def _segmenter() -> Any:
     A private ``jieba.Tokenizer``, so nothing else in the process that uses jieba's global one
     (custom words, another dictionary) changes how memoryd segments. Its prefix dictionary is
     built from the dictionary shipped in the pinned jieba wheel, not through ``initialize()``,
-    which would load and write ``jieba.cache`` in the shared temp directory: another local
-    user could plant that file and change how memoryd segments, and it saves only ~0.4 s.
+    which would load and write ``jieba.cache`` in the shared temp directory, where another
+    local user could plant that file and change how memoryd segments; it is built once per
+    user instead, in the user's own cache directory (``_segmenter_cache``), ~0.2 s to load.
     jieba logs to stderr and, on some setups, warns while importing (invalid escapes in its
     regexes when compiled from source; the ``pkg_resources`` deprecation); neither is about
     our input, so both are silenced here, and only here.
@@ -74,7 +76,10 @@ def _segmenter() -> Any:
                     import jieba
                 jieba.setLogLevel(logging.WARNING)
                 segmenter = jieba.Tokenizer()
-                segmenter.FREQ, segmenter.total = segmenter.gen_pfdict(segmenter.get_dict_file())
+                with segmenter.get_dict_file() as dictionary:
+                    content = dictionary.read()
+                segmenter.FREQ, segmenter.total = prefix_dictionary(content, segmenter.gen_pfdict,
+                                                                    default_cache_dir())
                 segmenter.initialized = True
                 _jieba = segmenter
     return _jieba
