@@ -83,31 +83,32 @@ class World:
     archives: list[tuple[bytes, str]] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    conn: psycopg.Connection[Any] | None = None  # the owner's, for snapshots
 
     def __repr__(self) -> str:  # hypothesis prints the arguments of a failing example
         return f"World(tenant={self.tenant!r})"
 
     def snapshot(self) -> dict[str, Any]:
-        """Every row of the tenant, table by table: (count, digest of the rows' text). Left
-        out: the outbox (the index and lifecycle workers change it in the background), the
-        tenant's index routes (only the index worker writes one, the first time it indexes the
-        tenant into a collection: in the background, after the world's own writes) and the
-        audit log (written asynchronously; refused requests are checked in it by request id
-        when the module ends). The kept BM25 counts are compared by what they count — the sums
-        per group — since the lifecycle sweeper folds their rows in the background."""
-        out: dict[str, Any] = {}
-        with psycopg.connect(self.owner_dsn) as conn:
-            for table in self.tables:
-                if table in ("outbox", "index_routes", "audit_log"):
-                    continue
-                rows = (f"(SELECT subject, scope, session_id, category, sum(docs), sum(length) FROM {table} "
-                        f"WHERE tenant_id = %s GROUP BY 1, 2, 3, 4 HAVING sum(docs) <> 0 OR sum(length) <> 0)"
-                        if table == "keyword_stats" else f"(SELECT * FROM {table} WHERE tenant_id = %s)")
-                count, digest = conn.execute(
-                    f"SELECT count(*), coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '') "
-                    f"FROM {rows} t", (self.tenant,)).fetchone()  # type: ignore[misc]
-                out[table] = (count, digest)
-        return out
+        """Every row of the tenant, table by table: (count, digest of the rows' text), read in one
+        statement (one snapshot of the database) on the world's own connection. Left out: the
+        outbox (the index and lifecycle workers change it in the background), the tenant's index
+        routes (only the index worker writes one, the first time it indexes the tenant into a
+        collection: in the background, after the world's own writes) and the audit log (written
+        asynchronously; refused requests are checked in it by request id when the module ends).
+        The kept BM25 counts are compared by what they count — the sums per group — since the
+        lifecycle sweeper folds their rows in the background."""
+        parts = []
+        for table in self.tables:
+            if table in ("outbox", "index_routes", "audit_log"):
+                continue
+            rows = (f"(SELECT subject, scope, session_id, category, sum(docs), sum(length) FROM {table} "
+                    f"WHERE tenant_id = %(tenant)s GROUP BY 1, 2, 3, 4 HAVING sum(docs) <> 0 OR sum(length) <> 0)"
+                    if table == "keyword_stats" else f"(SELECT * FROM {table} WHERE tenant_id = %(tenant)s)")
+            parts.append(f"SELECT '{table}', count(*), coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '') "
+                         f"FROM {rows} t")
+        assert self.conn is not None
+        return {table: (count, digest) for table, count, digest
+                in self.conn.execute(" UNION ALL ".join(parts), {"tenant": self.tenant}).fetchall()}
 
     def send(self, method: str, request: Message | bytes, caller: Agent | None = None) -> grpc.StatusCode:
         """Send ``request`` (a message, or raw wire bytes); check the properties; return the code."""
@@ -143,7 +144,8 @@ def world(server: ServerProcess, channel: grpc.Channel, key_file: Path, postgres
         tables = [r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.columns WHERE column_name = 'tenant_id' "
             "AND table_schema = 'public' ORDER BY table_name").fetchall()]
-    w = World(server, channel, postgres.owner_dsn, tenant, agent, ops, tables=tables)
+    w = World(server, channel, postgres.owner_dsn, tenant, agent, ops, tables=tables,
+              conn=psycopg.connect(postgres.owner_dsn, autocommit=True))
     written = agent.write(SUBJECT, draft("fact", "lives in Lisbon", key="home_city"),
                           draft("preference", "likes green tea", key="drink"),
                           draft("event", "went to the dentist"), draft("goal", "run a marathon", key="goal"))
@@ -164,7 +166,10 @@ def world(server: ServerProcess, channel: grpc.Channel, key_file: Path, postgres
         exported = agent.call("ExportMemories", svc.ExportMemoriesRequest(subject=SUBJECT, passphrase=passphrase))
         w.archives.append((exported.archive, passphrase))
     assert w.page_tokens and all(a for a, _ in w.archives)
+    seen = w.snapshot()  # it reads the world: its memories (the forgotten one too) and their versions
+    assert seen["memories"][0] == 4 and seen["memory_versions"][0] >= 5 and seen["agent_views"][0] >= 1
     yield w
+    w.conn.close()  # type: ignore[union-attr]
     # Read audit events are written in batches off the request path: once a read made after
     # every refused request is in the log, all recorded before it have been written too. Then
     # no refused request may have left one.
