@@ -4,7 +4,7 @@
 Kubernetes exec probes): each probe is a new process, so its start-up is paid again and again.
 This runs each command REPEATS times as a child process and prints the median wall time and
 the median CPU time (user + system) of the child. The commands do no work worth timing:
-`--help`, and `health` against a port nobody listens on (it fails at once). Asserts nothing.
+`--help`, and `health` and `write` against a port nobody listens on (they fail at once). Asserts nothing.
 
     .venv/bin/python bench/probes/cli_start_probe.py [--repeats 8]
 """
@@ -22,6 +22,8 @@ COMMANDS = (
     ("health", "--addr", "127.0.0.1:1", "--timeout", "0.2"),
     ("recall", "--help"),
     ("lifecycle", "sweep", "--help"),
+    # Builds its request (a proto<->domain enum map) before it finds nobody listening.
+    ("write", "--addr", "127.0.0.1:1", "--token", "x", "--subject", "s", "--text", "x"),
 )
 
 

@@ -1,79 +1,144 @@
-"""The memoryd gRPC server: interceptor chain, the guard, use cases, handlers and start-up."""
+"""The memoryd gRPC server: interceptor chain, the guard, use cases, handlers and start-up.
 
-from ._app import DEMO_TENANT, Memoryd, StartedServer
-from ._compose import (
-    Embedders,
-    Stores,
-    configured_embedder,
-    keyword_hasher,
-    open_database,
-    open_stores,
-    prepare_postgres,
-)
-from ._auth import Principal, TokenVerifier, issue_token, load_or_create_signing_key, load_signing_key, parse_ttl
-from ._config import Config, Limits, Scoring, load
-from ._secrets import (
-    KeyFiles,
-    Secrets,
-    derive_secret,
-    describe_keys,
-    load_secrets,
-    require_shared_master_key,
-    require_shared_term_secret,
-    retire_signing_key,
-    rotate_page_secret,
-    rotate_signing_key,
-)
-from ._consolidation import ConsolidationReport, Consolidator, consolidator
-from ._enums import CATEGORY, ERASE_MODE, TOKEN_ROLE
-from ._interceptors import Call, Interceptor, build_chain
-from ._logging import configure_logging
-from .validation import read_view
-from ._worker import WatchedOutboxWorker, WorkerHealth, WorkerProcess
+The package loads its modules when a name is first used, not when it is imported (PEP 562):
+a command that needs one enum map or ``issue_token`` (``memoryd write``, ``memoryd token
+issue``) does not load the gRPC server, the stores and their drivers (psycopg, pymilvus,
+numpy) with it. ``_WHERE`` says where each public name lives; type checkers read the same
+names from the imports under ``TYPE_CHECKING`` (tests/domain/test_architecture.py holds the
+two to the same names).
+"""
 
-__all__ = [
-    "CATEGORY",
-    "DEMO_TENANT",
-    "Call",
-    "Config",
-    "ConsolidationReport",
-    "Consolidator",
-    "ERASE_MODE",
-    "Embedders",
-    "Stores",
-    "Interceptor",
-    "KeyFiles",
-    "Limits",
-    "Memoryd",
-    "Principal",
-    "Scoring",
-    "Secrets",
-    "StartedServer",
-    "TOKEN_ROLE",
-    "TokenVerifier",
-    "WatchedOutboxWorker",
-    "WorkerHealth",
-    "WorkerProcess",
-    "build_chain",
-    "configure_logging",
-    "configured_embedder",
-    "consolidator",
-    "derive_secret",
-    "describe_keys",
-    "issue_token",
-    "keyword_hasher",
-    "open_database",
-    "open_stores",
-    "load",
-    "load_or_create_signing_key",
-    "load_secrets",
-    "load_signing_key",
-    "parse_ttl",
-    "prepare_postgres",
-    "read_view",
-    "require_shared_master_key",
-    "require_shared_term_secret",
-    "retire_signing_key",
-    "rotate_page_secret",
-    "rotate_signing_key",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._app import (
+        DEMO_TENANT as DEMO_TENANT,
+        Memoryd as Memoryd,
+        StartedServer as StartedServer,
+    )
+    from ._compose import (
+        Embedders as Embedders,
+        Stores as Stores,
+        configured_embedder as configured_embedder,
+        keyword_hasher as keyword_hasher,
+        open_database as open_database,
+        open_stores as open_stores,
+        prepare_postgres as prepare_postgres,
+    )
+    from ._auth import (
+        Principal as Principal,
+        TokenVerifier as TokenVerifier,
+        issue_token as issue_token,
+        load_or_create_signing_key as load_or_create_signing_key,
+        load_signing_key as load_signing_key,
+        parse_ttl as parse_ttl,
+    )
+    from ._config import (
+        Config as Config,
+        Limits as Limits,
+        Scoring as Scoring,
+        load as load,
+    )
+    from ._secrets import (
+        KeyFiles as KeyFiles,
+        Secrets as Secrets,
+        derive_secret as derive_secret,
+        describe_keys as describe_keys,
+        load_secrets as load_secrets,
+        require_shared_master_key as require_shared_master_key,
+        require_shared_term_secret as require_shared_term_secret,
+        retire_signing_key as retire_signing_key,
+        rotate_page_secret as rotate_page_secret,
+        rotate_signing_key as rotate_signing_key,
+    )
+    from ._consolidation import (
+        ConsolidationReport as ConsolidationReport,
+        Consolidator as Consolidator,
+        consolidator as consolidator,
+    )
+    from ._enums import (
+        CATEGORY as CATEGORY,
+        ERASE_MODE as ERASE_MODE,
+        TOKEN_ROLE as TOKEN_ROLE,
+    )
+    from ._interceptors import (
+        Call as Call,
+        Interceptor as Interceptor,
+        build_chain as build_chain,
+    )
+    from ._logging import (
+        configure_logging as configure_logging,
+    )
+    from .validation import (
+        read_view as read_view,
+    )
+    from ._worker import (
+        WatchedOutboxWorker as WatchedOutboxWorker,
+        WorkerHealth as WorkerHealth,
+        WorkerProcess as WorkerProcess,
+    )
+
+_WHERE = {
+    "DEMO_TENANT": "._app",
+    "Memoryd": "._app",
+    "StartedServer": "._app",
+    "Principal": "._auth",
+    "TokenVerifier": "._auth",
+    "issue_token": "._auth",
+    "load_or_create_signing_key": "._auth",
+    "load_signing_key": "._auth",
+    "parse_ttl": "._auth",
+    "Embedders": "._compose",
+    "Stores": "._compose",
+    "configured_embedder": "._compose",
+    "keyword_hasher": "._compose",
+    "open_database": "._compose",
+    "open_stores": "._compose",
+    "prepare_postgres": "._compose",
+    "Config": "._config",
+    "Limits": "._config",
+    "Scoring": "._config",
+    "load": "._config",
+    "ConsolidationReport": "._consolidation",
+    "Consolidator": "._consolidation",
+    "consolidator": "._consolidation",
+    "CATEGORY": "._enums",
+    "ERASE_MODE": "._enums",
+    "TOKEN_ROLE": "._enums",
+    "Call": "._interceptors",
+    "Interceptor": "._interceptors",
+    "build_chain": "._interceptors",
+    "configure_logging": "._logging",
+    "KeyFiles": "._secrets",
+    "Secrets": "._secrets",
+    "derive_secret": "._secrets",
+    "describe_keys": "._secrets",
+    "load_secrets": "._secrets",
+    "require_shared_master_key": "._secrets",
+    "require_shared_term_secret": "._secrets",
+    "retire_signing_key": "._secrets",
+    "rotate_page_secret": "._secrets",
+    "rotate_signing_key": "._secrets",
+    "WatchedOutboxWorker": "._worker",
+    "WorkerHealth": "._worker",
+    "WorkerProcess": "._worker",
+    "read_view": ".validation",
+}
+
+__all__ = sorted(_WHERE)
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all for other names
+
+    def __getattr__(name: str) -> Any:
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later uses skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_WHERE})
