@@ -13,6 +13,7 @@ import pwd
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import psycopg
 
-from .support import MEMORYD, ROOT, ServerProcess, free_port, server_env
+from .support import MEMORYD, ROOT, ServerProcess, free_port, server_env, wait_until
 
 MILVUS_PYTHON = ROOT / ".build" / "milvus-server" / "bin" / "python"
 OWNER, OWNER_PASSWORD = "memoryd_owner", "owner-Secret-1"
@@ -99,6 +100,17 @@ class ExternalPostgres:
         return self.dsn(OWNER, OWNER_PASSWORD, dbname)
 
 
+def _bindable(port: int) -> bool:
+    """Whether ``port`` can be bound on loopback the way the Milvus launcher binds it."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 class MilvusStandalone:
     """The Milvus 2.3.5 standalone server of the ``milvus`` wheel, in its own process group
     (it ignores SIGTERM, so stop means SIGKILL). Restarted on the same ports and data."""
@@ -160,7 +172,9 @@ class MilvusStandalone:
         return self
 
     def kill(self) -> None:
-        """SIGKILL the whole process group: the launcher and the Milvus binary."""
+        """SIGKILL the whole process group: the launcher and the Milvus binary; return once
+        its ports can be bound again. Waiting for the launcher is not enough: the binary and
+        its embedded etcd die after it, and a restart that binds 2379 meanwhile fails."""
         if self.process is not None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -168,6 +182,8 @@ class MilvusStandalone:
                 pass
             self.process.wait()
             self.process = None
+            wait_until(lambda: all(_bindable(int(port)) for port in self.ports.values() if port), timeout=60, interval=0.2,
+                       what="the killed Milvus server's ports are free")
 
     def destroy(self) -> None:
         self.kill()
