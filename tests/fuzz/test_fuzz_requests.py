@@ -74,7 +74,7 @@ SUBJECT = "user-fuzz"
 class World:
     server: ServerProcess
     channel: grpc.Channel
-    owner_dsn: str
+    conn: psycopg.Connection[Any]  # the owner's, autocommit: snapshots and the audit check
     tenant: str
     agent: Agent
     admin: Agent
@@ -83,7 +83,6 @@ class World:
     archives: list[tuple[bytes, str]] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
-    conn: psycopg.Connection[Any] | None = None  # the owner's, for snapshots
 
     def __repr__(self) -> str:  # hypothesis prints the arguments of a failing example
         return f"World(tenant={self.tenant!r})"
@@ -106,7 +105,6 @@ class World:
                     if table == "keyword_stats" else f"(SELECT * FROM {table} WHERE tenant_id = %(tenant)s)")
             parts.append(f"SELECT '{table}', count(*), coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '') "
                          f"FROM {rows} t")
-        assert self.conn is not None
         return {table: (count, digest) for table, count, digest
                 in self.conn.execute(" UNION ALL ".join(parts), {"tenant": self.tenant}).fetchall()}
 
@@ -140,48 +138,45 @@ def world(server: ServerProcess, channel: grpc.Channel, key_file: Path, postgres
     put_view(channel, key_file, tenant, full_view("fuzzer"))
     agent = Agent(channel, token_for(key_file, tenant, "fuzzer"))
     ops = Agent(channel, token_for(key_file, tenant, "ops", roles=("admin",)))
-    with psycopg.connect(postgres.owner_dsn) as conn:
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
         tables = [r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.columns WHERE column_name = 'tenant_id' "
             "AND table_schema = 'public' ORDER BY table_name").fetchall()]
-    w = World(server, channel, postgres.owner_dsn, tenant, agent, ops, tables=tables,
-              conn=psycopg.connect(postgres.owner_dsn, autocommit=True))
-    written = agent.write(SUBJECT, draft("fact", "lives in Lisbon", key="home_city"),
-                          draft("preference", "likes green tea", key="drink"),
-                          draft("event", "went to the dentist"), draft("goal", "run a marathon", key="goal"))
-    agent.write(SUBJECT, draft("fact", "lives in Porto", key="home_city"))  # a second version
-    w.ids = [r.memory_id for r in written.results]
-    agent.erase(SUBJECT, mode=svc.ERASE_MODE_FORGET, key="goal")  # a forgotten one
-    token = ""
-    while True:
-        page = agent.list(SUBJECT, page_size=1, page_token=token, statuses=ALL_STATUSES)
-        token = page.next_page_token
-        if not token:
-            break
-        w.page_tokens.append(token)
-    history = agent.history(SUBJECT, w.ids[0], page_size=1)
-    if history.next_page_token:
-        w.page_tokens.append(history.next_page_token)
-    for passphrase in ("", "correct horse battery staple"):
-        exported = agent.call("ExportMemories", svc.ExportMemoriesRequest(subject=SUBJECT, passphrase=passphrase))
-        w.archives.append((exported.archive, passphrase))
-    assert w.page_tokens and all(a for a, _ in w.archives)
-    seen = w.snapshot()  # it reads the world: its memories (the forgotten one too) and their versions
-    assert seen["memories"][0] == 4 and seen["memory_versions"][0] >= 5 and seen["agent_views"][0] >= 1
-    yield w
-    w.conn.close()  # type: ignore[union-attr]
-    # Read audit events are written in batches off the request path: once a read made after
-    # every refused request is in the log, all recorded before it have been written too. Then
-    # no refused request may have left one.
-    marker = unique("req")
-    agent.memory.MemoryView(svc.MemoryViewRequest(subject=SUBJECT), timeout=30,
-                            metadata=(*agent.metadata, ("x-request-id", marker)))
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        w = World(server, channel, conn, tenant, agent, ops, tables=tables)
+        written = agent.write(SUBJECT, draft("fact", "lives in Lisbon", key="home_city"),
+                              draft("preference", "likes green tea", key="drink"),
+                              draft("event", "went to the dentist"), draft("goal", "run a marathon", key="goal"))
+        agent.write(SUBJECT, draft("fact", "lives in Porto", key="home_city"))  # a second version
+        w.ids = [r.memory_id for r in written.results]
+        agent.erase(SUBJECT, mode=svc.ERASE_MODE_FORGET, key="goal")  # a forgotten one
+        token = ""
+        while True:
+            page = agent.list(SUBJECT, page_size=1, page_token=token, statuses=ALL_STATUSES)
+            token = page.next_page_token
+            if not token:
+                break
+            w.page_tokens.append(token)
+        history = agent.history(SUBJECT, w.ids[0], page_size=1)
+        if history.next_page_token:
+            w.page_tokens.append(history.next_page_token)
+        for passphrase in ("", "correct horse battery staple"):
+            exported = agent.call("ExportMemories", svc.ExportMemoriesRequest(subject=SUBJECT, passphrase=passphrase))
+            w.archives.append((exported.archive, passphrase))
+        assert w.page_tokens and all(a for a, _ in w.archives)
+        seen = w.snapshot()  # it reads the world: its memories (the forgotten one too) and their versions
+        assert seen["memories"][0] == 4 and seen["memory_versions"][0] >= 5 and seen["agent_views"][0] >= 1
+        yield w
+        # Read audit events are written in batches off the request path: once a read made after
+        # every refused request is in the log, all recorded before it have been written too. Then
+        # no refused request may have left one.
+        marker = unique("req")
+        agent.memory.MemoryView(svc.MemoryViewRequest(subject=SUBJECT), timeout=30,
+                                metadata=(*agent.metadata, ("x-request-id", marker)))
         wait_until(lambda: conn.execute("SELECT 1 FROM audit_log WHERE tenant_id = %s AND request_id = %s",
                                         (tenant, marker)).fetchone(), timeout=30, what="the last read is audited")
         audited = conn.execute("SELECT action, request_id FROM audit_log WHERE tenant_id = %s AND request_id = ANY(%s)",
                                (tenant, w.refused)).fetchall()
-    assert not audited, f"refused requests left audit records: {audited}"
+        assert not audited, f"refused requests left audit records: {audited}"
 
 
 # ---------------------------------------------------------------------------------------------
