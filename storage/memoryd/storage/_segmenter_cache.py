@@ -10,7 +10,8 @@ jieba's own ``jieba.cache`` is not used: it lives in the shared temp directory, 
 local user could plant a file that changes how memoryd segments, and it is a ``marshal`` dump.
 This cache is trusted only as far as the files it replaces:
 - the directory and the file must belong to this user (or root) and be writable by no one
-  else, the rule ssh applies to its keys; a cache that fails it is ignored, never repaired;
+  else, the rule ssh applies to its keys; a directory that fails it is ignored and never
+  written to, a file that fails it (in a trusted directory) is rebuilt and replaced;
 - the format holds nothing but words and integers (no code, no pickle), checked on load; a
   file that fails the check is rebuilt;
 - the file is named by the SHA-256 of the dictionary it was built from, so another jieba
