@@ -22,4 +22,6 @@ if [ ! -f "$JAR" ] || [ ! -d "$DEPS" ] \
   BUILD=(-B -q package -pl conformance -am -DskipTests -Dmaven.javadoc.skip=true -Dmaven.source.skip=true)
   mvn -o "${BUILD[@]}" >&2 || mvn "${BUILD[@]}" >&2
 fi
-exec java -cp "$JAR:$DEPS/*" dev.memoryd.conformance.Main "$SCENARIO" "$CONFIG"
+# A run lasts seconds: the quick compiler alone and the serial collector, as .mvn/jvm.config
+# gives Maven here.
+exec java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$JAR:$DEPS/*" dev.memoryd.conformance.Main "$SCENARIO" "$CONFIG"
