@@ -22,6 +22,7 @@ if [ ! -f "$JAR" ] || [ ! -d "$DEPS" ] \
   BUILD=(-B -q package -pl conformance -am -DskipTests -Dmaven.javadoc.skip=true -Dmaven.source.skip=true)
   mvn -o "${BUILD[@]}" >&2 || mvn "${BUILD[@]}" >&2
 fi
-# A run lasts seconds: the quick compiler alone and the serial collector, as .mvn/jvm.config
-# gives Maven here.
-exec java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$JAR:$DEPS/*" dev.memoryd.conformance.Main "$SCENARIO" "$CONFIG"
+# A run lasts seconds: the JVM flags Maven runs with here (.mvn/jvm.config: the quick compiler
+# alone, the serial collector).
+mapfile -t QUICK_JVM < .mvn/jvm.config
+exec java "${QUICK_JVM[@]}" -cp "$JAR:$DEPS/*" dev.memoryd.conformance.Main "$SCENARIO" "$CONFIG"
