@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import subprocess
 import threading
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import psycopg
 from memoryd.storage import EmbeddedPostgres
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import Agent, ServerProcess, agent_with_view, draft, fails, server_env, unique, wait_until
+from ..support import MEMORYD, Agent, ServerProcess, agent_with_view, draft, fails, server_env, unique, wait_until
 
 
 def _embedded(tmp_path: Path) -> ServerProcess:
@@ -65,6 +66,22 @@ def test_restart_on_the_same_data_dir_keeps_every_memory(tmp_path):
             assert [v.memory.text for v in agent.history("alice", home.id).versions] == ["Paris", "Lyon"]
     finally:
         assert process.stop() == 0
+
+
+def test_a_refused_second_serve_leaves_the_data_dir_and_its_postgres_alone(tmp_path):
+    first = _embedded(tmp_path).start()
+    data_dir = tmp_path / ".memoryd"
+    try:
+        modes = {path: path.stat().st_mode for path in (data_dir, data_dir / "postgres")}
+        second = subprocess.run([*MEMORYD, "serve"], cwd=tmp_path, env=server_env(), capture_output=True, text=True,
+                                timeout=60)
+        assert second.returncode == 1 and "another memoryd is already serving" in second.stderr
+        # Refused, it changed nothing: not even the modes of the folders the first one's
+        # PostgreSQL runs in (which, run as root, runs as a user of its own and must reach them).
+        assert {path: path.stat().st_mode for path in modes} == modes
+    finally:
+        assert first.stop() == 0
+    assert "Failed to stop server" not in (tmp_path / "server.log").read_text()  # PostgreSQL stopped cleanly
 
 
 def test_sigterm_lets_an_in_flight_write_finish(tmp_path, private_database, key_file):

@@ -102,12 +102,15 @@ async def _serve(args: argparse.Namespace) -> int:
     # server is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = load(args.config)
-    keep_private(config.data_dir)
     try:
         lock = hold_data_dir(config)
     except CliError as exc:
         report(exc.message, exc.hint)
         return 1
+    # Only once the data directory is this process's: a refused second `serve` must change
+    # nothing in it — run as root, the first one's PostgreSQL runs as a user of its own, which
+    # must go on reaching its folder there (or its clean stop fails).
+    keep_private(config.data_dir)
     app = Memoryd(config)
     try:
         await app.serve_until_signalled(
