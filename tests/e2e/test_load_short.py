@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,7 +29,7 @@ from memoryd.bench._load import MIX, OPERATIONS, _Run
 from memoryd.bench import add_bench_commands
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import ServerProcess
+from ..support import ServerProcess, wait_until
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,7 +76,7 @@ def test_each_measured_call_goes_to_the_server_it_is_counted_against(server: Ser
             run.setup_tenant(tenant, random.Random(2))
         for counter in counters:
             counter.calls.clear()  # set-up goes through the first channel; what follows is measured
-        run.worker(0, time.monotonic() + 3, lambda: None)
+        run.worker(0, time.monotonic() + 3, threading.Event(), lambda: None)
         assert [sum(c.calls.values()) for c in counters] == run.calls_by_replica
         assert counters[0].calls["Write"] > 0 and counters[1].calls["Write"] > 0
         assert run.verify() == ([], 0)
@@ -139,7 +141,10 @@ def _children(pid: int) -> list[int]:
 
 def test_sigterm_stops_the_embedded_server_it_started(tmp_path: Path):
     # A benchmark stopped by SIGTERM (a CI timeout, `kill`) must not leave its throw-away
-    # server and database running: it unwinds as on Ctrl-C.
+    # server and database running: it unwinds as on Ctrl-C. Its workers' calls in flight end
+    # before their channel is closed: closing a gRPC channel under calls blocked on it can
+    # deadlock (grpc/grpc#19973, #20026), and once did here — the benchmark hung and its
+    # server never got the SIGTERM.
     bench = subprocess.Popen([sys.executable, "-m", "memoryd.cli", "bench", "load", "--tenants", "2",
                               "--duration", "300"], cwd=tmp_path, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
@@ -150,10 +155,13 @@ def test_sigterm_stops_the_embedded_server_it_started(tmp_path: Path):
                 break
         servers = _children(bench.pid)
         assert servers, "the benchmark started no server"
+        server_log = Path(f"/proc/{servers[0]}/fd/2")  # the server's stderr: its log file
+        wait_until(lambda: "MemoryService/Recall" in server_log.read_text(errors="replace"), timeout=60,
+                   what="the load is under way (set-up makes no Recall)")
         bench.send_signal(signal.SIGTERM)
-        # 14 s alone; once over 60 s in a CI run beside another xdist worker (in-flight calls
-        # finish within their 10 s deadline, then the server drains and stops its database).
+        # A few seconds alone; once over 60 s in a CI run beside another xdist worker.
         bench.wait(timeout=180)
+        said = bench.stderr.read()
     finally:
         if bench.poll() is None:
             bench.kill()
@@ -162,3 +170,5 @@ def test_sigterm_stops_the_embedded_server_it_started(tmp_path: Path):
         bench.stderr.close()
     for pid in servers:
         assert not Path(f"/proc/{pid}").exists(), f"the embedded server {pid} was left running"
+    assert re.search(r"^interrupted: letting the calls of \d workers end \(up to 30 s\), then stopping$", said, re.M), said
+    assert "still in a call" not in said, said

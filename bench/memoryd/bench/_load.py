@@ -280,10 +280,10 @@ class _Run:
                 with self.stats_lock:
                     self.erase_mismatches += 1
 
-    def worker(self, index: int, stop_at: float, progress: Callable[[], None]) -> None:
+    def worker(self, index: int, stop_at: float, stop: threading.Event, progress: Callable[[], None]) -> None:
         rng = random.Random(self.options.seed * 1_000_003 + index)
         turn = index
-        while time.monotonic() < stop_at:
+        while time.monotonic() < stop_at and not stop.is_set():
             op = choose_op(rng)
             replica = turn % len(self.channels)
             turn += 1
@@ -326,20 +326,40 @@ class _Mismatch(Exception):
     """A call succeeded but its answer did not say what was asked."""
 
 
-def _run_threads(count: int, target: Callable[[int], None]) -> None:
+def _run_threads(count: int, target: Callable[[int, threading.Event], None], grace: float,
+                 say: Callable[[str], None]) -> None:
+    """``target(i, stop)`` on ``count`` threads, until all return.
+
+    Interrupted (Ctrl-C, or SIGTERM through ``sigterm_unwinds``), it sets ``stop`` and waits up
+    to ``grace`` seconds (the longest deadline of a call) for the calls in flight to end before
+    the interruption goes on: the channels are closed next, and closing a gRPC channel while
+    threads are blocked in calls on it can deadlock (grpc/grpc#19973, #20026) — `bench load`
+    once hung on SIGTERM that way and never stopped its server."""
     errors: list[BaseException] = []
+    stop = threading.Event()
 
     def guarded(i: int) -> None:
         try:
-            target(i)
+            target(i, stop)
         except BaseException as exc:  # noqa: BLE001 — re-raised in the caller's thread
             errors.append(exc)
 
     threads = [threading.Thread(target=guarded, args=(i,), daemon=True) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        stop.set()
+        running = sum(thread.is_alive() for thread in threads)
+        say(f"interrupted: letting the calls of {running} workers end (up to {grace:.0f} s), then stopping")
+        until = time.monotonic() + grace
+        for thread in threads:
+            thread.join(max(0.0, until - time.monotonic()))
+        if left := sum(thread.is_alive() for thread in threads):
+            say(f"{left} workers still in a call after {grace:.0f} s: closing their channels anyway")
+        raise
     if errors:
         raise errors[0]
 
@@ -364,9 +384,9 @@ def _load(options: LoadOptions, targets: Sequence[str], key_path: Path, server: 
         queue = list(run.tenants)
         queue_lock = threading.Lock()
 
-        def set_up(i: int) -> None:
+        def set_up(i: int, stop: threading.Event) -> None:
             rng = random.Random(options.seed * 7919 + i)
-            while True:
+            while not stop.is_set():
                 with queue_lock:
                     if not queue:
                         return
@@ -377,7 +397,8 @@ def _load(options: LoadOptions, targets: Sequence[str], key_path: Path, server: 
                     raise rpc_failure(f"setting up tenant {tenant.name}", exc, targets[0]) from None
 
         say(f"setting up {options.tenants} tenants × {options.subjects} subjects × {options.seed_memories} memories")
-        _run_threads(max(1, min(options.concurrency, options.tenants)), set_up)
+        grace = max(options.deadline, 30.0)  # the longest timeout of a call (set-up's views, verify)
+        _run_threads(max(1, min(options.concurrency, options.tenants)), set_up, grace, say)
         setup_seconds = time.monotonic() - started
         rss_before = rss() if rss else {}
         say(f"set up in {setup_seconds:.1f} s; running {options.concurrency} workers for {options.duration:.0f} s"
@@ -394,7 +415,7 @@ def _load(options: LoadOptions, targets: Sequence[str], key_path: Path, server: 
 
         begun = time.monotonic()
         stop_at = begun + options.duration
-        _run_threads(options.concurrency, lambda i: run.worker(i, stop_at, progress))
+        _run_threads(options.concurrency, lambda i, stop: run.worker(i, stop_at, stop, progress), grace, say)
         seconds = time.monotonic() - begun
         rss_after = rss() if rss else {}
         say(f"ran {sum(s.calls for s in run.ops.values())} calls in {seconds:.1f} s; verifying acknowledged writes")
