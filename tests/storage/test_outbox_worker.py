@@ -870,6 +870,56 @@ async def test_rows_whose_lease_ran_out_are_claimed_by_another_worker_and_settle
     assert await rig.index.count(tenant, ids=[memory_id]) == 1
 
 
+async def test_the_rows_of_a_worker_that_dies_mid_batch_are_free_again_within_ten_seconds(rig: Rig) -> None:
+    tenant = unique("tenant")
+    await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    draining, gate = await held_at_the_embedder(rig, await rig.worker())  # the default lease
+    # Were the worker killed now, nobody could give its row back: only the lease frees it.
+    [row] = await rig.outbox(tenant)
+    assert row["claim"] is not None and 0 < row["due_in"] <= outbox_module.LEASE_SECONDS == 10.0
+    gate.set()
+    assert await draining == 1
+
+
+async def test_a_batch_at_work_keeps_its_lease_however_long_it_takes(rig: Rig) -> None:
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    busy, other = await rig.worker(lease_seconds=0.6), await rig.worker()
+    draining, gate = await held_at_the_embedder(rig, busy)
+    rig.embedder.gate = None
+    for _ in range(10):  # 2 s, more than three leases: renewed all along, so still the busy worker's
+        await asyncio.sleep(0.2)
+        assert await other.drain_once() == 0
+    [row] = await rig.outbox(tenant)
+    assert 0 < row["due_in"] <= 0.6
+    gate.set()
+    assert await draining == 1
+    assert await rig.outbox(tenant) == []
+    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert sum(rig.embedder.embedded.values()) == 1  # embedded once: nobody took the batch over
+
+
+async def test_a_batch_stuck_past_the_hold_limit_is_taken_over_when_its_lease_runs_out(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outbox_module, "HOLD_SECONDS", 1.0)
+    tenant = unique("tenant")
+    [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+    stuck, other = await rig.worker(lease_seconds=0.6), await rig.worker()
+    draining, gate = await held_at_the_embedder(rig, stuck)
+    rig.embedder.gate = None
+    taken = 0
+    for _ in range(50):  # renewed up to 1 s after the claim, then free 0.6 s later at most
+        await asyncio.sleep(0.1)
+        if taken := await other.drain_once():
+            break
+    assert taken == 1
+    assert await rig.outbox(tenant) == []
+    gate.set()
+    assert await draining == 1  # the stuck worker finishes late and settles nothing twice
+    assert await rig.outbox(tenant) == []
+    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+
+
 async def test_a_second_worker_takes_the_next_batch_while_the_first_is_embedding(rig: Rig) -> None:
     tenant = unique("tenant")
     ids = await rig.write(tenant, *[Draft(Category.EVENT, f"did thing number {i}") for i in range(4)])

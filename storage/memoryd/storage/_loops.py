@@ -4,9 +4,9 @@ Every task of a process runs until the process's ``stop`` event is set, and none
 outage end it. Two shapes cover them all:
 
 - **periodic** work (metrics, lifecycle sweeps, the embedding models' refresh, health
-  checks, read recording): ``periodic`` runs it every ``seconds``, counted from the start of
-  one run to the next, logs a failed run and waits for the next one, and returns as soon as
-  ``stop`` is set — never in the middle of a run;
+  checks, read recording, the lease of an outbox batch at work): ``periodic`` runs it every
+  ``seconds``, counted from the start of one run to the next, logs a failed run and waits for
+  the next one, and returns as soon as ``stop`` is set — never in the middle of a run;
 - **queue drainers** (the outbox and extraction workers): they loop on their own claims,
   wait with ``idle`` for new work (``wakeup``) or ``stop`` when a claim finds nothing, and
   space retries with ``backoff``.

@@ -2,8 +2,10 @@
 
 Write and Erase leave an outbox row (memory id, op) in the same transaction as the change.
 The outbox is a ``_queue.WorkQueue``: a worker claims a batch of rows under a lease and a
-claim token in one short transaction — so any number of workers, in the server process or as
-``memoryd worker`` processes, share the work without doing it twice — then, with no
+claim token in one short transaction (the lease is renewed while the batch is at work, so a
+worker that dies leaves its rows to the others within ``LEASE_SECONDS``) — so any number of
+workers, in the server process or as ``memoryd worker`` processes, share the work without
+doing it twice — then, with no
 transaction open, re-reads each memory's *current* row and embeds ``key + text``; then, in a
 short transaction, it marks the rows it still holds as ``writing`` and upserts those vectors
 (or deletes them when the memory is gone or no longer active), and settles in a last short
@@ -33,7 +35,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,11 +44,20 @@ from memoryd.domain import Embedder, MemorydError, Unavailable
 from ._memories import PURGE_FALLBACK_SECONDS, PostgresMemoryStore
 from ._milvus import MilvusIndex, partition_name
 from ._postgres import Postgres
-from ._loops import backoff, idle
+from ._loops import backoff, idle, periodic
 from ._queue import WorkQueue
 
 _log = logging.getLogger("memoryd.storage.outbox")
 SEAL_SECONDS = 1.0  # while busy, the index is sealed at most this often
+# A claimed batch is not due for other workers until this long after its last renewal; the
+# worker renews it every third of that while the batch is at work. So the rows of a worker
+# that died (a crash, a kill, a lost machine) are claimed again within this, and a write is
+# searchable within it plus one batch after such a crash.
+LEASE_SECONDS = 10.0
+# A batch still at work this long after its claim (a call that hangs) is no longer renewed:
+# once its lease runs out another worker takes its rows, and whatever it settles late is
+# discarded by the claim token.
+HOLD_SECONDS = 300.0
 OUTBOX = WorkQueue("outbox", due="NOT dead", order="id", on_claim="claim = %(token)s, writing = false")
 _CLAIMED = ("tenant_id", "id", "memory_id", "subject", "attempts")
 
@@ -92,7 +103,7 @@ class IndexTarget:
 class OutboxWorker:
     def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: Callable[[], list[IndexTarget]], *,
                  batch_size: int = 32, max_attempts: int = 8, base_backoff: float = 0.5,
-                 max_backoff: float = 60.0, lease_seconds: float = 30.0, parallel: int = 2) -> None:
+                 max_backoff: float = 60.0, lease_seconds: float = LEASE_SECONDS, parallel: int = 2) -> None:
         self._queue = queue
         self._store = store
         self._targets = targets
@@ -153,6 +164,10 @@ class OutboxWorker:
         by_tenant: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
             by_tenant[row["tenant_id"]].append(row)
+        done_renewing = asyncio.Event()
+        renewal = asyncio.create_task(periodic(done_renewing, self._lease / 3,
+                                               self._renewer(token, rows, done_renewing),
+                                               what="outbox: renewing the lease of a batch"))
         try:
             await self._index(token, by_tenant)
         except (Exception, asyncio.CancelledError):
@@ -160,10 +175,32 @@ class OutboxWorker:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._settle(token, by_tenant, {}, done={}, again=[]))
             raise
+        finally:
+            done_renewing.set()
+            renewal.cancel()
         self._settled.set()
         self._settled = asyncio.Event()
         await self._seal(drained=len(rows) < self._batch)
         return len(rows)
+
+    def _renewer(self, token: uuid.UUID, rows: list[dict[str, Any]],
+                 stop: asyncio.Event) -> Callable[[], Awaitable[None]]:
+        """One renewal of the lease of ``rows`` still carrying ``token`` (rows settled or taken
+        away meanwhile are left alone); after HOLD_SECONDS it sets ``stop`` instead."""
+        claimed_at = time.monotonic()
+        tenants, ids = [r["tenant_id"] for r in rows], [r["id"] for r in rows]
+
+        async def renew() -> None:
+            if time.monotonic() - claimed_at >= HOLD_SECONDS:
+                _log.warning("outbox: a batch of %d rows is still at work after %.0fs; its lease is no longer "
+                             "renewed, so another worker takes it when the lease runs out", len(rows), HOLD_SECONDS)
+                stop.set()
+                return
+            async with self._queue.worker_tx() as conn:
+                await conn.execute(
+                    "UPDATE outbox SET next_attempt_at = now() + make_interval(secs => %s) "
+                    "WHERE tenant_id = ANY(%s) AND id = ANY(%s) AND claim = %s", (self._lease, tenants, ids, token))
+        return renew
 
     def next_settlement(self) -> asyncio.Event:
         """An event set when the next batch (of any tenant) has settled in this process."""

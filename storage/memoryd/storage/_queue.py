@@ -14,8 +14,9 @@ The outbox (``_outbox``) and the extraction jobs (``_jobs``) are both such queue
    running). A row taken away meanwhile — folded by a newer Write, dropped by an Erase,
    claimed again after the lease ran out — is left as the other party left it.
 
-If a worker dies, its lease runs out and another worker claims the rows again; the work is
-idempotent, so doing it twice is harmless.
+If a worker dies, its lease runs out and another worker claims the rows again (the outbox
+renews its short lease while a batch is at work, so that happens soon after a crash); the work
+is idempotent, so doing it twice is harmless.
 """
 
 from __future__ import annotations
