@@ -273,10 +273,19 @@ def test_server_killed_mid_load_resumes_its_outbox_after_restart(tmp_path, key_f
         with grpc.insecure_channel(process.target) as channel:
             agent = agent_with_view(channel, key_file, unique("tenant"))
             with Writer(agent, items_per_call=5, retry=True) as writer:
-                def pending() -> bool:
-                    return writer.counts()[0] >= 20 and bool(_leases_left(dsn))
+                def frozen_with_a_batch_in_flight() -> bool:
+                    # Frozen first, so the batch cannot settle between this look and the kill.
+                    if writer.counts()[0] < 20:
+                        return False
+                    assert process.process is not None
+                    process.process.send_signal(signal.SIGSTOP)
+                    if _leases_left(dsn):
+                        return True
+                    process.process.send_signal(signal.SIGCONT)
+                    return False
 
-                _wait_for("the outbox has a batch in flight", pending, 30, _diagnose(process, dsn))
+                _wait_for("the outbox has a batch in flight", frozen_with_a_batch_in_flight, 30,
+                          _diagnose(process, dsn))
                 process.stop(signal.SIGKILL)
                 killed_at = time.monotonic()
                 left = len(_outbox(dsn))
@@ -292,7 +301,7 @@ def test_server_killed_mid_load_resumes_its_outbox_after_restart(tmp_path, key_f
             acknowledged = dict(writer.acknowledged)
             assert set(writer.failures) == {grpc.StatusCode.UNAVAILABLE}, writer.failures
             assert left > 0, "the kill came after the outbox had caught up: it proves nothing"
-            assert max(leases_left, default=0.0) <= 10.0, leases_left
+            assert leases_left and max(leases_left) <= 10.0, leases_left
 
             _assert_stored_once(agent, acknowledged)
             # The call cut off by the kill was retried with its idempotency key: stored once, not twice.
