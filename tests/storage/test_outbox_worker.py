@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -263,36 +264,47 @@ async def test_draining_indexes_every_written_memory_and_empties_the_outbox(rig:
     assert await found(rig, unique("tenant"), everything(include_org=True, any_session=True)) == set()
 
 
-async def test_a_busy_worker_seals_the_index_once_for_many_tenants_and_rows_are_found_before(
+async def test_the_worker_seals_the_index_at_most_once_a_second_for_everything_written_meanwhile(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every Milvus Lite seal rewrites its manifest, so sealing after each tenant's upsert made
-    # indexing slower the more tenants there were; now a busy worker seals at most every
-    # SEAL_SECONDS, and at once when the queue is drained.
+    # Every Milvus Lite seal rewrites its manifest and scans its index files, so sealing after
+    # each tenant's upsert made indexing slower the more tenants there were, and sealing each
+    # time the queue was drained made a stream of single writes one seal each. The worker
+    # seals at most every SEAL_SECONDS, busy or drained, and seals what is left once that is up.
     seals: list[float] = []
     original = rig.index.seal
 
     async def counting() -> None:
-        seals.append(1.0)
+        seals.append(clock[0])
         await original()
 
     monkeypatch.setattr(rig.index, "seal", counting)
-    # A slow first batch (a loaded machine) must not reach the busy worker's seal interval:
-    # this is about sealing once the queue is drained, not about the clock.
-    monkeypatch.setattr(outbox_module, "SEAL_SECONDS", 3600.0)
+    clock = [1000.0]  # the worker's clock, moved by hand: a loaded machine cannot make a seal due
+    monkeypatch.setattr(outbox_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     tenants = [unique("tenant") for _ in range(5)]
     ids = {t: await rig.write(t, Draft(Category.EVENT, f"went hiking, {t}")) for t in tenants}
     worker = await rig.worker(batch_size=4)
 
-    assert await worker.drain_once() == 4  # a full batch: more may be waiting, no seal yet
+    assert await worker.drain_once() == 4  # a full batch: more may be waiting
     assert seals == []
     for tenant in tenants[:4]:  # already searchable unsealed, and only by their own tenant
         assert await found(rig, tenant, everything()) == set(ids[tenant])
-    assert await worker.drain_once() == 1  # the queue is drained: one seal for all five tenants
-    assert seals == [1.0]
+    clock[0] += 0.5
+    assert await worker.drain_once() == 1  # drained, but the last second is not up yet
+    assert seals == []
+    assert await found(rig, tenants[4], everything()) == set(ids[tenants[4]])
+
+    clock[0] += outbox_module.SEAL_SECONDS
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    for _ in range(100):
+        if seals:
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(running, timeout=30)
+    assert seals == [1000.0 + 0.5 + outbox_module.SEAL_SECONDS]  # once, for all five tenants
     for tenant in tenants:
         assert await found(rig, tenant, everything()) == set(ids[tenant])
-    assert await worker.drain_once() == 0
-    assert seals == [1.0]  # nothing new written: nothing to seal
 
 
 @pytest.mark.parametrize("routing", ["partition", "partition_key"], ids=["partition", "partition-key"])

@@ -120,7 +120,7 @@ class OutboxWorker:
         # polling blind, so a WAIT_INDEXED write answers as soon as its own work is done.
         self._settled = asyncio.Event()
         # Indexes written without sealing since the last seal, by collection; sealed at most
-        # every SEAL_SECONDS while busy, and as soon as the queue is drained.
+        # every SEAL_SECONDS, busy or drained (what is left is sealed once that is up).
         self._unsealed: dict[str, MilvusIndex] = {}
         self._sealed_at = time.monotonic()
         self._sealing = asyncio.Lock()
@@ -129,7 +129,7 @@ class OutboxWorker:
         """Drain until ``stop`` is set, ``parallel`` batches at a time; sleep when idle or when
         Postgres is unreachable."""
         await asyncio.gather(*(self._drain(stop, idle_seconds) for _ in range(self._parallel)))
-        await self._seal(drained=True)
+        await self._seal(now=True)
 
     async def _drain(self, stop: asyncio.Event, idle_seconds: float) -> None:
         pause = idle_seconds
@@ -143,9 +143,10 @@ class OutboxWorker:
                 pause = min(pause * 2, 10.0)
             if processed:
                 continue
-            await self._seal(drained=True)  # idle: nothing is left to wait for
+            await self._seal()
             self.wakeup.clear()
-            await idle(stop, self.wakeup, pause)
+            # Idle, but back when the last rows written are due to be sealed.
+            await idle(stop, self.wakeup, min(pause, self._seal_due_in()) if self._unsealed else pause)
 
     async def drain_once(self) -> int:
         """Claim one batch, index it and settle it; return how many outbox rows it claimed.
@@ -180,7 +181,7 @@ class OutboxWorker:
             renewal.cancel()
         self._settled.set()
         self._settled = asyncio.Event()
-        await self._seal(drained=len(rows) < self._batch)
+        await self._seal()
         return len(rows)
 
     def _renewer(self, token: uuid.UUID, rows: list[dict[str, Any]],
@@ -294,15 +295,19 @@ class OutboxWorker:
                                    "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
                                    (tenant, memory_id, subject, op, delay))
 
-    async def _seal(self, *, drained: bool) -> None:
-        """Seal what this worker wrote, once for many batches: with Milvus Lite each seal costs
-        more the more segments there are (tens of ms with 1,000 tenants), while the rows are
-        searchable unsealed, only slower to search. A failed seal is tried again next time."""
-        now = time.monotonic()
-        if not self._unsealed or not (drained or now - self._sealed_at >= SEAL_SECONDS) or self._sealing.locked():
+    def _seal_due_in(self) -> float:
+        return max(0.0, self._sealed_at + SEAL_SECONDS - time.monotonic())
+
+    async def _seal(self, *, now: bool = False) -> None:
+        """Seal what this worker wrote, at most once every SEAL_SECONDS (``now``: at once) for
+        all the batches since the last seal: with Milvus Lite each seal costs more the more
+        segments there are (tens of ms with 1,000 tenants; a write of one memory after
+        another, each drained at once, was one seal each), while the rows are searchable
+        unsealed, only slower to search. A failed seal is tried again next time."""
+        if not self._unsealed or not (now or self._seal_due_in() == 0.0) or self._sealing.locked():
             return
         async with self._sealing:  # one seal at a time; a batch in flight does not wait for it
-            self._sealed_at = now
+            self._sealed_at = time.monotonic()
             for name, index in list(self._unsealed.items()):
                 try:
                     await index.seal()
