@@ -5,14 +5,13 @@ The outbox is a ``_queue.WorkQueue``: a worker claims a batch of rows under a le
 claim token in one short transaction (the lease is renewed while the batch is at work, so a
 worker that dies leaves its rows to the others within ``LEASE_SECONDS``) — so any number of
 workers, in the server process or as ``memoryd worker`` processes, share the work without
-doing it twice — then, with no
-transaction open, re-reads each memory's *current* row and embeds ``key + text``; then, in a
-short transaction, it marks the rows it still holds as ``writing`` and upserts those vectors
-(or deletes them when the memory is gone or no longer active), and settles in a last short
-transaction: it deletes the rows still carrying its token. A failure retries with
-exponential backoff and becomes a dead letter after ``max_attempts``, keeping the reason; an
-outage of the index spends no attempt. Re-reading the current row makes every operation
-idempotent, so duplicates and reordering are harmless.
+doing it twice — then, with no transaction open, re-reads each memory's *current* row and
+embeds ``key + text``; then, in a short transaction, it marks the rows it still holds as
+``writing`` and upserts those vectors (or deletes them when the memory is gone or no longer
+active), and settles in a last short transaction: it deletes the rows still carrying its
+token. A failure retries with exponential backoff and becomes a dead letter after
+``max_attempts``, keeping the reason; an outage of the index spends no attempt. Re-reading
+the current row makes every operation idempotent, so duplicates and reordering are harmless.
 
 A row taken away while its memory was being embedded (dropped by a purge or a forget, folded
 by a newer Write, claimed again after the lease ran out) is not written at all: whoever took
@@ -48,7 +47,7 @@ from ._loops import backoff, idle, periodic
 from ._queue import WorkQueue
 
 _log = logging.getLogger("memoryd.storage.outbox")
-SEAL_SECONDS = 1.0  # while busy, the index is sealed at most this often
+SEAL_SECONDS = 1.0  # the index is sealed at most this often, busy or drained
 # A claimed batch is not due for other workers until this long after its last renewal; the
 # worker renews it every third of that while the batch is at work. So the rows of a worker
 # that died (a crash, a kill, a lost machine) are claimed again within this, and a write is
@@ -58,7 +57,8 @@ LEASE_SECONDS = 10.0
 # once its lease runs out another worker takes its rows, and whatever it settles late is
 # discarded by the claim token.
 HOLD_SECONDS = 300.0
-OUTBOX = WorkQueue("outbox", due="NOT dead", order="id", on_claim="claim = %(token)s, writing = false")
+OUTBOX = WorkQueue("outbox", due="NOT dead", order="id", on_claim="claim = %(token)s, writing = false",
+                   held="claim = %(token)s")
 _CLAIMED = ("tenant_id", "id", "memory_id", "subject", "attempts")
 
 
@@ -165,9 +165,9 @@ class OutboxWorker:
         by_tenant: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
             by_tenant[row["tenant_id"]].append(row)
-        done_renewing = asyncio.Event()
-        renewal = asyncio.create_task(periodic(done_renewing, self._lease / 3,
-                                               self._renewer(token, rows, done_renewing),
+        held_too_long = asyncio.Event()
+        renewal = asyncio.create_task(periodic(held_too_long, self._lease / 3,
+                                               self._renewer(token, rows, held_too_long),
                                                what="outbox: renewing the lease of a batch"))
         try:
             await self._index(token, by_tenant)
@@ -177,7 +177,6 @@ class OutboxWorker:
                 await asyncio.shield(self._settle(token, by_tenant, {}, done={}, again=[]))
             raise
         finally:
-            done_renewing.set()
             renewal.cancel()
         self._settled.set()
         self._settled = asyncio.Event()
@@ -189,7 +188,6 @@ class OutboxWorker:
         """One renewal of the lease of ``rows`` still carrying ``token`` (rows settled or taken
         away meanwhile are left alone); after HOLD_SECONDS it sets ``stop`` instead."""
         claimed_at = time.monotonic()
-        tenants, ids = [r["tenant_id"] for r in rows], [r["id"] for r in rows]
 
         async def renew() -> None:
             if time.monotonic() - claimed_at >= HOLD_SECONDS:
@@ -198,9 +196,7 @@ class OutboxWorker:
                 stop.set()
                 return
             async with self._queue.worker_tx() as conn:
-                await conn.execute(
-                    "UPDATE outbox SET next_attempt_at = now() + make_interval(secs => %s) "
-                    "WHERE tenant_id = ANY(%s) AND id = ANY(%s) AND claim = %s", (self._lease, tenants, ids, token))
+                await OUTBOX.renew(conn, rows, lease_seconds=self._lease, token=token)
         return renew
 
     def next_settlement(self) -> asyncio.Event:
