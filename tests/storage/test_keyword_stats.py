@@ -20,7 +20,6 @@ from psycopg.conninfo import make_conninfo
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, ReadFilter, Scope
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
 from memoryd.storage._bm25 import FOLD_AT, _totals, fold_stats, keyword_search
-from memoryd.storage._filters import read_conditions
 from memoryd.storage._keywords import TermHasher
 from memoryd.storage._migrate import available
 
@@ -40,8 +39,7 @@ def _store(db: Postgres) -> PostgresMemoryStore:
 async def _totals_of(db: Postgres, tenant: str, flt: ReadFilter, now: datetime, *, kept: bool) -> tuple[float, float]:
     flt = await _store(db).labelled(tenant, flt)
     owners = [flt.subject, ""] if flt.include_org else [flt.subject]
-    where, where_params = read_conditions(tenant, flt)
-    query, params = _totals(tenant, flt, where, where_params, owners, now, kept)
+    query, params = _totals(tenant, flt, owners, now, kept)
     async with db.tenant_tx(tenant) as conn:
         cur = await conn.execute(query, params)
         row = await cur.fetchone()

@@ -20,7 +20,6 @@ from memoryd.domain import Category, KeywordHit, ReadFilter
 from ._filters import labels_of, read_conditions, visibility_conditions
 from ._keywords import TermHasher, tokenize
 from ._postgres import Connection
-from ._rows import LIVE_AT
 
 # BM25 parameters: Anserini's defaults for short passages. Memories are short; on LoCoMo
 # (bench/RESULTS.md) these beat the Lucene defaults (1.2, 0.75) by about one point of recall@10.
@@ -86,7 +85,7 @@ async def fold_owners_stats(conn: Connection, tenant: str, owners: Sequence[str]
 # on tables not yet analysed, scanned the subject once per posting: 86 ms instead of 3 ms
 # on a LoCoMo conversation (bench/RESULTS.md, issue 14). Robust wins.
 # Placeholders are positional: the stats' own, then query terms, their frequencies, the WHERE
-# clause's, now (twice), tenant, owners, query terms, limit.
+# clause's (liveness at now included), tenant, owners, query terms, limit.
 _BM25 = sql.SQL(f"""
 WITH totals AS MATERIALIZED ({{totals}}),
 stats AS (
@@ -99,7 +98,7 @@ hits AS MATERIALIZED (
     SELECT t.memory_id, t.term, t.tf, m.doc_len
     FROM memory_terms t
     CROSS JOIN LATERAL (
-        SELECT doc_len FROM memories WHERE {{where}} AND id = t.memory_id AND {LIVE_AT} LIMIT 1
+        SELECT doc_len FROM memories WHERE {{live}} AND id = t.memory_id LIMIT 1
     ) m
     WHERE t.tenant_id = %s AND t.subject = ANY(%s) AND t.term = ANY(%s::bigint[])
 ),
@@ -128,9 +127,9 @@ LIMIT %s
 # N and the summed length (`totals`: n, len as float8) counted over every memory the read may
 # see: a scan of them, for reads that narrow by keys, tags or time (few rows, or no kept count
 # fits them).
-_SCANNED = sql.SQL(f"""
+_SCANNED = sql.SQL("""
 SELECT count(*)::float8 AS n, COALESCE(sum(doc_len), 0)::float8 AS len FROM memories
-WHERE {{where}} AND {LIVE_AT}""")
+WHERE {live}""")
 
 # The same totals from what the writes keep (``keyword_stats``, migration 0017), for reads
 # that see whole categories of some owners and sessions — every Recall by meaning: the kept
@@ -145,20 +144,20 @@ _LAPSED = sql.SQL("""
 SELECT -count(*) AS n, -sum(doc_len) AS len FROM memories
 WHERE {where} AND subject = ANY(%s) AND category = ANY(%s) AND status = 'active'
   AND (expires_at IS NOT NULL OR valid_until IS NOT NULL) AND LEAST(expires_at, valid_until) <= %s""")
-_SOME = sql.SQL(f"""
+_SOME = sql.SQL("""
 SELECT count(*) AS n, sum(doc_len) AS len FROM memories
-WHERE {{where}} AND subject = ANY(%s) AND category = ANY(%s) AND key_label = ANY(%b) AND key_label <> '\\x'
-  AND {LIVE_AT}""")
+WHERE {live} AND subject = ANY(%s) AND category = ANY(%s) AND key_label = ANY(%b) AND key_label <> '\\x'""")
 _SUMMED = sql.SQL("SELECT COALESCE(sum(n), 0)::float8 AS n, COALESCE(sum(len), 0)::float8 AS len FROM ({}) AS parts")
 
 
-def _totals(tenant: str, flt: ReadFilter, where: sql.Composable, params: list[Any], owners: list[str],
-            now: datetime, kept: bool) -> tuple[sql.Composable, list[Any]]:
+def _totals(tenant: str, flt: ReadFilter, owners: list[str], now: datetime,
+            kept: bool) -> tuple[sql.Composable, list[Any]]:
     """The ``totals`` subquery of a keyword search and its parameters — from the kept counts
-    when ``kept`` and the read fits them (whole categories), else by a scan; ``where`` and
-    ``params`` are the read's ``read_conditions``."""
+    when ``kept`` and the read fits them (whole categories), else by a scan."""
+    live, live_params = read_conditions(tenant, flt, live_at=now)
     if not kept or flt.keys or flt.tags or flt.updated_after is not None or flt.updated_before is not None:
-        return _SCANNED.format(where=where), [*params, now, now]
+        return _SCANNED.format(live=live), live_params
+    where, params = read_conditions(tenant, flt)
     rules = labels_of(flt).rules
     wanted = {c.value for c in flt.categories or Category}
     whole = sorted({c.value for c, labels in rules if labels is None} & wanted)
@@ -170,9 +169,9 @@ def _totals(tenant: str, flt: ReadFilter, where: sql.Composable, params: list[An
         parts += [_WHOLE.format(seen=sql.SQL(" AND ").join(seen)), _LAPSED.format(where=where)]
         values += [tenant, *seen_params, whole, *params, owners, whole, now]
     if some:
-        parts.append(_SOME.format(where=where))
-        values += [*params, owners, sorted({c for c, _ in some}),
-                   sorted({bytes.fromhex(label) for _, labels in some for label in labels}), now, now]
+        parts.append(_SOME.format(live=live))
+        values += [*live_params, owners, sorted({c for c, _ in some}),
+                   sorted({bytes.fromhex(label) for _, labels in some for label in labels})]
     return _SUMMED.format(sql.SQL(" UNION ALL ").join(parts)), values
 
 
@@ -182,14 +181,14 @@ def bm25_statement(
     """The one SQL statement of a keyword search and its parameters (bench/keyword_probe.py
     EXPLAINs it). ``kept=False`` counts N and avgdl by a scan even where kept counts fit: the
     reference the tests hold the kept counts to."""
-    where, params = read_conditions(tenant, flt)
+    live, params = read_conditions(tenant, flt, live_at=now)
     # The postings index narrows to the subject's (and, if asked for, the organisation's) rows;
     # the LATERAL check on each memory alone decides what may match.
     owners = [flt.subject, ""] if flt.include_org else [flt.subject]
     hashes = list(terms)
-    totals, totals_params = _totals(tenant, flt, where, params, owners, now, kept)
-    return _BM25.format(totals=totals, where=where), [*totals_params, hashes, list(terms.values()),
-                                                       *params, now, now, tenant, owners, hashes, limit]
+    totals, totals_params = _totals(tenant, flt, owners, now, kept)
+    return _BM25.format(totals=totals, live=live), [*totals_params, hashes, list(terms.values()),
+                                                     *params, tenant, owners, hashes, limit]
 
 
 async def keyword_search(

@@ -26,6 +26,7 @@ from memoryd.domain import AuditTag, Category, Draft, Outcome, WriteResult
 
 from . import _audit as audit
 from . import _counters as counters
+from ._filters import LIVE_AT, LIVE_NOW
 from ._memories import PostgresMemoryStore
 
 AGENT = "memoryd"
@@ -60,15 +61,15 @@ class Consolidations:
         self._db = store.db
 
     async def fragments(self, tenant: str, subject: str, now: datetime) -> list[Fragment]:
-        """The subject's active, unexpired, unpinned events and decisions (subject scope), oldest
+        """The subject's live (``LIVE_AT``), unpinned events and decisions (subject scope), oldest
         first; those whose content cannot be opened are left out."""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT id, subject, category, text, data, text_ct, data_ct, importance, "
                 "COALESCE(valid_from, created_at) AS at FROM memories WHERE tenant_id = %s AND subject = %s "
-                "AND scope = 'subject' AND status = 'active' AND NOT pinned AND category = ANY(%s) "
-                "AND (expires_at IS NULL OR expires_at > %s) ORDER BY created_at, id",
-                (tenant, subject, EPISODIC, now),
+                f"AND scope = 'subject' AND {LIVE_AT} AND NOT pinned AND category = ANY(%s) "
+                "ORDER BY created_at, id",
+                (tenant, subject, now, now, EPISODIC),
             )
             rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
         return [Fragment(str(r["id"]), Category(r["category"]), r["text"], float(r["importance"]), r["at"])
@@ -82,7 +83,7 @@ class Consolidations:
             key = await self._store.keys.for_write(conn, tenant, subject)
             cur = await conn.execute(
                 "SELECT id FROM memories WHERE tenant_id = %s AND subject = %s AND scope = 'subject' "
-                "AND id = ANY(%s::uuid[]) AND status = 'active' AND NOT pinned AND category = ANY(%s) "
+                f"AND id = ANY(%s::uuid[]) AND {LIVE_NOW} AND NOT pinned AND category = ANY(%s) "
                 "ORDER BY id FOR UPDATE",
                 (tenant, subject, fragment_ids, EPISODIC),
             )

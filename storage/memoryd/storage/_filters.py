@@ -4,8 +4,13 @@ expression.
 One predicate — the view's rules, the request's filter, visibility (subject, organisation,
 session) and liveness (active, unexpired, valid) — compiled for each store:
 
-- ``read_conditions``: the WHERE clause every Postgres read shares.
+- ``read_conditions``: the WHERE clause every Postgres read shares (``live_at``: with
+  liveness at the caller's clock).
 - ``filter_expression``: the same for Milvus, filter first.
+
+Liveness is defined once, here (``LIVE_AT``, ``LIVE_NOW``), and what a write meets uses the
+same definition (``_writes``): a write never finds equal, merges into, counts or holds a value
+pending against a memory that no read would serve.
 
 Keys and tags are stored only as keyed labels (and sealed), so both compile the filter's
 ``labels`` (``_labels.label_filter``): exact label sets, no pattern matching in either
@@ -23,6 +28,20 @@ from typing import Any
 from psycopg import sql
 
 from memoryd.domain import CONTROL_CHARACTERS, FilterLabels, Internal, ReadFilter
+
+
+def _live(at: str) -> str:
+    return (f"status = 'active' AND (valid_until IS NULL OR valid_until > {at}) "
+            f"AND (expires_at IS NULL OR expires_at > {at})")
+
+
+# A memory every read may serve at a moment: active, still valid and unexpired — even before
+# the lifecycle sweeper marks an expired one forgotten. At the caller's clock (two
+# placeholders: the time, twice), or at the transaction's (what a write meets).
+LIVE_AT = _live("%s")
+LIVE_NOW = _live("now()")
+# An active memory whose time to live has run out is not listed (placeholder: now).
+UNEXPIRED = "(expires_at IS NULL OR expires_at > %s)"
 
 def literal(value: str) -> str:
     """A string literal for a Milvus expression: backslashes and quotes escaped, control
@@ -75,8 +94,10 @@ def visibility_conditions(flt: ReadFilter) -> tuple[list[sql.Composable], list[A
     return parts, params
 
 
-def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[Any]]:
-    """The WHERE clause of a read: tenant (besides RLS), subject/org/session, and the filter.
+def read_conditions(tenant: str, flt: ReadFilter, *,
+                    live_at: datetime | None = None) -> tuple[sql.Composable, list[Any]]:
+    """The WHERE clause of a read: tenant (besides RLS), subject/org/session, the filter, and
+    with ``live_at`` liveness at that time (``LIVE_AT``).
 
     Every read path uses this one function, so a filter field cannot be forgotten on one path.
     """
@@ -100,6 +121,9 @@ def read_conditions(tenant: str, flt: ReadFilter) -> tuple[sql.Composable, list[
     if flt.updated_before is not None:
         parts.append(sql.SQL("updated_at < %s"))
         params.append(flt.updated_before)
+    if live_at is not None:
+        parts.append(sql.SQL(LIVE_AT))
+        params += [live_at, live_at]
     return sql.SQL(" AND ").join(parts), params
 
 

@@ -45,11 +45,10 @@ from memoryd.domain import (
 from . import _audit as audit
 from . import _counters as counters
 from ._envelope import DataKey
-from ._filters import read_conditions
+from ._filters import LIVE_NOW, read_conditions
 from ._model_slots import ModelSlots, Slot
 from ._postgres import Connection, Postgres
 from ._queue import WorkQueue
-from ._rows import LIVE_NOW
 
 if TYPE_CHECKING:
     from ._memories import PostgresMemoryStore

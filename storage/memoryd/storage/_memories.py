@@ -45,14 +45,14 @@ from . import _erasure as erasure
 from . import _trust as trust
 from ._bm25 import keyword_search
 from ._envelope import WRAPPED_KEY_COLUMN, SubjectKeys
-from ._filters import read_conditions, rules_condition
+from ._filters import UNEXPIRED, read_conditions, rules_condition
 from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms
 from ._labels import KeyNames, label_filter, needs_names
 from ._milvus import IndexedMemory, embedding_text
 from ._postgres import Postgres
 from ._resolve import resolve
-from ._rows import LIVE_AT, MEMORY_COLUMNS, UNEXPIRED, memory_from_row, version_from_row
+from ._rows import MEMORY_COLUMNS, memory_from_row, version_from_row
 from ._session import StoreSession
 from ._trust import with_pending
 from ._writes import (
@@ -83,16 +83,16 @@ IN_FLIGHT_POLL_SECONDS = 0.05
 PURGE_FALLBACK_SECONDS = 60.0
 
 # The episodic memories next to an anchor on one side, nearest first (``neighbours``): the
-# read's WHERE clause, then the anchor's subject, scope, session and place in the write order
-# (migration 0019), then liveness at the caller's clock. Bare column names resolve to the
-# nearest ``memories``, as ``read_conditions`` needs.
+# read's WHERE clause (liveness at the caller's clock included), then the anchor's subject,
+# scope, session and place in the write order (migration 0019). Bare column names resolve to
+# the nearest ``memories``, as ``read_conditions`` needs.
 _WRITTEN_NEXT_TO = (
     "SELECT id, seq, {direction} AS direction, {anchor} AS anchor FROM memories WHERE {where} "
     "AND category IN ('event', 'decision') AND source_turn_id <> '' "
     "AND (subject, scope, session_id) = (SELECT subject, scope, session_id FROM memories "
     "WHERE tenant_id = %s AND id = %s) "
     "AND seq {side} (SELECT seq FROM memories WHERE tenant_id = %s AND id = %s) "
-    f"AND {LIVE_AT} ORDER BY seq {{order}} LIMIT %s"
+    "ORDER BY seq {order} LIMIT %s"
 )
 _INDEX_COLUMNS = (
     "id, subject, scope, session_id, category, key, tags, key_label, tag_labels, updated_at, valid_until, "
@@ -248,10 +248,10 @@ class PostgresMemoryStore:
         # One transaction, pipelined: the places, then the rows.
         async with self._db.tenant_tx(tenant, pipelined=True) as conn:
             flt = await self._label(conn, tenant, flt)
-            where, params = read_conditions(tenant, flt)
+            where, params = read_conditions(tenant, flt, live_at=now)
             sides = [(sql.SQL(_WRITTEN_NEXT_TO).format(where=where, side=sql.SQL(side), order=sql.SQL(order),
                                                        direction=sql.Literal(direction), anchor=sql.Literal(i)),
-                      [*params, tenant, anchor, tenant, anchor, now, now, limit])
+                      [*params, tenant, anchor, tenant, anchor, limit])
                      for i, anchor in enumerate(anchors)
                      for side, order, direction, limit in (("<", "DESC", -1, before), (">", "ASC", 1, after))
                      if limit > 0]
@@ -281,15 +281,15 @@ class PostgresMemoryStore:
         by_label = {hasher.label(tag): tag for tag in tags}
         # Pipelined: on the query's way to its embedding, so BEGIN and the tenant go with it.
         async with self._db.tenant_tx(tenant, pipelined=True) as conn:
-            where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
+            where, params = read_conditions(tenant, await self._label(conn, tenant, flt), live_at=now)
             # One probe of the tag index per label (migration 0020), stopping at the first
             # memory that carries it: a tag on half a subject's memories costs no more than one
             # on a single memory.
             query = sql.SQL(
                 "SELECT label FROM unnest(%b::bytea[]) AS label WHERE EXISTS "
-                "(SELECT 1 FROM memories WHERE tag_labels @> ARRAY[label] AND {where} AND {live})"
-            ).format(where=where, live=sql.SQL(LIVE_AT))
-            cur = await conn.execute(query, [list(by_label), *params, now, now])
+                "(SELECT 1 FROM memories WHERE tag_labels @> ARRAY[label] AND {where})"
+            ).format(where=where)
+            cur = await conn.execute(query, [list(by_label), *params])
             return {by_label[bytes(row["label"])] for row in await cur.fetchall()}
 
     async def _active(self, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
@@ -302,14 +302,13 @@ class PostgresMemoryStore:
         """The live memories that pass the filter and ``which`` (its one placeholder: ``values``),
         in ``conn``'s transaction."""
         # One statement: the rows, their subject's wrapped key, and whether any has pending values.
-        where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
+        where, params = read_conditions(tenant, await self._label(conn, tenant, flt), live_at=now)
         query = sql.SQL(
             "SELECT {cols}, {wrapped}, EXISTS (SELECT 1 FROM pending_values p WHERE p.tenant_id = "
             "memories.tenant_id AND p.memory_id = memories.id) AS has_pending FROM memories "
-            "WHERE {where} AND {which} AND {live} ORDER BY updated_at DESC, id"
-        ).format(cols=sql.SQL(MEMORY_COLUMNS), wrapped=sql.SQL(WRAPPED_KEY_COLUMN), where=where, which=which,
-                 live=sql.SQL(LIVE_AT))
-        cur = await conn.execute(query, [*params, values, now, now])
+            "WHERE {where} AND {which} ORDER BY id"
+        ).format(cols=sql.SQL(MEMORY_COLUMNS), wrapped=sql.SQL(WRAPPED_KEY_COLUMN), where=where, which=which)
+        cur = await conn.execute(query, [*params, values])
         rows = await cur.fetchall()
         pending = any([row.pop("has_pending") for row in rows])
         memories = [memory_from_row(row) for row in await self.keys.open_with_keys(tenant, rows)]

@@ -11,7 +11,7 @@ from memoryd.domain import AuditTag, Memory, NotFound, ReadFilter, Resolution
 from . import _audit as audit
 from . import _counters as counters
 from . import _trust as trust
-from ._filters import read_conditions
+from ._filters import LIVE_NOW, read_conditions
 from ._rows import MEMORY_COLUMNS, memory_from_row
 
 if TYPE_CHECKING:
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 async def _current(conn: Any, tenant: str, flt: ReadFilter, memory_id: str) -> dict[str, Any] | None:
     where, params = read_conditions(tenant, flt)
     cur = await conn.execute(
-        sql.SQL("SELECT {cols} FROM memories WHERE {where} AND id = %s AND status = 'active' AND key_label <> '\\x' "
-                "FOR UPDATE").format(cols=sql.SQL(MEMORY_COLUMNS), where=where),
+        sql.SQL("SELECT {cols} FROM memories WHERE {where} AND id = %s AND {live} AND key_label <> '\\x' "
+                "FOR UPDATE").format(cols=sql.SQL(MEMORY_COLUMNS), where=where, live=sql.SQL(LIVE_NOW)),
         [*params, memory_id],
     )
     return await cur.fetchone()  # type: ignore[no-any-return]
@@ -33,7 +33,7 @@ async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilte
     """Keep the current value (dropping the pending value ``pending_id``, or all of them) or
     accept ``pending_id`` as the new current value, with its own provenance and trust.
 
-    The memory must be an active keyed memory the filter reads (else NotFound, as for an id
+    The memory must be a live keyed memory the filter reads (else NotFound, as for an id
     that does not exist). Whether the caller may change it is decided before, by its guard.
     """
     tenant, agent, keys = session.tenant, session.agent, session.keys

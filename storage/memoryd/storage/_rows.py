@@ -25,14 +25,6 @@ MEMORY_COLUMNS = (
     "confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, source_turn_id, version, status, "
     "created_at, updated_at, access_count, last_access_at, expires_at, trust"
 )
-# An active memory whose time to live has run out is gone for every read, even before the
-# lifecycle sweeper marks it forgotten (placeholder: now).
-UNEXPIRED = "(expires_at IS NULL OR expires_at > %s)"
-# A memory every read may serve right now: active, still valid and unexpired.
-LIVE_NOW = ("status = 'active' AND (valid_until IS NULL OR valid_until > now()) "
-            "AND (expires_at IS NULL OR expires_at > now())")
-# The same at the caller's clock (two placeholders: the time, twice).
-LIVE_AT = "status = 'active' AND (valid_until IS NULL OR valid_until > %s) AND (expires_at IS NULL OR expires_at > %s)"
 _DEFAULT_POLICY = TenantPolicy()
 
 

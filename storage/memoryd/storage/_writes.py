@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from memoryd.domain import (
 from . import _counters as counters
 from . import _trust as trust
 from ._envelope import DataKey, open_row
+from ._filters import LIVE_NOW
 from ._keywords import TermHasher
 from ._postgres import Connection
 from ._rows import MEMORY_COLUMNS, same_value, stored_trust
@@ -168,23 +170,28 @@ class _Item:
         return "constraints" if self.draft.key else "repeat"
 
 
+# What an item meets is what a read would serve (``LIVE_NOW``, the filter compiler's
+# liveness): a lapsed constraint or event is never found equal or merged into. A key's
+# current row is the one active row of its slot (a unique index), live or not: a lapsed one
+# is replaced whatever it holds (``_replace``). Several live matches (copies written blind)
+# are met in id order, so which one is met depends on no field a view may hide.
 _LOOK_UPS = {
     "current": (
-        f"SELECT {MEMORY_COLUMNS}, key_label FROM memories WHERE tenant_id = %s AND status = 'active' "
-        "AND (subject, session_id, category, key_label) IN "
+        f"SELECT {MEMORY_COLUMNS}, key_label, ({LIVE_NOW}) AS live FROM memories WHERE tenant_id = %s "
+        "AND status = 'active' AND (subject, session_id, category, key_label) IN "
         "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[])) FOR UPDATE"
     ),
     "constraints": (
         "SELECT id, version, text_hash, subject, session_id, category, key_label FROM memories "
-        "WHERE tenant_id = %s AND status = 'active' AND (subject, session_id, category, key_label) IN "
-        "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[]))"
+        f"WHERE tenant_id = %s AND {LIVE_NOW} AND (subject, session_id, category, key_label) IN "
+        "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[])) ORDER BY id"
     ),
     "repeat": (
         "SELECT id, version, importance, tags, tags_ct, pinned, subject, session_id, category, text_hash "
-        "FROM memories WHERE tenant_id = %s AND key_label = '\\x' AND status = 'active' "
+        f"FROM memories WHERE tenant_id = %s AND key_label = '\\x' AND {LIVE_NOW} "
         "AND (subject, session_id, category, text_hash) IN "
         "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[])) "
-        "ORDER BY updated_at DESC FOR UPDATE"
+        "ORDER BY id FOR UPDATE"
     ),
 }
 
@@ -310,6 +317,11 @@ class ItemWriter:
         current = open_row(row, item.key)
         memory_id = str(current["id"])
         level, held = self._policy.trust_of(draft.source_kind), stored_trust(current)
+        if not row["live"]:
+            # No read serves a lapsed value (its validity or time to live ended): the new value
+            # replaces it whatever it holds, and the values that waited on it go with it.
+            self._batch.settle(memory_id, math.inf)
+            return self._replace_current(current, draft, item.owner, item.key, item.digest, item.policy, level)
         if same_value(current, draft) and not item.blind:
             if level > held:  # confirmed by a more trusted source
                 await self._conn.execute("UPDATE memories SET trust = %s WHERE tenant_id = %s AND id = %s",
@@ -379,14 +391,14 @@ class ItemWriter:
     async def merge_similar(self, draft: Draft, memory_id: str) -> WriteResult | None:
         """Merge an episodic draft into ``memory_id``, a near-duplicate found by meaning (the
         extraction pipeline's dedup): the text becomes the new one, importance the max, tags
-        united; the old text stays as a version. None if that memory is no longer an active
+        united; the old text stays as a version. None if that memory is no longer a live
         episodic memory of this subject and category, or if the two are dated differently
         (``different_dates``: two occasions, however alike) — the caller then writes the draft."""
         owner = self._subject
         key = await self._key_for(owner)
         cur = await self._conn.execute(
             "SELECT id, text, text_ct, tags, tags_ct FROM memories WHERE tenant_id = %s AND id = %s AND subject = %s "
-            "AND scope = 'subject' AND category = %s AND key_label = '\\x' AND status = 'active' FOR UPDATE",
+            f"AND scope = 'subject' AND category = %s AND key_label = '\\x' AND {LIVE_NOW} FOR UPDATE",
             (self._tenant, memory_id, owner, draft.category.value),
         )
         row = await cur.fetchone()
