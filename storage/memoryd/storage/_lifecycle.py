@@ -50,6 +50,9 @@ AGENT = "memoryd"
 EXPIRE, FORGET_STALE, EVICT = "lifecycle.expire", "lifecycle.forget_stale", "lifecycle.evict"
 _COUNTER = {EXPIRE: counters.EXPIRED, FORGET_STALE: counters.FORGOTTEN_STALE, EVICT: counters.EVICTED}
 _EPISODIC = [c.value for c in Category if c.episodic]
+# Who created a memory (migration 0023); a row written by a server of the version before has no
+# creator recorded, and its last writer stands in.
+_CREATOR = "COALESCE(created_by, agent)"
 
 
 @dataclass(frozen=True)
@@ -136,19 +139,22 @@ class LifecycleSweeper:
                 return done
 
     async def _evict(self, tenant: str, cap: int, now: datetime) -> int:
+        """Per subject, each creator's episodic memories over ``cap``: only ever what that agent
+        created itself (``_CREATOR``), so repeating another agent's memory (a merge, which makes
+        the repeater its last writer) and then flooding cannot get it evicted."""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
-                "SELECT subject, agent FROM memories WHERE tenant_id = %s AND status = 'active' "
-                "AND category = ANY(%s) GROUP BY subject, agent HAVING count(*) > %s", (tenant, _EPISODIC, cap))
-            crowded = [(r["subject"], r["agent"]) for r in await cur.fetchall()]
+                f"SELECT subject, {_CREATOR} AS creator FROM memories WHERE tenant_id = %s AND status = 'active' "
+                f"AND category = ANY(%s) GROUP BY subject, {_CREATOR} HAVING count(*) > %s", (tenant, _EPISODIC, cap))
+            crowded = [(r["subject"], r["creator"]) for r in await cur.fetchall()]
         done = 0
-        for subject, agent in crowded:
+        for subject, creator in crowded:
             async with self._db.tenant_tx(tenant) as conn:
                 cur = await conn.execute(
                     "SELECT id, subject, category, importance, pinned, updated_at, last_access_at FROM memories "
-                    "WHERE tenant_id = %s AND subject = %s AND agent = %s AND status = 'active' "
+                    f"WHERE tenant_id = %s AND subject = %s AND {_CREATOR} = %s AND status = 'active' "
                     "AND category = ANY(%s) FOR UPDATE",
-                    (tenant, subject, agent, _EPISODIC))
+                    (tenant, subject, creator, _EPISODIC))
                 rows = await cur.fetchall()
                 excess = len(rows) - cap
                 if excess <= 0:

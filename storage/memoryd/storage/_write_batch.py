@@ -47,9 +47,9 @@ SNAPSHOTS = (
 INSERT_MEMORY = (
     "INSERT INTO memories (tenant_id, id, subject, scope, session_id, category, key_label, key_ct, text_ct, "
     "text_hash, data_ct, importance, confidence, stability, pinned, tag_labels, tags_ct, valid_from, "
-    "valid_until, agent, source_kind, source_turn_id, expires_at, trust) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-    "now() + %s::float8 * interval '1 second', %s)"
+    "valid_until, agent, source_kind, source_turn_id, expires_at, trust, created_by) VALUES (%s, %s, %s, %s, %s, "
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+    "now() + %s::float8 * interval '1 second', %s, %s)"
 )
 UPDATE_MEMORY = (
     "UPDATE memories SET category = %s, key_label = %s, key_ct = %s, text_ct = %s, text_hash = %s, "

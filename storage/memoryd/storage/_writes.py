@@ -429,7 +429,7 @@ class ItemWriter:
         memory_id = str(uuid.uuid4())
         draft = item.draft
         self._batch.row(INSERT_MEMORY, (self._tenant, memory_id, item.owner, draft.scope.value, item.session,
-                                        *self._values(item.key, memory_id, draft, item.digest)))
+                                        *self._values(item.key, memory_id, draft, item.digest), self._agent))
         self._batch.changed(item.owner, memory_id, Change.CREATED, (draft.key, draft.text))
         return WriteResult(memory_id, Outcome.CREATED, reason, 1)  # the column's default
 
