@@ -218,13 +218,22 @@ def test_the_rendered_block_shows_only_visible_fields(acme: Tenant):
     assert "seeder" not in response.block and not _leaks(response.block, SECRETS["diagnosis"], COMPLAINT)
 
 
-def test_a_view_without_category_and_key_fields_renders_bare_text(connect, acme: Tenant):
-    bare = connect("bare", view=full_view("bare", visible_fields=["text"]))
+def test_a_view_without_the_category_field_renders_no_category(connect, acme: Tenant):
+    bare = connect("bare", view=full_view("bare", visible_fields=["text", "key"]))
     response = bare.call("Recall", svc.RecallRequest(subject="alice", keys=["iban"], render_block=True))
-    assert f"- {SECRETS['iban']}" in response.block
-    assert "[fact]" not in response.block and "iban:" not in response.block
+    assert f"- iban: {SECRETS['iban']}" in response.block
+    assert "[fact]" not in response.block
     [memory] = [s.memory for s in response.memories]
-    assert _fields(memory) == {"text"}
+    assert _fields(memory) == {"text", "key"}
+
+
+def test_a_view_without_the_key_field_cannot_look_memories_up_by_key(connect, acme: Tenant):
+    # Which memory came back for the key would tell the caller the key it hides.
+    bare = connect("bare", view=full_view("bare", visible_fields=["text"]))
+    for request in (svc.RecallRequest(subject="alice", keys=["iban"]),
+                    svc.RecallRequest(subject="alice", query="bank", filter=pb.MemoryFilter(keys=["iban"]))):
+        failure = fails(bare.call, "Recall", request)
+        assert failure.code == grpc.StatusCode.PERMISSION_DENIED and "'key'" in failure.message
 
 
 # --- writing and erasing outside the view -----------------------------------------------------

@@ -174,7 +174,8 @@ async def test_the_sweeper_forgets_expired_memories_audits_counts_and_deletes_th
     assert set(await listed(store, tenant)) == {pinned, fact}
     forgotten = (await listed(store, tenant, statuses=(Status.FORGOTTEN,)))[context]
     assert forgotten.version == 2
-    history, _ = await store.history(tenant, ReadFilter(subject="alice", rules=EVERYTHING), context, 0, 10)
+    history, _ = await store.history(tenant, ReadFilter(subject="alice", rules=EVERYTHING, statuses=tuple(Status)),
+                                     context, 0, 10)
     assert history[0].change.value == "forgotten"
     assert audit_events(database, tenant, "lifecycle.expire") == [{"agent": "memoryd", "subject": "alice",
                                                                    "ids": [context]}]

@@ -427,11 +427,11 @@ async def test_a_purges_queued_deletion_is_not_due_while_the_purge_clears_the_in
     await drain(worker)
     claimed: list[int] = []
 
-    async def clear_while_a_worker_looks(ids: list[str]) -> VectorErasure:
+    async def clear_while_a_worker_looks(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         [queued] = await rig.outbox(tenant)
         assert queued["op"] == "delete" and queued["due_in"] > 30  # the fallback, if this process dies
         claimed.append(await worker.drain_once())
-        cleared = await clearing(rig, tenant)(ids)
+        cleared = await clearing(rig, tenant)(ids, counted)
         assert await rig.index.compact()  # as the server's erase does: the files rewritten
         return cleared
 
@@ -450,7 +450,7 @@ async def test_a_purge_that_never_cleared_the_index_leaves_the_deletion_to_a_wor
     worker = await rig.worker()
     await drain(worker)
 
-    async def dies(ids: list[str]) -> VectorErasure:
+    async def dies(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         raise RuntimeError("the process died before clearing the index")
 
     with pytest.raises(RuntimeError):
@@ -675,9 +675,9 @@ async def held_at_the_embedder(rig: Rig, worker: OutboxWorker) -> tuple[asyncio.
 
 def clearing(rig: Rig, tenant: str) -> Any:
     """An erase's ``after_commit`` as the server's: delete the vectors, then count what is left."""
-    async def clear(ids: list[str]) -> VectorErasure:
+    async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         deleted = await rig.index.delete(tenant, ids)
-        return VectorErasure(deleted, await rig.index.count(tenant, ids=ids) == 0)
+        return VectorErasure(deleted, await rig.index.count(tenant, ids=ids) == 0, counted=deleted)
     return clear
 
 
@@ -763,11 +763,11 @@ async def test_the_deletion_a_worker_queues_again_after_a_purge_waited_for_it_do
     tenant, purged, gate, draining = await purgeable_held_at_the_index(rig, monkeypatch, worker)
     claimed: list[int] = []
 
-    async def clear_while_another_worker_looks(ids: list[str]) -> VectorErasure:
+    async def clear_while_another_worker_looks(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         # The writing worker has settled and queued the vector's deletion again.
         assert [r["op"] for r in await rig.outbox(tenant) if r["claim"] is None] == ["delete", "delete"]
         claimed.append(await other.drain_once())
-        cleared = await clearing(rig, tenant)(ids)
+        cleared = await clearing(rig, tenant)(ids, counted)
         assert await rig.index.compact()
         return cleared
 

@@ -30,13 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 
-from memoryd.domain import (DEFAULT_SIMILARITY, Draft, Embedder, SourceKind, TenantPolicy, View, WriteResult, normalise,
-                            topic_groups)
+from memoryd.domain import (DEFAULT_SIMILARITY, MEMORY_FIELDS, Draft, Embedder, SourceKind, TenantPolicy, View,
+                            WriteResult, normalise, topic_groups)
 from memoryd.storage import Consolidations, ExtractionJobs, Fragment, embedding_text
 
 from ._config import Config
 from ._consolidation_llm import ChatConsolidator
-from ._extraction import TOO_LONG, clean_key, clean_tags, zone_of
+from ._extraction import TIMEZONE_CATEGORIES, TOO_LONG, clean_key, clean_tags, zone_name, zone_of
 from ._extraction_filters import ExtractedItem, filter_items
 from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 
@@ -95,7 +95,8 @@ class Consolidator:
         groups = [[fragments[i] for i in g] for g in topic_groups(vectors, self._threshold) if len(g) >= MIN_GROUP]
         if not groups:
             return report
-        zone = zone_of(await self._jobs.subject_timezone(tenant, subject)) or zone_of(policy.timezone) or UTC
+        found = await self._jobs.subject_timezones(tenant, subject, TIMEZONE_CATEGORIES)
+        zone = zone_of(zone_name(found, MEMORY_FIELDS)) or zone_of(policy.timezone) or UTC
         for members in groups:
             outcome = await self._group(tenant, subject, members, policy, view, zone, now, dry_run)
             report.groups.append(outcome)

@@ -124,10 +124,23 @@ def read_rules_of(view: View | None, category: Category) -> tuple[tuple[Category
 
 
 def timezone_categories(view: View | None) -> tuple[Category, ...]:
-    """The categories whose ``timezone`` memory the view may read, text included."""
-    if view is None or "text" not in view.visible_fields:
+    """The categories whose ``timezone`` memory the view may read, key and text included (a
+    look-up by key needs the key visible, as a Recall by key does)."""
+    if view is None or not {"key", "text"} <= view.visible_fields:
         return ()
     return tuple(c for c in TIMEZONE_CATEGORIES if view.may_read_key("timezone", (c,)))
+
+
+def zone_name(found: list[tuple[Category, str, datetime]], visible: frozenset[str]) -> str:
+    """The subject's time zone among its ``timezone`` memories (category, text, update time),
+    chosen only by what ``visible`` shows: the latest update if update times are shown, then
+    the first of TIMEZONE_CATEGORIES if categories are, then the text itself. '' for none."""
+    def rank(entry: tuple[Category, str, datetime]) -> tuple[Any, ...]:
+        category, text, updated_at = entry
+        return (-updated_at.timestamp() if "updated_at" in visible else 0,
+                TIMEZONE_CATEGORIES.index(category) if "category" in visible else 0, text)
+
+    return min(found, key=rank)[1] if found else ""
 
 
 def zone_of(name: str) -> tzinfo | None:
@@ -234,7 +247,8 @@ class ExtractionWorker:
         # The subject's own zone only where the agent could read it itself: otherwise a
         # memory it may not read would shape the dates of the memories it can.
         categories = timezone_categories(view)
-        own = await self._jobs.subject_timezone(job.tenant, job.subject, categories) if categories else ""
+        found = await self._jobs.subject_timezones(job.tenant, job.subject, categories) if categories else []
+        own = zone_name(found, view.visible_fields) if view is not None else ""
         return zone_of(own) or zone_of(policy.timezone) or UTC
 
     async def _run(self, job: ClaimedJob) -> float:

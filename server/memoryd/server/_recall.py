@@ -28,7 +28,9 @@ Only what the caller may read shapes the answer: both channels search the view-n
 filter, ranks are numbered among the candidates the exact re-read kept, and the guard's
 ``ScoreMask`` replaces every stored input the view hides (importance, pinned, the recency
 inputs, last access, text) by a constant before scoring; entity tags are looked up among
-what the filter lets through, and not at all when the view hides tags.
+what the filter lets through, and not at all when the view hides tags. Equals — the same
+score, the same raw channel score — are ordered by the guard's ``tie`` (what the caller
+receives of each memory), never by a hidden field such as the update time.
 
 Each stage is a child span of the RPC's span: ``memoryd.entities`` (the entity tags the query
 names, looked up before it is embedded), ``memoryd.embed``, ``memoryd.vector_search``,
@@ -170,12 +172,23 @@ def similarities(candidates: list[Candidate], *, dense_weight: float = DENSE_WEI
     return out
 
 
-def renumber(candidates: dict[str, Candidate], kept: set[str]) -> None:
+Tie = Callable[[Memory], Any]
+
+
+def by_id(m: Memory) -> str:
+    """The tie-break of a caller that may see every field."""
+    return m.id
+
+
+def renumber(candidates: dict[str, Candidate], kept: dict[str, Memory], tie: Tie = by_id) -> None:
     """Each channel's ranks counted among the ``kept`` candidates only (those the exact
-    re-read returned): a candidate dropped there must not show up as a gap in the ranks."""
+    re-read returned): a candidate dropped there must not show up as a gap in the ranks.
+    Candidates a channel scored equal (the same text and key) are ranked by ``tie``."""
+    raw: dict[str, Callable[[Candidate], float]] = {"dense_rank": lambda c: -(c.cosine or 0.0),
+                                                    "keyword_rank": lambda c: -c.bm25}
     for attribute in ("dense_rank", "keyword_rank"):
         ranked = sorted((c for i, c in candidates.items() if i in kept and getattr(c, attribute)),
-                        key=lambda c: getattr(c, attribute))
+                        key=lambda c: (raw[attribute](c), tie(kept[c.memory_id]), getattr(c, attribute)))
         for c in candidates.values():
             setattr(c, attribute, 0)
         for rank, c in enumerate(ranked, start=1):
@@ -268,7 +281,13 @@ class Recaller:
     async def recall(self, tenant: str, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
                      token_budget: int, weights: ScoreWeights, now: datetime,
                      mask: ScoreMask = ScoreMask(), min_relevance: float = 0.0,
-                     neighbours: bool = True) -> Recalled:
+                     neighbours: bool = True, tie: Tie = by_id) -> Recalled:
+        """``tie`` orders memories of equal score (and equal raw scores within a channel): the
+        guard's, so only what the caller receives of a memory decides."""
+        def order(item: tuple[Memory, ScoreParts, Any]) -> tuple[Any, ...]:
+            m, parts = item[0], item[1]
+            return -parts.score, tie(m), parts.dense_rank, parts.keyword_rank, -parts.relevance
+
         result = Recalled()
         scored: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
         flt = await self._store.labelled(tenant, flt)  # once, for every channel below
@@ -279,9 +298,9 @@ class Recaller:
                 # A keyed lookup is an exact match: similarity 1.
                 scored[m.id] = (m, self._score(m, 1.0, weights, now, mask), None)
         if query.strip():
-            found, named = await self._free_text(tenant, flt, query, top_k, weights, now, result, mask)
+            found, named = await self._free_text(tenant, flt, query, top_k, weights, now, result, mask, tie)
             if neighbours and mask.turns:
-                await self._with_neighbours(tenant, flt, found, weights, now, mask, min_relevance)
+                await self._with_neighbours(tenant, flt, found, weights, now, mask, min_relevance, order)
             for memory_id, (m, parts, vector) in found.items():
                 tags = sorted(named.intersection(m.tags))
                 if tags:
@@ -291,7 +310,7 @@ class Recaller:
                     scored[memory_id] = item
         with self._tracer.start_as_current_span("memoryd.rerank",
                                                 attributes={"memoryd.candidates": len(scored)}) as span:
-            ranked = sorted(scored.values(), key=lambda item: -item[1].score)
+            ranked = sorted(scored.values(), key=order)
             result.ranked = fit_budget(diverse(ranked, by_text=mask.text), top_k, token_budget,
                                        lambda pair: pair[0].text if mask.text else "")
             span.set_attribute("memoryd.returned", len(result.ranked))
@@ -299,7 +318,8 @@ class Recaller:
 
     async def _with_neighbours(self, tenant: str, flt: ReadFilter,
                                found: dict[str, tuple[Memory, ScoreParts, list[float] | None]],
-                               weights: ScoreWeights, now: datetime, mask: ScoreMask, min_relevance: float) -> None:
+                               weights: ScoreWeights, now: datetime, mask: ScoreMask, min_relevance: float,
+                               order: Callable[[tuple[Memory, ScoreParts, Any]], Any]) -> None:
         """Rank the turns written next to the NEIGHBOUR_ANCHORS best-scoring turns in ``found``
         that reach ``min_relevance`` as a share of them. A turn is an episodic memory with
         a source turn id (a conversation's record); its neighbours are the turn before it and
@@ -314,8 +334,8 @@ class Recaller:
                  if item[1].relevance >= min_relevance and item[0].category.episodic and item[0].source_turn_id]
         if not turns:
             return
-        # The best first; equal scores in the candidates' order (sorted is stable).
-        anchors = {m.id: parts for m, parts, _ in sorted(turns, key=lambda item: -item[1].score)[:NEIGHBOUR_ANCHORS]}
+        # The best first; equal scores in recall's order.
+        anchors = {m.id: parts for m, parts, _ in sorted(turns, key=order)[:NEIGHBOUR_ANCHORS]}
         with self._tracer.start_as_current_span("memoryd.neighbours") as span:
             near = await self._store.neighbours(tenant, flt, list(anchors), NEIGHBOURS_BEFORE, NEIGHBOURS_AFTER, now)
             span.set_attribute("memoryd.neighbours", len(near))
@@ -375,8 +395,8 @@ class Recaller:
         return hits, await self._fetch_rows(tenant, flt, [hit.memory_id for hit in hits], now)
 
     async def _free_text(self, tenant: str, flt: ReadFilter, query: str, top_k: int, weights: ScoreWeights,
-                         now: datetime, result: Recalled,
-                         mask: ScoreMask) -> tuple[dict[str, tuple[Memory, ScoreParts, list[float] | None]], set[str]]:
+                         now: datetime, result: Recalled, mask: ScoreMask,
+                         tie: Tie) -> tuple[dict[str, tuple[Memory, ScoreParts, list[float] | None]], set[str]]:
         """The candidates of both channels, scored, and the entity tags the query names."""
         limit = top_k * 3
         named_task = asyncio.ensure_future(self._named(tenant, flt, query, now, mask))
@@ -410,12 +430,8 @@ class Recaller:
             self._fetch_rows(tenant, flt, [i for i in candidates if i not in read], now),
             self._fetch_vectors(tenant, [i for i, c in candidates.items() if c.vector is None], query_vector),
         )
-        # In the order one read of all of them gives (most recently updated first, then id),
-        # which is how equal scores are ordered below.
-        rows_list = sorted(keyword_rows + dense_rows, key=lambda m: m.id)
-        rows_list.sort(key=lambda m: m.updated_at, reverse=True)
-        rows = {m.id: m for m in rows_list}
-        renumber(candidates, set(rows))
+        rows = {m.id: m for m in sorted(keyword_rows + dense_rows, key=lambda m: m.id)}
+        renumber(candidates, rows, tie)
         # A vector counts only for a keyword-only candidate whose row came back (its cosine, and MMR).
         kept = [(i, v) for i, v in fetched.items() if i in rows and query_vector is not None]
         if kept:

@@ -65,27 +65,33 @@ class LoggedErase:
 
     receipt: ErasureReceipt
     ids: list[str]
+    counted: list[str]  # the ids the receipt counts
     checked: bool
 
 
 async def log_erase(conn: Any, tenant: str, agent: str, subject: str, described: dict[str, Any], mode: EraseMode,
-                    reason: str, counts: StoreCounts, started: datetime, ids: list[str], digest: bytes) -> str:
-    """The receipt's row, in the erase's own transaction: not verified until ``record_check``."""
+                    reason: str, counts: StoreCounts, answered: StoreCounts, counted: frozenset[str],
+                    started: datetime, ids: list[str], digest: bytes) -> str:
+    """The receipt's row, in the erase's own transaction: not verified until ``record_check``.
+    ``counts`` is everything erased; ``answered`` what the receipt says (of the ``counted``
+    ids: what the caller could see)."""
+    logged = {**counts.__dict__, "answered": {**answered.__dict__, "ids": sorted(counted)}}
     cur = await conn.execute(
         "INSERT INTO erasure_log (tenant_id, agent, subject, selector, mode, reason, counts, verified, started_at, "
         "finished_at, memory_ids, request_digest) VALUES (%s, %s, %s, %s, %s, %s, %s, false, %s, clock_timestamp(), "
         "%s::uuid[], %s) RETURNING erase_id",
-        (tenant, agent, subject, Jsonb(described), mode.value, reason, Jsonb(counts.__dict__), started, ids, digest))
+        (tenant, agent, subject, Jsonb(described), mode.value, reason, Jsonb(logged), started, ids, digest))
     row = await cur.fetchone()
     assert row is not None
     return str(row["erase_id"])
 
 
-async def record_check(conn: Any, tenant: str, erase_id: str, verified: bool, vectors: int,
+async def record_check(conn: Any, tenant: str, erase_id: str, verified: bool, vectors: int, counted_vectors: int,
                        unchecked_parts: tuple[str, ...]) -> datetime:
     cur = await conn.execute(
-        "INSERT INTO erasure_checks (tenant_id, erase_id, verified, vectors, unchecked) VALUES (%s, %s, %s, %s, %s) "
-        "RETURNING checked_at", (tenant, erase_id, verified, vectors, list(unchecked_parts)))
+        "INSERT INTO erasure_checks (tenant_id, erase_id, verified, vectors, counted_vectors, unchecked) "
+        "VALUES (%s, %s, %s, %s, %s, %s) RETURNING checked_at",
+        (tenant, erase_id, verified, vectors, counted_vectors, list(unchecked_parts)))
     row = await cur.fetchone()
     assert row is not None
     return row["checked_at"]  # type: ignore[no-any-return]
@@ -95,7 +101,7 @@ async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedE
     """The latest receipt of the same request by the same agent within ``REPLAY_WINDOW``."""
     cur = await conn.execute(
         "SELECT l.erase_id::text AS erase_id, l.mode, l.counts, l.started_at, l.finished_at, "
-        "l.memory_ids::text[] AS ids, c.verified, c.vectors, c.unchecked, c.checked_at "
+        "l.memory_ids::text[] AS ids, c.verified, c.vectors, c.counted_vectors, c.unchecked, c.checked_at "
         "FROM erasure_log l LEFT JOIN LATERAL (SELECT * FROM erasure_checks c WHERE c.tenant_id = l.tenant_id "
         "AND c.erase_id = l.erase_id ORDER BY c.checked_at DESC LIMIT 1) c ON true "
         "WHERE l.tenant_id = %s AND l.agent = %s AND l.request_digest = %s AND l.started_at > now() - %s "
@@ -103,14 +109,17 @@ async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedE
     row = await cur.fetchone()
     if row is None:
         return None
-    stored = {k: v for k, v in row["counts"].items() if k in StoreCounts.__dataclass_fields__}
-    counts = StoreCounts(**{**stored, "vectors": int(row["vectors"] or 0)})
+    # Logged before version 24: the receipt said every count.
+    answered = row["counts"].get("answered", {**row["counts"], "ids": row["ids"]})
+    vectors = row["counted_vectors"] if row["counted_vectors"] is not None else row["vectors"]
+    stored = {k: v for k, v in answered.items() if k in StoreCounts.__dataclass_fields__}
+    counts = StoreCounts(**{**stored, "vectors": int(vectors or 0)})
     mode = EraseMode(row["mode"])
     checked = row["checked_at"] is not None
     parts = tuple(row["unchecked"]) if checked else unchecked(mode, VectorErasure())
     receipt = ErasureReceipt(row["erase_id"], mode, counts, bool(row["verified"]), row["started_at"],
                              row["checked_at"] or row["finished_at"], parts)
-    return LoggedErase(receipt, list(row["ids"]), checked)
+    return LoggedErase(receipt, list(row["ids"]), list(answered["ids"]), checked)
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,7 @@ class VectorErasure:
     deleted: int = 0
     verified: bool = True
     unchecked: tuple[str, ...] = ()
+    counted: int = 0  # of ``deleted``, the vectors of the memories the receipt counts
 
 
 def unchecked(mode: EraseMode, vectors: VectorErasure) -> tuple[str, ...]:
@@ -152,19 +162,24 @@ async def drop_job_records(conn: Any, tenant: str, subject: str) -> int:
 
 
 async def erase_vectors(indexes: IndexSet | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,
-                        whole_subject: bool,
-                        defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
+                        whole_subject: bool, defer: Callable[[str, list[str]], Awaitable[None]],
+                        counted: frozenset[str] | None = None) -> VectorErasure:
     """Delete the vectors of ``ids`` (and of the whole subject) from every collection, compact
     them out of the files and check; ``defer(subject, ids)`` hands the deletions to the outbox
-    when the index is down. A FORGET leaves the index to the outbox."""
+    when the index is down. A FORGET leaves the index to the outbox. ``counted``: the ids
+    whose deleted vectors the receipt counts (default: all)."""
     if mode is not EraseMode.PURGE or indexes is None or not (ids or whole_subject):
         return VectorErasure()  # nothing selected: no compaction (a server's is collection-wide)
-    deleted = left = 0
+    deleted = left = counted_deleted = 0
     missed: set[str] = set()
+    first = [i for i in ids if counted is None or i in counted]
+    rest = [i for i in ids if counted is not None and i not in counted]
     try:
         for target in indexes.targets():  # every model's collection, not just the active one
             index = target.index
-            deleted += await index.delete(tenant, ids)
+            gone = await index.delete(tenant, first) if first else 0
+            counted_deleted += gone
+            deleted += gone + (await index.delete(tenant, rest) if rest else 0)
             if whole_subject:
                 deleted += await index.delete_subject(tenant, subject)
             try:
@@ -188,4 +203,4 @@ async def erase_vectors(indexes: IndexSet | None, tenant: str, subject: str, ids
         # says the erase is not verified yet. Recall never serves them meanwhile.
         await defer(subject, ids)
         return VectorErasure(0, False, (VECTOR_FILES,))
-    return VectorErasure(deleted, left == 0, tuple(sorted(missed)))
+    return VectorErasure(deleted, left == 0, tuple(sorted(missed)), counted_deleted)

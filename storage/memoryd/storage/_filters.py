@@ -40,8 +40,6 @@ def _live(at: str) -> str:
 # placeholders: the time, twice), or at the transaction's (what a write meets).
 LIVE_AT = _live("%s")
 LIVE_NOW = _live("now()")
-# An active memory whose time to live has run out is not listed (placeholder: now).
-UNEXPIRED = "(expires_at IS NULL OR expires_at > %s)"
 
 def literal(value: str) -> str:
     """A string literal for a Milvus expression: backslashes and quotes escaped, control
@@ -53,6 +51,15 @@ def literal(value: str) -> str:
 
 def literal_list(values: list[str] | tuple[str, ...]) -> str:
     return "[" + ", ".join(literal(v) for v in values) + "]"
+
+
+def in_states(flt: ReadFilter, now: datetime, *, table: str = "") -> tuple[sql.Composable, list[Any]]:
+    """A listed memory (MemoryView, and the memory a GetHistory names): in one of ``flt``'s
+    statuses, and, if active, not past its time to live (a lapsed validity is still listed:
+    it dates a value, it does not remove it). ``table`` qualifies the columns."""
+    status, expires = sql.Identifier(*filter(None, (table, "status"))), sql.Identifier(*filter(None, (table, "expires_at")))
+    return (sql.SQL("{s} = ANY(%s) AND ({s} <> 'active' OR {e} IS NULL OR {e} > %s)").format(s=status, e=expires),
+            [[s.value for s in flt.statuses], now])
 
 
 def labels_of(flt: ReadFilter) -> FilterLabels:

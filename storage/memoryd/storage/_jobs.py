@@ -112,19 +112,20 @@ def _results_json(results: list[WriteResult]) -> list[dict[str, Any]]:
             for r in results]
 
 
-async def drop_subject_jobs(conn: Connection, tenant: str, subject: str, mode: EraseMode) -> int:
+async def drop_subject_jobs(conn: Connection, tenant: str, subject: str, mode: EraseMode) -> list[str]:
     """Erase of a whole subject: its queued and running jobs are dropped (their turns with
-    them); a PURGE deletes every job of the subject. Returns how many pending jobs went."""
+    them); a PURGE deletes every job of the subject. Returns the agents of the pending jobs
+    that went, one entry a job (an agent is told only of its own)."""
     if mode is EraseMode.PURGE:
-        cur = await conn.execute("DELETE FROM extraction_jobs WHERE tenant_id = %s AND subject = %s RETURNING state",
-                                 (tenant, subject))
-        return sum(1 for row in await cur.fetchall() if row["state"] in ("queued", "running"))
+        cur = await conn.execute("DELETE FROM extraction_jobs WHERE tenant_id = %s AND subject = %s "
+                                 "RETURNING state, agent", (tenant, subject))
+        return [row["agent"] for row in await cur.fetchall() if row["state"] in ("queued", "running")]
     cur = await conn.execute(
         "UPDATE extraction_jobs SET state = 'failed', error = %s, turns_ct = NULL, finished_at = now() "
-        "WHERE tenant_id = %s AND subject = %s AND state IN ('queued', 'running')",
+        "WHERE tenant_id = %s AND subject = %s AND state IN ('queued', 'running') RETURNING agent",
         (ERASED, tenant, subject),
     )
-    return cur.rowcount
+    return [row["agent"] for row in await cur.fetchall()]
 
 
 class ExtractionJobs:
@@ -235,20 +236,22 @@ class ExtractionJobs:
         """``flt`` with its key and tag labels, for the dedup search (``_labels``)."""
         return await self._store.labelled(tenant, flt)
 
-    async def subject_timezone(self, tenant: str, subject: str,
-                               categories: tuple[Category, ...] = (Category.PREFERENCE, Category.FACT)) -> str:
-        """The text of the subject's current ``timezone`` memory of one of ``categories``, or ''."""
+    async def subject_timezones(self, tenant: str, subject: str,
+                                categories: tuple[Category, ...]) -> list[tuple[Category, str, datetime]]:
+        """The subject's live ``timezone`` memories of ``categories`` (one per category at
+        most): each one's category, text and update time, for the caller to choose from."""
         if not categories:
-            return ""
+            return []
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
-                "SELECT id, subject, text, data, text_ct, data_ct FROM memories WHERE tenant_id = %s AND subject = %s "
-                f"AND scope = 'subject' AND key_label = %s AND category = ANY(%s) AND {LIVE_NOW} "
-                "ORDER BY updated_at DESC LIMIT 1",
+                "SELECT id, subject, category, text, data, text_ct, data_ct, updated_at FROM memories "
+                f"WHERE tenant_id = %s AND subject = %s AND scope = 'subject' AND key_label = %s "
+                f"AND category = ANY(%s) AND {LIVE_NOW} ORDER BY id",
                 (tenant, subject, self._store.term_hasher(tenant).label("timezone"), [c.value for c in categories]),
             )
             rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
-        return rows[0]["text"].strip() if rows and not rows[0]["content_unavailable"] else ""
+        return [(Category(r["category"]), r["text"].strip(), r["updated_at"]) for r in rows
+                if not r["content_unavailable"]]
 
     async def retry_later(self, job: ClaimedJob, error: str, delay_seconds: float) -> None:
         async with self._db.tenant_tx(job.tenant) as conn:

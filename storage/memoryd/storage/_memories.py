@@ -45,7 +45,7 @@ from . import _erasure as erasure
 from . import _trust as trust
 from ._bm25 import keyword_search
 from ._envelope import WRAPPED_KEY_COLUMN, SubjectKeys
-from ._filters import UNEXPIRED, read_conditions, rules_condition
+from ._filters import in_states, read_conditions, rules_condition
 from ._jobs import drop_subject_jobs
 from ._keywords import TermHasher, delete_terms
 from ._labels import KeyNames, label_filter, needs_names
@@ -215,10 +215,10 @@ class PostgresMemoryStore:
             return Written(results, await queued())
 
     async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]:
-        """Active, unexpired memories with one of ``keys`` that pass the filter."""
+        """Live memories with one of ``keys`` that pass the filter, in id order (the caller
+        ranks them)."""
         labels = [self._hasher(tenant).label(k) for k in keys]
-        found = await self._active(tenant, flt, now, sql.SQL("key_label = ANY(%b)"), labels)
-        return sorted(found, key=lambda m: (m.key, -m.updated_at.timestamp(), m.id))
+        return await self._active(tenant, flt, now, sql.SQL("key_label = ANY(%b)"), labels)
 
     async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
                              now: datetime) -> list[KeywordHit]:
@@ -389,9 +389,9 @@ class PostgresMemoryStore:
         async with self._db.tenant_tx(tenant) as conn:
             flt = await self._label(conn, tenant, flt)
             where, params = read_conditions(tenant, flt)
-            clauses = [where, sql.SQL("status = ANY(%s)"),
-                       sql.SQL("(status <> 'active' OR {})").format(sql.SQL(UNEXPIRED))]
-            params += [[s.value for s in flt.statuses], now or datetime.now(UTC)]
+            states, state_params = in_states(flt, now or datetime.now(UTC))
+            clauses = [where, states]
+            params += state_params
             if page.by_id and page.after_id:
                 clauses.append(sql.SQL("id < %s::uuid"))
                 params.append(page.after_id)
@@ -409,14 +409,18 @@ class PostgresMemoryStore:
 
     async def history(self, tenant: str, flt: ReadFilter, memory_id: str, after_version: int,
                       size: int) -> tuple[builtins.list[MemoryVersion], bool]:
-        """Versions of one memory the filter allows, newest first. NotFound if there is none."""
+        """Versions of one memory the filter allows, newest first, while the memory itself is
+        in one of the filter's statuses (``in_states``). NotFound if there is none."""
         async with self._db.tenant_tx(tenant) as conn:
             where, params = read_conditions(tenant, await self._label(conn, tenant, flt))
+            states, state_params = in_states(flt, datetime.now(UTC), table="m")
             query = sql.SQL(
                 "SELECT * FROM memory_versions WHERE {where} AND memory_id = %s AND version < %s "
-                "ORDER BY version DESC LIMIT %s"
-            ).format(where=where)
-            cur = await conn.execute(query, [*params, memory_id, after_version or 2**31 - 1, size + 1])
+                "AND EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = memory_versions.tenant_id "
+                "AND m.id = memory_versions.memory_id AND {states}) ORDER BY version DESC LIMIT %s"
+            ).format(where=where, states=states)
+            cur = await conn.execute(query, [*params, memory_id, after_version or 2**31 - 1, *state_params,
+                                             size + 1])
             rows = await self.keys.open_rows(conn, tenant, await cur.fetchall(), id_column="memory_id")
             versions = [version_from_row(r) for r in rows[:size]]
             # The pending values belong to the current value: shown on the active version.
@@ -452,7 +456,7 @@ class PostgresMemoryStore:
         *,
         reason: str = "",
         tag: AuditTag = AuditTag(),
-        after_commit: Callable[[builtins.list[str]], Awaitable[erasure.VectorErasure]] | None = None,
+        after_commit: Callable[[builtins.list[str], frozenset[str]], Awaitable[erasure.VectorErasure]] | None = None,
     ) -> ErasureReceipt:
         """Forget or purge the selected memories of ``subject``, verify, and log a receipt.
 
@@ -461,8 +465,14 @@ class PostgresMemoryStore:
         view could not reach all of them, the key stays (the rest would become unreadable)
         and the receipt is not verified. FORGET never touches keys.
 
-        ``after_commit`` runs once the rows are gone, with the erased ids, to clear other
-        stores (the vector index); it returns what it deleted and could verify (``_erasure``).
+        The receipt counts only what the caller can tell exists: memories in one of the
+        filter's statuses (``in_states``: a lapsed or, for a view that hides ``status``, a
+        forgotten memory is erased too, uncounted), their versions and index work, and the
+        caller's own extraction jobs. The erasure log keeps every count, and the receipt's.
+
+        ``after_commit`` runs once the rows are gone, with the erased ids and those counted,
+        to clear other stores (the vector index); it returns what it deleted and could verify
+        (``_erasure``).
         """
         started = datetime.now(UTC)
         hasher = self._hasher(tenant)
@@ -487,18 +497,24 @@ class PostgresMemoryStore:
             # after the key row and before memory rows, as a finishing job does.
             if shred:
                 await erasure.drop_job_records(conn, tenant, subject)
-            jobs = await drop_subject_jobs(conn, tenant, subject, mode) if selector.all_of_subject else 0
+            jobs = await drop_subject_jobs(conn, tenant, subject, mode) if selector.all_of_subject else []
+            states, state_params = in_states(flt, started)
             cur = await conn.execute(
-                sql.SQL("SELECT id FROM memories WHERE {where} FOR UPDATE").format(where=where), params
+                sql.SQL("SELECT id, {states} AS counted FROM memories WHERE {where} FOR UPDATE").format(
+                    states=states, where=where), [*state_params, *params]
             )
-            ids = [str(r["id"]) for r in await cur.fetchall()]
+            rows = await cur.fetchall()
+            ids = [str(r["id"]) for r in rows]
+            counted = frozenset(str(r["id"]) for r in rows if r["counted"])
             if mode is EraseMode.FORGET:
-                counts = await self.forget_ids(conn, tenant, subject, ids)
+                counts, answered = await self.forget_ids(conn, tenant, subject, ids, counted)
             else:
-                counts = await self._purge(conn, tenant, ids)
-            counts = replace(counts, jobs=jobs)
+                counts, answered = await self._purge(conn, tenant, ids, counted)
+            counts = replace(counts, jobs=len(jobs))
+            answered = replace(answered, jobs=jobs.count(agent))
             if shred and not await self._subject_rows_left(conn, tenant, subject):
-                counts = replace(counts, keys=await self.keys.destroy(conn, tenant, subject))
+                destroyed = await self.keys.destroy(conn, tenant, subject)
+                counts, answered = replace(counts, keys=destroyed), replace(answered, keys=destroyed)
             if not (ids or jobs or counts.keys):
                 replay = await erasure.replayed(conn, tenant, agent, digest)
             if replay is None:
@@ -515,25 +531,27 @@ class PostgresMemoryStore:
                 await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
                              {"selector": described, "reason": reason})
                 erase_id = await erasure.log_erase(conn, tenant, agent, subject, described, mode, reason, counts,
-                                                   started, ids, digest)
+                                                   answered, counted, started, ids, digest)
         if replay is not None:  # a retry of an erase already done: its receipt, re-checked if need be
             if replay.checked and replay.receipt.verified:
                 return replay.receipt
-            erase_id, ids, counts, started = (replay.receipt.erase_id, replay.ids, replay.receipt.counts,
-                                              replay.receipt.started_at)
+            erase_id, ids, answered, started = (replay.receipt.erase_id, replay.ids, replay.receipt.counts,
+                                                replay.receipt.started_at)
+            counted = frozenset(replay.counted)
         if mode is EraseMode.PURGE:
             self._names.evict(tenant, subject)  # no purged key name stays in this process
             await self._await_batches_in_flight(tenant, ids)
-        vectors = await after_commit(ids) if after_commit is not None else erasure.VectorErasure()
-        counts = replace(counts, vectors=vectors.deleted)
+        vectors = await after_commit(ids, counted) if after_commit is not None else erasure.VectorErasure()
+        answered = replace(answered, vectors=vectors.counted)
         unchecked = erasure.unchecked(mode, vectors)
         async with self._db.tenant_tx(tenant) as conn:
             if mode is EraseMode.PURGE and vectors.verified and ids:  # the queued deletion is done
                 await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
                                    "AND op = 'delete'", (tenant, ids))
             verified = vectors.verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids, hasher)
-            finished = await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, unchecked)
-        return ErasureReceipt(erase_id, mode, counts, verified, started, finished, unchecked)
+            finished = await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, vectors.counted,
+                                                  unchecked)
+        return ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked)
 
     @staticmethod
     def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode,
@@ -559,26 +577,30 @@ class PostgresMemoryStore:
         return sql.SQL(" AND ").join(parts), params
 
     @staticmethod
-    async def forget_ids(conn: Any, tenant: str, subject: str, ids: builtins.list[str]) -> StoreCounts:
+    async def forget_ids(conn: Any, tenant: str, subject: str, ids: builtins.list[str],
+                         counted: frozenset[str] = frozenset()) -> tuple[StoreCounts, StoreCounts]:
         """Forget the locked, active memories ``ids`` of ``subject`` in the caller's transaction
-        (Erase FORGET and the lifecycle sweeper)."""
+        (Erase FORGET, consolidation and the lifecycle sweeper): what went, and what went of
+        the ``counted`` ids."""
         if not ids:
-            return StoreCounts()
+            return StoreCounts(), StoreCounts()
         await conn.execute(
             "UPDATE memories SET status = 'forgotten', version = version + 1, updated_at = now() "
             "WHERE tenant_id = %s AND id = ANY(%s::uuid[])",
             (tenant, ids),
         )
         cur = await conn.execute(
-            "DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND op = 'upsert'", (tenant, ids)
+            "DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND op = 'upsert' "
+            "RETURNING memory_id::text", (tenant, ids)
         )
-        dropped = cur.rowcount
+        dropped = [row["memory_id"] for row in await cur.fetchall()]
         await trust.discard(conn, tenant, ids)  # a forgotten memory has no value left to settle
         for memory_id in ids:
             await record_version(conn, tenant, memory_id, Change.FORGOTTEN)
             # A forgotten memory must leave the vector index as well.
             await enqueue_index(conn, tenant, memory_id, subject, "delete")
-        return StoreCounts(memories=len(ids), outbox=dropped)
+        return (StoreCounts(memories=len(ids), outbox=len(dropped)),
+                StoreCounts(memories=len(counted), outbox=sum(1 for m in dropped if m in counted)))
 
     async def _await_batches_in_flight(self, tenant: str, ids: builtins.list[str]) -> None:
         """Wait until no outbox worker is still writing a vector of one of the purged memories.
@@ -614,10 +636,13 @@ class PostgresMemoryStore:
             await asyncio.sleep(IN_FLIGHT_POLL_SECONDS)
 
     @staticmethod
-    async def _purge(conn: Any, tenant: str, ids: builtins.list[str]) -> StoreCounts:
+    async def _purge(conn: Any, tenant: str, ids: builtins.list[str],
+                     counted: frozenset[str]) -> tuple[StoreCounts, StoreCounts]:
+        """Delete the locked memories ``ids`` and what hangs on them: what went, and what went
+        of the ``counted`` ids."""
         if not ids:
-            return StoreCounts()
-        counts = {}
+            return StoreCounts(), StoreCounts()
+        gone: dict[str, list[str]] = {}
         await delete_terms(conn, tenant, ids)
         await erasure.drop_write_records(conn, tenant, ids)
         for table, column in (("outbox", "memory_id"), ("memory_versions", "memory_id"), ("memories", "id")):
@@ -626,13 +651,16 @@ class PostgresMemoryStore:
             # goes, and its worker then writes nothing for it.
             unclaimed = sql.SQL(f" AND NOT {WRITING}" if table == "outbox" else "")
             cur = await conn.execute(
-                sql.SQL("DELETE FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[]){u}").format(
-                    t=sql.Identifier(table), c=sql.Identifier(column), u=unclaimed
-                ),
+                sql.SQL("DELETE FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[]){u} RETURNING {c}::text AS id"
+                        ).format(t=sql.Identifier(table), c=sql.Identifier(column), u=unclaimed),
                 (tenant, ids),
             )
-            counts[table] = cur.rowcount
-        return StoreCounts(memories=counts["memories"], versions=counts["memory_versions"], outbox=counts["outbox"])
+            gone[table] = [row["id"] for row in await cur.fetchall()]
+
+        def count(of: frozenset[str] | None) -> StoreCounts:
+            n = {table: sum(1 for m in rows if of is None or m in of) for table, rows in gone.items()}
+            return StoreCounts(memories=n["memories"], versions=n["memory_versions"], outbox=n["outbox"])
+        return count(None), count(counted)
 
     @staticmethod
     async def _subject_rows_left(conn: Any, tenant: str, subject: str) -> bool:

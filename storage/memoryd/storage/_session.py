@@ -104,7 +104,9 @@ class StoreSession:
                                                  pending_id, tag)
 
     async def erase(self, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode, *, reason: str,
-                    tag: AuditTag, after_commit: Callable[[builtins.list[str]], Awaitable[VectorErasure]]) -> ErasureReceipt:
+                    tag: AuditTag,
+                    after_commit: Callable[[builtins.list[str], frozenset[str]], Awaitable[VectorErasure]]
+                    ) -> ErasureReceipt:
         return await self.store.erase(self.tenant, self.agent, subject, flt, selector, mode, reason=reason, tag=tag,
                                       after_commit=after_commit)
 

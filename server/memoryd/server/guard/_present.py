@@ -9,6 +9,7 @@ Memory, ScoredMemory, WriteResult, MemoryVersion, PendingValue or ExtractionJob 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from google.protobuf import timestamp_pb2
@@ -179,8 +180,27 @@ def scored(guard: Guard, m: Memory, parts: ScoreParts) -> svc.ScoredMemory:
     return out
 
 
+# What a memory's place among equals may not depend on: fields the caller's own recalls move
+# (batched, so when they show is timing), and the id, which comes last.
+_NOT_TIE_BREAKING = ("id", "access_count", "last_access_at")
+
+
+def tie_key(guard: Guard, m: Memory) -> tuple[bytes, str]:
+    """How memories the caller ranks equal are ordered: by what the caller receives of them,
+    then by id if the view shows it. The order of two memories then tells nothing their
+    answers do not; two that look alike to the view (the id aside) are interchangeable, so
+    whichever comes first, the answer is the same."""
+    shown = memory(m, guard.visible.difference(_NOT_TIE_BREAKING)).SerializeToString(deterministic=True)
+    return shown, m.id if "id" in guard.visible else ""
+
+
 def version(guard: Guard, v: MemoryVersion) -> svc.MemoryVersion:
-    out = svc.MemoryVersion(memory=memory(v.memory, guard.visible), change=CHANGE_KIND.to_proto[v.change])
+    """One version. Its change kind says what the write did — forgot the memory (its status),
+    replaced or versioned a value (its category's policy) — so it is set only with ``status``
+    and ``category`` visible."""
+    out = svc.MemoryVersion(memory=memory(v.memory, guard.visible))
+    if guard.shows("status", "category"):
+        out.change = CHANGE_KIND.to_proto[v.change]
     if "updated_at" in guard.visible:
         out.recorded_at.CopyFrom(timestamp(v.recorded_at))
     return out
@@ -190,8 +210,13 @@ def block(guard: Guard, memories: list[Memory]) -> str:
     return render_block(memories, guard.visible)
 
 
-def receipt(r: ErasureReceipt) -> svc.ErasureReceipt:
+def receipt(guard: Guard, r: ErasureReceipt) -> svc.ErasureReceipt:
+    """An erasure's receipt. Its counts cover only what the caller could tell exists (the
+    store counts those); the number of versions is a memory's version, so it is left at 0
+    unless the view shows ``version``."""
     c = r.counts
+    if "version" not in guard.visible:
+        c = replace(c, versions=0)
     return svc.ErasureReceipt(
         erase_id=r.erase_id,
         mode=ERASE_MODE.to_proto[r.mode],

@@ -8,9 +8,12 @@ stored. Use cases ask it before they touch a store, and present every answer thr
 
 Reads. The request's filter is narrowed to the view's read rules and pushed down into every
 store query (filter first). A category or key the caller names outside its rules is refused
-before anything is read. A filter on a field the view hides is refused too: filtering by it
-would tell what the field holds. Free-text recall ranks by the text and key, so it needs
-both visible.
+before anything is read. A request may select, filter, order, count and tie-break only on
+what the view shows, so naming a field the view hides is refused too — a category, key, tag,
+time range, status, organisation scope or session, a memory id (GetHistory, ResolveConflict,
+an erase by ids), a source turn or key to erase by — since the answer would tell which
+memories hold that value (``ASKED_FIELDS``). Free-text recall ranks by the text and key, so
+it needs both visible.
 
 Ranking. What a caller cannot see must not order what it can: ``score_mask`` says which
 stored fields may shape a score (importance, pinned, recency from updated_at and category,
@@ -44,11 +47,20 @@ from memoryd.domain import (
     ReadFilter,
     Scope,
     ScoreMask,
+    Status,
     View,
     policy_for,
 )
 
 from .._auth import Principal
+
+# The field a request must be able to see to select memories by it (READ filters, erase
+# selectors, look-ups by id): the answer tells which memories hold the value.
+ASKED_FIELDS = {
+    "categories": "category", "keys": "key", "tags": "tags", "time range": "updated_at", "statuses": "status",
+    "include_org": "scope", "session_id": "session_id", "ids": "id", "key": "key", "source_turn": "provenance",
+    "category": "category", "memory_id": "id",
+}
 
 # The fields a write compares with what is stored, by the category's policy: a caller must see
 # all of them (for a category and key it reads) for its item to be found equal or merged.
@@ -118,20 +130,29 @@ class Guard:
         if flt.include_org and self.principal.subject:
             raise PermissionDenied("a subject-bound credential cannot read organisation memories",
                                    reason="SUBJECT_NOT_ALLOWED")
-        # Naming a key is allowed with the key hidden: the caller supplies it, and learns only
-        # that readable memories carry it.
-        for field, used in (("category", bool(flt.categories)), ("tags", bool(flt.tags)),
-                            ("updated_at", flt.updated_after is not None or flt.updated_before is not None)):
-            if used and field not in self.visible:
-                raise PermissionDenied(f"this agent's view hides the field '{field}', so it cannot filter or look "
-                                       "up memories by it")
+        self.check_asked(categories=bool(flt.categories), keys=bool(flt.keys or keys), tags=bool(flt.tags),
+                         statuses=flt.statuses != (Status.ACTIVE,), include_org=flt.include_org,
+                         session_id=bool(flt.session_id),
+                         **{"time range": flt.updated_after is not None or flt.updated_before is not None})
         for category in flt.categories:
             self.check_category(category)
         for key in (*flt.keys, *keys):
             if not self.view.may_read_key(key, flt.categories):
                 within = " within the requested categories" if flt.categories else ""
                 raise PermissionDenied(f"no read rule of this agent's view allows the key '{key}'{within}")
+        return self._within_rules(flt)
+
+    def _within_rules(self, flt: ReadFilter) -> ReadFilter:
         return replace(flt, rules=tuple((r.category, r.key_patterns) for r in self.view.read_rules))
+
+    def check_asked(self, **asked: bool) -> None:
+        """Refuse, from the view alone, selecting memories by a field the view hides
+        (``ASKED_FIELDS``): each keyword names what the request selects by."""
+        for what, used in asked.items():
+            field = ASKED_FIELDS[what]
+            if used and field not in self.visible:
+                raise PermissionDenied(f"this agent's view hides the field '{field}', so it cannot filter, look up "
+                                       "or select memories by it")
 
     def check_category(self, category: Category) -> None:
         if not self.view.may_read_category(category):
@@ -143,17 +164,22 @@ class Guard:
         if not self.shows("text", "key"):
             raise PermissionDenied("recall by a query needs a view that shows the fields 'text' and 'key'")
 
-    def any_session_filter(self, subject: str) -> ReadFilter:
+    def by_id_filter(self, subject: str) -> ReadFilter:
         """Everything of the subject the view reads, in every session (and the organisation's,
-        unless the credential is bound to the subject): how one memory is looked up by id."""
-        return self.read_filter(ReadFilter(subject=subject, include_org=not self.principal.subject,
-                                           any_session=True))
+        unless the credential is bound to the subject): how one memory is looked up by the id
+        the caller names, which the view must show. A memory is found in the states the view
+        can tell apart: only while active when it hides ``status``."""
+        self.check_subject(subject)
+        self.check_asked(memory_id=True)
+        statuses = tuple(Status) if "status" in self.visible else (Status.ACTIVE,)
+        return self._within_rules(ReadFilter(subject=subject, include_org=not self.principal.subject,
+                                             any_session=True, statuses=statuses))
 
     def history_filter(self, subject: str) -> ReadFilter:
         """A memory's versions: their number is its version, so the view must show it."""
         if "version" not in self.visible:
             raise PermissionDenied("GetHistory needs a view that shows the field 'version'")
-        return self.any_session_filter(subject)
+        return self.by_id_filter(subject)
 
     def score_mask(self) -> ScoreMask:
         """Which stored fields may shape a recall's scores, order and budget."""
@@ -206,13 +232,17 @@ class Guard:
 
     def erase_filter(self, subject: str, selector: EraseSelector) -> ReadFilter:
         """What an erase may reach: the subject's memories the view reads, by a selector the
-        view allows (decided before anything is read)."""
-        flt = self.read_filter(ReadFilter(subject=subject))
+        view allows and on a field it shows (decided before anything is read). Its statuses
+        are those the receipt may count: forgotten memories only for a view showing ``status``."""
+        statuses = tuple(Status) if "status" in self.visible else (Status.ACTIVE,)
+        flt = replace(self.read_filter(ReadFilter(subject=subject)), statuses=statuses)
         kind = selector.kind
         if not self.view.may_erase:
             raise PermissionDenied("this agent's view does not allow erasing")
         if not self.view.may_erase_with(kind):
             raise PermissionDenied(f"this agent's view does not allow erasing by {kind.replace('_', ' ')}")
+        if kind != "all_of_subject":
+            self.check_asked(**{kind: True})
         if selector.category is not None:
             self.check_category(selector.category)
         if selector.key and not self.view.may_read_key(selector.key):

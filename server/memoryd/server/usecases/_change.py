@@ -17,24 +17,25 @@ async def erase(ctx: CallContext, cmd: EraseCommand) -> svc.EraseResponse:
     flt = ctx.guard.erase_filter(cmd.subject, cmd.selector)
     tenant, store, indexes = ctx.tenant, ctx.store, ctx.services.indexes
 
-    async def clear_vectors(ids: list[str]) -> VectorErasure:
+    async def clear_vectors(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         # Deleted, compacted out of the index's files and checked; left to the outbox (and the
         # receipt not verified) while the index is down.
         return await erase_vectors(indexes, tenant, cmd.subject, ids, mode=cmd.mode,
-                                   whole_subject=cmd.selector.all_of_subject, defer=store.enqueue_vector_deletes)
+                                   whole_subject=cmd.selector.all_of_subject, defer=store.enqueue_vector_deletes,
+                                   counted=counted)
 
     receipt = await store.erase(cmd.subject, flt, cmd.selector, cmd.mode, reason=cmd.reason, tag=ctx.tag,
                                 after_commit=clear_vectors)
     if ctx.services.metrics is not None:
         ctx.services.metrics.erased_memories(receipt.mode.value, receipt.counts.memories)
-    return svc.EraseResponse(receipt=present.receipt(receipt))
+    return svc.EraseResponse(receipt=present.receipt(ctx.guard, receipt))
 
 
 async def resolve_conflict(ctx: CallContext, cmd: ResolveConflictCommand) -> svc.ResolveConflictResponse:
     """Settle a memory's pending values. The memory must be one this view reads (else
     NOT_FOUND, like any unknown id) and may change (else PERMISSION_DENIED)."""
     guard, store = ctx.guard, ctx.store
-    flt = guard.any_session_filter(cmd.subject)
+    flt = guard.by_id_filter(cmd.subject)
     # The memory's category and key never change, so deciding on them before the change's own
     # transaction (which re-reads and locks the row) cannot be raced.
     found = await store.fetch(flt, [cmd.memory_id], datetime.now(UTC))

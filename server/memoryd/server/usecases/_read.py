@@ -25,7 +25,7 @@ async def recall(ctx: CallContext, cmd: RecallCommand) -> svc.RecallResponse:
         ctx.tenant, flt, query=cmd.query, keys=cmd.keys, top_k=cmd.top_k, token_budget=cmd.token_budget,
         weights=_weights(ctx, cmd), now=datetime.now(UTC), mask=guard.score_mask(),
         min_relevance=ctx.services.policy_for(ctx.tenant).min_relevance if cmd.min_relevance is None
-        else cmd.min_relevance, neighbours=cmd.neighbours,
+        else cmd.min_relevance, neighbours=cmd.neighbours, tie=lambda m: present.tie_key(guard, m),
     )
     ctx.record_read(cmd.subject, "read.recall", [m.id for m, _ in recalled.ranked], count_access=True)
     if ctx.services.metrics is not None:
