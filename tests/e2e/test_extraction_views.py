@@ -181,6 +181,31 @@ def test_a_time_zone_the_agent_may_not_read_does_not_shape_extracted_dates(rig, 
     assert worlds[0][1] == [f"{TOKYO} (2024-05-02)"]
 
 
+@pytest.mark.parametrize("fields", [["id", "key", "text", "category"], ["id", "key", "text"]],
+                         ids=["category-shown", "category-hidden"])
+def test_which_of_two_time_zones_is_used_depends_on_no_hidden_update_time(rig, fields):
+    # The subject has a preference and a fact `timezone`, written in opposite orders in two
+    # tenants. A view that hides update times must get the same dates in both: the zone is
+    # chosen by what it shows (the category, else the text), never by which was written last.
+    view = full_view("extractor", read_rules=[rule("event"), rule("preference", "timezone"),
+                                              rule("fact", "timezone")],
+                     write_rules=[rule("event")], visible_fields=fields)
+    zones = [(pb.CATEGORY_PREFERENCE, "Asia/Shanghai"), (pb.CATEGORY_FACT, "America/New_York")]
+    worlds = []
+    for order in (zones, zones[::-1]):
+        tenant = unique("tenant")
+        owner = rig.agent(tenant, "owner")
+        extractor = rig.agent(tenant, "extractor", view)
+        for category, zone in order:
+            owner.write("alice", pb.MemoryDraft(category=category, key="timezone", text=zone))
+        rig.fake.script_chat({"items": [item(TOKYO)]})
+        finished(extractor, "alice", extract(extractor, "alice", turn("t1", "I fly to Tokyo tomorrow", minutes=480)))
+        worlds.append([m.text for m in owner.list_all("alice") if m.category == pb.CATEGORY_EVENT])
+    assert worlds[0] == worlds[1]
+    # 16:00 UTC on Wednesday 1 May: Thursday 2 May in Shanghai, still Wednesday in New York.
+    assert worlds[0] in ([f"{TOKYO} (2024-05-03)"], [f"{TOKYO} (2024-05-02)"])
+
+
 def test_a_time_zone_the_agent_may_read_is_used(rig):
     view = full_view("extractor", read_rules=[rule("event"), rule("preference", "timezone")],
                      write_rules=[rule("event")])
