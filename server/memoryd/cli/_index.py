@@ -44,10 +44,12 @@ def add_index_commands(commands: Any) -> None:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from memoryd.server import Embedders, WatchedOutboxWorker, WorkerProcess, configured_embedder
+    from memoryd.server import Embedders, WatchedOutboxWorker, WorkerProcess, configured_embedder, load
     from memoryd.storage import IndexSet
 
-    async with open_storage(args) as s:
+    config = load(args.config)
+    WorkerProcess.require_free_health_address(config)
+    async with open_storage(args, config) as s:
         config = s.config
         if not config.milvus_uri:
             print("memoryd: error: 'memoryd worker' needs MEMORYD_MILVUS_URI: Milvus Lite belongs to one process "
