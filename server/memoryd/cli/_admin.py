@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import fcntl
 import os
 import signal
 import stat
 import sys
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.domain import MemorydError
 
+from ._data_dir import hold_data_dir
 from ._errors import CliError, report
 from ._keys import add_token_revoke
 from ._token_issue import add_token_issue, print_token
 
 if TYPE_CHECKING:
-    from memoryd.server import Config, StartedServer
+    from memoryd.server import StartedServer
 
 
 def add_admin_commands(commands: Any) -> None:
@@ -70,31 +70,6 @@ def keep_private(data_dir: Path) -> None:
                 pass  # gone meanwhile, or not ours to change
 
 
-def hold_data_dir(config: Config) -> IO[str] | None:
-    """Take the data directory for this process if it holds state of its own (the embedded
-    PostgreSQL or Milvus Lite, which one process at a time may open): a second `memoryd serve`
-    on it stops here with one error line instead of a traceback from deep in Milvus Lite.
-    The lock lives as long as the returned file stays open (the process's life)."""
-    if not config.embedded and config.milvus_uri:
-        return None
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(config.data_dir / "serve.lock", "a+")  # noqa: SIM115 (held open on purpose)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip()
-        handle.close()
-        raise CliError(f"another memoryd is already serving {config.data_dir}" + (f" (pid {holder})" if holder else ""),
-                       hint="stop that one first, or give this one a data directory of its own (MEMORYD_DATA_DIR)"
-                       ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
-    return handle
-
-
 async def _serve(args: argparse.Namespace) -> int:
     from memoryd.server import Memoryd, load
 
@@ -102,11 +77,14 @@ async def _serve(args: argparse.Namespace) -> int:
     # server is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = load(args.config)
-    try:
-        lock = hold_data_dir(config)
-    except CliError as exc:
-        report(exc.message, exc.hint)
-        return 1
+    lock = None
+    if config.embedded or not config.milvus_uri:  # it runs an embedded part (``_data_dir``)
+        try:
+            lock = hold_data_dir(config, "serve", "stop that one first, or give this one a data directory of its own "
+                                                  "(MEMORYD_DATA_DIR)")
+        except CliError as exc:
+            report(exc.message, exc.hint)
+            return 1
     # Only once the data directory is this process's: a refused second `serve` must change
     # nothing in it — run as root, the first one's PostgreSQL runs as a user of its own, which
     # must go on reaching its folder there (or its clean stop fails).

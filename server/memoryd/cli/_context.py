@@ -32,10 +32,11 @@ def instant(text: str) -> datetime:
 
 
 @asynccontextmanager
-async def open_storage(args: argparse.Namespace) -> AsyncIterator[Storage]:
+async def open_storage(args: argparse.Namespace, config: Config | None = None) -> AsyncIterator[Storage]:
+    """The stores of the configuration (``config``, else loaded from ``args``)."""
     from memoryd.server import load, open_stores
 
     # Never a new master key here (open_stores says why).
-    async with open_stores(load(args.config), create_keys=False, with_worker_pool=True) as stores:
+    async with open_stores(config or load(args.config), create_keys=False, with_worker_pool=True) as stores:
         assert stores.queue is not None
         yield Storage(stores.config, stores.settings, stores.store, stores.queue)

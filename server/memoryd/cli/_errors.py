@@ -61,7 +61,11 @@ def report_failure(failure: MemorydError, addr: str = "", *, denied_hint: str = 
 
 
 def hint_for(exc: BaseException) -> str:
-    """A hint for an unexpected ValueError/OSError escaping a command."""
+    """A hint for a ValueError/OSError escaping a command: its own, if it knows the fix
+    (memoryd.server's ListenError names the setting), else one for the usual causes."""
+    own = getattr(exc, "hint", "")
+    if isinstance(own, str) and own:
+        return own
     text = str(exc)
     if isinstance(exc, FileNotFoundError):
         return "check the path; relative paths are resolved from the current directory"

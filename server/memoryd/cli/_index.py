@@ -7,12 +7,20 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.domain import MemorydError
 
 from ._context import open_storage
+from ._data_dir import hold_data_dir
+from ._errors import CliError, report
 from ._progress import Progress
+
+if TYPE_CHECKING:
+    from memoryd.server import Config
+
+REINDEX_BESIDE_SERVER = ("stop the server first: Milvus Lite, the embedded vector index, opens in one process at a "
+                         "time (with a Milvus server, MEMORYD_MILVUS_URI, reindex runs beside the servers)")
 
 
 def add_index_commands(commands: Any) -> None:
@@ -44,10 +52,12 @@ def add_index_commands(commands: Any) -> None:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from memoryd.server import Embedders, WatchedOutboxWorker, WorkerProcess, configured_embedder
+    from memoryd.server import Embedders, WatchedOutboxWorker, WorkerProcess, configured_embedder, load
     from memoryd.storage import IndexSet
 
-    async with open_storage(args) as s:
+    config = load(args.config)
+    WorkerProcess.require_free_health_address(config)
+    async with open_storage(args, config) as s:
         config = s.config
         if not config.milvus_uri:
             print("memoryd: error: 'memoryd worker' needs MEMORYD_MILVUS_URI: Milvus Lite belongs to one process "
@@ -115,10 +125,27 @@ class _ProgressBar:
 
 
 async def _reindex(args: argparse.Namespace) -> int:
+    from memoryd.server import load
+
+    config = load(args.config)
+    lock = None
+    if not config.milvus_uri:  # Milvus Lite: not while a server has it (``_data_dir``)
+        try:
+            lock = hold_data_dir(config, "reindex", REINDEX_BESIDE_SERVER)
+        except CliError as exc:
+            report(exc.message, exc.hint)
+            return 1
+    try:
+        return await _reindex_holding(args, config)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+async def _reindex_holding(args: argparse.Namespace, config: Config) -> int:
     from memoryd.storage import IndexTarget, MilvusIndex, embedder_from_config, reindex, require_embedded_parts
 
-    async with open_storage(args) as s:
-        config = s.config
+    async with open_storage(args, config) as s:
         if not s.settings.dsn:
             print("memoryd: error: 'memoryd reindex' switches the deployment's model: it needs the owner's "
                   "MEMORYD_POSTGRES_DSN", file=sys.stderr)
@@ -136,7 +163,7 @@ async def _reindex(args: argparse.Namespace) -> int:
             settle = args.settle_seconds if args.settle_seconds is not None else 2 * config.index_refresh_seconds
             bar = _ProgressBar()
             try:
-                report = await reindex(s.settings.dsn, s.queue, s.store, IndexTarget(index, embedder),
+                result = await reindex(s.settings.dsn, s.queue, s.store, IndexTarget(index, embedder),
                                        settle_seconds=settle, batch_size=args.batch_size, progress=bar)
             except BaseException:
                 bar.close(failed=True)
@@ -150,6 +177,6 @@ async def _reindex(args: argparse.Namespace) -> int:
             return 1
         finally:
             embedder.close()
-    print(f"re-embedded {report.memories} memories of {report.tenants} tenant(s) with {report.model_id}"
-          f"{' (resumed)' if report.resumed else ''}; Recall now uses it")
+    print(f"re-embedded {result.memories} memories of {result.tenants} tenant(s) with {result.model_id}"
+          f"{' (resumed)' if result.resumed else ''}; Recall now uses it")
     return 0

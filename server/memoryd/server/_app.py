@@ -43,6 +43,7 @@ from ._config import Config
 from ._extraction import ExtractionWorker, extraction_worker
 from ._handlers import MemoryService, TokenAdminService, ViewAdminService
 from ._interceptors import ChainInterceptor, build_chain
+from ._listen import NO_PORT_SHARING, ListenError, listen, require_free_address
 from ._logging import configure_logging
 from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
@@ -64,6 +65,7 @@ SERVICE_NAMES = (
 )
 DEMO_TENANT = "demo"
 DEMO_AGENT = "demo-agent"
+ADDR_SETTING = "MEMORYD_ADDR"  # named by the error when the listen address cannot be had
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,9 @@ class Memoryd:
         # Before anything starts: a configuration that needs an embedded part which is not
         # installed (the image has none) stops here with one line naming the extra.
         require_embedded_parts(postgres=config.embedded, milvus=not config.milvus_uri)
+        # Nor a listen address another server (or program) holds: refused at once, not after
+        # the stores, the embedder and Milvus Lite have started (``listen`` still decides).
+        require_free_address(config.addr, ADDR_SETTING)
         stores = await self._opened.enter_async_context(open_stores(config, create_keys=True))
         secrets, settings, store, self._db = stores.secrets, stores.settings, stores.store, stores.db
         _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,
@@ -224,7 +229,8 @@ class Memoryd:
         limit = config.limits.max_message_bytes
         server = grpc.aio.server(
             interceptors=[ChainInterceptor(chain)],
-            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
+            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
+                     NO_PORT_SHARING],
         )
         memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryService(services, config.limits), server)
         view_admin_service_pb2_grpc.add_ViewAdminServiceServicer_to_server(ViewAdminService(config.limits), server)
@@ -233,15 +239,15 @@ class Memoryd:
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        credentials = None
         if config.tls_cert_file:
-            tls = TlsSettings(config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file,
-                              config.tls_trust_domain)
-            port = server.add_secure_port(config.addr, tls.server_credentials())
-        else:
-            port = server.add_insecure_port(config.addr)
-        if port == 0:
+            credentials = TlsSettings(config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file,
+                                      config.tls_trust_domain).server_credentials()
+        try:
+            port = listen(server, config.addr, ADDR_SETTING, credentials)
+        except ListenError:
             await self._close_stores()
-            raise OSError(f"cannot listen on {config.addr}")
+            raise
         try:
             self.metrics_port = self.metrics.serve()
         except OSError as exc:

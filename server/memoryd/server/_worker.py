@@ -35,6 +35,7 @@ from memoryd.domain import MemorydError
 from memoryd.storage import IndexSet, OutboxWorker, Postgres, periodic
 
 from ._config import Config
+from ._listen import NO_PORT_SHARING, listen, require_free_address
 from ._logging import configure_logging
 from ._metrics import Metrics, MetricsRefresher
 
@@ -46,6 +47,7 @@ CHECK_SECONDS = 5.0
 # costs, one takes ~10 s; the idle wait between batches is at most 10 s.
 STALL_SECONDS = 120.0
 CHECK_TIMEOUT = 12.0  # a Milvus call times out after 10 s on its own
+HEALTH_ADDR_SETTING = "MEMORYD_WORKER_HEALTH_ADDR"
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -176,15 +178,20 @@ class WorkerProcess:
         self.health_port = 0
         self.metrics_port = 0
 
+    @staticmethod
+    def require_free_health_address(config: Config) -> None:
+        """Before the worker opens its stores and loads its model: a health address another
+        process holds stops it at once (ListenError); ``start`` binds it for good."""
+        if config.worker_health_addr:
+            require_free_address(config.worker_health_addr, HEALTH_ADDR_SETTING)
+
     async def start(self) -> None:
         config = self.config
         configure_logging(config)  # log_format, as the server applies it
         if config.worker_health_addr:
-            server = grpc.aio.server()
+            server = grpc.aio.server(options=[NO_PORT_SHARING])
             health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, server)
-            port = server.add_insecure_port(config.worker_health_addr)
-            if port == 0:
-                raise OSError(f"cannot serve worker health on {config.worker_health_addr}")
+            port = listen(server, config.worker_health_addr, HEALTH_ADDR_SETTING)
             await self.health.check()  # the first answer is a real one
             await server.start()
             self._server, self.health_port = server, port
