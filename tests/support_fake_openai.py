@@ -23,6 +23,9 @@ Failure modes for ``fail_next`` (each one is used up by one request):
 - ``"500"``, ``"429"``: that status with an OpenAI-style error body.
 - ``"400"``: status 400 whose error message echoes the Authorization header it received,
   as some real servers do with a refused key.
+- ``"echo"``: status 400 whose error message repeats what was sent (the last chat message —
+  the turns — or the last input) as JSON: quotes escaped, everything beyond ASCII as
+  ``\\uXXXX``, as servers quote a request they could not process.
 - ``"hang"``: answer nothing for ``hang_seconds`` (or until the server stops), then close the
   connection without a response. Use a client timeout shorter than ``hang_seconds``.
 - ``"malformed_json"``: status 200 with a body that is not JSON.
@@ -63,6 +66,7 @@ import base64
 import hashlib
 import json
 import random
+import re
 import struct
 import threading
 import time
@@ -72,8 +76,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-Failure = Literal["500", "429", "400", "hang", "malformed_json", "wrong_dim"]
-FAILURES: tuple[Failure, ...] = ("500", "429", "400", "hang", "malformed_json", "wrong_dim")
+Failure = Literal["500", "429", "400", "echo", "hang", "malformed_json", "wrong_dim"]
+FAILURES: tuple[Failure, ...] = ("500", "429", "400", "echo", "hang", "malformed_json", "wrong_dim")
+
+
+def echo_traces(*texts: str) -> set[str]:
+    """What an error that echoes ``texts`` may carry of them: each word of 4 letters or more,
+    each 16-character window, as written and JSON-escaped (``\\"``, ``\\uXXXX``). A text
+    memoryd keeps must hold none of them."""
+    traces = {word for text in texts for word in re.findall(r"\w{4,}", text)}
+    for text in texts:
+        for i in range(max(1, len(text) - 15)):
+            window = text[i:i + 16]
+            traces |= {window, json.dumps(window)[1:-1], json.dumps(window, ensure_ascii=False)[1:-1]}
+    return traces
 
 
 def vector_for(text: str, dim: int) -> list[float]:
@@ -265,6 +281,11 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 received = headers.get("authorization", "")
                 self._send(400, {"error": {"message": f"Incorrect API key provided: {received}",
                                            "type": "invalid_request_error"}})
+            elif failure == "echo":
+                sent = body.get("messages", body.get("input")) if isinstance(body, dict) else body
+                sent = sent[-1] if isinstance(sent, list) and sent else sent  # the user's turns, or the last input
+                self._send(400, {"error": {"message": f"could not process the request: {json.dumps(sent)}",
+                                           "type": "invalid_request_error", "param": None, "code": None}})
             elif failure == "malformed_json":
                 self._send_raw(200, b'{"data": [{"index": 0, "embedding": [0.1, ')
             elif not isinstance(body, dict) or not isinstance(body.get("input"), list):

@@ -1,6 +1,6 @@
 """The chat client against fakes that take requests as real servers do (OpenAI, vLLM, llama.cpp's
 server, llama-cpp-python, Ollama 0.4): output modes, what it learns about an endpoint, and the
-errors an operator reads."""
+errors an operator reads (the status and a reason of memoryd's, nothing the server wrote)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 
 from memoryd.domain import Turn
 from memoryd.server._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
-from memoryd.server._extraction_llm import ChatExtractor
+from memoryd.server._extraction_llm import ChatExtractor, transcript
 
-from ..support_fake_openai import Cut, FakeOpenAI, Slow
+from ..support_fake_openai import Cut, FakeOpenAI, Slow, echo_traces
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)  # a Monday
 TURNS = [Turn("t1", "user", "I moved to Lyon last year, my passport is E12345678.", NOW),
@@ -26,12 +26,12 @@ ITEM = {"category": "fact", "key": "home_city", "text": "Alice lives in Lyon", "
 
 
 def extract(fake: FakeOpenAI, *, output: str = "auto", max_tokens: int = 2048, timeout: float = 5.0,
-            times: int = 1) -> tuple[list[Any], ChatExtractor]:
+            times: int = 1, turns: list[Turn] = TURNS) -> tuple[list[Any], ChatExtractor]:
     """Run ``times`` extractions through one client (as a worker would); their items."""
     client = ChatExtractor(fake.base_url + "/v1", "m", "sk-secret-key", timeout, output=output, max_tokens=max_tokens)
 
     async def run() -> list[Any]:
-        return [(await client.extract(TURNS, NOW, UTC))[0] for _ in range(times)]
+        return [(await client.extract(turns, NOW, UTC))[0] for _ in range(times)]
 
     try:
         return asyncio.run(run()), client
@@ -99,22 +99,23 @@ def test_a_chosen_mode_puts_the_schema_in_the_prompt(output, kind):
     assert schema["properties"]["items"]["items"]["properties"]["source_turn_ids"]["items"]["enum"] == ["t1", "t2"]
 
 
-def test_a_chosen_json_schema_is_not_changed_and_the_servers_reason_is_told():
+def test_a_chosen_json_schema_is_not_changed_and_the_status_is_told():
     with FakeOpenAI(flavour="llama-server") as fake:
         with pytest.raises(ExtractionUnavailable) as raised:
             extract(fake, output="json_schema")
     assert formats(fake) == ["json_schema"]
-    assert raised.value.message == ('the extraction model was unavailable: HTTP 500 "response_format type must be one '
-                                    'of "text" or "json_object", but got: json_schema"')
-    assert "HTTP 500" in raised.value.detail and not raised.value.timed_out
+    assert raised.value.message == "the extraction model was unavailable: HTTP 500 (server error)"
+    # The log has the error's own identifiers (type, code), never its message.
+    assert "HTTP 500" in raised.value.detail and "type=server_error" in raised.value.detail
+    assert "response_format type" not in raised.value.detail and not raised.value.timed_out
 
 
-def test_a_max_tokens_beyond_the_context_is_refused_with_the_servers_words():
+def test_a_max_tokens_beyond_the_context_is_refused_with_its_status():
     with FakeOpenAI(flavour="vllm") as fake:
         with pytest.raises(ExtractionRefused) as raised:
             extract(fake, max_tokens=8192)
-    assert raised.value.message.startswith("the extraction model refused the request: HTTP 400 \"This model's "
-                                           "maximum context length is 4096 tokens.")
+    assert raised.value.message == "the extraction model refused the request: HTTP 400"
+    assert "type=BadRequestError" in raised.value.detail and "maximum context" not in raised.value.detail
     assert len(fake.chat_requests) == 1  # a refusal is not retried
 
 
@@ -139,8 +140,7 @@ def test_the_api_key_a_server_echoes_is_not_repeated():
         with pytest.raises(ExtractionRefused) as raised:
             extract(fake)
     assert "sk-secret-key" not in raised.value.message and "sk-secret-key" not in raised.value.detail
-    assert raised.value.message == ("the extraction model refused the request: "
-                                    'HTTP 400 "Incorrect API key provided: Bearer [redacted]"')
+    assert raised.value.message == "the extraction model refused the request: HTTP 400"
 
 
 def test_a_request_abandoned_on_a_timeout_is_marked_so():
@@ -157,3 +157,21 @@ def test_the_model_reads_each_relative_date_written_out_against_its_turns_time()
     transcript = fake.chat_requests[0].body["messages"][1]["content"]
     assert "[t2] (2026-11-30 09:00 Mon) user: Next Friday (2026-12-04) I fly to Berlin." in transcript
     assert "last year (2025)" in transcript
+
+
+# Turns a server's error may echo: quotes (escaped as \" in the echo), letters beyond ASCII
+# (escaped as \uXXXX).
+SAID = [Turn("t1", "user", 'My sister wrote "Quokka-Zürich-42 is our passphrase" on a postcard.', NOW),
+        Turn("t2", "user", "Bartholomew says 我们下周三去杭州看外婆, ümlaut-okay.", NOW)]
+
+
+def test_an_error_that_echoes_the_turns_repeats_none_of_them():
+    with FakeOpenAI() as fake:
+        fake.script_chat("echo")  # HTTP 400 repeating the messages as JSON, escapes and all
+        with pytest.raises(ExtractionRefused) as raised:
+            extract(fake, turns=SAID)
+    echoed = json.dumps(fake.chat_requests[0].body["messages"])
+    assert "Quokka" in echoed and "\\u00fc" in echoed  # what the server's error said
+    for said in (raised.value.message, raised.value.detail):
+        assert not [trace for trace in echo_traces(*(t.text for t in SAID), transcript(SAID, UTC)) if trace in said]
+    assert raised.value.message == "the extraction model refused the request: HTTP 400"

@@ -27,7 +27,8 @@ again with that instead. An answer cut at the bound is a parse error that says s
 The HTTP exchange is the one every OpenAI-compatible client of memoryd shares
 (``memoryd.storage.JsonEndpoint``: its own threads, so a slow model never blocks the event
 loop); how many requests a deployment sends at once is the worker's business
-(``memoryd.storage.ModelSlots``).
+(``memoryd.storage.ModelSlots``). Errors say the status and a reason of memoryd's, never the
+server's words (``_chat_errors``).
 """
 
 from __future__ import annotations
@@ -40,13 +41,7 @@ from typing import Any
 
 from memoryd.storage import HttpStatus, JsonEndpoint, Unreachable, http_endpoint
 
-from ._chat_errors import (
-    ExtractionError,
-    ExtractionParseError,
-    ExtractionRefused,
-    ExtractionUnavailable,
-    error_excerpt,
-)
+from ._chat_errors import ExtractionParseError, ExtractionUnavailable, status_error
 
 _log = logging.getLogger("memoryd.server.extraction")
 
@@ -153,7 +148,7 @@ class ChatClient:
                 raw = await self._endpoint.call(functools.partial(self._endpoint.post, body))
             except HttpStatus as answer:
                 if not self._adapt(answer):
-                    raise self._error(answer, user) from None
+                    raise status_error(answer.status, answer.body, self._where, secrets=(self._api_key,)) from None
                 continue
             except Unreachable as exc:
                 raise self._unreachable(exc) from exc
@@ -174,15 +169,6 @@ class ChatClient:
             _log.warning("the chat model at %s takes max_completion_tokens, not max_tokens", self._where)
             return True
         return False
-
-    def _error(self, answer: HttpStatus, transcript: str) -> ExtractionError:
-        excerpt = error_excerpt(answer.body, secrets=(self._api_key,), transcript=transcript)
-        said = f"HTTP {answer.status}" + (f' "{excerpt}"' if excerpt else "")
-        if answer.status in (408, 429) or answer.status >= 500:
-            return ExtractionUnavailable(f"the extraction model at {self._where} answered {said}",
-                                         f"the extraction model was unavailable: {said}")
-        return ExtractionRefused(f"the extraction model at {self._where} refused the request: {said}",
-                                 f"the extraction model refused the request: {said}")
 
     def _unreachable(self, exc: Unreachable) -> ExtractionUnavailable:
         if exc.timed_out:

@@ -2,7 +2,7 @@
 transcript the model reads, and how its answer becomes items.
 
 The request and the HTTP exchange are the chat client's (``_chat``: output modes, lenient
-reading, ``max_tokens``, errors with a safe excerpt of the server's answer).
+reading, ``max_tokens``, errors that quote nothing of the server's answer).
 
 An answer that is not a JSON document with an ``items`` list is an ``ExtractionParseError``:
 the job fails at once and nothing is written. One item that breaks the schema (an unknown
