@@ -26,6 +26,8 @@ Failure modes for ``fail_next`` (each one is used up by one request):
 - ``"echo"``: status 400 whose error message repeats what was sent (the last chat message —
   the turns — or the last input) as JSON: quotes escaped, everything beyond ASCII as
   ``\\uXXXX``, as servers quote a request they could not process.
+- ``"refuse_format"``: status 400 naming ``param: "response_format"``, as OpenAI refuses a
+  schema it cannot take — for this one request, not for those after it.
 - ``"hang"``: answer nothing for ``hang_seconds`` (or until the server stops), then close the
   connection without a response. Use a client timeout shorter than ``hang_seconds``.
 - ``"malformed_json"``: status 200 with a body that is not JSON.
@@ -39,6 +41,11 @@ It also speaks ``POST /v1/chat/completions``, with scripted answers for the extr
     # "malformed_json": a body that is not JSON at all) is that failure; any other string is
     # sent as the message content; Slow(seconds, answer) sends the answer late. With the script used up, the answer is {"items": []}.
     server.chat_requests[-1].body["messages"]
+    server.probes       # memoryd's format probes (``memoryd.server._chat``), apart
+
+A probe (its system message is memoryd's ``PROBE_SYSTEM``) is taken or refused by the
+flavour like any request, but uses up no scripted answer and is not in ``chat_requests``;
+``script_probes("500")`` fails the next probes the same way ``script_chat`` does requests.
 
 ``flavour`` makes the chat endpoint take requests as a real server does (each quirk was seen
 on that server; the scripted answer is used only by a request the flavour accepts):
@@ -76,8 +83,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-Failure = Literal["500", "429", "400", "echo", "hang", "malformed_json", "wrong_dim"]
-FAILURES: tuple[Failure, ...] = ("500", "429", "400", "echo", "hang", "malformed_json", "wrong_dim")
+from memoryd.server._chat import PROBE_SYSTEM
+
+Failure = Literal["500", "429", "400", "echo", "refuse_format", "hang", "malformed_json", "wrong_dim"]
+FAILURES: tuple[Failure, ...] = ("500", "429", "400", "echo", "refuse_format", "hang", "malformed_json", "wrong_dim")
 
 
 def echo_traces(*texts: str) -> set[str]:
@@ -158,6 +167,13 @@ class RecordedRequest:
     body: Any  # the parsed JSON body, or None if it was not JSON
     at: float = 0.0  # time.monotonic() when it arrived
 
+    @property
+    def probe(self) -> bool:
+        """Whether this is one of memoryd's format probes."""
+        messages = self.body.get("messages") if isinstance(self.body, dict) else None
+        first = messages[0] if isinstance(messages, list) and messages else None
+        return isinstance(first, dict) and str(first.get("content", "")).startswith(PROBE_SYSTEM)
+
 
 class FakeOpenAI:
     """A ``ThreadingHTTPServer`` on 127.0.0.1 (a free port), serving while in ``with``."""
@@ -176,6 +192,7 @@ class FakeOpenAI:
         self._failures: deque[Failure] = deque()
         self._requests: list[RecordedRequest] = []
         self._chat_script: deque[Any] = deque()
+        self._probe_script: deque[Any] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -207,9 +224,19 @@ class FakeOpenAI:
         with self._lock:
             self._chat_script.extend(answers)
 
+    def script_probes(self, *answers: Any) -> None:
+        """Queue answers for the next probes, in order (after them, probes are taken)."""
+        with self._lock:
+            self._probe_script.extend(answers)
+
     @property
     def chat_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if r.path == "/v1/chat/completions"]
+        """The chat requests of memoryd's work (not its probes)."""
+        return [r for r in self.requests if r.path == "/v1/chat/completions" and not r.probe]
+
+    @property
+    def probes(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == "/v1/chat/completions" and r.probe]
 
     def recover(self) -> None:
         """Drop the failures still queued: from now on every request is answered."""
@@ -236,7 +263,8 @@ class FakeOpenAI:
                 refused = _refusal(self.flavour, request.body)
                 if refused is not None:
                     return refused
-                return self._chat_script.popleft() if self._chat_script else {"items": []}
+                script = self._probe_script if request.probe else self._chat_script
+                return script.popleft() if script else {"items": []}
             return self._failures.popleft() if self._failures else None
 
 
@@ -286,6 +314,10 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 sent = sent[-1] if isinstance(sent, list) and sent else sent  # the user's turns, or the last input
                 self._send(400, {"error": {"message": f"could not process the request: {json.dumps(sent)}",
                                            "type": "invalid_request_error", "param": None, "code": None}})
+            elif failure == "refuse_format":
+                self._send(400, {"error": {"message": "Invalid schema for response_format 'memory_items'.",
+                                           "type": "invalid_request_error", "param": "response_format",
+                                           "code": None}})
             elif failure == "malformed_json":
                 self._send_raw(200, b'{"data": [{"index": 0, "embedding": [0.1, ')
             elif not isinstance(body, dict) or not isinstance(body.get("input"), list):

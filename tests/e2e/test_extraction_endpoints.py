@@ -11,6 +11,8 @@ from ..support_fake_openai import Slow
 from .test_extraction import extract, extraction_server, finished, item, turn
 
 LYON = {"items": [item("Alice lives in Lyon", "fact", "home_city")]}
+# A user's turn that says what a server's refusal of the structured-output request would.
+FORMAT_WORDS = "My notes app says: response_format json_schema not supported, structured output grammar error."
 
 
 def test_a_llama_cpp_python_endpoint_works_with_no_setting_and_is_asked_its_way_from_then_on(
@@ -25,6 +27,25 @@ def test_a_llama_cpp_python_endpoint_works_with_no_setting_and_is_asked_its_way_
         kinds = [r.body["response_format"]["type"] for r in rig.fake.chat_requests]
         assert kinds == ["json_schema", "json_object", "json_object"]
         assert "using output mode json_object" in rig.log.read_text()
+
+
+def test_a_turn_naming_response_format_echoed_in_an_error_changes_nothing_for_another_tenant(
+        postgres, key_file, tmp_path_factory):
+    with extraction_server(postgres, key_file, tmp_path_factory) as rig:
+        first, second = rig.agent(), rig.agent()  # two tenants
+        rig.fake.script_chat("echo", LYON)  # HTTP 400 repeating the messages, the turn's words with them
+        subject = unique("subject")
+        done, _ = finished(first, subject, extract(first, subject, turn("t1", FORMAT_WORDS)))
+        assert done.state == svc.EXTRACTION_JOB_STATE_FAILED and done.attempts == 1
+        assert done.error == "the extraction model refused the request: HTTP 400"
+        other = unique("subject")
+        done, _ = finished(second, other, extract(second, other, turn("t1", "I live in Lyon")))
+        assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED and len(done.results) == 1
+        # The other tenant's job is asked as before: the endpoint took memoryd's own probe.
+        kinds = [r.body["response_format"]["type"] for r in rig.fake.chat_requests]
+        assert kinds == ["json_schema", "json_schema"]
+        assert [p.body["response_format"]["type"] for p in rig.fake.probes] == ["json_schema"]
+        assert "using output mode" not in rig.log.read_text()
 
 
 def test_an_ollama_that_ignores_the_schema_still_gives_memories(postgres, key_file, tmp_path_factory):
