@@ -23,6 +23,11 @@ Failure modes for ``fail_next`` (each one is used up by one request):
 - ``"500"``, ``"429"``: that status with an OpenAI-style error body.
 - ``"400"``: status 400 whose error message echoes the Authorization header it received,
   as some real servers do with a refused key.
+- ``"echo"``: status 400 whose error message repeats what was sent (the last chat message —
+  the turns — or the last input) as JSON: quotes escaped, everything beyond ASCII as
+  ``\\uXXXX``, as servers quote a request they could not process.
+- ``"refuse_format"``: status 400 naming ``param: "response_format"``, as OpenAI refuses a
+  schema it cannot take — for this one request, not for those after it.
 - ``"hang"``: answer nothing for ``hang_seconds`` (or until the server stops), then close the
   connection without a response. Use a client timeout shorter than ``hang_seconds``.
 - ``"malformed_json"``: status 200 with a body that is not JSON.
@@ -36,6 +41,11 @@ It also speaks ``POST /v1/chat/completions``, with scripted answers for the extr
     # "malformed_json": a body that is not JSON at all) is that failure; any other string is
     # sent as the message content; Slow(seconds, answer) sends the answer late. With the script used up, the answer is {"items": []}.
     server.chat_requests[-1].body["messages"]
+    server.probes       # memoryd's format probes (``memoryd.server._chat``), apart
+
+A probe (its system message is memoryd's ``PROBE_SYSTEM``) is taken or refused by the
+flavour like any request, but uses up no scripted answer and is not in ``chat_requests``;
+``script_probes("500")`` fails the next probes the same way ``script_chat`` does requests.
 
 ``flavour`` makes the chat endpoint take requests as a real server does (each quirk was seen
 on that server; the scripted answer is used only by a request the flavour accepts):
@@ -63,6 +73,7 @@ import base64
 import hashlib
 import json
 import random
+import re
 import struct
 import threading
 import time
@@ -72,8 +83,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-Failure = Literal["500", "429", "400", "hang", "malformed_json", "wrong_dim"]
-FAILURES: tuple[Failure, ...] = ("500", "429", "400", "hang", "malformed_json", "wrong_dim")
+from memoryd.server._chat import PROBE_SYSTEM
+
+Failure = Literal["500", "429", "400", "echo", "refuse_format", "hang", "malformed_json", "wrong_dim"]
+FAILURES: tuple[Failure, ...] = ("500", "429", "400", "echo", "refuse_format", "hang", "malformed_json", "wrong_dim")
+
+
+def echo_traces(*texts: str) -> set[str]:
+    """What an error that echoes ``texts`` may carry of them: each word of 4 letters or more,
+    each 16-character window, as written and JSON-escaped (``\\"``, ``\\uXXXX``). A text
+    memoryd keeps must hold none of them."""
+    traces = {word for text in texts for word in re.findall(r"\w{4,}", text)}
+    for text in texts:
+        for i in range(max(1, len(text) - 15)):
+            window = text[i:i + 16]
+            traces |= {window, json.dumps(window)[1:-1], json.dumps(window, ensure_ascii=False)[1:-1]}
+    return traces
 
 
 def vector_for(text: str, dim: int) -> list[float]:
@@ -142,6 +167,13 @@ class RecordedRequest:
     body: Any  # the parsed JSON body, or None if it was not JSON
     at: float = 0.0  # time.monotonic() when it arrived
 
+    @property
+    def probe(self) -> bool:
+        """Whether this is one of memoryd's format probes."""
+        messages = self.body.get("messages") if isinstance(self.body, dict) else None
+        first = messages[0] if isinstance(messages, list) and messages else None
+        return isinstance(first, dict) and str(first.get("content", "")).startswith(PROBE_SYSTEM)
+
 
 class FakeOpenAI:
     """A ``ThreadingHTTPServer`` on 127.0.0.1 (a free port), serving while in ``with``."""
@@ -160,6 +192,7 @@ class FakeOpenAI:
         self._failures: deque[Failure] = deque()
         self._requests: list[RecordedRequest] = []
         self._chat_script: deque[Any] = deque()
+        self._probe_script: deque[Any] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -191,9 +224,19 @@ class FakeOpenAI:
         with self._lock:
             self._chat_script.extend(answers)
 
+    def script_probes(self, *answers: Any) -> None:
+        """Queue answers for the next probes, in order (after them, probes are taken)."""
+        with self._lock:
+            self._probe_script.extend(answers)
+
     @property
     def chat_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if r.path == "/v1/chat/completions"]
+        """The chat requests of memoryd's work (not its probes)."""
+        return [r for r in self.requests if r.path == "/v1/chat/completions" and not r.probe]
+
+    @property
+    def probes(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == "/v1/chat/completions" and r.probe]
 
     def recover(self) -> None:
         """Drop the failures still queued: from now on every request is answered."""
@@ -220,7 +263,8 @@ class FakeOpenAI:
                 refused = _refusal(self.flavour, request.body)
                 if refused is not None:
                     return refused
-                return self._chat_script.popleft() if self._chat_script else {"items": []}
+                script = self._probe_script if request.probe else self._chat_script
+                return script.popleft() if script else {"items": []}
             return self._failures.popleft() if self._failures else None
 
 
@@ -265,6 +309,15 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 received = headers.get("authorization", "")
                 self._send(400, {"error": {"message": f"Incorrect API key provided: {received}",
                                            "type": "invalid_request_error"}})
+            elif failure == "echo":
+                sent = body.get("messages", body.get("input")) if isinstance(body, dict) else body
+                sent = sent[-1] if isinstance(sent, list) and sent else sent  # the user's turns, or the last input
+                self._send(400, {"error": {"message": f"could not process the request: {json.dumps(sent)}",
+                                           "type": "invalid_request_error", "param": None, "code": None}})
+            elif failure == "refuse_format":
+                self._send(400, {"error": {"message": "Invalid schema for response_format 'memory_items'.",
+                                           "type": "invalid_request_error", "param": "response_format",
+                                           "code": None}})
             elif failure == "malformed_json":
                 self._send_raw(200, b'{"data": [{"index": 0, "embedding": [0.1, ')
             elif not isinstance(body, dict) or not isinstance(body.get("input"), list):

@@ -1,6 +1,7 @@
 """What the chat client makes of a model server's answers, without a server: where models put
-their JSON, and the error excerpt an operator reads (reason kept; secrets, echoed turns and
-numbers dropped). The client against fakes of real servers: tests/server/test_chat.py."""
+their JSON, and what an error says (the status and a reason of memoryd's, from the error's
+structured fields; nothing of its message, which may echo the turns). The client against fakes
+of real servers: tests/server/test_chat.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import pytest
 
 from memoryd.server._chat import json_document
-from memoryd.server._chat_errors import ExtractionParseError, error_excerpt
+from memoryd.server._chat_errors import REASONS, ExtractionParseError, error_fields, reason, status_error
 
 
 @pytest.mark.parametrize(("content", "expected"), [
@@ -29,37 +30,44 @@ def test_content_without_json_is_a_parse_failure(content):
         json_document(content)
 
 
-def test_an_error_excerpt_keeps_the_reason_and_drops_secrets_echoes_and_numbers():
-    transcript = "[t1] (2026-11-30 09:00 Mon) user: I moved to Lyon last year, my passport is E12345678."
-    body = json.dumps({"error": {"message": (
-        "Invalid request from key sk-abcdef1234567890 (api_key=hunter22): cannot process 'I moved to Lyon last "
-        "year, my passport is E12345678.' — call 13812345678 or write to ops@example.com\x00"),
-        "type": "invalid_request_error"}}).encode()
-    excerpt = error_excerpt(body, secrets=("hunter22",), transcript=transcript)
-    assert excerpt.startswith("Invalid request from key [redacted] (api_key=[redacted]): cannot process '…")
-    for leaked in ("sk-abcdef", "hunter22", "Lyon", "E12345678", "13812345678", "ops@example.com", "\x00"):
-        assert leaked not in excerpt
-    assert "[phone number]" in excerpt or "[email address]" in excerpt
+@pytest.mark.parametrize(("status", "body", "message"), [
+    (400, {"error": {"message": "This model's maximum context length is 4096 tokens: 'I moved to Lyon'",
+                     "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}},
+     "the extraction model refused the request: HTTP 400 (the request is longer than the model's context)"),
+    (400, {"error": {"code": 400, "message": "the request exceeds the available context size: I moved to Lyon",
+                     "type": "exceed_context_size_error"}},
+     "the extraction model refused the request: HTTP 400 (the request is longer than the model's context)"),
+    (400, {"error": {"message": "Unsupported parameter: 'max_tokens'. I moved to Lyon", "type":
+                     "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}},
+     "the extraction model refused the request: HTTP 400 (the server does not take max_tokens)"),
+    (400, {"object": "error", "message": "I moved to Lyon: maximum context length", "type": "BadRequestError",
+           "param": None, "code": 400},
+     "the extraction model refused the request: HTTP 400"),
+    (401, {"error": {"message": "Incorrect API key provided: sk-abcdef1234567890", "type": "invalid_request_error",
+                     "code": "invalid_api_key"}},
+     "the extraction model refused the request: HTTP 401 (authentication failed)"),
+    (429, {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
+     "the extraction model was unavailable: HTTP 429 (rate limited)"),
+    (500, {"error": {"code": 500, "message": 'response_format type must be one of "text" or "json_object"',
+                     "type": "server_error"}},
+     "the extraction model was unavailable: HTTP 500 (server error)"),
+    (422, {"detail": [{"loc": ["body", "response_format"], "msg": "I moved to Lyon"}]},
+     "the extraction model refused the request: HTTP 422"),
+], ids=["openai-context", "llama-server-context", "openai-max-tokens", "vllm", "bad-key", "rate-limit",
+        "llama-server-format", "fastapi"])
+def test_an_error_says_the_status_and_a_reason_of_memoryds_from_the_servers_fields_never_its_words(
+        status, body, message):
+    error = status_error(status, json.dumps(body).encode(), "model.example:8000", secrets=("sk-abcdef1234567890",))
+    assert error.message == message
+    assert reason(status, error_fields(json.dumps(body).encode())) in (*REASONS, "")
+    for said in (error.message, error.detail):
+        assert "Lyon" not in said and "sk-abcdef" not in said and "maximum context" not in said
 
 
-@pytest.mark.parametrize(("body", "expected"), [
-    (b'{"detail": "Not Found"}', "Not Found"),
-    (b'{"object": "error", "message": "bad schema", "code": 400}', "bad schema"),
-    (b'{"error": "model not loaded"}', "model not loaded"),
-    (b"<html>502 Bad Gateway</html>", "<html>502 Bad Gateway</html>"),
-    (b"", ""),
-], ids=["fastapi", "vllm", "plain-error", "not-json", "empty"])
-def test_an_error_excerpt_reads_each_servers_error_shape(body, expected):
-    assert error_excerpt(body) == expected
-
-
-def test_an_error_excerpt_is_short():
-    excerpt = error_excerpt(json.dumps({"error": {"message": "x" * 5000}}).encode())
-    assert len(excerpt) == 240 and excerpt.endswith("…")
-
-
-def test_echoed_chinese_turn_text_is_cut_out():
-    transcript = "[t1] (2026-11-30 09:00 Mon) user: 我下周三要去北京出差，住在朝阳区"
-    excerpt = error_excerpt(b'{"error": {"message": "cannot parse: \\u6211\\u4e0b\\u5468\\u4e09\\u8981\\u53bb'
-                            b'\\u5317\\u4eac\\u51fa\\u5dee"}}', transcript=transcript)
-    assert excerpt == "cannot parse: …"
+def test_only_short_identifiers_of_an_error_reach_the_log():
+    body = json.dumps({"error": {"type": "invalid_request_error", "param": "I moved to Lyon last year",
+                                 "code": "sk-abcdef1234567890", "message": "I moved to Lyon"}}).encode()
+    assert error_fields(body, secrets=("sk-abcdef1234567890",)) == {"type": "invalid_request_error"}
+    assert error_fields(b"<html>502 Bad Gateway</html>") == {} and error_fields(b"") == {}
+    assert error_fields(b'{"error": "model not loaded"}') == {}
+    assert error_fields(json.dumps({"error": {"type": "x" * 49}}).encode()) == {}

@@ -23,7 +23,7 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import Agent, ServerProcess, agent_with_view, fails, full_view, rule, server_env, unique, wait_until
-from ..support_fake_openai import FakeOpenAI, Slow
+from ..support_fake_openai import FakeOpenAI, Slow, echo_traces
 
 T0 = 1_714_550_400  # 2024-05-01 08:00 UTC
 STATE = svc.ExtractionJobState
@@ -407,6 +407,32 @@ def test_erase_by_source_turn_removes_what_that_turn_produced(rig):
     receipt = agent.erase(subject, source_turn_id="t2").receipt
     assert receipt.counts.memories == 2 and receipt.verified
     assert [m.key for m in agent.list_all(subject)] == ["home_city"]
+
+
+# Quotes and letters beyond ASCII: an error that echoes these as JSON splits them with \" and
+# \uXXXX, where no filter of echoes finds them.
+ECHOED = ('My sister wrote "Quokka-Zürich-42 is our passphrase" on a postcard.',
+          "Bartholomew says 我们下周三去杭州看外婆, ümlaut-okay.")
+
+
+def test_an_error_that_echoes_the_turns_keeps_none_of_them_anywhere_past_an_erase_by_source_turn(rig):
+    agent = rig.agent()
+    subject = unique("subject")
+    rig.fake.script_chat("echo")  # HTTP 400 whose message repeats the messages as JSON
+    job_id = extract(agent, subject, turn("t1", ECHOED[0]), turn("t2", ECHOED[1], minutes=1))
+    done, _ = finished(agent, subject, job_id)
+    assert done.state == svc.EXTRACTION_JOB_STATE_FAILED and done.attempts == 1
+    read = rig.fake.chat_requests[-1].body["messages"][1]["content"]  # the turns as the model read them
+    assert agent.erase(subject, source_turn_id="t1").receipt.counts.memories == 0
+    # What is left of the job: no turns, and nothing of them in its row, its answer, the
+    # audit events of its subject or the server's log.
+    [(sealed, *row)] = rig.sql("SELECT turns_ct, error, results::text, dropped::text FROM extraction_jobs "
+                               "WHERE id = %s", job_id)
+    audited = [details for (details,) in rig.sql("SELECT details::text FROM audit_log WHERE subject = %s", subject)]
+    kept = [*row, job(agent, subject, job_id).error, *audited, rig.log.read_text(errors="replace")]
+    assert sealed is None and any('"error"' in details for details in audited)
+    assert not [trace for trace in echo_traces(*ECHOED, read) if any(trace in text for text in kept)]
+    assert done.error == "the extraction model refused the request: HTTP 400"
 
 
 def test_a_number_is_traced_to_the_turn_that_said_it_whatever_turn_the_model_names(rig):

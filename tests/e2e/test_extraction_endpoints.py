@@ -11,6 +11,8 @@ from ..support_fake_openai import Slow
 from .test_extraction import extract, extraction_server, finished, item, turn
 
 LYON = {"items": [item("Alice lives in Lyon", "fact", "home_city")]}
+# A user's turn that says what a server's refusal of the structured-output request would.
+FORMAT_WORDS = "My notes app says: response_format json_schema not supported, structured output grammar error."
 
 
 def test_a_llama_cpp_python_endpoint_works_with_no_setting_and_is_asked_its_way_from_then_on(
@@ -27,6 +29,25 @@ def test_a_llama_cpp_python_endpoint_works_with_no_setting_and_is_asked_its_way_
         assert "using output mode json_object" in rig.log.read_text()
 
 
+def test_a_turn_naming_response_format_echoed_in_an_error_changes_nothing_for_another_tenant(
+        postgres, key_file, tmp_path_factory):
+    with extraction_server(postgres, key_file, tmp_path_factory) as rig:
+        first, second = rig.agent(), rig.agent()  # two tenants
+        rig.fake.script_chat("echo", LYON)  # HTTP 400 repeating the messages, the turn's words with them
+        subject = unique("subject")
+        done, _ = finished(first, subject, extract(first, subject, turn("t1", FORMAT_WORDS)))
+        assert done.state == svc.EXTRACTION_JOB_STATE_FAILED and done.attempts == 1
+        assert done.error == "the extraction model refused the request: HTTP 400"
+        other = unique("subject")
+        done, _ = finished(second, other, extract(second, other, turn("t1", "I live in Lyon")))
+        assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED and len(done.results) == 1
+        # The other tenant's job is asked as before: the endpoint took memoryd's own probe.
+        kinds = [r.body["response_format"]["type"] for r in rig.fake.chat_requests]
+        assert kinds == ["json_schema", "json_schema"]
+        assert [p.body["response_format"]["type"] for p in rig.fake.probes] == ["json_schema"]
+        assert "using output mode" not in rig.log.read_text()
+
+
 def test_an_ollama_that_ignores_the_schema_still_gives_memories(postgres, key_file, tmp_path_factory):
     with extraction_server(postgres, key_file, tmp_path_factory, flavour="ollama-0.4") as rig:
         agent = rig.agent()
@@ -37,16 +58,17 @@ def test_an_ollama_that_ignores_the_schema_still_gives_memories(postgres, key_fi
         assert [m.key for m in agent.list_all(subject)] == ["home_city"]
 
 
-def test_a_refused_request_fails_at_once_and_says_why_in_the_job_and_the_log(postgres, key_file, tmp_path_factory):
+def test_a_refused_request_fails_at_once_and_says_its_status_in_the_job_and_the_log(
+        postgres, key_file, tmp_path_factory):
     with extraction_server(postgres, key_file, tmp_path_factory, flavour="vllm",
                            MEMORYD_EXTRACTION_MAX_TOKENS="8192") as rig:
         agent = rig.agent()
         subject = unique("subject")
         done, _ = finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon")))
         assert done.state == svc.EXTRACTION_JOB_STATE_FAILED and done.attempts == 1
-        assert done.error.startswith('the extraction model refused the request: HTTP 400 "This model\'s maximum '
-                                     "context length is 4096 tokens.")
-        assert "maximum context length is 4096 tokens" in rig.log.read_text()
+        assert done.error == "the extraction model refused the request: HTTP 400"
+        # The log names the error's own type, never its words (vLLM's would repeat the prompt's size).
+        assert "HTTP 400; the server's error has type=BadRequestError code=400" in rig.log.read_text()
         assert agent.list_all(subject) == [] and len(rig.fake.chat_requests) == 1
 
 

@@ -11,23 +11,48 @@ Servers differ in how they take that request, so the client has an **output mode
   the system prompt — llama-cpp-python and older llama-server (which constrain decoding to
   the schema given this way), and any server with a plain JSON mode;
 - ``prompt``: no ``response_format`` at all, the schema in the system prompt;
-- ``auto`` (the default): ``json_schema`` first; when the server answers an error that names
-  the structured-output request (llama-server's HTTP 500 "response_format type must be one of
-  text or json_object", a 400 or 422 about ``json_schema``), the next mode, at once, and this
-  client keeps the mode that worked.
+- ``auto`` (the default): ``json_schema`` first, then the next mode when the endpoint shows
+  that it does not take the one in use (below).
+
+``max_tokens`` bounds the answer (``extraction_max_tokens``); an endpoint that only takes
+``max_completion_tokens`` (OpenAI's reasoning models) is asked with that instead. An answer
+cut at the bound is a parse error that says so.
+
+**How the client learns what an endpoint takes.** Never from the words of an error: a
+server's error message may repeat the request, and so the user's turns — a turn that says
+"response_format json_schema not supported" must not change how every later request, of any
+tenant, is sent. Only from how the endpoint answers requests of memoryd's own. When a request
+is answered with a status that may mean "not this format" (400, 404, 415, 422, 500, 501) and
+there is another way to ask (another mode under ``auto``; ``max_completion_tokens`` after a
+400), the client sends **probes**: the same request shape (mode, token bound, the caller's
+schema) with content of memoryd's own (``Probe``: a fixed transcript, a schema naming no turn
+of the job), bound to 16 tokens (if a bound is sent at all):
+
+1. the shape that failed. Taken: the endpoint takes that shape, the failure was this
+   request's own (its length, its content) — it is reported, nothing changes;
+2. refused: each other shape in turn, the token bound first, then the next modes. The first
+   one taken is probed against the failed shape once more — refused again, the endpoint
+   really does not take it: the client uses the new shape from then on, for every request,
+   and this request is sent again in it. Taken this time, the first refusal was passing
+   (an overloaded server answers 500 too), and nothing changes;
+3. any other answer to a probe (429, 503, a timeout) or no shape taken: nothing is learnt
+   and the request's own error is reported.
+
+So a shape changes only forward (``json_schema`` → ``json_object`` → ``prompt``;
+``max_tokens`` → ``max_completion_tokens``), only on the endpoint's answers to requests that
+hold nothing of any tenant, and never to one the endpoint refused. What a client learns is
+about its endpoint, the URL and model it was made for: each client keeps its own, and a
+deployment has one extraction endpoint, shared by all tenants.
 
 Whatever the mode, the answer is read leniently: a ``<think>`` block is skipped, and JSON in
 a Markdown fence or between prose is found (Ollama before 0.5 ignores ``response_format``).
 The items themselves are then checked one by one by the caller.
 
-``max_tokens`` bounds the answer (``extraction_max_tokens``); an endpoint that only takes
-``max_completion_tokens`` (OpenAI's reasoning models answer HTTP 400 naming it) is asked
-again with that instead. An answer cut at the bound is a parse error that says so.
-
 The HTTP exchange is the one every OpenAI-compatible client of memoryd shares
 (``memoryd.storage.JsonEndpoint``: its own threads, so a slow model never blocks the event
 loop); how many requests a deployment sends at once is the worker's business
-(``memoryd.storage.ModelSlots``).
+(``memoryd.storage.ModelSlots``). Errors say the status and a reason of memoryd's, never the
+server's words (``_chat_errors``).
 """
 
 from __future__ import annotations
@@ -36,26 +61,23 @@ import functools
 import json
 import logging
 import re
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memoryd.storage import HttpStatus, JsonEndpoint, Unreachable, http_endpoint
 
-from ._chat_errors import (
-    ExtractionError,
-    ExtractionParseError,
-    ExtractionRefused,
-    ExtractionUnavailable,
-    error_excerpt,
-)
+from ._chat_errors import ExtractionParseError, ExtractionUnavailable, status_error
 
 _log = logging.getLogger("memoryd.server.extraction")
 
 OUTPUT_MODES = ("auto", "json_schema", "json_object", "prompt")
-_FALLBACK = {"json_schema": "json_object", "json_object": "prompt"}
-# An error about the structured-output request itself: worth the next mode under "auto".
+_MODES = ("json_schema", "json_object", "prompt")  # the order "auto" moves in
+_TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")
+# A status that may mean "not this format": worth probing for another shape.
 _FORMAT_STATUSES = (400, 404, 415, 422, 500, 501)
-_FORMAT_WORDS = re.compile(r"response_format|json_schema|json schema|structured output|guided_json|grammar",
-                           re.IGNORECASE)
+PROBE_SYSTEM = ("This request only checks that the server takes its format. Answer with the smallest JSON "
+                "document the schema allows.")
+PROBE_TOKENS = 16
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -100,6 +122,24 @@ def answer_document(raw: bytes, max_tokens: int = 0) -> Any:
         raise
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How a request is put to an endpoint: the output mode, and the name the answer's token
+    bound is sent under."""
+
+    mode: str
+    tokens_field: str = "max_tokens"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a probe sends instead of a job's content: a transcript of memoryd's own, and the
+    caller's schema as it would be for that transcript (naming no turn of any job)."""
+
+    user: str
+    schema: dict[str, Any]
+
+
 class ChatClient:
     """Asks an OpenAI-compatible chat model for JSON documents."""
 
@@ -114,21 +154,29 @@ class ChatClient:
         self.model = model.strip()
         self._api_key = api_key
         self._output = output
-        self.mode = "json_schema" if output == "auto" else output  # the mode in use now
         self.max_tokens = max_tokens
-        self._tokens_field = "max_tokens"
+        # What this endpoint (its URL and this model) takes, as learnt from its answers.
+        self.shape = Shape("json_schema" if output == "auto" else output)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(url={self._endpoint.url!r}, model={self.model!r}, mode={self.mode!r})"
+        return f"{type(self).__name__}(url={self._endpoint.url!r}, model={self.model!r}, shape={self.shape!r})"
 
     @property
     def endpoint(self) -> str:
         """The URL requests go to: what a deployment's concurrency limit is counted per."""
         return self._endpoint.url
 
-    def body(self, system: str, user: str, schema_name: str, schema: dict[str, Any]) -> dict[str, Any]:
-        """The request for one JSON document under ``schema``, in the mode in use now."""
-        if self.mode != "json_schema":
+    @property
+    def mode(self) -> str:
+        """The output mode in use now."""
+        return self.shape.mode
+
+    def body(self, system: str, user: str, schema_name: str, schema: dict[str, Any], shape: Shape | None = None, *,
+             max_tokens: int | None = None) -> dict[str, Any]:
+        """The request for one JSON document under ``schema``, in ``shape`` (the one in use now)."""
+        shape = shape or self.shape
+        bound = self.max_tokens if max_tokens is None else max_tokens
+        if shape.mode != "json_schema":
             system += ("\n\nAnswer with one JSON object, and nothing else, that follows this JSON schema:\n"
                        + json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
         body: dict[str, Any] = {
@@ -136,53 +184,95 @@ class ChatClient:
             "temperature": 0,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         }
-        if self.max_tokens:
-            body[self._tokens_field] = self.max_tokens
-        if self.mode == "json_schema":
+        if bound:
+            body[shape.tokens_field] = bound
+        if shape.mode == "json_schema":
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": schema_name, "strict": True, "schema": schema}}
-        elif self.mode == "json_object":
+        elif shape.mode == "json_object":
             body["response_format"] = {"type": "json_object", "schema": schema}
         return body
 
-    async def ask(self, system: str, user: str, schema_name: str, schema: dict[str, Any]) -> Any:
-        """The JSON document the model answers ``user`` with, under ``schema``."""
+    async def ask(self, system: str, user: str, schema_name: str, schema: dict[str, Any], *, probe: Probe) -> Any:
+        """The JSON document the model answers ``user`` with, under ``schema``; ``probe``: what
+        to send instead of ``user`` and ``schema`` to learn what the endpoint takes."""
+        shape = self.shape
         while True:
-            body = self.body(system, user, schema_name, schema)
             try:
-                raw = await self._endpoint.call(functools.partial(self._endpoint.post, body))
+                raw = await self._post(self.body(system, user, schema_name, schema, shape))
             except HttpStatus as answer:
-                if not self._adapt(answer):
-                    raise self._error(answer, user) from None
+                better = await self._better_shape(shape, answer.status, schema_name, probe)
+                if better is None:
+                    raise status_error(answer.status, answer.body, self._where, secrets=(self._api_key,)) from None
+                shape = better  # later than ``shape``: this ends
                 continue
             except Unreachable as exc:
                 raise self._unreachable(exc) from exc
             return answer_document(raw, self.max_tokens)
 
-    def _adapt(self, answer: HttpStatus) -> bool:
-        """Change the request to what this endpoint takes, if ``answer`` says how; True if
-        it was changed (each change is made at most once, so this ends)."""
-        text = answer.body.decode("utf-8", "replace")
-        if (self._output == "auto" and self.mode in _FALLBACK and answer.status in _FORMAT_STATUSES
-                and _FORMAT_WORDS.search(text)):
-            self.mode = _FALLBACK[self.mode]
-            _log.warning("the chat model at %s does not take this structured-output request (HTTP %d); "
-                         "using output mode %s", self._where, answer.status, self.mode)
-            return True
-        if answer.status == 400 and "max_completion_tokens" in text and self._tokens_field == "max_tokens":
-            self._tokens_field = "max_completion_tokens"
-            _log.warning("the chat model at %s takes max_completion_tokens, not max_tokens", self._where)
-            return True
-        return False
+    async def _post(self, body: dict[str, Any]) -> bytes:
+        return await self._endpoint.call(functools.partial(self._endpoint.post, body))
 
-    def _error(self, answer: HttpStatus, transcript: str) -> ExtractionError:
-        excerpt = error_excerpt(answer.body, secrets=(self._api_key,), transcript=transcript)
-        said = f"HTTP {answer.status}" + (f' "{excerpt}"' if excerpt else "")
-        if answer.status in (408, 429) or answer.status >= 500:
-            return ExtractionUnavailable(f"the extraction model at {self._where} answered {said}",
-                                         f"the extraction model was unavailable: {said}")
-        return ExtractionRefused(f"the extraction model at {self._where} refused the request: {said}",
-                                 f"the extraction model refused the request: {said}")
+    def _later(self, shape: Shape, status: int) -> list[Shape]:
+        """The shapes to try after ``shape`` was answered ``status``, in order: the other token
+        bound (OpenAI answers 400), then the next modes (under "auto" only)."""
+        later = []
+        if status == 400 and self.max_tokens and shape.tokens_field == _TOKEN_FIELDS[0]:
+            later.append(replace(shape, tokens_field=_TOKEN_FIELDS[1]))
+        if self._output == "auto":
+            later += [replace(shape, mode=mode) for mode in _MODES[_MODES.index(shape.mode) + 1:]]
+        return later
+
+    async def _better_shape(self, shape: Shape, status: int, schema_name: str, probe: Probe) -> Shape | None:
+        """The shape to send again in after ``shape`` was answered ``status``, learnt from the
+        endpoint's answers to probes (see the module's doc); None: report the error."""
+        if status not in _FORMAT_STATUSES:
+            return None
+        if self.shape != shape:  # another request learnt meanwhile
+            return self._ahead_of(shape)
+        later = self._later(shape, status)
+        if not later or await self._takes(shape, schema_name, probe) is not False:
+            return None
+        for candidate in later:
+            taken = await self._takes(candidate, schema_name, probe)
+            if taken is None:
+                return None
+            if taken:
+                if await self._takes(shape, schema_name, probe) is not False:
+                    return None  # the first refusal was passing
+                self._learn(shape, candidate, status)
+                return self._ahead_of(shape)
+        return None
+
+    def _ahead_of(self, shape: Shape) -> Shape | None:
+        """The shape in use now if it is later than ``shape`` (shapes only move forward)."""
+        now = self.shape
+        forward = (_MODES.index(now.mode) >= _MODES.index(shape.mode)
+                   and _TOKEN_FIELDS.index(now.tokens_field) >= _TOKEN_FIELDS.index(shape.tokens_field))
+        return now if forward and now != shape else None
+
+    async def _takes(self, shape: Shape, schema_name: str, probe: Probe) -> bool | None:
+        """Whether the endpoint takes a probe in ``shape``: True, False (a status that may mean
+        "not this format"), or None (it could not tell: another status, no answer)."""
+        body = self.body(PROBE_SYSTEM, probe.user, schema_name, probe.schema, shape,
+                         max_tokens=min(self.max_tokens, PROBE_TOKENS))
+        try:
+            await self._post(body)
+        except HttpStatus as answer:
+            return False if answer.status in _FORMAT_STATUSES else None
+        except Unreachable:
+            return None
+        return True
+
+    def _learn(self, was: Shape, shape: Shape, status: int) -> None:
+        if self.shape != was:
+            return
+        self.shape = shape
+        if shape.mode != was.mode:
+            _log.warning("the chat model at %s does not take output mode %s (HTTP %d); using output mode %s",
+                         self._where, was.mode, status, shape.mode)
+        if shape.tokens_field != was.tokens_field:
+            _log.warning("the chat model at %s takes %s, not %s", self._where, shape.tokens_field, was.tokens_field)
 
     def _unreachable(self, exc: Unreachable) -> ExtractionUnavailable:
         if exc.timed_out:

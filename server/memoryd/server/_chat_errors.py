@@ -1,5 +1,5 @@
-"""What can go wrong when memoryd asks its chat model (extraction, consolidation), and what an
-error from the model's server may repeat.
+"""What can go wrong when memoryd asks its chat model (extraction, consolidation), and what of
+a model server's error memoryd repeats: none of its words.
 
 The worker treats each error differently:
 
@@ -7,43 +7,56 @@ The worker treats each error differently:
 - ``ExtractionRefused``: another HTTP 4xx — the request itself is wrong, retrying cannot help;
 - ``ExtractionParseError``: an answer that is not JSON or not what was asked.
 
-Each has a ``message``, which a job's ``error`` (and so its agent) sees, and a ``detail`` for
-the server's log. When the server answered with an error, both quote an excerpt of its body
-(``error_excerpt``): that is what tells an operator why ("response_format type must be one
-of text or json_object", "maximum context length is 4096 tokens"). The excerpt is made safe
-first, because a job's error is kept in the clear while its turns are sealed with the
-subject's key — it must not outlive an erasure with the user's words in it:
+Each has a ``message``, which a job's ``error`` (so its agent, and the audit event of a
+failed job) keeps, and a ``detail`` for the server's log. Neither quotes what the model's
+server wrote in its error. A server's error text may repeat the request — the user's turns —
+as they were sent, JSON-escaped (``\\"`` splits every quotation), ``\\u``-escaped, cut,
+re-tokenised or translated, and no filter recognises every such form. A job's error is kept
+in the clear in a row that outlives the job's turns (sealed, then deleted) and an Erase by
+source turn, and the log leaves memoryd altogether. So both say only what memoryd chose:
 
-- the API key, bearer tokens, ``sk-…`` keys and ``key=value`` secrets are replaced;
-- any stretch the server echoed from the request's turns is cut out (16 characters, or 6
-  Chinese or Japanese ones, found word for word in the transcript);
-- identity and financial numbers are redacted (``_pii``), control characters dropped;
-- it is cut to ``EXCERPT_CHARS``.
+- the HTTP status;
+- a ``reason`` from the closed list ``REASONS``, derived from the status and the error's
+  structured fields — ``type``, ``code`` and ``param``, which OpenAI, vLLM and llama.cpp's
+  server set from their own code (``context_length_exceeded``, ``param: "max_tokens"``) —
+  never from its message;
+- in the ``detail`` only, those structured fields themselves, each where it is a short
+  identifier or a number, and is not the API key.
+
+The full error is in the model server's own log, next to the request it answers.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from ._pii import screened
+# The closed list of reasons a job's error may give (besides the HTTP status).
+CONTEXT_EXCEEDED = "the request is longer than the model's context"
+AUTHENTICATION = "authentication failed"
+FORBIDDEN = "permission denied"
+NOT_FOUND = "no such model or path"
+TOO_LARGE = "the request is too large"
+RATE_LIMITED = "rate limited"
+SERVER_TIMEOUT = "the server timed out"
+RESPONSE_FORMAT = "the server does not take this response_format"
+TOKEN_BOUND = "the server does not take max_tokens"
+SERVER_ERROR = "server error"
+REASONS = (CONTEXT_EXCEEDED, AUTHENTICATION, FORBIDDEN, NOT_FOUND, TOO_LARGE, RATE_LIMITED, SERVER_TIMEOUT,
+           RESPONSE_FORMAT, TOKEN_BOUND, SERVER_ERROR)
 
-EXCERPT_CHARS = 240
-_ECHO_LATIN, _ECHO_WIDE = 16, 6  # the shortest echoed stretch cut out
-_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]+")
-_SECRETS = [
-    re.compile(r"(?i)\bbearer\s+[^\s\"',;]+"),
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"),
-    re.compile(r"(?i)\b(api[_-]?key|authorization|access[_-]?token|token|password|secret)"
-               r"(\W{0,3}[:=][\s\"']{0,2})[^\s\"',;}&)\]]+"),
-]
+_FIELDS = ("type", "code", "param")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,47}")
+_KEY_LIKE = re.compile(r"(?i)^(sk|pk|rk)-|bearer")
+_CONTEXT_CODES = {"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded"}
+_BY_STATUS = {401: AUTHENTICATION, 403: FORBIDDEN, 404: NOT_FOUND, 408: SERVER_TIMEOUT, 413: TOO_LARGE,
+              429: RATE_LIMITED}
 
 
 class ExtractionError(Exception):
     """``message``: what happened, safe to store on a job and show its agent; ``detail``: the
-    specifics, for the server's log only."""
+    specifics, for the server's log only. Neither holds text of the model's server."""
 
     public = "the extraction model failed"
 
@@ -76,64 +89,55 @@ class ExtractionParseError(ExtractionError):
     public = "the extraction model's answer could not be parsed"
 
 
-def _said(body: bytes) -> str:
-    """The error message of an error body: OpenAI's ``error.message``, vLLM's ``message``,
-    FastAPI's ``detail``, or the body's text."""
-    text = body.decode("utf-8", "replace")
+def error_fields(body: bytes, *, secrets: Sequence[str] = ()) -> dict[str, str]:
+    """The structured fields of a server's error body (``type``, ``code``, ``param`` of
+    OpenAI's ``error`` object, or of the body itself as vLLM sends it), those that are short
+    identifiers or numbers and not a secret; never its ``message``."""
     try:
-        document = json.loads(text)
+        document = json.loads(body[:16 * 1024])
     except ValueError:
-        return text
-    if isinstance(document, dict):
-        error = document.get("error")
-        if isinstance(error, dict) and isinstance(message := error.get("message"), str):
-            return message
-        for name in ("error", "message", "detail"):
-            value = document.get(name)
-            if isinstance(value, str):
-                return value
-            if value is not None:
-                return json.dumps(value, ensure_ascii=False)
-    return text
+        return {}
+    if not isinstance(document, dict):
+        return {}
+    error = document.get("error")
+    where = error if isinstance(error, dict) else document
+    fields: dict[str, str] = {}
+    for name in _FIELDS:
+        value = where.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            fields[name] = str(value)
+        elif (isinstance(value, str) and _IDENTIFIER.fullmatch(value) and not _KEY_LIKE.search(value)
+              and not any(len(s) >= 4 and (s in value or value in s) for s in secrets)):
+            fields[name] = value
+    return fields
 
 
-def _echoes_cut(text: str, transcript: str) -> str:
-    """``text`` without the stretches it repeats word for word from ``transcript``."""
-    hay = " ".join(transcript.split()).lower()
-    low = text.lower()
-    if not hay:
-        return text
-    keep = [True] * len(text)
-    i = 0
-    while i < len(text):
-        shortest = _ECHO_WIDE if _WIDE.match(text, i) else _ECHO_LATIN
-        end = i + shortest
-        if end <= len(text) and low[i:end] in hay:
-            while end < len(text) and low[i:end + 1] in hay:
-                end += 1
-            keep[i:end] = [False] * (end - i)
-            i = end
-        else:
-            i += 1
-    out, cutting = [], False
-    for char, kept in zip(text, keep):
-        if kept:
-            out.append(char)
-            cutting = False
-        elif not cutting:
-            out.append("…")
-            cutting = True
-    return "".join(out)
+def reason(status: int, fields: Mapping[str, str]) -> str:
+    """The reason of ``REASONS`` an error with ``status`` and structured ``fields`` gives, or
+    '' if none fits."""
+    said = {value.lower() for value in fields.values()}
+    param = fields.get("param", "").lower()
+    if said & _CONTEXT_CODES:
+        return CONTEXT_EXCEEDED
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    if param.startswith("response_format"):
+        return RESPONSE_FORMAT
+    if param in ("max_tokens", "max_completion_tokens"):
+        return TOKEN_BOUND
+    return SERVER_ERROR if status >= 500 else ""
 
 
-def error_excerpt(body: bytes, *, secrets: Sequence[str] = (), transcript: str = "") -> str:
-    """A short, safe excerpt of an error body from the model's server (see the module's doc)."""
-    text = " ".join(_CONTROL.sub(" ", _said(body[:16 * 1024])).split())[:EXCERPT_CHARS * 4]
-    text = _SECRETS[0].sub("Bearer [redacted]", text)
-    text = _SECRETS[1].sub("[redacted]", text)
-    text = _SECRETS[2].sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
-    for secret in secrets:
-        if len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
-    text = screened(_echoes_cut(text, transcript), "redact") or ""
-    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1].rstrip() + "…"
+def status_error(status: int, body: bytes, where: str, *, secrets: Sequence[str] = ()) -> ExtractionError:
+    """The error of an HTTP ``status`` answer: unavailable (408, 429, 5xx) or refused; its
+    message the status and a reason of memoryd's, its detail those and the error's fields."""
+    fields = error_fields(body, secrets=secrets)
+    why = reason(status, fields)
+    said = f"HTTP {status}" + (f" ({why})" if why else "")
+    shown = " ".join(f"{name}={value}" for name, value in fields.items())
+    logged = said + (f"; the server's error has {shown}" if shown else "")
+    if status in (408, 429) or status >= 500:
+        return ExtractionUnavailable(f"the extraction model at {where} answered {logged}",
+                                     f"the extraction model was unavailable: {said}")
+    return ExtractionRefused(f"the extraction model at {where} refused the request: {logged}",
+                             f"the extraction model refused the request: {said}")

@@ -14,13 +14,13 @@ extraction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.domain import Category
 
 from ._extraction_filters import ExtractedItem
-from ._chat import ChatClient
+from ._chat import ChatClient, Probe
 from ._chat_errors import ExtractionParseError
 from ._extraction_llm import system_prompt, unit_number
 
@@ -86,10 +86,14 @@ def parse_profile(document: Any) -> ExtractedItem | None:
                          confidence=unit_number(document.get("confidence"), "confidence"))
 
 
+# A request shaped as every consolidation request is, holding nothing of any subject.
+PROBE = Probe(fragment_lines([(datetime(2026, 1, 1, tzinfo=UTC), "Had tea.")], UTC), PROFILE_SCHEMA)
+
+
 class ChatConsolidator(ChatClient):
     """Asks the extraction model for one profile memory per group of fragments."""
 
     async def consolidate(self, fragments: Sequence[tuple[datetime, str]], now: datetime,
                           zone: Any) -> ExtractedItem | None:
         return parse_profile(await self.ask(system_prompt(SYSTEM_PROMPT, now, zone), fragment_lines(fragments, zone),
-                                            "profile_memory", PROFILE_SCHEMA))
+                                            "profile_memory", PROFILE_SCHEMA, probe=PROBE))

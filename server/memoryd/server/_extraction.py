@@ -25,8 +25,9 @@ Non-interference: the job acts with the queuing agent's view, so what that agent
 read changes nothing it can see — neither the memories it can read nor GetExtractionJob's
 answer. Hence the zone and the dedup above; a job's ``results`` answer each item as a Write by
 that agent would (``memoryd.server.guard``: an item it may not read gets the blind answer,
-the same whatever is stored), and its ``error`` says what happened in generic words
-(details go to the log).
+the same whatever is stored), and its ``error`` says what happened in generic words (details
+go to the log) — of the model server's error, its status and a reason of memoryd's, never
+its words, which may repeat the turns (``_chat_errors``).
 
 Whichever way a job ends, its turns are deleted.
 """

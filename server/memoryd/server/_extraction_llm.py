@@ -2,7 +2,8 @@
 transcript the model reads, and how its answer becomes items.
 
 The request and the HTTP exchange are the chat client's (``_chat``: output modes, lenient
-reading, ``max_tokens``, errors with a safe excerpt of the server's answer).
+reading, ``max_tokens``, what an endpoint takes learnt from probes of memoryd's own: ``PROBE``,
+one turn nobody said; errors that quote nothing of the server's answer).
 
 An answer that is not a JSON document with an ``items`` list is an ``ExtractionParseError``:
 the job fails at once and nothing is written. One item that breaks the schema (an unknown
@@ -20,12 +21,12 @@ import logging
 import math
 import re
 from collections import Counter
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.domain import Category, Stability, Turn, dated
 
-from ._chat import ChatClient
+from ._chat import ChatClient, Probe
 from ._chat_errors import ExtractionParseError
 from ._extraction_filters import SENSITIVE_CLASSES, ExtractedItem
 
@@ -188,6 +189,11 @@ def system_prompt(template: str, now: datetime, zone: Any) -> str:
     return template.format(now=now.astimezone(zone).strftime("%Y-%m-%d %H:%M %A"), zone=str(zone))
 
 
+_PROBE_TURNS = (Turn("t1", "user", "Hello.", datetime(2026, 1, 1, 9, 0, tzinfo=UTC)),)
+# A request shaped as every extraction request is, holding nothing of any job.
+PROBE = Probe(transcript(_PROBE_TURNS, UTC), item_schema(_PROBE_TURNS))
+
+
 class ChatExtractor(ChatClient):
     """Asks the chat model for memory items."""
 
@@ -204,4 +210,4 @@ class ChatExtractor(ChatClient):
     async def extract(self, turns: tuple[Turn, ...] | list[Turn], now: datetime,
                       zone: Any) -> tuple[list[ExtractedItem], Counter[str]]:
         """The model's valid items for ``turns``, and its invalid ones counted by reason."""
-        return parse_items(await self.ask(*self._question(turns, now, zone)))
+        return parse_items(await self.ask(*self._question(turns, now, zone), probe=PROBE))
