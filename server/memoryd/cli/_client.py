@@ -73,13 +73,16 @@ def add_client_commands(commands: Any) -> None:
     pages(history, "versions")
     history.set_defaults(run=_history)
 
-    erase = client("erase", "forget or purge memories of a subject")
+    erase = client("erase", "forget or purge memories of a subject, or of the organisation (--org)")
     which = erase.add_mutually_exclusive_group()
     which.add_argument("--id", action="append", default=[], help="a memory id (repeatable)")
     which.add_argument("--key", default="", help="every memory with this key")
     which.add_argument("--category", choices=CATEGORY_NAMES, help="every memory of this category")
     which.add_argument("--source-turn-id", default="", help="every memory taken from this dialogue turn")
-    which.add_argument("--all", action="store_true", help="every memory of the subject")
+    which.add_argument("--all", action="store_true", help="every memory of the subject (with --org: of the "
+                                                          "organisation)")
+    erase.add_argument("--org", action="store_true",
+                       help="the organisation's memories (scope SCOPE_ORG) instead of a subject's: no --subject")
     erase.add_argument("--mode", choices=[m.value for m in EraseMode], default="forget",
                        help="forget (kept for audit, no longer served) or purge (deleted from every store); "
                             "default: forget")
@@ -124,8 +127,11 @@ def _history(args: argparse.Namespace) -> int:
 def _erase(args: argparse.Namespace) -> int:
     from memoryd.server import ERASE_MODE
 
+    from memoryd.v1 import memory_pb2 as pb
+
     mode = ERASE_MODE.to_proto[EraseMode(args.mode)]
-    request = svc.EraseRequest(subject=args.subject, mode=mode, reason=args.reason)
+    request = svc.EraseRequest(subject=args.subject, mode=mode, reason=args.reason,
+                               scope=pb.SCOPE_ORG if args.org else pb.SCOPE_UNSPECIFIED)
     if args.id:
         request.ids.ids.extend(args.id)
     elif args.key:

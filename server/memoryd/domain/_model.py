@@ -331,6 +331,9 @@ class ErasureReceipt:
     # What ``verified`` could not check physically (e.g. "postgres_wal_and_dead_tuples",
     # "vector_store_files", "backups"): copies that may outlive a PURGE where no read shows them.
     unchecked: tuple[str, ...] = ()
+    # An erase of a whole subject: the organisation's memories (that the caller reads) naming
+    # the subject, which it leaves; None where the caller cannot read the organisation's.
+    organisation_mentions: int | None = None
 
 
 @dataclass(frozen=True)

@@ -28,14 +28,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from memoryd.domain import EraseMode, ErasureReceipt, Internal, StoreCounts, Unavailable
+from memoryd.domain import EraseMode, ErasureReceipt, Internal, ReadFilter, StoreCounts, Unavailable
+
+from ._envelope import SubjectKeys
+from ._filters import read_conditions
 
 if TYPE_CHECKING:
     from ._index_set import IndexSet
@@ -71,11 +76,12 @@ class LoggedErase:
 
 async def log_erase(conn: Any, tenant: str, agent: str, subject: str, described: dict[str, Any], mode: EraseMode,
                     reason: str, counts: StoreCounts, answered: StoreCounts, counted: frozenset[str],
-                    started: datetime, ids: list[str], digest: bytes) -> str:
+                    started: datetime, ids: list[str], digest: bytes, mentions: int | None = None) -> str:
     """The receipt's row, in the erase's own transaction: not verified until ``record_check``.
     ``counts`` is everything erased; ``answered`` what the receipt says (of the ``counted``
-    ids: what the caller could see)."""
-    logged = {**counts.__dict__, "answered": {**answered.__dict__, "ids": sorted(counted)}}
+    ids: what the caller could see), with the organisation ``mentions`` it told of."""
+    logged = {**counts.__dict__, "answered": {**answered.__dict__, "ids": sorted(counted),
+                                              "organisation_mentions": mentions}}
     cur = await conn.execute(
         "INSERT INTO erasure_log (tenant_id, agent, subject, selector, mode, reason, counts, verified, started_at, "
         "finished_at, memory_ids, request_digest) VALUES (%s, %s, %s, %s, %s, %s, %s, false, %s, clock_timestamp(), "
@@ -118,7 +124,7 @@ async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedE
     checked = row["checked_at"] is not None
     parts = tuple(row["unchecked"]) if checked else unchecked(mode, VectorErasure())
     receipt = ErasureReceipt(row["erase_id"], mode, counts, bool(row["verified"]), row["started_at"],
-                             row["checked_at"] or row["finished_at"], parts)
+                             row["checked_at"] or row["finished_at"], parts, answered.get("organisation_mentions"))
     return LoggedErase(receipt, list(row["ids"]), list(answered["ids"]), checked)
 
 
@@ -139,6 +145,33 @@ def unchecked(mode: EraseMode, vectors: VectorErasure) -> tuple[str, ...]:
     if mode is not EraseMode.PURGE:
         return ()
     return tuple(sorted({POSTGRES_HISTORY, BACKUPS, *vectors.unchecked}))
+
+
+# A subject's id named in a memory: not inside a longer id (subject ids are letters, digits
+# and ._:@-), though a sentence may end right after it and a prefix may name its kind
+# ("entity:alice-7", as entity tags do).
+_AROUND = (r"(?<![\w.-])", r"(?![\w@-])(?![.:][\w])")
+
+
+def names_subject(subject: str, row: dict[str, Any]) -> bool:
+    """Whether an opened memory row's key, text, data or tags name ``subject`` (case aside)."""
+    pattern = re.compile(_AROUND[0] + re.escape(subject) + _AROUND[1], re.IGNORECASE)
+    values = [row["key"] or "", row["text"] or "", json.dumps(row["data"], ensure_ascii=False) if row["data"] else "",
+              *(row["tags"] or ())]
+    return any(pattern.search(value) for value in values)
+
+
+async def organisation_mentions(conn: Any, keys: SubjectKeys, tenant: str, flt: ReadFilter, subject: str,
+                                now: datetime) -> int:
+    """How many of the organisation's live memories that ``flt`` reads name ``subject``: what an
+    erase of the subject leaves behind about it. Their content is opened to look (the
+    organisation's data key), in the erase's transaction."""
+    where, params = read_conditions(tenant, replace(flt, include_org=True), live_at=now)
+    cur = await conn.execute(
+        sql.SQL("SELECT id, subject, key, text, data, tags, key_ct, text_ct, data_ct, tags_ct FROM memories "
+                "WHERE {where} AND subject = '' AND scope = 'org'").format(where=where), params)
+    rows = await keys.open_rows(conn, tenant, await cur.fetchall())
+    return sum(1 for row in rows if not row["content_unavailable"] and names_subject(subject, row))
 
 
 async def drop_write_records(conn: Any, tenant: str, ids: list[str]) -> int:

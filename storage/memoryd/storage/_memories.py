@@ -515,6 +515,9 @@ class PostgresMemoryStore:
             if shred and not await self._subject_rows_left(conn, tenant, subject):
                 destroyed = await self.keys.destroy(conn, tenant, subject)
                 counts, answered = replace(counts, keys=destroyed), replace(answered, keys=destroyed)
+            mentions = None
+            if selector.all_of_subject and subject and flt.include_org:
+                mentions = await erasure.organisation_mentions(conn, self.keys, tenant, flt, subject, started)
             if not (ids or jobs or counts.keys):
                 replay = await erasure.replayed(conn, tenant, agent, digest)
             if replay is None:
@@ -531,12 +534,12 @@ class PostgresMemoryStore:
                 await _audit(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
                              {"selector": described, "reason": reason})
                 erase_id = await erasure.log_erase(conn, tenant, agent, subject, described, mode, reason, counts,
-                                                   answered, counted, started, ids, digest)
+                                                   answered, counted, started, ids, digest, mentions)
         if replay is not None:  # a retry of an erase already done: its receipt, re-checked if need be
             if replay.checked and replay.receipt.verified:
                 return replay.receipt
-            erase_id, ids, answered, started = (replay.receipt.erase_id, replay.ids, replay.receipt.counts,
-                                                replay.receipt.started_at)
+            erase_id, ids, answered, started, mentions = (replay.receipt.erase_id, replay.ids, replay.receipt.counts,
+                                                          replay.receipt.started_at, replay.receipt.organisation_mentions)
             counted = frozenset(replay.counted)
         if mode is EraseMode.PURGE:
             self._names.evict(tenant, subject)  # no purged key name stays in this process
@@ -551,14 +554,16 @@ class PostgresMemoryStore:
             verified = vectors.verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids, hasher)
             finished = await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, vectors.counted,
                                                   unchecked)
-        return ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked)
+        return ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked, mentions)
 
     @staticmethod
     def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode,
                    hasher: TermHasher) -> tuple[sql.Composable, builtins.list[Any]]:
-        # Only the subject's own memories (subject and session scope) that the view reaches.
+        # Only the subject's own memories (subject and session scope) that the view reaches; for
+        # subject '', the organisation's.
         rules, params = rules_condition(flt)
-        parts = [sql.SQL("tenant_id = %s AND subject = %s AND scope <> 'org'"), rules]
+        owned = "scope = 'org'" if not subject else "scope <> 'org'"
+        parts = [sql.SQL(f"tenant_id = %s AND subject = %s AND {owned}"), rules]
         params = [tenant, subject, *params]
         if mode is EraseMode.FORGET:
             parts.append(sql.SQL("status = 'active'"))

@@ -372,14 +372,15 @@ class MilvusIndex:
             client.flush(self.collection, timeout=CALL_TIMEOUT)
         return int(result.get("delete_count", 0)) if isinstance(result, dict) else len(result or [])
 
-    async def count(self, tenant: str, *, ids: list[str] | None = None, subject: str = "") -> int:
-        """How many vectors of ``tenant`` remain (of ``ids``, or of ``subject``)."""
+    async def count(self, tenant: str, *, ids: list[str] | None = None, subject: str | None = None) -> int:
+        """How many vectors of ``tenant`` remain (of ``ids``, or of ``subject``: '' is the
+        organisation's)."""
         expr = f"tenant == {literal(tenant)}"
         if ids is not None:
             if not ids:
                 return 0
             expr += f" and id in {literal_list(ids)}"
-        if subject:
+        if subject is not None:
             expr += f" and subject == {literal(subject)}"
 
         def call() -> int:

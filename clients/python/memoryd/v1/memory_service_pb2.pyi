@@ -221,7 +221,7 @@ class MemoryIds(_message.Message):
     def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EraseRequest(_message.Message):
-    __slots__ = ("subject", "ids", "key", "source_turn_id", "category", "all_of_subject", "mode", "reason")
+    __slots__ = ("subject", "ids", "key", "source_turn_id", "category", "all_of_subject", "mode", "reason", "scope")
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +230,7 @@ class EraseRequest(_message.Message):
     ALL_OF_SUBJECT_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     subject: str
     ids: MemoryIds
     key: str
@@ -238,7 +239,8 @@ class EraseRequest(_message.Message):
     all_of_subject: bool
     mode: EraseMode
     reason: str
-    def __init__(self, subject: _Optional[str] = ..., ids: _Optional[_Union[MemoryIds, _Mapping]] = ..., key: _Optional[str] = ..., source_turn_id: _Optional[str] = ..., category: _Optional[_Union[_memory_pb2.Category, str]] = ..., all_of_subject: _Optional[bool] = ..., mode: _Optional[_Union[EraseMode, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+    scope: _memory_pb2.Scope
+    def __init__(self, subject: _Optional[str] = ..., ids: _Optional[_Union[MemoryIds, _Mapping]] = ..., key: _Optional[str] = ..., source_turn_id: _Optional[str] = ..., category: _Optional[_Union[_memory_pb2.Category, str]] = ..., all_of_subject: _Optional[bool] = ..., mode: _Optional[_Union[EraseMode, str]] = ..., reason: _Optional[str] = ..., scope: _Optional[_Union[_memory_pb2.Scope, str]] = ...) -> None: ...
 
 class StoreCounts(_message.Message):
     __slots__ = ("memories", "versions", "outbox", "vectors", "jobs", "keys")
@@ -257,7 +259,7 @@ class StoreCounts(_message.Message):
     def __init__(self, memories: _Optional[int] = ..., versions: _Optional[int] = ..., outbox: _Optional[int] = ..., vectors: _Optional[int] = ..., jobs: _Optional[int] = ..., keys: _Optional[int] = ...) -> None: ...
 
 class ErasureReceipt(_message.Message):
-    __slots__ = ("erase_id", "mode", "counts", "verified", "started_at", "finished_at", "unchecked")
+    __slots__ = ("erase_id", "mode", "counts", "verified", "started_at", "finished_at", "unchecked", "organisation_mentions")
     ERASE_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
@@ -265,6 +267,7 @@ class ErasureReceipt(_message.Message):
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     UNCHECKED_FIELD_NUMBER: _ClassVar[int]
+    ORGANISATION_MENTIONS_FIELD_NUMBER: _ClassVar[int]
     erase_id: str
     mode: EraseMode
     counts: StoreCounts
@@ -272,7 +275,8 @@ class ErasureReceipt(_message.Message):
     started_at: _timestamp_pb2.Timestamp
     finished_at: _timestamp_pb2.Timestamp
     unchecked: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, erase_id: _Optional[str] = ..., mode: _Optional[_Union[EraseMode, str]] = ..., counts: _Optional[_Union[StoreCounts, _Mapping]] = ..., verified: _Optional[bool] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., unchecked: _Optional[_Iterable[str]] = ...) -> None: ...
+    organisation_mentions: int
+    def __init__(self, erase_id: _Optional[str] = ..., mode: _Optional[_Union[EraseMode, str]] = ..., counts: _Optional[_Union[StoreCounts, _Mapping]] = ..., verified: _Optional[bool] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., unchecked: _Optional[_Iterable[str]] = ..., organisation_mentions: _Optional[int] = ...) -> None: ...
 
 class EraseResponse(_message.Message):
     __slots__ = ("receipt",)

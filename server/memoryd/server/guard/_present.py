@@ -217,7 +217,7 @@ def receipt(guard: Guard, r: ErasureReceipt) -> svc.ErasureReceipt:
     c = r.counts
     if "version" not in guard.visible:
         c = replace(c, versions=0)
-    return svc.ErasureReceipt(
+    out = svc.ErasureReceipt(
         erase_id=r.erase_id,
         mode=ERASE_MODE.to_proto[r.mode],
         counts=svc.StoreCounts(memories=c.memories, versions=c.versions, outbox=c.outbox, vectors=c.vectors,
@@ -227,6 +227,9 @@ def receipt(guard: Guard, r: ErasureReceipt) -> svc.ErasureReceipt:
         finished_at=timestamp(r.finished_at),
         unchecked=list(r.unchecked),
     )
+    if r.organisation_mentions is not None:  # counted among what the caller reads (``Guard.erase_filter``)
+        out.organisation_mentions = r.organisation_mentions
+    return out
 
 
 def view(v: View) -> pb.View:

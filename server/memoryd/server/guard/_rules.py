@@ -230,12 +230,20 @@ class Guard:
 
     # -- erase ------------------------------------------------------------------------------
 
-    def erase_filter(self, subject: str, selector: EraseSelector) -> ReadFilter:
-        """What an erase may reach: the subject's memories the view reads, by a selector the
-        view allows and on a field it shows (decided before anything is read). Its statuses
-        are those the receipt may count: forgotten memories only for a view showing ``status``."""
+    def erase_filter(self, subject: str, selector: EraseSelector, *, organisation: bool = False) -> ReadFilter:
+        """What an erase may reach: the subject's memories the view reads — or, with
+        ``organisation``, the organisation's (subject '') — by a selector the view allows and
+        on a field it shows (decided before anything is read). Its statuses are those the
+        receipt may count: forgotten memories only for a view showing ``status``. A subject's
+        filter includes the organisation when the caller may read it (not bound to a subject,
+        ``scope`` shown): the receipt then says which organisation memories name the subject."""
+        if organisation and self.principal.subject:
+            raise PermissionDenied("a subject-bound credential cannot erase organisation memories",
+                                   reason="SUBJECT_NOT_ALLOWED")
+        self.check_asked(include_org=organisation)
         statuses = tuple(Status) if "status" in self.visible else (Status.ACTIVE,)
-        flt = replace(self.read_filter(ReadFilter(subject=subject)), statuses=statuses)
+        reads_org = organisation or (not self.principal.subject and self.shows("scope"))
+        flt = replace(self.read_filter(ReadFilter(subject=subject)), statuses=statuses, include_org=reads_org)
         kind = selector.kind
         if not self.view.may_erase:
             raise PermissionDenied("this agent's view does not allow erasing")
@@ -248,6 +256,7 @@ class Guard:
         if selector.key and not self.view.may_read_key(selector.key):
             raise PermissionDenied(f"no read rule of this agent's view allows the key '{selector.key}'")
         if selector.all_of_subject and not self.view.reads_everything():
-            raise PermissionDenied("erasing a whole subject needs a view whose read rules cover every category "
+            whole = "the organisation's memories" if organisation else "a whole subject"
+            raise PermissionDenied(f"erasing {whole} needs a view whose read rules cover every category "
                                    "with the key pattern '*'")
         return flt

@@ -14,7 +14,7 @@ from ..guard import present
 
 
 async def erase(ctx: CallContext, cmd: EraseCommand) -> svc.EraseResponse:
-    flt = ctx.guard.erase_filter(cmd.subject, cmd.selector)
+    flt = ctx.guard.erase_filter(cmd.subject, cmd.selector, organisation=cmd.organisation)
     tenant, store, indexes = ctx.tenant, ctx.store, ctx.services.indexes
 
     async def clear_vectors(ids: list[str], counted: frozenset[str]) -> VectorErasure:

@@ -75,10 +75,11 @@ class HistoryCommand:
 
 @dataclass(frozen=True)
 class EraseCommand:
-    subject: str
+    subject: str  # '' for the organisation
     selector: EraseSelector
     mode: EraseMode
     reason: str
+    organisation: bool = False  # scope SCOPE_ORG: the organisation's memories, not a subject's
 
 
 def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft | None:
@@ -213,6 +214,11 @@ def validate_history(request: svc.GetHistoryRequest, limits: Limits) -> HistoryC
 def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
     check = Checker(limits, request)
     subject = check.subject("subject", request.subject)
+    organisation = check.enum("scope", request.scope, SCOPE.to_domain, default=Scope.SUBJECT) is Scope.ORG
+    if organisation and subject:
+        check.fail("subject", "must be empty with scope SCOPE_ORG (the organisation's memories are nobody's)")
+    elif not organisation and not request.subject:
+        check.fail("subject", "is required")
     mode = check.enum("mode", request.mode, ERASE_MODE.to_domain, required=True)
     reason = request.reason
     which = request.WhichOneof("selector")
@@ -236,4 +242,4 @@ def validate_erase(request: svc.EraseRequest, limits: Limits) -> EraseCommand:
             check.fail("all_of_subject", "must be true when set")
         selector = EraseSelector(all_of_subject=True)
     check.done()
-    return EraseCommand(subject, selector, mode, reason)
+    return EraseCommand(subject, selector, mode, reason, organisation)

@@ -1190,7 +1190,8 @@ func (x *MemoryIds) GetIds() []string {
 // EraseRequest selects memories of one subject to erase.
 type EraseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// subject is required; only this subject's memories are ever selected.
+	// subject names whose memories are erased: only this subject's memories (its own and its
+	// sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
 	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
 	// selector chooses the memories; exactly one must be set.
 	//
@@ -1205,7 +1206,15 @@ type EraseRequest struct {
 	// mode is required.
 	Mode EraseMode `protobuf:"varint,7,opt,name=mode,proto3,enum=memoryd.v1.EraseMode" json:"mode,omitempty"`
 	// reason is recorded in the erasure log (at most 512 bytes).
-	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+	// subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+	// filter.include_org (subject empty). Erasing the organisation's memories needs a
+	// credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+	// then selects every organisation memory the view reads, and a PURGE of them all also
+	// destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+	// its sessions.
+	Scope         Scope `protobuf:"varint,9,opt,name=scope,proto3,enum=memoryd.v1.Scope" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1313,6 +1322,13 @@ func (x *EraseRequest) GetReason() string {
 	return ""
 }
 
+func (x *EraseRequest) GetScope() Scope {
+	if x != nil {
+		return x.Scope
+	}
+	return Scope_SCOPE_UNSPECIFIED
+}
+
 type isEraseRequest_Selector interface {
 	isEraseRequest_Selector()
 }
@@ -1352,18 +1368,20 @@ func (*EraseRequest_Category) isEraseRequest_Selector() {}
 
 func (*EraseRequest_AllOfSubject) isEraseRequest_Selector() {}
 
-// StoreCounts counts what an erase removed from each store.
+// StoreCounts counts what an erase removed from each store, of what the caller can tell
+// exists: an erase also removes selected memories the caller cannot list (a lapsed one, or a
+// forgotten one for a view that hides `status`), and does not count them.
 type StoreCounts struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// memories is the number of memories forgotten or purged.
+	// memories is the number of memories forgotten or purged that the caller could list.
 	Memories int64 `protobuf:"varint,1,opt,name=memories,proto3" json:"memories,omitempty"`
-	// versions is the number of version rows purged.
+	// versions is the number of their version rows purged; 0 unless the view shows `version`.
 	Versions int64 `protobuf:"varint,2,opt,name=versions,proto3" json:"versions,omitempty"`
-	// outbox is the number of pending index operations dropped.
+	// outbox is the number of their pending index operations dropped.
 	Outbox int64 `protobuf:"varint,3,opt,name=outbox,proto3" json:"outbox,omitempty"`
-	// vectors is the number of vectors deleted from the index.
+	// vectors is the number of their vectors deleted from the index.
 	Vectors int64 `protobuf:"varint,4,opt,name=vectors,proto3" json:"vectors,omitempty"`
-	// jobs is the number of pending extraction jobs dropped.
+	// jobs is the number of the caller's own pending extraction jobs dropped.
 	Jobs int64 `protobuf:"varint,5,opt,name=jobs,proto3" json:"jobs,omitempty"`
 	// keys is the number of data keys destroyed.
 	Keys          int64 `protobuf:"varint,6,opt,name=keys,proto3" json:"keys,omitempty"`
@@ -1462,9 +1480,15 @@ type ErasureReceipt struct {
 	// unchecked names what the erase could not verify physically (for example
 	// "postgres_wal_and_dead_tuples", "backups"): copies outside memoryd's reach that may
 	// still hold the erased rows until the store reclaims them.
-	Unchecked     []string `protobuf:"bytes,7,rep,name=unchecked,proto3" json:"unchecked,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unchecked []string `protobuf:"bytes,7,rep,name=unchecked,proto3" json:"unchecked,omitempty"`
+	// organisation_mentions, on the receipt of an erase of a whole subject, counts the
+	// organisation's memories (those the caller's view reads) whose key, text, data or tags
+	// name the subject's id: a subject's erase never reaches them, so they remain; erase them
+	// with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
+	// credential bound to the subject, or a view that hides `scope`), or for other selectors.
+	OrganisationMentions *int64 `protobuf:"varint,8,opt,name=organisation_mentions,json=organisationMentions,proto3,oneof" json:"organisation_mentions,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ErasureReceipt) Reset() {
@@ -1544,6 +1568,13 @@ func (x *ErasureReceipt) GetUnchecked() []string {
 		return x.Unchecked
 	}
 	return nil
+}
+
+func (x *ErasureReceipt) GetOrganisationMentions() int64 {
+	if x != nil && x.OrganisationMentions != nil {
+		return *x.OrganisationMentions
+	}
+	return 0
 }
 
 // EraseResponse carries the receipt.
@@ -2644,9 +2675,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\bdegraded\x18\x03 \x01(\bR\bdegraded\x12'\n" +
 	"\x0fdegraded_reason\x18\x04 \x01(\tR\x0edegradedReason\".\n" +
 	"\tMemoryIds\x12!\n" +
-	"\x03ids\x18\x01 \x03(\tB\x0f\xbaH\f\x92\x01\t\b\x01\"\x05r\x03\xb0\x01\x01R\x03ids\"\xea\x03\n" +
+	"\x03ids\x18\x01 \x03(\tB\x0f\xbaH\f\x92\x01\t\b\x01\"\x05r\x03\xb0\x01\x01R\x03ids\"\x9f\x04\n" +
 	"\fEraseRequest\x12E\n" +
-	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12)\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xd8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12)\n" +
 	"\x03ids\x18\x02 \x01(\v2\x15.memoryd.v1.MemoryIdsH\x00R\x03ids\x12>\n" +
 	"\x03key\x18\x03 \x01(\tB*\xbaH'r%\x10\x01(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$H\x00R\x03key\x12S\n" +
 	"\x0esource_turn_id\x18\x04 \x01(\tB+\xbaH(r&\x10\x01(\x80\x012\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$H\x00R\fsourceTurnId\x12>\n" +
@@ -2654,7 +2685,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00H\x00R\bcategory\x12&\n" +
 	"\x0eall_of_subject\x18\x06 \x01(\bH\x00R\fallOfSubject\x126\n" +
 	"\x04mode\x18\a \x01(\x0e2\x15.memoryd.v1.EraseModeB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\x04mode\x12 \n" +
-	"\x06reason\x18\b \x01(\tB\b\xbaH\x05r\x03(\x80\x04R\x06reasonB\x11\n" +
+	"\x06reason\x18\b \x01(\tB\b\xbaH\x05r\x03(\x80\x04R\x06reason\x123\n" +
+	"\x05scope\x18\t \x01(\x0e2\x11.memoryd.v1.ScopeB\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x03R\x05scopeB\x11\n" +
 	"\bselector\x12\x05\xbaH\x02\b\x01\"\x9f\x01\n" +
 	"\vStoreCounts\x12\x1a\n" +
 	"\bmemories\x18\x01 \x01(\x03R\bmemories\x12\x1a\n" +
@@ -2662,7 +2695,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06outbox\x18\x03 \x01(\x03R\x06outbox\x12\x18\n" +
 	"\avectors\x18\x04 \x01(\x03R\avectors\x12\x12\n" +
 	"\x04jobs\x18\x05 \x01(\x03R\x04jobs\x12\x12\n" +
-	"\x04keys\x18\x06 \x01(\x03R\x04keys\"\xb9\x02\n" +
+	"\x04keys\x18\x06 \x01(\x03R\x04keys\"\x8d\x03\n" +
 	"\x0eErasureReceipt\x12\x19\n" +
 	"\berase_id\x18\x01 \x01(\tR\aeraseId\x12)\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x15.memoryd.v1.EraseModeR\x04mode\x12/\n" +
@@ -2672,7 +2705,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x1c\n" +
-	"\tunchecked\x18\a \x03(\tR\tunchecked\"E\n" +
+	"\tunchecked\x18\a \x03(\tR\tunchecked\x128\n" +
+	"\x15organisation_mentions\x18\b \x01(\x03H\x00R\x14organisationMentions\x88\x01\x01B\x18\n" +
+	"\x16_organisation_mentions\"E\n" +
 	"\rEraseResponse\x124\n" +
 	"\areceipt\x18\x01 \x01(\v2\x1a.memoryd.v1.ErasureReceiptR\areceipt\"\xa2\x02\n" +
 	"\x11MemoryViewRequest\x12E\n" +
@@ -2858,9 +2893,10 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(*MemoryFilter)(nil),             // 36: memoryd.v1.MemoryFilter
 	(*Memory)(nil),                   // 37: memoryd.v1.Memory
 	(Category)(0),                    // 38: memoryd.v1.Category
-	(*timestamppb.Timestamp)(nil),    // 39: google.protobuf.Timestamp
-	(MemoryStatus)(0),                // 40: memoryd.v1.MemoryStatus
-	(*View)(nil),                     // 41: memoryd.v1.View
+	(Scope)(0),                       // 39: memoryd.v1.Scope
+	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
+	(MemoryStatus)(0),                // 41: memoryd.v1.MemoryStatus
+	(*View)(nil),                     // 42: memoryd.v1.View
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
 	34, // 0: memoryd.v1.WriteRequest.items:type_name -> memoryd.v1.MemoryDraft
@@ -2877,51 +2913,52 @@ var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
 	14, // 11: memoryd.v1.EraseRequest.ids:type_name -> memoryd.v1.MemoryIds
 	38, // 12: memoryd.v1.EraseRequest.category:type_name -> memoryd.v1.Category
 	3,  // 13: memoryd.v1.EraseRequest.mode:type_name -> memoryd.v1.EraseMode
-	3,  // 14: memoryd.v1.ErasureReceipt.mode:type_name -> memoryd.v1.EraseMode
-	16, // 15: memoryd.v1.ErasureReceipt.counts:type_name -> memoryd.v1.StoreCounts
-	39, // 16: memoryd.v1.ErasureReceipt.started_at:type_name -> google.protobuf.Timestamp
-	39, // 17: memoryd.v1.ErasureReceipt.finished_at:type_name -> google.protobuf.Timestamp
-	17, // 18: memoryd.v1.EraseResponse.receipt:type_name -> memoryd.v1.ErasureReceipt
-	36, // 19: memoryd.v1.MemoryViewRequest.filter:type_name -> memoryd.v1.MemoryFilter
-	40, // 20: memoryd.v1.MemoryViewRequest.statuses:type_name -> memoryd.v1.MemoryStatus
-	37, // 21: memoryd.v1.MemoryViewResponse.memories:type_name -> memoryd.v1.Memory
-	41, // 22: memoryd.v1.MemoryViewResponse.view:type_name -> memoryd.v1.View
-	37, // 23: memoryd.v1.MemoryVersion.memory:type_name -> memoryd.v1.Memory
-	4,  // 24: memoryd.v1.MemoryVersion.change:type_name -> memoryd.v1.ChangeKind
-	39, // 25: memoryd.v1.MemoryVersion.recorded_at:type_name -> google.protobuf.Timestamp
-	22, // 26: memoryd.v1.GetHistoryResponse.versions:type_name -> memoryd.v1.MemoryVersion
-	5,  // 27: memoryd.v1.ExtractionJob.state:type_name -> memoryd.v1.ExtractionJobState
-	8,  // 28: memoryd.v1.ExtractionJob.results:type_name -> memoryd.v1.WriteResult
-	24, // 29: memoryd.v1.ExtractionJob.dropped:type_name -> memoryd.v1.DroppedCount
-	39, // 30: memoryd.v1.ExtractionJob.created_at:type_name -> google.protobuf.Timestamp
-	39, // 31: memoryd.v1.ExtractionJob.finished_at:type_name -> google.protobuf.Timestamp
-	25, // 32: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
-	6,  // 33: memoryd.v1.ResolveConflictRequest.resolution:type_name -> memoryd.v1.ConflictResolution
-	37, // 34: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
-	8,  // 35: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
-	7,  // 36: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
-	11, // 37: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	15, // 38: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
-	19, // 39: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
-	21, // 40: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
-	26, // 41: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
-	28, // 42: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
-	30, // 43: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
-	32, // 44: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
-	9,  // 45: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
-	13, // 46: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	18, // 47: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
-	20, // 48: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
-	23, // 49: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
-	27, // 50: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
-	29, // 51: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
-	31, // 52: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
-	33, // 53: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
-	45, // [45:54] is the sub-list for method output_type
-	36, // [36:45] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	39, // 14: memoryd.v1.EraseRequest.scope:type_name -> memoryd.v1.Scope
+	3,  // 15: memoryd.v1.ErasureReceipt.mode:type_name -> memoryd.v1.EraseMode
+	16, // 16: memoryd.v1.ErasureReceipt.counts:type_name -> memoryd.v1.StoreCounts
+	40, // 17: memoryd.v1.ErasureReceipt.started_at:type_name -> google.protobuf.Timestamp
+	40, // 18: memoryd.v1.ErasureReceipt.finished_at:type_name -> google.protobuf.Timestamp
+	17, // 19: memoryd.v1.EraseResponse.receipt:type_name -> memoryd.v1.ErasureReceipt
+	36, // 20: memoryd.v1.MemoryViewRequest.filter:type_name -> memoryd.v1.MemoryFilter
+	41, // 21: memoryd.v1.MemoryViewRequest.statuses:type_name -> memoryd.v1.MemoryStatus
+	37, // 22: memoryd.v1.MemoryViewResponse.memories:type_name -> memoryd.v1.Memory
+	42, // 23: memoryd.v1.MemoryViewResponse.view:type_name -> memoryd.v1.View
+	37, // 24: memoryd.v1.MemoryVersion.memory:type_name -> memoryd.v1.Memory
+	4,  // 25: memoryd.v1.MemoryVersion.change:type_name -> memoryd.v1.ChangeKind
+	40, // 26: memoryd.v1.MemoryVersion.recorded_at:type_name -> google.protobuf.Timestamp
+	22, // 27: memoryd.v1.GetHistoryResponse.versions:type_name -> memoryd.v1.MemoryVersion
+	5,  // 28: memoryd.v1.ExtractionJob.state:type_name -> memoryd.v1.ExtractionJobState
+	8,  // 29: memoryd.v1.ExtractionJob.results:type_name -> memoryd.v1.WriteResult
+	24, // 30: memoryd.v1.ExtractionJob.dropped:type_name -> memoryd.v1.DroppedCount
+	40, // 31: memoryd.v1.ExtractionJob.created_at:type_name -> google.protobuf.Timestamp
+	40, // 32: memoryd.v1.ExtractionJob.finished_at:type_name -> google.protobuf.Timestamp
+	25, // 33: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
+	6,  // 34: memoryd.v1.ResolveConflictRequest.resolution:type_name -> memoryd.v1.ConflictResolution
+	37, // 35: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
+	8,  // 36: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
+	7,  // 37: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
+	11, // 38: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	15, // 39: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
+	19, // 40: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
+	21, // 41: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
+	26, // 42: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
+	28, // 43: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
+	30, // 44: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
+	32, // 45: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
+	9,  // 46: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
+	13, // 47: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	18, // 48: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
+	20, // 49: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
+	23, // 50: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
+	27, // 51: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
+	29, // 52: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
+	31, // 53: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
+	33, // 54: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
+	46, // [46:55] is the sub-list for method output_type
+	37, // [37:46] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -2940,6 +2977,7 @@ func file_memoryd_v1_memory_service_proto_init() {
 		(*EraseRequest_Category)(nil),
 		(*EraseRequest_AllOfSubject)(nil),
 	}
+	file_memoryd_v1_memory_service_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -35,6 +35,7 @@ private static final long serialVersionUID = 0L;
     subject_ = "";
     mode_ = 0;
     reason_ = "";
+    scope_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -108,7 +109,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object subject_ = "";
   /**
    * <pre>
-   * subject is required; only this subject's memories are ever selected.
+   * subject names whose memories are erased: only this subject's memories (its own and its
+   * sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
    * </pre>
    *
    * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
@@ -129,7 +131,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * subject is required; only this subject's memories are ever selected.
+   * subject names whose memories are erased: only this subject's memories (its own and its
+   * sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
    * </pre>
    *
    * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
@@ -458,6 +461,44 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int SCOPE_FIELD_NUMBER = 9;
+  private int scope_ = 0;
+  /**
+   * <pre>
+   * scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+   * subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+   * filter.include_org (subject empty). Erasing the organisation's memories needs a
+   * credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+   * then selects every organisation memory the view reads, and a PURGE of them all also
+   * destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+   * its sessions.
+   * </pre>
+   *
+   * <code>.memoryd.v1.Scope scope = 9 [(.buf.validate.field) = { ... }</code>
+   * @return The enum numeric value on the wire for scope.
+   */
+  @java.lang.Override public int getScopeValue() {
+    return scope_;
+  }
+  /**
+   * <pre>
+   * scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+   * subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+   * filter.include_org (subject empty). Erasing the organisation's memories needs a
+   * credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+   * then selects every organisation memory the view reads, and a PURGE of them all also
+   * destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+   * its sessions.
+   * </pre>
+   *
+   * <code>.memoryd.v1.Scope scope = 9 [(.buf.validate.field) = { ... }</code>
+   * @return The scope.
+   */
+  @java.lang.Override public dev.memoryd.v1.Scope getScope() {
+    dev.memoryd.v1.Scope result = dev.memoryd.v1.Scope.forNumber(scope_);
+    return result == null ? dev.memoryd.v1.Scope.UNRECOGNIZED : result;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -497,6 +538,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(reason_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 8, reason_);
     }
+    if (scope_ != dev.memoryd.v1.Scope.SCOPE_UNSPECIFIED.getNumber()) {
+      output.writeEnum(9, scope_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -530,6 +574,10 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(reason_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(8, reason_);
     }
+    if (scope_ != dev.memoryd.v1.Scope.SCOPE_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(9, scope_);
+    }
     return size;
   }
   @java.lang.Override
@@ -559,6 +607,7 @@ private static final long serialVersionUID = 0L;
     if (mode_ != other.mode_) return false;
     if (!getReason()
         .equals(other.getReason())) return false;
+    if (scope_ != other.scope_) return false;
     if (!getSelectorCase().equals(other.getSelectorCase())) return false;
     switch (selectorCase_) {
       case 2:
@@ -601,6 +650,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + mode_;
     hash = (37 * hash) + REASON_FIELD_NUMBER;
     hash = (53 * hash) + getReason().hashCode();
+    hash = (37 * hash) + SCOPE_FIELD_NUMBER;
+    hash = (53 * hash) + scope_;
     switch (selectorCase_) {
       case 2:
         hash = (37 * hash) + IDS_FIELD_NUMBER;
@@ -767,6 +818,7 @@ private static final long serialVersionUID = 0L;
       }
       mode_ = 0;
       reason_ = "";
+      scope_ = 0;
       selectorCase_ = 0;
       selector_ = null;
       return this;
@@ -812,6 +864,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000080) != 0)) {
         result.reason_ = reason_;
       }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.scope_ = scope_;
+      }
     }
 
     private void buildPartialOneofs(dev.memoryd.v1.EraseRequest result) {
@@ -847,6 +902,9 @@ private static final long serialVersionUID = 0L;
         reason_ = other.reason_;
         bitField0_ |= 0x00000080;
         onChanged();
+      }
+      if (other.scope_ != 0) {
+        setScopeValue(other.getScopeValue());
       }
       switch (other.getSelectorCase()) {
         case IDS: {
@@ -946,6 +1004,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 66
+            case 72: {
+              scope_ = input.readEnum();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 72
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -981,7 +1044,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object subject_ = "";
     /**
      * <pre>
-     * subject is required; only this subject's memories are ever selected.
+     * subject names whose memories are erased: only this subject's memories (its own and its
+     * sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
      * </pre>
      *
      * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
@@ -1001,7 +1065,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject is required; only this subject's memories are ever selected.
+     * subject names whose memories are erased: only this subject's memories (its own and its
+     * sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
      * </pre>
      *
      * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
@@ -1022,7 +1087,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject is required; only this subject's memories are ever selected.
+     * subject names whose memories are erased: only this subject's memories (its own and its
+     * sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
      * </pre>
      *
      * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
@@ -1039,7 +1105,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject is required; only this subject's memories are ever selected.
+     * subject names whose memories are erased: only this subject's memories (its own and its
+     * sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
      * </pre>
      *
      * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
@@ -1053,7 +1120,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * subject is required; only this subject's memories are ever selected.
+     * subject names whose memories are erased: only this subject's memories (its own and its
+     * sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
      * </pre>
      *
      * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
@@ -1785,6 +1853,108 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       reason_ = value;
       bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+
+    private int scope_ = 0;
+    /**
+     * <pre>
+     * scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+     * subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+     * filter.include_org (subject empty). Erasing the organisation's memories needs a
+     * credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+     * then selects every organisation memory the view reads, and a PURGE of them all also
+     * destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+     * its sessions.
+     * </pre>
+     *
+     * <code>.memoryd.v1.Scope scope = 9 [(.buf.validate.field) = { ... }</code>
+     * @return The enum numeric value on the wire for scope.
+     */
+    @java.lang.Override public int getScopeValue() {
+      return scope_;
+    }
+    /**
+     * <pre>
+     * scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+     * subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+     * filter.include_org (subject empty). Erasing the organisation's memories needs a
+     * credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+     * then selects every organisation memory the view reads, and a PURGE of them all also
+     * destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+     * its sessions.
+     * </pre>
+     *
+     * <code>.memoryd.v1.Scope scope = 9 [(.buf.validate.field) = { ... }</code>
+     * @param value The enum numeric value on the wire for scope to set.
+     * @return This builder for chaining.
+     */
+    public Builder setScopeValue(int value) {
+      scope_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+     * subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+     * filter.include_org (subject empty). Erasing the organisation's memories needs a
+     * credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+     * then selects every organisation memory the view reads, and a PURGE of them all also
+     * destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+     * its sessions.
+     * </pre>
+     *
+     * <code>.memoryd.v1.Scope scope = 9 [(.buf.validate.field) = { ... }</code>
+     * @return The scope.
+     */
+    @java.lang.Override
+    public dev.memoryd.v1.Scope getScope() {
+      dev.memoryd.v1.Scope result = dev.memoryd.v1.Scope.forNumber(scope_);
+      return result == null ? dev.memoryd.v1.Scope.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+     * subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+     * filter.include_org (subject empty). Erasing the organisation's memories needs a
+     * credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+     * then selects every organisation memory the view reads, and a PURGE of them all also
+     * destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+     * its sessions.
+     * </pre>
+     *
+     * <code>.memoryd.v1.Scope scope = 9 [(.buf.validate.field) = { ... }</code>
+     * @param value The scope to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setScope(dev.memoryd.v1.Scope value) {
+      if (value == null) { throw new NullPointerException(); }
+      bitField0_ |= 0x00000100;
+      scope_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+     * subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+     * filter.include_org (subject empty). Erasing the organisation's memories needs a
+     * credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+     * then selects every organisation memory the view reads, and a PURGE of them all also
+     * destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+     * its sessions.
+     * </pre>
+     *
+     * <code>.memoryd.v1.Scope scope = 9 [(.buf.validate.field) = { ... }</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearScope() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      scope_ = 0;
       onChanged();
       return this;
     }

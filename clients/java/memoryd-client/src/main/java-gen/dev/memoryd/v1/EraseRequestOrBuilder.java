@@ -12,7 +12,8 @@ public interface EraseRequestOrBuilder extends
 
   /**
    * <pre>
-   * subject is required; only this subject's memories are ever selected.
+   * subject names whose memories are erased: only this subject's memories (its own and its
+   * sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
    * </pre>
    *
    * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
@@ -21,7 +22,8 @@ public interface EraseRequestOrBuilder extends
   java.lang.String getSubject();
   /**
    * <pre>
-   * subject is required; only this subject's memories are ever selected.
+   * subject names whose memories are erased: only this subject's memories (its own and its
+   * sessions') are ever selected. Required, unless scope is SCOPE_ORG: it must then be empty.
    * </pre>
    *
    * <code>string subject = 1 [(.buf.validate.field) = { ... }</code>
@@ -200,6 +202,37 @@ public interface EraseRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getReasonBytes();
+
+  /**
+   * <pre>
+   * scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+   * subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+   * filter.include_org (subject empty). Erasing the organisation's memories needs a
+   * credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+   * then selects every organisation memory the view reads, and a PURGE of them all also
+   * destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+   * its sessions.
+   * </pre>
+   *
+   * <code>.memoryd.v1.Scope scope = 9 [(.buf.validate.field) = { ... }</code>
+   * @return The enum numeric value on the wire for scope.
+   */
+  int getScopeValue();
+  /**
+   * <pre>
+   * scope chooses whose memories the selector reaches: SCOPE_SUBJECT (also when unset) the
+   * subject's; SCOPE_ORG the organisation's, the tenant-wide memories a Recall reads with
+   * filter.include_org (subject empty). Erasing the organisation's memories needs a
+   * credential that is not bound to a subject and a view that shows `scope`; all_of_subject
+   * then selects every organisation memory the view reads, and a PURGE of them all also
+   * destroys the organisation's data key. SCOPE_SESSION is refused: a subject's erase reaches
+   * its sessions.
+   * </pre>
+   *
+   * <code>.memoryd.v1.Scope scope = 9 [(.buf.validate.field) = { ... }</code>
+   * @return The scope.
+   */
+  dev.memoryd.v1.Scope getScope();
 
   dev.memoryd.v1.EraseRequest.SelectorCase getSelectorCase();
 }

@@ -321,6 +321,41 @@ private static final long serialVersionUID = 0L;
     return unchecked_.getByteString(index);
   }
 
+  public static final int ORGANISATION_MENTIONS_FIELD_NUMBER = 8;
+  private long organisationMentions_ = 0L;
+  /**
+   * <pre>
+   * organisation_mentions, on the receipt of an erase of a whole subject, counts the
+   * organisation's memories (those the caller's view reads) whose key, text, data or tags
+   * name the subject's id: a subject's erase never reaches them, so they remain; erase them
+   * with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
+   * credential bound to the subject, or a view that hides `scope`), or for other selectors.
+   * </pre>
+   *
+   * <code>optional int64 organisation_mentions = 8;</code>
+   * @return Whether the organisationMentions field is set.
+   */
+  @java.lang.Override
+  public boolean hasOrganisationMentions() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * organisation_mentions, on the receipt of an erase of a whole subject, counts the
+   * organisation's memories (those the caller's view reads) whose key, text, data or tags
+   * name the subject's id: a subject's erase never reaches them, so they remain; erase them
+   * with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
+   * credential bound to the subject, or a view that hides `scope`), or for other selectors.
+   * </pre>
+   *
+   * <code>optional int64 organisation_mentions = 8;</code>
+   * @return The organisationMentions.
+   */
+  @java.lang.Override
+  public long getOrganisationMentions() {
+    return organisationMentions_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -356,6 +391,9 @@ private static final long serialVersionUID = 0L;
     for (int i = 0; i < unchecked_.size(); i++) {
       com.google.protobuf.GeneratedMessage.writeString(output, 7, unchecked_.getRaw(i));
     }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeInt64(8, organisationMentions_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -390,6 +428,10 @@ private static final long serialVersionUID = 0L;
       }
       size += dataSize;
       size += 1 * getUncheckedList().size();
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt64Size(8, organisationMentions_);
     }
     return size;
   }
@@ -437,6 +479,11 @@ private static final long serialVersionUID = 0L;
     }
     if (!getUncheckedList()
         .equals(other.getUncheckedList())) return false;
+    if (hasOrganisationMentions() != other.hasOrganisationMentions()) return false;
+    if (hasOrganisationMentions()) {
+      if (getOrganisationMentions()
+          != other.getOrganisationMentions()) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -470,6 +517,11 @@ private static final long serialVersionUID = 0L;
     if (getUncheckedCount() > 0) {
       hash = (37 * hash) + UNCHECKED_FIELD_NUMBER;
       hash = (53 * hash) + getUncheckedList().hashCode();
+    }
+    if (hasOrganisationMentions()) {
+      hash = (37 * hash) + ORGANISATION_MENTIONS_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getOrganisationMentions());
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -634,6 +686,7 @@ private static final long serialVersionUID = 0L;
       }
       unchecked_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
+      organisationMentions_ = 0L;
       return this;
     }
 
@@ -699,6 +752,10 @@ private static final long serialVersionUID = 0L;
         unchecked_.makeImmutable();
         result.unchecked_ = unchecked_;
       }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.organisationMentions_ = organisationMentions_;
+        to_bitField0_ |= 0x00000008;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -743,6 +800,9 @@ private static final long serialVersionUID = 0L;
           unchecked_.addAll(other.unchecked_);
         }
         onChanged();
+      }
+      if (other.hasOrganisationMentions()) {
+        setOrganisationMentions(other.getOrganisationMentions());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -811,6 +871,11 @@ private static final long serialVersionUID = 0L;
               unchecked_.add(input.readStringRequireUtf8());
               break;
             } // case 58
+            case 64: {
+              organisationMentions_ = input.readInt64();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 64
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1671,6 +1736,78 @@ private static final long serialVersionUID = 0L;
       ensureUncheckedIsMutable();
       unchecked_.add(value);
       bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+
+    private long organisationMentions_ ;
+    /**
+     * <pre>
+     * organisation_mentions, on the receipt of an erase of a whole subject, counts the
+     * organisation's memories (those the caller's view reads) whose key, text, data or tags
+     * name the subject's id: a subject's erase never reaches them, so they remain; erase them
+     * with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
+     * credential bound to the subject, or a view that hides `scope`), or for other selectors.
+     * </pre>
+     *
+     * <code>optional int64 organisation_mentions = 8;</code>
+     * @return Whether the organisationMentions field is set.
+     */
+    @java.lang.Override
+    public boolean hasOrganisationMentions() {
+      return ((bitField0_ & 0x00000080) != 0);
+    }
+    /**
+     * <pre>
+     * organisation_mentions, on the receipt of an erase of a whole subject, counts the
+     * organisation's memories (those the caller's view reads) whose key, text, data or tags
+     * name the subject's id: a subject's erase never reaches them, so they remain; erase them
+     * with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
+     * credential bound to the subject, or a view that hides `scope`), or for other selectors.
+     * </pre>
+     *
+     * <code>optional int64 organisation_mentions = 8;</code>
+     * @return The organisationMentions.
+     */
+    @java.lang.Override
+    public long getOrganisationMentions() {
+      return organisationMentions_;
+    }
+    /**
+     * <pre>
+     * organisation_mentions, on the receipt of an erase of a whole subject, counts the
+     * organisation's memories (those the caller's view reads) whose key, text, data or tags
+     * name the subject's id: a subject's erase never reaches them, so they remain; erase them
+     * with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
+     * credential bound to the subject, or a view that hides `scope`), or for other selectors.
+     * </pre>
+     *
+     * <code>optional int64 organisation_mentions = 8;</code>
+     * @param value The organisationMentions to set.
+     * @return This builder for chaining.
+     */
+    public Builder setOrganisationMentions(long value) {
+
+      organisationMentions_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * organisation_mentions, on the receipt of an erase of a whole subject, counts the
+     * organisation's memories (those the caller's view reads) whose key, text, data or tags
+     * name the subject's id: a subject's erase never reaches them, so they remain; erase them
+     * with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
+     * credential bound to the subject, or a view that hides `scope`), or for other selectors.
+     * </pre>
+     *
+     * <code>optional int64 organisation_mentions = 8;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearOrganisationMentions() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      organisationMentions_ = 0L;
       onChanged();
       return this;
     }

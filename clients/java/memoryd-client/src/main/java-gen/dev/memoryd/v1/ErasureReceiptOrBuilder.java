@@ -189,4 +189,31 @@ public interface ErasureReceiptOrBuilder extends
    */
   com.google.protobuf.ByteString
       getUncheckedBytes(int index);
+
+  /**
+   * <pre>
+   * organisation_mentions, on the receipt of an erase of a whole subject, counts the
+   * organisation's memories (those the caller's view reads) whose key, text, data or tags
+   * name the subject's id: a subject's erase never reaches them, so they remain; erase them
+   * with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
+   * credential bound to the subject, or a view that hides `scope`), or for other selectors.
+   * </pre>
+   *
+   * <code>optional int64 organisation_mentions = 8;</code>
+   * @return Whether the organisationMentions field is set.
+   */
+  boolean hasOrganisationMentions();
+  /**
+   * <pre>
+   * organisation_mentions, on the receipt of an erase of a whole subject, counts the
+   * organisation's memories (those the caller's view reads) whose key, text, data or tags
+   * name the subject's id: a subject's erase never reaches them, so they remain; erase them
+   * with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
+   * credential bound to the subject, or a view that hides `scope`), or for other selectors.
+   * </pre>
+   *
+   * <code>optional int64 organisation_mentions = 8;</code>
+   * @return The organisationMentions.
+   */
+  long getOrganisationMentions();
 }

@@ -214,8 +214,8 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       "ryd.v1.ScoredMemory\022\r\n\005block\030\002 \001(\t\022\020\n\010de" +
       "graded\030\003 \001(\010\022\027\n\017degraded_reason\030\004 \001(\t\")\n" +
       "\tMemoryIds\022\034\n\003ids\030\001 \003(\tB\017\272H\014\222\001\t\010\001\"\005r\003\260\001\001" +
-      "\"\243\003\n\014EraseRequest\022<\n\007subject\030\001 \001(\tB+\272H(r" +
-      "#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022" +
+      "\"\321\003\n\014EraseRequest\022<\n\007subject\030\001 \001(\tB+\272H(r" +
+      "#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\330\001\001\022" +
       "$\n\003ids\030\002 \001(\0132\025.memoryd.v1.MemoryIdsH\000\0229\n" +
       "\003key\030\003 \001(\tB*\272H\'r%\020\001(\200\0012\036^[A-Za-z0-9][A-Z" +
       "a-z0-9._:/-]*$H\000\022E\n\016source_turn_id\030\004 \001(\t" +
@@ -224,114 +224,117 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       "ategoryB\n\272H\007\202\001\004\020\001 \000H\000\022\030\n\016all_of_subject\030" +
       "\006 \001(\010H\000\0220\n\004mode\030\007 \001(\0162\025.memoryd.v1.Erase" +
       "ModeB\013\272H\010\202\001\002\020\001\310\001\001\022\030\n\006reason\030\010 \001(\tB\010\272H\005r\003" +
-      "(\200\004B\021\n\010selector\022\005\272H\002\010\001\"n\n\013StoreCounts\022\020\n" +
-      "\010memories\030\001 \001(\003\022\020\n\010versions\030\002 \001(\003\022\016\n\006out" +
-      "box\030\003 \001(\003\022\017\n\007vectors\030\004 \001(\003\022\014\n\004jobs\030\005 \001(\003" +
-      "\022\014\n\004keys\030\006 \001(\003\"\366\001\n\016ErasureReceipt\022\020\n\010era" +
-      "se_id\030\001 \001(\t\022#\n\004mode\030\002 \001(\0162\025.memoryd.v1.E" +
-      "raseMode\022\'\n\006counts\030\003 \001(\0132\027.memoryd.v1.St" +
-      "oreCounts\022\020\n\010verified\030\004 \001(\010\022.\n\nstarted_a" +
-      "t\030\005 \001(\0132\032.google.protobuf.Timestamp\022/\n\013f" +
-      "inished_at\030\006 \001(\0132\032.google.protobuf.Times" +
-      "tamp\022\021\n\tunchecked\030\007 \003(\t\"<\n\rEraseResponse" +
-      "\022+\n\007receipt\030\001 \001(\0132\032.memoryd.v1.ErasureRe" +
-      "ceipt\"\362\001\n\021MemoryViewRequest\022<\n\007subject\030\001" +
-      " \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._" +
-      ":@-]*$\310\001\001\022(\n\006filter\030\002 \001(\0132\030.memoryd.v1.M" +
-      "emoryFilter\022;\n\010statuses\030\003 \003(\0162\030.memoryd." +
-      "v1.MemoryStatusB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022\032\n\tpage" +
-      "_size\030\004 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_token\030\005 \001(\t" +
-      "B\010\272H\005r\003(\200\010\"s\n\022MemoryViewResponse\022$\n\010memo" +
-      "ries\030\001 \003(\0132\022.memoryd.v1.Memory\022\027\n\017next_p" +
-      "age_token\030\002 \001(\t\022\036\n\004view\030\003 \001(\0132\020.memoryd." +
-      "v1.View\"\253\001\n\021GetHistoryRequest\022<\n\007subject" +
-      "\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9" +
-      "._:@-]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001" +
-      "\310\001\001\022\032\n\tpage_size\030\003 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_" +
-      "token\030\004 \001(\tB\010\272H\005r\003(\200\010\"\214\001\n\rMemoryVersion\022" +
-      "\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.Memory\022&\n\006c" +
-      "hange\030\002 \001(\0162\026.memoryd.v1.ChangeKind\022/\n\013r" +
-      "ecorded_at\030\003 \001(\0132\032.google.protobuf.Times" +
-      "tamp\"Z\n\022GetHistoryResponse\022+\n\010versions\030\001" +
-      " \003(\0132\031.memoryd.v1.MemoryVersion\022\027\n\017next_" +
-      "page_token\030\002 \001(\t\"-\n\014DroppedCount\022\016\n\006reas" +
-      "on\030\001 \001(\t\022\r\n\005count\030\002 \001(\003\"\301\002\n\rExtractionJo" +
-      "b\022\n\n\002id\030\001 \001(\t\022\017\n\007subject\030\002 \001(\t\022-\n\005state\030" +
-      "\003 \001(\0162\036.memoryd.v1.ExtractionJobState\022\r\n" +
-      "\005turns\030\004 \001(\005\022\020\n\010attempts\030\005 \001(\005\022\r\n\005error\030" +
-      "\006 \001(\t\022(\n\007results\030\007 \003(\0132\027.memoryd.v1.Writ" +
-      "eResult\022)\n\007dropped\030\010 \003(\0132\030.memoryd.v1.Dr" +
-      "oppedCount\022.\n\ncreated_at\030\t \001(\0132\032.google." +
-      "protobuf.Timestamp\022/\n\013finished_at\030\n \001(\0132" +
-      "\032.google.protobuf.Timestamp\"t\n\027GetExtrac" +
-      "tionJobRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200" +
-      "\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\033\n\006" +
-      "job_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\"B\n\030GetExtracti" +
-      "onJobResponse\022&\n\003job\030\001 \001(\0132\031.memoryd.v1." +
-      "ExtractionJob\"\330\001\n\026ResolveConflictRequest" +
-      "\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9" +
-      "][A-Za-z0-9._:@-]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(" +
-      "\tB\013\272H\010r\003\260\001\001\310\001\001\022?\n\nresolution\030\003 \001(\0162\036.mem" +
-      "oryd.v1.ConflictResolutionB\013\272H\010\202\001\002\020\001\310\001\001\022" +
-      "\037\n\npending_id\030\004 \001(\tB\013\272H\010r\003\260\001\001\330\001\001\"=\n\027Reso" +
-      "lveConflictResponse\022\"\n\006memory\030\001 \001(\0132\022.me" +
-      "moryd.v1.Memory\"x\n\025ExportMemoriesRequest" +
-      "\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9" +
-      "][A-Za-z0-9._:@-]*$\310\001\001\022!\n\npassphrase\030\002 \001" +
-      "(\tB\r\272H\nr\005 \010(\200\010\330\001\001\";\n\026ExportMemoriesRespo" +
-      "nse\022\017\n\007archive\030\001 \001(\014\022\020\n\010memories\030\002 \001(\003\"\221" +
-      "\001\n\025ImportMemoriesRequest\022<\n\007subject\030\001 \001(" +
-      "\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-" +
-      "]*$\310\001\001\022\027\n\007archive\030\002 \001(\014B\006\272H\003\310\001\001\022!\n\npassp" +
-      "hrase\030\003 \001(\tB\r\272H\nr\005 \010(\200\010\330\001\001\"B\n\026ImportMemo" +
-      "riesResponse\022(\n\007results\030\001 \003(\0132\027.memoryd." +
-      "v1.WriteResult*e\n\013Consistency\022\033\n\027CONSIST" +
-      "ENCY_UNSPECIFIED\020\000\022\033\n\027CONSISTENCY_INDEX_" +
-      "ASYNC\020\001\022\034\n\030CONSISTENCY_WAIT_INDEXED\020\002*\212\002" +
-      "\n\014WriteOutcome\022\035\n\031WRITE_OUTCOME_UNSPECIF" +
-      "IED\020\000\022\031\n\025WRITE_OUTCOME_CREATED\020\001\022\031\n\025WRIT" +
-      "E_OUTCOME_UPDATED\020\002\022\033\n\027WRITE_OUTCOME_VER" +
-      "SIONED\020\003\022\030\n\024WRITE_OUTCOME_MERGED\020\004\022\033\n\027WR" +
-      "ITE_OUTCOME_UNCHANGED\020\005\022\032\n\026WRITE_OUTCOME" +
-      "_REJECTED\020\006\022\031\n\025WRITE_OUTCOME_PENDING\020\007\022\032" +
-      "\n\026WRITE_OUTCOME_ACCEPTED\020\010*Q\n\010TurnMode\022\031" +
-      "\n\025TURN_MODE_UNSPECIFIED\020\000\022\025\n\021TURN_MODE_E" +
-      "XTRACT\020\001\022\023\n\017TURN_MODE_CHUNK\020\002*T\n\tEraseMo" +
-      "de\022\032\n\026ERASE_MODE_UNSPECIFIED\020\000\022\025\n\021ERASE_" +
-      "MODE_FORGET\020\001\022\024\n\020ERASE_MODE_PURGE\020\002*\251\001\n\n" +
-      "ChangeKind\022\033\n\027CHANGE_KIND_UNSPECIFIED\020\000\022" +
-      "\027\n\023CHANGE_KIND_CREATED\020\001\022\027\n\023CHANGE_KIND_" +
-      "UPDATED\020\002\022\031\n\025CHANGE_KIND_VERSIONED\020\003\022\026\n\022" +
-      "CHANGE_KIND_MERGED\020\004\022\031\n\025CHANGE_KIND_FORG" +
-      "OTTEN\020\005*\302\001\n\022ExtractionJobState\022$\n EXTRAC" +
-      "TION_JOB_STATE_UNSPECIFIED\020\000\022\037\n\033EXTRACTI" +
-      "ON_JOB_STATE_QUEUED\020\001\022 \n\034EXTRACTION_JOB_" +
-      "STATE_RUNNING\020\002\022\"\n\036EXTRACTION_JOB_STATE_" +
-      "SUCCEEDED\020\003\022\037\n\033EXTRACTION_JOB_STATE_FAIL" +
-      "ED\020\004*\207\001\n\022ConflictResolution\022#\n\037CONFLICT_" +
-      "RESOLUTION_UNSPECIFIED\020\000\022$\n CONFLICT_RES" +
-      "OLUTION_KEEP_CURRENT\020\001\022&\n\"CONFLICT_RESOL" +
-      "UTION_ACCEPT_PENDING\020\0022\323\005\n\rMemoryService" +
-      "\022<\n\005Write\022\030.memoryd.v1.WriteRequest\032\031.me" +
-      "moryd.v1.WriteResponse\022?\n\006Recall\022\031.memor" +
-      "yd.v1.RecallRequest\032\032.memoryd.v1.RecallR" +
-      "esponse\022<\n\005Erase\022\030.memoryd.v1.EraseReque" +
-      "st\032\031.memoryd.v1.EraseResponse\022K\n\nMemoryV" +
-      "iew\022\035.memoryd.v1.MemoryViewRequest\032\036.mem" +
-      "oryd.v1.MemoryViewResponse\022K\n\nGetHistory" +
-      "\022\035.memoryd.v1.GetHistoryRequest\032\036.memory" +
-      "d.v1.GetHistoryResponse\022]\n\020GetExtraction" +
-      "Job\022#.memoryd.v1.GetExtractionJobRequest" +
-      "\032$.memoryd.v1.GetExtractionJobResponse\022Z" +
-      "\n\017ResolveConflict\022\".memoryd.v1.ResolveCo" +
-      "nflictRequest\032#.memoryd.v1.ResolveConfli" +
-      "ctResponse\022W\n\016ExportMemories\022!.memoryd.v" +
-      "1.ExportMemoriesRequest\032\".memoryd.v1.Exp" +
-      "ortMemoriesResponse\022W\n\016ImportMemories\022!." +
-      "memoryd.v1.ImportMemoriesRequest\032\".memor" +
-      "yd.v1.ImportMemoriesResponseBR\n\016dev.memo" +
-      "ryd.v1P\001Z>github.com/memoryd/memoryd/cli" +
-      "ents/go/gen/memoryd/v1;memorydv1b\006proto3"
+      "(\200\004\022,\n\005scope\030\t \001(\0162\021.memoryd.v1.ScopeB\n\272" +
+      "H\007\202\001\004\020\001 \003B\021\n\010selector\022\005\272H\002\010\001\"n\n\013StoreCou" +
+      "nts\022\020\n\010memories\030\001 \001(\003\022\020\n\010versions\030\002 \001(\003\022" +
+      "\016\n\006outbox\030\003 \001(\003\022\017\n\007vectors\030\004 \001(\003\022\014\n\004jobs" +
+      "\030\005 \001(\003\022\014\n\004keys\030\006 \001(\003\"\264\002\n\016ErasureReceipt\022" +
+      "\020\n\010erase_id\030\001 \001(\t\022#\n\004mode\030\002 \001(\0162\025.memory" +
+      "d.v1.EraseMode\022\'\n\006counts\030\003 \001(\0132\027.memoryd" +
+      ".v1.StoreCounts\022\020\n\010verified\030\004 \001(\010\022.\n\nsta" +
+      "rted_at\030\005 \001(\0132\032.google.protobuf.Timestam" +
+      "p\022/\n\013finished_at\030\006 \001(\0132\032.google.protobuf" +
+      ".Timestamp\022\021\n\tunchecked\030\007 \003(\t\022\"\n\025organis" +
+      "ation_mentions\030\010 \001(\003H\000\210\001\001B\030\n\026_organisati" +
+      "on_mentions\"<\n\rEraseResponse\022+\n\007receipt\030" +
+      "\001 \001(\0132\032.memoryd.v1.ErasureReceipt\"\362\001\n\021Me" +
+      "moryViewRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(" +
+      "\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022(\n" +
+      "\006filter\030\002 \001(\0132\030.memoryd.v1.MemoryFilter\022" +
+      ";\n\010statuses\030\003 \003(\0162\030.memoryd.v1.MemorySta" +
+      "tusB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022\032\n\tpage_size\030\004 \001(\005B" +
+      "\007\272H\004\032\002(\000\022\034\n\npage_token\030\005 \001(\tB\010\272H\005r\003(\200\010\"s" +
+      "\n\022MemoryViewResponse\022$\n\010memories\030\001 \003(\0132\022" +
+      ".memoryd.v1.Memory\022\027\n\017next_page_token\030\002 " +
+      "\001(\t\022\036\n\004view\030\003 \001(\0132\020.memoryd.v1.View\"\253\001\n\021" +
+      "GetHistoryRequest\022<\n\007subject\030\001 \001(\tB+\272H(r" +
+      "#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022" +
+      "\036\n\tmemory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\022\032\n\tpage_" +
+      "size\030\003 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_token\030\004 \001(\tB" +
+      "\010\272H\005r\003(\200\010\"\214\001\n\rMemoryVersion\022\"\n\006memory\030\001 " +
+      "\001(\0132\022.memoryd.v1.Memory\022&\n\006change\030\002 \001(\0162" +
+      "\026.memoryd.v1.ChangeKind\022/\n\013recorded_at\030\003" +
+      " \001(\0132\032.google.protobuf.Timestamp\"Z\n\022GetH" +
+      "istoryResponse\022+\n\010versions\030\001 \003(\0132\031.memor" +
+      "yd.v1.MemoryVersion\022\027\n\017next_page_token\030\002" +
+      " \001(\t\"-\n\014DroppedCount\022\016\n\006reason\030\001 \001(\t\022\r\n\005" +
+      "count\030\002 \001(\003\"\301\002\n\rExtractionJob\022\n\n\002id\030\001 \001(" +
+      "\t\022\017\n\007subject\030\002 \001(\t\022-\n\005state\030\003 \001(\0162\036.memo" +
+      "ryd.v1.ExtractionJobState\022\r\n\005turns\030\004 \001(\005" +
+      "\022\020\n\010attempts\030\005 \001(\005\022\r\n\005error\030\006 \001(\t\022(\n\007res" +
+      "ults\030\007 \003(\0132\027.memoryd.v1.WriteResult\022)\n\007d" +
+      "ropped\030\010 \003(\0132\030.memoryd.v1.DroppedCount\022." +
+      "\n\ncreated_at\030\t \001(\0132\032.google.protobuf.Tim" +
+      "estamp\022/\n\013finished_at\030\n \001(\0132\032.google.pro" +
+      "tobuf.Timestamp\"t\n\027GetExtractionJobReque" +
+      "st\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0" +
+      "-9][A-Za-z0-9._:@-]*$\310\001\001\022\033\n\006job_id\030\002 \001(\t" +
+      "B\013\272H\010r\003\260\001\001\310\001\001\"B\n\030GetExtractionJobRespons" +
+      "e\022&\n\003job\030\001 \001(\0132\031.memoryd.v1.ExtractionJo" +
+      "b\"\330\001\n\026ResolveConflictRequest\022<\n\007subject\030" +
+      "\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9." +
+      "_:@-]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310" +
+      "\001\001\022?\n\nresolution\030\003 \001(\0162\036.memoryd.v1.Conf" +
+      "lictResolutionB\013\272H\010\202\001\002\020\001\310\001\001\022\037\n\npending_i" +
+      "d\030\004 \001(\tB\013\272H\010r\003\260\001\001\330\001\001\"=\n\027ResolveConflictR" +
+      "esponse\022\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.Mem" +
+      "ory\"x\n\025ExportMemoriesRequest\022<\n\007subject\030" +
+      "\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9." +
+      "_:@-]*$\310\001\001\022!\n\npassphrase\030\002 \001(\tB\r\272H\nr\005 \010(" +
+      "\200\010\330\001\001\";\n\026ExportMemoriesResponse\022\017\n\007archi" +
+      "ve\030\001 \001(\014\022\020\n\010memories\030\002 \001(\003\"\221\001\n\025ImportMem" +
+      "oriesRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012" +
+      "\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\027\n\007ar" +
+      "chive\030\002 \001(\014B\006\272H\003\310\001\001\022!\n\npassphrase\030\003 \001(\tB" +
+      "\r\272H\nr\005 \010(\200\010\330\001\001\"B\n\026ImportMemoriesResponse" +
+      "\022(\n\007results\030\001 \003(\0132\027.memoryd.v1.WriteResu" +
+      "lt*e\n\013Consistency\022\033\n\027CONSISTENCY_UNSPECI" +
+      "FIED\020\000\022\033\n\027CONSISTENCY_INDEX_ASYNC\020\001\022\034\n\030C" +
+      "ONSISTENCY_WAIT_INDEXED\020\002*\212\002\n\014WriteOutco" +
+      "me\022\035\n\031WRITE_OUTCOME_UNSPECIFIED\020\000\022\031\n\025WRI" +
+      "TE_OUTCOME_CREATED\020\001\022\031\n\025WRITE_OUTCOME_UP" +
+      "DATED\020\002\022\033\n\027WRITE_OUTCOME_VERSIONED\020\003\022\030\n\024" +
+      "WRITE_OUTCOME_MERGED\020\004\022\033\n\027WRITE_OUTCOME_" +
+      "UNCHANGED\020\005\022\032\n\026WRITE_OUTCOME_REJECTED\020\006\022" +
+      "\031\n\025WRITE_OUTCOME_PENDING\020\007\022\032\n\026WRITE_OUTC" +
+      "OME_ACCEPTED\020\010*Q\n\010TurnMode\022\031\n\025TURN_MODE_" +
+      "UNSPECIFIED\020\000\022\025\n\021TURN_MODE_EXTRACT\020\001\022\023\n\017" +
+      "TURN_MODE_CHUNK\020\002*T\n\tEraseMode\022\032\n\026ERASE_" +
+      "MODE_UNSPECIFIED\020\000\022\025\n\021ERASE_MODE_FORGET\020" +
+      "\001\022\024\n\020ERASE_MODE_PURGE\020\002*\251\001\n\nChangeKind\022\033" +
+      "\n\027CHANGE_KIND_UNSPECIFIED\020\000\022\027\n\023CHANGE_KI" +
+      "ND_CREATED\020\001\022\027\n\023CHANGE_KIND_UPDATED\020\002\022\031\n" +
+      "\025CHANGE_KIND_VERSIONED\020\003\022\026\n\022CHANGE_KIND_" +
+      "MERGED\020\004\022\031\n\025CHANGE_KIND_FORGOTTEN\020\005*\302\001\n\022" +
+      "ExtractionJobState\022$\n EXTRACTION_JOB_STA" +
+      "TE_UNSPECIFIED\020\000\022\037\n\033EXTRACTION_JOB_STATE" +
+      "_QUEUED\020\001\022 \n\034EXTRACTION_JOB_STATE_RUNNIN" +
+      "G\020\002\022\"\n\036EXTRACTION_JOB_STATE_SUCCEEDED\020\003\022" +
+      "\037\n\033EXTRACTION_JOB_STATE_FAILED\020\004*\207\001\n\022Con" +
+      "flictResolution\022#\n\037CONFLICT_RESOLUTION_U" +
+      "NSPECIFIED\020\000\022$\n CONFLICT_RESOLUTION_KEEP" +
+      "_CURRENT\020\001\022&\n\"CONFLICT_RESOLUTION_ACCEPT" +
+      "_PENDING\020\0022\323\005\n\rMemoryService\022<\n\005Write\022\030." +
+      "memoryd.v1.WriteRequest\032\031.memoryd.v1.Wri" +
+      "teResponse\022?\n\006Recall\022\031.memoryd.v1.Recall" +
+      "Request\032\032.memoryd.v1.RecallResponse\022<\n\005E" +
+      "rase\022\030.memoryd.v1.EraseRequest\032\031.memoryd" +
+      ".v1.EraseResponse\022K\n\nMemoryView\022\035.memory" +
+      "d.v1.MemoryViewRequest\032\036.memoryd.v1.Memo" +
+      "ryViewResponse\022K\n\nGetHistory\022\035.memoryd.v" +
+      "1.GetHistoryRequest\032\036.memoryd.v1.GetHist" +
+      "oryResponse\022]\n\020GetExtractionJob\022#.memory" +
+      "d.v1.GetExtractionJobRequest\032$.memoryd.v" +
+      "1.GetExtractionJobResponse\022Z\n\017ResolveCon" +
+      "flict\022\".memoryd.v1.ResolveConflictReques" +
+      "t\032#.memoryd.v1.ResolveConflictResponse\022W" +
+      "\n\016ExportMemories\022!.memoryd.v1.ExportMemo" +
+      "riesRequest\032\".memoryd.v1.ExportMemoriesR" +
+      "esponse\022W\n\016ImportMemories\022!.memoryd.v1.I" +
+      "mportMemoriesRequest\032\".memoryd.v1.Import" +
+      "MemoriesResponseBR\n\016dev.memoryd.v1P\001Z>gi" +
+      "thub.com/memoryd/memoryd/clients/go/gen/" +
+      "memoryd/v1;memorydv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -393,7 +396,7 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
     internal_static_memoryd_v1_EraseRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_EraseRequest_descriptor,
-        new java.lang.String[] { "Subject", "Ids", "Key", "SourceTurnId", "Category", "AllOfSubject", "Mode", "Reason", "Selector", });
+        new java.lang.String[] { "Subject", "Ids", "Key", "SourceTurnId", "Category", "AllOfSubject", "Mode", "Reason", "Scope", "Selector", });
     internal_static_memoryd_v1_StoreCounts_descriptor =
       getDescriptor().getMessageType(9);
     internal_static_memoryd_v1_StoreCounts_fieldAccessorTable = new
@@ -405,7 +408,7 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
     internal_static_memoryd_v1_ErasureReceipt_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_ErasureReceipt_descriptor,
-        new java.lang.String[] { "EraseId", "Mode", "Counts", "Verified", "StartedAt", "FinishedAt", "Unchecked", });
+        new java.lang.String[] { "EraseId", "Mode", "Counts", "Verified", "StartedAt", "FinishedAt", "Unchecked", "OrganisationMentions", });
     internal_static_memoryd_v1_EraseResponse_descriptor =
       getDescriptor().getMessageType(11);
     internal_static_memoryd_v1_EraseResponse_fieldAccessorTable = new

@@ -7,7 +7,9 @@ package dev.memoryd.v1;
 
 /**
  * <pre>
- * StoreCounts counts what an erase removed from each store.
+ * StoreCounts counts what an erase removed from each store, of what the caller can tell
+ * exists: an erase also removes selected memories the caller cannot list (a lapsed one, or a
+ * forgotten one for a view that hides `status`), and does not count them.
  * </pre>
  *
  * Protobuf type {@code memoryd.v1.StoreCounts}
@@ -56,7 +58,7 @@ private static final long serialVersionUID = 0L;
   private long memories_ = 0L;
   /**
    * <pre>
-   * memories is the number of memories forgotten or purged.
+   * memories is the number of memories forgotten or purged that the caller could list.
    * </pre>
    *
    * <code>int64 memories = 1;</code>
@@ -71,7 +73,7 @@ private static final long serialVersionUID = 0L;
   private long versions_ = 0L;
   /**
    * <pre>
-   * versions is the number of version rows purged.
+   * versions is the number of their version rows purged; 0 unless the view shows `version`.
    * </pre>
    *
    * <code>int64 versions = 2;</code>
@@ -86,7 +88,7 @@ private static final long serialVersionUID = 0L;
   private long outbox_ = 0L;
   /**
    * <pre>
-   * outbox is the number of pending index operations dropped.
+   * outbox is the number of their pending index operations dropped.
    * </pre>
    *
    * <code>int64 outbox = 3;</code>
@@ -101,7 +103,7 @@ private static final long serialVersionUID = 0L;
   private long vectors_ = 0L;
   /**
    * <pre>
-   * vectors is the number of vectors deleted from the index.
+   * vectors is the number of their vectors deleted from the index.
    * </pre>
    *
    * <code>int64 vectors = 4;</code>
@@ -116,7 +118,7 @@ private static final long serialVersionUID = 0L;
   private long jobs_ = 0L;
   /**
    * <pre>
-   * jobs is the number of pending extraction jobs dropped.
+   * jobs is the number of the caller's own pending extraction jobs dropped.
    * </pre>
    *
    * <code>int64 jobs = 5;</code>
@@ -366,7 +368,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * StoreCounts counts what an erase removed from each store.
+   * StoreCounts counts what an erase removed from each store, of what the caller can tell
+   * exists: an erase also removes selected memories the caller cannot list (a lapsed one, or a
+   * forgotten one for a view that hides `status`), and does not count them.
    * </pre>
    *
    * Protobuf type {@code memoryd.v1.StoreCounts}
@@ -567,7 +571,7 @@ private static final long serialVersionUID = 0L;
     private long memories_ ;
     /**
      * <pre>
-     * memories is the number of memories forgotten or purged.
+     * memories is the number of memories forgotten or purged that the caller could list.
      * </pre>
      *
      * <code>int64 memories = 1;</code>
@@ -579,7 +583,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * memories is the number of memories forgotten or purged.
+     * memories is the number of memories forgotten or purged that the caller could list.
      * </pre>
      *
      * <code>int64 memories = 1;</code>
@@ -595,7 +599,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * memories is the number of memories forgotten or purged.
+     * memories is the number of memories forgotten or purged that the caller could list.
      * </pre>
      *
      * <code>int64 memories = 1;</code>
@@ -611,7 +615,7 @@ private static final long serialVersionUID = 0L;
     private long versions_ ;
     /**
      * <pre>
-     * versions is the number of version rows purged.
+     * versions is the number of their version rows purged; 0 unless the view shows `version`.
      * </pre>
      *
      * <code>int64 versions = 2;</code>
@@ -623,7 +627,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * versions is the number of version rows purged.
+     * versions is the number of their version rows purged; 0 unless the view shows `version`.
      * </pre>
      *
      * <code>int64 versions = 2;</code>
@@ -639,7 +643,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * versions is the number of version rows purged.
+     * versions is the number of their version rows purged; 0 unless the view shows `version`.
      * </pre>
      *
      * <code>int64 versions = 2;</code>
@@ -655,7 +659,7 @@ private static final long serialVersionUID = 0L;
     private long outbox_ ;
     /**
      * <pre>
-     * outbox is the number of pending index operations dropped.
+     * outbox is the number of their pending index operations dropped.
      * </pre>
      *
      * <code>int64 outbox = 3;</code>
@@ -667,7 +671,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * outbox is the number of pending index operations dropped.
+     * outbox is the number of their pending index operations dropped.
      * </pre>
      *
      * <code>int64 outbox = 3;</code>
@@ -683,7 +687,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * outbox is the number of pending index operations dropped.
+     * outbox is the number of their pending index operations dropped.
      * </pre>
      *
      * <code>int64 outbox = 3;</code>
@@ -699,7 +703,7 @@ private static final long serialVersionUID = 0L;
     private long vectors_ ;
     /**
      * <pre>
-     * vectors is the number of vectors deleted from the index.
+     * vectors is the number of their vectors deleted from the index.
      * </pre>
      *
      * <code>int64 vectors = 4;</code>
@@ -711,7 +715,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * vectors is the number of vectors deleted from the index.
+     * vectors is the number of their vectors deleted from the index.
      * </pre>
      *
      * <code>int64 vectors = 4;</code>
@@ -727,7 +731,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * vectors is the number of vectors deleted from the index.
+     * vectors is the number of their vectors deleted from the index.
      * </pre>
      *
      * <code>int64 vectors = 4;</code>
@@ -743,7 +747,7 @@ private static final long serialVersionUID = 0L;
     private long jobs_ ;
     /**
      * <pre>
-     * jobs is the number of pending extraction jobs dropped.
+     * jobs is the number of the caller's own pending extraction jobs dropped.
      * </pre>
      *
      * <code>int64 jobs = 5;</code>
@@ -755,7 +759,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * jobs is the number of pending extraction jobs dropped.
+     * jobs is the number of the caller's own pending extraction jobs dropped.
      * </pre>
      *
      * <code>int64 jobs = 5;</code>
@@ -771,7 +775,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * jobs is the number of pending extraction jobs dropped.
+     * jobs is the number of the caller's own pending extraction jobs dropped.
      * </pre>
      *
      * <code>int64 jobs = 5;</code>

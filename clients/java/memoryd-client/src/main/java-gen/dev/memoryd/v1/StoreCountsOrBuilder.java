@@ -12,7 +12,7 @@ public interface StoreCountsOrBuilder extends
 
   /**
    * <pre>
-   * memories is the number of memories forgotten or purged.
+   * memories is the number of memories forgotten or purged that the caller could list.
    * </pre>
    *
    * <code>int64 memories = 1;</code>
@@ -22,7 +22,7 @@ public interface StoreCountsOrBuilder extends
 
   /**
    * <pre>
-   * versions is the number of version rows purged.
+   * versions is the number of their version rows purged; 0 unless the view shows `version`.
    * </pre>
    *
    * <code>int64 versions = 2;</code>
@@ -32,7 +32,7 @@ public interface StoreCountsOrBuilder extends
 
   /**
    * <pre>
-   * outbox is the number of pending index operations dropped.
+   * outbox is the number of their pending index operations dropped.
    * </pre>
    *
    * <code>int64 outbox = 3;</code>
@@ -42,7 +42,7 @@ public interface StoreCountsOrBuilder extends
 
   /**
    * <pre>
-   * vectors is the number of vectors deleted from the index.
+   * vectors is the number of their vectors deleted from the index.
    * </pre>
    *
    * <code>int64 vectors = 4;</code>
@@ -52,7 +52,7 @@ public interface StoreCountsOrBuilder extends
 
   /**
    * <pre>
-   * jobs is the number of pending extraction jobs dropped.
+   * jobs is the number of the caller's own pending extraction jobs dropped.
    * </pre>
    *
    * <code>int64 jobs = 5;</code>
