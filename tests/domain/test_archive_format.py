@@ -220,3 +220,96 @@ def test_a_view_of_keyless_categories_only_needs_no_key():
     view = View("a", (ViewRule(Category.EVENT),), (), False, frozenset({"category", "text"}))
     data, _ = _export([_memory(category=Category.EVENT, key="")], view)
     assert json.loads(data)["memories"] == [{"category": "event", "text": "Works at 青岛啤酒"}]
+
+
+# Values no field of an archive may hold, spelled as JSON spells them (issue 37: a number of 401
+# digits in importance, confidence or data was INTERNAL). None of them is a valid value of any field.
+HUGE = "1" * 401
+TROUBLE = {
+    "401-digits": HUGE, "minus-401-digits": "-" + HUGE, "5000-digits": "1" * 5000, "1e400": "1e400", "nan": "NaN",
+    "minus-infinity": "-Infinity", "lone-surrogate": '"a\\ud800b"', "deep-list": "[" * 900 + "]" * 900,
+    "huge-in-object": f'{{"n":{HUGE}}}', "huge-in-list": f"[1,{HUGE}]",
+}
+GOOD = memory_entry(_memory(), MEMORY_FIELDS)
+ENTRY_FIELDS = [*sorted(GOOD), "provenance.agent", "provenance.source_kind", "provenance.source_turn_id"]
+
+
+def _spelled_entry(field: str, value: str) -> str:
+    """GOOD as JSON text, with ``field`` (``provenance.agent``: one of provenance's) spelled ``value``."""
+    entry = {**GOOD, "provenance": dict(GOOD["provenance"])}
+    owner, name = (entry["provenance"], field.split(".")[1]) if "." in field else (entry, field)
+    owner[name] = "@@VALUE@@"
+    return encode(entry).decode().replace('"@@VALUE@@"', value)
+
+
+def _named(violations: dict[str, str], field: str) -> bool:
+    return any(f == field or f.startswith((f"{field}.", f"{field}[")) for f in violations)
+
+
+@pytest.mark.parametrize("value", TROUBLE.values(), ids=TROUBLE.keys())
+def test_any_field_of_an_archived_memory_holding_a_wrong_value_is_named(value):
+    entries = ",".join(_spelled_entry(field, value) for field in ENTRY_FIELDS)
+    data = f'{{"format":"memoryd-export","version":1,"memories":[{entries}]}}'.encode()
+    violations = _violations(data)
+    assert [f for i, f in enumerate(ENTRY_FIELDS) if not _named(violations, f"archive.memories[{i}].{f}")] == []
+    for field, description in violations.items():  # a reply can carry them: UTF-8, no lone surrogates
+        field.encode(), description.encode()
+
+
+@pytest.mark.parametrize("value", TROUBLE.values(), ids=TROUBLE.keys())
+@pytest.mark.parametrize("field", ["format", "version", "exported_at", "subject", "memories"])
+def test_any_field_of_an_archive_holding_a_wrong_value_is_named(field, value):
+    document = {"format": FORMAT, "version": 1, "exported_at": "2025-03-01T12:00:00Z", "subject": "alice",
+                "memories": [GOOD], field: "@@VALUE@@"}
+    violations = _violations(encode(document).replace(b'"@@VALUE@@"', value.encode()))
+    assert _named(violations, f"archive.{field}"), violations
+
+
+SEALED = seal(_plain(GOOD), PASSPHRASE, salt=b"s" * 16, nonce=b"n" * 12)
+
+
+@pytest.mark.parametrize("value", TROUBLE.values(), ids=TROUBLE.keys())
+@pytest.mark.parametrize("field", ["format", "version", "kdf", "n", "r", "p", "salt", "nonce", "ciphertext"])
+def test_any_field_of_a_sealed_archive_holding_a_wrong_value_is_named(field, value):
+    envelope = {**json.loads(SEALED), field: "@@VALUE@@"}
+    violations = _violations(encode(envelope).replace(b'"@@VALUE@@"', value.encode()), PASSPHRASE)
+    assert _named(violations, f"archive.{field}"), violations
+
+
+@pytest.mark.parametrize("value", [HUGE, TROUBLE["lone-surrogate"]], ids=["401-digits", "lone-surrogate"])
+def test_a_wrong_value_inside_a_sealed_archive_is_named(value):
+    data = f'{{"format":"memoryd-export","version":1,"memories":[{_spelled_entry("importance", value)}]}}'
+    assert _named(_violations(seal(data.encode(), PASSPHRASE), PASSPHRASE), "archive.memories[0].importance")
+
+
+@pytest.mark.parametrize(("data", "field", "words"), [
+    (b'{"format":"memoryd-export","version":1,"version":2,"memories":[]}', "archive", "'version' twice"),
+    (b'{"format":"memoryd-export","version":1,"memories":[{"category":"fact","text":"a","text":"b"}]}', "archive",
+     "'text' twice"),
+    (b'\xef\xbb\xbf{"format":"memoryd-export","version":1,"memories":[]}', "archive", "byte order mark"),
+    (b'{"format":"memoryd-export","version":1,"memories":[],"count":0}', "archive.count", "not a field"),
+    (b'{"format":"memoryd-export","version":1,"memories":[],"exported_at":"10000-01-01T00:00:00Z"}',
+     "archive.exported_at", "ISO 8601"),
+    (b'{"format":"memoryd-export","version":1,"memories":[{"category":"fact","text":"a","\\udc00":1}]}',
+     "archive.memories[0]", "surrogate"),
+], ids=["repeated-name", "repeated-name-in-memory", "bom", "unknown-field", "year-10000", "surrogate-in-name"])
+def test_an_archive_that_json_would_read_ambiguously_or_not_at_all_is_refused(data, field, words):
+    assert words in _violations(data)[field]
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("valid_from", '"0000-01-01T00:00:00Z"'), ("valid_until", '"10000-01-01T00:00:00Z"'),
+    ("valid_from", '"9999-12-31T23:59:59-05:00"'), ("created_at", "253402300800"), ("updated_at", '"2025-03-01"'),
+    ("version", str(2**63)), ("version", "0"), ("version", "1.5"),
+], ids=["year-0", "year-10000", "past-9999-in-utc", "epoch-number", "no-time", "version-past-int64",
+        "version-0", "version-fraction"])
+def test_times_and_versions_out_of_range_are_named(field, value):
+    data = f'{{"format":"memoryd-export","version":1,"memories":[{_spelled_entry(field, value)}]}}'.encode()
+    assert set(_violations(data)) == {f"archive.memories[0].{field}"}
+
+
+def test_numbers_a_double_holds_are_read_as_a_write_would_read_them():
+    entry = _spelled_entry("data", '{"big":18446744073709551616,"small":4.9e-324,"int":7}')
+    data = f'{{"format":"memoryd-export","version":1,"memories":[{entry}]}}'.encode()
+    [draft] = drafts(open_archive(data), Limits())
+    assert draft.data == {"big": 2.0**64, "small": 5e-324, "int": 7.0}

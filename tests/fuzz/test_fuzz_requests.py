@@ -16,10 +16,12 @@ minutes on the 2-core CI machine, most of it the odd-character case of every req
 from __future__ import annotations
 
 import base64
+import json
 import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,13 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memoryd.domain import Category, Scope, SourceKind, Stability
+from memoryd.server._archive import seal
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import view_admin_service_pb2 as admin
-from tests.support import (ALL_FIELDS, Agent, ServerProcess, draft, full_view, put_view, token_for, unique, varint,
-                           wait_until)
+from tests.support import (ALL_FIELDS, Agent, ServerProcess, draft, failure, full_view, put_view, token_for, unique,
+                           varint, wait_until)
 
 EXAMPLES = int(os.environ.get("MEMORYD_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
@@ -83,6 +87,7 @@ class World:
     archives: list[tuple[bytes, str]] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    last_error: grpc.RpcError | None = None  # how the last refused call failed
 
     def __repr__(self) -> str:  # hypothesis prints the arguments of a failing example
         return f"World(tenant={self.tenant!r})"
@@ -122,6 +127,7 @@ class World:
             code = grpc.StatusCode.OK
         except grpc.RpcError as error:
             code = error.code()  # type: ignore[attr-defined]
+            self.last_error = error
             assert code in CLIENT_ERRORS, f"{method} answered {code}: {error.details()}"  # type: ignore[attr-defined]
             after = self.snapshot()
             changed = {t for t in before if before[t] != after[t]}
@@ -379,6 +385,151 @@ def test_export_and_import(world: World, data: st.DataObject) -> None:
         passphrase = data.draw(texts)
     world.send("ImportMemories", svc.ImportMemoriesRequest(
         subject=data.draw(st.one_of(st.just("user-fuzz-import"), subjects)), archive=archive, passphrase=passphrase))
+
+
+# Structured archives: valid framing (JSON, plain or sealed) around any JSON value in any field,
+# spelled as JSON may spell it (numbers of any size, NaN, lone surrogate escapes, names given
+# twice), so the archive's own reader is fuzzed, not only the JSON parser.
+
+
+class Spelled(str):
+    """JSON text put into an archive as it is: what json.dumps cannot write, or will not."""
+
+
+class Pairs(list[tuple[str, Any]]):
+    """A JSON object as its name/value pairs, so a name can be given twice."""
+
+
+def spell(value: Any) -> str:
+    if isinstance(value, Spelled):
+        return str(value)
+    if isinstance(value, dict):
+        value = Pairs(value.items())
+    if isinstance(value, Pairs):
+        return "{" + ",".join(f"{json.dumps(name)}:{spell(v)}" for name, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(spell(v) for v in value) + "]"
+    return json.dumps(value)  # NaN and Infinity as Python spells them; a lone surrogate as its escape
+
+
+archive_leaves = st.one_of(  # each kind of trouble as likely as the ordinary values
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(st.characters(codec="utf-8"), max_size=20)),
+    # Numbers json.dumps will not write: beyond a double from 309 digits, beyond int() from 4301.
+    st.builds(lambda sign, n: Spelled(sign + "1" * n), st.sampled_from(["", "-"]), st.integers(300, 5000)),
+    st.sampled_from(["1e400", "-1e400", "1E+99999", "NaN", "Infinity", "-Infinity", "4.9e-324", str(2**64), "-0",
+                     "0." + "0" * 400 + "1", "[" * 900 + "]" * 900, "[" * 1200 + "]" * 1200]).map(Spelled),
+    # A lone surrogate, which json.dumps spells as an escape.
+    st.builds(lambda c, t: t[:3] + chr(c) + t[3:], st.integers(0xD800, 0xDFFF), st.text(max_size=6)),
+    st.sampled_from(["", "\x00", "x" * 9000, "fact", "session", "0000-01-01T00:00:00Z", "10000-01-01T00:00:00Z",
+                     "9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+01:00", "2025-13-40T25:61:00Z",
+                     "2025-03-01T12:00:00", "253402300800", "\udbff\udc00"]),  # the last a pair: one character
+)
+archive_names = st.one_of(st.text(st.characters(codec="utf-8"), max_size=8),
+                          st.sampled_from(["", "format", "importance", "k\ud800", "\udc00"]))
+archive_values = st.recursive(
+    archive_leaves,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(archive_names, inner, max_size=4)),
+    max_leaves=12,
+)
+plain_values = st.recursive(  # what a Write's data may hold
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False),
+              st.text(st.characters(codec="utf-8"), max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8,
+)
+stamps = st.one_of(
+    st.datetimes(max_value=datetime(2099, 12, 31), timezones=st.just(UTC)).map(lambda t: t.isoformat()),
+    st.sampled_from(["0001-01-01T00:00:00+00:00", "1970-01-01T00:00:00Z", "2025-03-01T12:00:00.123456-12:00"]),
+)
+unit = st.one_of(st.floats(0, 1), st.sampled_from([0, 1, 5e-324, 1.0 - 1e-16]))
+labels = st.text(st.characters(categories=["L", "N"]), min_size=1, max_size=12)
+
+
+ARCHIVED_FIELDS = ["category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags",
+                   "valid_from", "valid_until", "scope", "session_id", "provenance", "created_at", "updated_at",
+                   "version"]
+
+
+@st.composite
+def valid_entries(draw: st.DrawFn) -> dict[str, Any]:
+    """A memory as an archive holds it, every field a valid value (many at their limits)."""
+    category = draw(st.sampled_from([c.value for c in Category]))
+    scope = draw(st.sampled_from([s.value for s in Scope]))
+    return {
+        "category": category,
+        "key": "" if category in ("event", "decision") else draw(st.sampled_from(["home_city", "drink", "k" * 128])),
+        "text": draw(labels),
+        "data": draw(st.dictionaries(st.text(max_size=8), plain_values, max_size=4)),
+        "importance": draw(unit), "confidence": draw(unit),
+        "stability": draw(st.sampled_from([s.value for s in Stability])),
+        "pinned": draw(st.booleans()),
+        "tags": draw(st.lists(labels, max_size=4)),
+        "valid_from": draw(stamps),
+        "valid_until": draw(st.sampled_from(["9999-12-31T23:59:59.999999Z", "2100-01-01T00:00:00+14:00"])),
+        "scope": scope, "session_id": "s-1" if scope == "session" else "",
+        "provenance": {"agent": draw(st.text(max_size=8)),
+                       "source_kind": draw(st.sampled_from([k.value for k in SourceKind])),
+                       "source_turn_id": draw(st.sampled_from(["", "turn-1"]))},
+        "created_at": draw(stamps), "updated_at": draw(stamps),
+        "version": draw(st.integers(1, 2**63 - 1)),
+    }
+
+
+@st.composite
+def archive_objects(draw: st.DrawFn, valid: dict[str, Any], wrong: int, required: frozenset[str],
+                    wild: str = "") -> Pairs:
+    """``valid`` with each field kept, left out (unless ``required``), or (``wrong`` in 100, and
+    always the one named ``wild``) any value; sometimes with a name the format does not have,
+    or one given twice."""
+    pairs = Pairs()
+    for name, value in valid.items():
+        roll = draw(st.integers(0, 99))
+        if name == wild:
+            pairs.append((name, draw(st.one_of(archive_leaves, archive_values))))
+        elif roll >= 100 - wrong:
+            pairs.append((name, draw(archive_values)))
+        elif name in required or roll >= 10:
+            pairs.append((name, value))
+    if draw(st.integers(0, 99)) < wrong:
+        name = draw(st.one_of(st.sampled_from(list(valid)), archive_names))
+        pairs.insert(draw(st.integers(0, len(pairs))), (name, draw(archive_values)))
+    return pairs
+
+
+@st.composite
+def archives(draw: st.DrawFn) -> Pairs:
+    """An archive with one field of its first memory or of itself (``wild``) any value, and
+    (``wrong`` in 100) any others: valid, at the limits, if ``wild`` is empty and ``wrong`` 0."""
+    wrong = draw(st.sampled_from([0, 0, 5, 20]))
+    wild = draw(st.sampled_from([*ARCHIVED_FIELDS, "exported_at", "subject", "version", ""]))
+    entries = [draw(archive_objects(draw(valid_entries()), wrong, frozenset({"category", "text"}),
+                                    wild if i == 0 else "")) for i in range(draw(st.integers(0, 3)))]
+    document = {"format": "memoryd-export", "version": 1, "exported_at": draw(stamps),
+                "subject": draw(st.one_of(st.just(SUBJECT), st.text(max_size=8))), "memories": entries}
+    return draw(archive_objects(document, wrong, frozenset({"format", "version", "memories"}),
+                                wild if wild in document else ""))
+
+
+@FUZZ
+@given(data=st.data())
+def test_import_of_structured_archives(world: World, data: st.DataObject) -> None:
+    archive = spell(data.draw(archives())).encode()
+    passphrase = ""
+    if data.draw(st.integers(0, 2)) == 0:  # a third sealed; then sometimes a header field is any value
+        passphrase = "correct horse battery staple"
+        envelope = Pairs(json.loads(seal(archive, passphrase)).items())
+        if data.draw(st.booleans()):
+            i = data.draw(st.integers(0, len(envelope) - 1))
+            envelope[i] = (envelope[i][0], data.draw(archive_values))
+        archive = spell(envelope).encode()
+    code = world.send("ImportMemories", svc.ImportMemoriesRequest(subject="user-fuzz-import", archive=archive,
+                                                                  passphrase=passphrase))
+    if code is not grpc.StatusCode.OK:  # whatever is wrong is the archive's, and it says where
+        assert world.last_error is not None
+        refused = failure(world.last_error)
+        assert code is grpc.StatusCode.INVALID_ARGUMENT and refused.reason == "ARCHIVE_INVALID", refused
+        assert refused.violations and all(f.startswith("archive") or f == "passphrase" for f in refused.violations), \
+            refused
 
 
 @FUZZ

@@ -13,6 +13,7 @@ import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
+from memoryd.server._archive import seal
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -187,3 +188,25 @@ def test_a_subject_bound_credential_cannot_export_or_import_another_subject(conn
     for failure in (fails(_export, bound, "alice"), fails(_import, bound, "alice", archive)):
         assert failure.code == grpc.StatusCode.PERMISSION_DENIED and failure.reason == "SUBJECT_NOT_ALLOWED"
     assert [r.outcome for r in _import(bound, "bob", archive).results].count(svc.WRITE_OUTCOME_CREATED) == 7
+
+
+# A number of 401 digits (issue 37): once an OverflowError, so INTERNAL, wherever a double was made of it.
+HUGE = "1" * 401
+
+
+@pytest.mark.parametrize(("entry", "field"), [
+    (f'"importance":{HUGE}', "importance"),
+    (f'"confidence":-{HUGE}', "confidence"),
+    (f'"data":{{"n":{HUGE}}}', "data"),
+    (f'"data":{{"a":{{"b":[1,{HUGE}]}}}}', "data"),
+], ids=["importance", "confidence", "data", "data-nested"])
+@pytest.mark.parametrize("passphrase", ["", PASSPHRASE], ids=["plain", "sealed"])
+def test_a_huge_number_in_an_archive_is_invalid_and_names_its_field(agent, entry, field, passphrase):
+    good = '{"category":"fact","key":"home","text":"Lives in Lisbon"}'
+    plain = ('{"format":"memoryd-export","version":1,"memories":[' + good
+             + ',{"category":"fact","key":"employer","text":"Works at Acme",' + entry + "}]}").encode()
+    archive = seal(plain, passphrase) if passphrase else plain
+    failure = fails(_import, agent, "bob", archive, passphrase)
+    assert failure.code == grpc.StatusCode.INVALID_ARGUMENT and failure.reason == "ARCHIVE_INVALID"
+    assert set(failure.violations) == {f"archive.memories[1].{field}"}
+    assert _memories(agent, "bob") == []

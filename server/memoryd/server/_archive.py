@@ -15,6 +15,13 @@ with Write's default. A sealed archive wraps the plain one::
 
 The key is scrypt(passphrase, salt); the cipher AES-256-GCM, whose associated data is the
 envelope without its ciphertext, so format, version and KDF parameters cannot be altered.
+
+Reading an archive is the one boundary where its bytes become Python values, and anything
+the bytes can hold becomes ``ArchiveInvalid`` with a field path here, never an exception
+further on: a number no double can hold is read as the infinity ``json`` makes of ``1e400``
+(Write's rules then refuse it where it lands), a name given twice in one object and an
+unpaired surrogate escape (``"\\ud800"``, which no UTF-8 string can carry) are refused as read.
+Each entry then becomes the ``MemoryDraft`` a Write would carry and passes Write's own checks.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import base64
 import binascii
 import json
 import os
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,6 +63,15 @@ _ENTRY_FIELDS = frozenset({
     "valid_until", "scope", "session_id", "provenance", "created_at", "updated_at", "version",
 })
 _PROVENANCE_FIELDS = frozenset({"agent", "source_kind", "source_turn_id"})
+_DOCUMENT_FIELDS = frozenset({"format", "version", "exported_at", "subject", "memories"})
+_ENVELOPE_FIELDS = frozenset({"format", "version", "kdf", "n", "r", "p", "salt", "nonce", "ciphertext"})
+# A memory's version is an int64 (memoryd.v1.Memory.version).
+_MAX_VERSION = 2**63 - 1
+# The longest run of digits read as an int: a 64-bit one has at most 19 digits and a sign.
+_MAX_INT_CHARS = 20
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Bytes that decode as UTF-8 hold none: only a JSON escape can spell one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # An entry holds a domain enum's value ("fact"); a MemoryDraft the proto value it maps to.
 _ENUMS: dict[str, tuple[type[Any], EnumMap[Any, Any]]] = {
     "category": (Category, CATEGORY),
@@ -134,22 +151,102 @@ def _invalid(field: str, description: str) -> ArchiveInvalid:
     return ArchiveInvalid([FieldViolation(field, description)])
 
 
+def _shown(value: Any) -> str:
+    """A value or name for a message: short, and never a lone surrogate, which no reply can carry."""
+    if isinstance(value, bool | int | float):
+        text = json.dumps(value)
+    elif isinstance(value, str):
+        text = value[:64]
+    else:
+        text = "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) else "null"
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
+def _integer(digits: str) -> int | float:
+    # Every number of an archive becomes a double (importance, confidence, a Struct's values)
+    # or must be an int64 (versions). A longer run of digits is read as a double, infinite when
+    # no double holds it, just as json reads 1e400; never as an int of hundreds of digits,
+    # which no double holds (float() of it raises OverflowError) and int() refuses past 4300
+    # digits (ValueError).
+    return int(digits) if len(digits) <= _MAX_INT_CHARS else float(digits)
+
+
+class _RepeatedName(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Canonical JSON never repeats a name; an archive that does could read one way to a tool
+    # that keeps the first value and another way here, which keeps the last.
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _RepeatedName(name)
+            seen.add(name)
+    return found
+
+
 def _load(data: bytes, field: str) -> dict[str, Any]:
     try:
-        document = json.loads(data.decode())
+        text = data.decode()
     except UnicodeDecodeError:
         raise _invalid(field, "is not UTF-8 text") from None
+    if text.startswith("\ufeff"):
+        raise _invalid(field, "starts with a byte order mark: an archive is UTF-8 JSON without one")
+    try:
+        document = json.loads(text, parse_int=_integer, object_pairs_hook=_object)
+    except _RepeatedName as repeated:
+        raise _invalid(field, f"gives the name '{_shown(repeated.name)}' twice in one object") from None
     except (ValueError, RecursionError):
         raise _invalid(field, "is not a JSON document") from None
     if not isinstance(document, dict):
         raise _invalid(field, "must be a JSON object")
+    unpaired = _unpaired_surrogates(document, "archive") if _SURROGATE_ESCAPE.search(text) else []
+    if unpaired:
+        raise ArchiveInvalid(unpaired)
     return document
+
+
+def _unpaired_surrogates(document: dict[str, Any], root: str) -> list[FieldViolation]:
+    """Every string of ``document`` holding an unpaired surrogate escape, by path.
+
+    JSON may spell one (``"\\ud800"``) and ``json`` reads it, but no UTF-8 string holds it: a
+    protobuf string, a Postgres text or a reply naming it would fail later, as INTERNAL.
+    Iterative: data nests as deep as the JSON parser allows. It stops at the hundredth: a reply
+    carries fewer (``MAX_VIOLATION_BYTES``), and 4 MiB of ``"\\ud800",`` would be 450,000.
+    """
+    found: list[FieldViolation] = []
+    stack: list[tuple[str, Any]] = [(root, document)]
+    while stack and len(found) < 100:
+        path, value = stack.pop()
+        if isinstance(value, str) and _SURROGATE.search(value):
+            found.append(FieldViolation(path, "holds an unpaired surrogate escape, which is not UTF-8 text"))
+        elif isinstance(value, dict):
+            for name, child in value.items():
+                if _SURROGATE.search(name):
+                    found.append(FieldViolation(path, f"has the name '{_shown(name)}', which holds an unpaired "
+                                                      "surrogate escape and is not UTF-8 text"))
+                else:
+                    stack.append((f"{path}.{name[:64]}", child))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(value))
+    return sorted(found, key=lambda v: v.field)
+
+
+def _unknown_fields(document: dict[str, Any], known: frozenset[str], what: str) -> None:
+    unknown = sorted(set(document) - known)
+    if unknown:
+        raise ArchiveInvalid([FieldViolation(f"archive.{name[:64]}", f"is not a field of {what}") for name in unknown])
 
 
 def _check_version(document: dict[str, Any]) -> None:
     version = document.get("version")
     if type(version) is not int or version != VERSION:
-        raise _invalid("archive.version", f"unknown version {str(version)[:32]!r}: this server reads version "
+        raise _invalid("archive.version", f"unknown version '{_shown(version)}': this server reads version "
                                           f"{VERSION}")
 
 
@@ -168,6 +265,7 @@ def _b64(envelope: dict[str, Any], name: str, size: int | None = None) -> bytes:
 
 def _unseal(envelope: dict[str, Any], passphrase: str) -> bytes:
     _check_version(envelope)
+    _unknown_fields(envelope, _ENVELOPE_FIELDS, "a sealed archive")
     for name, expected in (("kdf", "scrypt"), ("n", SCRYPT_N), ("r", SCRYPT_R), ("p", SCRYPT_P)):
         if envelope.get(name) != expected or type(envelope.get(name)) is not type(expected):
             raise _invalid(f"archive.{name}", f"must be {expected!r} in version {VERSION}")
@@ -194,7 +292,8 @@ def open_archive(data: bytes, passphrase: str = "") -> dict[str, Any]:
             raise _invalid("archive.format", f"a sealed archive must hold a '{FORMAT}' document")
     elif document.get("format") != FORMAT:
         raise _invalid("archive.format", f"must be '{FORMAT}' or '{SEALED_FORMAT}'")
-    _check_version(document)
+    _check_version(document)  # first: another version may have other fields
+    _unknown_fields(document, _DOCUMENT_FIELDS, "an archive")
     memories = document.get("memories")
     if not isinstance(memories, list):
         raise _invalid("archive.memories", "must be a list")
@@ -211,6 +310,7 @@ def drafts(document: dict[str, Any], limits: Limits) -> list[Draft]:
     Every invalid field of every memory is reported at once (``archive.memories[3].key``).
     """
     check = Checker(limits)
+    _timestamp(check, "archive.exported_at", document.get("exported_at"))  # for reading only, but well formed
     out: list[Draft] = []
     for i, entry in enumerate(document["memories"]):
         path = f"archive.memories[{i}]"
@@ -276,8 +376,8 @@ def _item(check: Checker, path: str, entry: Any) -> pb.MemoryDraft | None:
         stamp = _timestamp(check, f"{path}.{name}", entry.get(name))
         if stamp is not None and name.startswith("valid_"):
             getattr(item, name).CopyFrom(stamp)
-    if "version" in entry and (type(entry["version"]) is not int or entry["version"] < 1):
-        check.fail(f"{path}.version", "must be a positive integer")
+    if "version" in entry and (type(entry["version"]) is not int or not 1 <= entry["version"] <= _MAX_VERSION):
+        check.fail(f"{path}.version", f"must be an integer from 1 to {_MAX_VERSION}")
     _provenance(check, f"{path}.provenance", entry.get("provenance"), item)
     return item if len(check.violations) == before else None
 

@@ -99,7 +99,7 @@ class Checker:
         try:
             data = json_format.MessageToDict(value)
         except ValueError:  # NaN or infinite numbers have no JSON form
-            self.fail(field, "must not contain NaN or infinite numbers")
+            self.fail(field, "must not contain NaN, infinite numbers or numbers beyond a double's ±1.8e308")
             return None
         except RecursionError:
             self.fail(field, f"must be at most {self.limits.max_data_depth} levels deep")
