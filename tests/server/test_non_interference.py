@@ -9,8 +9,13 @@ ranks, and memories carry ``entity:`` tags that the queries name), including key
 Milvus ``like`` would over-match (``billing-x`` against the glob ``billing_*``), repeats of
 texts the agent may write blind, and values under keys it may write but not read — and,
 for the memories it does read, other values of the fields its view hides (importance and
-pinned). Then the agent
-makes the same random calls of every MemoryService RPC in both worlds. The answers must be
+pinned). A view that hides every time, version, status and provenance field ("no-times")
+also meets a second world whose memories it reads were written in the opposite order, then
+changed again in fields it hides only (a new version and update time each), and which holds
+a forgotten memory inside its rules: memories it ranks equal (constraints under one key,
+keys looked up together) must come in the same order, and erase receipts count the same.
+Then the agent makes the same random calls of every MemoryService RPC in both worlds —
+filters and erase selectors on fields it may not see included. The answers must be
 equal once the worlds' own ids are replaced by their order of appearance and timestamps
 (which differ by the milliseconds between the two writes) are left out: every other field,
 rank, score part, reason and count must match.
@@ -19,6 +24,7 @@ rank, score part, reason and count must match.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +63,7 @@ UNCOMPARED = {"created_at", "updated_at", "last_access_at", "expires_at", "valid
 
 # What the agent reads: billing_* and iban facts, every preference and event. It may also write
 # `secret_*` facts it cannot read (a write-only key) and constraints it cannot read.
-READ = [rule("fact", "billing_*", "iban"), rule("preference"), rule("event")]
+READ = [rule("fact", "billing_*", "iban"), rule("preference"), rule("event"), rule("constraint", "allergy")]
 WRITE = [*READ, rule("fact", "secret_*"), rule("constraint")]
 FIELD_SETS = {
     "all": None,
@@ -65,10 +71,18 @@ FIELD_SETS = {
                              "created_at", "provenance", "data", "confidence", "stability", "trust", "pending",
                              "valid_from", "valid_until", "expires_at", "scope", "subject", "session_id"],
     "narrow": ["id", "key", "text", "category"],
+    "no-times": ["id", "key", "text", "category", "tags", "data", "confidence", "stability", "valid_from",
+                 "valid_until", "scope", "subject", "session_id"],
 }
+# Views that hide every field a change of a hidden field moves (version, update time, provenance)
+# and the status: their second world is written in another order, changed again in hidden
+# fields, and holds a forgotten memory (the README's remedy for "versions made by hidden fields").
+REORDERED = {"no-times"}
+FORGOTTEN_TEXT = "Cancelled the gym membership"
+SWAPPED = {0.1: 0.9, 0.5: 0.1, 0.9: 0.5}  # another importance, one to one
 # Items the agent reads: (category, key).
 VISIBLE_SLOTS = [("fact", "billing_address"), ("fact", "iban"), ("preference", "drink"), ("event", ""),
-                 ("event", "")]
+                 ("event", ""), ("constraint", "allergy"), ("constraint", "allergy")]
 # Items it cannot read: a key the Milvus glob over-matches, a fact key outside its rules, a
 # write-only key, a constraint, a decision.
 HIDDEN_SLOTS = [("fact", "billing-offshore"), ("fact", "diagnosis"), ("fact", "secret_pin"), ("constraint", "diet"),
@@ -101,8 +115,14 @@ def items(slots: list[tuple[str, str]], texts: list[str], entities: dict[str, st
 calls = st.lists(st.one_of(
     # With the default minimum relevance, or none (every candidate, with its scores).
     st.tuples(st.just("recall_query"), st.sampled_from(QUERIES), st.integers(1, 4), st.sampled_from([None, 0.0])),
-    st.tuples(st.just("recall_keys"), st.sampled_from(["iban", "billing_address", "drink"])),
+    st.tuples(st.just("recall_keys"), st.sampled_from(["iban", "billing_address", "drink", "allergy"])),
+    # Every key at once: equal scores wherever the view hides what would tell them apart.
+    st.tuples(st.just("recall_keys_all")),
     st.tuples(st.just("list")),
+    # Filters on fields a view may hide: statuses, the organisation, a key.
+    st.tuples(st.just("list_filtered"), st.sampled_from(["statuses", "include_org", "keys"])),
+    # Erase selectors on fields a view may hide (a purge: its receipt counts what went).
+    st.tuples(st.just("erase_by"), st.sampled_from(["key", "category", "source_turn_id"])),
     st.tuples(st.just("history"), st.integers(0, 4)),
     st.tuples(st.just("write"), st.sampled_from([("fact", "secret_pin"), ("fact", "iban"), ("event", ""),
                                                 ("constraint", "diet"), ("preference", "drink")]),
@@ -166,8 +186,20 @@ def run(agent: Agent, norm: Normaliser, call: tuple[Any, ...]) -> Any:
                                                               render_block=True, min_relevance=call[3]))
         elif kind == "recall_keys":
             response = agent.recall_keys(SUBJECT, call[1], render_block=True)
+        elif kind == "recall_keys_all":
+            response = agent.recall_keys(SUBJECT, "iban", "billing_address", "drink", "allergy", top_k=4,
+                                         render_block=True)
         elif kind == "list":
             response = agent.list(SUBJECT, page_size=50)
+        elif kind == "list_filtered":
+            filters = {"statuses": {"statuses": [pb.MEMORY_STATUS_ACTIVE, pb.MEMORY_STATUS_FORGOTTEN]},
+                       "include_org": {"filter": pb.MemoryFilter(include_org=True)},
+                       "keys": {"filter": pb.MemoryFilter(keys=["allergy"])}}
+            response = agent.list(SUBJECT, page_size=50, **filters[call[1]])
+        elif kind == "erase_by":
+            selector = {"key": {"key": "allergy"}, "category": {"category": pb.CATEGORY_EVENT},
+                        "source_turn_id": {"source_turn_id": "v0"}}
+            response = agent.erase(SUBJECT, mode=svc.ERASE_MODE_PURGE, **selector[call[1]])
         elif kind == "history":
             if call[1] >= len(norm.order):
                 return "no such id"
@@ -201,7 +233,7 @@ def run(agent: Agent, norm: Normaliser, call: tuple[Any, ...]) -> Any:
         return (f.code.name, norm(f.message), f.reason, f.violations)
     document = json_format.MessageToDict(response, preserving_proto_field_name=True)
     document.pop("next_page_token", None)  # bound to the tenant: differs by construction
-    if kind == "list" and "updated_at" not in document.get("view", {}).get("visible_fields", []):
+    if kind.startswith("list") and "updated_at" not in document.get("view", {}).get("visible_fields", []):
         # A view that hides updated_at lists in id order, and ids are random in each world:
         # compare the listing as a set (by content), registering ids in that order.
         document["memories"] = sorted(document.get("memories", []),
@@ -226,7 +258,7 @@ def worlds(connect):
 
 
 @pytest.mark.timeout(1200)
-@settings(max_examples=25, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=int(os.environ.get("MEMORYD_NI_EXAMPLES", "60")), deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(fields=st.sampled_from(sorted(FIELD_SETS)), visible=items(VISIBLE_SLOTS, VISIBLE_TEXTS, VISIBLE_ENTITIES),
        hidden=items(HIDDEN_SLOTS, HIDDEN_TEXTS, HIDDEN_ENTITIES), hidden_values=st.lists(st.tuples(
@@ -236,23 +268,58 @@ def worlds(connect):
 @example(fields="all", visible=[Item("preference", "drink", "Prefers tea in the morning", 0.5, False)],
          hidden=[Item("fact", "billing-offshore", "Secret offshore billing account", 0.5, False, "entity:lyon")],
          hidden_values=[(0.5, False)] * 4, calls=[("recall_query", "Tea in Lyon", 3, 0.0)])
+# Two constraints under one key, written in the other order in the second world: equal scores,
+# told apart by nothing the view shows but their text; and a listing of forgotten memories.
+@example(fields="no-times", visible=[Item("constraint", "allergy", "Prefers tea in the morning", 0.5, False),
+                                     Item("constraint", "allergy", "Pays by bank transfer", 0.5, False)],
+         hidden=[], hidden_values=[(0.5, False)] * 4,
+         calls=[("recall_keys", "allergy"), ("recall_keys_all",), ("list_filtered", "statuses")])
+# The second world of a view that hides status holds a forgotten event: a purge of every event
+# must count the same in both.
+@example(fields="no-times", visible=[Item("event", "", "Complained about a late parcel", 0.5, False)],
+         hidden=[], hidden_values=[(0.5, False)] * 4, calls=[("erase_by", "category")])
 def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, visible, hidden, hidden_values, calls):
     probe_a, probe_b, seeder_for = worlds(fields)
     seed_a, seed_b = seeder_for(probe_a_tenant(probe_a)), seeder_for(probe_a_tenant(probe_b))
     masks_importance = FIELD_SETS[fields] is not None
-    for n, item in enumerate(visible):
+    reordered = fields in REORDERED
+    if reordered:  # one value a key: which of two is current would follow the order of writing
+        last = {(i.category, i.key): n for n, i in enumerate(visible) if i.key and i.category != "constraint"}
+        visible = [i for n, i in enumerate(visible) if not i.key or i.category == "constraint"
+                   or last[(i.category, i.key)] == n]
+    turns = list(enumerate(visible))
+    for n, item in turns:
         seed_a.write(SUBJECT, item.draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
-        other = item
-        if masks_importance:  # a field the view hides may hold anything in the other world
+
+    def other(n: int, item: Item, again: bool = False) -> Item:
+        if not masks_importance:
+            return item
+        # A field the view hides holds something else in the other world. Its entity tags
+        # stay the same: with other tags behind a view that hides them, Import answered
+        # differently (found with this test; see issue 15's note). The other values are a
+        # one-to-one map of this world's, so two writes of a key are equal in one world
+        # exactly when they are in the other: a change of a hidden field is a new version
+        # (README, "What is not"), which a view showing versions sees. Changed again in
+        # hidden fields only, the values are drawn freely.
+        if again:
             importance, pinned = hidden_values[n % len(hidden_values)]
-            # Its entity tags stay the same: with other tags behind a view that hides them,
-            # Import answered differently (found with this test; see issue 15's note).
-            other = Item(item.category, item.key, item.text, importance, pinned, item.entity)
-        seed_b.write(SUBJECT, other.draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
-        if n < len(hidden):  # between the turns it may read: neighbours must skip it
-            seed_b.write(SUBJECT, hidden[n].draft(f"h{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        else:
+            importance, pinned = SWAPPED[item.importance], not item.pinned
+        return Item(item.category, item.key, item.text, importance, pinned, item.entity)
+
+    for place, (n, item) in enumerate(turns[::-1] if reordered else turns):
+        seed_b.write(SUBJECT, other(n, item).draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        if place < len(hidden):  # between the turns it may read: neighbours must skip it
+            seed_b.write(SUBJECT, hidden[place].draft(f"h{place}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
     for n, item in enumerate(hidden[len(visible):], start=len(visible)):
         seed_b.write(SUBJECT, item.draft(f"h{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+    if reordered:
+        # Changed again in hidden fields only: a new version and update time for each memory
+        # (a constraint's repeat changes nothing), and one memory forgotten.
+        for n, item in turns:
+            seed_b.write(SUBJECT, other(n, item, again=True).draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        gone = seed_b.write(SUBJECT, draft("event", FORGOTTEN_TEXT), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        seed_b.erase(SUBJECT, mode=svc.ERASE_MODE_FORGET, ids=svc.MemoryIds(ids=[gone.results[0].memory_id]))
     norm_a, norm_b = Normaliser(), Normaliser()
     for call in calls:
         answer_a = run(probe_a, norm_a, call)

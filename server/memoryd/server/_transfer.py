@@ -10,6 +10,7 @@ conflict policies, one transaction — so it can do nothing a Write could not.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -103,10 +104,13 @@ async def export_archive(view: View, cmd: ExportCommand, pages: Pages) -> tuple[
         last = listing.memories[-1]
         page = Page(last.updated_at, last.id, EXPORT_PAGE_SIZE)
     # Oldest first, so an import re-creates them in the order they were first written — unless
-    # the view hides created_at, whose order the archive's order must not tell.
+    # the view hides created_at, whose order the archive's order must not tell. Equals are in
+    # the order of what the archive holds of them (then their ids): nothing hidden orders them.
     shows_created = "created_at" in view.visible_fields
-    memories.sort(key=lambda m: (m.created_at, m.id) if shows_created else (datetime.min.replace(tzinfo=UTC), m.id))
-    entries = [archive.memory_entry(m, view.visible_fields) for m in memories]
+    entries_of = {m.id: archive.memory_entry(m, view.visible_fields) for m in memories}
+    memories.sort(key=lambda m: (m.created_at if shows_created else datetime.min.replace(tzinfo=UTC),
+                                 json.dumps(entries_of[m.id], sort_keys=True, default=str), m.id))
+    entries = [entries_of[m.id] for m in memories]
     data = archive.plain_archive(cmd.subject, entries, datetime.now(UTC))
     if cmd.passphrase:
         data = await asyncio.to_thread(archive.seal, data, cmd.passphrase)  # scrypt: off the event loop
