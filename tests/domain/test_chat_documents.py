@@ -10,7 +10,8 @@ import json
 import pytest
 
 from memoryd.server._chat import json_document
-from memoryd.server._chat_errors import REASONS, ExtractionParseError, error_fields, reason, status_error
+from memoryd.server._chat_errors import REASONS, ExtractionParseError, error_fields, status_error
+from memoryd.storage import error_reason as reason
 
 
 @pytest.mark.parametrize(("content", "expected"), [

@@ -249,6 +249,13 @@ async def test_openai_vectors_come_back_in_index_order_and_normalised(fake, open
     assert openai.model_id == "openai/fake-model"
 
 
+def probing(fake: FakeOpenAI) -> tuple[list[bool], list[bool]]:
+    """Whether each request asked for base64: those of memoryd's own probe, and the others."""
+    probe = [r for r in fake.requests if r.body.get("input") == [OpenAICompatibleEmbedder.PROBE]]
+    others = [r for r in fake.requests if r not in probe]
+    return ["encoding_format" in r.body for r in probe], ["encoding_format" in r.body for r in others]
+
+
 async def test_openai_server_refusing_base64_is_asked_for_numbers_from_then_on():
     with FakeOpenAI(dim=8, refuses_base64=True) as fake:
         embedder = OpenAICompatibleEmbedder(fake.base_url, "fake-model", dim=8)
@@ -258,8 +265,25 @@ async def test_openai_server_refusing_base64_is_asked_for_numbers_from_then_on()
     assert first[0] == pytest.approx(unit(vector_for("alpha", 8)))
     assert first[1] == pytest.approx(unit(vector_for("beta", 8)))
     assert second == pytest.approx(unit(vector_for("gamma", 8)))
-    # Refused once, asked again without the field, and never with it again.
-    assert ["encoding_format" in r.body for r in fake.requests] == [True, False, False]
+    # Refused once; memoryd's own input refused with the field and taken without it; the
+    # refused request asked again without the field, and never with it again.
+    assert probing(fake) == ([True, False], [True, False, False])
+
+
+async def test_a_request_refused_for_its_own_texts_never_switches_the_encoding(fake, openai, caplog):
+    # The server's error echoes the text it refused (JSON-escaped). The refusal is about that
+    # text, not the encoding: memoryd's own input shows the server takes base64, so the error
+    # is reported, without the text, and every later request still asks for base64.
+    caplog.set_level(logging.DEBUG)
+    fake.fail_next("echo")
+    with pytest.raises(Internal) as caught:
+        await openai.embed_passages(['Secret "Quokka" meadow 秘密的袋鼠'])
+    assert caught.value.message == f"the embedding server at {fake.base_url.split('//')[1]} refused the request " \
+                                   "(HTTP 400)"
+    assert all(word not in record.getMessage() for record in caplog.records
+               for word in ("Quokka", "meadow", "袋鼠", "\\u"))
+    await openai.embed_query("gamma")
+    assert probing(fake) == ([True], [True, True])
 
 
 @pytest.mark.parametrize("embedding", ["not base64!", "AAAA" + "AA==", 42], ids=["not-base64", "partial-float", "number"])
@@ -335,11 +359,11 @@ async def test_openai_rejected_request_raises_internal_without_the_key(fake, ope
     caplog.set_level(logging.DEBUG)
     # Its error message echoes the Authorization header. The first 400 could be about the
     # base64 encoding (``test_openai_server_refusing_base64...``): asked again, refused again.
-    fake.fail_next("400", "400")
+    fake.fail_next("400", "400", "400")  # the request, then memoryd's own input with and without base64
     with pytest.raises(Internal) as caught:
         await openai.embed_query("hello")
     assert "HTTP 400" in caught.value.message
-    assert "Incorrect API key" in caught.value.message
+    assert "Incorrect API key" not in caught.value.message  # the server's words are never repeated
     assert API_KEY not in caught.value.message
     assert API_KEY not in str(caught.value.__cause__)
     assert API_KEY not in repr(openai)

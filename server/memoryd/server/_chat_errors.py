@@ -16,10 +16,10 @@ in the clear in a row that outlives the job's turns (sealed, then deleted) and a
 source turn, and the log leaves memoryd altogether. So both say only what memoryd chose:
 
 - the HTTP status;
-- a ``reason`` from the closed list ``REASONS``, derived from the status and the error's
-  structured fields — ``type``, ``code`` and ``param``, which OpenAI, vLLM and llama.cpp's
-  server set from their own code (``context_length_exceeded``, ``param: "max_tokens"``) —
-  never from its message;
+- a reason from the closed list ``REASONS`` (``memoryd.storage.error_reason``, which the
+  embedder's errors use too), derived from the status and the error's structured fields —
+  ``type``, ``code`` and ``param``, which OpenAI, vLLM and llama.cpp's server set from their
+  own code (``context_length_exceeded``, ``param: "max_tokens"``) — never from its message;
 - in the ``detail`` only, those structured fields themselves, each where it is a short
   identifier or a number, and is not the API key.
 
@@ -28,30 +28,12 @@ The full error is in the model server's own log, next to the request it answers.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-# The closed list of reasons a job's error may give (besides the HTTP status).
-CONTEXT_EXCEEDED = "the request is longer than the model's context"
-AUTHENTICATION = "authentication failed"
-FORBIDDEN = "permission denied"
-NOT_FOUND = "no such model or path"
-TOO_LARGE = "the request is too large"
-RATE_LIMITED = "rate limited"
-SERVER_TIMEOUT = "the server timed out"
-RESPONSE_FORMAT = "the server does not take this response_format"
-TOKEN_BOUND = "the server does not take max_tokens"
-SERVER_ERROR = "server error"
-REASONS = (CONTEXT_EXCEEDED, AUTHENTICATION, FORBIDDEN, NOT_FOUND, TOO_LARGE, RATE_LIMITED, SERVER_TIMEOUT,
-           RESPONSE_FORMAT, TOKEN_BOUND, SERVER_ERROR)
+from memoryd.storage import REASONS, error_fields, error_reason
 
-_FIELDS = ("type", "code", "param")
-_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,47}")
-_KEY_LIKE = re.compile(r"(?i)^(sk|pk|rk)-|bearer")
-_CONTEXT_CODES = {"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded"}
-_BY_STATUS = {401: AUTHENTICATION, 403: FORBIDDEN, 404: NOT_FOUND, 408: SERVER_TIMEOUT, 413: TOO_LARGE,
-              429: RATE_LIMITED}
+__all__ = ["REASONS", "ExtractionError", "ExtractionParseError", "ExtractionRefused", "ExtractionUnavailable",
+           "error_fields", "error_reason", "status_error"]
 
 
 class ExtractionError(Exception):
@@ -89,50 +71,11 @@ class ExtractionParseError(ExtractionError):
     public = "the extraction model's answer could not be parsed"
 
 
-def error_fields(body: bytes, *, secrets: Sequence[str] = ()) -> dict[str, str]:
-    """The structured fields of a server's error body (``type``, ``code``, ``param`` of
-    OpenAI's ``error`` object, or of the body itself as vLLM sends it), those that are short
-    identifiers or numbers and not a secret; never its ``message``."""
-    try:
-        document = json.loads(body[:16 * 1024])
-    except ValueError:
-        return {}
-    if not isinstance(document, dict):
-        return {}
-    error = document.get("error")
-    where = error if isinstance(error, dict) else document
-    fields: dict[str, str] = {}
-    for name in _FIELDS:
-        value = where.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            fields[name] = str(value)
-        elif (isinstance(value, str) and _IDENTIFIER.fullmatch(value) and not _KEY_LIKE.search(value)
-              and not any(len(s) >= 4 and (s in value or value in s) for s in secrets)):
-            fields[name] = value
-    return fields
-
-
-def reason(status: int, fields: Mapping[str, str]) -> str:
-    """The reason of ``REASONS`` an error with ``status`` and structured ``fields`` gives, or
-    '' if none fits."""
-    said = {value.lower() for value in fields.values()}
-    param = fields.get("param", "").lower()
-    if said & _CONTEXT_CODES:
-        return CONTEXT_EXCEEDED
-    if status in _BY_STATUS:
-        return _BY_STATUS[status]
-    if param.startswith("response_format"):
-        return RESPONSE_FORMAT
-    if param in ("max_tokens", "max_completion_tokens"):
-        return TOKEN_BOUND
-    return SERVER_ERROR if status >= 500 else ""
-
-
 def status_error(status: int, body: bytes, where: str, *, secrets: Sequence[str] = ()) -> ExtractionError:
     """The error of an HTTP ``status`` answer: unavailable (408, 429, 5xx) or refused; its
     message the status and a reason of memoryd's, its detail those and the error's fields."""
     fields = error_fields(body, secrets=secrets)
-    why = reason(status, fields)
+    why = error_reason(status, fields)
     said = f"HTTP {status}" + (f" ({why})" if why else "")
     shown = " ".join(f"{name}={value}" for name, value in fields.items())
     logged = said + (f"; the server's error has {shown}" if shown else "")

@@ -13,7 +13,7 @@ from ._erasure import VectorErasure, erase_vectors
 from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
 from ._jobs import Claim, ClaimedJob, ExtractionJobs, PlannedItem
-from ._http_endpoint import HttpStatus, JsonEndpoint, Unreachable, http_endpoint
+from ._http_endpoint import REASONS, HttpStatus, JsonEndpoint, Unreachable, error_fields, error_reason, http_endpoint
 from ._model_slots import ModelSlots, Slot
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
@@ -77,6 +77,7 @@ __all__ = [
     "PostgresRevocations",
     "PostgresTokenLedger",
     "PostgresViewStore",
+    "REASONS",
     "ReindexReport",
     "SealReport",
     "Slot",
@@ -96,6 +97,8 @@ __all__ = [
     "counters",
     "embedder_from_config",
     "embedding_text",
+    "error_fields",
+    "error_reason",
     "http_endpoint",
     "idle",
     "keywords_warm_up",

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from memoryd.domain import Embedder, FailedPrecondition, Internal, MemorydError, Unavailable
 
-from ._http_endpoint import HttpStatus, JsonEndpoint, Unreachable, http_endpoint
+from ._http_endpoint import HttpStatus, JsonEndpoint, Unreachable, error_fields, error_reason, http_endpoint
 
 T = TypeVar("T")
 _log = logging.getLogger("memoryd.storage.embedders")
@@ -225,9 +225,18 @@ class OpenAICompatibleEmbedder:
 
     Vectors are asked for as base64 (``encoding_format``, as OpenAI's own client does): 1.5 KiB
     of float32 per 384 dimensions instead of ~8 KiB of JSON numbers, decoded ~100x faster. A
-    server that refuses the field (HTTP 400 or 422) is asked again without it, once, and from
-    then on gets plain requests; an answer in numbers is accepted either way.
+    server that refuses a request with the field (HTTP 400 or 422) is asked memoryd's own
+    one-word input (``PROBE``) with the field and without it: only if it refuses the first and
+    takes the second does it get plain requests from then on (the refused request is sent
+    again, plain). Whether the field is refused is decided on that input, never on the texts
+    refused: a memory's text must not switch the encoding for every tenant (issue 37). An
+    answer in numbers is accepted either way.
+
+    An error names the HTTP status and a reason of memoryd's (``error_reason``), never the
+    server's words, which may echo the memories' text: it is stored in the outbox row and logged.
     """
+
+    PROBE = "memoryd"
 
     def __init__(self, base_url: str, model: str, api_key: str = "", dim: int | None = None,
                  timeout: float = 10.0, query_prefix: str = "", passage_prefix: str = "", *,
@@ -301,30 +310,40 @@ class OpenAICompatibleEmbedder:
         try:
             return self._endpoint.post(payload)
         except HttpStatus as exc:
-            if asked_base64 and exc.status in (400, 422):
-                # Perhaps the field it does not know: ask as plain OpenAI once more. If that is
-                # refused too, the refusal is about something else and is reported.
+            if asked_base64 and exc.status in (400, 422) and self._refuses_base64():
                 self._base64 = False
-                _log.info("embedding server at %s refused encoding_format=base64 (HTTP %d); asking for numbers",
+                _log.info("embedding server at %s refuses encoding_format=base64 (HTTP %d); asking for numbers",
                           self._where, exc.status)
                 return self._post(inputs)
-            raise self._status_error(exc.status, exc.body[:4096]) from exc
+            raise self._status_error(exc.status, exc.body) from exc
         except Unreachable as exc:
             # Refused, DNS, timeouts, resets and truncated answers: all transient.
             _log.warning("embedding server at %s unreachable: %s", self._where, exc.cause)
             raise Unavailable(f"the embedding server at {self._where} cannot be reached; retry later") from exc
 
-    def _status_error(self, status: int, detail: bytes) -> MemorydError:
+    def _refuses_base64(self) -> bool:
+        """Whether the server refuses ``encoding_format`` on ``PROBE`` and takes it without."""
+        def takes(**extra: str) -> bool | None:
+            try:
+                self._endpoint.post({"model": self._model, "input": [self.PROBE], **extra})
+            except HttpStatus as exc:
+                return False if exc.status in (400, 422) else None
+            except Unreachable:
+                return None
+            return True
+
+        return takes(encoding_format="base64") is False and takes() is True
+
+    def _status_error(self, status: int, body: bytes) -> MemorydError:
+        fields = error_fields(body, secrets=[self._api_key] if self._api_key else [])
+        why = error_reason(status, fields)
+        said = f"HTTP {status}" + (f", {why}" if why else "")
+        shown = " ".join(f"{name}={value}" for name, value in fields.items())
         if status in (408, 429) or status >= 500:
-            _log.warning("embedding server at %s answered HTTP %d", self._where, status)
-            return Unavailable(f"the embedding server at {self._where} is unavailable (HTTP {status}); retry later")
-        text = " ".join(detail.decode("utf-8", "replace").split())
-        if self._api_key:
-            # Some servers echo the key they refused; redact before shortening so no piece of
-            # it survives the cut.
-            text = text.replace(self._api_key, "[redacted]")
-        message = f"the embedding server at {self._where} refused the request (HTTP {status}): {text[:300]}"
-        _log.error("%s", message)
+            _log.warning("embedding server at %s answered %s%s", self._where, said, f" ({shown})" if shown else "")
+            return Unavailable(f"the embedding server at {self._where} is unavailable ({said}); retry later")
+        message = f"the embedding server at {self._where} refused the request ({said})"
+        _log.error("%s%s", message, f"; the server's error has {shown}" if shown else "")
         return Internal(message)
 
     def _parse(self, raw: bytes, expected: int) -> list[list[float]]:

@@ -12,8 +12,14 @@ executor), and the outcome told apart:
   status — the caller decides what it means (retry, adapt the request, refuse);
 - ``Unreachable`` for no answer at all (refused, DNS, reset, truncated, or ``timed_out``).
 
-What an error *says* is each caller's: the embedder speaks the domain's errors, the chat
-client its extraction errors with a safe excerpt of the body.
+What an error says is the caller's to word (the embedder speaks the domain's errors, the
+chat client its extraction errors), but what memoryd repeats of a server's error is one rule,
+here: never its words. A server's error text may echo the request — memories' text, a user's
+turns — escaped, cut or re-tokenised past any filter, and errors are stored (a job's, an
+outbox row's) and logged. So an error is told by its HTTP status and a reason from the closed
+list ``REASONS`` (``error_reason``), derived from the status and the structured fields OpenAI,
+vLLM and llama.cpp's server set from their own code (``error_fields``: ``type``, ``code``,
+``param``), never from its message.
 """
 
 from __future__ import annotations
@@ -21,15 +27,37 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import SplitResult, urlsplit
 
 T = TypeVar("T")
 MAX_ERROR_BODY = 64 * 1024
+
+# The closed list of reasons a job's error may give (besides the HTTP status).
+CONTEXT_EXCEEDED = "the request is longer than the model's context"
+AUTHENTICATION = "authentication failed"
+FORBIDDEN = "permission denied"
+NOT_FOUND = "no such model or path"
+TOO_LARGE = "the request is too large"
+RATE_LIMITED = "rate limited"
+SERVER_TIMEOUT = "the server timed out"
+RESPONSE_FORMAT = "the server does not take this response_format"
+TOKEN_BOUND = "the server does not take max_tokens"
+SERVER_ERROR = "server error"
+REASONS = (CONTEXT_EXCEEDED, AUTHENTICATION, FORBIDDEN, NOT_FOUND, TOO_LARGE, RATE_LIMITED, SERVER_TIMEOUT,
+           RESPONSE_FORMAT, TOKEN_BOUND, SERVER_ERROR)
+
+_FIELDS = ("type", "code", "param")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,47}")
+_KEY_LIKE = re.compile(r"(?i)^(sk|pk|rk)-|bearer")
+_CONTEXT_CODES = {"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded"}
+_BY_STATUS = {401: AUTHENTICATION, 403: FORBIDDEN, 404: NOT_FOUND, 408: SERVER_TIMEOUT, 413: TOO_LARGE,
+              429: RATE_LIMITED}
 
 
 class HttpStatus(Exception):
@@ -111,3 +139,42 @@ class JsonEndpoint:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def error_fields(body: bytes, *, secrets: Sequence[str] = ()) -> dict[str, str]:
+    """The structured fields of a server's error body (``type``, ``code``, ``param`` of
+    OpenAI's ``error`` object, or of the body itself as vLLM sends it), those that are short
+    identifiers or numbers and not a secret; never its ``message``."""
+    try:
+        document = json.loads(body[:16 * 1024])
+    except ValueError:
+        return {}
+    if not isinstance(document, dict):
+        return {}
+    error = document.get("error")
+    where = error if isinstance(error, dict) else document
+    fields: dict[str, str] = {}
+    for name in _FIELDS:
+        value = where.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            fields[name] = str(value)
+        elif (isinstance(value, str) and _IDENTIFIER.fullmatch(value) and not _KEY_LIKE.search(value)
+              and not any(len(s) >= 4 and (s in value or value in s) for s in secrets)):
+            fields[name] = value
+    return fields
+
+
+def error_reason(status: int, fields: Mapping[str, str]) -> str:
+    """The reason of ``REASONS`` an error with ``status`` and structured ``fields`` gives, or
+    '' if none fits."""
+    said = {value.lower() for value in fields.values()}
+    param = fields.get("param", "").lower()
+    if said & _CONTEXT_CODES:
+        return CONTEXT_EXCEEDED
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    if param.startswith("response_format"):
+        return RESPONSE_FORMAT
+    if param in ("max_tokens", "max_completion_tokens"):
+        return TOKEN_BOUND
+    return SERVER_ERROR if status >= 500 else ""
