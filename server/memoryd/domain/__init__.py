@@ -56,7 +56,7 @@ from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, ViewStore
 from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, cjk_share, estimate_tokens, fit_budget, last_use, lifted, recency, recency_at, score
 from ._topics import DEFAULT_SIMILARITY, topic_groups
-from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_regex
+from ._view import ERASE_SELECTORS, MEMORY_FIELDS, Glob, View, ViewChange, ViewRule
 
 __all__ = [
     "CONTRACT",
@@ -91,8 +91,8 @@ __all__ = [
     "View",
     "ViewChange",
     "ViewRule",
+    "Glob",
     "ViewStore",
-    "glob_to_regex",
     "Category",
     "Change",
     "Draft",

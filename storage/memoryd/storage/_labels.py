@@ -23,7 +23,7 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from psycopg.rows import tuple_row
 
-from memoryd.domain import Category, FilterLabels, ReadFilter, glob_to_regex
+from memoryd.domain import Category, FilterLabels, Glob, ReadFilter
 
 from ._envelope import SubjectKeys
 from ._keywords import TermHasher
@@ -43,9 +43,9 @@ class _Subject:
     def matching(self, pattern: str) -> frozenset[str]:
         found = self.matches.get(pattern)
         if found is None:
-            matcher = glob_to_regex(pattern)
+            glob = Glob(pattern)
             found = self.matches[pattern] = frozenset(
-                label.hex() for label, name in self.names.items() if matcher.fullmatch(name))
+                label.hex() for label, name in self.names.items() if glob.matches(name))
         return found
 
 
@@ -122,7 +122,7 @@ def labels_for(flt: ReadFilter, label: Callable[[str], str], matching: Callable[
         allowed = {label(p) for p in patterns if not _is_glob(p)}
         for pattern in filter(_is_glob, patterns):
             allowed |= matching(pattern)
-            if glob_to_regex(pattern).fullmatch(""):
+            if Glob(pattern).matches(""):
                 allowed.add(label(""))
         rules.append((category, tuple(sorted(allowed))))
     return FilterLabels(keys=tuple(label(k) for k in flt.keys), tags=tuple(label(t) for t in flt.tags),
