@@ -51,6 +51,7 @@ from ._model import (
 from ._entities import named_spans, without_names
 from ._extraction import ExtractionJob, JobState, Turn
 from ._contract import CONTRACT, ContractLimits, Grammar
+from ._cpu import SLICE_SECONDS, Slices, off_loop_if, sliced
 from ._normalise import Normalised, dated, different_dates, entity_tag, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, ViewStore
@@ -60,6 +61,10 @@ from ._view import ERASE_SELECTORS, MEMORY_FIELDS, Glob, View, ViewChange, ViewR
 
 __all__ = [
     "CONTRACT",
+    "SLICE_SECONDS",
+    "Slices",
+    "sliced",
+    "off_loop_if",
     "DEFAULT_SIMILARITY",
     "ContractLimits",
     "Grammar",
