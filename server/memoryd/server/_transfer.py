@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from memoryd.domain import (DataKeyUnavailable, Draft, Listing, Memory, Page, PermissionDenied, ResourceExhausted, View,
-                            sliced)
+from memoryd.domain import (DataKeyUnavailable, Draft, Listing, Memory, Page, PermissionDenied, ResourceExhausted, Slices,
+                            View, sliced)
 from memoryd.v1 import memory_service_pb2 as svc
 
 from . import _archive as archive
@@ -86,9 +86,11 @@ async def export_archive(view: View, cmd: ExportCommand, pages: Pages) -> tuple[
     memories: list[Memory] = []
     size = 0
     page = Page(size=EXPORT_PAGE_SIZE)
+    slices = Slices()  # measuring 4 MiB of memories' data as JSON takes ~35 ms
     while True:
         listing = await pages(page)
         for m in listing.memories:
+            await slices.give_way()
             if m.content_unavailable:
                 raise DataKeyUnavailable("some of this subject's memories cannot be decrypted (its data key is "
                                          "unavailable), so no faithful archive can be made")
