@@ -2,17 +2,18 @@
 
 A server process answers all its tenants on one asyncio event loop: while one call computes,
 no other call moves. Work that grows with a request — rows decrypted, memories presented,
-drafts sealed and indexed, key names matched against a view's globs — is therefore done in
+drafts sealed, a subject's key names matched against a view's globs — is therefore done in
 slices: ``Slices.give_way`` hands the loop back once the current slice has run for
-``SLICE_SECONDS``, so the other calls' ready work runs in between and no call holds the loop
-much longer than that. A computation that cannot be cut into items (one request's
-validation, a guard decision over a view of many globs) runs on a worker thread instead
-(``off_loop_if``): the GIL still runs one thread at a time, but the loop gets it back
-every switch interval (5 ms) rather than when the computation ends.
+``SLICE_SECONDS`` (1 ms), so the other calls' ready work runs in between and no call holds the
+loop much longer than that. A computation that cannot be cut into small items (validating a
+Write, tokenizing its texts, encoding an archive, a guard decision that matches keys against
+a view's globs) runs on a worker thread instead (``off_loop_if``, ``asyncio.to_thread``): the
+GIL still runs one thread at a time, but the loop gets it back every switch interval (5 ms)
+rather than when the computation ends.
 
-Before this, the heaviest calls the contract allows held the loop for 100-300 ms at a time,
-and a view of worst-case globs for as long as its matching took (bench/RESULTS.md, "The event
-loop under the heaviest calls").
+Before this, the heaviest calls the contract allows held the loop for 0.1-2 s at a time (a
+Write of 100 large items the longest), and a view of worst-case globs for as long as its
+matching took (bench/RESULTS.md, "The event loop under the heaviest calls").
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 P = ParamSpec("P")
 
-# As long as the interpreter lets one thread run before it switches to another (its default
-# switch interval): the longest a thread holds the GIL while another waits for it.
-SLICE_SECONDS = 0.005
+# A neighbour's call waits for I/O some ten times, and each time it is woken it may wait for
+# one slice of every call being sliced: with 1 ms slices a call of ten such waits beside a
+# second of sliced work took ~30 ms, with 5 ms ~40-150 ms. A give-way costs a few µs.
+SLICE_SECONDS = 0.001
 
 
 class Slices:
