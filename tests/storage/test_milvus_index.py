@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from memoryd.domain import Category, Internal, ReadFilter, Unavailable, glob_to_regex
+from memoryd.domain import Category, Glob, Internal, ReadFilter, Unavailable
 from memoryd.storage import IndexedMemory, MilvusIndex, collection_name, partition_name
 from memoryd.storage._labels import labels_for
 
@@ -67,7 +67,7 @@ def memory(**fields: Any) -> IndexedMemory:
 def labelled(flt: ReadFilter) -> ReadFilter:
     """``flt`` labelled as the store would, with the identity for labels."""
     def matching(pattern: str) -> frozenset[str]:
-        return frozenset(n for n in NAMES if n and glob_to_regex(pattern).fullmatch(n))
+        return frozenset(n for n in NAMES if n and Glob(pattern).matches(n))
 
     return flt if flt.labels is not None else replace(flt, labels=labels_for(flt, lambda value: value, matching))
 

@@ -51,15 +51,20 @@ from ._model import (
 from ._entities import named_spans, without_names
 from ._extraction import ExtractionJob, JobState, Turn
 from ._contract import CONTRACT, ContractLimits, Grammar
+from ._cpu import SLICE_SECONDS, Slices, off_loop_if, sliced
 from ._normalise import Normalised, dated, different_dates, entity_tag, normalise
 from ._policy import TenantPolicy
 from ._ports import Embedder, KeyProvider, ViewStore
 from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, cjk_share, estimate_tokens, fit_budget, last_use, lifted, recency, recency_at, score
 from ._topics import DEFAULT_SIMILARITY, topic_groups
-from ._view import ERASE_SELECTORS, MEMORY_FIELDS, View, ViewChange, ViewRule, glob_to_regex
+from ._view import ERASE_SELECTORS, MEMORY_FIELDS, Glob, View, ViewChange, ViewRule
 
 __all__ = [
     "CONTRACT",
+    "SLICE_SECONDS",
+    "Slices",
+    "sliced",
+    "off_loop_if",
     "DEFAULT_SIMILARITY",
     "ContractLimits",
     "Grammar",
@@ -91,8 +96,8 @@ __all__ = [
     "View",
     "ViewChange",
     "ViewRule",
+    "Glob",
     "ViewStore",
-    "glob_to_regex",
     "Category",
     "Change",
     "Draft",

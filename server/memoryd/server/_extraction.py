@@ -60,6 +60,7 @@ from memoryd.domain import (
     View,
     different_dates,
     normalise,
+    off_loop_if,
 )
 from memoryd.storage import (
     ClaimedJob,
@@ -276,7 +277,9 @@ class ExtractionWorker:
             _log.warning("extraction job %s: parse failure: %s", job.id, exc.detail)
             await self._jobs.fail(job.tenant, job.id, exc.message, counts={counters.EXTRACTION_PARSE_FAILURES: 1})
             return 0.0
-        drafts, dropped = self.drafts(job, items, view, policy, zone)
+        # Off the loop when the view has globs: each item's key is matched against up to 2,048.
+        globbed = view is not None and view.has_globs
+        drafts, dropped = await off_loop_if(globbed, self.drafts, job, items, view, policy, zone)
         dropped.update(invalid)  # items that broke the schema, dropped alone
         plans = await self._dedup(job, drafts, view, policy.merge_similarity)
         results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None)
@@ -323,7 +326,8 @@ class ExtractionWorker:
         read (or may not compare: ``WriteItem.blind``) are never merged by meaning; nor is
         anything merged into a stored memory where the view hides ``text`` (the merge would
         tell what the hidden text says). Without an index, nothing is merged."""
-        items = [write_item(view, d) if view is not None else None for d in drafts]
+        items = await off_loop_if(view is not None and view.has_globs,  # as in _run
+                                  lambda: [write_item(view, d) if view is not None else None for d in drafts])
         plans = [_plan(d, item) for d, item in zip(drafts, items)]
         blind = [item is None or item.blind for item in items]
         episodic = [i for i, d in enumerate(drafts) if d.category.episodic and not blind[i]]

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from memoryd.domain import DataKeyUnavailable, KeyProvider
+from memoryd.domain import DataKeyUnavailable, KeyProvider, Slices, sliced
 
 DATA_KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -197,11 +197,12 @@ class SubjectKeys:
 
     async def open_rows(self, conn: Any, tenant: str, rows: list[dict[str, Any]],
                         id_column: str = "id") -> list[dict[str, Any]]:
-        """Decrypt ``rows`` (each with subject, text, data, text_ct, data_ct) in the caller's transaction."""
+        """Decrypt ``rows`` (each with subject, text, data, text_ct, data_ct) in the caller's
+        transaction, in slices (``Slices``: 500 rows of large memories take ~25 ms)."""
         sealed = {r["subject"] for r in rows
                   if any(r.get(c) is not None for c in ("text_ct", "data_ct", "key_ct", "tags_ct"))}
         keys = await self.for_read(conn, tenant, sealed)
-        return [open_row(r, keys.get(r["subject"]), id_column) for r in rows]
+        return await sliced(rows, lambda r: open_row(r, keys.get(r["subject"]), id_column))
 
     async def open_with_keys(self, tenant: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Decrypt ``rows`` that carry their subject's wrapped key in ``wrapped_key`` (read in
@@ -209,6 +210,7 @@ class SubjectKeys:
         key row is gone (crypto-shredded) or does not unwrap reads as content_unavailable."""
         keys: dict[tuple[str, bytes], DataKey | None] = {}
         opened = []
+        slices = Slices()
         for row in rows:
             wrapped = row.pop("wrapped_key", None)
             key = None
@@ -221,6 +223,7 @@ class SubjectKeys:
                         keys[slot] = None
                 key = keys[slot]
             opened.append(open_row(row, key))
+            await slices.give_way()
         return opened
 
     async def destroy(self, conn: Any, tenant: str, subject: str) -> int:

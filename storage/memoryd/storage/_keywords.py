@@ -9,6 +9,7 @@ one SQL statement, under row level security, after the same WHERE clause as ever
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import logging
@@ -48,6 +49,7 @@ _ENGLISH_STOPWORDS = frozenset(
 _CHINESE_STOPWORDS = frozenset("的 了 着 过 吗 呢 吧 啊 呀 和 与 及 是 在 也 都 就 我 你 他 她 它 我们 你们 他们".split())
 
 _stemmer = snowballstemmer.stemmer("english")
+_stemmer_lock = threading.Lock()
 _jieba_lock = threading.Lock()
 _jieba: Any = None
 
@@ -118,7 +120,8 @@ def tokenize(text: str) -> list[str]:
 def _stem(word: str) -> str:
     """The Snowball stem of ``word``, remembered: the pure-Python stemmer was ~40 % of the CPU
     of a Write of 50 memories, and a language's common words recur (at most 65,536 kept)."""
-    return str(_stemmer.stemWord(word))
+    with _stemmer_lock:  # the stemmer keeps its state in itself; writes tokenize on threads
+        return str(_stemmer.stemWord(word))
 
 
 class TermHasher:
@@ -178,17 +181,11 @@ async def write_terms(
     (``check_terms_written``) that each one is this tenant's and its owner's — after the
     statements are sent, so a pipelined write waits for nothing here.
     """
-    owners, ids, lengths, t_owners, t_ids, t_terms, t_tfs = [], [], [], [], [], [], []
-    for owner, memory_id, key, text in memories:
-        tokens = tokenize(f"{key} {text}")
-        owners.append(owner)
-        ids.append(memory_id)
-        lengths.append(len(tokens))
-        for term, tf in hasher.counts(tokens).items():
-            t_owners.append(owner)
-            t_ids.append(memory_id)
-            t_terms.append(term)
-            t_tfs.append(tf)
+    owners = [owner for owner, _, _, _ in memories]
+    ids = [memory_id for _, memory_id, _, _ in memories]
+    # Tokenizing 100 texts of 8 KiB takes 0.2-1 s (the more words new to the stem cache, the
+    # longer, up to ~30 ms a text): on a worker thread, so the event loop is not held.
+    lengths, terms, tfs = await asyncio.to_thread(_terms, memories, hasher)
     cur = await conn.execute(
         "UPDATE memories m SET doc_len = d.n FROM unnest(%s::uuid[], %s::text[], %s::int[]) AS d(id, subject, n) "
         "WHERE m.tenant_id = %s AND m.id = d.id AND m.subject = d.subject RETURNING m.id",
@@ -197,14 +194,30 @@ async def write_terms(
     if older := [m for m in ids if m not in fresh]:
         await conn.execute("DELETE FROM memory_terms WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])",
                            (tenant, older))
-    if t_terms:
+    if any(terms):
         await conn.execute(
             "INSERT INTO memory_terms (tenant_id, subject, memory_id, term, tf) "
-            "SELECT %s, t.subject, t.id, t.term, t.tf "
-            "FROM unnest(%s::text[], %s::uuid[], %s::bigint[], %s::integer[]) AS t(subject, id, term, tf)",
-            (tenant, t_owners, t_ids, t_terms, t_tfs),
+            "SELECT %s, m.subject, m.id, t.term, t.tf "
+            "FROM unnest(%s::text[], %s::uuid[], %s::text[], %s::text[]) AS m(subject, id, terms, tfs), "
+            "unnest(string_to_array(m.terms, ',')::bigint[], string_to_array(m.tfs, ',')::integer[]) AS t(term, tf)",
+            (tenant, owners, ids, terms, tfs),
         )
     return cur
+
+
+def _terms(memories: Sequence[tuple[str, str, str, str]],
+           hasher: TermHasher) -> tuple[list[int], list[str], list[str]]:
+    """Each memory's document length, and its terms and their frequencies, each as one
+    comma-separated string that Postgres splits: a Write of 100 texts of 8 KiB has ~100,000
+    (term, tf) pairs, and psycopg adapting them as arrays took ~0.5 s (bench/RESULTS.md)."""
+    lengths, terms, tfs = [], [], []
+    for _, _, key, text in memories:
+        tokens = tokenize(f"{key} {text}")
+        counts = hasher.counts(tokens)
+        lengths.append(len(tokens))
+        terms.append(",".join(map(str, counts.keys())))
+        tfs.append(",".join(map(str, counts.values())))
+    return lengths, terms, tfs
 
 
 async def check_terms_written(cur: psycopg.AsyncCursor[Any], memories: int) -> None:

@@ -11,19 +11,23 @@ after the set was made is simply not matched by this read (never one the glob ex
 cached name is never wrong, and each read asks Postgres which labels exist now (an
 index-only scan) and opens only those it has not seen. Names whose labels are gone (a purge)
 are dropped at the subject's next resolution, and at once by a purge in this process.
+
+Matching costs names × globs (each match bounded, ``Glob``): a view may hold 2,048 globs of
+128 bytes and a subject any number of keys, so the matching is done in slices on the event
+loop (``Slices``), never in one stretch that would hold every other call.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from psycopg.rows import tuple_row
 
-from memoryd.domain import Category, FilterLabels, ReadFilter, glob_to_regex
+from memoryd.domain import Category, FilterLabels, Glob, ReadFilter, Slices
 
 from ._envelope import SubjectKeys
 from ._keywords import TermHasher
@@ -40,13 +44,18 @@ class _Subject:
         self.names: dict[bytes, str] = names or {}
         self.matches: dict[str, frozenset[str]] = {}  # glob -> labels (hex) of the names it matches
 
-    def matching(self, pattern: str) -> frozenset[str]:
-        found = self.matches.get(pattern)
-        if found is None:
-            matcher = glob_to_regex(pattern)
-            found = self.matches[pattern] = frozenset(
-                label.hex() for label, name in self.names.items() if matcher.fullmatch(name))
-        return found
+    async def match(self, patterns: Iterable[str], slices: Slices) -> None:
+        """Match every name against each of ``patterns`` not matched yet."""
+        for pattern in patterns:
+            if pattern in self.matches:
+                continue
+            glob, found = Glob(pattern), []
+            for label, name in self.names.items():  # never changed: a new set of names is a new _Subject
+                if glob.matches(name):
+                    found.append(label.hex())
+                if slices.due():
+                    await slices.give_way()
+            self.matches[pattern] = frozenset(found)
 
 
 class KeyNames:
@@ -57,10 +66,11 @@ class KeyNames:
         self._size = subjects
         self._cache: OrderedDict[tuple[str, str], _Subject] = OrderedDict()
 
-    async def matcher(self, conn: Any, tenant: str, subjects: list[str]) -> Callable[[str], frozenset[str]]:
-        """Labels (hex) of the key names of ``subjects``' memories (any status) a glob matches.
-        A name whose data key is gone is left out (its memories read as content_unavailable,
-        so no glob can match them)."""
+    async def matcher(self, conn: Any, tenant: str, subjects: list[str],
+                      patterns: Iterable[str]) -> Callable[[str], frozenset[str]]:
+        """Labels (hex) of the key names of ``subjects``' memories (any status) each of the globs
+        ``patterns`` matches. A name whose data key is gone is left out (its memories read as
+        content_unavailable, so no glob can match them)."""
         async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
             await cur.execute(
                 "SELECT subject, key_label FROM memories WHERE tenant_id = %s AND subject = ANY(%s) "
@@ -82,7 +92,10 @@ class KeyNames:
             held.append(entry)
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
-        return lambda pattern: frozenset().union(*(entry.matching(pattern) for entry in held))
+        slices = Slices()
+        for entry in held:
+            await entry.match(patterns, slices)
+        return lambda pattern: frozenset().union(*(entry.matches[pattern] for entry in held))
 
     async def _open(self, conn: Any, tenant: str, subject: str, labels: list[bytes]) -> dict[bytes, str]:
         key = (await self._keys.for_read(conn, tenant, {subject}))[subject]
@@ -105,10 +118,15 @@ class KeyNames:
         self._cache.pop((tenant, subject), None)
 
 
+def globs_of(flt: ReadFilter) -> set[str]:
+    """The globs of ``flt``'s rules that need key names to be labelled: all but ``*`` alone,
+    which allows the whole category."""
+    return {p for _, patterns in flt.rules if "*" not in patterns for p in patterns if _is_glob(p)}
+
+
 def needs_names(flt: ReadFilter) -> bool:
-    """Whether labelling ``flt`` must read key names: one of its rules has a glob (other
-    than ``*`` alone, which allows the whole category)."""
-    return any(_is_glob(p) for _, patterns in flt.rules if "*" not in patterns for p in patterns)
+    """Whether labelling ``flt`` must read key names: one of its rules has a glob."""
+    return bool(globs_of(flt))
 
 
 def labels_for(flt: ReadFilter, label: Callable[[str], str], matching: Callable[[str], frozenset[str]]) -> FilterLabels:
@@ -122,7 +140,7 @@ def labels_for(flt: ReadFilter, label: Callable[[str], str], matching: Callable[
         allowed = {label(p) for p in patterns if not _is_glob(p)}
         for pattern in filter(_is_glob, patterns):
             allowed |= matching(pattern)
-            if glob_to_regex(pattern).fullmatch(""):
+            if Glob(pattern).matches(""):
                 allowed.add(label(""))
         rules.append((category, tuple(sorted(allowed))))
     return FilterLabels(keys=tuple(label(k) for k in flt.keys), tags=tuple(label(t) for t in flt.tags),
@@ -140,6 +158,7 @@ async def label_filter(conn: Any, names: KeyNames, hasher: TermHasher, tenant: s
     if flt.labels is not None:
         return flt
     matching: Callable[[str], frozenset[str]] = _nothing
-    if needs_names(flt):
-        matching = await names.matcher(conn, tenant, sorted({flt.subject, ""} if flt.include_org else {flt.subject}))
+    if globs := globs_of(flt):
+        subjects = sorted({flt.subject, ""} if flt.include_org else {flt.subject})
+        matching = await names.matcher(conn, tenant, subjects, globs)
     return replace(flt, labels=labels_for(flt, lambda value: hasher.label(value).hex(), matching))

@@ -18,6 +18,7 @@ from memoryd.domain import (
     Outcome,
     Policy,
     Scope,
+    Slices,
     TenantPolicy,
     WriteResult,
     different_dates,
@@ -248,11 +249,13 @@ class ItemWriter:
             rounds[n].append(i)
         results: list[WriteResult | None] = [None] * len(items)
         locks = sorted(seen)
+        slices = Slices()  # sealing 100 items of 8 KiB text and 16 KiB data takes ~35 ms
         for batch in rounds:
             met = await self._look([items[i] for i in batch], locks)
             locks = []
             for i in batch:
                 results[i] = await self._decide(items[i], met)
+                await slices.give_way()
             await self._batch.flush(self._conn)
         return [r for r in results if r is not None]
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
-from memoryd.domain import FieldViolation, InvalidArgument, Listing, NotFound, Page, ReadFilter, ScoreWeights
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+from google.protobuf.message import Message
+
+from memoryd.domain import (FieldViolation, InvalidArgument, Listing, NotFound, Page, ReadFilter, ScoreWeights,
+                            off_loop_if, sliced)
 from memoryd.v1 import memory_service_pb2 as svc
 
 from .._services import CallContext
@@ -18,7 +24,7 @@ from ..guard import present
 
 async def recall(ctx: CallContext, cmd: RecallCommand) -> svc.RecallResponse:
     guard = ctx.guard
-    flt = guard.read_filter(cmd.filter, cmd.keys)
+    flt = await _read_filter(ctx, cmd.filter, cmd.keys)
     if cmd.query.strip():
         guard.check_query()
     recalled = await ctx.services.recaller.recall(
@@ -30,14 +36,28 @@ async def recall(ctx: CallContext, cmd: RecallCommand) -> svc.RecallResponse:
     ctx.record_read(cmd.subject, "read.recall", [m.id for m, _ in recalled.ranked], count_access=True)
     if ctx.services.metrics is not None:
         ctx.services.metrics.recalled(len(recalled.ranked), bool(recalled.degraded_reason))
-    response = svc.RecallResponse(
-        memories=[present.scored(guard, m, parts) for m, parts in recalled.ranked],
-        degraded=bool(recalled.degraded_reason),
-        degraded_reason=recalled.degraded_reason,
-    )
+    response = svc.RecallResponse(degraded=bool(recalled.degraded_reason), degraded_reason=recalled.degraded_reason)
+    await _present(response.memories, recalled.ranked, lambda ranked: present.scored(guard, *ranked))
     if cmd.render_block and recalled.ranked:  # nothing recalled: nothing to put in a prompt
         response.block = present.block(guard, [m for m, _ in recalled.ranked])
     return response
+
+
+M = TypeVar("M", bound=Message)
+T = TypeVar("T")
+
+
+async def _present(into: RepeatedCompositeFieldContainer[M], items: Sequence[T], one: Callable[[T], M]) -> None:
+    """Each item presented (``one``) and copied into the response's ``into``, in slices
+    (``sliced``): 500 memories with 4 KiB of data take ~55 ms to present and ~20 ms to copy."""
+    await sliced(items, lambda item: into.append(one(item)))
+
+
+async def _read_filter(ctx: CallContext, flt: ReadFilter, keys: tuple[str, ...] | list[str] = ()) -> ReadFilter:
+    """The guard's read filter, decided on a worker thread when it matches keys against the
+    view's globs: 100 keys against 2,048 globs can take ~2 s (``memoryd.domain.Glob``)."""
+    heavy = bool(keys or flt.keys) and ctx.guard.view.has_globs
+    return await off_loop_if(heavy, ctx.guard.read_filter, flt, keys)
 
 
 def _weights(ctx: CallContext, cmd: RecallCommand) -> ScoreWeights:
@@ -58,7 +78,7 @@ def _binding(ctx: CallContext, subject: str, what: object) -> dict[str, str]:
 
 async def memory_view(ctx: CallContext, cmd: ListCommand) -> svc.MemoryViewResponse:
     guard, pages = ctx.guard, ctx.services.page_tokens
-    flt = guard.read_filter(cmd.filter)
+    flt = await _read_filter(ctx, cmd.filter)
     binding = _binding(ctx, cmd.subject, ["list", cmd.filter])
     # A view that hides updated_at gets the listing in id order: newest-first would tell it.
     by_id = not guard.shows("updated_at")
@@ -71,8 +91,8 @@ async def memory_view(ctx: CallContext, cmd: ListCommand) -> svc.MemoryViewRespo
         page = Page(after, str(position["i"]), cmd.page_size, by_id)
     listing: Listing = await ctx.store.list(flt, page)
     ctx.record_read(cmd.subject, "read.view", [m.id for m in listing.memories])
-    response = svc.MemoryViewResponse(memories=[present.memory_for(guard, m) for m in listing.memories],
-                                      view=present.view(guard.view))
+    response = svc.MemoryViewResponse(view=present.view(guard.view))
+    await _present(response.memories, listing.memories, lambda m: present.memory_for(guard, m))
     if listing.has_more and listing.memories:
         last = listing.memories[-1]
         position = {"i": last.id} if by_id else {"u": last.updated_at.isoformat(), "i": last.id}
@@ -87,7 +107,8 @@ async def history(ctx: CallContext, cmd: HistoryCommand) -> svc.GetHistoryRespon
     after = int(pages.decode(cmd.page_token, binding)["v"]) if cmd.page_token else 0
     versions, more = await ctx.store.history(flt, cmd.memory_id, after, cmd.page_size)
     ctx.record_read(cmd.subject, "read.history", [cmd.memory_id])
-    response = svc.GetHistoryResponse(versions=[present.version(guard, v) for v in versions])
+    response = svc.GetHistoryResponse()
+    await _present(response.versions, versions, lambda v: present.version(guard, v))
     if more and versions:
         response.next_page_token = pages.encode(binding, {"v": versions[-1].memory.version})
     return response
