@@ -191,6 +191,41 @@ def fresh_database(owner_dsn: str, prefix: str = "db") -> Iterator[str]:
             conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
+@contextmanager
+def database_before(owner_dsn: str, version: int, prefix: str = "db", *, own_role: bool = True) -> Iterator[str]:
+    """The DSN of a new database with the migrations before ``version`` applied, as a server of
+    the version before left it, for a test of migration ``version`` (the test fills it, then
+    migrates it further); dropped afterwards. ``own_role``: owned by a role of its own with
+    CREATEROLE and neither superuser nor BYPASSRLS rights, as a deployment's owner is, so a
+    migration that fills every tenant's rows is tried under row level security."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from memoryd.storage import available
+
+    name, owner = unique(prefix).replace("-", "_"), unique(f"{prefix}_owner").replace("-", "_")
+    with psycopg.connect(owner_dsn, autocommit=True) as conn:
+        if own_role:
+            conn.execute(f"CREATE ROLE {owner} LOGIN CREATEROLE NOSUPERUSER NOBYPASSRLS")
+        conn.execute(f"CREATE DATABASE {name}" + (f" OWNER {owner}" if own_role else ""))
+    dsn = make_conninfo(owner_dsn, dbname=name, **({"user": owner} if own_role else {}))
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+                         "applied_at timestamptz NOT NULL DEFAULT now())")
+            for migration in [m for m in available() if m.version < version]:
+                with conn.transaction():
+                    conn.execute(migration.sql.encode())
+                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                                 (migration.version, migration.name))
+        yield dsn
+    finally:
+        with psycopg.connect(owner_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            if own_role:
+                conn.execute(f"DROP ROLE IF EXISTS {owner}")
+
+
 def server_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     env.update({"MEMORYD_ADDR": "127.0.0.1:0", "PYTHONUNBUFFERED": "1"})

@@ -36,7 +36,7 @@ from memoryd.storage import (
     tenant_metrics,
 )
 
-from ..support import fresh_database, unique
+from ..support import database_before, fresh_database, unique
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 AGENT = "agent-1"
@@ -70,23 +70,11 @@ def _counts(conn: psycopg.Connection[Any], table: str, tenant: str) -> dict[str,
 
 
 async def test_the_migration_moves_the_lifecycle_counts_into_the_one_table(postgres: Any) -> None:
-    owner, name = unique("counts_owner").replace("-", "_"), unique("counts_db").replace("-", "_")
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {owner} LOGIN CREATEROLE NOSUPERUSER NOBYPASSRLS")
-        conn.execute(f"CREATE DATABASE {name} OWNER {owner}")
-    dsn = make_conninfo(postgres.owner_dsn, user=owner, dbname=name)
     a, b = unique("counts"), unique("counts")
-    try:
+    with database_before(postgres.owner_dsn, ONE_TABLE, "counts") as dsn:
         with psycopg.connect(dsn, autocommit=True) as conn:
             assert conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
                                 ).fetchone() == (False, False)
-            conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-                         "applied_at timestamptz NOT NULL DEFAULT now())")
-            for migration in [m for m in available() if m.version < ONE_TABLE]:
-                with conn.transaction():
-                    conn.execute(migration.sql.encode())
-                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                                 (migration.version, migration.name))
             # Counters as the version before kept them (that code is gone), in both tables.
             # One name is in both for tenant b: never written so, but it must add up, not vanish.
             rows = {"lifecycle_counts": [(a, "lifecycle.expired", 3), (a, "conflicts.pending", 2),
@@ -129,10 +117,6 @@ async def test_the_migration_moves_the_lifecycle_counts_into_the_one_table(postg
         with psycopg.connect(make_conninfo(dsn, user=WORKER_ROLE), autocommit=True) as worker:
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 worker.execute("SELECT count(*) FROM pipeline_counts")
-    finally:
-        with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            conn.execute(f"DROP ROLE IF EXISTS {owner}")
 
 
 # --- every writer, one table -----------------------------------------------------------------

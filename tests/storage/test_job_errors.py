@@ -9,11 +9,10 @@ import uuid
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
 
 from memoryd.storage import available, migrate
 
-from ..support import unique
+from ..support import database_before, unique
 
 WITHOUT_QUOTES = 25  # the migration that drops the server's words from job errors
 
@@ -41,22 +40,10 @@ def _errors(conn: psycopg.Connection[Any], tenant: str) -> dict[str, str]:
 
 
 async def test_the_migration_drops_the_servers_words_from_every_tenants_job_errors(postgres: Any) -> None:
-    owner, name = unique("jobs_owner").replace("-", "_"), unique("jobs_db").replace("-", "_")
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {owner} LOGIN CREATEROLE NOSUPERUSER NOBYPASSRLS")
-        conn.execute(f"CREATE DATABASE {name} OWNER {owner}")
-    dsn = make_conninfo(postgres.owner_dsn, user=owner, dbname=name)
     tenants = [unique("jobs"), unique("jobs")]
     expected: dict[str, dict[str, str]] = {t: {} for t in tenants}
-    try:
+    with database_before(postgres.owner_dsn, WITHOUT_QUOTES, "jobs") as dsn:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-                         "applied_at timestamptz NOT NULL DEFAULT now())")
-            for migration in [m for m in available() if m.version < WITHOUT_QUOTES]:
-                with conn.transaction():
-                    conn.execute(migration.sql.encode())
-                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                                 (migration.version, migration.name))
             for tenant in tenants:  # as the version before stored them (that code is gone)
                 for state, error, after in JOBS:
                     job = str(uuid.uuid4())
@@ -75,7 +62,3 @@ async def test_the_migration_drops_the_servers_words_from_every_tenants_job_erro
                 assert _errors(conn, tenant) == expected[tenant]
             assert conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE oid = 'extraction_jobs'::regclass"
                                 ).fetchone() == (True,)
-    finally:
-        with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            conn.execute(f"DROP ROLE IF EXISTS {owner}")

@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, ReadFilter, Scope
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
@@ -23,7 +22,7 @@ from memoryd.storage._bm25 import FOLD_AT, _totals, fold_stats, keyword_search
 from memoryd.storage._keywords import TermHasher
 from memoryd.storage._migrate import available
 
-from ..support import unique
+from ..support import database_before, unique
 
 HASHER = TermHasher(b"test-keyword-secret-0123456789ab")
 KEYS = LocalKeyProvider(b"\x07" * 32)
@@ -225,21 +224,10 @@ async def test_a_purged_subject_leaves_no_kept_count(db: Postgres) -> None:
 
 
 async def test_the_migration_counts_the_memories_stored_before_it(postgres: Any) -> None:
-    name = unique("kstats_db").replace("-", "_")
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    dsn = make_conninfo(postgres.owner_dsn, dbname=name)
     tenants = [unique("kstats"), unique("kstats")]
     rng = random.Random(17)
-    try:
+    with database_before(postgres.owner_dsn, 17, "kstats", own_role=False) as dsn:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-                         "applied_at timestamptz NOT NULL DEFAULT now())")
-            for migration in [m for m in available() if m.version < 17]:
-                with conn.transaction():
-                    conn.execute(migration.sql.encode())
-                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                                 (migration.version, migration.name))
             # Rows as the version before kept them (that code is gone): two tenants, every
             # owner, scope, category and status, some with lapsed validity.
             for tenant in tenants:
@@ -270,6 +258,3 @@ async def test_the_migration_counts_the_memories_stored_before_it(postgres: Any)
                     assert await _totals_of(db, tenant, flt, now, kept=True) == scanned
         finally:
             await db.close()
-    finally:
-        with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -19,7 +19,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from memoryd.domain import Category, Draft, Outcome, Page, ReadFilter, Scope, Status, TenantPolicy
@@ -33,10 +32,9 @@ from memoryd.storage import (
     TermHasher,
     migrate,
 )
-from memoryd.storage._migrate import available
 from memoryd.storage._write_batch import SNAPSHOTS, VERSION_COLUMNS
 
-from ..support import fresh_database, unique
+from ..support import database_before, fresh_database, unique
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 AGENT = "agent-1"
@@ -248,29 +246,17 @@ async def test_the_episodic_cap_evicts_the_least_important_and_least_recent_neve
     assert (await sweeper.sweep(datetime.now(UTC), [tenant])).evicted == 0
 
 
-async def test_one_writer_flooding_a_subject_evicts_only_its_own_events(store, sweeper):
+@pytest.mark.parametrize("repeats", [False, True], ids=["flood", "repeat-then-flood"])
+async def test_one_writer_flooding_a_subject_evicts_only_its_own_events(store, sweeper, repeats):
     # A writer without erase rights must not be able to push other agents' events out with
-    # a flood of important ones: the cap counts per writer.
+    # a flood of important ones: the cap counts per writer — per creator, so not even after
+    # it repeated one of them (a merge, which makes the repeater its last writer).
     tenant = unique(OVERRIDE)  # episodic_cap = 3
     theirs = [r.memory_id for r in await store.write(tenant, "support-bot", "alice",
                                                      [event("refund asked", 0.2), event("parcel late", 0.2)])]
-    flood = [r.memory_id for r in await store.write(tenant, "flooder", "alice",
-                                                    [event(f"noise {i}", 1.0) for i in range(6)])]
-    report = await sweeper.sweep(datetime.now(UTC), [tenant])
-    assert report.evicted == 3
-    left = set(await listed(store, tenant))
-    assert set(theirs) <= left
-    assert len(left & set(flood)) == 3
-
-
-async def test_repeating_another_agents_event_then_flooding_never_evicts_it(store, sweeper):
-    # A repeat merges into the other agent's event and makes the repeater its last writer;
-    # the cap still counts the event as its creator's, so the flood evicts only the flood.
-    tenant = unique(OVERRIDE)  # episodic_cap = 3
-    theirs = [r.memory_id for r in await store.write(tenant, "support-bot", "alice",
-                                                     [event("refund asked", 0.2), event("parcel late", 0.2)])]
-    [repeat] = await store.write(tenant, "flooder", "alice", [event("refund asked", 0.1)])
-    assert (repeat.outcome, repeat.memory_id) == (Outcome.MERGED, theirs[0])
+    if repeats:
+        [repeat] = await store.write(tenant, "flooder", "alice", [event("refund asked", 0.1)])
+        assert (repeat.outcome, repeat.memory_id) == (Outcome.MERGED, theirs[0])
     flood = [r.memory_id for r in await store.write(tenant, "flooder", "alice",
                                                     [event(f"noise {i}", 1.0) for i in range(6)])]
     report = await sweeper.sweep(datetime.now(UTC), [tenant])
@@ -283,21 +269,9 @@ async def test_repeating_another_agents_event_then_flooding_never_evicts_it(stor
 def test_rows_from_before_creators_were_recorded_count_as_their_first_versions_agent(postgres):
     # Migration 0023 fills created_by, across every tenant, from each memory's first version
     # (its creator), else from its last writer; row level security stays forced afterwards.
-    owner, name = unique("creators_owner").replace("-", "_"), unique("creators_db").replace("-", "_")
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {owner} LOGIN CREATEROLE NOSUPERUSER NOBYPASSRLS")
-        conn.execute(f"CREATE DATABASE {name} OWNER {owner}")
-    dsn = make_conninfo(postgres.owner_dsn, user=owner, dbname=name)
     merged, unversioned = str(uuid.uuid4()), str(uuid.uuid4())
-    try:
+    with database_before(postgres.owner_dsn, 23, "creators") as dsn:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-                         "applied_at timestamptz NOT NULL DEFAULT now())")
-            for migration in [m for m in available() if m.version < 23]:
-                with conn.transaction():
-                    conn.execute(migration.sql.encode())
-                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                                 (migration.version, migration.name))
             for tenant, memory_id, last_writer, versions in (("t1", merged, "flooder", ["support-bot", "flooder"]),
                                                              ("t2", unversioned, "old-agent", [])):
                 with conn.transaction():
@@ -321,10 +295,6 @@ def test_rows_from_before_creators_were_recorded_count_as_their_first_versions_a
                     conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
                     creators.update(conn.execute("SELECT id::text, created_by FROM memories").fetchall())
         assert creators == {merged: "support-bot", unversioned: "old-agent"}
-    finally:
-        with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
-            conn.execute(f"DROP ROLE {owner}")
 
 
 async def test_the_cap_never_evicts_pinned_memories_even_above_the_cap(store, sweeper):
