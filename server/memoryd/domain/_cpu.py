@@ -62,7 +62,6 @@ async def sliced(items: Iterable[T], work: Callable[[T], R], seconds: float = SL
     return done
 
 
-
 async def off_loop_if(heavy: bool, work: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """``work(*args, **kwargs)``: on a worker thread when ``heavy`` (``asyncio.to_thread``, which
     carries the call's context variables along), else at once, on the loop."""

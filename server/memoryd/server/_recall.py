@@ -180,6 +180,17 @@ def by_id(m: Memory) -> str:
     return m.id
 
 
+def _once_per_memory(tie: Tie) -> Tie:
+    """``tie``, remembered by memory id for one recall (the guard's serializes the memory)."""
+    known: dict[str, Any] = {}
+
+    def remembered(m: Memory) -> Any:
+        if m.id not in known:
+            known[m.id] = tie(m)
+        return known[m.id]
+    return remembered
+
+
 def renumber(candidates: dict[str, Candidate], kept: dict[str, Memory], tie: Tie = by_id) -> None:
     """Each channel's ranks counted among the ``kept`` candidates only (those the exact
     re-read returned): a candidate dropped there must not show up as a gap in the ranks.
@@ -283,7 +294,10 @@ class Recaller:
                      mask: ScoreMask = ScoreMask(), min_relevance: float = 0.0,
                      neighbours: bool = True, tie: Tie = by_id) -> Recalled:
         """``tie`` orders memories of equal score (and equal raw scores within a channel): the
-        guard's, so only what the caller receives of a memory decides."""
+        guard's, so only what the caller receives of a memory decides. It is asked once per
+        memory: the channels' ranks, the anchors and the final order all use it."""
+        tie = _once_per_memory(tie)
+
         def order(item: tuple[Memory, ScoreParts, Any]) -> tuple[Any, ...]:
             m, parts = item[0], item[1]
             return -parts.score, tie(m), parts.dense_rank, parts.keyword_rank, -parts.relevance
@@ -430,7 +444,7 @@ class Recaller:
             self._fetch_rows(tenant, flt, [i for i in candidates if i not in read], now),
             self._fetch_vectors(tenant, [i for i, c in candidates.items() if c.vector is None], query_vector),
         )
-        rows = {m.id: m for m in sorted(keyword_rows + dense_rows, key=lambda m: m.id)}
+        rows = {m.id: m for m in keyword_rows + dense_rows}  # their order is ``tie``'s, below
         renumber(candidates, rows, tie)
         # A vector counts only for a keyword-only candidate whose row came back (its cosine, and MMR).
         kept = [(i, v) for i, v in fetched.items() if i in rows and query_vector is not None]

@@ -13,8 +13,8 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 from datetime import UTC, datetime
+from typing import Any
 
 from memoryd.domain import (DataKeyUnavailable, Draft, Listing, Memory, Page, PermissionDenied, ResourceExhausted, Slices,
                             View, sliced)

@@ -153,9 +153,13 @@ def unchecked(mode: EraseMode, vectors: VectorErasure) -> tuple[str, ...]:
 _AROUND = (r"(?<![\w.-])", r"(?![\w@-])(?![.:][\w])")
 
 
-def names_subject(subject: str, row: dict[str, Any]) -> bool:
-    """Whether an opened memory row's key, text, data or tags name ``subject`` (case aside)."""
-    pattern = re.compile(_AROUND[0] + re.escape(subject) + _AROUND[1], re.IGNORECASE)
+def naming(subject: str) -> re.Pattern[str]:
+    """What finds ``subject`` named in a memory's key, text, data or tags (case aside)."""
+    return re.compile(_AROUND[0] + re.escape(subject) + _AROUND[1], re.IGNORECASE)
+
+
+def names_subject(pattern: re.Pattern[str], row: dict[str, Any]) -> bool:
+    """Whether an opened memory row's key, text, data or tags hold ``pattern`` (``naming``)."""
     values = [row["key"] or "", row["text"] or "", json.dumps(row["data"], ensure_ascii=False) if row["data"] else "",
               *(row["tags"] or ())]
     return any(pattern.search(value) for value in values)
@@ -171,7 +175,8 @@ async def organisation_mentions(conn: Any, keys: SubjectKeys, tenant: str, flt: 
         sql.SQL("SELECT id, subject, key, text, data, tags, key_ct, text_ct, data_ct, tags_ct FROM memories "
                 "WHERE {where} AND subject = '' AND scope = 'org'").format(where=where), params)
     rows = await keys.open_rows(conn, tenant, await cur.fetchall())
-    return sum(1 for row in rows if not row["content_unavailable"] and names_subject(subject, row))
+    pattern = naming(subject)
+    return sum(1 for row in rows if not row["content_unavailable"] and names_subject(pattern, row))
 
 
 async def drop_write_records(conn: Any, tenant: str, ids: list[str]) -> int:

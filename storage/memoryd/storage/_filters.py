@@ -41,6 +41,7 @@ def _live(at: str) -> str:
 LIVE_AT = _live("%s")
 LIVE_NOW = _live("now()")
 
+
 def literal(value: str) -> str:
     """A string literal for a Milvus expression: backslashes and quotes escaped, control
     characters refused, so no value can change the expression's structure."""
@@ -57,7 +58,7 @@ def in_states(flt: ReadFilter, now: datetime, *, table: str = "") -> tuple[sql.C
     """A listed memory (MemoryView, and the memory a GetHistory names): in one of ``flt``'s
     statuses, and, if active, not past its time to live (a lapsed validity is still listed:
     it dates a value, it does not remove it). ``table`` qualifies the columns."""
-    status, expires = sql.Identifier(*filter(None, (table, "status"))), sql.Identifier(*filter(None, (table, "expires_at")))
+    status, expires = (sql.Identifier(*filter(None, (table, column))) for column in ("status", "expires_at"))
     return (sql.SQL("{s} = ANY(%s) AND ({s} <> 'active' OR {e} IS NULL OR {e} > %s)").format(s=status, e=expires),
             [[s.value for s in flt.statuses], now])
 

@@ -109,6 +109,18 @@ def _index_row(r: dict[str, Any]) -> tuple[IndexedMemory, str | None]:
             None if r["content_unavailable"] else embedding_text(r["key"], r["text"]))
 
 
+async def _deleted(conn: Any, delete: sql.Composable, params: tuple[Any, ...],
+                   counted: frozenset[str]) -> tuple[int, int]:
+    """How many rows ``delete`` (a DELETE ... RETURNING <memory id> AS id) removed, and how
+    many of them belong to the ``counted`` memories: counted in Postgres, so a whole subject's
+    thousands of version rows never come back to be counted here."""
+    cur = await conn.execute(
+        sql.SQL("WITH gone AS ({}) SELECT count(*) AS n, count(*) FILTER (WHERE id = ANY(%s::uuid[])) AS counted "
+                "FROM gone").format(delete), (*params, sorted(counted)))
+    row = await cur.fetchone()
+    return int(row["n"]), int(row["counted"])
+
+
 class PostgresMemoryStore:
     """Memories in Postgres, the source of truth, with their keyword index.
 
@@ -594,18 +606,16 @@ class PostgresMemoryStore:
             "WHERE tenant_id = %s AND id = ANY(%s::uuid[])",
             (tenant, ids),
         )
-        cur = await conn.execute(
-            "DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND op = 'upsert' "
-            "RETURNING memory_id::text", (tenant, ids)
-        )
-        dropped = [row["memory_id"] for row in await cur.fetchall()]
+        dropped, counted_dropped = await _deleted(
+            conn, sql.SQL("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND op = 'upsert' "
+                          "RETURNING memory_id AS id"), (tenant, ids), counted)
         await trust.discard(conn, tenant, ids)  # a forgotten memory has no value left to settle
         for memory_id in ids:
             await record_version(conn, tenant, memory_id, Change.FORGOTTEN)
             # A forgotten memory must leave the vector index as well.
             await enqueue_index(conn, tenant, memory_id, subject, "delete")
-        return (StoreCounts(memories=len(ids), outbox=len(dropped)),
-                StoreCounts(memories=len(counted), outbox=sum(1 for m in dropped if m in counted)))
+        return (StoreCounts(memories=len(ids), outbox=dropped),
+                StoreCounts(memories=len(counted), outbox=counted_dropped))
 
     async def _await_batches_in_flight(self, tenant: str, ids: builtins.list[str]) -> None:
         """Wait until no outbox worker is still writing a vector of one of the purged memories.
@@ -647,7 +657,7 @@ class PostgresMemoryStore:
         of the ``counted`` ids."""
         if not ids:
             return StoreCounts(), StoreCounts()
-        gone: dict[str, list[str]] = {}
+        gone: dict[str, tuple[int, int]] = {}
         await delete_terms(conn, tenant, ids)
         await erasure.drop_write_records(conn, tenant, ids)
         for table, column in (("outbox", "memory_id"), ("memory_versions", "memory_id"), ("memories", "id")):
@@ -655,17 +665,13 @@ class PostgresMemoryStore:
             # to settle (``_await_batches_in_flight``). A claimed row still being embedded
             # goes, and its worker then writes nothing for it.
             unclaimed = sql.SQL(f" AND NOT {WRITING}" if table == "outbox" else "")
-            cur = await conn.execute(
-                sql.SQL("DELETE FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[]){u} RETURNING {c}::text AS id"
-                        ).format(t=sql.Identifier(table), c=sql.Identifier(column), u=unclaimed),
-                (tenant, ids),
-            )
-            gone[table] = [row["id"] for row in await cur.fetchall()]
-
-        def count(of: frozenset[str] | None) -> StoreCounts:
-            n = {table: sum(1 for m in rows if of is None or m in of) for table, rows in gone.items()}
-            return StoreCounts(memories=n["memories"], versions=n["memory_versions"], outbox=n["outbox"])
-        return count(None), count(counted)
+            gone[table] = await _deleted(
+                conn, sql.SQL("DELETE FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[]){u} RETURNING {c} AS id"
+                              ).format(t=sql.Identifier(table), c=sql.Identifier(column), u=unclaimed),
+                (tenant, ids), counted)
+        return (StoreCounts(memories=gone["memories"][0], versions=gone["memory_versions"][0], outbox=gone["outbox"][0]),
+                StoreCounts(memories=gone["memories"][1], versions=gone["memory_versions"][1],
+                            outbox=gone["outbox"][1]))
 
     @staticmethod
     async def _subject_rows_left(conn: Any, tenant: str, subject: str) -> bool:
