@@ -22,7 +22,7 @@ An item is dropped, for the first reason that applies, when:
   holding a number is left out of a kept item, never redacted into a name (an entity
   becomes an ``entity:`` tag), and so is anything of ``data`` that holds one
   (``draft_without_pii``, the last check before a draft is written). What is screened out
-  of a kept item is counted by field (``PII_FIELDS``), never kept.
+  of a kept item is counted by field (text, entity, tag, data), never kept.
 """
 
 from __future__ import annotations
@@ -42,9 +42,6 @@ OUTSIDE_VIEW = "outside_view"
 LOW_CONFIDENCE = "low_confidence"
 TRANSIENT = "transient"
 SENSITIVE = "sensitive"
-
-# What is screened out of a kept item is counted under these (extraction.pii.<field>).
-PII_FIELDS = ("text", "entity", "tag", "data")
 
 SENSITIVE_CLASSES = ("health", "emotions", "finances", "sexuality", "religion", "politics", "other")
 
@@ -201,7 +198,7 @@ def draft_without_pii(draft: Draft, mode: str, screen: PiiScreen) -> tuple[Draft
     """The last check of a draft before it is written, over every field it carries (text,
     key, tags, data), as ``without_pii`` has an item: what normalising added (an entity's
     ``entity:`` tag) or a field no item check saw. None to drop it; and what was screened
-    out, by field (``PII_FIELDS``)."""
+    out, by field."""
     if mode == "keep":
         return draft, Counter()
     text = screen.screened(draft.text, mode)
