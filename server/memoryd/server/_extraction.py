@@ -39,6 +39,7 @@ import contextlib
 import logging
 import math
 import re
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -57,6 +58,7 @@ from memoryd.domain import (
     ReadFilter,
     SourceKind,
     TenantPolicy,
+    Turn,
     View,
     different_dates,
     normalise,
@@ -74,9 +76,10 @@ from memoryd.storage import (
     idle,
 )
 
-from ._extraction_filters import ExtractedItem, filter_items
+from ._extraction_filters import ExtractedItem, draft_without_pii, filter_items, pii_screened
 from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 from ._extraction_llm import ChatExtractor, as_read
+from ._pii import PII, PLAIN, PiiScreen
 from ._provenance import UNSUPPORTED, source_turns
 from ._view_admin import ViewRegistry
 from .guard import WriteItem, write_item
@@ -143,6 +146,12 @@ def zone_name(found: list[tuple[Category, str, datetime]], visible: frozenset[st
                 TIMEZONE_CATEGORIES.index(category) if "category" in visible else 0, text)
 
     return min(found, key=rank)[1] if found else ""
+
+
+def said_screen(turns: tuple[Turn, ...], zone: tzinfo = UTC) -> PiiScreen:
+    """The job's PII screen: it knows the numbers its turns held, as written and as the model
+    read them (``as_read``), to find them again in whatever the job keeps or logs."""
+    return PiiScreen([*(t.text for t in turns), *(as_read(t, zone) for t in turns)])
 
 
 def zone_of(name: str) -> tzinfo | None:
@@ -221,7 +230,7 @@ class ExtractionWorker:
         try:
             job = await self._jobs.open(tenant, job_id)
         except DataKeyUnavailable as exc:
-            await self._jobs.fail(tenant, job_id, exc.message)
+            await self._jobs.fail(tenant, job_id, PLAIN.redacted(exc.message))
             return 0.0
         if job is None:
             return 0.0  # erased since it was claimed
@@ -231,12 +240,15 @@ class ExtractionWorker:
             raise
         except MemorydError as exc:  # a store outage: try again later, within the attempts
             await self._retry_or_fail(job, exc.message)
-        except Exception:
-            _log.exception("extraction job %s of tenant %s failed unexpectedly", job.id, tenant)
+        except Exception as exc:
+            # An exception's words may quote what the job held: its numbers are redacted.
+            _log.error("extraction job %s of tenant %s failed unexpectedly: %s", job.id, tenant,
+                       said_screen(job.turns).redacted("".join(traceback.format_exception(exc))))
             await self._jobs.fail(tenant, job.id, "internal error")
         return 0.0
 
     async def _retry_or_fail(self, job: ClaimedJob, reason: str, at_least: float = 0.0) -> None:
+        reason = said_screen(job.turns).redacted(reason)  # kept on the job and logged
         if job.attempts >= self._max_attempts:
             _log.error("extraction job %s failed: %s; gave up after %d attempts", job.id, reason, job.attempts)
             await self._jobs.fail(job.tenant, job.id, f"{reason} (gave up after {job.attempts} attempts)")
@@ -260,36 +272,42 @@ class ExtractionWorker:
         policy = self._policy_for(job.tenant)
         view = await self._views.view_for(job.tenant, job.agent)
         zone = await self._zone(job, view, policy)
+        screen = said_screen(job.turns, zone)  # for everything the job keeps or logs
         try:
             items, invalid = await self._extractor.extract(job.turns, datetime.now(UTC), zone)
         except ExtractionUnavailable as exc:
-            _log.warning("extraction job %s: %s", job.id, exc.detail)
+            _log.warning("extraction job %s: %s", job.id, screen.redacted(exc.detail))
             # A timed-out request may still be running on the model's server: the job's next
             # request waits at least as long again, so requests do not pile up there.
             rest = self._timeout if exc.timed_out else 0.0
             await self._retry_or_fail(job, exc.message, at_least=rest)
             return rest
         except ExtractionRefused as exc:
-            _log.warning("extraction job %s: %s", job.id, exc.detail)
-            await self._jobs.fail(job.tenant, job.id, exc.message)
+            _log.warning("extraction job %s: %s", job.id, screen.redacted(exc.detail))
+            await self._jobs.fail(job.tenant, job.id, screen.redacted(exc.message))
             return 0.0
         except ExtractionParseError as exc:
-            _log.warning("extraction job %s: parse failure: %s", job.id, exc.detail)
-            await self._jobs.fail(job.tenant, job.id, exc.message, counts={counters.EXTRACTION_PARSE_FAILURES: 1})
+            _log.warning("extraction job %s: parse failure: %s", job.id, screen.redacted(exc.detail))
+            await self._jobs.fail(job.tenant, job.id, screen.redacted(exc.message),
+                                  counts={counters.EXTRACTION_PARSE_FAILURES: 1})
             return 0.0
         # Off the loop when the view has globs: each item's key is matched against up to 2,048.
         globbed = view is not None and view.has_globs
-        drafts, dropped = await off_loop_if(globbed, self.drafts, job, items, view, policy, zone)
+        drafts, dropped, screened = await off_loop_if(globbed, self.drafts, job, items, view, policy, zone, screen)
         dropped.update(invalid)  # items that broke the schema, dropped alone
         plans = await self._dedup(job, drafts, view, policy.merge_similarity)
-        results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None)
+        results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None,
+                                          counts={f"extraction.pii.{field}": n for field, n in screened.items()})
         if results and self._on_written is not None:
             self._on_written()
         return 0.0
 
     def drafts(self, job: ClaimedJob, items: list[ExtractedItem], view: View | None, policy: TenantPolicy,
-               zone: tzinfo) -> tuple[list[Draft], Counter[str]]:
-        """The drafts to write of the model's items, and the drops by reason."""
+               zone: tzinfo, screen: PiiScreen | None = None) -> tuple[list[Draft], Counter[str], Counter[str]]:
+        """The drafts to write of the model's items, the drops by reason, and what the PII
+        screen (``said_screen``) took out of the drafts kept, by field."""
+        screen = screen if screen is not None else said_screen(job.turns, zone)
+        screened: Counter[str] = Counter()
         may_write = view.may_write if view is not None else (lambda category, key: False)
         turns = {t.turn_id: t for t in job.turns}
         # The turns as the model read them, to check its claimed sources against.
@@ -297,11 +315,12 @@ class ExtractionWorker:
         dropped: Counter[str] = Counter()
         drafts = []
         for raw in items:
-            kept, filtered = filter_items([replace(raw, key=clean_key(raw.key, raw.category))], policy, may_write)
+            candidate = replace(raw, key=clean_key(raw.key, raw.category))
+            kept, filtered = filter_items([candidate], policy, may_write, screen)
             if filtered:
                 dropped.update(filtered)
                 continue
-            [item] = kept
+            [item] = kept  # its entities screened (``without_pii``) before they become tags
             # Every memory must lead back to the turn that said it, or Erase by turn misses
             # it; read from what the model wrote, before any number in it was redacted.
             sources = source_turns(raw.text, raw.entities, raw.source_turn_ids, seen, known=(job.subject,))
@@ -314,10 +333,16 @@ class ExtractionWorker:
             if len(text.encode()) > self._max_text_bytes:
                 dropped[TOO_LONG] += 1
                 continue
-            drafts.append(Draft(category=item.category, text=text, key=item.key, importance=item.importance,
-                                confidence=item.confidence, stability=item.stability, tags=clean_tags(tags),
-                                source_kind=SourceKind.INFERENCE, source_turn_id=sources[0]))
-        return drafts, dropped
+            draft, fields = draft_without_pii(
+                Draft(category=item.category, text=text, key=item.key, importance=item.importance,
+                      confidence=item.confidence, stability=item.stability, tags=clean_tags(tags),
+                      source_kind=SourceKind.INFERENCE, source_turn_id=sources[0]), policy.pii, screen)
+            if draft is None:
+                dropped[PII] += 1
+                continue
+            screened.update(pii_screened(candidate, item) + fields)
+            drafts.append(draft)
+        return drafts, dropped, screened
 
     async def _dedup(self, job: ClaimedJob, drafts: list[Draft], view: View | None,
                      threshold: float) -> list[PlannedItem]:

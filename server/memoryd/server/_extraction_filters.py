@@ -14,10 +14,15 @@ An item is dropped, for the first reason that applies, when:
   religion, politics…) by the model's own flag or by a deterministic keyword check in
   English and Chinese, unless the tenant policy has ``allow_sensitive``;
 - ``pii``: its text or key holds an identity or financial number (``_pii``: resident ID,
-  passport, bank card, IBAN, social security number, phone, email), whatever the model
-  said, and the tenant policy's ``pii`` is "drop" (the default). With "redact" the numbers
-  are replaced by what they were ("[passport number]") and the item is kept, unless nothing
-  else is left of it; with "keep" it is kept as it is.
+  passport, bank card, IBAN, social security number, phone, email — or, with a job's
+  ``PiiScreen``, a number its turns held, however written), whatever the model said, and
+  the tenant policy's ``pii`` is "drop" (the default). With "redact" the numbers are
+  replaced by what they were ("[passport number]") and the item is kept, unless nothing
+  else is left of it; with "keep" it is kept as it is. Unless "keep", an entity or a tag
+  holding a number is left out of a kept item, never redacted into a name (an entity
+  becomes an ``entity:`` tag), and so is anything of ``data`` that holds one
+  (``draft_without_pii``, the last check before a draft is written). What is screened out
+  of a kept item is counted by field (text, entity, tag, data), never kept.
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from memoryd.domain import Category, Stability, TenantPolicy
+from memoryd.domain import Category, Draft, Stability, TenantPolicy
 
-from ._pii import PII, find_pii, screened
+from ._pii import PII, PLAIN, PiiScreen
 
 INSTRUCTION_LIKE = "instruction_like"
 OUTSIDE_VIEW = "outside_view"
@@ -167,25 +172,55 @@ def drop_reason(item: ExtractedItem, policy: TenantPolicy, may_write: Callable[[
     return ""
 
 
-def without_pii(item: ExtractedItem, policy: TenantPolicy) -> ExtractedItem | None:
-    """``item`` as the tenant policy's ``pii`` has it (``_pii.screened``): None to drop it,
-    the item with its numbers redacted, or the item as it is. A number in the key drops the
-    item unless the policy keeps it: a key is a name to look the memory up by."""
-    text = screened(item.text, policy.pii)
-    if text is None or (policy.pii != "keep" and find_pii(item.key.replace("_", " "))):
+def without_pii(item: ExtractedItem, policy: TenantPolicy, screen: PiiScreen = PLAIN) -> ExtractedItem | None:
+    """``item`` as the tenant policy's ``pii`` has it (``screen``): None to drop it, the item
+    with its numbers redacted and its entities and tags holding one left out, or the item as
+    it is. A number in the key drops the item unless the policy keeps it: a key is a name to
+    look the memory up by."""
+    if policy.pii == "keep":
+        return item
+    text = screen.screened(item.text, policy.pii)
+    if text is None or screen.holds(item.key.replace("_", " ")):
         return None
-    return item if text == item.text else replace(item, text=text)
+    clean = replace(item, text=text, entities=screen.kept(item.entities, policy.pii),
+                    tags=screen.kept(item.tags, policy.pii))
+    return item if clean == item else clean
+
+
+def pii_screened(before: ExtractedItem, after: ExtractedItem) -> Counter[str]:
+    """What ``without_pii`` screened out of a kept item, by field: its text redacted, each
+    entity and tag left out."""
+    return +Counter({"text": int(after.text != before.text), "entity": len(before.entities) - len(after.entities),
+                     "tag": len(before.tags) - len(after.tags)})
+
+
+def draft_without_pii(draft: Draft, mode: str, screen: PiiScreen) -> tuple[Draft | None, Counter[str]]:
+    """The last check of a draft before it is written, over every field it carries (text,
+    key, tags, data), as ``without_pii`` has an item: what normalising added (an entity's
+    ``entity:`` tag) or a field no item check saw. None to drop it; and what was screened
+    out, by field."""
+    if mode == "keep":
+        return draft, Counter()
+    text = screen.screened(draft.text, mode)
+    if text is None or screen.holds(draft.key.replace("_", " ")):
+        return None, Counter()
+    tags = screen.kept(draft.tags, mode)
+    data = screen.data(draft.data, mode) if draft.data is not None else None
+    counts = Counter({"text": int(text != draft.text), "tag": len(draft.tags) - len(tags),
+                      "data": int(data != draft.data)})
+    return replace(draft, text=text, tags=tags, data=data), +counts
 
 
 def filter_items(items: Iterable[ExtractedItem], policy: TenantPolicy,
-                 may_write: Callable[[Category, str], bool]) -> tuple[list[ExtractedItem], Counter[str]]:
-    """The items to keep, in order (numbers redacted where the policy says so), and how many
-    were dropped for each reason."""
+                 may_write: Callable[[Category, str], bool],
+                 screen: PiiScreen = PLAIN) -> tuple[list[ExtractedItem], Counter[str]]:
+    """The items to keep, in order (numbers screened as the policy says, by ``screen``), and
+    how many were dropped for each reason."""
     kept: list[ExtractedItem] = []
     dropped: Counter[str] = Counter()
     for item in items:
         reason = drop_reason(item, policy, may_write)
-        clean = None if reason else without_pii(item, policy)  # None: nothing left without the PII
+        clean = None if reason else without_pii(item, policy, screen)  # None: nothing left without the PII
         if clean is None:
             dropped[reason or PII] += 1
         else:

@@ -14,21 +14,34 @@ one, its check digit — so a date, an order number or a price is not taken for 
   7 digits);
 - ``ssn``: a US social security number written 123-45-6789, with a possible area, group
   and serial;
-- ``phone``: a Chinese mobile number (1[3-9] and 9 more digits, +86 allowed), or an
-  international one written with its + and country code (8 to 15 digits);
+- ``phone``: a Chinese mobile number (1[3-9] and 9 more digits, +86 allowed), a Chinese
+  landline with its area code set apart (010-12345678, (0755) 1234567), a North American
+  number written (415) 555-0132 or 415-555-0132 (area and exchange codes from 2, one
+  separator throughout), or an international one written with its + and country code (8
+  to 15 digits) — a date (2026-12-05), a time, a price or a bare run of digits is none;
 - ``email``: an e-mail address.
 
 Findings never overlap: where two would, the first detector in the list above wins.
+
+A detector that needs context misses a number moved out of it: a model listed the passport
+number of "我的护照号是 K47291853" as the entity "K47291853", which became the tag
+``entity:k47291853`` (issue 38). So an extraction job screens with a ``PiiScreen`` made of
+its turns: it also finds every number the turns held, wherever it turns up again — in any
+case, with spaces, dashes, dots or hidden characters between its characters, in full-width
+forms, a phone number also without its country code. One screen serves every field an item
+carries (``_extraction_filters.without_pii``) and every free text a job stores or logs.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
-__all__ = ["KINDS", "MODES", "PII", "Finding", "find_pii", "redact", "screened"]
+__all__ = ["KINDS", "MODES", "PII", "PLAIN", "Finding", "PiiScreen", "find_pii", "redact", "screened"]
 
 MODES = ("drop", "redact", "keep")  # the tenant policy's ``pii``
 PII = "pii"  # the reason an item or a chunk left out for a number is counted under
@@ -92,6 +105,10 @@ def _always(match: re.Match[str]) -> bool:
 
 _WORD_EDGE = r"(?<![A-Za-z0-9])"
 _WORD_END = r"(?![A-Za-z0-9])"
+# A phone number set apart from what is around it: not within a word, a longer number, a
+# decimal or a dashed code (Chinese characters may touch it: "电话010-12345678").
+_NUMBER_EDGE = r"(?<![A-Za-z0-9_.+-])"
+_NUMBER_END = r"(?![A-Za-z0-9_-]|\.\d)"
 # (kind, pattern, check, group of the match that is the number): in precedence order.
 _DETECTORS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], bool], int]] = [
     ("resident_id", re.compile(r"(?<!\d)\d{17}[\dXx](?![\dA-Za-z])"), _resident_id, 0),
@@ -103,6 +120,12 @@ _DETECTORS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], bool], in
     ("ssn", re.compile(r"(?<![\d-])(\d{3})-(\d{2})-(\d{4})(?![\d-])"), _ssn, 0),
     ("phone", re.compile(r"(?<![\d+])(?:\+?86[ -]?)?1[3-9]\d(?:[ -]?\d{4}){2}(?!\d)"), _always, 0),
     ("phone", re.compile(r"(?<![\d+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"), _international, 0),
+    # CN landline: 010, 02x, or 0 and 3 digits from 3, set apart; then 7 or 8 digits, not from 0.
+    ("phone", re.compile(_NUMBER_EDGE + r"(?:0(?:10|2\d|[3-9]\d{2})[- ]|\(0(?:10|2\d|[3-9]\d{2})\) ?)[1-9]\d{6,7}"
+                         + _NUMBER_END), _always, 0),
+    # North American: (415) 555-0132, 415-555-0132, 415.555.0132 — one separator throughout.
+    ("phone", re.compile(_NUMBER_EDGE + r"(?:\([2-9]\d{2}\) ?[2-9]\d{2}-|[2-9]\d{2}([-.])[2-9]\d{2}\1)\d{4}"
+                         + _NUMBER_END), _always, 0),
     ("email", re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])"),
      _always, 0),
 ]
@@ -137,18 +160,117 @@ def redact(text: str, findings: list[Finding]) -> str:
 
 _PLACEHOLDER = re.compile(r"\[(?:" + "|".join(re.escape(label) for label in _LABELS.values()) + r")\]")
 _LETTER = re.compile(r"[^\W\d_]")
+# What may stand between the characters of a number said again: spacing, dashes, dots,
+# slashes, brackets, the @ and + of an address or a number, a slug's underscores, hidden
+# characters (zero-width, soft hyphen). At most 3 in a row: a number, not a paragraph.
+_BETWEEN = r"[\s\-\u2010-\u2015.\u00b7/\\()+@_\u200b-\u200f\u2060-\u2064\ufeff\u00ad]{0,3}"
+_SHORTEST = 7  # characters (letters and digits) of a number worth finding again on its own
+
+
+def _fold(text: str) -> str:
+    """``text`` with each character as NFKC has it where that is one character (full-width
+    "Ｋ４７" → "K47"), so positions in it are positions in ``text``."""
+    if text.isascii():
+        return text
+    return "".join(f if len(f := unicodedata.normalize("NFKC", c)) == 1 else c for c in text)
+
+
+def _cores(kind: str, value: str) -> list[str]:
+    """The letters and digits of a number found in the turns, as it may be written again: a
+    phone number with its + also without the country code (1 to 3 digits) or with a 0."""
+    core = "".join(c for c in value if c.isalnum())
+    cores = [core]
+    if kind == "phone" and value.startswith("+"):
+        cores += [core[n:] for n in (1, 2, 3)]
+    return [c for c in cores if len(c) >= _SHORTEST]
+
+
+def _merged(found: list[Finding]) -> list[Finding]:
+    """The findings with overlapping ones joined (the first kind named), in order."""
+    out: list[Finding] = []
+    for f in sorted(found, key=lambda f: (f.start, -f.end)):
+        if out and f.start < out[-1].end:
+            if f.end > out[-1].end:
+                out[-1] = Finding(out[-1].kind, out[-1].start, f.end)
+        else:
+            out.append(f)
+    return out
+
+
+class PiiScreen:
+    """The one screen of identity and financial numbers: ``find_pii``, and the numbers found
+    in ``said`` (a job's turns) wherever they turn up again, however written (see the module
+    docstring). ``PLAIN`` knows no turns. It holds the numbers themselves, so it lives no
+    longer than its job, and its repr names none of them."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self, said: Iterable[str] = ()) -> None:
+        known: dict[str, str] = {}
+        for text in said:
+            folded = _fold(text)
+            for f in find_pii(folded):
+                for core in _cores(f.kind, folded[f.start:f.end]):
+                    known.setdefault(core.casefold(), f.kind)
+        # Longest first: where one number holds another, the whole of it is found.
+        self._known = [(kind, re.compile(_WORD_EDGE + ("0?" if kind == "phone" else "")
+                                         + _BETWEEN.join(re.escape(c) for c in core) + _WORD_END, re.IGNORECASE))
+                       for core, kind in sorted(known.items(), key=lambda pair: -len(pair[0]))]
+
+    def __repr__(self) -> str:
+        return f"PiiScreen({len(self._known)} numbers said)"
+
+    def findings(self, text: str) -> list[Finding]:
+        """The numbers in ``text``, in order, never overlapping."""
+        folded = _fold(text)
+        found = find_pii(folded)
+        found += [Finding(kind, m.start(), m.end()) for kind, pattern in self._known for m in pattern.finditer(folded)]
+        return _merged(found)
+
+    def holds(self, text: str) -> bool:
+        return bool(self.findings(text))
+
+    def redacted(self, text: str) -> str:
+        """``text`` with its numbers redacted, whatever the policy: for what memoryd keeps or
+        logs about a job (its error), never a memory."""
+        return redact(text, self.findings(text))
+
+    def screened(self, text: str, mode: str) -> str | None:
+        """``text`` as the tenant policy's ``pii`` mode has it: as it is when it holds no
+        number or the mode is "keep"; None to leave it out ("drop", or "redact" with nothing
+        but the numbers and punctuation left); else with its numbers redacted."""
+        if mode == "keep":
+            return text
+        findings = self.findings(text)
+        if not findings:
+            return text
+        if mode != "redact":
+            return None
+        clean = redact(text, findings)
+        return clean if _LETTER.search(_PLACEHOLDER.sub("", clean)) else None
+
+    def kept(self, names: Iterable[str], mode: str) -> tuple[str, ...]:
+        """The names (tags, entities) holding no number, unless the mode is "keep": a name is
+        left out, never redacted — "[passport number]" names nothing."""
+        return tuple(name for name in names if mode == "keep" or not self.holds(name))
+
+    def data(self, value: Any, mode: str) -> Any:
+        """A JSON value with every string in it screened (``screened``): an entry or element
+        whose string is left out goes, and so does an entry whose name holds a number."""
+        if isinstance(value, str):
+            return self.screened(value, mode)
+        if isinstance(value, dict):
+            entries = [(name, v, self.data(v, mode)) for name, v in value.items()
+                       if mode == "keep" or not self.holds(str(name))]
+            return {name: new for name, old, new in entries if new is not None or old is None}
+        if isinstance(value, list):
+            return [new for old, new in ((v, self.data(v, mode)) for v in value) if new is not None or old is None]
+        return value
+
+
+PLAIN = PiiScreen()
 
 
 def screened(text: str, mode: str) -> str | None:
-    """``text`` as the tenant policy's ``pii`` mode has it: as it is when it holds no number
-    or the mode is "keep"; None to leave it out ("drop", or "redact" with nothing but the
-    numbers and punctuation left); else with its numbers redacted."""
-    if mode == "keep":
-        return text
-    findings = find_pii(text)
-    if not findings:
-        return text
-    if mode != "redact":
-        return None
-    clean = redact(text, findings)
-    return clean if _LETTER.search(_PLACEHOLDER.sub("", clean)) else None
+    """``PLAIN.screened``: for text with no turns to know numbers from (a chunk is a turn)."""
+    return PLAIN.screened(text, mode)

@@ -6,7 +6,8 @@ rolled-back write, sweep or job counts nothing. Names are ``<family>.<what>``:
 - ``lifecycle.expired`` / ``.forgotten_stale`` / ``.evicted``: the lifecycle sweeper;
 - ``conflicts.pending`` / ``.settled`` / ``.resolved``: source trust (writes, ResolveConflict);
 - ``extraction.jobs_queued`` / ``.jobs_succeeded`` / ``.jobs_failed``, ``.items_written``,
-  ``.parse_failures``, ``.dropped.<reason>``: extraction jobs;
+  ``.parse_failures``, ``.dropped.<reason>``, ``.pii.<field>`` (what the PII screen took out
+  of a kept item: ``text``, ``entity``, ``tag``, ``data``): extraction jobs;
 - ``consolidation.groups`` / ``.fragments`` / ``.pending`` / ``.skipped`` / ``.parse_failures``
   / ``.unavailable`` / ``.dropped.<reason>``: consolidation.
 
