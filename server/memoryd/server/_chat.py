@@ -16,7 +16,8 @@ Servers differ in how they take that request, so the client has an **output mode
 
 ``max_tokens`` bounds the answer (``extraction_max_tokens``); an endpoint that only takes
 ``max_completion_tokens`` (OpenAI's reasoning models) is asked with that instead. An answer
-cut at the bound is a parse error that says so.
+cut at the bound is a parse error that says so — unless the caller names a list to salvage:
+then the list's complete elements before the cut are its answer (``CutOff``).
 
 **How the client learns what an endpoint takes.** Never from the words of an error: a
 server's error message may repeat the request, and so the user's turns — a turn that says
@@ -98,9 +99,68 @@ def json_document(content: str) -> Any:
     raise ExtractionParseError("the model's content is not JSON")
 
 
-def answer_document(raw: bytes, max_tokens: int = 0) -> Any:
+@dataclass(frozen=True)
+class CutOff:
+    """An answer cut off inside its list (``answer_document``'s ``salvage``): ``document`` holds
+    the list's complete elements only, the one the cut went through left out."""
+
+    document: dict[str, Any]
+
+
+def _open_at_end(text: str) -> bool:
+    """Whether ``text`` ends inside a JSON string, object or array: an answer cut short, not
+    one that is wrong where it ends."""
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+    return in_string or depth > 0
+
+
+def complete_elements(content: str, name: str) -> tuple[list[Any], bool] | None:
+    """The complete elements of the list ``name`` in a JSON answer cut off part-way, and
+    whether the list itself was closed; None if no such list begins in ``content``. Each
+    element is decoded whole or not at all: one the cut went through (a string cut in two,
+    an object missing its end) is never among them."""
+    text = _THINK.sub("", content)
+    start = text.find("{")
+    found = re.compile(r'"%s"\s*:\s*\[' % re.escape(name)).search(text, max(start, 0)) if start >= 0 else None
+    if found is None:
+        return None
+    decoder = json.JSONDecoder()
+    elements: list[Any] = []
+    at = found.end()
+    while True:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        if at >= len(text):
+            return elements, False
+        if text[at] == "]":
+            return elements, True
+        try:
+            element, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return elements, False  # the element the cut went through
+        elements.append(element)
+
+
+def answer_document(raw: bytes, max_tokens: int = 0, *, salvage: str = "") -> Any:
     """The JSON document a chat completion answer carries as its message content;
-    ExtractionParseError if there is none."""
+    ExtractionParseError if there is none. ``salvage``: the name of the document's list whose
+    complete elements are kept when the answer was cut off (``finish_reason: length``, or JSON
+    that ends open) — a ``CutOff`` if the cut went through the list, so one looping answer does
+    not lose the items before the loop; an answer with no complete element fails as before."""
     try:
         answer = json.loads(raw)
         choice = answer["choices"][0]
@@ -114,7 +174,13 @@ def answer_document(raw: bytes, max_tokens: int = 0) -> Any:
     try:
         return json_document(content)
     except ExtractionParseError:
-        if isinstance(choice, dict) and choice.get("finish_reason") == "length":
+        cut = isinstance(choice, dict) and choice.get("finish_reason") == "length"
+        if salvage and (cut or _open_at_end(_THINK.sub("", content))):
+            kept = complete_elements(content, salvage)
+            if kept is not None and kept[0]:
+                elements, closed = kept
+                return {salvage: elements} if closed else CutOff({salvage: elements})
+        if cut:
             bound = f" ({max_tokens})" if max_tokens else ""
             raise ExtractionParseError(f"the model's answer was cut off at max_tokens{bound}",
                                        f"the extraction model's answer was cut off at max_tokens{bound}; "
@@ -193,9 +259,11 @@ class ChatClient:
             body["response_format"] = {"type": "json_object", "schema": schema}
         return body
 
-    async def ask(self, system: str, user: str, schema_name: str, schema: dict[str, Any], *, probe: Probe) -> Any:
+    async def ask(self, system: str, user: str, schema_name: str, schema: dict[str, Any], *, probe: Probe,
+                  salvage: str = "") -> Any:
         """The JSON document the model answers ``user`` with, under ``schema``; ``probe``: what
-        to send instead of ``user`` and ``schema`` to learn what the endpoint takes."""
+        to send instead of ``user`` and ``schema`` to learn what the endpoint takes;
+        ``salvage``: see ``answer_document``."""
         shape = self.shape
         while True:
             try:
@@ -208,7 +276,7 @@ class ChatClient:
                 continue
             except Unreachable as exc:
                 raise self._unreachable(exc) from exc
-            return answer_document(raw, self.max_tokens)
+            return answer_document(raw, self.max_tokens, salvage=salvage)
 
     async def _post(self, body: dict[str, Any]) -> bytes:
         return await self._endpoint.call(functools.partial(self._endpoint.post, body))
