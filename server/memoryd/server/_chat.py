@@ -58,8 +58,12 @@ server's words (``_chat_errors``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
+import threading
+from collections.abc import Callable
 import logging
 import re
 from dataclasses import dataclass, replace
@@ -188,6 +192,35 @@ def answer_document(raw: bytes, max_tokens: int = 0, *, salvage: str = "") -> An
         raise
 
 
+def held(fn: Callable[[], bytes]) -> asyncio.Future[bytes]:
+    """``fn`` (a POST) on a daemon thread of its own, as a future of the running loop that
+    outlives any one waiter: a request its job stopped waiting for goes on to its answer (or
+    its own timeout), and a stopping process does not wait for it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[bytes] = loop.create_future()
+
+    def settle(result: bytes | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result or b"")
+
+    def run() -> None:
+        try:
+            outcome: tuple[bytes | None, BaseException | None] = (fn(), None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    # Nobody may be waiting when it ends: its outcome is read here, so it is never "unretrieved".
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+    threading.Thread(target=run, name="memoryd-chat-held", daemon=True).start()
+    return future
+
+
 @dataclass(frozen=True)
 class Shape:
     """How a request is put to an endpoint: the output mode, and the name the answer's token
@@ -210,7 +243,7 @@ class ChatClient:
     """Asks an OpenAI-compatible chat model for JSON documents."""
 
     def __init__(self, url: str, model: str, api_key: str = "", timeout: float = 60.0, *, output: str = "auto",
-                 max_tokens: int = 2048, threads: int = 2) -> None:
+                 max_tokens: int = 2048, threads: int = 2, hold: float = 0.0) -> None:
         http_endpoint(url, "extraction_url", "extraction_api_key")
         if output not in OUTPUT_MODES:
             raise ValueError(f"extraction_output must be one of {', '.join(OUTPUT_MODES)}, got {output!r}")
@@ -221,6 +254,8 @@ class ChatClient:
         self._api_key = api_key
         self._output = output
         self.max_tokens = max_tokens
+        # How long a request is kept open when its caller stops waiting at the timeout.
+        self._hold = hold
         # What this endpoint (its URL and this model) takes, as learnt from its answers.
         self.shape = Shape("json_schema" if output == "auto" else output)
 
@@ -231,6 +266,11 @@ class ChatClient:
     def endpoint(self) -> str:
         """The URL requests go to: what a deployment's concurrency limit is counted per."""
         return self._endpoint.url
+
+    @property
+    def where(self) -> str:
+        """The endpoint's host and port, for messages."""
+        return self._where
 
     @property
     def mode(self) -> str:
@@ -271,7 +311,8 @@ class ChatClient:
             except HttpStatus as answer:
                 better = await self._better_shape(shape, answer.status, schema_name, probe)
                 if better is None:
-                    raise status_error(answer.status, answer.body, self._where, secrets=(self._api_key,)) from None
+                    raise status_error(answer.status, answer.body, self._where, secrets=(self._api_key,),
+                                       retry_after=answer.retry_after) from None
                 shape = better  # later than ``shape``: this ends
                 continue
             except Unreachable as exc:
@@ -279,7 +320,15 @@ class ChatClient:
             return answer_document(raw, self.max_tokens, salvage=salvage)
 
     async def _post(self, body: dict[str, Any]) -> bytes:
-        return await self._endpoint.call(functools.partial(self._endpoint.post, body))
+        if self._hold <= self._endpoint.timeout:
+            return await self._endpoint.call(functools.partial(self._endpoint.post, body))
+        # The request stays open up to ``hold`` on a thread of its own; the caller waits for
+        # it up to the timeout only, and is told of it as ``pending`` (see ``held``).
+        request = held(functools.partial(self._endpoint.post, body, self._hold))
+        try:
+            return await asyncio.wait_for(asyncio.shield(request), self._endpoint.timeout)
+        except TimeoutError:
+            raise Unreachable("TimeoutError", timed_out=True, pending=request) from None
 
     def _later(self, shape: Shape, status: int) -> list[Shape]:
         """The shapes to try after ``shape`` was answered ``status``, in order: the other token
@@ -346,7 +395,7 @@ class ChatClient:
         if exc.timed_out:
             return ExtractionUnavailable(f"the extraction model at {self._where} timed out after "
                                          f"{self._endpoint.timeout:g}s", "the extraction model did not answer in time",
-                                         timed_out=True)
+                                         timed_out=True, pending=exc.pending)
         if exc.cause == "closed":
             return ExtractionUnavailable("the extraction client is closed")
         return ExtractionUnavailable(f"the extraction model at {self._where} cannot be reached ({exc.cause})")
