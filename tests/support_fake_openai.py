@@ -65,6 +65,11 @@ on that server; the scripted answer is used only by a request the flavour accept
 
 ``Cut(content)`` answers ``content`` with ``finish_reason: "length"`` (cut at max_tokens).
 ``chat_peak`` is the most chat requests that were in flight at once.
+
+A model server that is out for a while: ``overloaded(503, retry_after="1")`` answers every
+chat request (probes too) with that status (and header) until ``overloaded(None)``; the
+requests are recorded as usual. ``down()`` closes the listening socket — connections are
+refused — until ``up()`` listens on the same port again (nothing is recorded meanwhile).
 """
 
 from __future__ import annotations
@@ -195,15 +200,41 @@ class FakeOpenAI:
         self._probe_script: deque[Any] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._overloaded: tuple[int, str | None] | None = None
+        self._httpd = self._listen(0)
+        self._port = self._httpd.server_port
+        self._thread = self._serving()
+
+    def _listen(self, port: int) -> ThreadingHTTPServer:
+        httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
         # Handler threads are joined on close; "hang" ends when _stopping is set, so close is quick.
-        self._httpd.daemon_threads = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-openai", daemon=True)
+        httpd.daemon_threads = False
+        return httpd
+
+    def _serving(self) -> threading.Thread:
+        return threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                name="fake-openai", daemon=True)
+
+    def overloaded(self, status: int | None, retry_after: str | None = None) -> None:
+        """Answer every chat request with ``status`` (and ``Retry-After``) until called with None."""
+        with self._lock:
+            self._overloaded = None if status is None else (status, retry_after)
+
+    def down(self) -> None:
+        """Stop listening: connections are refused until ``up``."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def up(self) -> None:
+        """Listen again, on the same port."""
+        self._httpd = self._listen(self._port)
+        self._thread = self._serving()
+        self._thread.start()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_port}"
+        return f"http://127.0.0.1:{self._port}"
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -286,6 +317,15 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             headers = {name.lower(): value for name, value in self.headers.items()}
+            with server._lock:
+                overloaded = server._overloaded
+            if self.path == "/v1/chat/completions" and overloaded is not None:
+                with server._lock:
+                    server._requests.append(RecordedRequest("POST", self.path, headers, body, time.monotonic()))
+                status, retry_after = overloaded
+                self._send(status, {"error": {"message": "the server is busy", "type": "server_error"}},
+                           {"Retry-After": retry_after} if retry_after else {})
+                return
             failure = server._record(RecordedRequest("POST", self.path, headers, body, time.monotonic()))
             if self.path == "/v1/chat/completions" and isinstance(failure, tuple):
                 self._send(*failure)  # the flavour refuses the request
@@ -351,11 +391,13 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                              "choices": [{"index": 0, "finish_reason": finish,
                                           "message": {"role": "assistant", "content": content}}]})
 
-        def _send(self, status: int, payload: Any) -> None:
-            self._send_raw(status, json.dumps(payload).encode())
+        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            self._send_raw(status, json.dumps(payload).encode(), headers)
 
-        def _send_raw(self, status: int, raw: bytes) -> None:
+        def _send_raw(self, status: int, raw: bytes, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))
             self.end_headers()

@@ -237,19 +237,20 @@ def test_server_errors_are_retried_with_backoff_until_the_model_answers(rig):
     rig.fake.script_chat("500", "429", {"items": [item("Alice lives in Lyon", "fact", "home_city")]})
     done, seen = finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon")))
     assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED and done.attempts == 3
-    assert svc.EXTRACTION_JOB_STATE_QUEUED in seen[1:] or len(seen) <= 3  # back in the queue between tries
+    back = {svc.EXTRACTION_JOB_STATE_QUEUED, svc.EXTRACTION_JOB_STATE_WAITING}  # the 429: waiting for the model
+    assert back & set(seen[1:]) or len(seen) <= 3  # back in the queue between tries
     assert [m.key for m in agent.list_all(subject)] == ["home_city"]
 
 
-def test_timeouts_fail_the_job_after_the_configured_attempts_with_the_reason(rig):
+def test_timeouts_wait_for_the_model_and_use_up_none_of_the_attempts(rig):
     agent = rig.agent()
     subject = unique("subject")
-    rig.fake.script_chat("hang", "hang", "hang")
-    done, _ = finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon")))
-    assert done.state == svc.EXTRACTION_JOB_STATE_FAILED and done.attempts == 3
-    assert done.error == "the extraction model did not answer in time (gave up after 3 attempts)"
-    assert agent.list_all(subject) == []
-    assert rig.sql("SELECT turns_ct FROM extraction_jobs WHERE id = %s", done.id) == [(None,)]
+    rig.fake.script_chat("hang", "hang", "hang", {"items": [item("Alice lives in Lyon", "fact", "home_city")]})
+    done, seen = finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon")))
+    # Three timeouts with MEMORYD_EXTRACTION_MAX_ATTEMPTS=3, and the fourth try still goes out.
+    assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED and done.attempts == 4
+    assert svc.EXTRACTION_JOB_STATE_WAITING in seen
+    assert [m.key for m in agent.list_all(subject)] == ["home_city"]
 
 
 def test_filters_drop_and_count_each_reason_and_instruction_like_text_is_never_stored(rig):

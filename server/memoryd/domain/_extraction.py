@@ -24,6 +24,8 @@ class JobState(enum.StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    # Queued after its model was out (never stored as a state: a queued job with an outage).
+    WAITING = "waiting"
 
     @property
     def finished(self) -> bool:
@@ -46,3 +48,5 @@ class ExtractionJob:
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    next_attempt_at: datetime | None = None  # queued or waiting jobs only
+    waiting_since: datetime | None = None  # waiting jobs only

@@ -16,7 +16,8 @@ Servers differ in how they take that request, so the client has an **output mode
 
 ``max_tokens`` bounds the answer (``extraction_max_tokens``); an endpoint that only takes
 ``max_completion_tokens`` (OpenAI's reasoning models) is asked with that instead. An answer
-cut at the bound is a parse error that says so.
+cut at the bound is a parse error that says so — unless the caller names a list to salvage:
+then the list's complete elements before the cut are its answer (``CutOff``).
 
 **How the client learns what an endpoint takes.** Never from the words of an error: a
 server's error message may repeat the request, and so the user's turns — a turn that says
@@ -57,8 +58,12 @@ server's words (``_chat_errors``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
+import threading
+from collections.abc import Callable
 import logging
 import re
 from dataclasses import dataclass, replace
@@ -98,9 +103,68 @@ def json_document(content: str) -> Any:
     raise ExtractionParseError("the model's content is not JSON")
 
 
-def answer_document(raw: bytes, max_tokens: int = 0) -> Any:
+@dataclass(frozen=True)
+class CutOff:
+    """An answer cut off inside its list (``answer_document``'s ``salvage``): ``document`` holds
+    the list's complete elements only, the one the cut went through left out."""
+
+    document: dict[str, Any]
+
+
+def _open_at_end(text: str) -> bool:
+    """Whether ``text`` ends inside a JSON string, object or array: an answer cut short, not
+    one that is wrong where it ends."""
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+    return in_string or depth > 0
+
+
+def complete_elements(content: str, name: str) -> tuple[list[Any], bool] | None:
+    """The complete elements of the list ``name`` in a JSON answer cut off part-way, and
+    whether the list itself was closed; None if no such list begins in ``content``. Each
+    element is decoded whole or not at all: one the cut went through (a string cut in two,
+    an object missing its end) is never among them."""
+    text = _THINK.sub("", content)
+    start = text.find("{")
+    found = re.compile(r'"%s"\s*:\s*\[' % re.escape(name)).search(text, max(start, 0)) if start >= 0 else None
+    if found is None:
+        return None
+    decoder = json.JSONDecoder()
+    elements: list[Any] = []
+    at = found.end()
+    while True:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        if at >= len(text):
+            return elements, False
+        if text[at] == "]":
+            return elements, True
+        try:
+            element, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return elements, False  # the element the cut went through
+        elements.append(element)
+
+
+def answer_document(raw: bytes, max_tokens: int = 0, *, salvage: str = "") -> Any:
     """The JSON document a chat completion answer carries as its message content;
-    ExtractionParseError if there is none."""
+    ExtractionParseError if there is none. ``salvage``: the name of the document's list whose
+    complete elements are kept when the answer was cut off (``finish_reason: length``, or JSON
+    that ends open) — a ``CutOff`` if the cut went through the list, so one looping answer does
+    not lose the items before the loop; an answer with no complete element fails as before."""
     try:
         answer = json.loads(raw)
         choice = answer["choices"][0]
@@ -114,12 +178,47 @@ def answer_document(raw: bytes, max_tokens: int = 0) -> Any:
     try:
         return json_document(content)
     except ExtractionParseError:
-        if isinstance(choice, dict) and choice.get("finish_reason") == "length":
+        cut = isinstance(choice, dict) and choice.get("finish_reason") == "length"
+        if salvage and (cut or _open_at_end(_THINK.sub("", content))):
+            kept = complete_elements(content, salvage)
+            if kept is not None and kept[0]:
+                elements, closed = kept
+                return {salvage: elements} if closed else CutOff({salvage: elements})
+        if cut:
             bound = f" ({max_tokens})" if max_tokens else ""
             raise ExtractionParseError(f"the model's answer was cut off at max_tokens{bound}",
                                        f"the extraction model's answer was cut off at max_tokens{bound}; "
                                        "raise extraction_max_tokens") from None
         raise
+
+
+def held(fn: Callable[[], bytes]) -> asyncio.Future[bytes]:
+    """``fn`` (a POST) on a daemon thread of its own, as a future of the running loop that
+    outlives any one waiter: a request its job stopped waiting for goes on to its answer (or
+    its own timeout), and a stopping process does not wait for it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[bytes] = loop.create_future()
+
+    def settle(result: bytes | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result or b"")
+
+    def run() -> None:
+        try:
+            outcome: tuple[bytes | None, BaseException | None] = (fn(), None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    # Nobody may be waiting when it ends: its outcome is read here, so it is never "unretrieved".
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+    threading.Thread(target=run, name="memoryd-chat-held", daemon=True).start()
+    return future
 
 
 @dataclass(frozen=True)
@@ -144,7 +243,7 @@ class ChatClient:
     """Asks an OpenAI-compatible chat model for JSON documents."""
 
     def __init__(self, url: str, model: str, api_key: str = "", timeout: float = 60.0, *, output: str = "auto",
-                 max_tokens: int = 2048, threads: int = 2) -> None:
+                 max_tokens: int = 2048, threads: int = 2, hold: float = 0.0) -> None:
         http_endpoint(url, "extraction_url", "extraction_api_key")
         if output not in OUTPUT_MODES:
             raise ValueError(f"extraction_output must be one of {', '.join(OUTPUT_MODES)}, got {output!r}")
@@ -155,6 +254,8 @@ class ChatClient:
         self._api_key = api_key
         self._output = output
         self.max_tokens = max_tokens
+        # How long a request is kept open when its caller stops waiting at the timeout.
+        self._hold = hold
         # What this endpoint (its URL and this model) takes, as learnt from its answers.
         self.shape = Shape("json_schema" if output == "auto" else output)
 
@@ -165,6 +266,11 @@ class ChatClient:
     def endpoint(self) -> str:
         """The URL requests go to: what a deployment's concurrency limit is counted per."""
         return self._endpoint.url
+
+    @property
+    def where(self) -> str:
+        """The endpoint's host and port, for messages."""
+        return self._where
 
     @property
     def mode(self) -> str:
@@ -193,9 +299,11 @@ class ChatClient:
             body["response_format"] = {"type": "json_object", "schema": schema}
         return body
 
-    async def ask(self, system: str, user: str, schema_name: str, schema: dict[str, Any], *, probe: Probe) -> Any:
+    async def ask(self, system: str, user: str, schema_name: str, schema: dict[str, Any], *, probe: Probe,
+                  salvage: str = "") -> Any:
         """The JSON document the model answers ``user`` with, under ``schema``; ``probe``: what
-        to send instead of ``user`` and ``schema`` to learn what the endpoint takes."""
+        to send instead of ``user`` and ``schema`` to learn what the endpoint takes;
+        ``salvage``: see ``answer_document``."""
         shape = self.shape
         while True:
             try:
@@ -203,15 +311,24 @@ class ChatClient:
             except HttpStatus as answer:
                 better = await self._better_shape(shape, answer.status, schema_name, probe)
                 if better is None:
-                    raise status_error(answer.status, answer.body, self._where, secrets=(self._api_key,)) from None
+                    raise status_error(answer.status, answer.body, self._where, secrets=(self._api_key,),
+                                       retry_after=answer.retry_after) from None
                 shape = better  # later than ``shape``: this ends
                 continue
             except Unreachable as exc:
                 raise self._unreachable(exc) from exc
-            return answer_document(raw, self.max_tokens)
+            return answer_document(raw, self.max_tokens, salvage=salvage)
 
     async def _post(self, body: dict[str, Any]) -> bytes:
-        return await self._endpoint.call(functools.partial(self._endpoint.post, body))
+        if self._hold <= self._endpoint.timeout:
+            return await self._endpoint.call(functools.partial(self._endpoint.post, body))
+        # The request stays open up to ``hold`` on a thread of its own; the caller waits for
+        # it up to the timeout only, and is told of it as ``pending`` (see ``held``).
+        request = held(functools.partial(self._endpoint.post, body, self._hold))
+        try:
+            return await asyncio.wait_for(asyncio.shield(request), self._endpoint.timeout)
+        except TimeoutError:
+            raise Unreachable("TimeoutError", timed_out=True, pending=request) from None
 
     def _later(self, shape: Shape, status: int) -> list[Shape]:
         """The shapes to try after ``shape`` was answered ``status``, in order: the other token
@@ -278,7 +395,7 @@ class ChatClient:
         if exc.timed_out:
             return ExtractionUnavailable(f"the extraction model at {self._where} timed out after "
                                          f"{self._endpoint.timeout:g}s", "the extraction model did not answer in time",
-                                         timed_out=True)
+                                         timed_out=True, pending=exc.pending)
         if exc.cause == "closed":
             return ExtractionUnavailable("the extraction client is closed")
         return ExtractionUnavailable(f"the extraction model at {self._where} cannot be reached ({exc.cause})")

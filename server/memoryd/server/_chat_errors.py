@@ -4,6 +4,9 @@ a model server's error memoryd repeats: none of its words.
 The worker treats each error differently:
 
 - ``ExtractionUnavailable``: timeouts, connection errors, HTTP 408/429/5xx — retried later;
+  an ``outage`` (no answer, a timeout, 408, 429, 502, 503, 504: the model is down or busy,
+  and will be back) waits for the model, however long, up to the retry horizon; another
+  5xx is retried within the job's attempts (a 500 may be this request's own fault);
 - ``ExtractionRefused``: another HTTP 4xx — the request itself is wrong, retrying cannot help;
 - ``ExtractionParseError``: an answer that is not JSON or not what was asked.
 
@@ -29,6 +32,7 @@ The full error is in the model server's own log, next to the request it answers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from memoryd.storage import REASONS, error_fields, error_reason
 
@@ -50,13 +54,20 @@ class ExtractionError(Exception):
 
 class ExtractionUnavailable(ExtractionError):
     """The model could not be reached, was overloaded or did not answer in time; try again
-    later. ``timed_out``: the request was abandoned while the model may still be working on it."""
+    later. ``timed_out``: the request was abandoned while the model may still be working on
+    it (``pending``, if set, ends when the request really does); ``outage``: the model is out
+    or overloaded, rather than failing this request; ``retry_after``: the seconds the server
+    asked for."""
 
     public = "the extraction model could not be reached"
 
-    def __init__(self, detail: str, message: str = "", *, timed_out: bool = False) -> None:
+    def __init__(self, detail: str, message: str = "", *, timed_out: bool = False, outage: bool = True,
+                 retry_after: float | None = None, pending: Any = None) -> None:
         super().__init__(detail, message)
         self.timed_out = timed_out
+        self.outage = outage
+        self.retry_after = retry_after
+        self.pending = pending
 
 
 class ExtractionRefused(ExtractionError):
@@ -71,7 +82,12 @@ class ExtractionParseError(ExtractionError):
     public = "the extraction model's answer could not be parsed"
 
 
-def status_error(status: int, body: bytes, where: str, *, secrets: Sequence[str] = ()) -> ExtractionError:
+# Statuses of a model that is out or overloaded for a while, not of a bad request.
+OUTAGE_STATUSES = (408, 429, 502, 503, 504)
+
+
+def status_error(status: int, body: bytes, where: str, *, secrets: Sequence[str] = (),
+                 retry_after: float | None = None) -> ExtractionError:
     """The error of an HTTP ``status`` answer: unavailable (408, 429, 5xx) or refused; its
     message the status and a reason of memoryd's, its detail those and the error's fields."""
     fields = error_fields(body, secrets=secrets)
@@ -81,6 +97,7 @@ def status_error(status: int, body: bytes, where: str, *, secrets: Sequence[str]
     logged = said + (f"; the server's error has {shown}" if shown else "")
     if status in (408, 429) or status >= 500:
         return ExtractionUnavailable(f"the extraction model at {where} answered {logged}",
-                                     f"the extraction model was unavailable: {said}")
+                                     f"the extraction model was unavailable: {said}",
+                                     outage=status in OUTAGE_STATUSES, retry_after=retry_after)
     return ExtractionRefused(f"the extraction model at {where} refused the request: {logged}",
                              f"the extraction model refused the request: {said}")

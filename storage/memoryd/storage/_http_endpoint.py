@@ -25,9 +25,11 @@ vLLM and llama.cpp's server set from their own code (``error_fields``: ``type``,
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import http.client
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -61,22 +63,43 @@ _BY_STATUS = {401: AUTHENTICATION, 403: FORBIDDEN, 404: NOT_FOUND, 408: SERVER_T
 
 
 class HttpStatus(Exception):
-    """The server answered with a status other than 2xx."""
+    """The server answered with a status other than 2xx; ``retry_after``: the seconds its
+    ``Retry-After`` header asked for, if it sent one."""
 
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, retry_after: float | None = None) -> None:
         super().__init__(f"HTTP {status}")
         self.status = status
         self.body = body
+        self.retry_after = retry_after
 
 
 class Unreachable(Exception):
     """No answer: ``timed_out`` when the request was abandoned at the timeout (the server
-    may still be working on it); ``cause`` names what failed otherwise."""
+    may still be working on it; ``pending``, if set, ends when the request really does);
+    ``cause`` names what failed otherwise."""
 
-    def __init__(self, cause: str, *, timed_out: bool = False) -> None:
+    def __init__(self, cause: str, *, timed_out: bool = False, pending: Any = None) -> None:
         super().__init__(cause)
         self.cause = cause
         self.timed_out = timed_out
+        self.pending = pending
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """The seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date); None if
+    it is missing or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def http_endpoint(url: str, setting: str, key_setting: str) -> SplitResult:
@@ -109,12 +132,13 @@ class JsonEndpoint:
         self._headers = json_headers(api_key)
         self._executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix=f"memoryd-{name}-http")
 
-    def post(self, payload: Any) -> bytes:
-        """One exchange, on the calling thread (one of ours, through ``call``)."""
+    def post(self, payload: Any, timeout: float | None = None) -> bytes:
+        """One exchange, on the calling thread (one of ours, through ``call``); ``timeout``
+        instead of the endpoint's, for a caller that stops waiting sooner itself."""
         body = json.dumps(payload, ensure_ascii=False).encode()
         request = urllib.request.Request(self.url, data=body, headers=self._headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 data: bytes = response.read()
                 return data
         except urllib.error.HTTPError as exc:
@@ -124,7 +148,7 @@ class JsonEndpoint:
                 error_body = b""
             finally:
                 exc.close()  # it holds the socket; left open it leaks until garbage collection
-            raise HttpStatus(exc.code, error_body) from None
+            raise HttpStatus(exc.code, error_body, retry_after(exc.headers.get("Retry-After"))) from None
         except (OSError, http.client.HTTPException) as exc:
             timed_out = isinstance(exc, TimeoutError) or "timed out" in str(exc)
             raise Unreachable(type(exc).__name__, timed_out=timed_out) from exc

@@ -46,6 +46,7 @@ from . import _audit as audit
 from . import _counters as counters
 from ._envelope import DataKey
 from ._filters import LIVE_NOW, read_conditions
+from ._model_breaker import ModelBreaker
 from ._model_slots import ModelSlots, Slot
 from ._postgres import Connection, Postgres
 from ._queue import WorkQueue
@@ -70,6 +71,7 @@ class Claim:
     tenant: str
     job_id: str
     slot: Slot | None = None
+    trial: bool = False  # the half-open trial of the endpoint's breaker
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class ClaimedJob:
     attempts: int
     turns: tuple[Turn, ...]
     tag: AuditTag
+    outages: int = 0  # the attempts that met a model outage (they do not use up max_attempts)
+    waiting_since: datetime | None = None  # the job's first model outage
 
 
 @dataclass(frozen=True)
@@ -184,13 +188,18 @@ class ExtractionJobs:
             raise IdempotencyKeyReused()
         return str(response["extraction_job_id"])
 
-    async def claim(self, lease_seconds: float, slots: ModelSlots | None = None) -> Claim | None:
+    async def claim(self, lease_seconds: float, slots: ModelSlots | None = None,
+                    breaker: ModelBreaker | None = None) -> Claim | None:
         """Claim one due job for ``lease_seconds``, or None if none is due. With ``slots``,
         only if one of the model's slots is free: it is taken for the same lease, in the same
-        transaction, and given back with ``give_back``."""
+        transaction, and given back with ``give_back``. With ``breaker``, only if it is not
+        open (``ModelBreaker``): while it is, jobs stay queued."""
         if self._claims is None:
             raise Internal("this process does not run extraction jobs")
         async with self._claims.worker_tx() as conn:
+            state = await breaker.state(conn) if breaker is not None else None
+            if state is not None and state.open:
+                return None
             slot = await slots.take(conn) if slots is not None else None
             if slots is not None and slot is None:
                 return None
@@ -199,7 +208,10 @@ class ExtractionJobs:
                 return None
             if slots is not None and slot is not None:
                 await slots.hold(conn, slot, lease_seconds)
-        return Claim(rows[0]["tenant_id"], str(rows[0]["id"]), slot)
+            trial = breaker is not None and state is not None and state.tripped
+            if trial and breaker is not None:
+                await breaker.admit(conn, lease_seconds)
+        return Claim(rows[0]["tenant_id"], str(rows[0]["id"]), slot, trial)
 
     async def give_back(self, slots: ModelSlots, slot: Slot, rest_seconds: float = 0.0) -> None:
         """Free a model slot taken by ``claim`` (after ``rest_seconds``, see ``ModelSlots``)."""
@@ -208,12 +220,51 @@ class ExtractionJobs:
         async with self._claims.worker_tx() as conn:
             await slots.give_back(conn, slot, rest_seconds)
 
+    async def hold_slot(self, slots: ModelSlots, slot: Slot, seconds: float) -> None:
+        """Keep a model slot taken by ``claim`` for ``seconds`` from now (a request abandoned
+        by its job, still open at the model)."""
+        if self._claims is None:
+            raise Internal("this process does not run extraction jobs")
+        async with self._claims.worker_tx() as conn:
+            await slots.hold(conn, slot, seconds)
+
+    async def model_said(self, breaker: ModelBreaker, claim: Claim, outage: bool | None) -> bool:
+        """Tell the endpoint's breaker how the model met the claimed job's request: an outage
+        (True), an answer (False), or not asked (None). Whether the breaker is open now."""
+        if self._claims is None:
+            raise Internal("this process does not run extraction jobs")
+        async with self._claims.worker_tx() as conn:
+            if outage:
+                return await breaker.failed(conn)
+            if outage is not None:
+                await breaker.answered(conn)
+            elif claim.trial:
+                await breaker.untried(conn)
+        return False
+
+    async def waiting_jobs(self) -> int:
+        """Queued jobs of every tenant waiting for their model to come back (for metrics)."""
+        if self._claims is None:
+            return 0
+        async with self._claims.worker_tx() as conn:
+            cur = await conn.execute("SELECT count(*) AS n FROM extraction_jobs WHERE state = 'queued' "
+                                     "AND waiting_since IS NOT NULL")
+            row = await cur.fetchone()
+        return int(row["n"]) if row is not None else 0
+
+    async def breaker_open(self, breaker: ModelBreaker) -> bool:
+        if self._claims is None:
+            return False
+        async with self._claims.worker_tx() as conn:
+            return await breaker.is_open(conn)
+
     async def open(self, tenant: str, job_id: str) -> ClaimedJob | None:
         """The claimed job with its turns in the clear; None if it is no longer running (it
         was erased). Raises DataKeyUnavailable if the turns cannot be opened."""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
-                "SELECT subject, agent, state, attempts, turns_ct, request_id, trace_id, view_version "
+                "SELECT subject, agent, state, attempts, outages, waiting_since, turns_ct, request_id, trace_id, "
+                "view_version "
                 "FROM extraction_jobs WHERE tenant_id = %s AND id = %s",
                 (tenant, job_id),
             )
@@ -230,7 +281,8 @@ class ExtractionJobs:
             raise DataKeyUnavailable("the turns of this job cannot be opened: the subject's data key is gone") from exc
         turns = tuple(Turn(t["turn_id"], t["speaker"], t["text"], datetime.fromisoformat(t["time"])) for t in raw)
         return ClaimedJob(tenant, job_id, subject, row["agent"], row["attempts"], turns,
-                          AuditTag(row["request_id"], row["trace_id"], row["view_version"]))
+                          AuditTag(row["request_id"], row["trace_id"], row["view_version"]), row["outages"],
+                          row["waiting_since"])
 
     async def labelled(self, tenant: str, flt: ReadFilter) -> ReadFilter:
         """``flt`` with its key and tag labels, for the dedup search (``_labels``)."""
@@ -254,13 +306,28 @@ class ExtractionJobs:
                 if not r["content_unavailable"]]
 
     async def retry_later(self, job: ClaimedJob, error: str, delay_seconds: float) -> None:
+        """Try the job again after ``delay_seconds``: a failure that is not the model's outage
+        (it uses up an attempt), so the job is no longer waiting for its model."""
         async with self._db.tenant_tx(job.tenant) as conn:
             await conn.execute(
-                "UPDATE extraction_jobs SET state = 'queued', error = %s, "
+                "UPDATE extraction_jobs SET state = 'queued', error = %s, waiting_since = NULL, "
                 "next_attempt_at = now() + make_interval(secs => %s) "
                 "WHERE tenant_id = %s AND id = %s AND state = 'running'",
                 (error[:500], delay_seconds, job.tenant, job.id),
             )
+
+    async def wait_for_model(self, job: ClaimedJob, reason: str, delay_seconds: float) -> None:
+        """The model is out: the job waits ``delay_seconds``, its turns sealed as they are,
+        and the attempt is counted as an outage, not against ``max_attempts``."""
+        async with self._db.tenant_tx(job.tenant) as conn:
+            cur = await conn.execute(
+                "UPDATE extraction_jobs SET state = 'queued', error = %s, outages = outages + 1, "
+                "waiting_since = COALESCE(waiting_since, now()), next_attempt_at = now() + make_interval(secs => %s) "
+                "WHERE tenant_id = %s AND id = %s AND state = 'running' RETURNING id",
+                (reason[:500], delay_seconds, job.tenant, job.id),
+            )
+            if await cur.fetchone() is not None:
+                await counters.bump(conn, job.tenant, {counters.EXTRACTION_OUTAGE_RETRIES: 1})
 
     async def release(self, tenant: str, job_id: str) -> None:
         """Give a claimed job back untried (the worker is stopping)."""
@@ -350,7 +417,8 @@ class ExtractionJobs:
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT id, subject, agent, state, turn_count, attempts, error, results, dropped, created_at, "
-                "started_at, finished_at FROM extraction_jobs WHERE tenant_id = %s AND subject = %s AND agent = %s "
+                "started_at, finished_at, next_attempt_at, waiting_since FROM extraction_jobs "
+                "WHERE tenant_id = %s AND subject = %s AND agent = %s "
                 "AND id = %s",
                 (tenant, subject, agent, job_id),
             )
@@ -359,6 +427,10 @@ class ExtractionJobs:
             raise NotFound(NO_SUCH_JOB)
         results = tuple(WriteResult(r["memory_id"], Outcome(r["outcome"]), r["reason"], r["version"])
                         for r in row["results"])
-        return ExtractionJob(str(row["id"]), row["subject"], row["agent"], JobState(row["state"]), row["turn_count"],
-                             row["attempts"], row["error"], results, dict(row["dropped"]), row["created_at"],
-                             row["started_at"], row["finished_at"])
+        state = JobState(row["state"])
+        waiting = state is JobState.QUEUED and row["waiting_since"] is not None
+        return ExtractionJob(str(row["id"]), row["subject"], row["agent"], JobState.WAITING if waiting else state,
+                             row["turn_count"], row["attempts"], row["error"], results, dict(row["dropped"]),
+                             row["created_at"], row["started_at"], row["finished_at"],
+                             next_attempt_at=row["next_attempt_at"] if state is JobState.QUEUED else None,
+                             waiting_since=row["waiting_since"] if waiting else None)

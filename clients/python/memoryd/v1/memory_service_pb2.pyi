@@ -59,6 +59,7 @@ class ExtractionJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXTRACTION_JOB_STATE_RUNNING: _ClassVar[ExtractionJobState]
     EXTRACTION_JOB_STATE_SUCCEEDED: _ClassVar[ExtractionJobState]
     EXTRACTION_JOB_STATE_FAILED: _ClassVar[ExtractionJobState]
+    EXTRACTION_JOB_STATE_WAITING: _ClassVar[ExtractionJobState]
 
 class ConflictResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -94,6 +95,7 @@ EXTRACTION_JOB_STATE_QUEUED: ExtractionJobState
 EXTRACTION_JOB_STATE_RUNNING: ExtractionJobState
 EXTRACTION_JOB_STATE_SUCCEEDED: ExtractionJobState
 EXTRACTION_JOB_STATE_FAILED: ExtractionJobState
+EXTRACTION_JOB_STATE_WAITING: ExtractionJobState
 CONFLICT_RESOLUTION_UNSPECIFIED: ConflictResolution
 CONFLICT_RESOLUTION_KEEP_CURRENT: ConflictResolution
 CONFLICT_RESOLUTION_ACCEPT_PENDING: ConflictResolution
@@ -347,7 +349,7 @@ class DroppedCount(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class ExtractionJob(_message.Message):
-    __slots__ = ("id", "subject", "state", "turns", "attempts", "error", "results", "dropped", "created_at", "finished_at")
+    __slots__ = ("id", "subject", "state", "turns", "attempts", "error", "results", "dropped", "created_at", "finished_at", "next_attempt_at", "waiting_since")
     ID_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +360,8 @@ class ExtractionJob(_message.Message):
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_AT_FIELD_NUMBER: _ClassVar[int]
+    WAITING_SINCE_FIELD_NUMBER: _ClassVar[int]
     id: str
     subject: str
     state: ExtractionJobState
@@ -368,7 +372,9 @@ class ExtractionJob(_message.Message):
     dropped: _containers.RepeatedCompositeFieldContainer[DroppedCount]
     created_at: _timestamp_pb2.Timestamp
     finished_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., subject: _Optional[str] = ..., state: _Optional[_Union[ExtractionJobState, str]] = ..., turns: _Optional[int] = ..., attempts: _Optional[int] = ..., error: _Optional[str] = ..., results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., dropped: _Optional[_Iterable[_Union[DroppedCount, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    next_attempt_at: _timestamp_pb2.Timestamp
+    waiting_since: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., subject: _Optional[str] = ..., state: _Optional[_Union[ExtractionJobState, str]] = ..., turns: _Optional[int] = ..., attempts: _Optional[int] = ..., error: _Optional[str] = ..., results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., dropped: _Optional[_Iterable[_Union[DroppedCount, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_attempt_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetExtractionJobRequest(_message.Message):
     __slots__ = ("subject", "job_id")

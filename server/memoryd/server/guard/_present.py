@@ -260,6 +260,10 @@ def extraction_job(guard: Guard, j: ExtractionJob) -> svc.ExtractionJob:
         out.created_at.CopyFrom(timestamp(j.created_at))
     if j.finished_at is not None:
         out.finished_at.CopyFrom(timestamp(j.finished_at))
+    if j.next_attempt_at is not None:
+        out.next_attempt_at.CopyFrom(timestamp(j.next_attempt_at))
+    if j.waiting_since is not None:
+        out.waiting_since.CopyFrom(timestamp(j.waiting_since))
     return out
 
 

@@ -348,6 +348,11 @@ const (
 	ExtractionJobState_EXTRACTION_JOB_STATE_SUCCEEDED ExtractionJobState = 3
 	// EXTRACTION_JOB_STATE_FAILED: nothing was written; error says why.
 	ExtractionJobState_EXTRACTION_JOB_STATE_FAILED ExtractionJobState = 4
+	// EXTRACTION_JOB_STATE_WAITING: the extraction model could not be reached, timed out or
+	// was overloaded; the job waits for it, its turns kept sealed, and is tried again at
+	// next_attempt_at. error says why, in memoryd's words. It fails only once the deployment's
+	// retry horizon has passed since waiting_since.
+	ExtractionJobState_EXTRACTION_JOB_STATE_WAITING ExtractionJobState = 5
 )
 
 // Enum value maps for ExtractionJobState.
@@ -358,6 +363,7 @@ var (
 		2: "EXTRACTION_JOB_STATE_RUNNING",
 		3: "EXTRACTION_JOB_STATE_SUCCEEDED",
 		4: "EXTRACTION_JOB_STATE_FAILED",
+		5: "EXTRACTION_JOB_STATE_WAITING",
 	}
 	ExtractionJobState_value = map[string]int32{
 		"EXTRACTION_JOB_STATE_UNSPECIFIED": 0,
@@ -365,6 +371,7 @@ var (
 		"EXTRACTION_JOB_STATE_RUNNING":     2,
 		"EXTRACTION_JOB_STATE_SUCCEEDED":   3,
 		"EXTRACTION_JOB_STATE_FAILED":      4,
+		"EXTRACTION_JOB_STATE_WAITING":     5,
 	}
 )
 
@@ -2033,7 +2040,7 @@ type ExtractionJob struct {
 	Turns int32 `protobuf:"varint,4,opt,name=turns,proto3" json:"turns,omitempty"`
 	// attempts is how many times a worker has tried the job.
 	Attempts int32 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	// error says why the job failed; empty otherwise.
+	// error says why the job failed, or why a waiting job waits; empty otherwise.
 	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	// results has one entry per memory item the job wrote or matched.
 	Results []*WriteResult `protobuf:"bytes,7,rep,name=results,proto3" json:"results,omitempty"`
@@ -2042,7 +2049,11 @@ type ExtractionJob struct {
 	// created_at is when the job was queued.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// finished_at is when the job succeeded or failed.
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	// waiting_since is when a waiting job first found its model out; unset otherwise.
+	WaitingSince  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=waiting_since,json=waitingSince,proto3" json:"waiting_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2143,6 +2154,20 @@ func (x *ExtractionJob) GetCreatedAt() *timestamppb.Timestamp {
 func (x *ExtractionJob) GetFinishedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *ExtractionJob) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
+func (x *ExtractionJob) GetWaitingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WaitingSince
 	}
 	return nil
 }
@@ -2737,7 +2762,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"<\n" +
 	"\fDroppedCount\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\x96\x03\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\x9b\x04\n" +
 	"\rExtractionJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x124\n" +
@@ -2751,7 +2776,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n" +
 	"\vfinished_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\"\x84\x01\n" +
+	"finishedAt\x12B\n" +
+	"\x0fnext_attempt_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12?\n" +
+	"\rwaiting_since\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingSince\"\x84\x01\n" +
 	"\x17GetExtractionJobRequest\x12E\n" +
 	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12\"\n" +
 	"\x06job_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x05jobId\"G\n" +
@@ -2814,13 +2841,14 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x13CHANGE_KIND_UPDATED\x10\x02\x12\x19\n" +
 	"\x15CHANGE_KIND_VERSIONED\x10\x03\x12\x16\n" +
 	"\x12CHANGE_KIND_MERGED\x10\x04\x12\x19\n" +
-	"\x15CHANGE_KIND_FORGOTTEN\x10\x05*\xc2\x01\n" +
+	"\x15CHANGE_KIND_FORGOTTEN\x10\x05*\xe4\x01\n" +
 	"\x12ExtractionJobState\x12$\n" +
 	" EXTRACTION_JOB_STATE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEXTRACTION_JOB_STATE_QUEUED\x10\x01\x12 \n" +
 	"\x1cEXTRACTION_JOB_STATE_RUNNING\x10\x02\x12\"\n" +
 	"\x1eEXTRACTION_JOB_STATE_SUCCEEDED\x10\x03\x12\x1f\n" +
-	"\x1bEXTRACTION_JOB_STATE_FAILED\x10\x04*\x87\x01\n" +
+	"\x1bEXTRACTION_JOB_STATE_FAILED\x10\x04\x12 \n" +
+	"\x1cEXTRACTION_JOB_STATE_WAITING\x10\x05*\x87\x01\n" +
 	"\x12ConflictResolution\x12#\n" +
 	"\x1fCONFLICT_RESOLUTION_UNSPECIFIED\x10\x00\x12$\n" +
 	" CONFLICT_RESOLUTION_KEEP_CURRENT\x10\x01\x12&\n" +
@@ -2932,33 +2960,35 @@ var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
 	24, // 30: memoryd.v1.ExtractionJob.dropped:type_name -> memoryd.v1.DroppedCount
 	40, // 31: memoryd.v1.ExtractionJob.created_at:type_name -> google.protobuf.Timestamp
 	40, // 32: memoryd.v1.ExtractionJob.finished_at:type_name -> google.protobuf.Timestamp
-	25, // 33: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
-	6,  // 34: memoryd.v1.ResolveConflictRequest.resolution:type_name -> memoryd.v1.ConflictResolution
-	37, // 35: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
-	8,  // 36: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
-	7,  // 37: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
-	11, // 38: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	15, // 39: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
-	19, // 40: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
-	21, // 41: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
-	26, // 42: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
-	28, // 43: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
-	30, // 44: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
-	32, // 45: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
-	9,  // 46: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
-	13, // 47: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	18, // 48: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
-	20, // 49: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
-	23, // 50: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
-	27, // 51: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
-	29, // 52: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
-	31, // 53: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
-	33, // 54: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
-	46, // [46:55] is the sub-list for method output_type
-	37, // [37:46] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	40, // 33: memoryd.v1.ExtractionJob.next_attempt_at:type_name -> google.protobuf.Timestamp
+	40, // 34: memoryd.v1.ExtractionJob.waiting_since:type_name -> google.protobuf.Timestamp
+	25, // 35: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
+	6,  // 36: memoryd.v1.ResolveConflictRequest.resolution:type_name -> memoryd.v1.ConflictResolution
+	37, // 37: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
+	8,  // 38: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
+	7,  // 39: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
+	11, // 40: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	15, // 41: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
+	19, // 42: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
+	21, // 43: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
+	26, // 44: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
+	28, // 45: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
+	30, // 46: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
+	32, // 47: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
+	9,  // 48: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
+	13, // 49: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	18, // 50: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
+	20, // 51: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
+	23, // 52: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
+	27, // 53: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
+	29, // 54: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
+	31, // 55: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
+	33, // 56: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
+	48, // [48:57] is the sub-list for method output_type
+	39, // [39:48] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }

@@ -215,7 +215,7 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object error_ = "";
   /**
    * <pre>
-   * error says why the job failed; empty otherwise.
+   * error says why the job failed, or why a waiting job waits; empty otherwise.
    * </pre>
    *
    * <code>string error = 6;</code>
@@ -236,7 +236,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * error says why the job failed; empty otherwise.
+   * error says why the job failed, or why a waiting job waits; empty otherwise.
    * </pre>
    *
    * <code>string error = 6;</code>
@@ -455,6 +455,82 @@ private static final long serialVersionUID = 0L;
     return finishedAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : finishedAt_;
   }
 
+  public static final int NEXT_ATTEMPT_AT_FIELD_NUMBER = 11;
+  private com.google.protobuf.Timestamp nextAttemptAt_;
+  /**
+   * <pre>
+   * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+   * @return Whether the nextAttemptAt field is set.
+   */
+  @java.lang.Override
+  public boolean hasNextAttemptAt() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+   * @return The nextAttemptAt.
+   */
+  @java.lang.Override
+  public com.google.protobuf.Timestamp getNextAttemptAt() {
+    return nextAttemptAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : nextAttemptAt_;
+  }
+  /**
+   * <pre>
+   * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+   */
+  @java.lang.Override
+  public com.google.protobuf.TimestampOrBuilder getNextAttemptAtOrBuilder() {
+    return nextAttemptAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : nextAttemptAt_;
+  }
+
+  public static final int WAITING_SINCE_FIELD_NUMBER = 12;
+  private com.google.protobuf.Timestamp waitingSince_;
+  /**
+   * <pre>
+   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+   * @return Whether the waitingSince field is set.
+   */
+  @java.lang.Override
+  public boolean hasWaitingSince() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+   * @return The waitingSince.
+   */
+  @java.lang.Override
+  public com.google.protobuf.Timestamp getWaitingSince() {
+    return waitingSince_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : waitingSince_;
+  }
+  /**
+   * <pre>
+   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+   */
+  @java.lang.Override
+  public com.google.protobuf.TimestampOrBuilder getWaitingSinceOrBuilder() {
+    return waitingSince_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : waitingSince_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -498,6 +574,12 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000002) != 0)) {
       output.writeMessage(10, getFinishedAt());
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeMessage(11, getNextAttemptAt());
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(12, getWaitingSince());
     }
     getUnknownFields().writeTo(output);
   }
@@ -550,6 +632,14 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(10, getFinishedAt());
     }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(11, getNextAttemptAt());
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(12, getWaitingSince());
+    }
     return size;
   }
   @java.lang.Override
@@ -599,6 +689,16 @@ private static final long serialVersionUID = 0L;
       if (!getFinishedAt()
           .equals(other.getFinishedAt())) return false;
     }
+    if (hasNextAttemptAt() != other.hasNextAttemptAt()) return false;
+    if (hasNextAttemptAt()) {
+      if (!getNextAttemptAt()
+          .equals(other.getNextAttemptAt())) return false;
+    }
+    if (hasWaitingSince() != other.hasWaitingSince()) return false;
+    if (hasWaitingSince()) {
+      if (!getWaitingSince()
+          .equals(other.getWaitingSince())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -637,6 +737,14 @@ private static final long serialVersionUID = 0L;
     if (hasFinishedAt()) {
       hash = (37 * hash) + FINISHED_AT_FIELD_NUMBER;
       hash = (53 * hash) + getFinishedAt().hashCode();
+    }
+    if (hasNextAttemptAt()) {
+      hash = (37 * hash) + NEXT_ATTEMPT_AT_FIELD_NUMBER;
+      hash = (53 * hash) + getNextAttemptAt().hashCode();
+    }
+    if (hasWaitingSince()) {
+      hash = (37 * hash) + WAITING_SINCE_FIELD_NUMBER;
+      hash = (53 * hash) + getWaitingSince().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -777,6 +885,8 @@ private static final long serialVersionUID = 0L;
         internalGetDroppedFieldBuilder();
         internalGetCreatedAtFieldBuilder();
         internalGetFinishedAtFieldBuilder();
+        internalGetNextAttemptAtFieldBuilder();
+        internalGetWaitingSinceFieldBuilder();
       }
     }
     @java.lang.Override
@@ -812,6 +922,16 @@ private static final long serialVersionUID = 0L;
       if (finishedAtBuilder_ != null) {
         finishedAtBuilder_.dispose();
         finishedAtBuilder_ = null;
+      }
+      nextAttemptAt_ = null;
+      if (nextAttemptAtBuilder_ != null) {
+        nextAttemptAtBuilder_.dispose();
+        nextAttemptAtBuilder_ = null;
+      }
+      waitingSince_ = null;
+      if (waitingSinceBuilder_ != null) {
+        waitingSinceBuilder_.dispose();
+        waitingSinceBuilder_ = null;
       }
       return this;
     }
@@ -898,6 +1018,18 @@ private static final long serialVersionUID = 0L;
             ? finishedAt_
             : finishedAtBuilder_.build();
         to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.nextAttemptAt_ = nextAttemptAtBuilder_ == null
+            ? nextAttemptAt_
+            : nextAttemptAtBuilder_.build();
+        to_bitField0_ |= 0x00000004;
+      }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.waitingSince_ = waitingSinceBuilder_ == null
+            ? waitingSince_
+            : waitingSinceBuilder_.build();
+        to_bitField0_ |= 0x00000008;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -996,6 +1128,12 @@ private static final long serialVersionUID = 0L;
       if (other.hasFinishedAt()) {
         mergeFinishedAt(other.getFinishedAt());
       }
+      if (other.hasNextAttemptAt()) {
+        mergeNextAttemptAt(other.getNextAttemptAt());
+      }
+      if (other.hasWaitingSince()) {
+        mergeWaitingSince(other.getWaitingSince());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1092,6 +1230,20 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000200;
               break;
             } // case 82
+            case 90: {
+              input.readMessage(
+                  internalGetNextAttemptAtFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 90
+            case 98: {
+              input.readMessage(
+                  internalGetWaitingSinceFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000800;
+              break;
+            } // case 98
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1456,7 +1608,7 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object error_ = "";
     /**
      * <pre>
-     * error says why the job failed; empty otherwise.
+     * error says why the job failed, or why a waiting job waits; empty otherwise.
      * </pre>
      *
      * <code>string error = 6;</code>
@@ -1476,7 +1628,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * error says why the job failed; empty otherwise.
+     * error says why the job failed, or why a waiting job waits; empty otherwise.
      * </pre>
      *
      * <code>string error = 6;</code>
@@ -1497,7 +1649,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * error says why the job failed; empty otherwise.
+     * error says why the job failed, or why a waiting job waits; empty otherwise.
      * </pre>
      *
      * <code>string error = 6;</code>
@@ -1514,7 +1666,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * error says why the job failed; empty otherwise.
+     * error says why the job failed, or why a waiting job waits; empty otherwise.
      * </pre>
      *
      * <code>string error = 6;</code>
@@ -1528,7 +1680,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * error says why the job failed; empty otherwise.
+     * error says why the job failed, or why a waiting job waits; empty otherwise.
      * </pre>
      *
      * <code>string error = 6;</code>
@@ -2481,6 +2633,320 @@ private static final long serialVersionUID = 0L;
         finishedAt_ = null;
       }
       return finishedAtBuilder_;
+    }
+
+    private com.google.protobuf.Timestamp nextAttemptAt_;
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> nextAttemptAtBuilder_;
+    /**
+     * <pre>
+     * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+     * @return Whether the nextAttemptAt field is set.
+     */
+    public boolean hasNextAttemptAt() {
+      return ((bitField0_ & 0x00000400) != 0);
+    }
+    /**
+     * <pre>
+     * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+     * @return The nextAttemptAt.
+     */
+    public com.google.protobuf.Timestamp getNextAttemptAt() {
+      if (nextAttemptAtBuilder_ == null) {
+        return nextAttemptAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : nextAttemptAt_;
+      } else {
+        return nextAttemptAtBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+     */
+    public Builder setNextAttemptAt(com.google.protobuf.Timestamp value) {
+      if (nextAttemptAtBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        nextAttemptAt_ = value;
+      } else {
+        nextAttemptAtBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+     */
+    public Builder setNextAttemptAt(
+        com.google.protobuf.Timestamp.Builder builderForValue) {
+      if (nextAttemptAtBuilder_ == null) {
+        nextAttemptAt_ = builderForValue.build();
+      } else {
+        nextAttemptAtBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+     */
+    public Builder mergeNextAttemptAt(com.google.protobuf.Timestamp value) {
+      if (nextAttemptAtBuilder_ == null) {
+        if (((bitField0_ & 0x00000400) != 0) &&
+          nextAttemptAt_ != null &&
+          nextAttemptAt_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+          getNextAttemptAtBuilder().mergeFrom(value);
+        } else {
+          nextAttemptAt_ = value;
+        }
+      } else {
+        nextAttemptAtBuilder_.mergeFrom(value);
+      }
+      if (nextAttemptAt_ != null) {
+        bitField0_ |= 0x00000400;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+     */
+    public Builder clearNextAttemptAt() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      nextAttemptAt_ = null;
+      if (nextAttemptAtBuilder_ != null) {
+        nextAttemptAtBuilder_.dispose();
+        nextAttemptAtBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+     */
+    public com.google.protobuf.Timestamp.Builder getNextAttemptAtBuilder() {
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return internalGetNextAttemptAtFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+     */
+    public com.google.protobuf.TimestampOrBuilder getNextAttemptAtOrBuilder() {
+      if (nextAttemptAtBuilder_ != null) {
+        return nextAttemptAtBuilder_.getMessageOrBuilder();
+      } else {
+        return nextAttemptAt_ == null ?
+            com.google.protobuf.Timestamp.getDefaultInstance() : nextAttemptAt_;
+      }
+    }
+    /**
+     * <pre>
+     * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+        internalGetNextAttemptAtFieldBuilder() {
+      if (nextAttemptAtBuilder_ == null) {
+        nextAttemptAtBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                getNextAttemptAt(),
+                getParentForChildren(),
+                isClean());
+        nextAttemptAt_ = null;
+      }
+      return nextAttemptAtBuilder_;
+    }
+
+    private com.google.protobuf.Timestamp waitingSince_;
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> waitingSinceBuilder_;
+    /**
+     * <pre>
+     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+     * @return Whether the waitingSince field is set.
+     */
+    public boolean hasWaitingSince() {
+      return ((bitField0_ & 0x00000800) != 0);
+    }
+    /**
+     * <pre>
+     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+     * @return The waitingSince.
+     */
+    public com.google.protobuf.Timestamp getWaitingSince() {
+      if (waitingSinceBuilder_ == null) {
+        return waitingSince_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : waitingSince_;
+      } else {
+        return waitingSinceBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+     */
+    public Builder setWaitingSince(com.google.protobuf.Timestamp value) {
+      if (waitingSinceBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        waitingSince_ = value;
+      } else {
+        waitingSinceBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+     */
+    public Builder setWaitingSince(
+        com.google.protobuf.Timestamp.Builder builderForValue) {
+      if (waitingSinceBuilder_ == null) {
+        waitingSince_ = builderForValue.build();
+      } else {
+        waitingSinceBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+     */
+    public Builder mergeWaitingSince(com.google.protobuf.Timestamp value) {
+      if (waitingSinceBuilder_ == null) {
+        if (((bitField0_ & 0x00000800) != 0) &&
+          waitingSince_ != null &&
+          waitingSince_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+          getWaitingSinceBuilder().mergeFrom(value);
+        } else {
+          waitingSince_ = value;
+        }
+      } else {
+        waitingSinceBuilder_.mergeFrom(value);
+      }
+      if (waitingSince_ != null) {
+        bitField0_ |= 0x00000800;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+     */
+    public Builder clearWaitingSince() {
+      bitField0_ = (bitField0_ & ~0x00000800);
+      waitingSince_ = null;
+      if (waitingSinceBuilder_ != null) {
+        waitingSinceBuilder_.dispose();
+        waitingSinceBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+     */
+    public com.google.protobuf.Timestamp.Builder getWaitingSinceBuilder() {
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return internalGetWaitingSinceFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+     */
+    public com.google.protobuf.TimestampOrBuilder getWaitingSinceOrBuilder() {
+      if (waitingSinceBuilder_ != null) {
+        return waitingSinceBuilder_.getMessageOrBuilder();
+      } else {
+        return waitingSince_ == null ?
+            com.google.protobuf.Timestamp.getDefaultInstance() : waitingSince_;
+      }
+    }
+    /**
+     * <pre>
+     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+        internalGetWaitingSinceFieldBuilder() {
+      if (waitingSinceBuilder_ == null) {
+        waitingSinceBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                getWaitingSince(),
+                getParentForChildren(),
+                isClean());
+        waitingSince_ = null;
+      }
+      return waitingSinceBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:memoryd.v1.ExtractionJob)

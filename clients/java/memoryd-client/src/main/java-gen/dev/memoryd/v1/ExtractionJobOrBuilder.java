@@ -91,7 +91,7 @@ public interface ExtractionJobOrBuilder extends
 
   /**
    * <pre>
-   * error says why the job failed; empty otherwise.
+   * error says why the job failed, or why a waiting job waits; empty otherwise.
    * </pre>
    *
    * <code>string error = 6;</code>
@@ -100,7 +100,7 @@ public interface ExtractionJobOrBuilder extends
   java.lang.String getError();
   /**
    * <pre>
-   * error says why the job failed; empty otherwise.
+   * error says why the job failed, or why a waiting job waits; empty otherwise.
    * </pre>
    *
    * <code>string error = 6;</code>
@@ -250,4 +250,58 @@ public interface ExtractionJobOrBuilder extends
    * <code>.google.protobuf.Timestamp finished_at = 10;</code>
    */
   com.google.protobuf.TimestampOrBuilder getFinishedAtOrBuilder();
+
+  /**
+   * <pre>
+   * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+   * @return Whether the nextAttemptAt field is set.
+   */
+  boolean hasNextAttemptAt();
+  /**
+   * <pre>
+   * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+   * @return The nextAttemptAt.
+   */
+  com.google.protobuf.Timestamp getNextAttemptAt();
+  /**
+   * <pre>
+   * next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp next_attempt_at = 11;</code>
+   */
+  com.google.protobuf.TimestampOrBuilder getNextAttemptAtOrBuilder();
+
+  /**
+   * <pre>
+   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+   * @return Whether the waitingSince field is set.
+   */
+  boolean hasWaitingSince();
+  /**
+   * <pre>
+   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+   * @return The waitingSince.
+   */
+  com.google.protobuf.Timestamp getWaitingSince();
+  /**
+   * <pre>
+   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
+   */
+  com.google.protobuf.TimestampOrBuilder getWaitingSinceOrBuilder();
 }

@@ -55,6 +55,17 @@ public enum ExtractionJobState
    * <code>EXTRACTION_JOB_STATE_FAILED = 4;</code>
    */
   EXTRACTION_JOB_STATE_FAILED(4),
+  /**
+   * <pre>
+   * EXTRACTION_JOB_STATE_WAITING: the extraction model could not be reached, timed out or
+   * was overloaded; the job waits for it, its turns kept sealed, and is tried again at
+   * next_attempt_at. error says why, in memoryd's words. It fails only once the deployment's
+   * retry horizon has passed since waiting_since.
+   * </pre>
+   *
+   * <code>EXTRACTION_JOB_STATE_WAITING = 5;</code>
+   */
+  EXTRACTION_JOB_STATE_WAITING(5),
   UNRECOGNIZED(-1),
   ;
 
@@ -107,6 +118,17 @@ public enum ExtractionJobState
    * <code>EXTRACTION_JOB_STATE_FAILED = 4;</code>
    */
   public static final int EXTRACTION_JOB_STATE_FAILED_VALUE = 4;
+  /**
+   * <pre>
+   * EXTRACTION_JOB_STATE_WAITING: the extraction model could not be reached, timed out or
+   * was overloaded; the job waits for it, its turns kept sealed, and is tried again at
+   * next_attempt_at. error says why, in memoryd's words. It fails only once the deployment's
+   * retry horizon has passed since waiting_since.
+   * </pre>
+   *
+   * <code>EXTRACTION_JOB_STATE_WAITING = 5;</code>
+   */
+  public static final int EXTRACTION_JOB_STATE_WAITING_VALUE = 5;
 
 
   public final int getNumber() {
@@ -138,6 +160,7 @@ public enum ExtractionJobState
       case 2: return EXTRACTION_JOB_STATE_RUNNING;
       case 3: return EXTRACTION_JOB_STATE_SUCCEEDED;
       case 4: return EXTRACTION_JOB_STATE_FAILED;
+      case 5: return EXTRACTION_JOB_STATE_WAITING;
       default: return null;
     }
   }

@@ -258,7 +258,7 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       "istoryResponse\022+\n\010versions\030\001 \003(\0132\031.memor" +
       "yd.v1.MemoryVersion\022\027\n\017next_page_token\030\002" +
       " \001(\t\"-\n\014DroppedCount\022\016\n\006reason\030\001 \001(\t\022\r\n\005" +
-      "count\030\002 \001(\003\"\301\002\n\rExtractionJob\022\n\n\002id\030\001 \001(" +
+      "count\030\002 \001(\003\"\251\003\n\rExtractionJob\022\n\n\002id\030\001 \001(" +
       "\t\022\017\n\007subject\030\002 \001(\t\022-\n\005state\030\003 \001(\0162\036.memo" +
       "ryd.v1.ExtractionJobState\022\r\n\005turns\030\004 \001(\005" +
       "\022\020\n\010attempts\030\005 \001(\005\022\r\n\005error\030\006 \001(\t\022(\n\007res" +
@@ -266,75 +266,79 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       "ropped\030\010 \003(\0132\030.memoryd.v1.DroppedCount\022." +
       "\n\ncreated_at\030\t \001(\0132\032.google.protobuf.Tim" +
       "estamp\022/\n\013finished_at\030\n \001(\0132\032.google.pro" +
-      "tobuf.Timestamp\"t\n\027GetExtractionJobReque" +
-      "st\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0" +
-      "-9][A-Za-z0-9._:@-]*$\310\001\001\022\033\n\006job_id\030\002 \001(\t" +
-      "B\013\272H\010r\003\260\001\001\310\001\001\"B\n\030GetExtractionJobRespons" +
-      "e\022&\n\003job\030\001 \001(\0132\031.memoryd.v1.ExtractionJo" +
-      "b\"\330\001\n\026ResolveConflictRequest\022<\n\007subject\030" +
-      "\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9." +
-      "_:@-]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310" +
-      "\001\001\022?\n\nresolution\030\003 \001(\0162\036.memoryd.v1.Conf" +
-      "lictResolutionB\013\272H\010\202\001\002\020\001\310\001\001\022\037\n\npending_i" +
-      "d\030\004 \001(\tB\013\272H\010r\003\260\001\001\330\001\001\"=\n\027ResolveConflictR" +
-      "esponse\022\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.Mem" +
-      "ory\"x\n\025ExportMemoriesRequest\022<\n\007subject\030" +
-      "\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9." +
-      "_:@-]*$\310\001\001\022!\n\npassphrase\030\002 \001(\tB\r\272H\nr\005 \010(" +
-      "\200\010\330\001\001\";\n\026ExportMemoriesResponse\022\017\n\007archi" +
-      "ve\030\001 \001(\014\022\020\n\010memories\030\002 \001(\003\"\221\001\n\025ImportMem" +
+      "tobuf.Timestamp\0223\n\017next_attempt_at\030\013 \001(\013" +
+      "2\032.google.protobuf.Timestamp\0221\n\rwaiting_" +
+      "since\030\014 \001(\0132\032.google.protobuf.Timestamp\"" +
+      "t\n\027GetExtractionJobRequest\022<\n\007subject\030\001 " +
+      "\001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:" +
+      "@-]*$\310\001\001\022\033\n\006job_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\"B\n" +
+      "\030GetExtractionJobResponse\022&\n\003job\030\001 \001(\0132\031" +
+      ".memoryd.v1.ExtractionJob\"\330\001\n\026ResolveCon" +
+      "flictRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012" +
+      "\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\036\n\tme" +
+      "mory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\022?\n\nresolution" +
+      "\030\003 \001(\0162\036.memoryd.v1.ConflictResolutionB\013" +
+      "\272H\010\202\001\002\020\001\310\001\001\022\037\n\npending_id\030\004 \001(\tB\013\272H\010r\003\260\001" +
+      "\001\330\001\001\"=\n\027ResolveConflictResponse\022\"\n\006memor" +
+      "y\030\001 \001(\0132\022.memoryd.v1.Memory\"x\n\025ExportMem" +
       "oriesRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012" +
-      "\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\027\n\007ar" +
-      "chive\030\002 \001(\014B\006\272H\003\310\001\001\022!\n\npassphrase\030\003 \001(\tB" +
-      "\r\272H\nr\005 \010(\200\010\330\001\001\"B\n\026ImportMemoriesResponse" +
-      "\022(\n\007results\030\001 \003(\0132\027.memoryd.v1.WriteResu" +
-      "lt*e\n\013Consistency\022\033\n\027CONSISTENCY_UNSPECI" +
-      "FIED\020\000\022\033\n\027CONSISTENCY_INDEX_ASYNC\020\001\022\034\n\030C" +
-      "ONSISTENCY_WAIT_INDEXED\020\002*\212\002\n\014WriteOutco" +
-      "me\022\035\n\031WRITE_OUTCOME_UNSPECIFIED\020\000\022\031\n\025WRI" +
-      "TE_OUTCOME_CREATED\020\001\022\031\n\025WRITE_OUTCOME_UP" +
-      "DATED\020\002\022\033\n\027WRITE_OUTCOME_VERSIONED\020\003\022\030\n\024" +
-      "WRITE_OUTCOME_MERGED\020\004\022\033\n\027WRITE_OUTCOME_" +
-      "UNCHANGED\020\005\022\032\n\026WRITE_OUTCOME_REJECTED\020\006\022" +
-      "\031\n\025WRITE_OUTCOME_PENDING\020\007\022\032\n\026WRITE_OUTC" +
-      "OME_ACCEPTED\020\010*Q\n\010TurnMode\022\031\n\025TURN_MODE_" +
-      "UNSPECIFIED\020\000\022\025\n\021TURN_MODE_EXTRACT\020\001\022\023\n\017" +
-      "TURN_MODE_CHUNK\020\002*T\n\tEraseMode\022\032\n\026ERASE_" +
-      "MODE_UNSPECIFIED\020\000\022\025\n\021ERASE_MODE_FORGET\020" +
-      "\001\022\024\n\020ERASE_MODE_PURGE\020\002*\251\001\n\nChangeKind\022\033" +
-      "\n\027CHANGE_KIND_UNSPECIFIED\020\000\022\027\n\023CHANGE_KI" +
-      "ND_CREATED\020\001\022\027\n\023CHANGE_KIND_UPDATED\020\002\022\031\n" +
-      "\025CHANGE_KIND_VERSIONED\020\003\022\026\n\022CHANGE_KIND_" +
-      "MERGED\020\004\022\031\n\025CHANGE_KIND_FORGOTTEN\020\005*\302\001\n\022" +
-      "ExtractionJobState\022$\n EXTRACTION_JOB_STA" +
-      "TE_UNSPECIFIED\020\000\022\037\n\033EXTRACTION_JOB_STATE" +
-      "_QUEUED\020\001\022 \n\034EXTRACTION_JOB_STATE_RUNNIN" +
-      "G\020\002\022\"\n\036EXTRACTION_JOB_STATE_SUCCEEDED\020\003\022" +
-      "\037\n\033EXTRACTION_JOB_STATE_FAILED\020\004*\207\001\n\022Con" +
-      "flictResolution\022#\n\037CONFLICT_RESOLUTION_U" +
-      "NSPECIFIED\020\000\022$\n CONFLICT_RESOLUTION_KEEP" +
-      "_CURRENT\020\001\022&\n\"CONFLICT_RESOLUTION_ACCEPT" +
-      "_PENDING\020\0022\323\005\n\rMemoryService\022<\n\005Write\022\030." +
-      "memoryd.v1.WriteRequest\032\031.memoryd.v1.Wri" +
-      "teResponse\022?\n\006Recall\022\031.memoryd.v1.Recall" +
-      "Request\032\032.memoryd.v1.RecallResponse\022<\n\005E" +
-      "rase\022\030.memoryd.v1.EraseRequest\032\031.memoryd" +
-      ".v1.EraseResponse\022K\n\nMemoryView\022\035.memory" +
-      "d.v1.MemoryViewRequest\032\036.memoryd.v1.Memo" +
-      "ryViewResponse\022K\n\nGetHistory\022\035.memoryd.v" +
-      "1.GetHistoryRequest\032\036.memoryd.v1.GetHist" +
-      "oryResponse\022]\n\020GetExtractionJob\022#.memory" +
-      "d.v1.GetExtractionJobRequest\032$.memoryd.v" +
-      "1.GetExtractionJobResponse\022Z\n\017ResolveCon" +
-      "flict\022\".memoryd.v1.ResolveConflictReques" +
-      "t\032#.memoryd.v1.ResolveConflictResponse\022W" +
-      "\n\016ExportMemories\022!.memoryd.v1.ExportMemo" +
-      "riesRequest\032\".memoryd.v1.ExportMemoriesR" +
-      "esponse\022W\n\016ImportMemories\022!.memoryd.v1.I" +
-      "mportMemoriesRequest\032\".memoryd.v1.Import" +
-      "MemoriesResponseBR\n\016dev.memoryd.v1P\001Z>gi" +
-      "thub.com/memoryd/memoryd/clients/go/gen/" +
-      "memoryd/v1;memorydv1b\006proto3"
+      "\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022!\n\npa" +
+      "ssphrase\030\002 \001(\tB\r\272H\nr\005 \010(\200\010\330\001\001\";\n\026ExportM" +
+      "emoriesResponse\022\017\n\007archive\030\001 \001(\014\022\020\n\010memo" +
+      "ries\030\002 \001(\003\"\221\001\n\025ImportMemoriesRequest\022<\n\007" +
+      "subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-" +
+      "Za-z0-9._:@-]*$\310\001\001\022\027\n\007archive\030\002 \001(\014B\006\272H\003" +
+      "\310\001\001\022!\n\npassphrase\030\003 \001(\tB\r\272H\nr\005 \010(\200\010\330\001\001\"B" +
+      "\n\026ImportMemoriesResponse\022(\n\007results\030\001 \003(" +
+      "\0132\027.memoryd.v1.WriteResult*e\n\013Consistenc" +
+      "y\022\033\n\027CONSISTENCY_UNSPECIFIED\020\000\022\033\n\027CONSIS" +
+      "TENCY_INDEX_ASYNC\020\001\022\034\n\030CONSISTENCY_WAIT_" +
+      "INDEXED\020\002*\212\002\n\014WriteOutcome\022\035\n\031WRITE_OUTC" +
+      "OME_UNSPECIFIED\020\000\022\031\n\025WRITE_OUTCOME_CREAT" +
+      "ED\020\001\022\031\n\025WRITE_OUTCOME_UPDATED\020\002\022\033\n\027WRITE" +
+      "_OUTCOME_VERSIONED\020\003\022\030\n\024WRITE_OUTCOME_ME" +
+      "RGED\020\004\022\033\n\027WRITE_OUTCOME_UNCHANGED\020\005\022\032\n\026W" +
+      "RITE_OUTCOME_REJECTED\020\006\022\031\n\025WRITE_OUTCOME" +
+      "_PENDING\020\007\022\032\n\026WRITE_OUTCOME_ACCEPTED\020\010*Q" +
+      "\n\010TurnMode\022\031\n\025TURN_MODE_UNSPECIFIED\020\000\022\025\n" +
+      "\021TURN_MODE_EXTRACT\020\001\022\023\n\017TURN_MODE_CHUNK\020" +
+      "\002*T\n\tEraseMode\022\032\n\026ERASE_MODE_UNSPECIFIED" +
+      "\020\000\022\025\n\021ERASE_MODE_FORGET\020\001\022\024\n\020ERASE_MODE_" +
+      "PURGE\020\002*\251\001\n\nChangeKind\022\033\n\027CHANGE_KIND_UN" +
+      "SPECIFIED\020\000\022\027\n\023CHANGE_KIND_CREATED\020\001\022\027\n\023" +
+      "CHANGE_KIND_UPDATED\020\002\022\031\n\025CHANGE_KIND_VER" +
+      "SIONED\020\003\022\026\n\022CHANGE_KIND_MERGED\020\004\022\031\n\025CHAN" +
+      "GE_KIND_FORGOTTEN\020\005*\344\001\n\022ExtractionJobSta" +
+      "te\022$\n EXTRACTION_JOB_STATE_UNSPECIFIED\020\000" +
+      "\022\037\n\033EXTRACTION_JOB_STATE_QUEUED\020\001\022 \n\034EXT" +
+      "RACTION_JOB_STATE_RUNNING\020\002\022\"\n\036EXTRACTIO" +
+      "N_JOB_STATE_SUCCEEDED\020\003\022\037\n\033EXTRACTION_JO" +
+      "B_STATE_FAILED\020\004\022 \n\034EXTRACTION_JOB_STATE" +
+      "_WAITING\020\005*\207\001\n\022ConflictResolution\022#\n\037CON" +
+      "FLICT_RESOLUTION_UNSPECIFIED\020\000\022$\n CONFLI" +
+      "CT_RESOLUTION_KEEP_CURRENT\020\001\022&\n\"CONFLICT" +
+      "_RESOLUTION_ACCEPT_PENDING\020\0022\323\005\n\rMemoryS" +
+      "ervice\022<\n\005Write\022\030.memoryd.v1.WriteReques" +
+      "t\032\031.memoryd.v1.WriteResponse\022?\n\006Recall\022\031" +
+      ".memoryd.v1.RecallRequest\032\032.memoryd.v1.R" +
+      "ecallResponse\022<\n\005Erase\022\030.memoryd.v1.Eras" +
+      "eRequest\032\031.memoryd.v1.EraseResponse\022K\n\nM" +
+      "emoryView\022\035.memoryd.v1.MemoryViewRequest" +
+      "\032\036.memoryd.v1.MemoryViewResponse\022K\n\nGetH" +
+      "istory\022\035.memoryd.v1.GetHistoryRequest\032\036." +
+      "memoryd.v1.GetHistoryResponse\022]\n\020GetExtr" +
+      "actionJob\022#.memoryd.v1.GetExtractionJobR" +
+      "equest\032$.memoryd.v1.GetExtractionJobResp" +
+      "onse\022Z\n\017ResolveConflict\022\".memoryd.v1.Res" +
+      "olveConflictRequest\032#.memoryd.v1.Resolve" +
+      "ConflictResponse\022W\n\016ExportMemories\022!.mem" +
+      "oryd.v1.ExportMemoriesRequest\032\".memoryd." +
+      "v1.ExportMemoriesResponse\022W\n\016ImportMemor" +
+      "ies\022!.memoryd.v1.ImportMemoriesRequest\032\"" +
+      ".memoryd.v1.ImportMemoriesResponseBR\n\016de" +
+      "v.memoryd.v1P\001Z>github.com/memoryd/memor" +
+      "yd/clients/go/gen/memoryd/v1;memorydv1b\006" +
+      "proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -456,7 +460,7 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
     internal_static_memoryd_v1_ExtractionJob_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_ExtractionJob_descriptor,
-        new java.lang.String[] { "Id", "Subject", "State", "Turns", "Attempts", "Error", "Results", "Dropped", "CreatedAt", "FinishedAt", });
+        new java.lang.String[] { "Id", "Subject", "State", "Turns", "Attempts", "Error", "Results", "Dropped", "CreatedAt", "FinishedAt", "NextAttemptAt", "WaitingSince", });
     internal_static_memoryd_v1_GetExtractionJobRequest_descriptor =
       getDescriptor().getMessageType(19);
     internal_static_memoryd_v1_GetExtractionJobRequest_fieldAccessorTable = new
