@@ -39,6 +39,7 @@ import contextlib
 import logging
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -74,9 +75,11 @@ from memoryd.storage import (
     idle,
 )
 
-from ._extraction_filters import ExtractedItem, filter_items
+from ._extraction_filters import INSTRUCTION_LIKE, NO_KEY, ExtractedItem, filter_items
 from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 from ._extraction_llm import ChatExtractor, as_read
+from ._injected import InjectedTurns
+from ._once import once_each
 from ._provenance import UNSUPPORTED, source_turns
 from ._view_admin import ViewRegistry
 from .guard import WriteItem, write_item
@@ -93,10 +96,15 @@ TIMEZONE_CATEGORIES = (Category.PREFERENCE, Category.FACT)
 
 
 def clean_key(key: str, category: Category, max_bytes: int = 128) -> str:
-    """The model's key in the form keys take (snake_case); '' for episodic categories."""
+    """The model's key in the form keys take (snake_case: "Home City" is ``home_city``); ''
+    for episodic categories, and for a key that would lose letters or digits on the way ("家乡",
+    "家乡_city"): what is left of it could name another memory, which the item would replace."""
     if category.episodic:
         return ""
-    slug = _KEY_CHARS.sub("_", key.strip().lower().replace(" ", "_")).strip("_.:/-")
+    folded = "".join(c for c in unicodedata.normalize("NFKD", key) if not unicodedata.combining(c))
+    if any(c.isalnum() and not c.isascii() for c in folded):
+        return ""
+    slug = _KEY_CHARS.sub("_", folded.strip().lower().replace(" ", "_")).strip("_.:/-")
     return slug if slug and len(slug.encode()) <= max_bytes else ""
 
 
@@ -294,14 +302,21 @@ class ExtractionWorker:
         turns = {t.turn_id: t for t in job.turns}
         # The turns as the model read them, to check its claimed sources against.
         seen = [(t.turn_id, t.speaker, as_read(t, zone)) for t in job.turns]
+        injected = InjectedTurns(seen, known=(job.subject,))
         dropped: Counter[str] = Counter()
         drafts = []
         for raw in items:
+            if injected.taint(raw):  # whatever the model made of the turn's words (_injected)
+                dropped[INSTRUCTION_LIKE] += 1
+                continue
             kept, filtered = filter_items([replace(raw, key=clean_key(raw.key, raw.category))], policy, may_write)
             if filtered:
                 dropped.update(filtered)
                 continue
             [item] = kept
+            if not item.category.episodic and not item.key:  # never stored keyless: see clean_key
+                dropped[NO_KEY] += 1
+                continue
             # Every memory must lead back to the turn that said it, or Erase by turn misses
             # it; read from what the model wrote, before any number in it was redacted.
             sources = source_turns(raw.text, raw.entities, raw.source_turn_ids, seen, known=(job.subject,))
@@ -317,6 +332,8 @@ class ExtractionWorker:
             drafts.append(Draft(category=item.category, text=text, key=item.key, importance=item.importance,
                                 confidence=item.confidence, stability=item.stability, tags=clean_tags(tags),
                                 source_kind=SourceKind.INFERENCE, source_turn_id=sources[0]))
+        drafts, repeats = once_each(drafts)  # one sentence, one memory, whatever keys it came with
+        dropped.update(repeats)
         return drafts, dropped
 
     async def _dedup(self, job: ClaimedJob, drafts: list[Draft], view: View | None,
