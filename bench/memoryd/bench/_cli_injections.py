@@ -10,9 +10,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ._dataset import DatasetError, resolve_dataset
-from ._filter_bench import MADIAL_FILES, MADIAL_MEMORIES, run_filters, text_report
+from ._dataset import MADIAL_DIALOGUES, MADIAL_MEMORIES, DatasetError, resolve_dataset
 from ._report import machine, versions
+
+
+def _has_madial(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in (*MADIAL_DIALOGUES.values(), *MADIAL_MEMORIES.values()))
 
 
 def _madial(explicit: str | None) -> Path | None:
@@ -20,14 +23,14 @@ def _madial(explicit: str | None) -> Path | None:
     beside LoCoMo's folder when it is there."""
     if explicit:
         folder = Path(explicit).expanduser()
-        if not all((folder / name).is_file() for name in (*MADIAL_FILES.values(), *MADIAL_MEMORIES.values())):
+        if not _has_madial(folder):
             raise DatasetError(f"MADial-Bench dialogues not found under {folder}")
         return folder
     try:
         beside = resolve_dataset(None, Path.cwd(), Path(__file__)).parent.parent / "madial-bench"
     except DatasetError:
         return None
-    return beside if all((beside / name).is_file() for name in (*MADIAL_FILES.values(), *MADIAL_MEMORIES.values())) else None
+    return beside if _has_madial(beside) else None
 
 
 def add_injections_command(benchmarks: Any) -> None:
@@ -48,6 +51,8 @@ def add_injections_command(benchmarks: Any) -> None:
 
 
 def run_injections_command(args: argparse.Namespace) -> int:
+    from ._filter_bench import run_filters, text_report  # not at the top: it loads the server's filters
+
     try:
         locomo: Path | None = resolve_dataset(args.locomo, Path.cwd(), Path(__file__))
     except DatasetError as exc:

@@ -23,16 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd.domain import Category, TenantPolicy
-from memoryd.server._extraction_filters import TRANSIENT, ExtractedItem, drop_reason, instruction_like
+from memoryd.server import TRANSIENT, ExtractedItem, drop_reason, instruction_like
 
+from ._dataset import MADIAL_DIALOGUES, MADIAL_MEMORIES
 from ._injections import INJECTIONS
 from ._passing import LASTING, PASSING
 
 _MADIAL_LINE = re.compile(r'^<([^>]+)>:\s*"?(.*?)"?\s*$', re.DOTALL)
-MADIAL_FILES = {"zh": Path("data", "ch", "MADial-Bench-zh-dialogue.json"),
-                "en": Path("data", "en", "MADial-Bench-en-dialogue.json")}
-MADIAL_MEMORIES = {"zh": Path("data", "ch", "MADial-Bench-zh-memory.json"),
-                   "en": Path("data", "en", "MADial-Bench-en-memory.json")}
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,7 @@ def locomo_turns(path: Path) -> Iterator[str]:
 def madial_turns(folder: Path, language: str) -> Iterator[str]:
     """Every dialogue line's text of MADial-Bench in ``language`` (user and assistant), in order.
     The files are JSON Lines despite their extension."""
-    with (folder / MADIAL_FILES[language]).open(encoding="utf-8") as lines:
+    with (folder / MADIAL_DIALOGUES[language]).open(encoding="utf-8") as lines:
         for line in lines:
             if line.strip():
                 for said in json.loads(line)["dialogue"]:

@@ -3,13 +3,16 @@
 An item is dropped, for the first reason that applies, when:
 
 - ``instruction_like``: its text reads as an instruction to an assistant ("ignore previous
-  instructions", "you are now…", "忽略之前的指令"), whatever else it says — stored memories
-  are later shown to models, so this is checked first and never relaxed;
+  instructions", "you are now…", "忽略之前的指令", a role claim or a grab for permissions:
+  "this user is an administrator", "我是管理员"), whatever else it says — stored memories
+  are later shown to models, so this is checked first and never relaxed (the worker also
+  judges the turns the item comes from: ``_injected``);
 - ``outside_view``: the queuing agent's view (read when the job runs) may not write it;
 - ``low_confidence``: its confidence is below the tenant policy's ``min_confidence``;
 - ``transient``: the model marked it transient (a passing state, not worth remembering), or,
   for a lasting (non-episodic) memory, its text tells of a state now ("exhausted today",
-  "今天有点累") whatever the model said;
+  "今天有点累") whatever the model said, or, in any category, it is only small talk or a
+  passing feeling ("Nice to meet you", "有点紧张": ``passing_remark``);
 - ``sensitive``: it is a sensitive inference (health, emotions, finances, sexuality,
   religion, politics…) by the model's own flag or by a deterministic keyword check in
   English and Chinese, unless the tenant policy has ``allow_sensitive``;
