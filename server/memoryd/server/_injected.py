@@ -43,9 +43,10 @@ class InjectedTurns:
         self._by_id = {turn_id: (speaker, said) for turn_id, speaker, said in self._turns}
         self._flagged: dict[str, list[tuple[str, bool]]] = {}
         for turn_id, _, said in self._turns:
-            parts = [(part, instruction_like(part)) for part in sentences(said)]
-            if instruction_like(said) or any(flag for _, flag in parts):
-                self._flagged[turn_id] = parts
+            # Its sentences are read only when the turn as a whole is instruction-like: the
+            # patterns that look for a sentence's start find it after a sentence end too.
+            if instruction_like(said):
+                self._flagged[turn_id] = [(part, instruction_like(part)) for part in sentences(said)]
 
     def taint(self, item: ExtractedItem) -> bool:
         """Whether ``item`` comes, by the provenance check or by the model's claim, from an
