@@ -206,7 +206,7 @@ def test_small_talk_and_passing_feelings_are_transient_even_when_the_model_says_
     ("I get nervous before every exam", Category.FACT), ("ran a marathon today, exhausted", Category.EVENT),
     ("用户每次考试前都会紧张", Category.FACT), ("用户今天跑完了马拉松，很累", Category.EVENT),
     ("Alice is happy with her new job", Category.FACT), ("The user loves rainy weather", Category.PREFERENCE),
-    ("Bart在圣诞晚会上跳舞，感觉很开心", Category.EVENT),
+    ("Bart在圣诞晚会上跳舞，感觉很开心", Category.EVENT), ("Alice", Category.FACT), ("Alice Martin", Category.FACT),
 ], ids=lambda v: str(v)[:24])
 def test_lasting_traits_and_events_that_mention_a_feeling_are_kept(text, category):
     item = ExtractedItem(category, text, "" if category.episodic else "trait", confidence=0.9)

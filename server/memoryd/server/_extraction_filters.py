@@ -260,6 +260,8 @@ def passing_remark(text: str) -> bool:
     match = _LEADING_NAME.match(plain)
     if match and match.group().strip().lower().removesuffix("'s") not in _CHAT_WORDS:
         plain = plain[match.end():]
+        if not plain.strip(" .!?"):
+            return False  # a name alone ("Alice", the value of a key `name`) is no small talk
     latin = [w for w in _LATIN_WORD.findall(plain.lower()) if w not in _CHAT_WORDS]
     return not latin and not _CJK_CHARS.search(_CHAT_ZH.sub("", plain))
 
