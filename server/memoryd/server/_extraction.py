@@ -12,7 +12,9 @@ A job runs entirely off the caller's latency path:
 4. drop what the filters say (``_extraction_filters``) and what the view may not write,
    and items no turn of the job supports (``_provenance``: the item's numbers and names
    must be in the turns; the turns that hold them are its sources, whatever the model
-   claimed); count each drop by reason;
+   claimed), items whose turns, found or claimed, are instruction-like (``_injected``),
+   keyed items without a usable key, and repeats of a sentence (``_once``); count each drop
+   by reason;
 5. normalise each kept item's text against its source turn's time in the subject's zone;
 6. find near-duplicate episodic items by meaning (cosine ≥ the policy's merge_similarity,
    0.95 by default, against the subject's active memories in the active index, filter
