@@ -15,6 +15,7 @@ from ._server import ServerError, sigterm_unwinds
 from ._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
 from ._cli_bilingual import relevance_arg, add_bilingual_command
 from ._cli_extraction import add_extraction_command
+from ._cli_injections import add_injections_command
 from ._cli_quick import add_quick_command
 from ._cli_scale import add_scale_command
 from memoryd.cli import connection_options, tls_settings
@@ -75,6 +76,7 @@ def add_bench_commands(commands: Any) -> None:
     add_quick_command(benchmarks)
     add_bilingual_command(benchmarks, DEFAULT_TOKEN_FILE)
     add_extraction_command(benchmarks)
+    add_injections_command(benchmarks)
 
     load = benchmarks.add_parser(
         "load", help="closed-loop load: 80%% Recall, 15%% Write, 5%% MemoryView/Erase across many tenants",

@@ -306,3 +306,11 @@ def resolve_dataset(explicit: str | None, cwd: Path, package_file: Path) -> Path
     tried = "\n  ".join(str(c) for c in candidates)
     raise DatasetError(f"LoCoMo dataset (locomo10.json) not found; looked in:\n  {tried}\n"
                        "pass --dataset PATH (the data is not in this repository: CC BY-NC 4.0, see bench/README.md)")
+
+
+# MADial-Bench (MIT; ``shared/datasets/madial-bench``, never copied here): the dialogues and the
+# memory archive in each language, under its folder (``memoryd bench injections``).
+MADIAL_DIALOGUES = {"zh": Path("data", "ch", "MADial-Bench-zh-dialogue.json"),
+                    "en": Path("data", "en", "MADial-Bench-en-dialogue.json")}
+MADIAL_MEMORIES = {"zh": Path("data", "ch", "MADial-Bench-zh-memory.json"),
+                   "en": Path("data", "en", "MADial-Bench-en-memory.json")}

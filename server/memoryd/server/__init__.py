@@ -59,6 +59,12 @@ if TYPE_CHECKING:
         Consolidator as Consolidator,
         consolidator as consolidator,
     )
+    from ._extraction_filters import (
+        TRANSIENT as TRANSIENT,
+        ExtractedItem as ExtractedItem,
+        drop_reason as drop_reason,
+        instruction_like as instruction_like,
+    )
     from ._enums import (
         CATEGORY as CATEGORY,
         ERASE_MODE as ERASE_MODE,
@@ -105,6 +111,10 @@ _WHERE = {
     "ConsolidationReport": "._consolidation",
     "Consolidator": "._consolidation",
     "consolidator": "._consolidation",
+    "TRANSIENT": "._extraction_filters",
+    "ExtractedItem": "._extraction_filters",
+    "drop_reason": "._extraction_filters",
+    "instruction_like": "._extraction_filters",
     "CATEGORY": "._enums",
     "ERASE_MODE": "._enums",
     "TOKEN_ROLE": "._enums",

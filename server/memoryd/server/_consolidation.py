@@ -37,7 +37,7 @@ from memoryd.storage import Consolidations, ExtractionJobs, Fragment, embedding_
 from ._config import Config
 from ._consolidation_llm import ChatConsolidator
 from ._extraction import TIMEZONE_CATEGORIES, TOO_LONG, clean_key, clean_tags, zone_name, zone_of
-from ._extraction_filters import ExtractedItem, filter_items
+from ._extraction_filters import NO_KEY, ExtractedItem, filter_items
 from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 
 _log = logging.getLogger("memoryd.server.consolidation")
@@ -147,7 +147,7 @@ class Consolidator:
         item = ExtractedItem(category=item.category, text=item.text, key=clean_key(item.key, item.category),
                              importance=item.importance, confidence=item.confidence)
         if not item.key:
-            return None, "no_key"
+            return None, NO_KEY
         may_write = view.may_write if view is not None else (lambda category, key: True)
         kept, dropped = filter_items([item], policy, may_write)
         if not kept:

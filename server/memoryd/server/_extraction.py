@@ -14,7 +14,9 @@ A job runs entirely off the caller's latency path:
 4. drop what the filters say (``_extraction_filters``) and what the view may not write,
    and items no turn of the job supports (``_provenance``: the item's numbers and names
    must be in the turns; the turns that hold them are its sources, whatever the model
-   claimed); count each drop by reason;
+   claimed), items whose turns, found or claimed, are instruction-like (``_injected``),
+   keyed items without a usable key, and repeats of a sentence (``_once``); count each drop
+   by reason;
 5. normalise each kept item's text against its source turn's time in the subject's zone;
 6. find near-duplicate episodic items by meaning (cosine ≥ the policy's merge_similarity,
    0.95 by default, against the subject's active memories in the active index, filter
@@ -43,6 +45,7 @@ import logging
 import math
 import re
 import traceback
+import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -81,10 +84,13 @@ from memoryd.storage import (
     idle,
 )
 
-from ._extraction_filters import ExtractedItem, draft_without_pii, filter_items, pii_screened
+from ._extraction_filters import (INSTRUCTION_LIKE, NO_KEY, ExtractedItem, draft_without_pii, filter_items,
+                                  pii_screened)
 from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 from ._extraction_llm import ChatExtractor, as_read
+from ._injected import InjectedTurns
 from ._model_outage import Asked, gave_up, outage_delay
+from ._once import once_each
 from ._pii import PII, PLAIN, PiiScreen
 from ._provenance import UNSUPPORTED, source_turns
 from ._view_admin import ViewRegistry
@@ -102,10 +108,15 @@ TIMEZONE_CATEGORIES = (Category.PREFERENCE, Category.FACT)
 
 
 def clean_key(key: str, category: Category, max_bytes: int = 128) -> str:
-    """The model's key in the form keys take (snake_case); '' for episodic categories."""
+    """The model's key in the form keys take (snake_case: "Home City" is ``home_city``); ''
+    for episodic categories, and for a key that would lose letters or digits on the way ("家乡",
+    "家乡_city"): what is left of it could name another memory, which the item would replace."""
     if category.episodic:
         return ""
-    slug = _KEY_CHARS.sub("_", key.strip().lower().replace(" ", "_")).strip("_.:/-")
+    folded = "".join(c for c in unicodedata.normalize("NFKD", key) if not unicodedata.combining(c))
+    if any(c.isalnum() and not c.isascii() for c in folded):
+        return ""
+    slug = _KEY_CHARS.sub("_", folded.strip().lower().replace(" ", "_")).strip("_.:/-")
     return slug if slug and len(slug.encode()) <= max_bytes else ""
 
 
@@ -361,15 +372,22 @@ class ExtractionWorker:
         turns = {t.turn_id: t for t in job.turns}
         # The turns as the model read them, to check its claimed sources against.
         seen = [(t.turn_id, t.speaker, as_read(t, zone)) for t in job.turns]
+        injected = InjectedTurns(seen, known=(job.subject,))
         dropped: Counter[str] = Counter()
         drafts = []
         for raw in items:
+            if injected.taint(raw):  # whatever the model made of the turn's words (_injected)
+                dropped[INSTRUCTION_LIKE] += 1
+                continue
             candidate = replace(raw, key=clean_key(raw.key, raw.category))
             kept, filtered = filter_items([candidate], policy, may_write, screen)
             if filtered:
                 dropped.update(filtered)
                 continue
             [item] = kept  # its entities screened (``without_pii``) before they become tags
+            if not item.category.episodic and not item.key:  # never stored keyless: see clean_key
+                dropped[NO_KEY] += 1
+                continue
             # Every memory must lead back to the turn that said it, or Erase by turn misses
             # it; read from what the model wrote, before any number in it was redacted.
             sources = source_turns(raw.text, raw.entities, raw.source_turn_ids, seen, known=(job.subject,))
@@ -391,6 +409,8 @@ class ExtractionWorker:
                 continue
             screened.update(pii_screened(candidate, item) + fields)
             drafts.append(draft)
+        drafts, repeats = once_each(drafts)  # one sentence, one memory, whatever keys it came with
+        dropped.update(repeats)
         return drafts, dropped, screened
 
     async def _dedup(self, job: ClaimedJob, drafts: list[Draft], view: View | None,

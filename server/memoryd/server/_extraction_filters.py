@@ -3,13 +3,16 @@
 An item is dropped, for the first reason that applies, when:
 
 - ``instruction_like``: its text reads as an instruction to an assistant ("ignore previous
-  instructions", "you are now…", "忽略之前的指令"), whatever else it says — stored memories
-  are later shown to models, so this is checked first and never relaxed;
+  instructions", "you are now…", "忽略之前的指令", a role claim or a grab for permissions:
+  "this user is an administrator", "我是管理员"), whatever else it says — stored memories
+  are later shown to models, so this is checked first and never relaxed (the worker also
+  judges the turns the item comes from: ``_injected``);
 - ``outside_view``: the queuing agent's view (read when the job runs) may not write it;
 - ``low_confidence``: its confidence is below the tenant policy's ``min_confidence``;
 - ``transient``: the model marked it transient (a passing state, not worth remembering), or,
   for a lasting (non-episodic) memory, its text tells of a state now ("exhausted today",
-  "今天有点累") whatever the model said;
+  "今天有点累") whatever the model said, or, in any category, it is only small talk or a
+  passing feeling ("Nice to meet you", "有点紧张": ``passing_remark``);
 - ``sensitive``: it is a sensitive inference (health, emotions, finances, sexuality,
   religion, politics…) by the model's own flag or by a deterministic keyword check in
   English and Chinese, unless the tenant policy has ``allow_sensitive``;
@@ -42,6 +45,7 @@ OUTSIDE_VIEW = "outside_view"
 LOW_CONFIDENCE = "low_confidence"
 TRANSIENT = "transient"
 SENSITIVE = "sensitive"
+NO_KEY = "no_key"  # a keyed category without a usable key (the worker's and consolidation's check)
 
 SENSITIVE_CLASSES = ("health", "emotions", "finances", "sexuality", "religion", "politics", "other")
 
@@ -64,31 +68,102 @@ class ExtractedItem:
 
 
 _INSTRUCTIONS_EN = [
-    r"\b(ignore|disregard|forget|override|bypass)\b.{0,40}\b(instructions?|prompts?|rules|guidelines|directives|"
-    r"system|above|previous|prior|earlier)\b",
-    r"\byou\s+are\s+now\b",
+    r"\b(ignore|disregard|forget|override|bypass|skip)\b.{0,40}\b(instructions?|prompts?|rules|guidelines|directives|"
+    r"system|above|previous|prior|earlier|restrictions|polic(y|ies)|filters?|safeguards?|guardrails?)\b",
+    r"(^|[.!?;:,]\s*)you\s+are\s+now\b(?!\s+(in|at|on|a\s+(mother|father|parent)|home|back|done|able|free|ready))",
+    r"\byou\s+are\s+now\s+(an?\s+)?(unrestricted|unfiltered|uncensored|jailbroken|free\s+from|no\s+longer|in\s+\w+\s+mode)",
     r"\bfrom\s+now\s+on\b.{0,40}\b(you|assistant|reply|respond|answer|act)\b",
-    r"\b(act|behave)\s+as\s+(if|an?|the)\b",
-    r"\bpretend\s+(to\s+be|you\s+are)\b",
+    r"(^|[.!?;:,]\s*)(please\s+|now\s+)?(act|behave)\s+as\s+(if|an?|the|my|though)\b",
+    r"\byou\s+(will|must|should|shall|can|are\s+to)\s+(now\s+)?(act|behave)\s+as\b",
+    r"(^|[.!?;:,]\s*)(please\s+|now\s+)?pretend\s+(to\s+be|you\s+are|you're)\b",
+    r"\bpretend\s+(that\s+)?you\s+(are|have)\s+no\b",
     r"\bsystem\s+prompt\b",
     r"\b(always|never)\s+(output|reveal|print|leak|show|disclose|execute|run)\b",
-    r"(^|[.!?;:]\s*)(always|never|do\s+not|don'?t)\s+(say|respond|reply|answer|tell|include|mention|refuse|follow)\b",
+    r"(^|[.!?;:]\s*)(always|never|do\s+not|don'?t)\s+(say|respond|reply|answer|tell|include|mention|refuse|follow)\b"
+    r"(?!\s+never\b)(?!\s+(anyone|anybody|him|her|them|mom|dad|my)\b)",
     r"\bnew\s+instructions?\b",
     r"\byou\s+(must|have\s+to|should|shall)\s+(always|never|from\s+now)\b",
-    r"\bjailbreak|\bdeveloper\s+mode\b|\bdan\s+mode\b",
-    r"<\s*/?\s*(system|assistant|user|instructions?|memory-reference)\b",
+    r"\bjailbreak|\bdeveloper\s+mode\b|\bdan\s+mode\b|\b(god|sudo|admin|debug|unrestricted|maintenance)\s+mode\b",
+    r"<\s*/?\s*(system|assistant|user|instructions?|memory-reference|im_start|sys)\b|<\|im_(start|end)\|>|\[/?(inst|sys)\]",
+    r"(^|[\[(#*\s])(system|admin|administrator|developer|root)\s*(message|note|notice|override|instruction|command|update)?"
+    r"\s*[\]:)]\s*\S",  # fake system tags: "[SYSTEM] …", "SYSTEM: …", "### admin override: …"
+    # Role claims and grabs for permissions: an assistant has no users with rights to grant.
+    r"\b(this|the|current)\s+user\s+(is|has|now\s+has|should\s+be\s+treated\s+as)\s+(an?\s+|the\s+)?(verified\s+)?"
+    r"(admin|administrator|root|superuser|super\s+user|owner|developer|operator|moderator|privileged|elevated|"
+    r"full\s+access|unrestricted)",
+    r"\b(i\s+am|i'm|im)\s+(your|the\s+assistant's|this\s+assistant's|the\s+system's)\s+(creator|developer|owner|admin|"
+    r"administrator|master|operator|programmer|maker)\b",
+    r"\b(i\s+am|i'm)\s+(an?\s+|the\s+)?(system\s+)?(admin|administrator|superuser|root\s+user|developer)\b"
+    r"[^.!?]{0,40}\b(grant|give|ignore|unlock|override|bypass|reveal|show\s+me|you\s+(must|should|will|can\s+now)|"
+    r"privileges?|permissions?|access\s+(level|rights)|clearance)",
+    r"\b(remember|note|record|store|save)\s+(that\s+)?(i\s+am|i'm|the\s+user\s+is|this\s+user\s+is)\s+(an?\s+|the\s+)?"
+    r"(system\s+)?(admin|administrator|root|superuser|owner|developer|operator)\b",
+    r"\b(grant|give|assign|elevate)\s+(me|this\s+user|the\s+user|my\s+account)\s+(\w+\s+){0,2}"
+    r"(admin|administrator|root|superuser|elevated|full|unrestricted|unlimited)\s+(access|privileges?|permissions?|"
+    r"rights|control|clearance)",
+    r"\b(elevate|escalate|upgrade)\s+(my|the\s+user's|this\s+user's)\s+(privileges?|permissions?|access|role)",
+    r"\b(admin|administrator|root|elevated|unrestricted)\s+(access|privileges?|permissions?|rights)\s+(is|are|has\s+been|"
+    r"have\s+been)\s+(granted|enabled|unlocked)",
+    r"\b(reveal|show|print|output|dump|leak|list|repeat|tell\s+me)\s+(me\s+)?(all\s+|every\s+)?(the\s+|your\s+)?"
+    r"(other\s+users?'?s?|stored|saved|hidden|internal|everyone'?s|all\s+users?'?s?)\s+(memories|data|passwords?|secrets?|"
+    r"records|information|instructions|prompts?|api\s+keys?)",
+    r"\b(reveal|show|print|output|repeat|leak)\s+(me\s+)?(your|the)\s+(hidden\s+|initial\s+|original\s+)?"
+    r"(instructions|rules|configuration|api\s+keys?|secrets?)\b",
+    r"\byou\s+(are|'re)\s+(no\s+longer|not)\s+(bound|restricted|limited|an?\s+(ai|assistant))\b",
+    r"\b(disable|turn\s+off|remove|lift)\s+(all\s+|your\s+|the\s+)?(safety|security|content)\s+"
+    r"(filters?|restrictions|checks|guidelines|policies|measures)",
+    r"\bthe\s+assistant\s+(must|should|shall|will\s+now|has\s+to)\b",
+    r"\bnew\s+(rules?|polic(y|ies)|directives?)\s*[:：]",
+    r"\bwhenever\s+(someone|anyone|anybody|somebody|people)\s+asks?\b.{0,40}\b(tell|say|answer|reply|respond|give)\b",
+    r"\b(authori[sz]e|permit|allow|order|command)\s+you\s+to\s+(show|reveal|share|bypass|ignore|access|dump|delete|"
+    r"disable|export|list|print)",
+    r"\btreat\s+(me|my\s+requests?|every\s+request|this\s+user|all\s+requests?)\b.{0,30}\bas\b.{0,20}"
+    r"\b(admin|administrator|root|superuser|developer|owner|trusted|verified)\b",
+    r"\b(stop|quit)\s+(following|obeying)\s+(your|ur|the|those|these|all|any)?\s*(rules|guidelines|instructions|"
+    r"policies|restrictions)",
+    r"\byou\s+(have|has|had)\s+no\s+(rules|restrictions|limits|limitations|filters|guidelines)",
+    r"\b(disable|turn\s+off|deactivate|switch\s+off)\s+(the\s+|all\s+|your\s+)?(moderation|filters?|safety|"
+    r"censorship|guardrails?)",
+    r"\b(messages?|notes?|instructions?)\s+from\s+(openai|anthropic|the\s+developers?|the\s+system|your\s+"
+    r"(developers?|creators?|makers?))\b",
 ]
 _INSTRUCTIONS_ZH = [
-    r"(忽略|无视|忽视|不要理会|不要管|别管|忘记|忘掉)[^。！？]{0,12}(指令|指示|提示词?|规则|设定|要求|说明)",
-    r"你现在(是|扮演|作为)",
-    r"从现在(开始|起)[^。！？]{0,10}你",
-    r"(扮演|假装你是|假装成)",
+    r"(忽略|无视|忽视|不要理会|不要管|别管|忘记|忘掉|跳过|绕过)[^。！？]{0,12}(指令|指示|提示词?|规则|设定|要求|说明|限制|约束|规定)",
+    r"(忽略|无视|忽视|忘记|忘掉)(之前|以上|上面|上述|前面|先前|此前|所有|一切)(的)?(所有|一切|全部)?(内容|对话|话|消息)",
+    r"你现在(是|扮演|作为|就是|成为)",
+    r"从?现在(开始|起)[^。！？]{0,10}你",
+    r"(^|[。！？])\s*(请你?|现在)?(扮演|假装成)|请你?(来)?扮演|假装你是",
     r"系统提示",
     r"(总是|始终|一直|永远)(输出|透露|显示|泄露|执行)",
     r"新的?指令",
     r"(以后|今后|往后|之后|从今以后)[^。！？]{0,6}你[^。！？]{0,4}(必须|务必|一定要|只能|只许|每次|都要|都得|得|要)",
     r"你(必须|务必)[^。！？]{0,20}(回答|回复|输出|加上|附上|说|用)",
+    # Role claims and grabs for permissions.
+    r"我(就)?是(你的|这个系统的|本系统的|系统的|该系统的)?(超级)?(系统)?(管理员|开发者|开发人员|维护人员|创造者|创建者|主人|超级用户|运营者|root)",
+    r"(该|这个|此|这位|当前)用户(是|为|拥有|具有|有|已获得|已被授予)[^。！？]{0,6}(管理员|超级用户|最高|root|特权|全部权限|所有权限|"
+    r"管理权限|开发者)",
+    r"(授予|给予|赋予|开放|开通|分配)[^。！？]{0,6}(管理员|最高|全部|所有|root|超级|特殊|无限制)?的?(权限|访问权|控制权)",
+    r"给(我|该用户|这个用户|用户)[^。！？]{0,4}(管理员|最高|全部|所有|root|超级|无限制)的?(权限|访问权|控制权)",
+    r"(提升|提高|升级)[^。！？]{0,4}(我的|该用户的|用户的)?权限",
+    r"(开发者|管理员|上帝|越狱|调试|无限制|超级|维护)模式",
+    r"你(不再|不受|没有|不用遵守|不用管|不必管|无需遵守|无需理会)[^。！？]{0,6}(限制|约束|规则|规定|指令)",
+    r"以(管理员|超级用户|开发者|root|系统)(的)?身份",
+    r"(数据库|后台|记忆库)[^。！？]{0,8}(给我|发给我|告诉我|导出|列出)",
+    r"(复述|重复|原样输出|背诵)[^。！？]{0,8}(第一条|最初的|最开始的|初始|系统)(消息|指令|提示)",
+    r"(第一条|最初的|最开始的|初始|系统)(消息|指令|提示)[^。！？]{0,8}(复述|重复|原样输出|背诵)",
+    r"(别|不要|不用)(理会|管|听)(之前|前面|上面|刚才)(说的|的话|的内容|的设定)",
+    r"(记住|请记住|记得|记下)[^。！？]{0,4}(我|该用户|这个用户|用户)(就)?是[^。！？]{0,4}(管理员|开发者|超级用户|主人|root)",
+    r"(泄露|透露|显示|输出|打印|告诉我|列出|展示)[^。！？]{0,8}(系统提示|提示词|所有用户|其他用户|别人的记忆|全部记忆|所有记忆|"
+    r"密码|密钥|隐藏的?指令|内部指令|初始指令)",
+    r"(【|\[|^|\s)(系统|管理员|开发者)(消息|指令|通知|命令|提示)?(】|\]|[:：])",
+    r"(听|服从|遵守|执行)我的(指令|命令)",
+    r"(关闭|解除|取消|绕过)[^。！？]{0,4}(安全|内容)?(过滤|限制|审查|防护)",
+    r"助手(必须|应该|务必|要)[^。！？]{0,10}(回答|回复|输出|服从|执行|遵守)",
 ]
+# Letters other scripts draw like Latin ones (Cyrillic і, о, а…; Greek ο, α…): folded for
+# the instruction check only, so "іgnore previous instructions" is still caught.
+_CONFUSABLES = str.maketrans("аеорсхуіјѕԁһӏвмнтАВЕКМНОРСТХІЈЅοαειτνκρΑΒΕΗΙΚΜΝΟΡΤΧΥΖ",
+                             "aeopcxyijsdhlbmhtABEKMHOPCTXIJSoaeitvkpABEHIKMNOPTXYZ")
 # A passing state ("exhausted today", "今天有点累") in what should be a lasting memory: the
 # model's own stability flag is not trusted for it (issue 16's benchmark kept one it marked
 # stable). Episodic memories are left alone: "ran a marathon today, exhausted" is an event.
@@ -100,7 +175,39 @@ _PASSING = re.compile(
     r"|(今天|今晚|今早|现在|此刻|这会儿|这两天)[^。！？]{0,6}(有点|有些|很|非常|好|太|特别)?"
     r"(累|困|饿|渴|忙|烦|难受|不舒服|没精神|疲惫|疲倦|头疼|头痛)",
     re.IGNORECASE)
-_INSTRUCTION = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTIONS_EN + _INSTRUCTIONS_ZH), re.IGNORECASE)
+# Small talk and passing feelings ("Lovely weather, isn't it?", "I'm a bit nervous", "谢谢",
+# "有点紧张"): an item made only of these words says nothing lasting, whatever its category or
+# the model's stability flag. A habit ("every", "总是"), a cause, an event or a name is left
+# over and keeps the item: "gets nervous before every exam", "ran a marathon today, exhausted".
+_CHAT_WORDS = frozenset("""
+    the a an user users speaker assistant bot i im me my mine you your it its is are am was were be been being isn
+    wasn aren t s m re ve d ll so very really quite bit little kind of kinda sort somewhat pretty too just now
+    right today tonight this morning afternoon evening night at moment currently feel feels feeling felt seems
+    seem seemed looks look and but oh well yeah yes no ok okay alright haha hahaha ha lol lmao hehe hi hello hey
+    bye goodbye good nice lovely great fine thanks thank thanked thanking greeted greet greets greeting said says
+    say saying asked asks how doing meet meeting to see glad pleased weather sunny rainy cloudy cold hot warm
+    beautiful wonderful awesome cool funny that helpful mood in with for on there here cheers mate sounds
+    happy sad excited bored tired nervous anxious upset angry calm relaxed stressed worried scared annoyed grumpy
+    cheerful content down low exhausted sleepy hungry jittery restless frustrated emotional uneasy tense
+    """.split())
+_CHAT_PHRASES_ZH = sorted("""
+    用户 助手 我 你 您 他 她 它 今天 今晚 现在 此刻 这会儿 目前 有点儿 有点 有些 一点 一些 很 非常 真 太 好 挺 特别 超级 蛮
+    感觉 觉得 感到 心情 情绪 是 的 了 啊 呀 吧 呢 嘛 哦 哈 嗯 呵 啦 说 向 问好 打招呼 感谢 谢谢 谢 再见 拜拜 早上好 晚上好
+    下午好 晚安 你好 您好 认识 高兴 开心 快乐 难过 伤心 紧张 焦虑 焦躁 激动 兴奋 无聊 郁闷 烦 累 困 饿 生气 不错 天气
+    明白 好的 知道 收到 没问题 行 对 一下 了解 不好 还行 一般 有 些 点 都 也 还 又 晴朗 阳光 冷 热 舒服
+    """.split(), key=len, reverse=True)
+_CHAT_ZH = re.compile("|".join(map(re.escape, _CHAT_PHRASES_ZH)))
+# A name the item starts with (its subject): a capitalised word, or two or three Chinese
+# characters after a common surname or 小/老/阿.
+_LEADING_NAME = re.compile(r"^\s*(?:[A-Z][a-z]+(?:'s)?\b|[小老阿王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯"
+                           r"邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦"
+                           r"邱江尹薛段雷侯龙史陶黎贺顾毛郝龚邵万钱严武戴莫孔汤][\u4e00-\u9fff]{1,2}(?=有|很|今|现|感|觉|心|说|向|是|此|这|目|非|挺|真|太|好))")
+_LATIN_WORD = re.compile(r"[a-z0-9]+")
+_CJK_CHARS = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+# Searched one by one: as one alternation they cost 4-7 times as much (66 ms for 8 KiB of
+# text, against 5-15 ms), as every branch is tried at every position.
+_INSTRUCTION = tuple(re.compile(p, re.IGNORECASE) for p in _INSTRUCTIONS_EN + _INSTRUCTIONS_ZH)
 
 _SENSITIVE_EN = {
     "health": r"diagnos\w*|depress\w*|anxiety|bipolar|schizo\w*|cancer|tumou?r|diabet\w*|hiv|aids|chemo\w*|"
@@ -139,12 +246,29 @@ def _plain(text: str) -> str:
 
 def instruction_like(text: str) -> bool:
     """Whether ``text`` reads as an instruction to an assistant rather than a memory."""
-    return bool(_INSTRUCTION.search(_plain(text)))
+    plain = _plain(text).translate(_CONFUSABLES)
+    return any(pattern.search(plain) for pattern in _INSTRUCTION)
 
 
 def passing_state(text: str) -> bool:
     """Whether ``text`` tells of a passing state, now ("tired today", "今天有点累")."""
     return bool(_PASSING.search(_plain(text)))
+
+
+def passing_remark(text: str) -> bool:
+    """Whether ``text`` is only small talk or a passing feeling ("Nice to meet you", "I'm a bit
+    nervous", "谢谢", "有点紧张"): nothing is left of it but greetings, thanks, weather, moods,
+    pronouns and words of degree and time."""
+    plain = _plain(text)
+    if not plain:
+        return False
+    match = _LEADING_NAME.match(plain)
+    if match and match.group().strip().lower().removesuffix("'s") not in _CHAT_WORDS:
+        plain = plain[match.end():]
+        if not plain.strip(" .!?"):
+            return False  # a name alone ("Alice", the value of a key `name`) is no small talk
+    latin = [w for w in _LATIN_WORD.findall(plain.lower()) if w not in _CHAT_WORDS]
+    return not latin and not _CJK_CHARS.search(_CHAT_ZH.sub("", plain))
 
 
 def sensitive_class(text: str) -> str:
@@ -165,7 +289,8 @@ def drop_reason(item: ExtractedItem, policy: TenantPolicy, may_write: Callable[[
         return OUTSIDE_VIEW
     if item.confidence < policy.min_confidence:
         return LOW_CONFIDENCE
-    if item.stability is Stability.TRANSIENT or (not item.category.episodic and passing_state(item.text)):
+    if (item.stability is Stability.TRANSIENT or (not item.category.episodic and passing_state(item.text))
+            or passing_remark(item.text)):
         return TRANSIENT
     if not policy.allow_sensitive and (item.sensitive or sensitive_class(words)):
         return SENSITIVE

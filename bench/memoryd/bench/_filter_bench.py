@@ -1,0 +1,153 @@
+"""``memoryd bench injections``: the extraction filters measured offline, no server, no model.
+
+- **Injections** (``_injections``): each turn of our set is either called instruction-like by
+  ``instruction_like`` (caught) or not, per language.
+- **Ordinary turns**: real dialogue turns, read from the datasets where they lie, never copied
+  into this repository — LoCoMo (``locomo10.json``, English, CC BY-NC 4.0) and MADial-Bench
+  (``data/{ch,en}/MADial-Bench-*-dialogue.json``, Chinese and English, MIT). A turn the filter
+  calls instruction-like is a false drop: the items drawn from it would be dropped as
+  ``instruction_like`` (``memoryd.server._injected``).
+- **Passing remarks** (``_passing``): our labelled item texts; the share of each side the
+  transient filter drops (``drop_reason`` with a permissive view and policy, so only the
+  transient rule, and the instruction rule, can drop them). Beside them, MADial-Bench's own
+  memories (``*-memory.json``: one sentence each, "Bart danced at the Christmas party and felt
+  very happy.") as real lasting items: each one dropped as transient is a false drop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memoryd.domain import Category, TenantPolicy
+from memoryd.server import TRANSIENT, ExtractedItem, drop_reason, instruction_like
+
+from ._dataset import MADIAL_DIALOGUES, MADIAL_MEMORIES
+from ._injections import INJECTIONS
+from ._passing import LASTING, PASSING
+
+_MADIAL_LINE = re.compile(r'^<([^>]+)>:\s*"?(.*?)"?\s*$', re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Share:
+    hits: int
+    total: int
+
+    @property
+    def rate(self) -> float:
+        return self.hits / self.total if self.total else 0.0
+
+
+@dataclass
+class FilterResult:
+    caught: dict[str, Share]  # injections caught, per language
+    missed: list[str]  # ids of the injections not caught
+    false_drops: dict[str, Share]  # ordinary turns called instruction-like, per source and language
+    false_examples: dict[str, list[str]] = field(default_factory=dict)
+    passing_dropped: dict[str, Share] = field(default_factory=dict)  # small talk dropped (should be all)
+    lasting_dropped: dict[str, Share] = field(default_factory=dict)  # lasting items dropped (should be none)
+    memories_dropped: dict[str, Share] = field(default_factory=dict)  # MADial-Bench's memories dropped
+
+
+def locomo_turns(path: Path) -> Iterator[str]:
+    """Every dialogue turn's text of LoCoMo, in order."""
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        conversation = sample["conversation"]
+        for name, session in conversation.items():
+            if re.fullmatch(r"session_\d+", name) and isinstance(session, list):
+                for turn in session:
+                    if isinstance(turn, dict) and turn.get("text"):
+                        yield str(turn["text"])
+
+
+def madial_turns(folder: Path, language: str) -> Iterator[str]:
+    """Every dialogue line's text of MADial-Bench in ``language`` (user and assistant), in order.
+    The files are JSON Lines despite their extension."""
+    with (folder / MADIAL_DIALOGUES[language]).open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                for said in json.loads(line)["dialogue"]:
+                    match = _MADIAL_LINE.match(said.strip())
+                    if match and match.group(2).strip():
+                        yield match.group(2).strip()
+
+
+def madial_memories(folder: Path, language: str) -> Iterator[str]:
+    """The sentence of each memory of MADial-Bench's archive in ``language`` (JSON Lines)."""
+    with (folder / MADIAL_MEMORIES[language]).open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                for memory in json.loads(line).values():
+                    if str(memory.get("event", "")).strip():
+                        yield str(memory["event"]).strip()
+
+
+def _share(flags: list[bool]) -> Share:
+    return Share(sum(flags), len(flags))
+
+
+def _dropped_as_transient(language_items: tuple[tuple[str, str, str], ...] | list[tuple[str, str, str]]
+                          ) -> dict[str, Share]:
+    shares: dict[str, list[bool]] = {}
+    for language, category, text in language_items:
+        item = ExtractedItem(Category(category), text, "" if Category(category).episodic else "note")
+        shares.setdefault(language, []).append(drop_reason(item, TenantPolicy(), lambda c, k: True) == TRANSIENT)
+    return {language: _share(flags) for language, flags in sorted(shares.items())}
+
+
+def run_filters(locomo: Path | None, madial: Path | None, limit: int = 0, examples: int = 5) -> FilterResult:
+    """Measure the filters; ``limit`` (> 0): at most that many ordinary turns of each source."""
+    caught: dict[str, list[bool]] = {}
+    missed = []
+    for injection_id, language, turn in INJECTIONS:
+        hit = instruction_like(turn)
+        caught.setdefault(language, []).append(hit)
+        if not hit:
+            missed.append(injection_id)
+    sources: dict[str, Iterator[str]] = {}
+    if locomo is not None:
+        sources["LoCoMo (en)"] = locomo_turns(locomo)
+    if madial is not None:
+        sources["MADial-Bench (zh)"] = madial_turns(madial, "zh")
+        sources["MADial-Bench (en)"] = madial_turns(madial, "en")
+    false_drops: dict[str, Share] = {}
+    false_examples: dict[str, list[str]] = {}
+    for name, turns in sources.items():
+        flags = []
+        for n, turn in enumerate(turns):
+            if limit and n >= limit:
+                break
+            flags.append(instruction_like(turn))
+            if flags[-1] and len(false_examples.setdefault(name, [])) < examples:
+                false_examples[name].append(turn)
+        false_drops[name] = _share(flags)
+    memories = [(language, "event", text) for language in ("en", "zh") if madial is not None
+                for text in madial_memories(madial, language)]
+    return FilterResult({language: _share(flags) for language, flags in sorted(caught.items())}, missed,
+                        false_drops, false_examples, _dropped_as_transient(PASSING), _dropped_as_transient(LASTING),
+                        _dropped_as_transient(memories))
+
+
+def text_report(result: FilterResult) -> str:
+    lines = ["Injections caught (instruction_like on the turn):"]
+    lines += [f"  {language}: {s.hits}/{s.total} ({s.rate:.1%})" for language, s in result.caught.items()]
+    if result.missed:
+        lines.append("  missed: " + ", ".join(result.missed))
+    lines.append("False drops on ordinary turns (turns called instruction-like):")
+    lines += [f"  {name}: {s.hits}/{s.total} ({s.rate:.2%})" for name, s in result.false_drops.items()]
+    for name, found in result.false_examples.items():
+        lines += [f"    {name}: {turn[:160]!r}" for turn in found]
+    if not result.false_drops:
+        lines.append("  (no dataset found: pass --locomo and --madial)")
+    lines.append("Transient filter on labelled item texts (dropped as transient):")
+    lines += [f"  small talk / passing feelings, {language}: {s.hits}/{s.total} ({s.rate:.1%})"
+              for language, s in result.passing_dropped.items()]
+    lines += [f"  lasting traits / events, {language}: {s.hits}/{s.total} ({s.rate:.1%})"
+              for language, s in result.lasting_dropped.items()]
+    lines += [f"  MADial-Bench's own memories, {language}: {s.hits}/{s.total} ({s.rate:.1%})"
+              for language, s in result.memories_dropped.items()]
+    return "\n".join(lines) + "\n"

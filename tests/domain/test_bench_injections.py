@@ -1,0 +1,61 @@
+"""`memoryd bench injections`' sets, held to what the filters must do with them: every injection
+caught, few real turns called instruction-like, small talk dropped and lasting items kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memoryd.bench._filter_bench import locomo_turns, madial_memories, madial_turns, run_filters
+from memoryd.bench._injections import INJECTIONS
+from memoryd.bench._passing import LASTING, PASSING
+from memoryd.server._extraction_filters import instruction_like
+
+# The bound the ordinary false-drop rate must stay under (measured 0 of 8,760 turns: bench/RESULTS.md).
+FALSE_DROP_BOUND = 0.005
+
+
+def _datasets() -> Path | None:
+    """``shared/datasets`` beside the repository (the data is not in it: LoCoMo is CC BY-NC 4.0)."""
+    for folder in Path(__file__).resolve().parents:
+        if (folder / "shared" / "datasets" / "locomo" / "locomo10.json").is_file():
+            return folder / "shared" / "datasets"
+    return None
+
+
+def test_the_sets_are_large_enough_and_in_both_languages():
+    for language in ("en", "zh"):
+        assert sum(lang == language for _, lang, _ in INJECTIONS) >= 15
+    assert len(INJECTIONS) >= 30 and len({i for i, _, _ in INJECTIONS}) == len(INJECTIONS)
+    assert len(PASSING) >= 30 and len(LASTING) >= 30
+    assert {lang for lang, _, _ in PASSING} == {lang for lang, _, _ in LASTING} == {"en", "zh"}
+
+
+@pytest.mark.parametrize(("turn"), [pytest.param(turn, id=injection_id) for injection_id, _, turn in INJECTIONS])
+def test_every_injection_of_the_set_is_caught(turn):
+    assert instruction_like(turn)
+
+
+def test_small_talk_is_dropped_as_transient_and_lasting_items_are_kept():
+    result = run_filters(None, None)
+    assert all(s.hits == s.total for s in result.passing_dropped.values())
+    assert all(s.hits == 0 for s in result.lasting_dropped.values())
+
+
+def test_few_real_dialogue_turns_are_called_instruction_like_and_no_real_memory_is_transient():
+    datasets = _datasets()
+    if datasets is None:
+        pytest.skip("LoCoMo and MADial-Bench are not beside the repository (shared/datasets)")
+    madial = datasets / "madial-bench"
+    # A fixed sample: the first 3,000 LoCoMo turns and every MADial-Bench line, both languages.
+    result = run_filters(datasets / "locomo" / "locomo10.json", madial, limit=3000)
+    assert {name: s.total for name, s in result.false_drops.items()} == {
+        "LoCoMo (en)": 3000, "MADial-Bench (zh)": len(list(madial_turns(madial, "zh"))),
+        "MADial-Bench (en)": len(list(madial_turns(madial, "en")))}
+    for name, share in result.false_drops.items():
+        assert share.rate <= FALSE_DROP_BOUND, (name, result.false_examples.get(name))
+    assert sum(s.total for s in result.memories_dropped.values()) == sum(
+        len(list(madial_memories(madial, language))) for language in ("en", "zh"))
+    assert all(s.hits == 0 for s in result.memories_dropped.values())
+    assert next(locomo_turns(datasets / "locomo" / "locomo10.json"))  # the loader reads real turns
