@@ -50,7 +50,7 @@ def _memory(**overrides: object) -> Memory:
         category=Category.FACT, key="employer", text="Works at 青岛啤酒", data={"since": 2019.0, "team": ["a"]},
         importance=0.699999988079071, confidence=1.0, stability=Stability.STABLE, pinned=True, tags=("work", "job"),
         valid_from=datetime(2019, 1, 1, tzinfo=UTC), valid_until=None, agent="seeder",
-        source_kind=SourceKind.INFERENCE, source_turn_id="turn-7", version=3, status=Status.ACTIVE,
+        source_kind=SourceKind.INFERENCE, source_turn_ids=("turn-7",), version=3, status=Status.ACTIVE,
         created_at=WHEN, updated_at=WHEN,
     )
     values.update(overrides)

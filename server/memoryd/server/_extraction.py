@@ -316,7 +316,7 @@ class ExtractionWorker:
                 continue
             drafts.append(Draft(category=item.category, text=text, key=item.key, importance=item.importance,
                                 confidence=item.confidence, stability=item.stability, tags=clean_tags(tags),
-                                source_kind=SourceKind.INFERENCE, source_turn_id=sources[0]))
+                                source_kind=SourceKind.INFERENCE, source_turn_ids=sources))
         return drafts, dropped
 
     async def _dedup(self, job: ClaimedJob, drafts: list[Draft], view: View | None,
