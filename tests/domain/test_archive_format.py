@@ -78,6 +78,21 @@ def test_a_plain_archive_round_trips_into_the_drafts_a_write_would_make():
     assert (draft.source_kind, draft.source_turn_id) == (SourceKind.INFERENCE, "turn-7")
 
 
+def test_every_source_turn_of_a_memory_round_trips_and_an_archive_with_one_turn_is_read_as_before():
+    several = memory_entry(_memory(source_turn_ids=("turn-7", "turn-2", "D1:9")), MEMORY_FIELDS)
+    assert several["provenance"]["source_turn_ids"] == ["turn-7", "turn-2", "D1:9"]
+    [draft] = drafts(open_archive(_plain(several)), Limits())
+    assert (draft.source_turn_id, draft.source_turn_ids) == ("turn-7", ("turn-7", "turn-2", "D1:9"))
+    # One turn is written as the version before wrote it (which refuses fields it does not
+    # know), and such an archive is read as one turn.
+    single = memory_entry(_memory(), MEMORY_FIELDS)
+    assert single["provenance"] == {"agent": "seeder", "source_kind": "inference", "source_turn_id": "turn-7"}
+    [draft] = drafts(open_archive(_plain(single)), Limits())
+    assert draft.source_turn_ids == ("turn-7",)
+    bad = {**single, "provenance": {**single["provenance"], "source_turn_ids": ["turn-8", "t 9"]}}
+    assert list(_violations(_plain(bad))) == ["archive.memories[0].source_turn_ids[1]"]
+
+
 def test_archive_bytes_are_canonical_json():
     entry = memory_entry(_memory(), MEMORY_FIELDS)
     data = _plain(entry)
@@ -231,7 +246,8 @@ TROUBLE = {
     "huge-in-object": f'{{"n":{HUGE}}}', "huge-in-list": f"[1,{HUGE}]",
 }
 GOOD = memory_entry(_memory(), MEMORY_FIELDS)
-ENTRY_FIELDS = [*sorted(GOOD), "provenance.agent", "provenance.source_kind", "provenance.source_turn_id"]
+ENTRY_FIELDS = [*sorted(GOOD), "provenance.agent", "provenance.source_kind", "provenance.source_turn_id",
+                "provenance.source_turn_ids"]
 
 
 def _spelled_entry(field: str, value: str) -> str:
