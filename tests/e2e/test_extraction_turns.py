@@ -75,11 +75,12 @@ def test_a_memory_answers_to_the_turns_of_every_item_merged_into_it(rig, erased_
     second = extracted(rig, agent, subject, [item(HIKE_EN_AGAIN, turns=("t7",))], turn("t7", "Again: " + HIKE_SAID))
     assert [(r.outcome, r.memory_id) for r in second.results] == [(svc.WRITE_OUTCOME_MERGED, hike_id)]
     [memory] = agent.list_all(subject)
-    assert (memory.text, list(memory.provenance.source_turn_ids)) == (HIKE_EN_AGAIN, ["t1", "t7"])
+    # The merged item's turn first: it said the text the memory now has.
+    assert (memory.text, list(memory.provenance.source_turn_ids)) == (HIKE_EN_AGAIN, ["t7", "t1"])
     # Its history keeps each version's own turns.
     history = agent.history(subject, hike_id).versions
     assert [(v.memory.text, list(v.memory.provenance.source_turn_ids)) for v in history] == [
-        (HIKE_EN_AGAIN, ["t1", "t7"]), (HIKE_EN, ["t1"])]
+        (HIKE_EN_AGAIN, ["t7", "t1"]), (HIKE_EN, ["t1"])]
 
     # The merged memory holds what both turns said (its text one's, its history the other's):
     # an erase by either removes it whole, versions included.

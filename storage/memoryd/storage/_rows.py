@@ -50,7 +50,7 @@ def source_turns(row: dict[str, Any]) -> tuple[str, ...]:
 
 def joined_turns(stored: tuple[str, ...], added: tuple[str, ...]) -> tuple[str, ...]:
     """The turns of a memory that ``added``'s turns said again or were merged into: all of
-    them, the stored ones first. A privacy reviewer's reading of "erase by any turn that said
+    them, each once, in this order. A privacy reviewer's reading of "erase by any turn that said
     it removes it": the memory holds what each of them said (``Erase`` removes it whole)."""
     return tuple(dict.fromkeys((*stored, *added)))
 

@@ -403,7 +403,8 @@ class ItemWriter:
         extraction pipeline's dedup): the text becomes the new one, importance the max, tags
         united; the old text stays as a version. None if that memory is no longer a live
         episodic memory of this subject and category, or if the two are dated differently
-        (``different_dates``: two occasions, however alike) — the caller then writes the draft."""
+        (``different_dates``: two occasions, however alike) — the caller then writes the draft.
+        The memory answers to the turns of both, the draft's first: they said its text."""
         owner = self._subject
         key = await self._key_for(owner)
         cur = await self._conn.execute(
@@ -426,7 +427,7 @@ class ItemWriter:
             "RETURNING version",
             (key.seal_text(memory_id, draft.text), key.text_digest(draft.text), draft.importance,
              *self._tag_values(key, memory_id, sorted(merged[:CONTRACT.tags])), self._agent, draft.source_kind.value,
-             *turn_values(joined_turns(source_turns(row), draft.source_turn_ids)), self._tenant, memory_id),
+             *turn_values(joined_turns(draft.source_turn_ids, source_turns(row))), self._tenant, memory_id),
         )
         updated = await cur.fetchone()
         assert updated is not None
