@@ -50,7 +50,7 @@ def _memory(**overrides: object) -> Memory:
         category=Category.FACT, key="employer", text="Works at 青岛啤酒", data={"since": 2019.0, "team": ["a"]},
         importance=0.699999988079071, confidence=1.0, stability=Stability.STABLE, pinned=True, tags=("work", "job"),
         valid_from=datetime(2019, 1, 1, tzinfo=UTC), valid_until=None, agent="seeder",
-        source_kind=SourceKind.INFERENCE, source_turn_id="turn-7", version=3, status=Status.ACTIVE,
+        source_kind=SourceKind.INFERENCE, source_turn_ids=("turn-7",), version=3, status=Status.ACTIVE,
         created_at=WHEN, updated_at=WHEN,
     )
     values.update(overrides)
@@ -76,6 +76,21 @@ def test_a_plain_archive_round_trips_into_the_drafts_a_write_would_make():
     assert draft.importance == pytest.approx(0.7) and draft.pinned and draft.tags == ("job", "work")
     assert draft.valid_from == datetime(2019, 1, 1, tzinfo=UTC) and draft.valid_until is None
     assert (draft.source_kind, draft.source_turn_id) == (SourceKind.INFERENCE, "turn-7")
+
+
+def test_every_source_turn_of_a_memory_round_trips_and_an_archive_with_one_turn_is_read_as_before():
+    several = memory_entry(_memory(source_turn_ids=("turn-7", "turn-2", "D1:9")), MEMORY_FIELDS)
+    assert several["provenance"]["source_turn_ids"] == ["turn-7", "turn-2", "D1:9"]
+    [draft] = drafts(open_archive(_plain(several)), Limits())
+    assert (draft.source_turn_id, draft.source_turn_ids) == ("turn-7", ("turn-7", "turn-2", "D1:9"))
+    # One turn is written as the version before wrote it (which refuses fields it does not
+    # know), and such an archive is read as one turn.
+    single = memory_entry(_memory(), MEMORY_FIELDS)
+    assert single["provenance"] == {"agent": "seeder", "source_kind": "inference", "source_turn_id": "turn-7"}
+    [draft] = drafts(open_archive(_plain(single)), Limits())
+    assert draft.source_turn_ids == ("turn-7",)
+    bad = {**single, "provenance": {**single["provenance"], "source_turn_ids": ["turn-8", "t 9"]}}
+    assert list(_violations(_plain(bad))) == ["archive.memories[0].source_turn_ids[1]"]
 
 
 def test_archive_bytes_are_canonical_json():
@@ -231,7 +246,8 @@ TROUBLE = {
     "huge-in-object": f'{{"n":{HUGE}}}', "huge-in-list": f"[1,{HUGE}]",
 }
 GOOD = memory_entry(_memory(), MEMORY_FIELDS)
-ENTRY_FIELDS = [*sorted(GOOD), "provenance.agent", "provenance.source_kind", "provenance.source_turn_id"]
+ENTRY_FIELDS = [*sorted(GOOD), "provenance.agent", "provenance.source_kind", "provenance.source_turn_id",
+                "provenance.source_turn_ids"]
 
 
 def _spelled_entry(field: str, value: str) -> str:

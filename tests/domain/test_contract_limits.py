@@ -57,6 +57,7 @@ def punctuation(grammar: Grammar) -> str:
 FIXED = [
     ("memory.proto", "MemoryDraft", "session_id", CONTRACT.session_id),
     ("memory.proto", "MemoryDraft", "source_turn_id", CONTRACT.source_turn_id),
+    ("memory.proto", "MemoryDraft", "source_turn_ids", CONTRACT.source_turn_id),
     ("memory.proto", "Turn", "turn_id", CONTRACT.turn_id),
     ("token_admin_service.proto", "IssueTokenRequest", "agent", CONTRACT.agent),
     ("token_admin_service.proto", "IssueTokenRequest", "subject", CONTRACT.subject),

@@ -43,3 +43,12 @@ def test_case_width_punctuation_articles_and_the_particle_de_are_set_aside():
     assert said_form("ｕｓｅｒ lives in Lyon") == said_form("User lives in a Lyon")
     assert said_form("小王的家在北京。") == said_form("小王家在北京")
     assert said_form("3.5") != said_form("35")
+
+
+def test_the_sentence_kept_answers_to_every_turn_that_said_it():
+    # An erase by the turn of a repeat must still find the one memory kept (issue 38, item 4).
+    drafts = [Draft(category=Category.FACT, text="Alice lives in Lyon", key="timezone", source_turn_ids=("t1",)),
+              Draft(category=Category.FACT, text="alice lives in lyon.", key="home_city", source_turn_ids=("t4", "t1")),
+              Draft(category=Category.FACT, text="Alice lives in Lyon", key="city", source_turn_ids=("t2",))]
+    [kept], _ = once_each(drafts)
+    assert kept.key == "home_city" and kept.source_turn_ids == ("t4", "t1", "t2")

@@ -17,7 +17,7 @@ def memory(text: str) -> Memory:
     return Memory(id=text, subject="alice", scope=Scope.SUBJECT, session_id="", category=Category.EVENT, key="",
                   text=text, data=None, importance=0.5, confidence=1.0, stability=Stability.STABLE, pinned=False,
                   tags=(), valid_from=None, valid_until=None, agent="a", source_kind=SourceKind.INPUT,
-                  source_turn_id="", version=1, status=Status.ACTIVE, created_at=NOW, updated_at=NOW)
+                  source_turn_ids=(), version=1, status=Status.ACTIVE, created_at=NOW, updated_at=NOW)
 
 
 def unit(*values: float) -> list[float]:

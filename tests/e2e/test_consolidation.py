@@ -224,3 +224,21 @@ def test_a_profile_value_trusted_less_than_the_current_one_is_kept_pending_and_t
     assert current.id == said.results[0].memory_id
     assert [p.text for p in current.pending] == [RUNNING["text"]]
     assert rig.counts(tenant) == {"consolidation.groups": 1, "consolidation.pending": 1}
+
+
+def test_a_profile_answers_to_its_fragments_turns_and_an_erase_by_one_removes_it(rig):
+    # A profile holds what its fragments' turns said; forgotten, the fragments no longer
+    # answer an erase, so the profile must (issue 38 item 4e).
+    tenant, agent = rig.agent()
+    for i, text in enumerate(RUNS, 1):
+        agent.write("frank", draft("event", text, source_turn_id=f"t{i}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+    rig.fake.script_chat(RUNNING)
+    result = rig.consolidate(tenant, "frank")
+    assert result.returncode == 0, result.stderr
+    [profile] = agent.list_all("frank")
+    assert profile.text == RUNNING["text"] and sorted(profile.provenance.source_turn_ids) == ["t1", "t2", "t3", "t4"]
+    receipt = agent.erase("frank", source_turn_id="t3").receipt  # a purge: the profile and t3's fragment
+    assert receipt.counts.memories == 2 and receipt.verified
+    assert agent.list_all("frank") == []
+    left = agent.list_all("frank", statuses=[pb.MEMORY_STATUS_FORGOTTEN])
+    assert sorted(m.text for m in left) == sorted(RUNS[:2] + RUNS[3:])

@@ -403,5 +403,5 @@ def test_provenance_agent_is_the_token_agent_never_a_request_field(connect):
     newest, oldest = writer.history("alice", created.memory_id).versions
     assert newest.memory.provenance.agent == "writer-b"
     assert oldest.memory.provenance == pb.Provenance(
-        agent="writer-a", source_kind=pb.SOURCE_KIND_INFERENCE, source_turn_id="turn-1"
+        agent="writer-a", source_kind=pb.SOURCE_KIND_INFERENCE, source_turn_id="turn-1", source_turn_ids=["turn-1"]
     )

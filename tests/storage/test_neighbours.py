@@ -31,7 +31,7 @@ def store(db: Postgres) -> PostgresMemoryStore:
 
 
 def turn(text: str, turn_id: str, category: Category = Category.EVENT, **kwargs: Any) -> Draft:
-    return Draft(category, text, source_turn_id=turn_id, **kwargs)
+    return Draft(category, text, source_turn_ids=(turn_id,) if turn_id else (), **kwargs)
 
 
 async def conversation(store: PostgresMemoryStore, tenant: str) -> dict[str, str]:

@@ -107,6 +107,12 @@ _POLICIES = {
 }
 
 
+def first_turn(turns: tuple[str, ...]) -> str:
+    """The first of a memory's source turns, or "": what ``source_turn_id`` says to clients
+    (and servers) that know one turn only."""
+    return turns[0] if turns else ""
+
+
 def policy_for(category: Category) -> Policy:
     """The conflict policy of a category."""
     return _POLICIES[category]
@@ -130,7 +136,13 @@ class Draft:
     valid_from: datetime | None = None
     valid_until: datetime | None = None
     source_kind: SourceKind = SourceKind.INPUT
-    source_turn_id: str = ""
+    # Every dialogue turn the item comes from, best first: Erase by any of them removes it.
+    source_turn_ids: tuple[str, ...] = ()
+
+    @property
+    def source_turn_id(self) -> str:
+        """The first (best) source turn, or ""."""
+        return first_turn(self.source_turn_ids)
 
 
 class Resolution(enum.StrEnum):
@@ -150,10 +162,14 @@ class PendingValue:
     data: dict[str, Any] | None
     agent: str
     source_kind: SourceKind
-    source_turn_id: str
+    source_turn_ids: tuple[str, ...]
     trust: float
     written_at: datetime
     content_unavailable: bool = False
+
+    @property
+    def source_turn_id(self) -> str:
+        return first_turn(self.source_turn_ids)
 
 
 @dataclass(frozen=True)
@@ -177,7 +193,9 @@ class Memory:
     valid_until: datetime | None
     agent: str
     source_kind: SourceKind
-    source_turn_id: str
+    # Every turn the memory answers to (see ``Draft.source_turn_ids``); a merge adds the
+    # merged item's turns, a new value replaces them (the old version keeps its own).
+    source_turn_ids: tuple[str, ...]
     version: int
     status: Status
     created_at: datetime
@@ -191,6 +209,10 @@ class Memory:
     expires_at: datetime | None = None
     trust: float = 0.0
     pending: tuple[PendingValue, ...] = ()
+
+    @property
+    def source_turn_id(self) -> str:
+        return first_turn(self.source_turn_ids)
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ _ENTRY_FIELDS = frozenset({
     "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from",
     "valid_until", "scope", "session_id", "provenance", "created_at", "updated_at", "version",
 })
-_PROVENANCE_FIELDS = frozenset({"agent", "source_kind", "source_turn_id"})
+_PROVENANCE_FIELDS = frozenset({"agent", "source_kind", "source_turn_id", "source_turn_ids"})
 _DOCUMENT_FIELDS = frozenset({"format", "version", "exported_at", "subject", "memories"})
 _ENVELOPE_FIELDS = frozenset({"format", "version", "kdf", "n", "r", "p", "salt", "nonce", "ciphertext"})
 # A memory's version is an int64 (memoryd.v1.Memory.version).
@@ -118,6 +118,10 @@ def memory_entry(m: Memory, visible: frozenset[str]) -> dict[str, Any]:
     if "provenance" in visible:
         entry["provenance"] = {"agent": m.agent, "source_kind": m.source_kind.value,
                                "source_turn_id": m.source_turn_id}
+        # Every turn only when there are several: an archive of one-turn memories stays
+        # readable by servers of the version before (they refuse fields they do not know).
+        if len(m.source_turn_ids) > 1:
+            entry["provenance"]["source_turn_ids"] = list(m.source_turn_ids)
     return entry
 
 
@@ -421,3 +425,9 @@ def _provenance(check: Checker, path: str, value: Any, item: pb.MemoryDraft) -> 
         item.source_turn_id = turn
     else:
         check.fail(f"{path}.source_turn_id", "must be a string")
+    # Archives of the version before have source_turn_id alone.
+    turns = value.get("source_turn_ids", [])
+    if isinstance(turns, list) and all(isinstance(t, str) for t in turns):
+        item.source_turn_ids.extend(turns)
+    else:
+        check.fail(f"{path}.source_turn_ids", "must be a list of strings")

@@ -139,6 +139,6 @@ def chunk_turns(turns: list[Turn] | tuple[Turn, ...], *, low: int = MIN_CHARS, h
 
 def chunk_drafts(turns: list[Turn] | tuple[Turn, ...]) -> list[Draft]:
     """The chunks as episodic memories (events) to write: dated by their first turn, tagged
-    with their turn ids, and traced to their first turn (so Erase by source turn finds them)."""
+    with their turn ids, and traced to every turn in them (so Erase by any of them finds them)."""
     return [Draft(category=Category.EVENT, text=c.text, tags=c.turn_ids, valid_from=c.time,
-                  source_kind=SourceKind.INPUT, source_turn_id=c.turn_ids[0]) for c in chunk_turns(turns)]
+                  source_kind=SourceKind.INPUT, source_turn_ids=c.turn_ids) for c in chunk_turns(turns)]

@@ -157,7 +157,7 @@ class Consolidator:
             return None, TOO_LONG
         return Draft(category=item.category, text=normalised.text, key=item.key, importance=item.importance,
                      confidence=item.confidence, tags=clean_tags((TAG,), normalised.tags),
-                     source_kind=SourceKind.INFERENCE, source_turn_id=""), ""
+                     source_kind=SourceKind.INFERENCE), ""
 
 
 def consolidator(config: Config, consolidations: Consolidations, jobs: ExtractionJobs, embedder: Embedder, *,

@@ -403,7 +403,7 @@ class ExtractionWorker:
             draft, fields = draft_without_pii(
                 Draft(category=item.category, text=text, key=item.key, importance=item.importance,
                       confidence=item.confidence, stability=item.stability, tags=clean_tags(tags),
-                      source_kind=SourceKind.INFERENCE, source_turn_id=sources[0]), policy.pii, screen)
+                      source_kind=SourceKind.INFERENCE, source_turn_ids=sources), policy.pii, screen)
             if draft is None:
                 dropped[PII] += 1
                 continue

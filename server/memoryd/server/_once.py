@@ -9,7 +9,7 @@ is lyon" are one sentence, while "3.5 kg" and "35 kg" stay two (punctuation sepa
 never joins them). Sentences that differ in any other word are not merged here: the meaning
 dedup of episodic items (``ExtractionWorker._dedup``) and the key's conflict policy handle those.
 
-Of a group, the item kept is the one whose key best names what the text says (most of the
+Of a group, the item kept (with the source turns of all of them) is the one whose key best names what the text says (most of the
 key's words in the text), then a keyed one before a keyless one, then the first. A
 ``timezone`` key whose text names no zone ranks last: the worker reads that key as the
 subject's time zone.
@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from dataclasses import replace
 
 from memoryd.domain import Draft
 
@@ -54,6 +55,11 @@ def once_each(drafts: list[Draft]) -> tuple[list[Draft], Counter[str]]:
     groups: dict[tuple[str, ...], list[int]] = {}
     for position, draft in enumerate(drafts):
         groups.setdefault(said_form(draft.text) or (draft.text,), []).append(position)
-    kept = {max(members, key=lambda i: _rank(drafts[i], i)) for members in groups.values()}
+    kept: dict[int, Draft] = {}
+    for members in groups.values():
+        best = max(members, key=lambda i: _rank(drafts[i], i))
+        # The memory answers to every turn that said the sentence, or an erase by one misses it.
+        turns = tuple(dict.fromkeys(t for i in (best, *members) for t in drafts[i].source_turn_ids))
+        kept[best] = replace(drafts[best], source_turn_ids=turns)
     repeats = len(drafts) - len(kept)
-    return [d for i, d in enumerate(drafts) if i in kept], Counter({DUPLICATE: repeats} if repeats else {})
+    return [kept[i] for i in range(len(drafts)) if i in kept], Counter({DUPLICATE: repeats} if repeats else {})

@@ -19,7 +19,7 @@ transaction:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from memoryd.domain import AuditTag, Category, Draft, Outcome, WriteResult
@@ -28,6 +28,7 @@ from . import _audit as audit
 from . import _counters as counters
 from ._filters import LIVE_AT, LIVE_NOW
 from ._memories import PostgresMemoryStore
+from ._rows import joined_turns, source_turns
 
 AGENT = "memoryd"
 ACTION = "consolidate"
@@ -82,13 +83,19 @@ class Consolidations:
         async with self._db.tenant_tx(tenant) as conn:
             key = await self._store.keys.for_write(conn, tenant, subject)
             cur = await conn.execute(
-                "SELECT id FROM memories WHERE tenant_id = %s AND subject = %s AND scope = 'subject' "
-                f"AND id = ANY(%s::uuid[]) AND {LIVE_NOW} AND NOT pinned AND category = ANY(%s) "
+                "SELECT id, source_turn_id, source_turn_ids FROM memories WHERE tenant_id = %s AND subject = %s "
+                f"AND scope = 'subject' AND id = ANY(%s::uuid[]) AND {LIVE_NOW} AND NOT pinned AND category = ANY(%s) "
                 "ORDER BY id FOR UPDATE",
                 (tenant, subject, fragment_ids, EPISODIC),
             )
-            if len(await cur.fetchall()) != len(set(fragment_ids)):
+            rows = await cur.fetchall()
+            if len(rows) != len(set(fragment_ids)):
                 return None
+            # The profile holds what the fragments' turns said: an erase by any of them removes it.
+            turns = draft.source_turn_ids
+            for row in rows:
+                turns = joined_turns(turns, source_turns(row))
+            draft = replace(draft, source_turn_ids=turns)
             writer = self._store.session(tenant, AGENT).item_writer(conn, subject, first_key=key)
             result = await writer.write(draft)
             forgotten: list[str] = []

@@ -94,6 +94,17 @@ _WRITTEN_NEXT_TO = (
     "AND seq {side} (SELECT seq FROM memories WHERE tenant_id = %s AND id = %s) "
     "ORDER BY seq {order} LIMIT %s"
 )
+# The memories a turn said something of (Erase by source turn): a memory answers to the turns
+# of its value (every one: ``Memory.source_turn_ids``), of its older versions (what they said
+# is in its history) and of its pending values — and goes whole. ``source_turn_id`` is
+# matched too: a server of the version before writes only it (migration 0026).
+_SAID_IN_TURN = (
+    "(source_turn_ids @> %s::text[] OR source_turn_id = %s "
+    "OR id IN (SELECT memory_id FROM memory_versions WHERE tenant_id = %s AND subject = %s "
+    "AND (source_turn_ids @> %s::text[] OR source_turn_id = %s)) "
+    "OR id IN (SELECT memory_id FROM pending_values WHERE tenant_id = %s AND subject = %s "
+    "AND (source_turn_ids @> %s::text[] OR source_turn_id = %s)))"
+)
 _INDEX_COLUMNS = (
     "id, subject, scope, session_id, category, key, tags, key_label, tag_labels, updated_at, valid_until, "
     "text, data, text_ct, data_ct, key_ct, tags_ct"
@@ -586,8 +597,9 @@ class PostgresMemoryStore:
             parts.append(sql.SQL("key_label = %s"))
             params.append(hasher.label(selector.key))
         elif selector.source_turn_id:
-            parts.append(sql.SQL("source_turn_id = %s"))
-            params.append(selector.source_turn_id)
+            parts.append(sql.SQL(_SAID_IN_TURN))
+            turn = selector.source_turn_id
+            params.extend([[turn], turn, tenant, subject, [turn], turn, tenant, subject, [turn], turn])
         elif selector.category is not None:
             parts.append(sql.SQL("category = %s"))
             params.append(selector.category.value)

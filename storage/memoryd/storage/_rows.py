@@ -22,8 +22,8 @@ from memoryd.domain import (
 # (``_envelope``) before ``memory_from_row``.
 MEMORY_COLUMNS = (
     "id, subject, scope, session_id, category, key, text, data, text_ct, data_ct, key_ct, tags_ct, importance, "
-    "confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, source_turn_id, version, status, "
-    "created_at, updated_at, access_count, last_access_at, expires_at, trust"
+    "confidence, stability, pinned, tags, valid_from, valid_until, agent, source_kind, source_turn_id, "
+    "source_turn_ids, version, status, created_at, updated_at, access_count, last_access_at, expires_at, trust"
 )
 _DEFAULT_POLICY = TenantPolicy()
 
@@ -33,6 +33,31 @@ def stored_trust(row: dict[str, Any]) -> float:
     their source kind."""
     trust = row.get("trust")
     return float(trust) if trust is not None else _DEFAULT_POLICY.trust_of(SourceKind(row["source_kind"]))
+
+
+def source_turns(row: dict[str, Any]) -> tuple[str, ...]:
+    """The source turns of a memory, version or pending value row (migration 0026).
+
+    ``source_turn_id`` is always the first of ``source_turn_ids``; a row where it is not was
+    written by a server of the version before (which knows the one column only) and has that
+    one turn."""
+    first = row["source_turn_id"]
+    turns = tuple(row.get("source_turn_ids") or ())
+    if not first:
+        return ()
+    return turns if turns[:1] == (first,) else (first,)
+
+
+def joined_turns(stored: tuple[str, ...], added: tuple[str, ...]) -> tuple[str, ...]:
+    """The turns of a memory that ``added``'s turns said again or were merged into: all of
+    them, each once, in this order. A privacy reviewer's reading of "erase by any turn that said
+    it removes it": the memory holds what each of them said (``Erase`` removes it whole)."""
+    return tuple(dict.fromkeys((*stored, *added)))
+
+
+def turn_values(turns: tuple[str, ...]) -> tuple[str, list[str]]:
+    """(source_turn_id, source_turn_ids) as stored (migration 0026)."""
+    return (turns[0] if turns else "", list(turns))
 
 
 def memory_from_row(row: dict[str, Any]) -> Memory:
@@ -55,7 +80,7 @@ def memory_from_row(row: dict[str, Any]) -> Memory:
         valid_until=row["valid_until"],
         agent=row["agent"],
         source_kind=SourceKind(row["source_kind"]),
-        source_turn_id=row["source_turn_id"],
+        source_turn_ids=source_turns(row),
         version=row["version"],
         status=Status(row["status"]),
         created_at=row["created_at"],

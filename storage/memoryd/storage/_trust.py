@@ -22,13 +22,14 @@ from cryptography.exceptions import InvalidTag
 from memoryd.domain import DataKeyUnavailable, Draft, Memory, PendingValue, SourceKind, Stability, Status
 
 from ._envelope import DataKey, SubjectKeys
+from ._rows import joined_turns, source_turns, turn_values
 
 TEXT_FIELD = "pending_text"
 DATA_FIELD = "pending_data"
 TAGS_FIELD = "pending_tags"
 _COLUMNS = (
     "id, memory_id, subject, text_ct, data_ct, importance, confidence, stability, pinned, tags, tags_ct, valid_from, "
-    "valid_until, agent, source_kind, source_turn_id, trust, written_at"
+    "valid_until, agent, source_kind, source_turn_id, source_turn_ids, trust, written_at"
 )
 
 
@@ -46,27 +47,30 @@ async def hold(conn: Any, tenant: str, key: DataKey, memory_id: str, owner: str,
                trust: float, digest: bytes) -> str:
     """Keep ``draft`` as a pending value of ``memory_id``; the id of the pending value.
 
-    The same text from the same kind of source is kept once (its latest write wins).
+    The same text from the same kind of source is kept once (its latest write wins, and it
+    answers to the turns of both).
     """
     cur = await conn.execute(
         "DELETE FROM pending_values WHERE tenant_id = %s AND memory_id = %s AND text_hash = %s "
-        "AND source_kind = %s RETURNING id",
+        "AND source_kind = %s RETURNING id, source_turn_id, source_turn_ids",
         (tenant, memory_id, digest, draft.source_kind.value),
     )
     again = await cur.fetchone()
     pending_id = str(again["id"]) if again else str(uuid.uuid4())
+    turns = joined_turns(source_turns(again), draft.source_turn_ids) if again else draft.source_turn_ids
     data_ct = None
     if draft.data is not None:
         data_ct = key.seal(pending_id, DATA_FIELD, json.dumps(draft.data, sort_keys=True,
                                                               separators=(",", ":")).encode())
     await conn.execute(
         "INSERT INTO pending_values (tenant_id, id, memory_id, subject, text_ct, data_ct, importance, confidence, "
-        "stability, pinned, tags_ct, valid_from, valid_until, agent, source_kind, source_turn_id, trust, text_hash) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        "stability, pinned, tags_ct, valid_from, valid_until, agent, source_kind, source_turn_id, source_turn_ids, "
+        "trust, text_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (tenant, pending_id, memory_id, owner, key.seal(pending_id, TEXT_FIELD, draft.text.encode()), data_ct,
          draft.importance, draft.confidence, draft.stability.value, draft.pinned,
          key.seal(pending_id, TAGS_FIELD, json.dumps(sorted(set(draft.tags))).encode()) if draft.tags else None,
-         draft.valid_from, draft.valid_until, agent, draft.source_kind.value, draft.source_turn_id, trust, digest),
+         draft.valid_from, draft.valid_until, agent, draft.source_kind.value,
+         *turn_values(turns), trust, digest),
     )
     return pending_id
 
@@ -128,7 +132,7 @@ async def take(conn: Any, keys: SubjectKeys, tenant: str, memory: Memory, pendin
                   key=memory.key, data=data, importance=float(row["importance"]),
                   confidence=float(row["confidence"]), stability=Stability(row["stability"]), pinned=row["pinned"],
                   tags=tags, valid_from=row["valid_from"], valid_until=row["valid_until"],
-                  source_kind=SourceKind(row["source_kind"]), source_turn_id=row["source_turn_id"])
+                  source_kind=SourceKind(row["source_kind"]), source_turn_ids=source_turns(row))
     return HeldValue(str(row["id"]), draft, row["agent"], float(row["trust"]))
 
 
@@ -150,7 +154,7 @@ async def load(conn: Any, keys: SubjectKeys, tenant: str, memory_ids: list[str])
         text, data, _, unavailable = _open(row, opened.get(row["subject"]))
         out[str(row["memory_id"])].append(PendingValue(
             id=str(row["id"]), text=text, data=data, agent=row["agent"], source_kind=SourceKind(row["source_kind"]),
-            source_turn_id=row["source_turn_id"], trust=float(row["trust"]), written_at=row["written_at"],
+            source_turn_ids=source_turns(row), trust=float(row["trust"]), written_at=row["written_at"],
             content_unavailable=unavailable,
         ))
     return out

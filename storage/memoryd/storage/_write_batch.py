@@ -32,13 +32,14 @@ VERSION_COLUMNS = (
     "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
     "text_ct, data_ct, key_label, key_ct, importance, confidence, stability, pinned, tags, tag_labels, tags_ct, "
     "valid_from, valid_until, agent, "
-    "source_kind, source_turn_id, status, created_at, recorded_at, expires_at, trust"
+    "source_kind, source_turn_id, source_turn_ids, status, created_at, recorded_at, expires_at, trust"
 )
 # The current rows of the memories in c(id, change), as their version rows.
 SNAPSHOTS = (
     "SELECT m.tenant_id, m.id, m.version, c.change, m.subject, m.scope, m.session_id, m.category, m.key, m.text, "
     "m.data, m.text_ct, m.data_ct, m.key_label, m.key_ct, m.importance, m.confidence, m.stability, m.pinned, m.tags, "
-    "m.tag_labels, m.tags_ct, m.valid_from, m.valid_until, m.agent, m.source_kind, m.source_turn_id, m.status, "
+    "m.tag_labels, m.tags_ct, m.valid_from, m.valid_until, m.agent, m.source_kind, m.source_turn_id, m.source_turn_ids, "
+    "m.status, "
     "m.created_at, m.updated_at, m.expires_at, m.trust "
     "FROM unnest(%s::uuid[], %s::text[]) WITH ORDINALITY AS c(id, change, n) "
     "JOIN memories m ON m.tenant_id = %s AND m.id = c.id ORDER BY c.n"
@@ -47,24 +48,28 @@ SNAPSHOTS = (
 INSERT_MEMORY = (
     "INSERT INTO memories (tenant_id, id, subject, scope, session_id, category, key_label, key_ct, text_ct, "
     "text_hash, data_ct, importance, confidence, stability, pinned, tag_labels, tags_ct, valid_from, "
-    "valid_until, agent, source_kind, source_turn_id, expires_at, trust, created_by) VALUES (%s, %s, %s, %s, %s, "
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+    "valid_until, agent, source_kind, source_turn_id, source_turn_ids, expires_at, trust, created_by) VALUES (%s, "
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
     "now() + %s::float8 * interval '1 second', %s, %s)"
 )
 UPDATE_MEMORY = (
     "UPDATE memories SET category = %s, key_label = %s, key_ct = %s, text_ct = %s, text_hash = %s, "
     "data_ct = %s, key = '', text = NULL, data = NULL, tags = '{}', importance = %s, confidence = %s, "
     "stability = %s, pinned = %s, tag_labels = %s, tags_ct = %s, valid_from = %s, valid_until = %s, "
-    "agent = %s, source_kind = %s, source_turn_id = %s, "
+    "agent = %s, source_kind = %s, source_turn_id = %s, source_turn_ids = %s, "
     "expires_at = now() + %s::float8 * interval '1 second', trust = %s, version = version + 1, "
     "updated_at = now() WHERE tenant_id = %s AND id = %s"
 )
 MERGE_REPEAT = (
     "UPDATE memories SET importance = GREATEST(importance, %s), tags = '{}', tag_labels = %s, tags_ct = %s, "
-    "pinned = pinned OR %s, agent = %s, version = version + 1, updated_at = now(), "
+    "pinned = pinned OR %s, agent = %s, source_turn_id = %s, source_turn_ids = %s, version = version + 1, "
+    "updated_at = now(), "
     "expires_at = CASE WHEN pinned OR %s THEN NULL ELSE now() + %s::float8 * interval '1 second' END "
     "WHERE tenant_id = %s AND id = %s"
 )
+# A value said again (found the same, so no new version): the memory answers to the turns
+# that said it again as well (``_rows.joined_turns``).
+ADD_TURNS = "UPDATE memories SET source_turn_id = %s, source_turn_ids = %s WHERE tenant_id = %s AND id = %s"
 # The old fact stays as a dated version: its validity ends where the new one starts.
 _CLOSE_FACT = (
     "UPDATE memory_versions SET valid_until = LEAST(COALESCE(valid_until, 'infinity'), COALESCE(%s, now())) "
@@ -100,7 +105,7 @@ class WriteBatch:
                     or self._index)
 
     def row(self, statement: str, params: tuple[Any, ...]) -> None:
-        """Queue one INSERT_MEMORY, UPDATE_MEMORY or MERGE_REPEAT."""
+        """Queue one INSERT_MEMORY, UPDATE_MEMORY, MERGE_REPEAT or ADD_TURNS."""
         self._rows.append((statement, params))
         if statement is INSERT_MEMORY:
             self._fresh.add(str(params[1]))
@@ -129,7 +134,7 @@ class WriteBatch:
         async with pipeline(conn):
             if self._rows:
                 async with conn.cursor() as cur:
-                    for statement in (INSERT_MEMORY, UPDATE_MEMORY, MERGE_REPEAT):
+                    for statement in (INSERT_MEMORY, UPDATE_MEMORY, MERGE_REPEAT, ADD_TURNS):
                         params = [p for s, p in self._rows if s is statement]
                         if params:
                             await cur.executemany(statement, params)

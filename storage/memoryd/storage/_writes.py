@@ -31,8 +31,9 @@ from ._envelope import DataKey, open_row
 from ._filters import LIVE_NOW
 from ._keywords import TermHasher
 from ._postgres import Connection
-from ._rows import MEMORY_COLUMNS, same_value, stored_trust
+from ._rows import MEMORY_COLUMNS, joined_turns, same_value, source_turns, stored_trust, turn_values
 from ._write_batch import (
+    ADD_TURNS,
     INSERT_MEMORY,
     MERGE_REPEAT,
     SNAPSHOTS,
@@ -183,12 +184,14 @@ _LOOK_UPS = {
         "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[])) FOR UPDATE"
     ),
     "constraints": (
-        "SELECT id, version, text_hash, subject, session_id, category, key_label FROM memories "
+        "SELECT id, version, text_hash, subject, session_id, category, key_label, source_turn_id, source_turn_ids "
+        "FROM memories "
         f"WHERE tenant_id = %s AND {LIVE_NOW} AND (subject, session_id, category, key_label) IN "
         "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[])) ORDER BY id"
     ),
     "repeat": (
-        "SELECT id, version, importance, tags, tags_ct, pinned, subject, session_id, category, text_hash "
+        "SELECT id, version, importance, tags, tags_ct, pinned, subject, session_id, category, text_hash, "
+        "source_turn_id, source_turn_ids "
         f"FROM memories WHERE tenant_id = %s AND key_label = '\\x' AND {LIVE_NOW} "
         "AND (subject, session_id, category, text_hash) IN "
         "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[])) "
@@ -331,6 +334,7 @@ class ItemWriter:
                                          (level, self._tenant, memory_id))
             if level >= held:  # a confirmation settles what it outranks, as a replacement would
                 self._batch.settle(memory_id, level)
+            self._said_again(current, draft)
             return WriteResult(memory_id, Outcome.UNCHANGED, "same as the current value", current["version"])
         if level < held:
             # Never silently replace a more trusted value: keep this one pending beside it.
@@ -372,6 +376,7 @@ class ItemWriter:
     def _accumulate(self, item: _Item, existing: list[dict[str, Any]]) -> WriteResult:
         for row in existing:
             if bytes(row["text_hash"]) == item.digest:
+                self._said_again(row, item.draft)
                 return WriteResult(str(row["id"]), Outcome.UNCHANGED, "this constraint is already recorded", row["version"])
         reason = f"kept alongside {len(existing)} other active constraint(s) with this key" if existing else ""
         return self._insert(item, reason)
@@ -385,8 +390,10 @@ class ItemWriter:
         # latest report), then as many of the older ones as fit.
         merged = list(draft.tags) + [t for t in sorted(self._tags_of(item.key, repeat)) if t not in draft.tags]
         tags = sorted(merged[:CONTRACT.tags])
+        turns = turn_values(joined_turns(source_turns(repeat), draft.source_turn_ids))
         self._batch.row(MERGE_REPEAT, (draft.importance, *self._tag_values(item.key, memory_id, tags), draft.pinned,
-                                       self._agent, draft.pinned, self._ttl_seconds(draft), self._tenant, memory_id))
+                                       self._agent, *turns, draft.pinned, self._ttl_seconds(draft), self._tenant,
+                                       memory_id))
         self._batch.changed(item.owner, memory_id, Change.MERGED, None)
         return WriteResult(memory_id, Outcome.MERGED, "repeats an existing memory; merged into it",
                            int(repeat["version"]) + 1)
@@ -396,11 +403,13 @@ class ItemWriter:
         extraction pipeline's dedup): the text becomes the new one, importance the max, tags
         united; the old text stays as a version. None if that memory is no longer a live
         episodic memory of this subject and category, or if the two are dated differently
-        (``different_dates``: two occasions, however alike) — the caller then writes the draft."""
+        (``different_dates``: two occasions, however alike) — the caller then writes the draft.
+        The memory answers to the turns of both, the draft's first: they said its text."""
         owner = self._subject
         key = await self._key_for(owner)
         cur = await self._conn.execute(
-            "SELECT id, text, text_ct, tags, tags_ct FROM memories WHERE tenant_id = %s AND id = %s AND subject = %s "
+            "SELECT id, text, text_ct, tags, tags_ct, source_turn_id, source_turn_ids FROM memories "
+            "WHERE tenant_id = %s AND id = %s AND subject = %s "
             f"AND scope = 'subject' AND category = %s AND key_label = '\\x' AND {LIVE_NOW} FOR UPDATE",
             (self._tenant, memory_id, owner, draft.category.value),
         )
@@ -414,10 +423,11 @@ class ItemWriter:
         cur = await self._conn.execute(
             "UPDATE memories SET text_ct = %s, text_hash = %s, text = NULL, importance = GREATEST(importance, %s), "
             "tags = '{}', tag_labels = %s, tags_ct = %s, agent = %s, source_kind = %s, source_turn_id = %s, "
-            "version = version + 1, updated_at = now() WHERE tenant_id = %s AND id = %s RETURNING version",
+            "source_turn_ids = %s, version = version + 1, updated_at = now() WHERE tenant_id = %s AND id = %s "
+            "RETURNING version",
             (key.seal_text(memory_id, draft.text), key.text_digest(draft.text), draft.importance,
              *self._tag_values(key, memory_id, sorted(merged[:CONTRACT.tags])), self._agent, draft.source_kind.value,
-             draft.source_turn_id, self._tenant, memory_id),
+             *turn_values(joined_turns(draft.source_turn_ids, source_turns(row))), self._tenant, memory_id),
         )
         updated = await cur.fetchone()
         assert updated is not None
@@ -454,10 +464,18 @@ class ItemWriter:
             draft.valid_until,
             self._agent,
             draft.source_kind.value,
-            draft.source_turn_id,
+            *turn_values(draft.source_turn_ids),
             self._ttl_seconds(draft),
             self._policy.trust_of(draft.source_kind) if level is None else level,
         )
+
+    def _said_again(self, row: dict[str, Any], draft: Draft) -> None:
+        """The stored memory ``row`` was found to hold ``draft``'s value already: it answers to
+        ``draft``'s turns as well (no new version: the value did not change)."""
+        stored = source_turns(row)
+        turns = joined_turns(stored, draft.source_turn_ids)
+        if turns != stored:
+            self._batch.row(ADD_TURNS, (*turn_values(turns), self._tenant, str(row["id"])))
 
     def _tag_values(self, key: DataKey, memory_id: str,
                     tags: tuple[str, ...] | list[str]) -> tuple[list[bytes], bytes | None]:

@@ -90,14 +90,16 @@ ERASE_SELECTOR_CATEGORY: EraseSelector
 ERASE_SELECTOR_ALL_OF_SUBJECT: EraseSelector
 
 class Provenance(_message.Message):
-    __slots__ = ("agent", "source_kind", "source_turn_id")
+    __slots__ = ("agent", "source_kind", "source_turn_id", "source_turn_ids")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_KIND_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TURN_IDS_FIELD_NUMBER: _ClassVar[int]
     agent: str
     source_kind: SourceKind
     source_turn_id: str
-    def __init__(self, agent: _Optional[str] = ..., source_kind: _Optional[_Union[SourceKind, str]] = ..., source_turn_id: _Optional[str] = ...) -> None: ...
+    source_turn_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent: _Optional[str] = ..., source_kind: _Optional[_Union[SourceKind, str]] = ..., source_turn_id: _Optional[str] = ..., source_turn_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Memory(_message.Message):
     __slots__ = ("id", "subject", "scope", "session_id", "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "provenance", "version", "status", "created_at", "updated_at", "access_count", "last_access_at", "content_unavailable", "expires_at", "trust", "pending")
@@ -172,7 +174,7 @@ class PendingValue(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., trust: _Optional[float] = ..., written_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class MemoryDraft(_message.Message):
-    __slots__ = ("scope", "session_id", "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "source_kind", "source_turn_id")
+    __slots__ = ("scope", "session_id", "category", "key", "text", "data", "importance", "confidence", "stability", "pinned", "tags", "valid_from", "valid_until", "source_kind", "source_turn_id", "source_turn_ids")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +190,7 @@ class MemoryDraft(_message.Message):
     VALID_UNTIL_FIELD_NUMBER: _ClassVar[int]
     SOURCE_KIND_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TURN_IDS_FIELD_NUMBER: _ClassVar[int]
     scope: Scope
     session_id: str
     category: Category
@@ -203,7 +206,8 @@ class MemoryDraft(_message.Message):
     valid_until: _timestamp_pb2.Timestamp
     source_kind: SourceKind
     source_turn_id: str
-    def __init__(self, scope: _Optional[_Union[Scope, str]] = ..., session_id: _Optional[str] = ..., category: _Optional[_Union[Category, str]] = ..., key: _Optional[str] = ..., text: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., stability: _Optional[_Union[Stability, str]] = ..., pinned: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., source_kind: _Optional[_Union[SourceKind, str]] = ..., source_turn_id: _Optional[str] = ...) -> None: ...
+    source_turn_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, scope: _Optional[_Union[Scope, str]] = ..., session_id: _Optional[str] = ..., category: _Optional[_Union[Category, str]] = ..., key: _Optional[str] = ..., text: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., stability: _Optional[_Union[Stability, str]] = ..., pinned: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., source_kind: _Optional[_Union[SourceKind, str]] = ..., source_turn_id: _Optional[str] = ..., source_turn_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Turn(_message.Message):
     __slots__ = ("turn_id", "speaker", "text", "time")

@@ -23,6 +23,7 @@ from memoryd.domain import (
     Outcome,
     PendingValue,
     ScoreParts,
+    SourceKind,
     View,
     WriteResult,
     blind_answer,
@@ -91,10 +92,7 @@ def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
             getattr(out, name).CopyFrom(timestamp(value))
     out.content_unavailable = m.content_unavailable  # always: it says why text and data are empty
     if "provenance" in visible:
-        out.provenance.CopyFrom(
-            pb.Provenance(agent=m.agent, source_kind=SOURCE_KIND.to_proto[m.source_kind],
-                          source_turn_id=m.source_turn_id)
-        )
+        out.provenance.CopyFrom(_provenance(m.agent, m.source_kind, m.source_turn_ids))
     if "pending" in visible:
         out.pending.extend(pending(p, visible) for p in m.pending)
     return out
@@ -112,10 +110,7 @@ def pending(p: PendingValue, visible: frozenset[str]) -> pb.PendingValue:
     if "data" in visible and p.data is not None:
         out.data.update(p.data)
     if "provenance" in visible:
-        out.provenance.CopyFrom(
-            pb.Provenance(agent=p.agent, source_kind=SOURCE_KIND.to_proto[p.source_kind],
-                          source_turn_id=p.source_turn_id)
-        )
+        out.provenance.CopyFrom(_provenance(p.agent, p.source_kind, p.source_turn_ids))
     return out
 
 
@@ -274,3 +269,10 @@ def issued_token(grant: TokenGrant, token_id: str, token: str) -> tokens.IssueTo
         roles=[TOKEN_ROLE.to_proto[r] for r in sorted(grant.roles)], subject=grant.subject,
         issued_at=timestamp(datetime.fromtimestamp(grant.issued_at, UTC)),
         expires_at=timestamp(datetime.fromtimestamp(grant.expires_at, UTC)))
+
+
+def _provenance(agent: str, kind: SourceKind, turns: tuple[str, ...]) -> pb.Provenance:
+    """Who wrote a value and from what: every source turn, and the first alone for clients
+    that know ``source_turn_id`` only."""
+    return pb.Provenance(agent=agent, source_kind=SOURCE_KIND.to_proto[kind], source_turn_id=turns[0] if turns else "",
+                         source_turn_ids=turns)

@@ -103,7 +103,8 @@ def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft
     stability = check.enum(f"{path}.stability", item.stability, STABILITY.to_domain, default=Stability.STABLE)
     source_kind = check.enum(f"{path}.source_kind", item.source_kind, SOURCE_KIND.to_domain,
                              default=SourceKind.INPUT)
-    turn = item.source_turn_id
+    # Each turn is checked by the schema; the memory answers to every one, each once.
+    turns = tuple(dict.fromkeys(t for t in (item.source_turn_id, *item.source_turn_ids) if t))
     tags = check.tags(f"{path}.tags", item.tags)
     data = check.struct(f"{path}.data", item.data) if item.HasField("data") else None
     valid_from = check.timestamp(item, "valid_from", f"{path}.valid_from")
@@ -115,7 +116,7 @@ def draft_from_message(check: Checker, path: str, item: pb.MemoryDraft) -> Draft
     return Draft(category=category, text=text, scope=scope, session_id=session_id, key=key, data=data,
                  importance=importance, confidence=confidence, stability=stability, pinned=item.pinned,
                  tags=tags, valid_from=valid_from, valid_until=valid_until, source_kind=source_kind,
-                 source_turn_id=turn)
+                 source_turn_ids=turns)
 
 
 def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:

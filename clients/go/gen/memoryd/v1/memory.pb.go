@@ -398,9 +398,15 @@ type Provenance struct {
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// source_kind says whether the value was input, inferred or synchronised.
 	SourceKind SourceKind `protobuf:"varint,2,opt,name=source_kind,json=sourceKind,proto3,enum=memoryd.v1.SourceKind" json:"source_kind,omitempty"`
-	// source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-	// select by it.
-	SourceTurnId  string `protobuf:"bytes,3,opt,name=source_turn_id,json=sourceTurnId,proto3" json:"source_turn_id,omitempty"`
+	// source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+	// that know one turn only.
+	SourceTurnId string `protobuf:"bytes,3,opt,name=source_turn_id,json=sourceTurnId,proto3" json:"source_turn_id,omitempty"`
+	// source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+	// extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+	// and the turns of every item merged into the memory or found to say its value again. A
+	// new value replaces them; the older version keeps its own. Erase by source turn removes
+	// a memory whose value, older versions or pending values came from that turn, whole.
+	SourceTurnIds []string `protobuf:"bytes,4,rep,name=source_turn_ids,json=sourceTurnIds,proto3" json:"source_turn_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -454,6 +460,13 @@ func (x *Provenance) GetSourceTurnId() string {
 		return x.SourceTurnId
 	}
 	return ""
+}
+
+func (x *Provenance) GetSourceTurnIds() []string {
+	if x != nil {
+		return x.SourceTurnIds
+	}
+	return nil
 }
 
 // Memory is one remembered item as the server stores it. Which fields a caller receives is
@@ -864,7 +877,12 @@ type MemoryDraft struct {
 	SourceKind SourceKind `protobuf:"varint,14,opt,name=source_kind,json=sourceKind,proto3,enum=memoryd.v1.SourceKind" json:"source_kind,omitempty"`
 	// source_turn_id links the memory to a dialogue turn: 1 to 128 bytes of letters, digits
 	// and `._:@/-`, starting with a letter or digit.
-	SourceTurnId  string `protobuf:"bytes,15,opt,name=source_turn_id,json=sourceTurnId,proto3" json:"source_turn_id,omitempty"`
+	SourceTurnId string `protobuf:"bytes,15,opt,name=source_turn_id,json=sourceTurnId,proto3" json:"source_turn_id,omitempty"`
+	// source_turn_ids links the memory to more dialogue turns, when several said it: at most
+	// 32, each 1 to 128 bytes of letters, digits and `._:@/-`, starting with a letter or digit.
+	// The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+	// them removes it.
+	SourceTurnIds []string `protobuf:"bytes,16,rep,name=source_turn_ids,json=sourceTurnIds,proto3" json:"source_turn_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1002,6 +1020,13 @@ func (x *MemoryDraft) GetSourceTurnId() string {
 		return x.SourceTurnId
 	}
 	return ""
+}
+
+func (x *MemoryDraft) GetSourceTurnIds() []string {
+	if x != nil {
+		return x.SourceTurnIds
+	}
+	return nil
 }
 
 // Turn is one raw dialogue turn, sent for extraction instead of ready-made items.
@@ -1365,13 +1390,14 @@ var File_memoryd_v1_memory_proto protoreflect.FileDescriptor
 const file_memoryd_v1_memory_proto_rawDesc = "" +
 	"\n" +
 	"\x17memoryd/v1/memory.proto\x12\n" +
-	"memoryd.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\x01\n" +
+	"memoryd.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x01\n" +
 	"\n" +
 	"Provenance\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x127\n" +
 	"\vsource_kind\x18\x02 \x01(\x0e2\x16.memoryd.v1.SourceKindR\n" +
 	"sourceKind\x12$\n" +
-	"\x0esource_turn_id\x18\x03 \x01(\tR\fsourceTurnId\"\xad\b\n" +
+	"\x0esource_turn_id\x18\x03 \x01(\tR\fsourceTurnId\x12&\n" +
+	"\x0fsource_turn_ids\x18\x04 \x03(\tR\rsourceTurnIds\"\xad\b\n" +
 	"\x06Memory\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12'\n" +
@@ -1421,7 +1447,7 @@ const file_memoryd_v1_memory_proto_rawDesc = "" +
 	"provenance\x12\x14\n" +
 	"\x05trust\x18\x05 \x01(\x02R\x05trust\x129\n" +
 	"\n" +
-	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xea\x06\n" +
+	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xc6\a\n" +
 	"\vMemoryDraft\x121\n" +
 	"\x05scope\x18\x01 \x01(\x0e2\x11.memoryd.v1.ScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05scope\x12K\n" +
 	"\n" +
@@ -1451,7 +1477,8 @@ const file_memoryd_v1_memory_proto_rawDesc = "" +
 	"validUntil\x12A\n" +
 	"\vsource_kind\x18\x0e \x01(\x0e2\x16.memoryd.v1.SourceKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\n" +
 	"sourceKind\x12R\n" +
-	"\x0esource_turn_id\x18\x0f \x01(\tB,\xbaH)\xd8\x01\x01r$(\x80\x012\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$R\fsourceTurnIdB\r\n" +
+	"\x0esource_turn_id\x18\x0f \x01(\tB,\xbaH)\xd8\x01\x01r$(\x80\x012\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$R\fsourceTurnId\x12Z\n" +
+	"\x0fsource_turn_ids\x18\x10 \x03(\tB2\xbaH/\x92\x01,\x10 \"(r&\x10\x01(\x80\x012\x1f^[A-Za-z0-9][A-Za-z0-9._:@/-]*$R\rsourceTurnIdsB\r\n" +
 	"\v_importanceB\r\n" +
 	"\v_confidence\"\xc6\x01\n" +
 	"\x04Turn\x12D\n" +

@@ -1351,7 +1351,8 @@ type EraseRequest_Key struct {
 }
 
 type EraseRequest_SourceTurnId struct {
-	// source_turn_id selects every memory that came from this turn.
+	// source_turn_id selects every memory that came from this turn: any of its source turns
+	// (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
 	SourceTurnId string `protobuf:"bytes,4,opt,name=source_turn_id,json=sourceTurnId,proto3,oneof"`
 }
 

@@ -520,7 +520,8 @@ export type EraseRequest = Message<"memoryd.v1.EraseRequest"> & {
     case: "key";
   } | {
     /**
-     * source_turn_id selects every memory that came from this turn.
+     * source_turn_id selects every memory that came from this turn: any of its source turns
+     * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
      *
      * @generated from field: string source_turn_id = 4;
      */

@@ -259,7 +259,8 @@ private static final long serialVersionUID = 0L;
   public static final int SOURCE_TURN_ID_FIELD_NUMBER = 4;
   /**
    * <pre>
-   * source_turn_id selects every memory that came from this turn.
+   * source_turn_id selects every memory that came from this turn: any of its source turns
+   * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
    * </pre>
    *
    * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -270,7 +271,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * source_turn_id selects every memory that came from this turn.
+   * source_turn_id selects every memory that came from this turn: any of its source turns
+   * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
    * </pre>
    *
    * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -293,7 +295,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * source_turn_id selects every memory that came from this turn.
+   * source_turn_id selects every memory that came from this turn: any of its source turns
+   * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
    * </pre>
    *
    * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -1431,7 +1434,8 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * source_turn_id selects every memory that came from this turn.
+     * source_turn_id selects every memory that came from this turn: any of its source turns
+     * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
      * </pre>
      *
      * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -1443,7 +1447,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id selects every memory that came from this turn.
+     * source_turn_id selects every memory that came from this turn: any of its source turns
+     * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
      * </pre>
      *
      * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -1467,7 +1472,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id selects every memory that came from this turn.
+     * source_turn_id selects every memory that came from this turn: any of its source turns
+     * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
      * </pre>
      *
      * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -1492,7 +1498,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id selects every memory that came from this turn.
+     * source_turn_id selects every memory that came from this turn: any of its source turns
+     * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
      * </pre>
      *
      * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -1509,7 +1516,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id selects every memory that came from this turn.
+     * source_turn_id selects every memory that came from this turn: any of its source turns
+     * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
      * </pre>
      *
      * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -1525,7 +1533,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id selects every memory that came from this turn.
+     * source_turn_id selects every memory that came from this turn: any of its source turns
+     * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
      * </pre>
      *
      * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>

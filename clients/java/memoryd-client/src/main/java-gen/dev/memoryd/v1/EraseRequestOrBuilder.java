@@ -90,7 +90,8 @@ public interface EraseRequestOrBuilder extends
 
   /**
    * <pre>
-   * source_turn_id selects every memory that came from this turn.
+   * source_turn_id selects every memory that came from this turn: any of its source turns
+   * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
    * </pre>
    *
    * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -99,7 +100,8 @@ public interface EraseRequestOrBuilder extends
   boolean hasSourceTurnId();
   /**
    * <pre>
-   * source_turn_id selects every memory that came from this turn.
+   * source_turn_id selects every memory that came from this turn: any of its source turns
+   * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
    * </pre>
    *
    * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>
@@ -108,7 +110,8 @@ public interface EraseRequestOrBuilder extends
   java.lang.String getSourceTurnId();
   /**
    * <pre>
-   * source_turn_id selects every memory that came from this turn.
+   * source_turn_id selects every memory that came from this turn: any of its source turns
+   * (Provenance.source_turn_ids), or those of its older versions or pending values, is it.
    * </pre>
    *
    * <code>string source_turn_id = 4 [(.buf.validate.field) = { ... }</code>

@@ -43,6 +43,8 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.LazyStringArrayList.emptyList();
     sourceKind_ = 0;
     sourceTurnId_ = "";
+    sourceTurnIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -609,6 +611,71 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int SOURCE_TURN_IDS_FIELD_NUMBER = 16;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList sourceTurnIds_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+   * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+   * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+   * them removes it.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+   * @return A list containing the sourceTurnIds.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getSourceTurnIdsList() {
+    return sourceTurnIds_;
+  }
+  /**
+   * <pre>
+   * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+   * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+   * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+   * them removes it.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+   * @return The count of sourceTurnIds.
+   */
+  public int getSourceTurnIdsCount() {
+    return sourceTurnIds_.size();
+  }
+  /**
+   * <pre>
+   * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+   * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+   * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+   * them removes it.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+   * @param index The index of the element to return.
+   * @return The sourceTurnIds at the given index.
+   */
+  public java.lang.String getSourceTurnIds(int index) {
+    return sourceTurnIds_.get(index);
+  }
+  /**
+   * <pre>
+   * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+   * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+   * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+   * them removes it.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the sourceTurnIds at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getSourceTurnIdsBytes(int index) {
+    return sourceTurnIds_.getByteString(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -667,6 +734,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(sourceTurnId_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 15, sourceTurnId_);
+    }
+    for (int i = 0; i < sourceTurnIds_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 16, sourceTurnIds_.getRaw(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -731,6 +801,14 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(sourceTurnId_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(15, sourceTurnId_);
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < sourceTurnIds_.size(); i++) {
+        dataSize += computeStringSizeNoTag(sourceTurnIds_.getRaw(i));
+      }
+      size += dataSize;
+      size += 2 * getSourceTurnIdsList().size();
     }
     return size;
   }
@@ -799,6 +877,8 @@ private static final long serialVersionUID = 0L;
     if (sourceKind_ != other.sourceKind_) return false;
     if (!getSourceTurnId()
         .equals(other.getSourceTurnId())) return false;
+    if (!getSourceTurnIdsList()
+        .equals(other.getSourceTurnIdsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -855,6 +935,10 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + sourceKind_;
     hash = (37 * hash) + SOURCE_TURN_ID_FIELD_NUMBER;
     hash = (53 * hash) + getSourceTurnId().hashCode();
+    if (getSourceTurnIdsCount() > 0) {
+      hash = (37 * hash) + SOURCE_TURN_IDS_FIELD_NUMBER;
+      hash = (53 * hash) + getSourceTurnIdsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1027,6 +1111,8 @@ private static final long serialVersionUID = 0L;
       }
       sourceKind_ = 0;
       sourceTurnId_ = "";
+      sourceTurnIds_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
       return this;
     }
 
@@ -1118,6 +1204,10 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00004000) != 0)) {
         result.sourceTurnId_ = sourceTurnId_;
       }
+      if (((from_bitField0_ & 0x00008000) != 0)) {
+        sourceTurnIds_.makeImmutable();
+        result.sourceTurnIds_ = sourceTurnIds_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -1191,6 +1281,16 @@ private static final long serialVersionUID = 0L;
       if (!other.getSourceTurnId().isEmpty()) {
         sourceTurnId_ = other.sourceTurnId_;
         bitField0_ |= 0x00004000;
+        onChanged();
+      }
+      if (!other.sourceTurnIds_.isEmpty()) {
+        if (sourceTurnIds_.isEmpty()) {
+          sourceTurnIds_ = other.sourceTurnIds_;
+          bitField0_ |= 0x00008000;
+        } else {
+          ensureSourceTurnIdsIsMutable();
+          sourceTurnIds_.addAll(other.sourceTurnIds_);
+        }
         onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
@@ -1300,6 +1400,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00004000;
               break;
             } // case 122
+            case 130: {
+              ensureSourceTurnIdsIsMutable();
+              sourceTurnIds_.add(input.readStringRequireUtf8());
+              break;
+            } // case 130
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2786,6 +2891,180 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       sourceTurnId_ = value;
       bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList sourceTurnIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureSourceTurnIdsIsMutable() {
+      if (!sourceTurnIds_.isModifiable()) {
+        sourceTurnIds_ = new com.google.protobuf.LazyStringArrayList(sourceTurnIds_);
+      }
+      bitField0_ |= 0x00008000;
+    }
+    /**
+     * <pre>
+     * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+     * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+     * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+     * them removes it.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+     * @return A list containing the sourceTurnIds.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getSourceTurnIdsList() {
+      sourceTurnIds_.makeImmutable();
+      return sourceTurnIds_;
+    }
+    /**
+     * <pre>
+     * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+     * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+     * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+     * them removes it.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+     * @return The count of sourceTurnIds.
+     */
+    public int getSourceTurnIdsCount() {
+      return sourceTurnIds_.size();
+    }
+    /**
+     * <pre>
+     * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+     * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+     * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+     * them removes it.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+     * @param index The index of the element to return.
+     * @return The sourceTurnIds at the given index.
+     */
+    public java.lang.String getSourceTurnIds(int index) {
+      return sourceTurnIds_.get(index);
+    }
+    /**
+     * <pre>
+     * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+     * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+     * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+     * them removes it.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the sourceTurnIds at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getSourceTurnIdsBytes(int index) {
+      return sourceTurnIds_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+     * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+     * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+     * them removes it.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+     * @param index The index to set the value at.
+     * @param value The sourceTurnIds to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSourceTurnIds(
+        int index, java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      ensureSourceTurnIdsIsMutable();
+      sourceTurnIds_.set(index, value);
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+     * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+     * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+     * them removes it.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+     * @param value The sourceTurnIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addSourceTurnIds(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      ensureSourceTurnIdsIsMutable();
+      sourceTurnIds_.add(value);
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+     * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+     * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+     * them removes it.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+     * @param values The sourceTurnIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllSourceTurnIds(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureSourceTurnIdsIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, sourceTurnIds_);
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+     * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+     * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+     * them removes it.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSourceTurnIds() {
+      sourceTurnIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00008000);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+     * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+     * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+     * them removes it.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+     * @param value The bytes of the sourceTurnIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addSourceTurnIdsBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      ensureSourceTurnIdsIsMutable();
+      sourceTurnIds_.add(value);
+      bitField0_ |= 0x00008000;
       onChanged();
       return this;
     }

@@ -352,4 +352,57 @@ public interface MemoryDraftOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSourceTurnIdBytes();
+
+  /**
+   * <pre>
+   * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+   * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+   * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+   * them removes it.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+   * @return A list containing the sourceTurnIds.
+   */
+  java.util.List<java.lang.String>
+      getSourceTurnIdsList();
+  /**
+   * <pre>
+   * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+   * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+   * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+   * them removes it.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+   * @return The count of sourceTurnIds.
+   */
+  int getSourceTurnIdsCount();
+  /**
+   * <pre>
+   * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+   * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+   * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+   * them removes it.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+   * @param index The index of the element to return.
+   * @return The sourceTurnIds at the given index.
+   */
+  java.lang.String getSourceTurnIds(int index);
+  /**
+   * <pre>
+   * source_turn_ids links the memory to more dialogue turns, when several said it: at most
+   * 32, each 1 to 128 bytes of letters, digits and `._:&#64;/-`, starting with a letter or digit.
+   * The memory's turns are source_turn_id (if set) and then these, each once; Erase by any of
+   * them removes it.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 16 [(.buf.validate.field) = { ... }</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the sourceTurnIds at the given index.
+   */
+  com.google.protobuf.ByteString
+      getSourceTurnIdsBytes(int index);
 }

@@ -78,102 +78,104 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
       "\n\027memoryd/v1/memory.proto\022\nmemoryd.v1\032\033b" +
       "uf/validate/validate.proto\032\034google/proto" +
       "buf/struct.proto\032\037google/protobuf/timest" +
-      "amp.proto\"`\n\nProvenance\022\r\n\005agent\030\001 \001(\t\022+" +
+      "amp.proto\"y\n\nProvenance\022\r\n\005agent\030\001 \001(\t\022+" +
       "\n\013source_kind\030\002 \001(\0162\026.memoryd.v1.SourceK" +
-      "ind\022\026\n\016source_turn_id\030\003 \001(\t\"\256\006\n\006Memory\022\n" +
-      "\n\002id\030\001 \001(\t\022\017\n\007subject\030\002 \001(\t\022 \n\005scope\030\003 \001" +
-      "(\0162\021.memoryd.v1.Scope\022\022\n\nsession_id\030\004 \001(" +
-      "\t\022&\n\010category\030\005 \001(\0162\024.memoryd.v1.Categor" +
-      "y\022\013\n\003key\030\006 \001(\t\022\014\n\004text\030\007 \001(\t\022%\n\004data\030\010 \001" +
-      "(\0132\027.google.protobuf.Struct\022\022\n\nimportanc" +
-      "e\030\t \001(\002\022\022\n\nconfidence\030\n \001(\002\022(\n\tstability" +
-      "\030\013 \001(\0162\025.memoryd.v1.Stability\022\016\n\006pinned\030" +
-      "\014 \001(\010\022\014\n\004tags\030\r \003(\t\022.\n\nvalid_from\030\016 \001(\0132" +
-      "\032.google.protobuf.Timestamp\022/\n\013valid_unt" +
-      "il\030\017 \001(\0132\032.google.protobuf.Timestamp\022*\n\n" +
-      "provenance\030\020 \001(\0132\026.memoryd.v1.Provenance" +
-      "\022\017\n\007version\030\021 \001(\003\022(\n\006status\030\022 \001(\0162\030.memo" +
-      "ryd.v1.MemoryStatus\022.\n\ncreated_at\030\023 \001(\0132" +
-      "\032.google.protobuf.Timestamp\022.\n\nupdated_a" +
-      "t\030\024 \001(\0132\032.google.protobuf.Timestamp\022\024\n\014a" +
-      "ccess_count\030\025 \001(\003\0222\n\016last_access_at\030\026 \001(" +
-      "\0132\032.google.protobuf.Timestamp\022\033\n\023content" +
-      "_unavailable\030\027 \001(\010\022.\n\nexpires_at\030\030 \001(\0132\032" +
-      ".google.protobuf.Timestamp\022\r\n\005trust\030\031 \001(" +
-      "\002\022)\n\007pending\030\032 \003(\0132\030.memoryd.v1.PendingV" +
-      "alue\"\272\001\n\014PendingValue\022\n\n\002id\030\001 \001(\t\022\014\n\004tex" +
-      "t\030\002 \001(\t\022%\n\004data\030\003 \001(\0132\027.google.protobuf." +
-      "Struct\022*\n\nprovenance\030\004 \001(\0132\026.memoryd.v1." +
-      "Provenance\022\r\n\005trust\030\005 \001(\002\022.\n\nwritten_at\030" +
-      "\006 \001(\0132\032.google.protobuf.Timestamp\"\333\005\n\013Me" +
-      "moryDraft\022*\n\005scope\030\001 \001(\0162\021.memoryd.v1.Sc" +
-      "opeB\010\272H\005\202\001\002\020\001\022@\n\nsession_id\030\002 \001(\tB,\272H)r$" +
+      "ind\022\026\n\016source_turn_id\030\003 \001(\t\022\027\n\017source_tu" +
+      "rn_ids\030\004 \003(\t\"\256\006\n\006Memory\022\n\n\002id\030\001 \001(\t\022\017\n\007s" +
+      "ubject\030\002 \001(\t\022 \n\005scope\030\003 \001(\0162\021.memoryd.v1" +
+      ".Scope\022\022\n\nsession_id\030\004 \001(\t\022&\n\010category\030\005" +
+      " \001(\0162\024.memoryd.v1.Category\022\013\n\003key\030\006 \001(\t\022" +
+      "\014\n\004text\030\007 \001(\t\022%\n\004data\030\010 \001(\0132\027.google.pro" +
+      "tobuf.Struct\022\022\n\nimportance\030\t \001(\002\022\022\n\nconf" +
+      "idence\030\n \001(\002\022(\n\tstability\030\013 \001(\0162\025.memory" +
+      "d.v1.Stability\022\016\n\006pinned\030\014 \001(\010\022\014\n\004tags\030\r" +
+      " \003(\t\022.\n\nvalid_from\030\016 \001(\0132\032.google.protob" +
+      "uf.Timestamp\022/\n\013valid_until\030\017 \001(\0132\032.goog" +
+      "le.protobuf.Timestamp\022*\n\nprovenance\030\020 \001(" +
+      "\0132\026.memoryd.v1.Provenance\022\017\n\007version\030\021 \001" +
+      "(\003\022(\n\006status\030\022 \001(\0162\030.memoryd.v1.MemorySt" +
+      "atus\022.\n\ncreated_at\030\023 \001(\0132\032.google.protob" +
+      "uf.Timestamp\022.\n\nupdated_at\030\024 \001(\0132\032.googl" +
+      "e.protobuf.Timestamp\022\024\n\014access_count\030\025 \001" +
+      "(\003\0222\n\016last_access_at\030\026 \001(\0132\032.google.prot" +
+      "obuf.Timestamp\022\033\n\023content_unavailable\030\027 " +
+      "\001(\010\022.\n\nexpires_at\030\030 \001(\0132\032.google.protobu" +
+      "f.Timestamp\022\r\n\005trust\030\031 \001(\002\022)\n\007pending\030\032 " +
+      "\003(\0132\030.memoryd.v1.PendingValue\"\272\001\n\014Pendin" +
+      "gValue\022\n\n\002id\030\001 \001(\t\022\014\n\004text\030\002 \001(\t\022%\n\004data" +
+      "\030\003 \001(\0132\027.google.protobuf.Struct\022*\n\nprove" +
+      "nance\030\004 \001(\0132\026.memoryd.v1.Provenance\022\r\n\005t" +
+      "rust\030\005 \001(\002\022.\n\nwritten_at\030\006 \001(\0132\032.google." +
+      "protobuf.Timestamp\"\250\006\n\013MemoryDraft\022*\n\005sc" +
+      "ope\030\001 \001(\0162\021.memoryd.v1.ScopeB\010\272H\005\202\001\002\020\001\022@" +
+      "\n\nsession_id\030\002 \001(\tB,\272H)r$(\200\0012\037^[A-Za-z0-" +
+      "9][A-Za-z0-9._:@/-]*$\330\001\001\0223\n\010category\030\003 \001" +
+      "(\0162\024.memoryd.v1.CategoryB\013\272H\010\202\001\002\020\001\310\001\001\0228\n" +
+      "\003key\030\004 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-" +
+      "z0-9._:/-]*$\330\001\001\022\024\n\004text\030\005 \001(\tB\006\272H\003\310\001\001\022%\n" +
+      "\004data\030\006 \001(\0132\027.google.protobuf.Struct\022(\n\n" +
+      "importance\030\007 \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\000\210\001\001\022(" +
+      "\n\nconfidence\030\010 \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\001\210\001\001" +
+      "\0222\n\tstability\030\t \001(\0162\025.memoryd.v1.Stabili" +
+      "tyB\010\272H\005\202\001\002\020\001\022\016\n\006pinned\030\n \001(\010\022\036\n\004tags\030\013 \003" +
+      "(\tB\020\272H\r\222\001\n\020 \"\006r\004\020\001(@\022.\n\nvalid_from\030\014 \001(\013" +
+      "2\032.google.protobuf.Timestamp\022/\n\013valid_un" +
+      "til\030\r \001(\0132\032.google.protobuf.Timestamp\0225\n" +
+      "\013source_kind\030\016 \001(\0162\026.memoryd.v1.SourceKi" +
+      "ndB\010\272H\005\202\001\002\020\001\022D\n\016source_turn_id\030\017 \001(\tB,\272H" +
+      ")r$(\200\0012\037^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\330" +
+      "\001\001\022K\n\017source_turn_ids\030\020 \003(\tB2\272H/\222\001,\020 \"(r" +
+      "&\020\001(\200\0012\037^[A-Za-z0-9][A-Za-z0-9._:@/-]*$B" +
+      "\r\n\013_importanceB\r\n\013_confidence\"\251\001\n\004Turn\022<" +
+      "\n\007turn_id\030\001 \001(\tB+\272H(r#(@2\037^[A-Za-z0-9][A" +
+      "-Za-z0-9._:@/-]*$\310\001\001\022\033\n\007speaker\030\002 \001(\tB\n\272" +
+      "H\007r\002(@\310\001\001\022\024\n\004text\030\003 \001(\tB\006\272H\003\310\001\001\0220\n\004time\030" +
+      "\004 \001(\0132\032.google.protobuf.TimestampB\006\272H\003\310\001" +
+      "\001\"\347\002\n\014MemoryFilter\0229\n\ncategories\030\001 \003(\0162\024" +
+      ".memoryd.v1.CategoryB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022>\n" +
+      "\004keys\030\002 \003(\tB0\272H-\222\001*\"(r#(\200\0012\036^[A-Za-z0-9]" +
+      "[A-Za-z0-9._:/-]*$\330\001\001\022\036\n\004tags\030\003 \003(\tB\020\272H\r" +
+      "\222\001\n\020 \"\006r\004\020\001(@\022@\n\nsession_id\030\004 \001(\tB,\272H)r$" +
       "(\200\0012\037^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\330\001\001\022" +
-      "3\n\010category\030\003 \001(\0162\024.memoryd.v1.CategoryB" +
-      "\013\272H\010\202\001\002\020\001\310\001\001\0228\n\003key\030\004 \001(\tB+\272H(r#(\200\0012\036^[A" +
-      "-Za-z0-9][A-Za-z0-9._:/-]*$\330\001\001\022\024\n\004text\030\005" +
-      " \001(\tB\006\272H\003\310\001\001\022%\n\004data\030\006 \001(\0132\027.google.prot" +
-      "obuf.Struct\022(\n\nimportance\030\007 \001(\002B\017\272H\014\n\n\035\000" +
-      "\000\200?-\000\000\000\000H\000\210\001\001\022(\n\nconfidence\030\010 \001(\002B\017\272H\014\n\n" +
-      "\035\000\000\200?-\000\000\000\000H\001\210\001\001\0222\n\tstability\030\t \001(\0162\025.mem" +
-      "oryd.v1.StabilityB\010\272H\005\202\001\002\020\001\022\016\n\006pinned\030\n " +
-      "\001(\010\022\036\n\004tags\030\013 \003(\tB\020\272H\r\222\001\n\020 \"\006r\004\020\001(@\022.\n\nv" +
-      "alid_from\030\014 \001(\0132\032.google.protobuf.Timest" +
-      "amp\022/\n\013valid_until\030\r \001(\0132\032.google.protob" +
-      "uf.Timestamp\0225\n\013source_kind\030\016 \001(\0162\026.memo" +
-      "ryd.v1.SourceKindB\010\272H\005\202\001\002\020\001\022D\n\016source_tu" +
-      "rn_id\030\017 \001(\tB,\272H)r$(\200\0012\037^[A-Za-z0-9][A-Za" +
-      "-z0-9._:@/-]*$\330\001\001B\r\n\013_importanceB\r\n\013_con" +
-      "fidence\"\251\001\n\004Turn\022<\n\007turn_id\030\001 \001(\tB+\272H(r#" +
-      "(@2\037^[A-Za-z0-9][A-Za-z0-9._:@/-]*$\310\001\001\022\033" +
-      "\n\007speaker\030\002 \001(\tB\n\272H\007r\002(@\310\001\001\022\024\n\004text\030\003 \001(" +
-      "\tB\006\272H\003\310\001\001\0220\n\004time\030\004 \001(\0132\032.google.protobu" +
-      "f.TimestampB\006\272H\003\310\001\001\"\347\002\n\014MemoryFilter\0229\n\n" +
-      "categories\030\001 \003(\0162\024.memoryd.v1.CategoryB\017" +
-      "\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022>\n\004keys\030\002 \003(\tB0\272H-\222\001*\"(r" +
-      "#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:/-]*$\330\001\001\022" +
-      "\036\n\004tags\030\003 \003(\tB\020\272H\r\222\001\n\020 \"\006r\004\020\001(@\022@\n\nsessi" +
-      "on_id\030\004 \001(\tB,\272H)r$(\200\0012\037^[A-Za-z0-9][A-Za" +
-      "-z0-9._:@/-]*$\330\001\001\0221\n\rupdated_after\030\005 \001(\013" +
-      "2\032.google.protobuf.Timestamp\0222\n\016updated_" +
-      "before\030\006 \001(\0132\032.google.protobuf.Timestamp" +
-      "\022\023\n\013include_org\030\007 \001(\010\"\217\001\n\010ViewRule\0223\n\010ca" +
-      "tegory\030\001 \001(\0162\024.memoryd.v1.CategoryB\013\272H\010\202" +
-      "\001\002\020\001\310\001\001\022N\n\014key_patterns\030\002 \003(\tB8\272H5\222\0012\020 \"" +
-      ".r,\020\001(\200\0012%^(\\*|[A-Za-z0-9*][A-Za-z0-9._:" +
-      "/*-]*)$\"\203\003\n\004View\0227\n\005agent\030\001 \001(\tB(\272H%r (@" +
-      "2\034^[A-Za-z0-9][A-Za-z0-9._-]*$\310\001\001\0222\n\nrea" +
-      "d_rules\030\002 \003(\0132\024.memoryd.v1.ViewRuleB\010\272H\005" +
-      "\222\001\002\020@\0223\n\013write_rules\030\003 \003(\0132\024.memoryd.v1." +
-      "ViewRuleB\010\272H\005\222\001\002\020@\022\021\n\tmay_erase\030\004 \001(\010\022\026\n" +
-      "\016visible_fields\030\005 \003(\t\022\035\n\013description\030\006 \001" +
-      "(\tB\010\272H\005r\003(\200\004\022\017\n\007version\030\007 \001(\003\022C\n\017erase_s" +
-      "electors\030\010 \003(\0162\031.memoryd.v1.EraseSelecto" +
-      "rB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\0229\n\017max_source_kind\030\t " +
-      "\001(\0162\026.memoryd.v1.SourceKindB\010\272H\005\202\001\002\020\001*\275\001" +
-      "\n\010Category\022\030\n\024CATEGORY_UNSPECIFIED\020\000\022\021\n\r" +
-      "CATEGORY_FACT\020\001\022\027\n\023CATEGORY_PREFERENCE\020\002" +
-      "\022\027\n\023CATEGORY_CONSTRAINT\020\003\022\021\n\rCATEGORY_GO" +
-      "AL\020\004\022\024\n\020CATEGORY_CONTEXT\020\005\022\022\n\016CATEGORY_E" +
-      "VENT\020\006\022\025\n\021CATEGORY_DECISION\020\007*S\n\005Scope\022\025" +
-      "\n\021SCOPE_UNSPECIFIED\020\000\022\021\n\rSCOPE_SUBJECT\020\001" +
-      "\022\r\n\tSCOPE_ORG\020\002\022\021\n\rSCOPE_SESSION\020\003*q\n\nSo" +
-      "urceKind\022\033\n\027SOURCE_KIND_UNSPECIFIED\020\000\022\025\n" +
-      "\021SOURCE_KIND_INPUT\020\001\022\031\n\025SOURCE_KIND_INFE" +
-      "RENCE\020\002\022\024\n\020SOURCE_KIND_SYNC\020\003*U\n\tStabili" +
-      "ty\022\031\n\025STABILITY_UNSPECIFIED\020\000\022\024\n\020STABILI" +
-      "TY_STABLE\020\001\022\027\n\023STABILITY_TRANSIENT\020\002*\202\001\n" +
-      "\014MemoryStatus\022\035\n\031MEMORY_STATUS_UNSPECIFI" +
-      "ED\020\000\022\030\n\024MEMORY_STATUS_ACTIVE\020\001\022\034\n\030MEMORY" +
-      "_STATUS_SUPERSEDED\020\002\022\033\n\027MEMORY_STATUS_FO" +
-      "RGOTTEN\020\003*\277\001\n\rEraseSelector\022\036\n\032ERASE_SEL" +
-      "ECTOR_UNSPECIFIED\020\000\022\026\n\022ERASE_SELECTOR_ID" +
-      "S\020\001\022\026\n\022ERASE_SELECTOR_KEY\020\002\022\036\n\032ERASE_SEL" +
-      "ECTOR_SOURCE_TURN\020\003\022\033\n\027ERASE_SELECTOR_CA" +
-      "TEGORY\020\004\022!\n\035ERASE_SELECTOR_ALL_OF_SUBJEC" +
-      "T\020\005BR\n\016dev.memoryd.v1P\001Z>github.com/memo" +
-      "ryd/memoryd/clients/go/gen/memoryd/v1;me" +
-      "morydv1b\006proto3"
+      "1\n\rupdated_after\030\005 \001(\0132\032.google.protobuf" +
+      ".Timestamp\0222\n\016updated_before\030\006 \001(\0132\032.goo" +
+      "gle.protobuf.Timestamp\022\023\n\013include_org\030\007 " +
+      "\001(\010\"\217\001\n\010ViewRule\0223\n\010category\030\001 \001(\0162\024.mem" +
+      "oryd.v1.CategoryB\013\272H\010\202\001\002\020\001\310\001\001\022N\n\014key_pat" +
+      "terns\030\002 \003(\tB8\272H5\222\0012\020 \".r,\020\001(\200\0012%^(\\*|[A-" +
+      "Za-z0-9*][A-Za-z0-9._:/*-]*)$\"\203\003\n\004View\0227" +
+      "\n\005agent\030\001 \001(\tB(\272H%r (@2\034^[A-Za-z0-9][A-Z" +
+      "a-z0-9._-]*$\310\001\001\0222\n\nread_rules\030\002 \003(\0132\024.me" +
+      "moryd.v1.ViewRuleB\010\272H\005\222\001\002\020@\0223\n\013write_rul" +
+      "es\030\003 \003(\0132\024.memoryd.v1.ViewRuleB\010\272H\005\222\001\002\020@" +
+      "\022\021\n\tmay_erase\030\004 \001(\010\022\026\n\016visible_fields\030\005 " +
+      "\003(\t\022\035\n\013description\030\006 \001(\tB\010\272H\005r\003(\200\004\022\017\n\007ve" +
+      "rsion\030\007 \001(\003\022C\n\017erase_selectors\030\010 \003(\0162\031.m" +
+      "emoryd.v1.EraseSelectorB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000" +
+      "\0229\n\017max_source_kind\030\t \001(\0162\026.memoryd.v1.S" +
+      "ourceKindB\010\272H\005\202\001\002\020\001*\275\001\n\010Category\022\030\n\024CATE" +
+      "GORY_UNSPECIFIED\020\000\022\021\n\rCATEGORY_FACT\020\001\022\027\n" +
+      "\023CATEGORY_PREFERENCE\020\002\022\027\n\023CATEGORY_CONST" +
+      "RAINT\020\003\022\021\n\rCATEGORY_GOAL\020\004\022\024\n\020CATEGORY_C" +
+      "ONTEXT\020\005\022\022\n\016CATEGORY_EVENT\020\006\022\025\n\021CATEGORY" +
+      "_DECISION\020\007*S\n\005Scope\022\025\n\021SCOPE_UNSPECIFIE" +
+      "D\020\000\022\021\n\rSCOPE_SUBJECT\020\001\022\r\n\tSCOPE_ORG\020\002\022\021\n" +
+      "\rSCOPE_SESSION\020\003*q\n\nSourceKind\022\033\n\027SOURCE" +
+      "_KIND_UNSPECIFIED\020\000\022\025\n\021SOURCE_KIND_INPUT" +
+      "\020\001\022\031\n\025SOURCE_KIND_INFERENCE\020\002\022\024\n\020SOURCE_" +
+      "KIND_SYNC\020\003*U\n\tStability\022\031\n\025STABILITY_UN" +
+      "SPECIFIED\020\000\022\024\n\020STABILITY_STABLE\020\001\022\027\n\023STA" +
+      "BILITY_TRANSIENT\020\002*\202\001\n\014MemoryStatus\022\035\n\031M" +
+      "EMORY_STATUS_UNSPECIFIED\020\000\022\030\n\024MEMORY_STA" +
+      "TUS_ACTIVE\020\001\022\034\n\030MEMORY_STATUS_SUPERSEDED" +
+      "\020\002\022\033\n\027MEMORY_STATUS_FORGOTTEN\020\003*\277\001\n\rEras" +
+      "eSelector\022\036\n\032ERASE_SELECTOR_UNSPECIFIED\020" +
+      "\000\022\026\n\022ERASE_SELECTOR_IDS\020\001\022\026\n\022ERASE_SELEC" +
+      "TOR_KEY\020\002\022\036\n\032ERASE_SELECTOR_SOURCE_TURN\020" +
+      "\003\022\033\n\027ERASE_SELECTOR_CATEGORY\020\004\022!\n\035ERASE_" +
+      "SELECTOR_ALL_OF_SUBJECT\020\005BR\n\016dev.memoryd" +
+      ".v1P\001Z>github.com/memoryd/memoryd/client" +
+      "s/go/gen/memoryd/v1;memorydv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -187,7 +189,7 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_memoryd_v1_Provenance_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_Provenance_descriptor,
-        new java.lang.String[] { "Agent", "SourceKind", "SourceTurnId", });
+        new java.lang.String[] { "Agent", "SourceKind", "SourceTurnId", "SourceTurnIds", });
     internal_static_memoryd_v1_Memory_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_memoryd_v1_Memory_fieldAccessorTable = new
@@ -205,7 +207,7 @@ public final class MemoryOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_memoryd_v1_MemoryDraft_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_MemoryDraft_descriptor,
-        new java.lang.String[] { "Scope", "SessionId", "Category", "Key", "Text", "Data", "Importance", "Confidence", "Stability", "Pinned", "Tags", "ValidFrom", "ValidUntil", "SourceKind", "SourceTurnId", });
+        new java.lang.String[] { "Scope", "SessionId", "Category", "Key", "Text", "Data", "Importance", "Confidence", "Stability", "Pinned", "Tags", "ValidFrom", "ValidUntil", "SourceKind", "SourceTurnId", "SourceTurnIds", });
     internal_static_memoryd_v1_Turn_descriptor =
       getDescriptor().getMessageType(4);
     internal_static_memoryd_v1_Turn_fieldAccessorTable = new

@@ -35,6 +35,8 @@ private static final long serialVersionUID = 0L;
     agent_ = "";
     sourceKind_ = 0;
     sourceTurnId_ = "";
+    sourceTurnIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -135,8 +137,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object sourceTurnId_ = "";
   /**
    * <pre>
-   * source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-   * select by it.
+   * source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+   * that know one turn only.
    * </pre>
    *
    * <code>string source_turn_id = 3;</code>
@@ -157,8 +159,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-   * select by it.
+   * source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+   * that know one turn only.
    * </pre>
    *
    * <code>string source_turn_id = 3;</code>
@@ -177,6 +179,75 @@ private static final long serialVersionUID = 0L;
     } else {
       return (com.google.protobuf.ByteString) ref;
     }
+  }
+
+  public static final int SOURCE_TURN_IDS_FIELD_NUMBER = 4;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList sourceTurnIds_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+   * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+   * and the turns of every item merged into the memory or found to say its value again. A
+   * new value replaces them; the older version keeps its own. Erase by source turn removes
+   * a memory whose value, older versions or pending values came from that turn, whole.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 4;</code>
+   * @return A list containing the sourceTurnIds.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getSourceTurnIdsList() {
+    return sourceTurnIds_;
+  }
+  /**
+   * <pre>
+   * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+   * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+   * and the turns of every item merged into the memory or found to say its value again. A
+   * new value replaces them; the older version keeps its own. Erase by source turn removes
+   * a memory whose value, older versions or pending values came from that turn, whole.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 4;</code>
+   * @return The count of sourceTurnIds.
+   */
+  public int getSourceTurnIdsCount() {
+    return sourceTurnIds_.size();
+  }
+  /**
+   * <pre>
+   * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+   * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+   * and the turns of every item merged into the memory or found to say its value again. A
+   * new value replaces them; the older version keeps its own. Erase by source turn removes
+   * a memory whose value, older versions or pending values came from that turn, whole.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 4;</code>
+   * @param index The index of the element to return.
+   * @return The sourceTurnIds at the given index.
+   */
+  public java.lang.String getSourceTurnIds(int index) {
+    return sourceTurnIds_.get(index);
+  }
+  /**
+   * <pre>
+   * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+   * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+   * and the turns of every item merged into the memory or found to say its value again. A
+   * new value replaces them; the older version keeps its own. Erase by source turn removes
+   * a memory whose value, older versions or pending values came from that turn, whole.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 4;</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the sourceTurnIds at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getSourceTurnIdsBytes(int index) {
+    return sourceTurnIds_.getByteString(index);
   }
 
   private byte memoizedIsInitialized = -1;
@@ -202,6 +273,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(sourceTurnId_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 3, sourceTurnId_);
     }
+    for (int i = 0; i < sourceTurnIds_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 4, sourceTurnIds_.getRaw(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -215,6 +289,14 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(sourceTurnId_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(3, sourceTurnId_);
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < sourceTurnIds_.size(); i++) {
+        dataSize += computeStringSizeNoTag(sourceTurnIds_.getRaw(i));
+      }
+      size += dataSize;
+      size += 1 * getSourceTurnIdsList().size();
     }
     return size;
   }
@@ -245,6 +327,8 @@ private static final long serialVersionUID = 0L;
     if (sourceKind_ != other.sourceKind_) return false;
     if (!getSourceTurnId()
         .equals(other.getSourceTurnId())) return false;
+    if (!getSourceTurnIdsList()
+        .equals(other.getSourceTurnIdsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -262,6 +346,10 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + sourceKind_;
     hash = (37 * hash) + SOURCE_TURN_ID_FIELD_NUMBER;
     hash = (53 * hash) + getSourceTurnId().hashCode();
+    if (getSourceTurnIdsCount() > 0) {
+      hash = (37 * hash) + SOURCE_TURN_IDS_FIELD_NUMBER;
+      hash = (53 * hash) + getSourceTurnIdsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -400,6 +488,8 @@ private static final long serialVersionUID = 0L;
       agent_ = "";
       sourceKind_ = 0;
       sourceTurnId_ = "";
+      sourceTurnIds_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
       return this;
     }
 
@@ -442,6 +532,10 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.sourceTurnId_ = sourceTurnId_;
       }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        sourceTurnIds_.makeImmutable();
+        result.sourceTurnIds_ = sourceTurnIds_;
+      }
     }
 
     @java.lang.Override
@@ -467,6 +561,16 @@ private static final long serialVersionUID = 0L;
       if (!other.getSourceTurnId().isEmpty()) {
         sourceTurnId_ = other.sourceTurnId_;
         bitField0_ |= 0x00000004;
+        onChanged();
+      }
+      if (!other.sourceTurnIds_.isEmpty()) {
+        if (sourceTurnIds_.isEmpty()) {
+          sourceTurnIds_ = other.sourceTurnIds_;
+          bitField0_ |= 0x00000008;
+        } else {
+          ensureSourceTurnIdsIsMutable();
+          sourceTurnIds_.addAll(other.sourceTurnIds_);
+        }
         onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
@@ -510,6 +614,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 26
+            case 34: {
+              ensureSourceTurnIdsIsMutable();
+              sourceTurnIds_.add(input.readStringRequireUtf8());
+              break;
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -699,8 +808,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object sourceTurnId_ = "";
     /**
      * <pre>
-     * source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-     * select by it.
+     * source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+     * that know one turn only.
      * </pre>
      *
      * <code>string source_turn_id = 3;</code>
@@ -720,8 +829,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-     * select by it.
+     * source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+     * that know one turn only.
      * </pre>
      *
      * <code>string source_turn_id = 3;</code>
@@ -742,8 +851,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-     * select by it.
+     * source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+     * that know one turn only.
      * </pre>
      *
      * <code>string source_turn_id = 3;</code>
@@ -760,8 +869,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-     * select by it.
+     * source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+     * that know one turn only.
      * </pre>
      *
      * <code>string source_turn_id = 3;</code>
@@ -775,8 +884,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-     * select by it.
+     * source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+     * that know one turn only.
      * </pre>
      *
      * <code>string source_turn_id = 3;</code>
@@ -789,6 +898,189 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       sourceTurnId_ = value;
       bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList sourceTurnIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureSourceTurnIdsIsMutable() {
+      if (!sourceTurnIds_.isModifiable()) {
+        sourceTurnIds_ = new com.google.protobuf.LazyStringArrayList(sourceTurnIds_);
+      }
+      bitField0_ |= 0x00000008;
+    }
+    /**
+     * <pre>
+     * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+     * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+     * and the turns of every item merged into the memory or found to say its value again. A
+     * new value replaces them; the older version keeps its own. Erase by source turn removes
+     * a memory whose value, older versions or pending values came from that turn, whole.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 4;</code>
+     * @return A list containing the sourceTurnIds.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getSourceTurnIdsList() {
+      sourceTurnIds_.makeImmutable();
+      return sourceTurnIds_;
+    }
+    /**
+     * <pre>
+     * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+     * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+     * and the turns of every item merged into the memory or found to say its value again. A
+     * new value replaces them; the older version keeps its own. Erase by source turn removes
+     * a memory whose value, older versions or pending values came from that turn, whole.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 4;</code>
+     * @return The count of sourceTurnIds.
+     */
+    public int getSourceTurnIdsCount() {
+      return sourceTurnIds_.size();
+    }
+    /**
+     * <pre>
+     * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+     * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+     * and the turns of every item merged into the memory or found to say its value again. A
+     * new value replaces them; the older version keeps its own. Erase by source turn removes
+     * a memory whose value, older versions or pending values came from that turn, whole.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 4;</code>
+     * @param index The index of the element to return.
+     * @return The sourceTurnIds at the given index.
+     */
+    public java.lang.String getSourceTurnIds(int index) {
+      return sourceTurnIds_.get(index);
+    }
+    /**
+     * <pre>
+     * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+     * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+     * and the turns of every item merged into the memory or found to say its value again. A
+     * new value replaces them; the older version keeps its own. Erase by source turn removes
+     * a memory whose value, older versions or pending values came from that turn, whole.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 4;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the sourceTurnIds at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getSourceTurnIdsBytes(int index) {
+      return sourceTurnIds_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+     * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+     * and the turns of every item merged into the memory or found to say its value again. A
+     * new value replaces them; the older version keeps its own. Erase by source turn removes
+     * a memory whose value, older versions or pending values came from that turn, whole.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 4;</code>
+     * @param index The index to set the value at.
+     * @param value The sourceTurnIds to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSourceTurnIds(
+        int index, java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      ensureSourceTurnIdsIsMutable();
+      sourceTurnIds_.set(index, value);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+     * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+     * and the turns of every item merged into the memory or found to say its value again. A
+     * new value replaces them; the older version keeps its own. Erase by source turn removes
+     * a memory whose value, older versions or pending values came from that turn, whole.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 4;</code>
+     * @param value The sourceTurnIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addSourceTurnIds(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      ensureSourceTurnIdsIsMutable();
+      sourceTurnIds_.add(value);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+     * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+     * and the turns of every item merged into the memory or found to say its value again. A
+     * new value replaces them; the older version keeps its own. Erase by source turn removes
+     * a memory whose value, older versions or pending values came from that turn, whole.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 4;</code>
+     * @param values The sourceTurnIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllSourceTurnIds(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureSourceTurnIdsIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, sourceTurnIds_);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+     * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+     * and the turns of every item merged into the memory or found to say its value again. A
+     * new value replaces them; the older version keeps its own. Erase by source turn removes
+     * a memory whose value, older versions or pending values came from that turn, whole.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 4;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSourceTurnIds() {
+      sourceTurnIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00000008);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+     * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+     * and the turns of every item merged into the memory or found to say its value again. A
+     * new value replaces them; the older version keeps its own. Erase by source turn removes
+     * a memory whose value, older versions or pending values came from that turn, whole.
+     * </pre>
+     *
+     * <code>repeated string source_turn_ids = 4;</code>
+     * @param value The bytes of the sourceTurnIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addSourceTurnIdsBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      ensureSourceTurnIdsIsMutable();
+      sourceTurnIds_.add(value);
+      bitField0_ |= 0x00000008;
       onChanged();
       return this;
     }

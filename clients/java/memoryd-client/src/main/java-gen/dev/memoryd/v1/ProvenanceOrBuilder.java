@@ -53,8 +53,8 @@ public interface ProvenanceOrBuilder extends
 
   /**
    * <pre>
-   * source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-   * select by it.
+   * source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+   * that know one turn only.
    * </pre>
    *
    * <code>string source_turn_id = 3;</code>
@@ -63,8 +63,8 @@ public interface ProvenanceOrBuilder extends
   java.lang.String getSourceTurnId();
   /**
    * <pre>
-   * source_turn_id is the id of the dialogue turn the memory came from, if any; Erase can
-   * select by it.
+   * source_turn_id is the first of source_turn_ids ("" when there is none), kept for clients
+   * that know one turn only.
    * </pre>
    *
    * <code>string source_turn_id = 3;</code>
@@ -72,4 +72,61 @@ public interface ProvenanceOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSourceTurnIdBytes();
+
+  /**
+   * <pre>
+   * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+   * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+   * and the turns of every item merged into the memory or found to say its value again. A
+   * new value replaces them; the older version keeps its own. Erase by source turn removes
+   * a memory whose value, older versions or pending values came from that turn, whole.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 4;</code>
+   * @return A list containing the sourceTurnIds.
+   */
+  java.util.List<java.lang.String>
+      getSourceTurnIdsList();
+  /**
+   * <pre>
+   * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+   * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+   * and the turns of every item merged into the memory or found to say its value again. A
+   * new value replaces them; the older version keeps its own. Erase by source turn removes
+   * a memory whose value, older versions or pending values came from that turn, whole.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 4;</code>
+   * @return The count of sourceTurnIds.
+   */
+  int getSourceTurnIdsCount();
+  /**
+   * <pre>
+   * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+   * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+   * and the turns of every item merged into the memory or found to say its value again. A
+   * new value replaces them; the older version keeps its own. Erase by source turn removes
+   * a memory whose value, older versions or pending values came from that turn, whole.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 4;</code>
+   * @param index The index of the element to return.
+   * @return The sourceTurnIds at the given index.
+   */
+  java.lang.String getSourceTurnIds(int index);
+  /**
+   * <pre>
+   * source_turn_ids are the ids of every dialogue turn the value came from, best first: an
+   * extracted item's supporting turns, a written item's source_turn_id and source_turn_ids,
+   * and the turns of every item merged into the memory or found to say its value again. A
+   * new value replaces them; the older version keeps its own. Erase by source turn removes
+   * a memory whose value, older versions or pending values came from that turn, whole.
+   * </pre>
+   *
+   * <code>repeated string source_turn_ids = 4;</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the sourceTurnIds at the given index.
+   */
+  com.google.protobuf.ByteString
+      getSourceTurnIdsBytes(int index);
 }
