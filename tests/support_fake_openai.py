@@ -110,6 +110,21 @@ def echo_traces(*texts: str) -> set[str]:
     return traces
 
 
+# memoryd's random identifiers (request, trace and job ids, the suite's unique names): hex. A
+# trace of four hex characters — the year a turn is dated, "2024" — is in one by chance (the
+# log of an extraction server has ~24,000 places for it: a 31 % chance), and that says
+# nothing of an echo. A run of hex with no letter (a phone number) is no identifier.
+_IDENTIFIERS = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+                          r"|\b(?=[0-9]*[a-f])[0-9a-f]{10,}\b")
+
+
+def echoes(texts: tuple[str, ...] | list[str], kept: list[str]) -> list[str]:
+    """The traces of ``texts`` (``echo_traces``) in any of ``kept``, once memoryd's random
+    identifiers are taken out of them: what memoryd kept of an echo of ``texts``."""
+    kept = [_IDENTIFIERS.sub("<id>", text) for text in kept]
+    return sorted(trace for trace in echo_traces(*texts) if any(trace in text for text in kept))
+
+
 def vector_for(text: str, dim: int) -> list[float]:
     """The server's (unnormalised) vector for ``text``: seeded by the text's hash."""
     seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")

@@ -9,7 +9,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from memoryd.server import Config
 from memoryd.server._build import build_info
 from memoryd.server._metrics import Metrics, Snapshot
-from memoryd.storage import PoolStats
+from memoryd.storage import BreakerPosition, ModelOutage, PoolStats
 
 from .conftest import COMMIT
 
@@ -66,6 +66,23 @@ def test_database_gauges_report_nothing_before_the_first_refresh_then_the_snapsh
     assert ({"reason": "expired"}, 2) in points["memoryd.memories.forgotten"]
     assert ({"outcome": "failed"}, 1) in points["memoryd.extraction.jobs"]
     assert points["memoryd.extraction.parse_failures"] == [({}, 1)]
+    metrics.shutdown()
+
+
+def test_the_model_outage_shows_as_the_breaker_state_and_the_waiting_jobs_only_where_extraction_runs():
+    reader = InMemoryMetricReader()
+    metrics = Metrics(Config(), readers=[reader])
+    metrics.snapshot = Snapshot(outage_retries=5, fresh=True)  # a process that runs no extraction
+    points = _points(reader)
+    assert points["memoryd.extraction.outage_retries"] == [({}, 5)]
+    assert "memoryd.extraction.breaker.state" not in points and "memoryd.extraction.jobs.waiting" not in points
+    metrics.snapshot = Snapshot(outage_retries=6, model=ModelOutage(BreakerPosition("half_open"), 2),
+                                model_at="10.0.0.9:11434", fresh=True)
+    points = _points(reader)
+    at = {"memoryd.model.endpoint": "10.0.0.9:11434"}
+    assert sorted(points["memoryd.extraction.breaker.state"], key=str) == sorted([
+        ({**at, "state": "closed"}, 0), ({**at, "state": "half_open"}, 1), ({**at, "state": "open"}, 0)], key=str)
+    assert points["memoryd.extraction.jobs.waiting"] == [({}, 2)]
     metrics.shutdown()
 
 

@@ -23,7 +23,7 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import Agent, ServerProcess, agent_with_view, fails, full_view, rule, server_env, unique, wait_until
-from ..support_fake_openai import FakeOpenAI, Slow, echo_traces
+from ..support_fake_openai import FakeOpenAI, Slow, echoes
 
 T0 = 1_714_550_400  # 2024-05-01 08:00 UTC
 STATE = svc.ExtractionJobState
@@ -432,7 +432,7 @@ def test_an_error_that_echoes_the_turns_keeps_none_of_them_anywhere_past_an_eras
     audited = [details for (details,) in rig.sql("SELECT details::text FROM audit_log WHERE subject = %s", subject)]
     kept = [*row, job(agent, subject, job_id).error, *audited, rig.log.read_text(errors="replace")]
     assert sealed is None and any('"error"' in details for details in audited)
-    assert not [trace for trace in echo_traces(*ECHOED, read) if any(trace in text for text in kept)]
+    assert not echoes([*ECHOED, read], kept)
     assert done.error == "the extraction model refused the request: HTTP 400"
 
 

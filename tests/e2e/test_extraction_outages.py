@@ -10,8 +10,9 @@ import grpc
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import fails, unique, wait_until
+from ..support import fails, free_port, unique, wait_until
 from ..support_fake_openai import Cut, Slow
+from .test_metrics import scrape, value
 from .test_extraction import dropped, extract, extraction_server, finished, item, job, turn
 
 LYON = {"items": [item("Alice lives in Lyon", "fact", "home_city")]}
@@ -134,3 +135,45 @@ def test_an_answer_cut_off_by_a_loop_keeps_its_complete_items_and_counts_the_cut
         assert dropped(done) == {"cut_off": 1}
         assert sorted(m.text for m in agent.list_all(subject)) == ["Alice adopted a cat named Mochi",
                                                                    "Alice lives in Lyon"]
+
+
+def test_the_metrics_show_the_breaker_open_and_jobs_waiting_then_closed_and_none_after_the_model_returns(
+        postgres, key_file, tmp_path_factory):
+    port = free_port()
+    # A cool-down of 4 s: long enough to see a job queued behind it, short enough to end soon.
+    with extraction_server(postgres, key_file, tmp_path_factory, **{
+            **QUICK, "MEMORYD_EXTRACTION_BREAKER_MAX_OPEN_SECONDS": "4"},
+            MEMORYD_METRICS_ADDR=f"127.0.0.1:{port}", MEMORYD_METRICS_REFRESH_SECONDS="1") as rig:
+        url = f"http://127.0.0.1:{port}/metrics"
+        model_at = rig.env["MEMORYD_EXTRACTION_URL"].split("//")[1].split("/")[0]  # host:port
+
+        def breaker(state: str) -> float | None:
+            return value(scrape(url), "memoryd_extraction_breaker_state", memoryd_model_endpoint=model_at,
+                         state=state)
+
+        agent = rig.agent()
+        subject, behind = unique("subject"), unique("subject")
+        rig.fake.script_chat(LYON, LYON)
+        rig.fake.down()
+        try:
+            job_id = extract(agent, subject, turn("t1", "I live in Lyon"))
+            wait_until(lambda: breaker("open") == 1, interval=0.2, timeout=60, what="the breaker shows open")
+            samples = scrape(url)
+            assert value(samples, "memoryd_extraction_jobs_waiting") >= 1
+            assert breaker("closed") == 0
+            # Nothing of the endpoint but its host and port, nothing of the job or its subject.
+            text = "\n".join(f"{n} {labels}" for n, labels, _ in samples if "extraction" in n)
+            assert "/v1" not in text and "sk-extract" not in text and subject not in text and "Lyon" not in text
+            # A job queued behind the open breaker says it waits for the model.
+            queued = waiting(agent, behind, extract(agent, behind, turn("t1", "I live in Lyon")))
+        finally:
+            rig.fake.up()
+        for s_, id_ in ((subject, job_id), (behind, queued.id)):
+            done, _ = finished(agent, s_, id_)
+            assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED
+        wait_until(lambda: breaker("closed") == 1 and breaker("open") == 0
+                   and value(scrape(url), "memoryd_extraction_jobs_waiting") == 0,
+                   interval=0.2, timeout=30, what="the breaker shows closed and no job waiting")
+        # The tenant's counters are read once it has memories (``lifecycle_tenants``).
+        wait_until(lambda: (value(scrape(url), "memoryd_extraction_outage_retries_total") or 0) >= 3,
+                   interval=0.2, timeout=30, what="the outage retries are counted")

@@ -182,11 +182,11 @@ class Memoryd:
             self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
         if config.lifecycle_interval_seconds > 0:
             await self._start_sweeper(settings)
+        refresher = None
         if self.metrics.enabled:
             await self._ensure_worker_db(settings)
             assert self._worker_db is not None
             refresher = MetricsRefresher(self.metrics, self._db, self._worker_db)
-            self._tasks.append(asyncio.create_task(refresher.run(self._stopping)))
 
         def dense() -> tuple[MilvusIndex, Embedder] | None:
             active = indexes.active()
@@ -206,6 +206,10 @@ class Memoryd:
             self._extraction = extraction_worker(config, jobs, views, dense,
                                                  on_written=worker.wakeup.set if worker else None)
             self._tasks.append(asyncio.create_task(self._extraction.run(self._stopping)))
+        if refresher is not None:
+            if self._extraction is not None:
+                refresher.watch_model(self._extraction.breaker, self._extraction.model_at)
+            self._tasks.append(asyncio.create_task(refresher.run(self._stopping)))
         services = Services(
             store=store,
             views=views,

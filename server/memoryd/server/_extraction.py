@@ -211,6 +211,16 @@ class ExtractionWorker:
     def close(self) -> None:
         self._extractor.close()
 
+    @property
+    def breaker(self) -> ModelBreaker | None:
+        """The model endpoint's breaker (for job states and metrics)."""
+        return self._breaker
+
+    @property
+    def model_at(self) -> str:
+        """The model endpoint's host and port (never its path, query or credentials)."""
+        return self._extractor.where
+
     async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
         """Run jobs until ``stop``, ``parallel`` at a time (a job mostly waits for the model),
         each only with a model slot free (``slots``); a job still running then is given back

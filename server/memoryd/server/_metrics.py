@@ -12,8 +12,11 @@ Instruments (attributes in brackets; none carries a subject or any content):
   unless said: ``memoryd.outbox.pending``, ``memoryd.outbox.lag_seconds``,
   ``memoryd.outbox.dead_letters`` gauges; ``memoryd.memories.active`` gauge [memoryd.tenant]
   (at most ``metrics_max_tenants`` tenants, the first by id); ``memoryd.memories.forgotten``
-  [reason] (lifecycle sweeps), ``memoryd.extraction.jobs`` [outcome] and
-  ``memoryd.extraction.parse_failures`` counters.
+  [reason] (lifecycle sweeps), ``memoryd.extraction.jobs`` [outcome],
+  ``memoryd.extraction.parse_failures`` and ``memoryd.extraction.outage_retries`` counters;
+  where this process runs extraction, ``memoryd.extraction.breaker.state`` [memoryd.model.endpoint
+  (host:port only: a URL's path or query may hold a key), state] and
+  ``memoryd.extraction.jobs.waiting`` (``memoryd.storage.model_outage``).
 - the process, its Postgres pools and ``memoryd.build.info`` (``_process_metrics``).
 """
 
@@ -31,7 +34,16 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 
-from memoryd.storage import counters, lifecycle_tenants, outbox_lag, periodic, tenant_metrics
+from memoryd.storage import (
+    ModelBreaker,
+    ModelOutage,
+    counters,
+    lifecycle_tenants,
+    model_outage,
+    outbox_lag,
+    periodic,
+    tenant_metrics,
+)
 
 from ._build import resource
 from ._config import Config
@@ -47,6 +59,7 @@ SERVER_ERRORS = frozenset({grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXC
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 FORGOTTEN = {counters.EXPIRED: "expired", counters.FORGOTTEN_STALE: "stale", counters.EVICTED: "evicted"}
 JOBS = {counters.JOBS_QUEUED: "queued", counters.JOBS_SUCCEEDED: "succeeded", counters.JOBS_FAILED: "failed"}
+BREAKER_STATES = ("closed", "half_open", "open")
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,9 @@ class Snapshot:
     forgotten: dict[str, int] = field(default_factory=dict)  # per reason
     jobs: dict[str, int] = field(default_factory=dict)  # per outcome
     parse_failures: int = 0
+    outage_retries: int = 0
+    model: ModelOutage | None = None  # None where this process runs no extraction
+    model_at: str = ""  # the model endpoint's host:port
     fresh: bool = False  # False until the first refresh: nothing is reported before it
 
 
@@ -118,6 +134,13 @@ class Metrics:
                                         description="Extraction jobs, by outcome (queued, succeeded, failed)")
         meter.create_observable_counter("memoryd.extraction.parse_failures", [self._parse_failures],
                                         description="Extraction model answers that could not be parsed")
+        meter.create_observable_counter("memoryd.extraction.outage_retries", [self._outage_retries],
+                                        description="Extraction jobs sent back to wait for a model that was out")
+        meter.create_observable_gauge("memoryd.extraction.breaker.state", [self._breaker],
+                                      description="The extraction model endpoint's circuit breaker: 1 for its "
+                                                  "state (closed, half_open, open), 0 for the others")
+        meter.create_observable_gauge("memoryd.extraction.jobs.waiting", [self._waiting],
+                                      description="Extraction jobs waiting for their model to come back")
 
     # -- recording -----------------------------------------------------------------------
 
@@ -194,6 +217,21 @@ class Metrics:
         s = self.snapshot
         return [Observation(s.parse_failures)] if s.fresh else []
 
+    def _outage_retries(self, _: CallbackOptions) -> list[Observation]:
+        s = self.snapshot
+        return [Observation(s.outage_retries)] if s.fresh else []
+
+    def _breaker(self, _: CallbackOptions) -> list[Observation]:
+        s = self.snapshot
+        if s.model is None:
+            return []
+        return [Observation(int(s.model.breaker.state == state), {"memoryd.model.endpoint": s.model_at, "state": state})
+                for state in BREAKER_STATES]
+
+    def _waiting(self, _: CallbackOptions) -> list[Observation]:
+        s = self.snapshot
+        return [Observation(s.model.waiting)] if s.model is not None else []
+
 
 class MetricsRefresher:
     """Re-reads the database-backed gauges every ``metrics_refresh_seconds``: one outbox query
@@ -204,6 +242,13 @@ class MetricsRefresher:
         self._metrics = metrics
         self._db = db
         self._worker_db = worker_db
+        self._breaker: ModelBreaker | None = None
+        self._model_at = ""
+
+    def watch_model(self, breaker: ModelBreaker | None, model_at: str) -> None:
+        """Report the extraction model's breaker (at ``model_at``, host:port) and the jobs
+        waiting for it from the next refresh on."""
+        self._breaker, self._model_at = breaker, model_at
 
     async def refresh(self) -> None:
         lag = await outbox_lag(self._worker_db)
@@ -211,7 +256,7 @@ class MetricsRefresher:
         active: dict[str, int] = {}
         forgotten: dict[str, int] = {}
         jobs: dict[str, int] = {}
-        parse_failures = 0
+        parse_failures = outage_retries = 0
         for tenant in tenants:
             async with self._db.tenant_tx(tenant, pipelined=True) as conn:
                 read = await tenant_metrics(conn, tenant)
@@ -221,8 +266,10 @@ class MetricsRefresher:
             for name, outcome in JOBS.items():
                 jobs[outcome] = jobs.get(outcome, 0) + read.counts.get(name, 0)
             parse_failures += read.counts.get(counters.EXTRACTION_PARSE_FAILURES, 0)
+            outage_retries += read.counts.get(counters.EXTRACTION_OUTAGE_RETRIES, 0)
+        model = await model_outage(self._worker_db, self._breaker) if self._breaker is not None else None
         self._metrics.snapshot = Snapshot(lag.pending, lag.dead, lag.oldest_pending_seconds, active, forgotten, jobs,
-                                          parse_failures, fresh=True)
+                                          parse_failures, outage_retries, model, self._model_at, fresh=True)
 
     async def run(self, stop: asyncio.Event) -> None:
         # Whatever a refresh raises must not end the loop: the last values stay.

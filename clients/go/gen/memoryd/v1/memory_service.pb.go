@@ -351,7 +351,8 @@ const (
 	// EXTRACTION_JOB_STATE_WAITING: the extraction model could not be reached, timed out or
 	// was overloaded; the job waits for it, its turns kept sealed, and is tried again at
 	// next_attempt_at. error says why, in memoryd's words. It fails only once the deployment's
-	// retry horizon has passed since waiting_since.
+	// retry horizon has passed since waiting_since. A queued job is WAITING too while the
+	// model's circuit breaker is open (waiting_since unset until it meets an outage itself).
 	ExtractionJobState_EXTRACTION_JOB_STATE_WAITING ExtractionJobState = 5
 )
 
@@ -2053,7 +2054,8 @@ type ExtractionJob struct {
 	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	// next_attempt_at is when a queued or waiting job is tried next; unset otherwise.
 	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
-	// waiting_since is when a waiting job first found its model out; unset otherwise.
+	// waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+	// job that waits only because the model's breaker is open).
 	WaitingSince  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=waiting_since,json=waitingSince,proto3" json:"waiting_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

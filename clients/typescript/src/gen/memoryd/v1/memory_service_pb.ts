@@ -1041,7 +1041,8 @@ export type ExtractionJob = Message<"memoryd.v1.ExtractionJob"> & {
   nextAttemptAt?: Timestamp | undefined;
 
   /**
-   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+   * job that waits only because the model's breaker is open).
    *
    * @generated from field: google.protobuf.Timestamp waiting_since = 12;
    */
@@ -1571,7 +1572,8 @@ export enum ExtractionJobState {
    * EXTRACTION_JOB_STATE_WAITING: the extraction model could not be reached, timed out or
    * was overloaded; the job waits for it, its turns kept sealed, and is tried again at
    * next_attempt_at. error says why, in memoryd's words. It fails only once the deployment's
-   * retry horizon has passed since waiting_since.
+   * retry horizon has passed since waiting_since. A queued job is WAITING too while the
+   * model's circuit breaker is open (waiting_since unset until it meets an outage itself).
    *
    * @generated from enum value: EXTRACTION_JOB_STATE_WAITING = 5;
    */

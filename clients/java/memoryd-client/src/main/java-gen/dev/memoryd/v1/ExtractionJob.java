@@ -497,7 +497,8 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.Timestamp waitingSince_;
   /**
    * <pre>
-   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+   * job that waits only because the model's breaker is open).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -509,7 +510,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+   * job that waits only because the model's breaker is open).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -521,7 +523,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+   * job that waits only because the model's breaker is open).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -2797,7 +2800,8 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> waitingSinceBuilder_;
     /**
      * <pre>
-     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+     * job that waits only because the model's breaker is open).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -2808,7 +2812,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+     * job that waits only because the model's breaker is open).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -2823,7 +2828,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+     * job that waits only because the model's breaker is open).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -2843,7 +2849,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+     * job that waits only because the model's breaker is open).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -2861,7 +2868,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+     * job that waits only because the model's breaker is open).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -2886,7 +2894,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+     * job that waits only because the model's breaker is open).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -2903,7 +2912,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+     * job that waits only because the model's breaker is open).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -2915,7 +2925,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+     * job that waits only because the model's breaker is open).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -2930,7 +2941,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * waiting_since is when a waiting job first found its model out; unset otherwise.
+     * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+     * job that waits only because the model's breaker is open).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp waiting_since = 12;</code>

@@ -280,7 +280,8 @@ public interface ExtractionJobOrBuilder extends
 
   /**
    * <pre>
-   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+   * job that waits only because the model's breaker is open).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -289,7 +290,8 @@ public interface ExtractionJobOrBuilder extends
   boolean hasWaitingSince();
   /**
    * <pre>
-   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+   * job that waits only because the model's breaker is open).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp waiting_since = 12;</code>
@@ -298,7 +300,8 @@ public interface ExtractionJobOrBuilder extends
   com.google.protobuf.Timestamp getWaitingSince();
   /**
    * <pre>
-   * waiting_since is when a waiting job first found its model out; unset otherwise.
+   * waiting_since is when a waiting job first found its model out; unset otherwise (and for a
+   * job that waits only because the model's breaker is open).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp waiting_since = 12;</code>

@@ -60,7 +60,8 @@ public enum ExtractionJobState
    * EXTRACTION_JOB_STATE_WAITING: the extraction model could not be reached, timed out or
    * was overloaded; the job waits for it, its turns kept sealed, and is tried again at
    * next_attempt_at. error says why, in memoryd's words. It fails only once the deployment's
-   * retry horizon has passed since waiting_since.
+   * retry horizon has passed since waiting_since. A queued job is WAITING too while the
+   * model's circuit breaker is open (waiting_since unset until it meets an outage itself).
    * </pre>
    *
    * <code>EXTRACTION_JOB_STATE_WAITING = 5;</code>
@@ -123,7 +124,8 @@ public enum ExtractionJobState
    * EXTRACTION_JOB_STATE_WAITING: the extraction model could not be reached, timed out or
    * was overloaded; the job waits for it, its turns kept sealed, and is tried again at
    * next_attempt_at. error says why, in memoryd's words. It fails only once the deployment's
-   * retry horizon has passed since waiting_since.
+   * retry horizon has passed since waiting_since. A queued job is WAITING too while the
+   * model's circuit breaker is open (waiting_since unset until it meets an outage itself).
    * </pre>
    *
    * <code>EXTRACTION_JOB_STATE_WAITING = 5;</code>
