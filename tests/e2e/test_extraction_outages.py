@@ -166,6 +166,9 @@ def test_the_metrics_show_the_breaker_open_and_jobs_waiting_then_closed_and_none
             assert "/v1" not in text and "sk-extract" not in text and subject not in text and "Lyon" not in text
             # A job queued behind the open breaker says it waits for the model.
             queued = waiting(agent, behind, extract(agent, behind, turn("t1", "I live in Lyon")))
+            # The retries are counted while the jobs wait, before their tenant has any memory.
+            wait_until(lambda: (value(scrape(url), "memoryd_extraction_outage_retries_total") or 0) >= 1,
+                       interval=0.2, timeout=30, what="the outage retries are counted during the outage")
         finally:
             rig.fake.up()
         for s_, id_ in ((subject, job_id), (behind, queued.id)):
@@ -174,6 +177,5 @@ def test_the_metrics_show_the_breaker_open_and_jobs_waiting_then_closed_and_none
         wait_until(lambda: breaker("closed") == 1 and breaker("open") == 0
                    and value(scrape(url), "memoryd_extraction_jobs_waiting") == 0,
                    interval=0.2, timeout=30, what="the breaker shows closed and no job waiting")
-        # The tenant's counters are read once it has memories (``lifecycle_tenants``).
         wait_until(lambda: (value(scrape(url), "memoryd_extraction_outage_retries_total") or 0) >= 3,
                    interval=0.2, timeout=30, what="the outage retries are counted")

@@ -40,6 +40,7 @@ from memoryd.storage import (
     counters,
     lifecycle_tenants,
     model_outage,
+    pending_job_tenants,
     outbox_lag,
     periodic,
     tenant_metrics,
@@ -252,7 +253,10 @@ class MetricsRefresher:
 
     async def refresh(self) -> None:
         lag = await outbox_lag(self._worker_db)
-        tenants = (await lifecycle_tenants(self._worker_db))[: self._metrics.config.metrics_max_tenants]
+        # Tenants with memories, and those whose jobs are still to run (an outage's retries
+        # are counted before a job has written anything).
+        listed = {*await lifecycle_tenants(self._worker_db), *await pending_job_tenants(self._worker_db)}
+        tenants = sorted(listed)[: self._metrics.config.metrics_max_tenants]
         active: dict[str, int] = {}
         forgotten: dict[str, int] = {}
         jobs: dict[str, int] = {}

@@ -12,7 +12,7 @@ from ._envelope import DataKey, SubjectKeys
 from ._erasure import VectorErasure, erase_vectors
 from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
-from ._jobs import Claim, ClaimedJob, ExtractionJobs, ModelOutage, PlannedItem, model_outage
+from ._jobs import Claim, ClaimedJob, ExtractionJobs, ModelOutage, PlannedItem, model_outage, pending_job_tenants
 from ._http_endpoint import REASONS, HttpStatus, JsonEndpoint, Unreachable, error_fields, error_reason, http_endpoint
 from ._model_breaker import BreakerPosition, ModelBreaker
 from ._model_slots import ModelSlots, Slot
@@ -112,6 +112,7 @@ __all__ = [
     "load_or_create_master_key",
     "migrate",
     "model_outage",
+    "pending_job_tenants",
     "partition_name",
     "periodic",
     "register_index_model",

@@ -440,6 +440,14 @@ class ModelOutage:
     waiting: int
 
 
+async def pending_job_tenants(queue: Postgres) -> list[str]:
+    """The tenants with a job queued or running (through the worker role: ids only): a tenant
+    whose first jobs wait through an outage has counters before it has memories."""
+    async with queue.worker_tx() as conn:
+        cur = await conn.execute("SELECT DISTINCT tenant_id FROM extraction_jobs WHERE state IN ('queued', 'running')")
+        return [r["tenant_id"] for r in await cur.fetchall()]
+
+
 async def model_outage(queue: Postgres, breaker: ModelBreaker) -> ModelOutage:
     """The breaker, and the jobs waiting for the model: queued after an outage of their own,
     or — while the breaker is open — queued at all (``ExtractionJobs.get`` says WAITING for
