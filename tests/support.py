@@ -11,8 +11,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -396,3 +396,28 @@ class MilvusServer:
             self.process = None
 
 
+
+
+@asynccontextmanager
+async def job_replicas(dsn: str, secret: bytes, n: int = 2) -> AsyncIterator[tuple[list[Any], list[Any]]]:
+    """``n`` extraction job queues (``ExtractionJobs``) on one database, each claiming through a
+    worker-role pool of its own (the second list): ``n`` replicas of a deployment, as far as
+    jobs go."""
+    from memoryd.storage import (WORKER_ROLE, ExtractionJobs, LocalKeyProvider, Postgres, PostgresMemoryStore,
+                                 PostgresSettings)
+    from memoryd.storage._keywords import TermHasher
+
+    app = Postgres(PostgresSettings(dsn))
+    await app.open()
+    store = PostgresMemoryStore(app, TermHasher(secret), LocalKeyProvider(secret[:32].ljust(32, b"\0")))
+    pools: list[Any] = []
+    try:
+        for _ in range(n):
+            pool = Postgres(PostgresSettings(dsn), role=WORKER_ROLE)
+            await pool.open()
+            pools.append(pool)
+        yield [ExtractionJobs(store, pool) for pool in pools], pools
+    finally:
+        for pool in pools:
+            await pool.close()
+        await app.close()

@@ -14,19 +14,14 @@ import pytest
 
 from memoryd.domain import JobState, Turn
 from memoryd.storage import (
-    WORKER_ROLE,
     Claim,
     ExtractionJobs,
-    LocalKeyProvider,
     ModelBreaker,
     Postgres,
-    PostgresMemoryStore,
-    PostgresSettings,
     model_outage,
 )
-from memoryd.storage._keywords import TermHasher
 
-from ..support import unique
+from ..support import job_replicas, unique
 
 TURNS = (Turn("t1", "user", "I live in Lyon", datetime(2026, 11, 30, tzinfo=UTC)),)
 OUT, ANSWERED = True, False
@@ -62,20 +57,8 @@ class Rig:
 
 @pytest.fixture
 async def rig(private_database: str) -> AsyncIterator[Rig]:
-    app = Postgres(PostgresSettings(private_database))
-    await app.open()
-    store = PostgresMemoryStore(app, TermHasher(b"test-breaker-secret-0123456789ab"), LocalKeyProvider(b"\x0c" * 32))
-    pools: list[Postgres] = []
-    for _ in range(2):
-        pool = Postgres(PostgresSettings(private_database), role=WORKER_ROLE)
-        await pool.open()
-        pools.append(pool)
-    try:
-        yield Rig(private_database, [ExtractionJobs(store, pool) for pool in pools], pools)
-    finally:
-        for pool in pools:
-            await pool.close()
-        await app.close()
+    async with job_replicas(private_database, b"test-breaker-secret-0123456789ab") as (replicas, pools):
+        yield Rig(private_database, replicas, pools)
 
 
 def breaker(threshold: int = 3, base: float = 10.0, cap: float = 40.0) -> ModelBreaker:

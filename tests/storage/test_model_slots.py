@@ -13,17 +13,11 @@ import pytest
 
 from memoryd.domain import Turn
 from memoryd.storage import (
-    WORKER_ROLE,
     ExtractionJobs,
-    LocalKeyProvider,
     ModelSlots,
-    Postgres,
-    PostgresMemoryStore,
-    PostgresSettings,
 )
-from memoryd.storage._keywords import TermHasher
 
-from ..support import unique
+from ..support import job_replicas, unique
 
 URL = "http://127.0.0.1:8080/v1/chat/completions"
 TURNS = (Turn("t1", "user", "I live in Lyon", datetime(2026, 11, 30, tzinfo=UTC)),)
@@ -48,20 +42,8 @@ class Rig:
 
 @pytest.fixture
 async def rig(private_database: str) -> AsyncIterator[Rig]:
-    app = Postgres(PostgresSettings(private_database))
-    await app.open()
-    store = PostgresMemoryStore(app, TermHasher(b"test-slots-secret-0123456789abcd"), LocalKeyProvider(b"\x0b" * 32))
-    pools: list[Postgres] = []
-    for _ in range(2):
-        pool = Postgres(PostgresSettings(private_database), role=WORKER_ROLE)
-        await pool.open()
-        pools.append(pool)
-    try:
-        yield Rig(private_database, [ExtractionJobs(store, pool) for pool in pools])
-    finally:
-        for pool in pools:
-            await pool.close()
-        await app.close()
+    async with job_replicas(private_database, b"test-slots-secret-0123456789abcd") as (replicas, _):
+        yield Rig(private_database, replicas)
 
 
 async def test_one_slot_lets_one_replica_work_at_a_time(rig):
