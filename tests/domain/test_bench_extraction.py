@@ -186,3 +186,20 @@ def test_the_shipped_scripted_answers_carry_numbers_in_entities_and_tags_as_a_re
     assert {"K4821937", "E73918264", "priya.nair@example.org", "wang.fang@example.cn", "+44 20 7946 0321",
             "139 1234 5678"} <= carried
     assert any("护照" in t.text and "E73918264" in t.text for d in dialogues for t in d.turns)
+
+
+@pytest.mark.parametrize("extra", [["--concurrency", "2"], ["--url", "http://127.0.0.1:9/v1", "--model", "m"],
+                                   ["--scripted"], ["--port", "50999"]])
+def test_addr_refuses_the_embedded_servers_own_settings(extra, capsys):
+    args = _parser().parse_args(["bench", "extraction", "--addr", "127.0.0.1:9", *extra])
+    assert args.run(args) == 2
+    assert "--addr uses the server's own extraction settings" in capsys.readouterr().err
+
+
+def test_addr_without_an_admin_token_says_where_one_comes_from(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("MEMORYD_ADMIN_TOKEN", raising=False)
+    args = _parser().parse_args(["bench", "extraction", "--addr", "127.0.0.1:9",
+                                 "--admin-token-file", str(tmp_path / "none.token")])
+    assert args.run(args) == 1
+    err = capsys.readouterr().err
+    assert "--admin-token" in err and "MEMORYD_ADMIN_TOKEN" in err
