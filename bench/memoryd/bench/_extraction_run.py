@@ -14,7 +14,7 @@ dialogues one after the other, so the jobs queue together and the server's worke
 its own pace (its concurrency). Then every job is polled with ``GetExtractionJob`` until it has
 ended or ``wait`` seconds have passed since the last Write; a job still queued or running then is
 reported as not finished. Last, for each subject, the leak check's evidence (``Seen``) is read:
-the job's answer, every memory in any status through ``MemoryView`` (whole messages, every
+the job's answer, every memory, active or forgotten, through ``MemoryView`` (whole messages, every
 field), every version of each through ``GetHistory``, and ``Recall`` with the prompt block for
 ``LEAK_QUERIES`` and the dialogue's own queries (``min_relevance`` 0, so the block holds what
 ranks highest however weakly). The active memories are what recall and precision score. Seconds
