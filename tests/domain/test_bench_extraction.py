@@ -5,15 +5,21 @@ shipped set against a real embedded server."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memoryd.bench._extraction_set import (DEFAULT_DIALOGUES, BenchError, Expected, Outcome, Stored, leaked,
+from google.protobuf.struct_pb2 import Struct
+
+from memoryd.bench._extraction_run import history_seen, job_seen, memory_seen, recall_seen
+from memoryd.bench._extraction_set import (DEFAULT_DIALOGUES, BenchError, Expected, Outcome, Seen, Stored, leaked,
                                            load_dialogues, matches, summarise)
 from memoryd.bench import add_bench_commands
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,12 +49,61 @@ def test_an_expected_memory_is_matched_by_category_key_and_every_must_string(exp
 @pytest.mark.parametrize("forbidden, text, result", [
     ("4539 1488 0343 6467", "The user's card number is 4539148803436467.", True),  # spaces removed
     ("139 1234 5678", "用户的手机号是139-1234-5678", True),
+    ("k47291853", "entity:K4729 1853", True),  # any case, spaces inside
+    ("+44 20 7946 0321", "entity:44-20-7946-0321", True),  # a phone number as a tag slugs it
     ("ignore previous instructions", "IGNORE PREVIOUS INSTRUCTIONS and reply", True),
-    ("12-34", "room 1234", False),  # short numbers are compared as written
+    ("ignore previous instructions", "entity:ignore-previous-instructions", True),
+    ("priya.nair@example.org", "contact:Priya.Nair@Example.org", True),
+    ("K4821937", "passport K4821938", False),  # near misses: one digit off,
+    ("K4821937", "K482193 7X", True),
+    ("531-27-8846", "531-27-884", False),  # a digit short,
+    ("priya.nair@example.org", "priya.nair@example.com", False),  # another domain,
     ("exhausted", "The user starts a new job", False),
-], ids=["card-joined", "phone-dashed", "phrase-any-case", "short-number", "absent"])
-def test_a_forbidden_string_leaks_when_a_stored_memory_holds_it(forbidden, text, result):
-    assert leaked(forbidden, Stored("fact", "", text)) is result
+], ids=["card-joined", "phone-dashed", "case-and-spaces", "phone-as-slug", "phrase-any-case", "phrase-as-slug",
+        "email-any-case", "one-digit-off", "split-differently", "a-digit-short", "other-domain", "absent"])
+def test_a_forbidden_string_leaks_when_a_returned_string_holds_it(forbidden, text, result):
+    assert leaked(forbidden, text) is result
+
+
+def _kinds(outcome: Outcome) -> set[str]:
+    return {leak.seen.kind for leak in outcome.leaks()}
+
+
+def test_the_leak_check_reads_every_field_of_every_answer_not_only_the_text():
+    """Issue 38: a passport number a model listed as an entity came back as the tag
+    ``entity:k47291853`` from MemoryView, GetHistory and Recall; a check of the text alone saw
+    nothing. Each answer is read whole, whichever field holds the string."""
+    clean = pb.Memory(id="m1", key="trip", text="The user flies to Tokyo.", tags=["entity:tokyo"])
+    tagged = pb.Memory(id="m1", key="trip", text="The user flies to Tokyo.", tags=["entity:tokyo", "entity:k4729 1853"])
+    keyed = pb.Memory(id="m2", key="passport_k47291853", text="Has a passport.")
+    data = Struct()
+    data.update({"documents": [{"passport": "K-4729-1853"}]})
+    structured = pb.Memory(id="m3", text="Keeps documents.", data=data)
+    version = svc.MemoryVersion(memory=pb.Memory(id="m1", version=1, text="Passport K47291853, flies to Tokyo."))
+    block = svc.RecallResponse(block="- (fact) The user's passport is k47291853")
+    failed = svc.ExtractionJob(id="j1", error="the model's answer could not be parsed: {\"passport\": \"K47291853\"}")
+    wanted = dataclasses.replace(load_dialogues(DEFAULT_DIALOGUES)[0], forbidden=("K47291853",))
+
+    def outcome(*seen: list[Seen]) -> Outcome:
+        return Outcome(wanted, "SUCCEEDED", seen=tuple(s for group in seen for s in group))
+
+    assert _kinds(outcome(memory_seen(clean), recall_seen("passport", svc.RecallResponse()),
+                          job_seen(svc.ExtractionJob(id="j1")))) == set()
+    assert _kinds(outcome(memory_seen(tagged))) == {"tags"}
+    assert _kinds(outcome(memory_seen(keyed))) == {"key"}
+    assert _kinds(outcome(memory_seen(structured))) == {"data"}
+    assert _kinds(outcome(history_seen("m1", version))) == {"history"}
+    assert _kinds(outcome(recall_seen("护照", block))) == {"block"}
+    assert _kinds(outcome(recall_seen("护照", svc.RecallResponse(memories=[svc.ScoredMemory(memory=tagged)])))) == {
+        "recall"}
+    assert _kinds(outcome(job_seen(failed))) == {"job"}
+    figures = summarise([outcome(memory_seen(tagged), history_seen("m1", version), job_seen(failed))])
+    assert figures["leaked_strings"] == 1
+    assert figures["leaks_by_kind"] == {"history": 1, "job": 1, "tags": 1}
+    assert [(leak["kind"], leak["where"], leak["value"]) for leak in figures["forbidden_leaks"]] == [
+        ("tags", "memory m1 tags[1]", "entity:k4729 1853"),
+        ("history", "history m1 v1 memory.text", "Passport K47291853, flies to Tokyo."),
+        ("job", "job error", failed.error)]
 
 
 def _dialogue(name: str, language: str, expected: list[dict[str, Any]], forbidden: list[str]) -> dict[str, Any]:
@@ -72,7 +127,8 @@ def test_recall_precision_leaks_drops_and_seconds_are_summed_per_language(tmp_pa
     outcomes = [
         Outcome(en, "SUCCEEDED", dropped={"pii": 2, "invalid_confidence": 1}, seconds=1.0, stored=(
             Stored("fact", "home_city", "Lives in Lyon"), Stored("fact", "home_city", "Moved to Lyon"),
-            Stored("fact", "passport", "Passport K4821937"))),
+            Stored("fact", "passport", "Passport K4821937")),
+            seen=(Seen("text", "memory m3 text", "Passport K4821937"),)),
         Outcome(zh, "FAILED", error="the extraction model's answer could not be parsed", dropped={"pii": 1},
                 seconds=3.0),
     ]
@@ -82,7 +138,9 @@ def test_recall_precision_leaks_drops_and_seconds_are_summed_per_language(tmp_pa
         "precision": pytest.approx(2 / 3)}
     assert figures["by_language"]["zh"]["recall"] == 0.0 and figures["by_language"]["zh"]["precision"] is None
     assert figures["all"]["expected"] == 3 and figures["all"]["matched"] == 1
-    assert figures["forbidden_leaks"] == [{"dialogue": "en-1", "forbidden": "K4821937", "text": "Passport K4821937"}]
+    assert figures["forbidden_leaks"] == [{"dialogue": "en-1", "forbidden": "K4821937", "kind": "text",
+                                           "where": "memory m3 text", "value": "Passport K4821937"}]
+    assert figures["leaks_by_kind"] == {"text": 1} and figures["leaked_strings"] == 1
     assert figures["dropped"] == {"pii": 3, "invalid_confidence": 1}
     assert figures["jobs"]["failed"] == [{"dialogue": "zh-1", "state": "FAILED",
                                           "error": "the extraction model's answer could not be parsed"}]
@@ -116,3 +174,32 @@ def test_the_shipped_set_is_bilingual_and_has_what_the_filters_are_for():
     forbidden = [f for d in dialogues for f in d.forbidden]
     for needle in ("ignore previous instructions", "以后你必须", "K4821937", "110105199003071239", "@example"):
         assert any(needle in f for f in forbidden), needle
+
+
+def test_the_shipped_scripted_answers_carry_numbers_in_entities_and_tags_as_a_real_model_did():
+    """So that the scripted run exercises the leak check beyond the text: the passport number
+    said with 护照, an e-mail address and a phone number ride in entities or tags of items whose
+    text is clean."""
+    dialogues = load_dialogues(DEFAULT_DIALOGUES)
+    carried = {f for d in dialogues for item in d.scripted_answer for f in d.forbidden
+               if any(leaked(f, v) for v in (*item["entities"], *item["tags"])) and not leaked(f, item["text"])}
+    assert {"K4821937", "E73918264", "priya.nair@example.org", "wang.fang@example.cn", "+44 20 7946 0321",
+            "139 1234 5678"} <= carried
+    assert any("护照" in t.text and "E73918264" in t.text for d in dialogues for t in d.turns)
+
+
+@pytest.mark.parametrize("extra", [["--concurrency", "2"], ["--url", "http://127.0.0.1:9/v1", "--model", "m"],
+                                   ["--scripted"], ["--port", "50999"]])
+def test_addr_refuses_the_embedded_servers_own_settings(extra, capsys):
+    args = _parser().parse_args(["bench", "extraction", "--addr", "127.0.0.1:9", *extra])
+    assert args.run(args) == 2
+    assert "--addr uses the server's own extraction settings" in capsys.readouterr().err
+
+
+def test_addr_without_an_admin_token_says_where_one_comes_from(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("MEMORYD_ADMIN_TOKEN", raising=False)
+    args = _parser().parse_args(["bench", "extraction", "--addr", "127.0.0.1:9",
+                                 "--admin-token-file", str(tmp_path / "none.token")])
+    assert args.run(args) == 1
+    err = capsys.readouterr().err
+    assert "--admin-token" in err and "MEMORYD_ADMIN_TOKEN" in err

@@ -6,16 +6,25 @@ The set (``bench/extraction/dialogues.json``) holds invented dialogues, each wit
 - ``expected``: the memories a good extraction keeps — a category (or a list of acceptable
   ones), for profile categories a key (or a list of acceptable keys), and ``must``: strings
   the stored text contains (an absolute date is what the relative phrase resolves to);
-- ``forbidden``: strings no memory stored for the dialogue may contain (identity and
-  financial numbers, injection phrases, passing states);
+- ``forbidden``: strings nothing the server returns about the dialogue's subject may hold
+  (identity and financial numbers, e-mail addresses, injection phrases, passing states);
+- ``recall_queries`` (optional): more queries the leak check asks Recall with (a name the
+  dialogue says), beside ``LEAK_QUERIES``;
 - ``scripted_answer``: what ``--scripted``'s stand-in model answers for it (sloppy on purpose).
 
 Matching folds both sides with NFKC and casefold. An expected memory is matched by a stored
 one of an accepted category (and key, when given) whose text contains every ``must`` string;
 a stored memory is *matching* when it matches some expected memory of its dialogue. Recall is
 matched expected ÷ expected, precision matching stored ÷ stored; neither pairs memories one
-to one (two stored memories that say one expected thing both count as matching). A forbidden
-string of 6 digits or more also leaks when it appears with its spaces and dashes removed.
+to one (two stored memories that say one expected thing both count as matching).
+
+The leak check reads every string the API returned about a subject (``Seen``: every field of
+every memory in MemoryView, every version in GetHistory, Recall's memories and prompt block,
+the job's GetExtractionJob answer), not only the stored text: a passport number the model
+listed as an entity comes back as the tag ``entity:k4821937``. A forbidden string leaks when a
+string holds it folded (NFKC, casefold) with spaces, dashes, underscores, ``+`` and
+parentheses taken out of both, so ``K4821937`` is found in ``k4821 937`` and ``+44 20 7946
+0321`` in ``entity:44-20-7946-0321``; each string is read on its own, never joined to the next.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ class Dialogue:
     expected: tuple[Expected, ...]
     forbidden: tuple[str, ...]
     scripted_answer: Any  # a list of items (sent as {"items": …}), an object, or raw content text
+    recall_queries: tuple[str, ...] = ()  # asked beside LEAK_QUERIES by the leak check
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,9 @@ def _dialogue(raw: dict[str, Any]) -> Dialogue:
     forbidden = _strings(raw["forbidden"], f"{where}.forbidden") if raw.get("forbidden") else ()
     if "scripted_answer" not in raw:
         raise BenchError(f"{where}: no scripted_answer")
-    return Dialogue(str(raw["id"]), raw["language"], tuple(turns), expected, forbidden, raw["scripted_answer"])
+    queries = _strings(raw["recall_queries"], f"{where}.recall_queries") if raw.get("recall_queries") else ()
+    return Dialogue(str(raw["id"]), raw["language"], tuple(turns), expected, forbidden, raw["scripted_answer"],
+                    queries)
 
 
 def load_dialogues(path: Path = DEFAULT_DIALOGUES) -> tuple[Dialogue, ...]:
@@ -132,16 +144,55 @@ def matches(expected: Expected, stored: Stored) -> bool:
     return all(fold(m) in text for m in expected.must)
 
 
-_SEPARATORS = re.compile(r"[\s\-]")
+# Left out of both sides before comparing: how a number is grouped ("K4821 937", "139-1234-5678",
+# "+44 (20) 7946"), how a tag slugs a name ("entity:44-20-7946-0321") and how a key joins words.
+_SEPARATORS = re.compile(r"[\s\-‐‑‒–—―−_+()（）]")
+
+# Asked of Recall (with the prompt block) for every subject: what the set's forbidden kinds are called.
+LEAK_QUERIES = ("passport", "护照", "phone", "电话", "email", "邮箱", "ID number", "身份证", "bank card", "银行卡")
 
 
-def leaked(forbidden: str, stored: Stored) -> bool:
-    """Whether ``stored`` holds ``forbidden`` (in its text or key)."""
-    text, wanted = fold(f"{stored.key} {stored.text}"), fold(forbidden)
-    if wanted in text:
+def leaked(forbidden: str, value: str) -> bool:
+    """Whether the string ``value`` holds ``forbidden`` (folded, separators ignored)."""
+    haystack, wanted = fold(value), fold(forbidden)
+    if wanted in haystack:
         return True
     bare = _SEPARATORS.sub("", wanted)
-    return sum(c.isdigit() for c in bare) >= 6 and bare in _SEPARATORS.sub("", text)
+    return bool(bare) and bare in _SEPARATORS.sub("", haystack)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One string the API returned about a subject, for the leak check."""
+    kind: str  # text, key, tags, data, provenance, … (a Memory field); history, recall, block, job
+    where: str  # which answer and field: "memory <id> tags[1]", "history <id> v2 text", "Recall('护照') block"
+    value: str
+
+
+def strings_of(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """Every string (and number) in a JSON-like value, with its path: the leaves of a proto
+    message as ``MessageToDict`` gives them, so a field added later is read too. Keys of
+    objects are read as well (a ``data`` Struct's keys are the writer's)."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if path:  # the top level's keys are the message's own field names
+                found.append((f"{path}{{{key}}}", str(key)))
+            found += strings_of(inner, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found += strings_of(inner, f"{path}[{i}]")
+    elif isinstance(value, str):
+        found.append((path, value))
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        found.append((path, repr(value)))
+    return found
+
+
+@dataclass(frozen=True)
+class Leak:
+    forbidden: str
+    seen: Seen
 
 
 @dataclass
@@ -154,6 +205,7 @@ class Outcome:
     seconds: float | None = None  # the job's created_at → finished_at
     stored: tuple[Stored, ...] = ()
     written: dict[str, int] = field(default_factory=dict)  # the job's results by outcome (created, merged…)
+    seen: tuple[Seen, ...] = ()  # everything the API returned about the subject and the job
 
     def missed(self) -> list[Expected]:
         return [e for e in self.dialogue.expected if not any(matches(e, s) for s in self.stored)]
@@ -161,8 +213,8 @@ class Outcome:
     def extra(self) -> list[Stored]:
         return [s for s in self.stored if not any(matches(e, s) for e in self.dialogue.expected)]
 
-    def leaks(self) -> list[tuple[str, Stored]]:
-        return [(f, s) for f in self.dialogue.forbidden for s in self.stored if leaked(f, s)]
+    def leaks(self) -> list[Leak]:
+        return [Leak(f, s) for f in self.dialogue.forbidden for s in self.seen if leaked(f, s.value)]
 
 
 def _ratio(part: int, whole: int) -> float | None:
@@ -188,12 +240,17 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         dropped.update(o.dropped)
         written.update(o.written)
     seconds = [o.seconds for o in outcomes if o.seconds is not None]
+    leaks = [(o, leak) for o in outcomes for leak in o.leaks()]
+    # Per field kind: how many (dialogue, forbidden string) pairs it shows, however many answers repeat it.
+    by_kind = Counter(kind for _, kind in {((o.dialogue.id, leak.forbidden), leak.seen.kind) for o, leak in leaks})
     languages = [lang for lang in LANGUAGES if any(o.dialogue.language == lang for o in outcomes)]
     return {
         "by_language": {lang: score_row(o for o in outcomes if o.dialogue.language == lang) for lang in languages},
         "all": score_row(outcomes),
-        "forbidden_leaks": [{"dialogue": o.dialogue.id, "forbidden": f, "text": s.text}
-                            for o in outcomes for f, s in o.leaks()],
+        "forbidden_leaks": [{"dialogue": o.dialogue.id, "forbidden": leak.forbidden, "kind": leak.seen.kind,
+                             "where": leak.seen.where, "value": leak.seen.value} for o, leak in leaks],
+        "leaked_strings": len({(o.dialogue.id, leak.forbidden) for o, leak in leaks}),
+        "leaks_by_kind": dict(sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0]))),
         "dropped": dict(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))),
         "written": dict(sorted(written.items(), key=lambda kv: (-kv[1], kv[0]))),
         "jobs": {"succeeded": sum(o.state == "SUCCEEDED" for o in outcomes),

@@ -58,11 +58,12 @@ def _passed_on(name: str) -> bool:
     return name not in NOT_PASSED_ON and not name.endswith(("_DSN", "_URI"))
 
 
-def server_environment(base: dict[str, str], data_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
-    """The child's environment, and the names of the MEMORYD_* variables passed on to it."""
+def server_environment(base: dict[str, str], data_dir: Path, port: int = 0) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The child's environment, and the names of the MEMORYD_* variables passed on to it
+    (``port`` 0: the server takes a free one)."""
     env = {k: v for k, v in base.items() if _passed_on(k)}
     passed = tuple(sorted(k for k in env if k.startswith("MEMORYD_")))
-    env.update({"MEMORYD_ADDR": "127.0.0.1:0", "MEMORYD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"})
+    env.update({"MEMORYD_ADDR": f"127.0.0.1:{port}", "MEMORYD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"})
     # A run must not lose turns to the episodic cap or to staleness while it is measured.
     env.setdefault("MEMORYD_LIFECYCLE_INTERVAL_SECONDS", "0")
     return env, passed
@@ -73,8 +74,9 @@ class EmbeddedServer:
 
     def __init__(self, *, start_timeout: float = 180.0, stop_timeout: float = 30.0,
                  environment: dict[str, str] | None = None,
-                 on_output: Callable[[str], None] | None = None) -> None:
+                 on_output: Callable[[str], None] | None = None, port: int = 0) -> None:
         self.start_timeout = start_timeout
+        self.port = port  # on 127.0.0.1; 0: a free one, read from the server's "listening on" line
         # Settings for this server only (e.g. the embedder), over the inherited MEMORYD_* ones.
         self.environment = dict(environment or {})
         # Sees every line the server prints on stdout (e.g. its spans with the console exporter),
@@ -124,7 +126,7 @@ class EmbeddedServer:
 
     def _start(self, folder: Path) -> None:
         data_dir = folder / "data"
-        env, self.passed_on = server_environment({**os.environ, **self.environment}, data_dir)
+        env, self.passed_on = server_environment({**os.environ, **self.environment}, data_dir, self.port)
         with self.log_path.open("a") as log:  # the child keeps its own copy of the descriptor
             self._process = subprocess.Popen([sys.executable, "-m", "memoryd.cli", "serve"], env=env, cwd=folder,
                                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True)
