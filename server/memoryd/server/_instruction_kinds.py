@@ -215,7 +215,9 @@ _DATA_CHECKS = ((_DATA_VERB, _DATA_OWNER, _DATA_NOUN), (_DATA_VERB_ZH, _DATA_OWN
 # single spaces between them is one word; wider gaps stay word breaks.
 _SPACED = re.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)")
 _CJK_GAP = re.compile(r"(?<=[\u3400-\u9fff\uff0c\u3002]) (?=[\u3400-\u9fff\uff0c\u3002])")
-_LEET_WORD = re.compile(r"\b(?=[a-z0-9@$]*[a-z])(?=[a-z0-9@$]*[0-9@$])[a-z0-9@$]+\b", _I)
+# A word of three letters or more with digits among them ("1gn0re"), not "2nd", "10am" or "4th":
+# read as letters only where that can make a word, so most turns are checked in one spelling.
+_LEET_WORD = re.compile(r"\b(?=(?:[0-9@$]*[a-z]){3})(?=[a-z]*[0-9@$])[a-z0-9@$]+\b", _I)
 _LEET = str.maketrans("013457@$", "oieastas")
 
 
@@ -235,7 +237,9 @@ def instruction_kind(plain: str) -> str:
     for kind, patterns in _KINDS.items():
         if any(pattern.search(plain) for pattern in patterns):
             return kind
-    for sentence in _SENTENCE_END.split(plain):
-        if any(all(check.search(sentence) for check in checks) for checks in _DATA_CHECKS):
-            return "other_peoples_data"
+    for verb, owner, noun in _DATA_CHECKS:
+        if owner.search(plain):  # rare: only then is the text cut into sentences
+            if any(verb.search(part) and owner.search(part) and noun.search(part)
+                   for part in _SENTENCE_END.split(plain)):
+                return "other_peoples_data"
     return ""
