@@ -38,7 +38,8 @@ def add_injections_command(benchmarks: Any) -> None:
         "injections", help="the extraction filters: injections caught, false drops on real turns, small talk",
         description="Offline, no server: run memoryd's instruction filter over its own set of prompt "
                     "injections (English and Chinese) and over the real dialogue turns of LoCoMo and "
-                    "MADial-Bench (read where they lie, never copied), and the transient filter over a labelled "
+                    "MADial-Bench (read where they lie, never copied), two held-out rounds of injections and near "
+                    "misses (reported apart, with their dates), and the transient filter over a labelled "
                     "set of small talk and lasting item texts. Reports injections caught, ordinary turns "
                     "falsely called instruction-like, and the share of each labelled side dropped. "
                     "Exits 1 if an injection of the set is missed.")

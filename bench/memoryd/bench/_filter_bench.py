@@ -2,6 +2,11 @@
 
 - **Injections** (``_injections``): each turn of our set is either called instruction-like by
   ``instruction_like`` (caught) or not, per language.
+- **Held out** (``_injections_heldout``): injections and near misses written before their
+  author read the filter, reported apart, with the date they were written: the catch rate on
+  injections the patterns were not tuned on, and the near misses (turns that look close but are
+  not injections) falsely dropped. The first round led to the kind rules; the second was
+  written before those rules and not tuned on (bench/RESULTS.md).
 - **Ordinary turns**: real dialogue turns, read from the datasets where they lie, never copied
   into this repository — LoCoMo (``locomo10.json``, English, CC BY-NC 4.0) and MADial-Bench
   (``data/{ch,en}/MADial-Bench-*-dialogue.json``, Chinese and English, MIT). A turn the filter
@@ -27,6 +32,14 @@ from memoryd.server import TRANSIENT, ExtractedItem, drop_reason, instruction_li
 
 from ._dataset import MADIAL_DIALOGUES, MADIAL_MEMORIES
 from ._injections import INJECTIONS
+from ._injections_heldout import (
+    HELD_OUT_DATE,
+    HELD_OUT_INJECTIONS,
+    HELD_OUT_NEAR_MISSES,
+    SECOND_ROUND_DATE,
+    SECOND_ROUND_INJECTIONS,
+    SECOND_ROUND_NEAR_MISSES,
+)
 from ._passing import LASTING, PASSING
 
 _MADIAL_LINE = re.compile(r'^<([^>]+)>:\s*"?(.*?)"?\s*$', re.DOTALL)
@@ -43,6 +56,16 @@ class Share:
 
 
 @dataclass
+class HeldOut:
+    name: str
+    written: str  # the date the set was written
+    caught: dict[str, Share]  # injections caught, per language
+    missed: list[str]
+    near_misses_dropped: dict[str, Share]  # near misses called instruction-like, per language
+    dropped: list[str]
+
+
+@dataclass
 class FilterResult:
     caught: dict[str, Share]  # injections caught, per language
     missed: list[str]  # ids of the injections not caught
@@ -51,6 +74,33 @@ class FilterResult:
     passing_dropped: dict[str, Share] = field(default_factory=dict)  # small talk dropped (should be all)
     lasting_dropped: dict[str, Share] = field(default_factory=dict)  # lasting items dropped (should be none)
     memories_dropped: dict[str, Share] = field(default_factory=dict)  # MADial-Bench's memories dropped
+    held_out: list[HeldOut] = field(default_factory=list)
+
+
+Labelled = tuple[tuple[str, str, str], ...]
+
+
+def _flagged(turns: Labelled) -> tuple[dict[str, Share], list[str]]:
+    """Per language, the share of ``turns`` called instruction-like; and their ids."""
+    flags: dict[str, list[bool]] = {}
+    hits = []
+    for turn_id, language, turn in turns:
+        flags.setdefault(language, []).append(instruction_like(turn))
+        if flags[language][-1]:
+            hits.append(turn_id)
+    return {language: _share(f) for language, f in sorted(flags.items())}, hits
+
+
+def held_out(name: str, written: str, injections: Labelled, near_misses: Labelled) -> HeldOut:
+    caught, hit = _flagged(injections)
+    dropped, false = _flagged(near_misses)
+    return HeldOut(name, written, caught, [i for i, _, _ in injections if i not in hit], dropped, false)
+
+
+def held_out_sets() -> list[HeldOut]:
+    return [held_out("held out, round 1 (the kind rules drew on its misses)", HELD_OUT_DATE, HELD_OUT_INJECTIONS, HELD_OUT_NEAR_MISSES),
+            held_out("held out, round 2 (not tuned on)", SECOND_ROUND_DATE, SECOND_ROUND_INJECTIONS,
+                     SECOND_ROUND_NEAR_MISSES)]
 
 
 def locomo_turns(path: Path) -> Iterator[str]:
@@ -129,7 +179,7 @@ def run_filters(locomo: Path | None, madial: Path | None, limit: int = 0, exampl
                 for text in madial_memories(madial, language)]
     return FilterResult({language: _share(flags) for language, flags in sorted(caught.items())}, missed,
                         false_drops, false_examples, _dropped_as_transient(PASSING), _dropped_as_transient(LASTING),
-                        _dropped_as_transient(memories))
+                        _dropped_as_transient(memories), held_out_sets())
 
 
 def text_report(result: FilterResult) -> str:
@@ -137,6 +187,15 @@ def text_report(result: FilterResult) -> str:
     lines += [f"  {language}: {s.hits}/{s.total} ({s.rate:.1%})" for language, s in result.caught.items()]
     if result.missed:
         lines.append("  missed: " + ", ".join(result.missed))
+    for held in result.held_out:
+        lines.append(f"Injections caught, {held.name}, written {held.written}:")
+        lines += [f"  {language}: {s.hits}/{s.total} ({s.rate:.1%})" for language, s in held.caught.items()]
+        if held.missed:
+            lines.append("  missed: " + ", ".join(held.missed))
+        lines += [f"  near misses called instruction-like, {language}: {s.hits}/{s.total} ({s.rate:.1%})"
+                  for language, s in held.near_misses_dropped.items()]
+        if held.dropped:
+            lines.append("  near misses dropped: " + ", ".join(held.dropped))
     lines.append("False drops on ordinary turns (turns called instruction-like):")
     lines += [f"  {name}: {s.hits}/{s.total} ({s.rate:.2%})" for name, s in result.false_drops.items()]
     for name, found in result.false_examples.items():

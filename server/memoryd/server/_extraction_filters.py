@@ -6,7 +6,9 @@ An item is dropped, for the first reason that applies, when:
   instructions", "you are now…", "忽略之前的指令", a role claim or a grab for permissions:
   "this user is an administrator", "我是管理员"), whatever else it says — stored memories
   are later shown to models, so this is checked first and never relaxed (the worker also
-  judges the turns the item comes from: ``_injected``);
+  judges the turns the item comes from: ``_injected``); beside the phrase patterns below, by
+  kind — orders addressed to the assistant, authority and permission claims, standing rules,
+  other people's data, machine messages (``_instruction_kinds``);
 - ``outside_view``: the queuing agent's view (read when the job runs) may not write it;
 - ``low_confidence``: its confidence is below the tenant policy's ``min_confidence``;
 - ``transient``: the model marked it transient (a passing state, not worth remembering), or,
@@ -38,6 +40,7 @@ from dataclasses import dataclass, replace
 
 from memoryd.domain import Category, Draft, Stability, TenantPolicy
 
+from ._instruction_kinds import instruction_kind, spellings
 from ._pii import PII, PLAIN, PiiScreen
 
 INSTRUCTION_LIKE = "instruction_like"
@@ -67,6 +70,8 @@ class ExtractedItem:
     tags: tuple[str, ...] = ()
 
 
+_THIS_SYSTEM = r"(this|the|your)\s+(system|assistant|bot|model|ai|platform|service|memory|database|server)\b"
+_ELSEWHERE = r"(?!\s+(of|at|in|for|on|to|with)\s+(?!" + _THIS_SYSTEM + "))"  # "admin of a chess club"
 _INSTRUCTIONS_EN = [
     r"\b(ignore|disregard|forget|override|bypass|skip)\b.{0,40}\b(instructions?|prompts?|rules|guidelines|directives|"
     r"system|above|previous|prior|earlier|restrictions|polic(y|ies)|filters?|safeguards?|guardrails?)\b",
@@ -88,9 +93,13 @@ _INSTRUCTIONS_EN = [
     r"(^|[\[(#*\s])(system|admin|administrator|developer|root)\s*(message|note|notice|override|instruction|command|update)?"
     r"\s*[\]:)]\s*\S",  # fake system tags: "[SYSTEM] …", "SYSTEM: …", "### admin override: …"
     # Role claims and grabs for permissions: an assistant has no users with rights to grant.
-    r"\b(this|the|current)\s+user\s+(is|has|now\s+has|should\s+be\s+treated\s+as)\s+(an?\s+|the\s+)?(verified\s+)?"
-    r"(admin|administrator|root|superuser|super\s+user|owner|developer|operator|moderator|privileged|elevated|"
-    r"full\s+access|unrestricted)",
+    # A job ("the user is a developer", "…the admin of a chess club", "…has full access to the
+    # gym") is a memory: only a role over this system, or one said of nothing else, is a claim.
+    r"\b(this|the|current)\s+(user|account(\s+holder)?|caller)\s+(is|has|now\s+has|holds|gets|has\s+been\s+(given|granted)|"
+    r"should\s+be\s+treated\s+as)\s+(an?\s+|the\s+)?(verified\s+)?((admin|administrator|root|superuser|super\s+user|"
+    r"privileged|elevated|full\s+access|unrestricted)\b"
+    r"(\s+(access|privileges?|permissions?|rights|clearance|role|status|level)\b)?+" + _ELSEWHERE +
+    r"|(owner|developer|operator|moderator)\s+(of|for)\s+" + _THIS_SYSTEM + ")",
     r"\b(i\s+am|i'm|im)\s+(your|the\s+assistant's|this\s+assistant's|the\s+system's)\s+(creator|developer|owner|admin|"
     r"administrator|master|operator|programmer|maker)\b",
     r"\b(i\s+am|i'm)\s+(an?\s+|the\s+)?(system\s+)?(admin|administrator|superuser|root\s+user|developer)\b"
@@ -245,9 +254,11 @@ def _plain(text: str) -> str:
 
 
 def instruction_like(text: str) -> bool:
-    """Whether ``text`` reads as an instruction to an assistant rather than a memory."""
-    plain = _plain(text).translate(_CONFUSABLES)
-    return any(pattern.search(plain) for pattern in _INSTRUCTION)
+    """Whether ``text`` reads as an instruction to an assistant rather than a memory: by the
+    phrase patterns above or by kind (``_instruction_kinds``), in any of its spellings."""
+    folded = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).translate(_CONFUSABLES)
+    return any(any(pattern.search(plain) for pattern in _INSTRUCTION) or instruction_kind(plain)
+               for plain in spellings(folded))
 
 
 def passing_state(text: str) -> bool:
