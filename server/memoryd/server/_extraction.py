@@ -165,6 +165,11 @@ def zone_name(found: list[tuple[Category, str, datetime]], visible: frozenset[st
     return min(found, key=rank)[1] if found else ""
 
 
+async def _screen_of(job: ClaimedJob) -> PiiScreen:
+    """``said_screen`` of a job's turns, made off the event loop."""
+    return await asyncio.to_thread(said_screen, job.turns)
+
+
 def said_screen(turns: tuple[Turn, ...], zone: tzinfo = UTC) -> PiiScreen:
     """The job's PII screen: it knows the numbers its turns held, as written and as the model
     read them (``as_read``), to find them again in whatever the job keeps or logs."""
@@ -296,12 +301,13 @@ class ExtractionWorker:
         except Exception as exc:
             # An exception's words may quote what the job held: its numbers are redacted.
             _log.error("extraction job %s of tenant %s failed unexpectedly: %s", job.id, tenant,
-                       said_screen(job.turns).redacted("".join(traceback.format_exception(exc))))
+                       (await _screen_of(job)).redacted("".join(traceback.format_exception(exc))))
             await self._jobs.fail(tenant, job.id, "internal error")
         return Asked()
 
-    async def _retry_or_fail(self, job: ClaimedJob, reason: str, at_least: float = 0.0) -> None:
-        reason = said_screen(job.turns).redacted(reason)  # kept on the job and logged
+    async def _retry_or_fail(self, job: ClaimedJob, reason: str, at_least: float = 0.0,
+                             screen: PiiScreen | None = None) -> None:
+        reason = (screen or await _screen_of(job)).redacted(reason)  # kept on the job and logged
         attempts = job.attempts - job.outages  # waits for the model use up none
         if attempts >= self._max_attempts:
             _log.error("extraction job %s failed: %s; gave up after %d attempts", job.id, reason, attempts)
@@ -311,17 +317,18 @@ class ExtractionWorker:
             _log.warning("extraction job %s: %s; attempt %d, next in %.1fs", job.id, reason, attempts, delay)
             await self._jobs.retry_later(job, reason, delay)
 
-    async def _wait_for_model(self, job: ClaimedJob, exc: ExtractionUnavailable, at_least: float) -> None:
+    async def _wait_for_model(self, job: ClaimedJob, exc: ExtractionUnavailable, at_least: float,
+                              screen: PiiScreen) -> None:
         """The model is out: wait for it (``_model_outage``), or fail past the horizon."""
         waited = (datetime.now(UTC) - job.waiting_since).total_seconds() if job.waiting_since else 0.0
         if waited >= self._horizon:
             _log.error("extraction job %s failed: the model was out for %.0fs", job.id, waited)
-            await self._jobs.fail(job.tenant, job.id, gave_up(said_screen(job.turns).redacted(exc.message), self._horizon))
+            await self._jobs.fail(job.tenant, job.id, gave_up(screen.redacted(exc.message), self._horizon))
             return
         delay = outage_delay(job.outages, self._base, self._outage_cap, retry_after=exc.retry_after,
                              remaining=self._horizon - waited, at_least=at_least)
         _log.warning("extraction job %s: waits for the model, next try in %.1fs", job.id, delay)
-        await self._jobs.wait_for_model(job, said_screen(job.turns).redacted(exc.message), delay)
+        await self._jobs.wait_for_model(job, screen.redacted(exc.message), delay)
 
     async def _zone(self, job: ClaimedJob, view: View | None, policy: TenantPolicy) -> tzinfo:
         # The subject's own zone only where the agent could read it itself: otherwise a
@@ -338,7 +345,9 @@ class ExtractionWorker:
         policy = self._policy_for(job.tenant)
         view = await self._views.view_for(job.tenant, job.agent)
         zone = await self._zone(job, view, policy)
-        screen = said_screen(job.turns, zone)  # for everything the job keeps or logs
+        # For everything the job keeps or logs; off the loop, as the drafts below: finding the
+        # numbers of 64 KiB of turns takes ~70 ms, judging them for instructions ~200 ms.
+        screen = await asyncio.to_thread(said_screen, job.turns, zone)
         try:
             items, invalid = await self._extractor.extract(job.turns, datetime.now(UTC), zone)
         except ExtractionUnavailable as exc:
@@ -348,9 +357,9 @@ class ExtractionWorker:
             # request still open, ``pending``, holds the slot itself).
             rest = self._timeout if exc.timed_out and exc.pending is None else 0.0
             if exc.outage:
-                await self._wait_for_model(job, exc, rest)
+                await self._wait_for_model(job, exc, rest, screen)
             else:
-                await self._retry_or_fail(job, exc.message, at_least=rest)
+                await self._retry_or_fail(job, exc.message, at_least=rest, screen=screen)
             return Asked(outage=exc.outage, pending=exc.pending, rest=rest)
         except ExtractionRefused as exc:
             _log.warning("extraction job %s: %s", job.id, screen.redacted(exc.detail))
@@ -361,9 +370,9 @@ class ExtractionWorker:
             await self._jobs.fail(job.tenant, job.id, screen.redacted(exc.message),
                                   counts={counters.EXTRACTION_PARSE_FAILURES: 1})
             return Asked(outage=False)
-        # Off the loop when the view has globs: each item's key is matched against up to 2,048.
-        globbed = view is not None and view.has_globs
-        drafts, dropped, screened = await off_loop_if(globbed, self.drafts, job, items, view, policy, zone, screen)
+        # Off the loop: the turns are judged for instructions, the items' numbers and names
+        # traced to them, and each key matched against the view's globs (up to 2,048).
+        drafts, dropped, screened = await asyncio.to_thread(self.drafts, job, items, view, policy, zone, screen)
         dropped.update(invalid)  # items that broke the schema, dropped alone
         plans = await self._dedup(job, drafts, view, policy.merge_similarity)
         results = await self._jobs.finish(job, plans, dropped, view_version=view.version if view else None,
