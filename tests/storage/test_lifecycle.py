@@ -34,6 +34,10 @@ from memoryd.storage import (
 )
 from memoryd.storage._write_batch import SNAPSHOTS, VERSION_COLUMNS
 
+# How the version before 0026 wrote version rows: one source turn, no list of them.
+VERSION_COLUMNS_0022 = VERSION_COLUMNS.replace(" source_turn_ids,", "")
+SNAPSHOTS_0022 = SNAPSHOTS.replace(" m.source_turn_ids,", "")
+
 from ..support import database_before, fresh_database, unique
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
@@ -282,7 +286,7 @@ def test_rows_from_before_creators_were_recorded_count_as_their_first_versions_a
                                  (tenant, memory_id, versions[0] if versions else last_writer))
                     for n, agent in enumerate(versions, start=1):  # as the version before wrote them
                         conn.execute("UPDATE memories SET agent = %s, version = %s WHERE id = %s", (agent, n, memory_id))
-                        conn.execute(f"INSERT INTO memory_versions ({VERSION_COLUMNS}) {SNAPSHOTS}",
+                        conn.execute(f"INSERT INTO memory_versions ({VERSION_COLUMNS_0022}) {SNAPSHOTS_0022}",
                                      ([memory_id], ["created" if n == 1 else "merged"], tenant))
         asyncio.run(migrate(dsn))
         with psycopg.connect(dsn, autocommit=True) as conn:
