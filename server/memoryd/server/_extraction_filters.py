@@ -82,7 +82,11 @@ _INSTRUCTIONS_EN = [
     r"\byou\s+(will|must|should|shall|can|are\s+to)\s+(now\s+)?(act|behave)\s+as\b",
     r"(^|[.!?;:,]\s*)(please\s+|now\s+)?pretend\s+(to\s+be|you\s+are|you're)\b",
     r"\bpretend\s+(that\s+)?you\s+(are|have)\s+no\b",
-    r"\bsystem\s+prompt\b",
+    # The assistant's system prompt asked for; writing one for a bot of one's own is no injection.
+    r"\b(your|the\s+assistant's|its|the\s+bot's|the\s+model's|hidden|internal|original|initial|new|updated)\s+"
+    r"(\w+\s+)?system\s+prompt\b|\bsystem\s+prompt\s*[:=]|\b(reveal|show|print|output|dump|leak|repeat|recite|tell|"
+    r"give|send|display|paste|share|see|seeing|read\s+out)\b[^.!?]{0,20}\b(your|the|its|this)\s+(\w+\s+){0,2}system\s+"
+    r"prompt\b",
     r"\b(always|never)\s+(output|reveal|print|leak|show|disclose|execute|run)\b",
     r"(^|[.!?;:]\s*)(always|never|do\s+not|don'?t)\s+(say|respond|reply|answer|tell|include|mention|refuse|follow)\b"
     r"(?!\s+never\b)(?!\s+(anyone|anybody|him|her|them|mom|dad|my)\b)",
@@ -142,7 +146,8 @@ _INSTRUCTIONS_ZH = [
     r"你现在(是|扮演|作为|就是|成为)",
     r"从?现在(开始|起)[^。！？]{0,10}你",
     r"(^|[。！？])\s*(请你?|现在)?(扮演|假装成)|请你?(来)?扮演|假装你是",
-    r"系统提示",
+    r"(你的|自己的|助手的|你们的|内部|隐藏的?|原始的?|初始的?|新的?)系统提示|系统提示词?\s*[:：=]|(输出|透露|显示|泄露|发给?我|给我看|"
+    r"告诉我|复述|重复|打印|展示|说出|念|贴出|原样)[^。！？]{0,12}系统提示",
     r"(总是|始终|一直|永远)(输出|透露|显示|泄露|执行)",
     r"新的?指令",
     r"(以后|今后|往后|之后|从今以后)[^。！？]{0,6}你[^。！？]{0,4}(必须|务必|一定要|只能|只许|每次|都要|都得|得|要)",
