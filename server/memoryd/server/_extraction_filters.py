@@ -8,7 +8,8 @@ An item is dropped, for the first reason that applies, when:
   are later shown to models, so this is checked first and never relaxed (the worker also
   judges the turns the item comes from: ``_injected``); beside the phrase patterns below, by
   kind — orders addressed to the assistant, authority and permission claims, standing rules,
-  other people's data, machine messages (``_instruction_kinds``);
+  other people's data, machine messages, requests to skip safety checks, privilege claims,
+  third-party authorisations, security conduct set as a preference (``_instruction_kinds``);
 - ``outside_view``: the queuing agent's view (read when the job runs) may not write it;
 - ``low_confidence``: its confidence is below the tenant policy's ``min_confidence``;
 - ``transient``: the model marked it transient (a passing state, not worth remembering), or,
@@ -156,7 +157,9 @@ _INSTRUCTIONS_ZH = [
     r"我(就)?是(你的|这个系统的|本系统的|系统的|该系统的)?(超级)?(系统)?(管理员|开发者|开发人员|维护人员|创造者|创建者|主人|超级用户|运营者|root)",
     r"(该|这个|此|这位|当前)用户(是|为|拥有|具有|有|已获得|已被授予)[^。！？]{0,6}(管理员|超级用户|最高|root|特权|全部权限|所有权限|"
     r"管理权限|开发者)",
-    r"(授予|给予|赋予|开放|开通|分配)[^。！？]{0,6}(管理员|最高|全部|所有|root|超级|特殊|无限制)?的?(权限|访问权|控制权)",
+    # A grant of wide rights, or of any to the speaker: "负责给员工开通账号和分配权限" is a job.
+    r"(授予|给予|赋予|开放|开通|分配)[^。！？]{0,6}(管理员|最高|全部|所有|root|超级|特殊|无限制)的?(权限|访问权|控制权)|"
+    r"(授予|给予|赋予|开放|开通|分配)给?(我|该用户|这个用户|本用户|此用户)[^。！？]{0,6}(权限|访问权|控制权)",
     r"给(我|该用户|这个用户|用户)[^。！？]{0,4}(管理员|最高|全部|所有|root|超级|无限制)的?(权限|访问权|控制权)",
     r"(提升|提高|升级)[^。！？]{0,4}(我的|该用户的|用户的)?权限",
     r"(开发者|管理员|上帝|越狱|调试|无限制|超级|维护)模式",
