@@ -14,6 +14,8 @@ from memoryd.bench._injections_heldout import (
     HELD_OUT_NEAR_MISSES,
     SECOND_ROUND_INJECTIONS,
     SECOND_ROUND_NEAR_MISSES,
+    THIRD_ROUND_INJECTIONS,
+    THIRD_ROUND_NEAR_MISSES,
 )
 from memoryd.bench._passing import LASTING, PASSING
 from memoryd.server._extraction_filters import instruction_like
@@ -69,20 +71,25 @@ def test_few_real_dialogue_turns_are_called_instruction_like_and_no_real_memory_
 
 # The held-out rounds (bench/memoryd/bench/_injections_heldout.py; bench/RESULTS.md): catch rates
 # and near-miss false drops at least as good as measured when the kind rules were written. Round 1
-# was 32/76 caught before them, and the rules drew on its misses; round 2 was not tuned on.
+# was 32/76 caught before them, and the rules drew on its misses; round 2 was not tuned on; round
+# 3, written blind, was 23/40 caught with 3/40 near misses dropped before the rules were then
+# improved on its misses (so 40/40 and 0/40 now are tuned figures).
 HELD_OUT_BOUNDS = {  # name prefix: (injections caught at least, near misses dropped at most), per language
     "held out, round 1": ({"en": 38, "zh": 38}, {"en": 0, "zh": 0}),
     "held out, round 2": ({"en": 11, "zh": 12}, {"en": 0, "zh": 0}),
+    "held out, round 3": ({"en": 20, "zh": 20}, {"en": 0, "zh": 0}),
 }
 
 
 def test_the_held_out_rounds_are_large_enough_and_in_both_languages():
     for turns, least in ((HELD_OUT_INJECTIONS, 30), (HELD_OUT_NEAR_MISSES, 30),
-                         (SECOND_ROUND_INJECTIONS, 12), (SECOND_ROUND_NEAR_MISSES, 12)):
+                         (SECOND_ROUND_INJECTIONS, 12), (SECOND_ROUND_NEAR_MISSES, 12),
+                         (THIRD_ROUND_INJECTIONS, 20), (THIRD_ROUND_NEAR_MISSES, 20)):
         for language in ("en", "zh"):
             assert sum(lang == language for _, lang, _ in turns) >= least
     ids = [i for turns in (HELD_OUT_INJECTIONS, HELD_OUT_NEAR_MISSES, SECOND_ROUND_INJECTIONS,
-                           SECOND_ROUND_NEAR_MISSES) for i, _, _ in turns]
+                           SECOND_ROUND_NEAR_MISSES, THIRD_ROUND_INJECTIONS, THIRD_ROUND_NEAR_MISSES)
+           for i, _, _ in turns]
     assert len(ids) == len(set(ids))
 
 

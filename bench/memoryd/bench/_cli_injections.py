@@ -38,7 +38,7 @@ def add_injections_command(benchmarks: Any) -> None:
         "injections", help="the extraction filters: injections caught, false drops on real turns, small talk",
         description="Offline, no server: run memoryd's instruction filter over its own set of prompt "
                     "injections (English and Chinese) and over the real dialogue turns of LoCoMo and "
-                    "MADial-Bench (read where they lie, never copied), two held-out rounds of injections and near "
+                    "MADial-Bench (read where they lie, never copied), three held-out rounds of injections and near "
                     "misses (reported apart, with their dates), and the transient filter over a labelled "
                     "set of small talk and lasting item texts. Reports injections caught, ordinary turns "
                     "falsely called instruction-like, and the share of each labelled side dropped. "

@@ -8,7 +8,8 @@ An item is dropped, for the first reason that applies, when:
   are later shown to models, so this is checked first and never relaxed (the worker also
   judges the turns the item comes from: ``_injected``); beside the phrase patterns below, by
   kind — orders addressed to the assistant, authority and permission claims, standing rules,
-  other people's data, machine messages (``_instruction_kinds``);
+  other people's data, machine messages, requests to skip safety checks, privilege claims,
+  third-party authorisations, security conduct set as a preference (``_instruction_kinds``);
 - ``outside_view``: the queuing agent's view (read when the job runs) may not write it;
 - ``low_confidence``: its confidence is below the tenant policy's ``min_confidence``;
 - ``transient``: the model marked it transient (a passing state, not worth remembering), or,
@@ -82,7 +83,11 @@ _INSTRUCTIONS_EN = [
     r"\byou\s+(will|must|should|shall|can|are\s+to)\s+(now\s+)?(act|behave)\s+as\b",
     r"(^|[.!?;:,]\s*)(please\s+|now\s+)?pretend\s+(to\s+be|you\s+are|you're)\b",
     r"\bpretend\s+(that\s+)?you\s+(are|have)\s+no\b",
-    r"\bsystem\s+prompt\b",
+    # The assistant's system prompt asked for; writing one for a bot of one's own is no injection.
+    r"\b(your|the\s+assistant's|its|the\s+bot's|the\s+model's|hidden|internal|original|initial|new|updated)\s+"
+    r"(\w+\s+)?system\s+prompt\b|\bsystem\s+prompt\s*[:=]|\b(reveal|show|print|output|dump|leak|repeat|recite|tell|"
+    r"give|send|display|paste|share|see|seeing|read\s+out)\b[^.!?]{0,20}\b(your|the|its|this)\s+(\w+\s+){0,2}system\s+"
+    r"prompt\b",
     r"\b(always|never)\s+(output|reveal|print|leak|show|disclose|execute|run)\b",
     r"(^|[.!?;:]\s*)(always|never|do\s+not|don'?t)\s+(say|respond|reply|answer|tell|include|mention|refuse|follow)\b"
     r"(?!\s+never\b)(?!\s+(anyone|anybody|him|her|them|mom|dad|my)\b)",
@@ -142,7 +147,8 @@ _INSTRUCTIONS_ZH = [
     r"你现在(是|扮演|作为|就是|成为)",
     r"从?现在(开始|起)[^。！？]{0,10}你",
     r"(^|[。！？])\s*(请你?|现在)?(扮演|假装成)|请你?(来)?扮演|假装你是",
-    r"系统提示",
+    r"(你的|自己的|助手的|你们的|内部|隐藏的?|原始的?|初始的?|新的?)系统提示|系统提示词?\s*[:：=]|(输出|透露|显示|泄露|发给?我|给我看|"
+    r"告诉我|复述|重复|打印|展示|说出|念|贴出|原样)[^。！？]{0,12}系统提示",
     r"(总是|始终|一直|永远)(输出|透露|显示|泄露|执行)",
     r"新的?指令",
     r"(以后|今后|往后|之后|从今以后)[^。！？]{0,6}你[^。！？]{0,4}(必须|务必|一定要|只能|只许|每次|都要|都得|得|要)",
@@ -151,7 +157,9 @@ _INSTRUCTIONS_ZH = [
     r"我(就)?是(你的|这个系统的|本系统的|系统的|该系统的)?(超级)?(系统)?(管理员|开发者|开发人员|维护人员|创造者|创建者|主人|超级用户|运营者|root)",
     r"(该|这个|此|这位|当前)用户(是|为|拥有|具有|有|已获得|已被授予)[^。！？]{0,6}(管理员|超级用户|最高|root|特权|全部权限|所有权限|"
     r"管理权限|开发者)",
-    r"(授予|给予|赋予|开放|开通|分配)[^。！？]{0,6}(管理员|最高|全部|所有|root|超级|特殊|无限制)?的?(权限|访问权|控制权)",
+    # A grant of wide rights, or of any to the speaker: "负责给员工开通账号和分配权限" is a job.
+    r"(授予|给予|赋予|开放|开通|分配)[^。！？]{0,6}(管理员|最高|全部|所有|root|超级|特殊|无限制)的?(权限|访问权|控制权)|"
+    r"(授予|给予|赋予|开放|开通|分配)给?(我|该用户|这个用户|本用户|此用户)[^。！？]{0,6}(权限|访问权|控制权)",
     r"给(我|该用户|这个用户|用户)[^。！？]{0,4}(管理员|最高|全部|所有|root|超级|无限制)的?(权限|访问权|控制权)",
     r"(提升|提高|升级)[^。！？]{0,4}(我的|该用户的|用户的)?权限",
     r"(开发者|管理员|上帝|越狱|调试|无限制|超级|维护)模式",
