@@ -34,11 +34,11 @@ from memoryd.storage import (
 )
 from memoryd.storage._write_batch import SNAPSHOTS, VERSION_COLUMNS
 
+from ..support import database_before, fresh_database, unique
+
 # How the version before 0026 wrote version rows: one source turn, no list of them.
 VERSION_COLUMNS_0022 = VERSION_COLUMNS.replace(" source_turn_ids,", "")
 SNAPSHOTS_0022 = SNAPSHOTS.replace(" m.source_turn_ids,", "")
-
-from ..support import database_before, fresh_database, unique
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 AGENT = "agent-1"
