@@ -261,12 +261,49 @@ def _plain(text: str) -> str:
     return " ".join(folded.split())
 
 
+# How the user wants to be answered — a language, a spelling, a length, a format, a tone,
+# units, a name to be called by — is a preference to remember, even said as an order
+# ("From now on, please reply in Chinese"), as long as the turn asks nothing else: none of
+# the words below that any conduct rule, claim or ask for data needs.
+_STYLE = re.compile(
+    r"\b(english|chinese|mandarin|cantonese|french|spanish|german|italian|portuguese|japanese|korean|russian|"
+    r"arabic|hindi|dutch|swedish|british|american|spelling|bullet(\s+points?)?|paragraphs?|lists?|tables?|"
+    r"headings?|emojis?|concise|brief|short(er)?|long(er)?|detailed|formal|informal|casual|polite|friendly|tone|"
+    r"metric|imperial|celsius|fahrenheit|units?|simple\s+words|plain\s+language|first\s+name|nickname)\b"
+    r"|中文|英文|英语|汉语|普通话|粤语|繁体|简体|日语|韩语|法语|德语|简短|简洁|详细|短一点|长一点|分点|列表|表格|表情|"
+    r"正式|口语|随意|语气|公制|摄氏|叫我|称呼我",
+    re.IGNORECASE)
+_NOT_STYLE = re.compile(
+    r"\b(ignor\w*|instruct\w*|prompts?|rules?|guidelines?|polic\w*|filter\w*|safe\w*|moderat\w*|verif\w*|"
+    r"refus\w*|disclaim\w*|restrict\w*|system|admin\w*|root|developer|permission\w*|access|privilege\w*|"
+    r"authori[sz]\w*|clearance|passwords?|data|memor(y|ies)|records?|history|histories|others?|users?|anyone|"
+    r"everyone|someone|somebody|anybody|reveal\w*|secrets?|hidden|obey\w*|commands?|orders?|override\w*|"
+    r"bypass\w*|skip\w*|pretend\w*|role\w*|mode|jailbr\w*|base64|decod\w*|execut\w*|follow\w*|master|owner|"
+    r"boss|lord|god|sir|trust\w*|account\w*|settings?|code\s+words?|whenever|treat|dan|persona\w*|characters?|"
+    r"act(ing)?\s+as|behave\w*|you\s+are\s+now|you'?re\s+now|unrestricted|unfiltered|uncensored|everything|"
+    r"stor(e|ed|es|ing)|saved|persons?|people|everybody|workspace|team|colleagues?|family|members?)\b"
+    r"|忽略|无视|指令|提示|规则|设定|安全|审核|验证|拒绝|免责|限制|系统|管理|权限|授权|密码|数据|记忆|记录|聊天|其他|"
+    r"任何人|别人|他人|透露|隐藏|服从|命令|扮演|模式|执行|解码|主人|老板|大人|信任|账号|账户|设置|每当|只要|你现在|你就是|"
+    r"假装|角色|身份|所有|全部|保存|存储|存的|成员|同事|家人",
+    re.IGNORECASE)
+
+
+def style_preference(plain: str) -> bool:
+    """Whether ``plain`` only asks to be answered in some style (``_STYLE``), and nothing
+    else a conduct rule, a claim or an ask for data would need (``_NOT_STYLE``)."""
+    return len(plain) <= 300 and bool(_STYLE.search(plain)) and not _NOT_STYLE.search(plain)
+
+
 def instruction_like(text: str) -> bool:
     """Whether ``text`` reads as an instruction to an assistant rather than a memory: by the
-    phrase patterns above or by kind (``_instruction_kinds``), in any of its spellings."""
+    phrase patterns above or by kind (``_instruction_kinds``), in any of its spellings — unless
+    it only asks to be answered in some style (``style_preference``)."""
     folded = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).translate(_CONFUSABLES)
+    readings = spellings(folded)
+    if all(style_preference(plain) for plain in readings):
+        return False
     return any(any(pattern.search(plain) for pattern in _INSTRUCTION) or instruction_kind(plain)
-               for plain in spellings(folded))
+               for plain in readings)
 
 
 def passing_state(text: str) -> bool:
