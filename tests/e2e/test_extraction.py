@@ -246,11 +246,15 @@ def test_timeouts_wait_for_the_model_and_use_up_none_of_the_attempts(rig):
     agent = rig.agent()
     subject = unique("subject")
     rig.fake.script_chat("hang", "hang", "hang", {"items": [item("Alice lives in Lyon", "fact", "home_city")]})
+    logged = len(rig.log.read_text(errors="replace"))
     done, seen = finished(agent, subject, extract(agent, subject, turn("t1", "I live in Lyon")))
     # Three timeouts with MEMORYD_EXTRACTION_MAX_ATTEMPTS=3, and the fourth try still goes out.
     assert done.state == svc.EXTRACTION_JOB_STATE_SUCCEEDED and done.attempts == 4
     assert svc.EXTRACTION_JOB_STATE_WAITING in seen
     assert [m.key for m in agent.list_all(subject)] == ["home_city"]
+    # Timeouts tell of a request, not of the model: three never open the breaker (its
+    # threshold), which would hold back every tenant's jobs for one tenant's long transcript.
+    assert "no job is sent to it" not in rig.log.read_text(errors="replace")[logged:]
 
 
 def test_filters_drop_and_count_each_reason_and_instruction_like_text_is_never_stored(rig):

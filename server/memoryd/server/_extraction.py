@@ -360,7 +360,10 @@ class ExtractionWorker:
                 await self._wait_for_model(job, exc, rest, screen)
             else:
                 await self._retry_or_fail(job, exc.message, at_least=rest, screen=screen)
-            return Asked(outage=exc.outage, pending=exc.pending, rest=rest)
+            # A timeout tells of this request (a long transcript on a slow model), not that the
+            # model is out: the job waits, but it never opens the breaker that holds back every
+            # tenant's jobs — the slots already bound what a hung model is sent.
+            return Asked(outage=None if exc.timed_out else exc.outage, pending=exc.pending, rest=rest)
         except ExtractionRefused as exc:
             _log.warning("extraction job %s: %s", job.id, screen.redacted(exc.detail))
             await self._jobs.fail(job.tenant, job.id, screen.redacted(exc.message))

@@ -1,7 +1,7 @@
 """A circuit breaker per model endpoint, shared by every replica through Postgres.
 
-A dead model answers every request with an outage (connection refused, a timeout, 429, 503).
-Each outage answer counts (``failed``); after ``threshold`` in a row the breaker **opens**:
+A dead model answers every request with an outage (connection refused, 429, 503; a timeout
+is left out by the worker: it tells of one request). Each outage answer counts (``failed``); after ``threshold`` in a row the breaker **opens**:
 no job is claimed for the endpoint for a cool-down (``base`` seconds, doubling each time it
 opens again, at most ``cap``), so the queued jobs stay queued — untried, their turns sealed —
 instead of each being sent to the dead model. When the cool-down is over the breaker is
