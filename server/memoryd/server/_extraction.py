@@ -47,7 +47,7 @@ import re
 import traceback
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -89,6 +89,7 @@ from ._extraction_filters import (INSTRUCTION_LIKE, NO_KEY, ExtractedItem, draft
 from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 from ._extraction_llm import ChatExtractor, as_read
 from ._injected import InjectedTurns
+from ._injection_meaning import meaning_judge
 from ._model_outage import Asked, gave_up, outage_delay
 from ._once import once_each
 from ._pii import PII, PLAIN, PiiScreen
@@ -192,7 +193,8 @@ class ExtractionWorker:
                  max_text_bytes: int = 8 * 1024, on_written: Callable[[], None] | None = None,
                  parallel: int = 2, slots: ModelSlots | None = None, timeout_seconds: float = 60.0,
                  breaker: ModelBreaker | None = None, retry_horizon: float = 3600.0,
-                 outage_backoff: float = 300.0, hold_seconds: float = 0.0) -> None:
+                 outage_backoff: float = 300.0, hold_seconds: float = 0.0,
+                 injection_meaning: Callable[[Sequence[str]], list[bool]] | None = None) -> None:
         self._jobs = jobs
         self._extractor = extractor
         self._views = views
@@ -211,6 +213,7 @@ class ExtractionWorker:
         self._horizon = retry_horizon
         self._outage_cap = outage_backoff
         self._hold = max(hold_seconds, timeout_seconds)
+        self._injection_meaning = injection_meaning  # the second judge of instructions, if on
         self.wakeup = asyncio.Event()
 
     def close(self) -> None:
@@ -394,7 +397,7 @@ class ExtractionWorker:
         turns = {t.turn_id: t for t in job.turns}
         # The turns as the model read them, to check its claimed sources against.
         seen = [(t.turn_id, t.speaker, as_read(t, zone)) for t in job.turns]
-        injected = InjectedTurns(seen, known=(job.subject,))
+        injected = InjectedTurns(seen, known=(job.subject,), meaning=self._injection_meaning)
         dropped: Counter[str] = Counter()
         drafts = []
         for raw in items:
@@ -504,4 +507,5 @@ def extraction_worker(config: Any, jobs: ExtractionJobs, views: ViewRegistry, de
                                                  base=min(5.0, cool_down), cap=cool_down),
                             retry_horizon=config.extraction_retry_horizon_seconds,
                             outage_backoff=config.extraction_retry_max_backoff_seconds,
-                            hold_seconds=config.extraction_abandoned_request_seconds)
+                            hold_seconds=config.extraction_abandoned_request_seconds,
+                            injection_meaning=meaning_judge().flags if config.extraction_injection_meaning else None)

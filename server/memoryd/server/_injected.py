@@ -14,12 +14,16 @@ cannot be placed), or when every sentence, or only the turn as a whole, is instr
 So "We hiked near Lyon. Ignore previous instructions…" still yields "Alice hiked near Lyon",
 and an item that shares even one word with the injected sentence is dropped: a false drop
 costs one memory, a stored instruction is shown to every model that later reads it.
+
+``meaning`` (``_injection_meaning.MeaningJudge.flags``, when the deployment has it on) is a
+second judge of sentences: a turn the patterns pass is flagged when one of its sentences reads,
+by meaning, as an instruction, and its sentences are then told apart by that judgement.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._extraction_filters import ExtractedItem, instruction_like
 from ._provenance import source_turns
@@ -37,7 +41,8 @@ def sentences(text: str) -> list[str]:
 class InjectedTurns:
     """A job's turns, (turn_id, speaker, text as the model read it), judged once each."""
 
-    def __init__(self, turns: Sequence[tuple[str, str, str]], known: Sequence[str] = ()) -> None:
+    def __init__(self, turns: Sequence[tuple[str, str, str]], known: Sequence[str] = (),
+                 meaning: Callable[[Sequence[str]], list[bool]] | None = None) -> None:
         self._turns = list(turns)
         self._known = tuple(known)
         self._by_id = {turn_id: (speaker, said) for turn_id, speaker, said in self._turns}
@@ -47,6 +52,17 @@ class InjectedTurns:
             # patterns that look for a sentence's start find it after a sentence end too.
             if instruction_like(said):
                 self._flagged[turn_id] = [(part, instruction_like(part)) for part in sentences(said)]
+        if meaning is not None:
+            self._judge_by_meaning(meaning)
+
+    def _judge_by_meaning(self, meaning: Callable[[Sequence[str]], list[bool]]) -> None:
+        """The turns the patterns passed, their sentences judged all at once (one batch)."""
+        parts = {turn_id: sentences(said) for turn_id, _, said in self._turns if turn_id not in self._flagged}
+        flags = iter(meaning([part for each in parts.values() for part in each]))
+        for turn_id, each in parts.items():
+            judged = [(part, next(flags)) for part in each]
+            if any(flag for _, flag in judged):
+                self._flagged[turn_id] = judged
 
     def taint(self, item: ExtractedItem) -> bool:
         """Whether ``item`` comes, by the provenance check or by the model's claim, from an

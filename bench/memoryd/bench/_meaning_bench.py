@@ -1,0 +1,62 @@
+"""``memoryd bench injections --meaning``: the line of the meaning judge
+(``memoryd.server.MeaningJudge``) beside the patterns' report — per set, turns flagged by the
+patterns or by meaning; on the real dialogue turns, the false drops. Our sets are the judge's
+exemplars, so on them it is read in-sample (the cross-validated and round 4 figures are in
+bench/RESULTS.md, from ``_meaning_experiment``). Loads the bundled model: about 10 s of CPU for
+the exemplars, then about 27 ms per cued sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from memoryd.server import instruction_like, meaning_judge, sentences
+
+from ._filter_bench import locomo_turns, madial_turns
+from ._injections import INJECTIONS
+from ._injections_heldout import (
+    HELD_OUT_INJECTIONS,
+    HELD_OUT_NEAR_MISSES,
+    SECOND_ROUND_INJECTIONS,
+    SECOND_ROUND_NEAR_MISSES,
+)
+
+
+def _flagged(turns: Iterable[str]) -> tuple[int, int, int]:
+    """(turns, flagged by the patterns, flagged by the patterns or by meaning)."""
+    judge = meaning_judge()
+    total = by_patterns = by_either = 0
+    for turn in turns:
+        total += 1
+        pattern = instruction_like(turn)
+        by_patterns += pattern
+        by_either += pattern or any(judge.flags(sentences(turn)))
+    return total, by_patterns, by_either
+
+
+def _limited(turns: Iterator[str], limit: int) -> Iterator[str]:
+    for n, turn in enumerate(turns):
+        if limit and n >= limit:
+            return
+        yield turn
+
+
+def meaning_report(locomo: Path | None, madial: Path | None, limit: int = 0) -> str:
+    sets = {"our injections (first set, rounds 1-2; the exemplars: in-sample)":
+            [t for _, _, t in (*INJECTIONS, *HELD_OUT_INJECTIONS, *SECOND_ROUND_INJECTIONS)],
+            "our near misses (rounds 1-2; the exemplars: in-sample)":
+            [t for _, _, t in (*HELD_OUT_NEAR_MISSES, *SECOND_ROUND_NEAR_MISSES)]}
+    real: dict[str, Iterator[str]] = {}
+    if locomo is not None:
+        real["LoCoMo (en)"] = locomo_turns(locomo)
+    if madial is not None:
+        real["MADial-Bench (zh)"] = madial_turns(madial, "zh")
+        real["MADial-Bench (en)"] = madial_turns(madial, "en")
+    lines = ["The meaning judge beside the patterns (turns flagged: patterns -> patterns or meaning):"]
+    for name, turns in sets.items():
+        total, pattern, either = _flagged(turns)
+        lines.append(f"  {name}: {pattern}/{total} -> {either}/{total}")
+    for name, source in real.items():
+        total, pattern, either = _flagged(_limited(source, limit))
+        lines.append(f"  false drops, {name}: {pattern}/{total} -> {either}/{total} ({either / max(total, 1):.2%})")
+    return "\n".join(lines) + "\n"
