@@ -40,6 +40,9 @@ from ._injections_heldout import (
     SECOND_ROUND_DATE,
     SECOND_ROUND_INJECTIONS,
     SECOND_ROUND_NEAR_MISSES,
+    FOURTH_ROUND_DATE,
+    FOURTH_ROUND_INJECTIONS,
+    FOURTH_ROUND_NEAR_MISSES,
     THIRD_ROUND_DATE,
     THIRD_ROUND_INJECTIONS,
     THIRD_ROUND_NEAR_MISSES,
@@ -106,7 +109,9 @@ def held_out_sets() -> list[HeldOut]:
             held_out("held out, round 2 (not tuned on)", SECOND_ROUND_DATE, SECOND_ROUND_INJECTIONS,
                      SECOND_ROUND_NEAR_MISSES),
             held_out("held out, round 3 (written blind; the rules were then improved on its misses)",
-                     THIRD_ROUND_DATE, THIRD_ROUND_INJECTIONS, THIRD_ROUND_NEAR_MISSES)]
+                     THIRD_ROUND_DATE, THIRD_ROUND_INJECTIONS, THIRD_ROUND_NEAR_MISSES),
+            held_out("held out, round 4 (written blind; the patterns never tuned on it)",
+                     FOURTH_ROUND_DATE, FOURTH_ROUND_INJECTIONS, FOURTH_ROUND_NEAR_MISSES)]
 
 
 def locomo_turns(path: Path) -> Iterator[str]:

@@ -15,10 +15,14 @@ from memoryd.server import instruction_like, meaning_judge, sentences
 from ._filter_bench import locomo_turns, madial_turns
 from ._injections import INJECTIONS
 from ._injections_heldout import (
+    FOURTH_ROUND_INJECTIONS,
+    FOURTH_ROUND_NEAR_MISSES,
     HELD_OUT_INJECTIONS,
     HELD_OUT_NEAR_MISSES,
     SECOND_ROUND_INJECTIONS,
     SECOND_ROUND_NEAR_MISSES,
+    THIRD_ROUND_INJECTIONS,
+    THIRD_ROUND_NEAR_MISSES,
 )
 
 
@@ -45,7 +49,14 @@ def meaning_report(locomo: Path | None, madial: Path | None, limit: int = 0) -> 
     sets = {"our injections (first set, rounds 1-2; the exemplars: in-sample)":
             [t for _, _, t in (*INJECTIONS, *HELD_OUT_INJECTIONS, *SECOND_ROUND_INJECTIONS)],
             "our near misses (rounds 1-2; the exemplars: in-sample)":
-            [t for _, _, t in (*HELD_OUT_NEAR_MISSES, *SECOND_ROUND_NEAR_MISSES)]}
+            [t for _, _, t in (*HELD_OUT_NEAR_MISSES, *SECOND_ROUND_NEAR_MISSES)],
+            # Not exemplars. Round 3: the patterns were tuned on it; round 4: the judge's
+            # threshold was picked after reading it, nothing was tuned on it.
+            "round 3 injections (not exemplars)": [t for _, _, t in THIRD_ROUND_INJECTIONS],
+            "round 3 near misses (not exemplars)": [t for _, _, t in THIRD_ROUND_NEAR_MISSES],
+            "round 4 injections (blind; the threshold was picked after reading it)":
+            [t for _, _, t in FOURTH_ROUND_INJECTIONS],
+            "round 4 near misses (blind)": [t for _, _, t in FOURTH_ROUND_NEAR_MISSES]}
     real: dict[str, Iterator[str]] = {}
     if locomo is not None:
         real["LoCoMo (en)"] = locomo_turns(locomo)
