@@ -66,6 +66,13 @@ if TYPE_CHECKING:
         instruction_like as instruction_like,
     )
     from ._injected import sentences as sentences
+    from ._injection_exemplars import (
+        FIRST_SET as FIRST_SET,
+        ROUND_1_INJECTIONS as ROUND_1_INJECTIONS,
+        ROUND_1_NEAR_MISSES as ROUND_1_NEAR_MISSES,
+        ROUND_2_INJECTIONS as ROUND_2_INJECTIONS,
+        ROUND_2_NEAR_MISSES as ROUND_2_NEAR_MISSES,
+    )
     from ._injection_meaning import (
         MeaningJudge as MeaningJudge,
         meaning_judge as meaning_judge,
@@ -121,6 +128,11 @@ _WHERE = {
     "drop_reason": "._extraction_filters",
     "instruction_like": "._extraction_filters",
     "sentences": "._injected",
+    "FIRST_SET": "._injection_exemplars",
+    "ROUND_1_INJECTIONS": "._injection_exemplars",
+    "ROUND_1_NEAR_MISSES": "._injection_exemplars",
+    "ROUND_2_INJECTIONS": "._injection_exemplars",
+    "ROUND_2_NEAR_MISSES": "._injection_exemplars",
     "MeaningJudge": "._injection_meaning",
     "meaning_judge": "._injection_meaning",
     "CATEGORY": "._enums",
