@@ -34,7 +34,8 @@ def _ks(value: str) -> tuple[int, ...]:
 
 
 def add_bench_commands(commands: Any) -> None:
-    bench = commands.add_parser("bench", help="retrieval benchmarks against a real server")
+    bench = commands.add_parser("bench", help="benchmarks: retrieval (LoCoMo, bilingual), speed, scale, load, "
+                                "extraction and its filters")
     benchmarks = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
     locomo = benchmarks.add_parser(
         "locomo", help="LoCoMo: recall@k of the evidence turns of each question",
