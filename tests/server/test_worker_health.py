@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memoryd.server import WatchedOutboxWorker, WorkerHealth
 from memoryd.server._worker import LIVENESS
-from memoryd.storage import WORKER_ROLE, IndexSet, Postgres, PostgresSettings
+from memoryd.storage import WORKER_ROLE, IndexSet, IndexTarget, Postgres, PostgresSettings
 
 from ..support import until_blocked_by
 
@@ -42,6 +42,10 @@ async def queue(private_database: str) -> AsyncIterator[Postgres]:
     await db.close()
 
 
+async def _one_collection() -> list[IndexTarget]:
+    return [IndexTarget(None, None)]  # type: ignore[arg-type]  # an empty outbox never reaches it
+
+
 async def _statuses(health: WorkerHealth) -> tuple[int, int]:
     server = grpc.aio.server()
     health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
@@ -59,8 +63,9 @@ async def _statuses(health: WorkerHealth) -> tuple[int, int]:
 
 async def test_a_batch_stuck_past_the_stall_limit_fails_liveness_and_readiness(queue, private_database):
     clock = Clock()
-    # No collections to fill (and no store needed): an empty outbox is claimed and settled.
-    worker = WatchedOutboxWorker(queue, None, lambda: [], clock=clock)
+    # One collection to fill, never touched (and no store needed): an empty outbox is claimed
+    # and settled.
+    worker = WatchedOutboxWorker(queue, None, _one_collection, clock=clock)
     health = WorkerHealth(worker, queue, IndexSet(queue, lambda _: None, milvus_uri="unused"), stall_seconds=120)
     assert (await health.check()).serving
     assert await _statuses(health) == (SERVING, SERVING)
@@ -89,7 +94,7 @@ async def test_a_batch_stuck_past_the_stall_limit_fails_liveness_and_readiness(q
 
 
 async def test_postgres_out_of_reach_fails_readiness_but_not_liveness(queue):
-    worker = WatchedOutboxWorker(queue, None, lambda: [])
+    worker = WatchedOutboxWorker(queue, None, _one_collection)
     health = WorkerHealth(worker, queue, IndexSet(queue, lambda _: None, milvus_uri="unused"), timeout=3)
     assert (await health.check()).serving
     await queue.close()  # every connection of the worker's role is gone

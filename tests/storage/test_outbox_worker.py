@@ -44,6 +44,7 @@ from memoryd.storage import (
     WORKER_ROLE,
     EmbeddedPostgres,
     IndexedMemory,
+    IndexSet,
     IndexTarget,
     LocalKeyProvider,
     MilvusIndex,
@@ -56,6 +57,7 @@ from memoryd.storage import (
     embedding_text,
     migrate,
     partition_name,
+    register_index_model,
     wait_indexed,
 )
 from memoryd.storage import _memories as memories_module
@@ -166,7 +168,10 @@ class Rig:
         await pool.open()
         self.pools.append(pool)
         target = IndexTarget(index or self.index, self.embedder)
-        return OutboxWorker(pool, self.store, lambda: [target], **options)
+
+        async def targets() -> list[IndexTarget]:
+            return [target]
+        return OutboxWorker(pool, self.store, targets, **options)
 
     async def write(self, tenant: str, *drafts: Draft, subject: str = "alice") -> list[str]:
         results = await self.store.write(tenant, AGENT, subject, list(drafts))
@@ -1011,3 +1016,53 @@ async def test_wait_indexed_returns_false_on_timeout_when_nothing_drains(rig: Ri
     assert await wait_indexed(rig.store, worker, tenant, ids, timeout=0.3) is False
     assert len(await rig.outbox(tenant)) == 1
     assert await rig.index.count(tenant) == 0
+
+
+# --- no index to write yet ---------------------------------------------------------------------
+
+async def test_a_worker_that_cannot_write_every_models_index_leaves_the_work_queued_untried(
+        rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    """A fresh deployment: ``memoryd migrate`` registers no embedding model, and a worker
+    started before any server has none to write. Its work waits, untried, and is indexed as
+    soon as the model is registered — never settled without its vectors. So does work while a
+    registered model has no embedder in this process."""
+    tenant = unique("tenant")
+    ids = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"),
+                          Draft(Category.PREFERENCE, "pays by card", key="payment_method"))
+    pool = Postgres(rig.settings, role=WORKER_ROLE)
+    await pool.open()
+    rig.pools.append(pool)
+    embedders = {FakeEmbedder.model_id: rig.embedder}
+    # Re-read the models on every look while blocked: the test steps, not a clock, decide.
+    indexes = IndexSet(pool, embedders.get, milvus_uri=rig.index.uri, blocked_retry_seconds=0)
+    worker = OutboxWorker(pool, rig.store, indexes.writable)
+
+    async def untried() -> None:
+        for _ in range(3):
+            assert await worker.drain_once() == 0
+        rows = await rig.outbox(tenant)
+        assert [(r["attempts"], r["claim"], r["dead"], r["last_error"]) for r in rows] == [(0, None, False, None)] * 2
+        assert not rig.embedder.embedded
+        assert await wait_indexed(rig.store, worker, tenant, ids, timeout=0.2) is False
+
+    try:
+        await untried()  # no model registered at all
+        await register_index_model(rig.settings.dsn, FakeEmbedder.model_id, rig.index.collection, DIM)
+        await register_index_model(rig.settings.dsn, "elsewhere/model", "memories_elsewhere", DIM)
+        await untried()  # the active model's collection, but not the other one's: no embedder here
+        assert [r.getMessage() for r in caplog.records if "index work waits" in r.getMessage()] == [
+            "index work waits here (left queued, untried): no embedding model is registered yet "
+            "(a server registers its model when it starts)",
+            "index work waits here (left queued, untried): no embedder here for embedding model(s) elsewhere/model",
+        ]  # once each, not on every look
+        embedders["elsewhere/model"] = FakeEmbedder()  # a process that has both embedders
+        assert await drain(worker) == 2
+        assert await rig.outbox(tenant) == []
+        assert await wait_indexed(rig.store, worker, tenant, ids, timeout=0) is True
+        assert set(await rig.index.vectors(tenant, ids)) == set(ids)
+        routes = await rig.owner_rows("SELECT collection FROM index_routes WHERE tenant_id = %s", tenant)
+        assert {r["collection"] for r in routes} == {t.index.collection for t in indexes.targets()}
+        assert len(routes) == 2
+    finally:
+        await indexes.close()
+

@@ -69,7 +69,7 @@ async def _worker(args: argparse.Namespace) -> int:
                            routing=config.milvus_routing, refresh_seconds=config.index_refresh_seconds,
                            seal_writes=config.milvus_seal)
         await indexes.refresh()
-        worker = WatchedOutboxWorker(s.queue, s.store, indexes.targets, max_attempts=config.outbox_max_attempts,
+        worker = WatchedOutboxWorker(s.queue, s.store, indexes.writable, max_attempts=config.outbox_max_attempts,
                                      parallel=config.outbox_parallel)
         process = WorkerProcess(config, worker, indexes, s.store.db, s.queue)
         stop = asyncio.Event()
@@ -91,19 +91,24 @@ async def _worker(args: argparse.Namespace) -> int:
 
 
 async def _outbox_status(args: argparse.Namespace) -> int:
-    from memoryd.storage import OutboxWorker
+    from memoryd.storage import outbox_lag
 
     async with open_storage(args) as s:
-        lag = await OutboxWorker(s.queue, s.store, lambda: []).lag()
+        lag = await outbox_lag(s.queue)
     print(f"pending: {lag.pending}  dead letters: {lag.dead}  oldest pending: {lag.oldest_pending_seconds:.1f}s")
     return 0
+
+
+async def _no_index() -> list[Any]:
+    """The collections of a worker that only manages the outbox: none (it indexes nothing)."""
+    return []
 
 
 async def _outbox_replay(args: argparse.Namespace) -> int:
     from memoryd.storage import OutboxWorker
 
     async with open_storage(args) as s:
-        revived = await OutboxWorker(s.queue, s.store, lambda: []).replay_dead()
+        revived = await OutboxWorker(s.queue, s.store, _no_index).replay_dead()
     print(f"replaying {revived} dead letter(s)")
     return 0
 

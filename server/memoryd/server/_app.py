@@ -177,7 +177,7 @@ class Memoryd:
             assert self._worker_db is not None
             # Batches as large as a `memoryd worker`'s: a purge no longer waits for a batch
             # being embedded, only for one being written to the index (``_outbox``).
-            worker = OutboxWorker(self._worker_db, store, indexes.targets, max_attempts=config.outbox_max_attempts,
+            worker = OutboxWorker(self._worker_db, store, indexes.writable, max_attempts=config.outbox_max_attempts,
                                   parallel=config.outbox_parallel)
             self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
         if config.lifecycle_interval_seconds > 0:

@@ -13,7 +13,8 @@ Health is grpc.health.v1 on ``worker_health_addr`` (the same protocol as the ser
   not fail liveness.
 
 A worker with no collection to fill yet (no server has registered an embedding model) has
-no Milvus to check; it is SERVING on PostgreSQL alone. Metrics are the server's
+no Milvus to check; it is SERVING on PostgreSQL alone, and leaves the outbox untouched until
+it can write every model's collection (``IndexSet.writable``). Metrics are the server's
 (``MEMORYD_METRICS_ADDR``, ``MEMORYD_METRICS_EXPORTER``): process, build and connection-pool
 instruments, and the database-backed gauges (outbox pending, lag, dead letters) refreshed the
 same way.

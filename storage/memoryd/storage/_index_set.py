@@ -5,12 +5,20 @@ Recall uses. Every process refreshes that list every few seconds, so a model reg
 ``memoryd reindex`` starts receiving writes from every outbox worker (dual-write) before the
 backfill begins, and Recall switches over when the reindex marks it active — without a
 restart.
+
+Outbox work belongs to every collection ``index_models`` lists, so a worker settles it only
+when it can write them all (``writable``). Until then — no model registered yet (``memoryd
+migrate`` registers none; a server registers its model when it starts), or a model whose
+embedder this process lacks — the work stays queued, untried, for this process once it can,
+or for another process that can: settling it would drop vectors no backfill looks for again.
+While so blocked the list is re-read every ``BLOCKED_RETRY_SECONDS``, not every refresh.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from memoryd.domain import Embedder
@@ -21,12 +29,17 @@ from ._outbox import IndexTarget
 from ._postgres import Postgres
 
 _log = logging.getLogger("memoryd.storage.indexes")
+# How soon a process that cannot write every index re-reads the models (a server registering
+# its model right after a worker started is the usual case; the next refresh is 10 s away).
+BLOCKED_RETRY_SECONDS = 1.0
+NOT_READ = "the embedding models have not been read yet"
+NO_MODEL = "no embedding model is registered yet (a server registers its model when it starts)"
 
 
 class IndexSet:
     def __init__(self, catalog: Postgres, embedder_for: Callable[[str], Embedder | None], *, milvus_uri: str,
                  milvus_token: str = "", routing: str = "partition", refresh_seconds: float = 10.0,
-                 seal_writes: bool | None = None) -> None:
+                 seal_writes: bool | None = None, blocked_retry_seconds: float = BLOCKED_RETRY_SECONDS) -> None:
         self._catalog = catalog
         self._embedder_for = embedder_for
         self._uri = milvus_uri
@@ -37,6 +50,9 @@ class IndexSet:
         self._targets: dict[str, IndexTarget] = {}
         self._unavailable: set[str] = set()
         self.active_model: str = ""
+        self.blocked_retry_seconds = blocked_retry_seconds
+        self.blocked = NOT_READ  # why this process cannot write every index ("" when it can)
+        self._looked_at = -blocked_retry_seconds
 
     def target(self, model_id: str, embedder: Embedder) -> IndexTarget:
         """The collection of ``model_id`` (opened on first use)."""
@@ -48,6 +64,7 @@ class IndexSet:
         return existing
 
     async def refresh(self) -> None:
+        self._looked_at = time.monotonic()
         async with self._catalog.catalog_tx() as conn:
             cur = await conn.execute("SELECT model_id, dim, active FROM index_models ORDER BY created_at")
             rows = await cur.fetchall()
@@ -63,10 +80,26 @@ class IndexSet:
                 continue
             self.target(model_id, embedder)
         self.active_model = next((r["model_id"] for r in rows if r["active"]), "")
+        lacking = [r["model_id"] for r in rows if r["model_id"] not in self._targets]
+        blocked = (NO_MODEL if not rows else
+                   f"no embedder here for embedding model(s) {', '.join(lacking)}" if lacking else "")
+        if blocked and blocked != self.blocked:  # logged when it changes, not on every look
+            _log.warning("index work waits here (left queued, untried): %s", blocked)
+        elif not blocked and self.blocked not in ("", NOT_READ):
+            _log.info("index work resumes: every embedding model's collection can be written")
+        self.blocked = blocked
 
     def targets(self) -> list[IndexTarget]:
         """Every collection to keep current (the active one and any being built)."""
         return list(self._targets.values())
+
+    async def writable(self) -> list[IndexTarget]:
+        """The collections every piece of outbox work belongs to, or [] while this process
+        cannot write them all (``blocked`` says why); then the models are re-read, at most
+        every ``blocked_retry_seconds``."""
+        if self.blocked and time.monotonic() - self._looked_at >= self.blocked_retry_seconds:
+            await self.refresh()
+        return [] if self.blocked else self.targets()
 
     def active(self) -> IndexTarget | None:
         """The collection Recall searches, if this process has its embedder."""

@@ -10,7 +10,10 @@ embeds ``key + text``; then, in a short transaction, it marks the rows it still 
 ``writing`` and upserts those vectors (or deletes them when the memory is gone or no longer
 active), and settles in a last short transaction: it deletes the rows still carrying its
 token. A failure retries with exponential backoff and becomes a dead letter after
-``max_attempts``, keeping the reason; an outage of the index spends no attempt. Re-reading
+``max_attempts``, keeping the reason; an outage of the index spends no attempt. A worker
+that cannot write every collection the work belongs to (``targets`` gives none: no embedding
+model registered yet, or one whose embedder it lacks) claims nothing, so no row is settled
+without its vectors — a write is never said to be indexed when it is not. Re-reading
 the current row makes every operation idempotent, so duplicates and reordering are harmless.
 
 A row taken away while its memory was being embedded (dropped by a purge or a forget, folded
@@ -101,7 +104,8 @@ class IndexTarget:
 
 
 class OutboxWorker:
-    def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: Callable[[], list[IndexTarget]], *,
+    def __init__(self, queue: Postgres, store: PostgresMemoryStore,
+                 targets: Callable[[], Awaitable[list[IndexTarget]]], *,
                  batch_size: int = 32, max_attempts: int = 8, base_backoff: float = 0.5,
                  max_backoff: float = 60.0, lease_seconds: float = LEASE_SECONDS, parallel: int = 2) -> None:
         self._queue = queue
@@ -154,8 +158,12 @@ class OutboxWorker:
         If the vector index itself is unreachable, the claimed rows are given back due as they
         were — an outage of the index spends no attempts, so it never dead-letters anything —
         and Unavailable is raised. Failures of the embedder or of single items spend attempts
-        and end as dead letters.
+        and end as dead letters. With no collection to write (``targets`` gives none), nothing
+        is claimed: the rows stay due, their attempts untouched.
         """
+        targets = await self._targets()
+        if not targets:
+            return 0
         token = uuid.uuid4()
         async with self._queue.worker_tx() as conn:
             rows = await OUTBOX.claim(conn, limit=self._batch, lease_seconds=self._lease, returning=_CLAIMED,
@@ -170,7 +178,7 @@ class OutboxWorker:
                                                self._renewer(token, rows, held_too_long),
                                                what="outbox: renewing the lease of a batch"))
         try:
-            await self._index(token, by_tenant)
+            await self._index(token, by_tenant, targets)
         except (Exception, asyncio.CancelledError):
             # Stopped (or a bug): give what is left back now rather than when the lease runs out.
             with contextlib.suppress(Exception):
@@ -203,7 +211,8 @@ class OutboxWorker:
         """An event set when the next batch (of any tenant) has settled in this process."""
         return self._settled
 
-    async def _index(self, token: uuid.UUID, by_tenant: dict[str, list[dict[str, Any]]]) -> None:
+    async def _index(self, token: uuid.UUID, by_tenant: dict[str, list[dict[str, Any]]],
+                     targets: list[IndexTarget]) -> None:
         failed: dict[str, str] = {}
         work: dict[str, _TenantWork] = {}
         for tenant, claimed in by_tenant.items():
@@ -212,14 +221,14 @@ class OutboxWorker:
             except MemorydError as exc:
                 failed[tenant] = exc.message
         try:
-            failures, written = await self._apply_batch(token, work)
+            failures, written = await self._apply_batch(token, work, targets)
         except _IndexDown as down:
             await self._settle(token, by_tenant, failed, done={}, again=[])  # the rest given back untried
             raise down.cause from None
         failed |= failures
         done = {tenant: w for tenant, w in written.items() if tenant not in failed}
         again = await self._changed_meanwhile(token, by_tenant, done)
-        await self._settle(token, by_tenant, failed, done, again)
+        await self._settle(token, by_tenant, failed, done, again, targets)
 
     async def _changed_meanwhile(self, token: uuid.UUID, by_tenant: dict[str, list[dict[str, Any]]],
                                  done: dict[str, _TenantWork]) -> list[tuple[str, str, str, str]]:
@@ -264,17 +273,19 @@ class OutboxWorker:
         return again
 
     async def _settle(self, token: uuid.UUID, by_tenant: dict[str, list[dict[str, Any]]], failed: dict[str, str],
-                      done: dict[str, _TenantWork], again: list[tuple[str, str, str, str]]) -> None:
+                      done: dict[str, _TenantWork], again: list[tuple[str, str, str, str]],
+                      targets: list[IndexTarget] | None = None) -> None:
         """In one short transaction, and only for rows still carrying ``token``: delete the rows
         of tenants ``done``, schedule a retry of those ``failed``, give the others back due (an
-        index outage); and queue ``again`` the memories that changed while being indexed."""
+        index outage); and queue ``again`` the memories that changed while being indexed.
+        ``targets``: the collections the tenants ``done`` were written to."""
         async with self._queue.worker_tx() as conn:
             for tenant, claimed in by_tenant.items():
                 ids = [r["id"] for r in claimed]
                 if tenant in failed:
                     await self._retry_later(conn, token, tenant, claimed, failed[tenant])
                 elif tenant in done:
-                    await self._record_routes(conn, tenant)
+                    await self._record_routes(conn, tenant, targets or [])
                     await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND id = ANY(%s) AND claim = %s",
                                        (tenant, ids, token))
                 else:
@@ -325,15 +336,15 @@ class OutboxWorker:
             _log.warning("outbox: memory %s of tenant %s not indexed: its content is unavailable", m.id, tenant)
         return _TenantWork(current, gone, unavailable)
 
-    async def _apply_batch(self, token: uuid.UUID,
-                           work: dict[str, _TenantWork]) -> tuple[dict[str, str], dict[str, _TenantWork]]:
+    async def _apply_batch(self, token: uuid.UUID, work: dict[str, _TenantWork],
+                           targets: list[IndexTarget]) -> tuple[dict[str, str], dict[str, _TenantWork]]:
         """Index a batch of tenants' work together — one embedding call and one read-back per
         collection — and return the tenants that failed, with why, and what was written. If
         the batch as a whole is refused (a poison item, the embedder), each tenant is tried
         alone so one tenant's bad item does not hold back the others. Raises _IndexDown if
         the index is down."""
         try:
-            return {}, await self._apply(token, work)
+            return {}, await self._apply(token, work, targets)
         except MemorydError as exc:
             if len(work) == 1:
                 return {tenant: exc.message for tenant in work}, {}
@@ -341,15 +352,15 @@ class OutboxWorker:
         written: dict[str, _TenantWork] = {}
         for tenant, one in work.items():
             try:
-                written |= await self._apply(token, {tenant: one})
+                written |= await self._apply(token, {tenant: one}, targets)
             except MemorydError as exc:
                 failed[tenant] = exc.message
         return failed, written
 
-    async def _apply(self, token: uuid.UUID, work: dict[str, _TenantWork]) -> dict[str, _TenantWork]:
+    async def _apply(self, token: uuid.UUID, work: dict[str, _TenantWork],
+                     targets: list[IndexTarget]) -> dict[str, _TenantWork]:
         """Embed ``work`` for every target, stage it, write what is still held; return that."""
         texts = [text for w in work.values() for _, text in w.current]
-        targets = self._targets()
         embedded = [await target.embedder.embed_passages(texts) if texts else [] for target in targets]
         ids = [m.id for w in work.values() for m, _ in w.current]
         by_id = [dict(zip(ids, vectors, strict=True)) for vectors in embedded]
@@ -408,8 +419,8 @@ class OutboxWorker:
                 _log.warning("outbox: memory %s of tenant %s failed (attempt %d, next in %.1fs): %s",
                              row["memory_id"], tenant, attempts, delay, reason)
 
-    async def _record_routes(self, conn: Any, tenant: str) -> None:
-        for target in self._targets():
+    async def _record_routes(self, conn: Any, tenant: str, targets: list[IndexTarget]) -> None:
+        for target in targets:
             index = target.index
             await conn.execute(
                 "INSERT INTO index_routes (tenant_id, collection, partition_name, mode) VALUES (%s, %s, %s, %s) "
