@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("memoryd.storage.erasure")
 
-LEASE_SECONDS = 120.0  # a claimed erase is due for other workers again after this (a worker died)
+# A claimed erase is due for other workers again after this (its worker died). A check may
+# wait ~12 s for a Milvus server's compaction, so a claim is a few erases, well within it.
+LEASE_SECONDS = 120.0
 
 
 class _Targets:
@@ -44,7 +46,7 @@ class ErasureRechecks:
     """Re-checks queued erases until their vectors are confirmed gone."""
 
     def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: Callable[[], list[IndexTarget]], *,
-                 batch_size: int = 16, base_backoff: float = 5.0, max_backoff: float = 300.0,
+                 batch_size: int = 4, base_backoff: float = 5.0, max_backoff: float = 300.0,
                  idle_seconds: float = 10.0) -> None:
         self._queue = queue
         self._store = store
@@ -96,7 +98,7 @@ class ErasureRechecks:
                 _log.info("erasure %s of tenant %s verified by a later check", row["erase_id"], row["tenant_id"])
             else:
                 await self._later([row], "vector deletions still queued" if outcome is None
-                                  else "the index still holds a vector of a purged memory")
+                                  else "not verified: a purged memory is still found in the index")
         return verified
 
     def _clearing(self, tenant: str) -> Callable[[str, list[str], frozenset[str]], Awaitable[VectorErasure]]:
