@@ -9,6 +9,9 @@ queued row's due time to now.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, ErasureReceipt
 from memoryd.storage import (
@@ -19,10 +22,12 @@ from memoryd.storage import (
     MilvusIndex,
     Postgres,
     VectorErasure,
+    available,
     erase_vectors,
+    migrate,
 )
 
-from ..support import unique
+from ..support import database_before, unique
 from . import test_outbox_worker as outbox_tests
 from .test_outbox_worker import AGENT, FakeEmbedder, Rig, drain, everything
 
@@ -157,3 +162,44 @@ async def test_a_receipt_waits_for_the_outboxs_queued_deletions_before_it_is_che
     assert await worker.rechecks.recheck_once() == 1
     [listed] = await rig.store.erasures(tenant)
     assert listed["verified"] and listed["checks"][-1]["vectors"] == 0
+
+
+RECHECKS = 28  # the migration that queues receipts the index left unverified
+
+
+async def test_the_migration_queues_every_tenants_receipts_the_index_left_unverified(postgres: Any) -> None:
+    tenants = [unique("erasures"), unique("erasures")]
+    queued: set[tuple[str, str]] = set()
+    with database_before(postgres.owner_dsn, RECHECKS, "erasures") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for tenant in tenants:  # as version 27 logged them: a check row per erase
+                for mode, verified, vectors, unchecked, expect in [
+                    ("purge", False, 0, ["backups", "postgres_wal_and_dead_tuples", "vector_store_files"], True),
+                    ("purge", True, 2, ["backups", "postgres_wal_and_dead_tuples"], False),
+                    ("purge", False, 2, ["backups", "postgres_wal_and_dead_tuples"], False),  # rows left: not the index
+                    ("forget", False, 0, [], False),
+                ]:
+                    with conn.transaction():
+                        conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
+                        [(erase_id,)] = conn.execute(
+                            "INSERT INTO erasure_log (tenant_id, agent, subject, selector, mode, counts, verified, "
+                            "started_at, finished_at) VALUES (%s, 'agent-1', 'alice', '{}', %s, '{}', false, now(), "
+                            "now()) RETURNING erase_id::text", (tenant, mode)).fetchall()
+                        conn.execute("INSERT INTO erasure_checks (tenant_id, erase_id, verified, vectors, unchecked) "
+                                     "VALUES (%s, %s, %s, %s, %s)", (tenant, erase_id, verified, vectors, unchecked))
+                    if expect:
+                        queued.add((tenant, erase_id))
+
+        assert [m.version for m in await migrate(dsn)] == [m.version for m in available() if m.version >= RECHECKS]
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            found = set()
+            for tenant in tenants:
+                with conn.transaction():
+                    conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
+                    found |= {(t, e) for t, e in conn.execute(
+                        "SELECT tenant_id, erase_id::text FROM erasure_rechecks WHERE tenant_id = %s", (tenant,))}
+            assert found == queued and len(queued) == 2
+            forced = conn.execute("SELECT relname, relforcerowsecurity FROM pg_class WHERE relname IN "
+                                  "('erasure_log', 'erasure_checks', 'erasure_rechecks')").fetchall()
+            assert sorted(forced) == [("erasure_checks", True), ("erasure_log", True), ("erasure_rechecks", True)]
