@@ -8,9 +8,9 @@ LOCKED), and for each one, through the tenant's own session, waits until the out
 the queued deletions, then deletes whatever vector of the purged ids is still there, compacts
 and reads the index back (``_erasure.erase_vectors``), and adds the result to the erasure log
 (``erasure_checks``, ``recheck``), where ``memoryd audit erasures`` and a retried Erase (the
-receipt look-up) read it. A verified check takes the erase off the queue; anything else —
-the index still down, deletions still queued, a vector read back — makes it due again after
-a doubling wait (``attempts``), so a long outage costs one try per erase now and then.
+receipt look-up) read it. A verified check takes the erase off the queue; the index still
+down or a vector read back makes it due again after a doubling wait (``attempts``), so a long
+outage costs one try per erase now and then; deletions still queued, after the first wait.
 """
 
 from __future__ import annotations
@@ -96,9 +96,10 @@ class ErasureRechecks:
             if outcome:
                 verified += 1
                 _log.info("erasure %s of tenant %s verified by a later check", row["erase_id"], row["tenant_id"])
+            elif outcome is None:  # the outbox is at work, not stuck: look again soon, no longer wait
+                await self._later([row], "vector deletions still queued", tried=False)
             else:
-                await self._later([row], "vector deletions still queued" if outcome is None
-                                  else "not verified: a purged memory is still found in the index")
+                await self._later([row], "not verified: a purged memory is still found in the index")
         return verified
 
     def _clearing(self, tenant: str) -> Callable[[str, list[str], frozenset[str]], Awaitable[VectorErasure]]:
@@ -111,12 +112,13 @@ class ErasureRechecks:
                                        whole_subject=False, defer=still_down, counted=counted)
         return clear
 
-    async def _later(self, rows: list[dict[str, Any]], reason: str) -> None:
+    async def _later(self, rows: list[dict[str, Any]], reason: str, *, tried: bool = True) -> None:
+        """Due again after a doubling wait, or (not ``tried``) after the first one."""
         async with self._queue.worker_tx() as conn:
             for row in rows:
-                attempts = row["attempts"] + 1
+                attempts = row["attempts"] + (1 if tried else 0)
+                delay = backoff(attempts, self._base, self._cap) if tried else self._base
                 await conn.execute(
                     "UPDATE erasure_rechecks SET attempts = %s, last_error = %s, "
                     "next_attempt_at = now() + make_interval(secs => %s) WHERE tenant_id = %s AND erase_id = %s",
-                    (attempts, reason[:500], backoff(attempts, self._base, self._cap), row["tenant_id"],
-                     row["erase_id"]))
+                    (attempts, reason[:500], delay, row["tenant_id"], row["erase_id"]))
