@@ -313,6 +313,47 @@ def test_a_replica_killed_during_a_purge_loses_neither_the_receipt_nor_the_vecto
         caller.close()
 
 
+@pytest.mark.timeout(600)  # the deployment may start in this test; then a minute's wait for the outbox
+def test_a_receipt_answered_while_milvus_hung_is_verified_in_the_background_once_it_answers(
+        shape: Deployment) -> None:
+    """Issue 39 item 4: such receipts stayed unverified forever (953 in the operator's run)."""
+    tenant, caller = _tenant(shape)
+    try:
+        for key, text in (("home_city", "Lives in Lyon"), ("drink", "Likes tea")):
+            caller.via(0).write("alice", draft("fact", text, key=key), consistency=WAIT)
+        assert _milvus_count(shape, tenant) == 2
+        assert shape.milvus.process is not None
+        group = shape.milvus.process.pid
+        request = svc.EraseRequest(subject="alice", key="home_city", mode=PURGE, reason="user request")
+        os.killpg(group, signal.SIGSTOP)  # Milvus hangs: the purge's vector delete times out
+        try:
+            receipt = caller.via(0).call("Erase", request, timeout=60).receipt
+        finally:
+            os.killpg(group, signal.SIGCONT)
+        assert receipt.counts.memories == 1 and not receipt.verified
+        # A worker re-checks it once the outbox has deleted the vector: a generous bound (the
+        # queued fallback deletion is due a minute after the purge, then the re-check's wait).
+        deadline = time.monotonic() + 300
+        while True:
+            with psycopg.connect(shape.app_dsn, autocommit=True) as conn:  # the owner is under RLS too
+                conn.execute("SELECT set_config('memoryd.tenant', %s, false)", (tenant,))
+                rechecked = conn.execute("SELECT verified FROM erasure_checks WHERE tenant_id = %s AND recheck "
+                                         "ORDER BY checked_at DESC LIMIT 1", (tenant,)).fetchall()
+            if rechecked == [(True,)]:
+                break
+            assert time.monotonic() < deadline, _outbox_state(shape, tenant)
+            time.sleep(1)
+        assert _milvus_count(shape, tenant) == 1  # the other memory's vector stays
+        again = caller.via(1).call("Erase", request, timeout=60).receipt
+        assert (again.erase_id, again.verified, again.counts.memories) == (receipt.erase_id, True, 1)
+        listed = subprocess.run([*MEMORYD, "audit", "erasures", "--tenant", tenant], env=shape.env(),
+                                capture_output=True, text=True, timeout=120)
+        assert f"{receipt.erase_id} purge by agent-1" in listed.stdout
+        assert ": verified by a later re-check" in listed.stdout, listed.stdout + listed.stderr
+    finally:
+        caller.close()
+
+
 def test_recall_answers_within_its_deadline_while_milvus_restarts(shape: Deployment) -> None:
     """Bug 4: the reconnect (load_collection) ran on the index's one thread and every Recall
     queued behind it for ~30 s. Recall must degrade to keywords instead, then recover."""

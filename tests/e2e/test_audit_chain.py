@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -98,3 +99,29 @@ def test_each_tenant_has_its_own_chain(tmp_path, private_database, key_file):
     for tenant in (a, b):
         result = _verify(env, tenant)
         assert result.returncode == 0 and "intact: 3 events" in result.stdout  # its view, two writes
+
+
+def test_audit_erasures_lists_each_erasure_with_its_checks(tmp_path, private_database, key_file):
+    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=private_database,
+                     MEMORYD_SIGNING_KEY_FILE=str(key_file))
+    tenant = unique("tenant")
+    process = ServerProcess(env, tmp_path / "server.log").start()
+    try:
+        with grpc.insecure_channel(process.target) as channel:
+            agent = agent_with_view(channel, key_file, tenant, "support-bot")
+            agent.write("alice", draft("fact", "Lives in Lyon", key="home_city"))
+            receipt = agent.erase("alice", key="home_city").receipt
+    finally:
+        assert process.stop() == 0
+
+    listed = subprocess.run([*MEMORYD, "audit", "erasures", "--tenant", tenant, "--json"], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    [line] = listed.stdout.splitlines()
+    erasure = json.loads(line)
+    assert (erasure["erase_id"], erasure["mode"], erasure["agent"]) == (receipt.erase_id, "purge", "support-bot")
+    assert erasure["verified"] is receipt.verified is True and erasure["recheck"] is None
+    assert [(c["verified"], c["recheck"]) for c in erasure["checks"]] == [(True, False)]
+    text = subprocess.run([*MEMORYD, "audit", "erasures", "--tenant", tenant], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert text.stdout.startswith(f"{receipt.erase_id} purge by support-bot at ") and ": verified\n" in text.stdout

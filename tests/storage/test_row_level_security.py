@@ -22,7 +22,7 @@ from memoryd.storage import (
 
 from ..support import unique
 
-TENANT_TABLES = ["memories", "memory_versions", "outbox", "audit_log", "erasure_log", "erasure_checks",
+TENANT_TABLES = ["memories", "memory_versions", "outbox", "audit_log", "erasure_log", "erasure_checks", "erasure_rechecks",
                  "idempotency_keys", "memory_terms", "index_routes", "subject_keys", "pending_values", "pipeline_counts", "revoked_tokens",
                  "keyword_stats"]
 EVERYTHING = tuple((c, ("*",)) for c in Category)

@@ -16,6 +16,7 @@ from ._embedders import (
 )
 from ._envelope import DataKey, SubjectKeys
 from ._erasure import VectorErasure, erase_vectors
+from ._erasure_recheck import ErasureRechecks
 from ._fingerprints import require_fingerprint
 from ._index_set import IndexSet
 from ._jobs import Claim, ClaimedJob, ExtractionJobs, ModelOutage, PlannedItem, model_outage, pending_job_tenants
@@ -59,6 +60,7 @@ __all__ = [
     "Consolidations",
     "DataKey",
     "EmbeddedPostgres",
+    "ErasureRechecks",
     "ExtractionJobs",
     "Fragment",
     "HttpStatus",

@@ -32,7 +32,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -43,7 +43,13 @@ from ._envelope import SubjectKeys
 from ._filters import read_conditions
 
 if TYPE_CHECKING:
-    from ._index_set import IndexSet
+    from ._outbox import IndexTarget
+
+
+class Indexes(Protocol):
+    """Every collection to clear (an ``IndexSet``, or the outbox worker's targets)."""
+
+    def targets(self) -> list[IndexTarget]: ...
 
 _log = logging.getLogger("memoryd.storage.erasure")
 
@@ -93,14 +99,50 @@ async def log_erase(conn: Any, tenant: str, agent: str, subject: str, described:
 
 
 async def record_check(conn: Any, tenant: str, erase_id: str, verified: bool, vectors: int, counted_vectors: int,
-                       unchecked_parts: tuple[str, ...]) -> datetime:
+                       unchecked_parts: tuple[str, ...], *, recheck: bool = False) -> datetime:
+    """Add a check's result to the erasure log (``recheck``: by the background re-check)."""
     cur = await conn.execute(
-        "INSERT INTO erasure_checks (tenant_id, erase_id, verified, vectors, counted_vectors, unchecked) "
-        "VALUES (%s, %s, %s, %s, %s, %s) RETURNING checked_at",
-        (tenant, erase_id, verified, vectors, counted_vectors, list(unchecked_parts)))
+        "INSERT INTO erasure_checks (tenant_id, erase_id, verified, vectors, counted_vectors, unchecked, recheck) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING checked_at",
+        (tenant, erase_id, verified, vectors, counted_vectors, list(unchecked_parts), recheck))
     row = await cur.fetchone()
     assert row is not None
     return row["checked_at"]  # type: ignore[no-any-return]
+
+
+async def recheck_later(conn: Any, tenant: str, erase_id: str, verified: bool) -> None:
+    """Queue the erase for the background re-check (``_erasure_recheck``), or, once a check is
+    verified, take it off the queue."""
+    if verified:
+        await conn.execute("DELETE FROM erasure_rechecks WHERE tenant_id = %s AND erase_id = %s", (tenant, erase_id))
+    else:
+        await conn.execute("INSERT INTO erasure_rechecks (tenant_id, erase_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                           (tenant, erase_id))
+
+
+async def logged_ids(conn: Any, tenant: str, erase_id: str) -> tuple[str, list[str], frozenset[str]] | None:
+    """A PURGE's subject, erased ids and the ids its receipt counts; None if there is no such purge."""
+    cur = await conn.execute("SELECT subject, counts, memory_ids::text[] AS ids FROM erasure_log "
+                             "WHERE tenant_id = %s AND erase_id = %s AND mode = 'purge'", (tenant, erase_id))
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    counted = row["counts"].get("answered", {}).get("ids", row["ids"])
+    return row["subject"], list(row["ids"]), frozenset(counted)
+
+
+async def rows_gone(conn: Any, tenant: str, ids: list[str]) -> bool:
+    """Whether nothing of the purged ``ids`` is left in Postgres: memories, versions, keyword
+    terms, index work. By id only: what the subject wrote since the erase is not its concern."""
+    for table in ("memories", "memory_versions", "memory_terms", "outbox"):
+        column = "id" if table == "memories" else "memory_id"
+        cur = await conn.execute(
+            sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND {c} = ANY(%s::uuid[])").format(
+                t=sql.Identifier(table), c=sql.Identifier(column)), (tenant, ids))
+        row = await cur.fetchone()
+        if row is None or row["n"]:
+            return False
+    return True
 
 
 async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedErase | None:
@@ -126,6 +168,26 @@ async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedE
     receipt = ErasureReceipt(row["erase_id"], mode, counts, bool(row["verified"]), row["started_at"],
                              row["checked_at"] or row["finished_at"], parts, answered.get("organisation_mentions"))
     return LoggedErase(receipt, list(row["ids"]), list(answered["ids"]), checked)
+
+
+async def history(conn: Any, tenant: str, limit: int, unverified_only: bool) -> list[dict[str, Any]]:
+    """The tenant's latest erasures, newest first: each with its checks, oldest first (the one
+    after the erase, then any background re-check), and its pending re-check, if queued.
+    ``unverified_only``: those whose latest check is not verified."""
+    cur = await conn.execute(
+        "SELECT l.erase_id::text AS erase_id, l.agent, l.subject, l.mode, l.started_at, "
+        "coalesce((SELECT jsonb_agg(jsonb_build_object('checked_at', c.checked_at, 'verified', c.verified, "
+        "'vectors', c.vectors, 'unchecked', c.unchecked, 'recheck', c.recheck) ORDER BY c.checked_at) "
+        "FROM erasure_checks c WHERE c.tenant_id = l.tenant_id AND c.erase_id = l.erase_id), '[]') AS checks, "
+        "(SELECT jsonb_build_object('attempts', r.attempts, 'next_attempt_at', r.next_attempt_at, "
+        "'last_error', r.last_error) FROM erasure_rechecks r WHERE r.tenant_id = l.tenant_id "
+        "AND r.erase_id = l.erase_id) AS recheck "
+        "FROM erasure_log l WHERE l.tenant_id = %s AND (NOT %s OR NOT coalesce((SELECT c.verified "
+        "FROM erasure_checks c WHERE c.tenant_id = l.tenant_id AND c.erase_id = l.erase_id "
+        "ORDER BY c.checked_at DESC LIMIT 1), false)) ORDER BY l.started_at DESC LIMIT %s",
+        (tenant, unverified_only, limit))
+    return [{**row, "verified": bool(row["checks"]) and bool(row["checks"][-1]["verified"])}
+            for row in await cur.fetchall()]
 
 
 @dataclass(frozen=True)
@@ -199,7 +261,7 @@ async def drop_job_records(conn: Any, tenant: str, subject: str) -> int:
     return int(cur.rowcount)
 
 
-async def erase_vectors(indexes: IndexSet | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,
+async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,
                         whole_subject: bool, defer: Callable[[str, list[str]], Awaitable[None]],
                         counted: frozenset[str] | None = None) -> VectorErasure:
     """Delete the vectors of ``ids`` (and of the whole subject) from every collection, compact

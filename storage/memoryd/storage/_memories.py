@@ -355,6 +355,36 @@ class PostgresMemoryStore:
             for memory_id in ids:
                 await enqueue_index(conn, tenant, memory_id, subject, "delete")
 
+    async def recheck_erasure(
+        self, tenant: str, erase_id: str,
+        clear: Callable[[str, builtins.list[str], frozenset[str]], Awaitable[erasure.VectorErasure]],
+    ) -> bool | None:
+        """Check a PURGE's vectors again (``clear(subject, ids, counted)`` deletes what is left
+        of them and reads the index back) and add the result to its log; whether it is now
+        verified, or None if its vector deletions are still queued for the outbox (not yet).
+        Unavailable (the index still down) leaves the log as it was."""
+        async with self._db.tenant_tx(tenant) as conn:
+            logged = await erasure.logged_ids(conn, tenant, erase_id)
+            if logged is None:
+                await erasure.recheck_later(conn, tenant, erase_id, verified=True)  # nothing to check
+                return True
+            subject, ids, counted = logged
+            cur = await conn.execute("SELECT 1 FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
+                                     "AND NOT dead LIMIT 1", (tenant, ids))
+            if await cur.fetchone() is not None:
+                return None  # a worker's delete after this check's compaction would fail its read-back
+        vectors = await clear(subject, ids, counted)
+        async with self._db.tenant_tx(tenant) as conn:
+            if vectors.verified:  # dead-lettered deletions, if any, are done now
+                await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
+                                   "AND op = 'delete'", (tenant, ids))
+            verified = vectors.verified and await erasure.rows_gone(conn, tenant, ids)
+            await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, vectors.counted,
+                                       erasure.unchecked(EraseMode.PURGE, vectors), recheck=True)
+            if verified:
+                await erasure.recheck_later(conn, tenant, erase_id, verified=True)
+        return verified
+
     async def count_active(self, tenant: str) -> int:
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute("SELECT count(*) AS n FROM memories WHERE tenant_id = %s AND status = 'active'",
@@ -405,6 +435,12 @@ class PostgresMemoryStore:
     async def verify_audit(self, tenant: str) -> audit.ChainReport:
         async with self._db.tenant_tx(tenant) as conn:
             return await audit.verify(conn, tenant)
+
+    async def erasures(self, tenant: str, *, limit: int = 50, unverified_only: bool = False,
+                       ) -> builtins.list[dict[str, Any]]:
+        """The tenant's latest erasures with their checks (``_erasure.history``), for operators."""
+        async with self._db.tenant_tx(tenant) as conn:
+            return await erasure.history(conn, tenant, limit, unverified_only)
 
     async def list(self, tenant: str, flt: ReadFilter, page: Page, now: datetime | None = None) -> Listing:
         """One page of memories, most recently updated first (keyset pagination). An active
@@ -577,6 +613,11 @@ class PostgresMemoryStore:
             verified = vectors.verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids, hasher)
             finished = await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, vectors.counted,
                                                   unchecked)
+            # Rows gone but the index not confirmed clear (down, or a vector read back): a
+            # worker checks the index again later, until it is (``_erasure_recheck``).
+            if mode is EraseMode.PURGE and ids and (verified or await self._verify(
+                    conn, tenant, subject, flt, selector, mode, ids, hasher, queued_deletes=False)):
+                await erasure.recheck_later(conn, tenant, erase_id, verified)
         return ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked, mentions)
 
     @staticmethod
@@ -696,23 +737,26 @@ class PostgresMemoryStore:
         return bool(row and row["left"])
 
     async def _verify(self, conn: Any, tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector,
-                      mode: EraseMode, ids: builtins.list[str], hasher: TermHasher) -> bool:
-        """Re-read after commit: nothing selected is left (PURGE) or still active (FORGET)."""
+                      mode: EraseMode, ids: builtins.list[str], hasher: TermHasher, *,
+                      queued_deletes: bool = True) -> bool:
+        """Re-read after commit: nothing selected is left (PURGE) or still active (FORGET).
+        ``queued_deletes=False``: vector deletions still queued for ``ids`` do not count."""
         where, params = self._selection(tenant, subject, flt, selector, mode, hasher)
         checks: list[tuple[sql.Composable, list[Any]]] = [
             (sql.SQL("SELECT count(*) AS n FROM memories WHERE {w}").format(w=where), params)
         ]
         if mode is EraseMode.PURGE:
             for table in ("memory_versions", "outbox", "memory_terms"):
+                skip = sql.SQL(" AND op <> 'delete'" if table == "outbox" and not queued_deletes else "")
                 checks.append((
-                    sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[])").format(
-                        t=sql.Identifier(table)),
+                    sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]){s}").format(
+                        t=sql.Identifier(table), s=skip),
                     [tenant, ids],
                 ))
                 if selector.all_of_subject:
                     checks.append((
-                        sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND subject = %s").format(
-                            t=sql.Identifier(table)),
+                        sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND subject = %s{s}").format(
+                            t=sql.Identifier(table), s=skip),
                         [tenant, subject],
                     ))
             if selector.all_of_subject:

@@ -43,6 +43,7 @@ from typing import Any
 
 from memoryd.domain import Embedder, MemorydError, Unavailable
 
+from ._erasure_recheck import ErasureRechecks
 from ._memories import PURGE_FALLBACK_SECONDS, PostgresMemoryStore
 from ._milvus import MilvusIndex, partition_name
 from ._postgres import Postgres
@@ -128,11 +129,14 @@ class OutboxWorker:
         self._unsealed: dict[str, MilvusIndex] = {}
         self._sealed_at = time.monotonic()
         self._sealing = asyncio.Lock()
+        # Receipts the index could not confirm are checked again wherever a worker runs.
+        self.rechecks = ErasureRechecks(queue, store, targets)
 
     async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
         """Drain until ``stop`` is set, ``parallel`` batches at a time; sleep when idle or when
         Postgres is unreachable."""
-        await asyncio.gather(*(self._drain(stop, idle_seconds) for _ in range(self._parallel)))
+        await asyncio.gather(*(self._drain(stop, idle_seconds) for _ in range(self._parallel)),
+                             self.rechecks.run(stop))
         await self._seal(now=True)
 
     async def _drain(self, stop: asyncio.Event, idle_seconds: float) -> None:
