@@ -79,7 +79,9 @@ async def _rechecks_down(rig: Rig) -> tuple[ErasureRechecks, MilvusIndex]:
     pool = Postgres(rig.settings, role=WORKER_ROLE)
     await pool.open()
     rig.pools.append(pool)
-    return ErasureRechecks(pool, rig.store, lambda: [IndexTarget(down, rig.embedder)]), down
+    async def targets() -> list[IndexTarget]:
+        return [IndexTarget(down, rig.embedder)]
+    return ErasureRechecks(pool, rig.store, targets), down
 
 
 async def test_a_receipt_answered_while_the_index_was_down_is_verified_once_it_is_back(rig: Rig) -> None:

@@ -45,7 +45,8 @@ class _Targets:
 class ErasureRechecks:
     """Re-checks queued erases until their vectors are confirmed gone."""
 
-    def __init__(self, queue: Postgres, store: PostgresMemoryStore, targets: Callable[[], list[IndexTarget]], *,
+    def __init__(self, queue: Postgres, store: PostgresMemoryStore,
+                 targets: Callable[[], Awaitable[list[IndexTarget]]], *,
                  batch_size: int = 4, base_backoff: float = 5.0, max_backoff: float = 300.0,
                  idle_seconds: float = 10.0) -> None:
         self._queue = queue
@@ -71,8 +72,11 @@ class ErasureRechecks:
 
     async def recheck_once(self) -> int:
         """Claim the due erases and check each one; return how many were verified."""
-        if not self._targets():
-            return 0  # no collection known yet: an empty check would prove nothing
+        # Every collection to check (``IndexSet.writable``): none while a registered model
+        # cannot be written here — an empty or partial check would prove nothing.
+        targets = await self._targets()
+        if not targets:
+            return 0
         async with self._queue.worker_tx() as conn:
             cur = await conn.execute(
                 "UPDATE erasure_rechecks SET next_attempt_at = now() + make_interval(secs => %s) "
@@ -85,7 +89,7 @@ class ErasureRechecks:
         for i, row in enumerate(claimed):
             try:
                 outcome = await self._store.recheck_erasure(row["tenant_id"], row["erase_id"],
-                                                             self._clearing(row["tenant_id"]))
+                                                             self._clearing(row["tenant_id"], targets))
             except Unavailable as exc:
                 # The index is still down: every erase claimed waits longer, untried.
                 await self._later(claimed[i:], f"index unreachable: {exc.message}")
@@ -102,13 +106,14 @@ class ErasureRechecks:
                 await self._later([row], "not verified: a purged memory is still found in the index")
         return verified
 
-    def _clearing(self, tenant: str) -> Callable[[str, list[str], frozenset[str]], Awaitable[VectorErasure]]:
+    def _clearing(self, tenant: str,
+                  targets: list[IndexTarget]) -> Callable[[str, list[str], frozenset[str]], Awaitable[VectorErasure]]:
         async def still_down(subject: str, ids: list[str]) -> None:
             raise Unavailable("the vector index is still unreachable")  # the deletions stay queued
 
         async def clear(subject: str, ids: list[str], counted: frozenset[str]) -> VectorErasure:
             # The purged ids only, not the whole subject: what it wrote since was not erased.
-            return await erase_vectors(_Targets(self._targets), tenant, subject, ids, mode=EraseMode.PURGE,
+            return await erase_vectors(_Targets(lambda: targets), tenant, subject, ids, mode=EraseMode.PURGE,
                                        whole_subject=False, defer=still_down, counted=counted)
         return clear
 
