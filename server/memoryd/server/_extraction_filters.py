@@ -34,7 +34,6 @@ An item is dropped, for the first reason that applies, when:
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -43,6 +42,7 @@ from memoryd.domain import Category, Draft, Stability, TenantPolicy
 
 from ._instruction_kinds import instruction_kind, spellings
 from ._pii import PII, PLAIN, PiiScreen
+from ._provenance import fold
 
 INSTRUCTION_LIKE = "instruction_like"
 OUTSIDE_VIEW = "outside_view"
@@ -251,14 +251,12 @@ _SENSITIVE_ZH = {
 }
 _SENSITIVE = [(name, re.compile(rf"\b(?:{pattern})\b", re.IGNORECASE)) for name, pattern in _SENSITIVE_EN.items()]
 _SENSITIVE += [(name, re.compile(pattern)) for name, pattern in _SENSITIVE_ZH.items()]
-_INVISIBLE = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
 
 
 def _plain(text: str) -> str:
     """The text as checked: compatibility forms folded (full-width letters, ligatures), zero-width
     characters removed, whitespace collapsed — so look-alike spellings cannot slip past."""
-    folded = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
-    return " ".join(folded.split())
+    return " ".join(fold(text).split())
 
 
 # How the user wants to be answered — a language, a spelling, a length, a format, a tone,
@@ -298,8 +296,7 @@ def instruction_like(text: str) -> bool:
     """Whether ``text`` reads as an instruction to an assistant rather than a memory: by the
     phrase patterns above or by kind (``_instruction_kinds``), in any of its spellings — unless
     it only asks to be answered in some style (``style_preference``)."""
-    folded = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).translate(_CONFUSABLES)
-    readings = spellings(folded)
+    readings = spellings(fold(text).translate(_CONFUSABLES))
     if all(style_preference(plain) for plain in readings):
         return False
     return any(any(pattern.search(plain) for pattern in _INSTRUCTION) or instruction_kind(plain)

@@ -18,17 +18,17 @@ subject's time zone.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import replace
 
 from memoryd.domain import Draft
 
+from ._provenance import fold
+
 __all__ = ["DUPLICATE", "once_each", "said_form"]
 
 DUPLICATE = "duplicate"
 
-_INVISIBLE = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
 _TOKEN = re.compile(r"[^\W_]+")
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af])")
 _IGNORED = frozenset({"a", "an", "the", "的"})
@@ -38,7 +38,7 @@ _ZONE = re.compile(r"\b[A-Z][A-Za-z_]+/[A-Z][A-Za-z_]+|\b(UTC|GMT)\s*[+-]\s*\d|\
 
 def said_form(text: str) -> tuple[str, ...]:
     """The words of ``text`` as sentences are compared: folded, each CJK character a word."""
-    folded = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).casefold()
+    folded = fold(text).casefold()
     return tuple(t for t in _TOKEN.findall(_CJK.sub(r" \1 ", folded)) if t not in _IGNORED)
 
 

@@ -57,7 +57,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["UNSUPPORTED", "source_turns"]
+__all__ = ["UNSUPPORTED", "fold", "source_turns"]
 
 UNSUPPORTED = "unsupported_source"  # the drop reason when nothing in the job supports the item
 
@@ -119,7 +119,9 @@ class _Item:
     content: tuple[str, ...]  # "k:<key>" for words, "b:<bigram>" for CJK
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
+    """``text`` as memoryd's text checks read it: compatibility forms folded (full-width
+    letters and digits, ligatures), zero-width characters and soft hyphens removed."""
     return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
 
 
@@ -169,7 +171,7 @@ def _word_values(words: Sequence[str]) -> set[int]:
 
 
 def _read(text: str) -> _Reading:
-    folded = _fold(text)
+    folded = fold(text)
     numbers: list[str] = []
     values: set[int] = set()
     runs = _CJK_RUN.findall(folded)
@@ -223,12 +225,12 @@ def _starts_sentence(folded: str, start: int) -> bool:
 
 
 def _item(text: str, entities: Iterable[str], speakers: _Reading) -> _Item:
-    folded = _fold(text)
+    folded = fold(text)
     numbers = ["n:" + "-".join(g) for g in _numbers(folded)]
     names: list[str] = []
     content: list[str] = []
     said = {_stem(_fold_word(m.group())) for m in _words(folded)}
-    for entity in map(_fold, entities):
+    for entity in map(fold, entities):
         numbers += ["n:" + "-".join(g) for g in _numbers(entity)]
         for match in _words(entity):
             word = _fold_word(match.group())
