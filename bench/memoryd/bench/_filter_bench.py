@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -160,6 +161,18 @@ def _dropped_as_transient(language_items: tuple[tuple[str, str, str], ...] | lis
     return {language: _share(flags) for language, flags in sorted(shares.items())}
 
 
+def real_turns(locomo: Path | None, madial: Path | None, limit: int = 0) -> dict[str, Iterator[str]]:
+    """The ordinary dialogue turns of each dataset given, by name; ``limit`` (> 0): at most
+    that many of each."""
+    sources: dict[str, Iterator[str]] = {}
+    if locomo is not None:
+        sources["LoCoMo (en)"] = locomo_turns(locomo)
+    if madial is not None:
+        sources["MADial-Bench (zh)"] = madial_turns(madial, "zh")
+        sources["MADial-Bench (en)"] = madial_turns(madial, "en")
+    return {name: itertools.islice(turns, limit or None) for name, turns in sources.items()}
+
+
 def run_filters(locomo: Path | None, madial: Path | None, limit: int = 0, examples: int = 5) -> FilterResult:
     """Measure the filters; ``limit`` (> 0): at most that many ordinary turns of each source."""
     caught: dict[str, list[bool]] = {}
@@ -169,19 +182,11 @@ def run_filters(locomo: Path | None, madial: Path | None, limit: int = 0, exampl
         caught.setdefault(language, []).append(hit)
         if not hit:
             missed.append(injection_id)
-    sources: dict[str, Iterator[str]] = {}
-    if locomo is not None:
-        sources["LoCoMo (en)"] = locomo_turns(locomo)
-    if madial is not None:
-        sources["MADial-Bench (zh)"] = madial_turns(madial, "zh")
-        sources["MADial-Bench (en)"] = madial_turns(madial, "en")
     false_drops: dict[str, Share] = {}
     false_examples: dict[str, list[str]] = {}
-    for name, turns in sources.items():
+    for name, turns in real_turns(locomo, madial, limit).items():
         flags = []
-        for n, turn in enumerate(turns):
-            if limit and n >= limit:
-                break
+        for turn in turns:
             flags.append(instruction_like(turn))
             if flags[-1] and len(false_examples.setdefault(name, [])) < examples:
                 false_examples[name].append(turn)

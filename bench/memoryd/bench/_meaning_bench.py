@@ -7,12 +7,12 @@ the exemplars, then about 27 ms per cued sentence."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from memoryd.server import instruction_like, meaning_judge, sentences
 
-from ._filter_bench import locomo_turns, madial_turns
+from ._filter_bench import real_turns
 from ._injections import INJECTIONS
 from ._injections_heldout import (
     FOURTH_ROUND_INJECTIONS,
@@ -38,13 +38,6 @@ def _flagged(turns: Iterable[str]) -> tuple[int, int, int]:
     return total, by_patterns, by_either
 
 
-def _limited(turns: Iterator[str], limit: int) -> Iterator[str]:
-    for n, turn in enumerate(turns):
-        if limit and n >= limit:
-            return
-        yield turn
-
-
 def meaning_report(locomo: Path | None, madial: Path | None, limit: int = 0) -> str:
     sets = {"our injections (first set, rounds 1-2; the exemplars: in-sample)":
             [t for _, _, t in (*INJECTIONS, *HELD_OUT_INJECTIONS, *SECOND_ROUND_INJECTIONS)],
@@ -57,17 +50,11 @@ def meaning_report(locomo: Path | None, madial: Path | None, limit: int = 0) -> 
             "round 4 injections (blind; the threshold was picked after reading it)":
             [t for _, _, t in FOURTH_ROUND_INJECTIONS],
             "round 4 near misses (blind)": [t for _, _, t in FOURTH_ROUND_NEAR_MISSES]}
-    real: dict[str, Iterator[str]] = {}
-    if locomo is not None:
-        real["LoCoMo (en)"] = locomo_turns(locomo)
-    if madial is not None:
-        real["MADial-Bench (zh)"] = madial_turns(madial, "zh")
-        real["MADial-Bench (en)"] = madial_turns(madial, "en")
     lines = ["The meaning judge beside the patterns (turns flagged: patterns -> patterns or meaning):"]
     for name, turns in sets.items():
         total, pattern, either = _flagged(turns)
         lines.append(f"  {name}: {pattern}/{total} -> {either}/{total}")
-    for name, source in real.items():
-        total, pattern, either = _flagged(_limited(source, limit))
+    for name, source in real_turns(locomo, madial, limit).items():
+        total, pattern, either = _flagged(source)
         lines.append(f"  false drops, {name}: {pattern}/{total} -> {either}/{total} ({either / max(total, 1):.2%})")
     return "\n".join(lines) + "\n"
