@@ -334,12 +334,12 @@ def test_a_replica_killed_during_a_purge_loses_neither_the_receipt_nor_the_vecto
         # another compaction, every time) — with what the background still has to confirm.
         receipt = caller.via(0).call("Erase", request, timeout=10).receipt
         assert receipt.counts.memories == 3 and receipt.counts.keys == 1
-        assert not receipt.verified and list(receipt.pending) == ["vector_index", "vector_store_files"]
         with psycopg.connect(shape.app_dsn, autocommit=True) as conn:
             conn.execute("SELECT set_config('memoryd.tenant', %s, false)", (tenant,))
             [(logged,)] = conn.execute("SELECT erase_id::text FROM erasure_log").fetchall()
             assert conn.execute("SELECT count(*) FROM erasure_checks").fetchone() == (0,)  # nothing re-checked
         assert receipt.erase_id == logged
+        assert not receipt.verified and list(receipt.pending) == ["vector_index", "vector_store_files"]
         deadline = time.monotonic() + 60 + 30
         while _milvus_count(shape, tenant):
             assert time.monotonic() < deadline, "the purged vectors were never deleted"
