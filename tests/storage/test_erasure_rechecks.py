@@ -39,8 +39,8 @@ template_database, settings, routing, rig = (outbox_tests.template_database, out
 DOWN = "http://127.0.0.1:1"
 
 
-class _Down:
-    """The index set while Milvus is unreachable."""
+class _Indexes:
+    """The index set an Erase clears (``erase_vectors``), as the server's use case passes it."""
 
     def __init__(self, index: MilvusIndex) -> None:
         self.index = index
@@ -49,16 +49,21 @@ class _Down:
         return [IndexTarget(self.index, FakeEmbedder())]
 
 
+async def _purge(rig: Rig, tenant: str, memory_id: str, index: MilvusIndex | None = None,
+                 after_commit: Any = None) -> ErasureReceipt:
+    async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
+        return await erase_vectors(_Indexes(index or rig.index), tenant, "alice", ids, mode=EraseMode.PURGE,
+                                   whole_subject=False, counted=counted,
+                                   defer=lambda subject, ids: rig.store.enqueue_vector_deletes(tenant, subject, ids))
+
+    return await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(memory_id,)),
+                                 EraseMode.PURGE, reason="asked", after_commit=after_commit or clear)
+
+
 async def _purge_while_down(rig: Rig, tenant: str, memory_id: str) -> tuple[str, ErasureReceipt]:
     down = MilvusIndex(DOWN, model_id=FakeEmbedder.model_id, dim=8)
     try:
-        async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
-            return await erase_vectors(_Down(down), tenant, "alice", ids, mode=EraseMode.PURGE,
-                                       whole_subject=False, counted=counted,
-                                       defer=lambda subject, ids: rig.store.enqueue_vector_deletes(tenant, subject, ids))
-
-        receipt = await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(memory_id,)),
-                                        EraseMode.PURGE, reason="asked", after_commit=clear)
+        receipt = await _purge(rig, tenant, memory_id, down)
     finally:
         await down.close()
     return receipt.erase_id, receipt
@@ -126,8 +131,7 @@ async def test_a_receipt_answered_while_the_index_was_down_is_verified_once_it_i
     [row] = await _rechecks(rig, tenant)
     assert row["last_error"] == "the index files' compaction is not confirmed yet"
     assert 0 < row["due_in"] <= 60  # type: ignore[operator]  # the next round (a minute apart)
-    replayed = await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
-                                     EraseMode.PURGE, reason="asked")
+    replayed = await _purge(rig, tenant, purged)
     assert (replayed.verified, replayed.pending) == (True, ("vector_store_files",))
 
     await _due_now(rig, tenant)
@@ -218,26 +222,6 @@ async def test_the_migration_queues_every_tenants_receipts_the_index_left_unveri
             forced = conn.execute("SELECT relname, relforcerowsecurity FROM pg_class WHERE relname IN "
                                   "('erasure_log', 'erasure_checks', 'erasure_rechecks')").fetchall()
             assert sorted(forced) == [("erasure_checks", True), ("erasure_log", True), ("erasure_rechecks", True)]
-
-
-class _Clearing:
-    """The index set an Erase clears (``erase_vectors``), as the server's use case passes it."""
-
-    def __init__(self, index: MilvusIndex) -> None:
-        self.index = index
-
-    def targets(self) -> list[IndexTarget]:
-        return [IndexTarget(self.index, FakeEmbedder())]
-
-
-async def _purge(rig: Rig, tenant: str, memory_id: str, **kwargs: Any) -> ErasureReceipt:
-    async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
-        return await erase_vectors(_Clearing(rig.index), tenant, "alice", ids, mode=EraseMode.PURGE,
-                                   whole_subject=False, counted=counted,
-                                   defer=lambda subject, ids: rig.store.enqueue_vector_deletes(tenant, subject, ids))
-
-    return await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(memory_id,)),
-                                 EraseMode.PURGE, reason="asked", after_commit=kwargs.get("after_commit", clear))
 
 
 async def test_purges_on_a_vector_server_answer_before_compaction_and_one_round_compacts_for_all(
