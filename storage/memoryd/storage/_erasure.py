@@ -200,7 +200,8 @@ async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedE
 
 async def history(conn: Any, tenant: str, limit: int, unverified_only: bool) -> list[dict[str, Any]]:
     """The tenant's latest erasures, newest first: each with its checks, oldest first (the one
-    after the erase, then any background re-check), and its pending re-check, if queued.
+    after the erase, then any background re-check), its queued re-check and what that is
+    still to confirm (``pending``), if queued.
     ``unverified_only``: those whose latest check is not verified."""
     cur = await conn.execute(
         "SELECT l.erase_id::text AS erase_id, l.agent, l.subject, l.mode, l.started_at, "
@@ -214,8 +215,9 @@ async def history(conn: Any, tenant: str, limit: int, unverified_only: bool) -> 
         "FROM erasure_checks c WHERE c.tenant_id = l.tenant_id AND c.erase_id = l.erase_id "
         "ORDER BY c.checked_at DESC LIMIT 1), false)) ORDER BY l.started_at DESC LIMIT %s",
         (tenant, unverified_only, limit))
-    return [{**row, "verified": bool(row["checks"]) and bool(row["checks"][-1]["verified"])}
+    rows = [{**row, "verified": bool(row["checks"]) and bool(row["checks"][-1]["verified"])}
             for row in await cur.fetchall()]
+    return [{**row, "pending": list(pending(row["verified"], row["recheck"] is not None))} for row in rows]
 
 
 @dataclass(frozen=True)
