@@ -13,6 +13,7 @@ answers from keywords, marked degraded, and writes queue in the outbox. Service 
 SERVING from the moment the server listens: waiting for Milvus is not something a restart cures.
 Milvus Lite is part of the process: a server on it is ready once it listens, as before.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -54,7 +55,7 @@ async def index_answered(indexes: IndexSet, wait: float) -> bool:
         while True:
             try:
                 why = await index_answers(indexes)
-            except MemorydError as exc:  # a refusal, perhaps a collection still loading: ask again
+            except MemorydError as exc:  # a refusal: the server is up by now, ask again all the same
                 why = exc.message
             if not why:
                 return
