@@ -36,8 +36,9 @@ def test_the_example_file_loads():
         ("", {"MEMORYD_GRACE_SECONDS": "soon"}, "MEMORYD_GRACE_SECONDS"),
         ("", {"MEMORYD_TRACE_EXPORTER": "zipkin"}, "trace_exporter"),
         ("", {"MEMORYD_LOG_FORMAT": "xml"}, "log_format must be 'text' or 'json'"),
+        ("", {"MEMORYD_INDEX_READY_WAIT_SECONDS": "-1"}, "index_ready_wait_seconds must not be negative"),
     ],
-    ids=["unknown-key", "bad-number", "bad-exporter", "bad-log-format"],
+    ids=["unknown-key", "bad-number", "bad-exporter", "bad-log-format", "negative-ready-wait"],
 )
 def test_bad_configuration_is_refused_with_a_clear_message(tmp_path, document, env, message):
     path = tmp_path / "memoryd.toml"

@@ -6,7 +6,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 def test_health_reports_serving_without_a_token(channel):
     stub = health_pb2_grpc.HealthStub(channel)
-    for service in ("", "memoryd.v1.MemoryService", "memoryd.v1.ViewAdminService"):
+    for service in ("", "memoryd.v1.MemoryService", "memoryd.v1.ViewAdminService", "liveness"):
         reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 

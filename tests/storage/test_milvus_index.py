@@ -671,6 +671,26 @@ async def test_an_unreachable_remote_raises_unavailable(call: Callable[[MilvusIn
         await index.close()
 
 
+async def test_a_collection_still_loading_makes_the_index_unavailable_not_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Milvus server restarted with many segments loads a collection for minutes; pymilvus
+    gives up waiting after the call's timeout. That is an outage to wait out (a server
+    starting meanwhile is not ready yet), not a refusal, which stopped the server's start."""
+    from pymilvus.exceptions import MilvusException
+
+    def still_loading(self: MilvusIndex) -> object:
+        raise MilvusException(message=f"wait for loading collection timeout, collection: {self.collection}")
+
+    monkeypatch.setattr(MilvusIndex, "_connect", still_loading)
+    index = MilvusIndex("http://127.0.0.1:1", model_id=MODEL, dim=DIM)
+    try:
+        with pytest.raises(Unavailable) as caught:
+            await index.ping()
+        assert type(caught.value) is Unavailable
+    finally:
+        await index.close()
+
+
 def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 
 def add_admin_commands(commands: Any) -> None:
-    serve = commands.add_parser("serve", help="run the server (embedded Postgres unless MEMORYD_POSTGRES_DSN is set)")
+    serve = commands.add_parser("serve", help="run the server (an embedded PostgreSQL unless a MEMORYD_POSTGRES_*DSN "
+                                              "is set, Milvus Lite unless MEMORYD_MILVUS_URI is)")
     serve.set_defaults(run=_serve)
 
     mig = commands.add_parser("migrate", help="apply database migrations and exit (the owner's login)")

@@ -21,7 +21,8 @@ def add_health_command(commands: Any) -> None:
     health = commands.add_parser("health", help="check that a server answers its gRPC health service "
                                                 "(exit 0 when SERVING; for probes)", parents=[connection_options()])
     health.add_argument("--service", default="",
-                        help="a service name such as memoryd.v1.MemoryService (default: the whole server)")
+                        help="a service name such as memoryd.v1.MemoryService, or liveness (the process answers, "
+                             "for liveness probes) (default: the whole server, for readiness)")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer")
     health.add_argument("-q", "--quiet", action="store_true", help="print nothing when serving")
     health.add_argument("--json", action="store_true", help="print the answer as JSON (service, address, status)")
@@ -39,8 +40,8 @@ def _health(args: argparse.Namespace) -> int:
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
         report(f"{args.service or 'memoryd'} at {dialable(args.addr)} is {status}",
-               "it is starting or shutting down, or (a worker) cannot reach PostgreSQL or Milvus or its "
-               "loop has stalled: see its log")
+               "it is starting (a server waits up to index_ready_wait_seconds for Milvus) or shutting down, "
+               "or (a worker) cannot reach PostgreSQL or Milvus or its loop has stalled: see its log")
         return 1
     if args.json:
         print(json.dumps({"service": args.service, "addr": dialable(args.addr), "status": status}))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace.export import SpanExporter
 
@@ -49,6 +49,7 @@ from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._access import AccessRecorder
+from ._readiness import Readiness, index_answers
 from ._recall import Recaller
 from ._revocation import RevocationList
 from ._services import Services
@@ -91,6 +92,8 @@ class Memoryd:
         self._embedders: Embedders | None = None
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
+        self._readiness: asyncio.Task[None] | None = None
+        self._index_unanswered = ""  # why the index did not answer at start ("" if it did)
         self._provider = tracer_provider(config, span_exporter)
         self.metrics = Metrics(config)
         self.metrics_port = 0
@@ -120,12 +123,13 @@ class Memoryd:
                 f"Recall uses embedding model {indexes.active_model}, which this server cannot run: configure its "
                 f"embedder (MEMORYD_EMBEDDER*), or re-embed with 'memoryd reindex'"
             )
-        try:
-            await active.index.ping()
-        except Unavailable as exc:
-            # Writes still succeed (Postgres + outbox) and Recall answers from keywords until
-            # the index is back; the outbox then catches up.
-            _log.warning("the vector index is unavailable at start-up: %s", exc.message)
+        # Connected and loaded now, not on the first call. If the index does not answer,
+        # writes still succeed (Postgres + outbox) and Recall answers from keywords until it
+        # is back; the outbox then catches up. A server on a Milvus server is not ready
+        # meanwhile, for a while (_readiness).
+        self._index_unanswered = await index_answers(indexes)
+        if self._index_unanswered:
+            _log.warning("the vector index is unavailable at start-up: %s", self._index_unanswered)
         return indexes
 
     def _catalog_db(self) -> Postgres:
@@ -241,6 +245,9 @@ class Memoryd:
         token_admin_service_pb2_grpc.add_TokenAdminServiceServicer_to_server(TokenAdminService(services, config.limits),
                                                                              server)
         self._health = health.aio.HealthServicer()
+        waits = bool(config.milvus_uri and self._index_unanswered)
+        readiness = Readiness(self._health, SERVICE_NAMES, wait=config.index_ready_wait_seconds if waits else 0.0)
+        await readiness.listening()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         credentials = None
@@ -261,8 +268,8 @@ class Memoryd:
             _log.info("metrics: http://%s:%d/metrics", config.metrics_addr.rpartition(":")[0], self.metrics_port)
         await server.start()
         self._server = server
-        for name in ("", *SERVICE_NAMES):
-            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if readiness.wait > 0:
+            self._readiness = asyncio.create_task(readiness.run(indexes))
         tokens = self._write_demo_tokens(secrets.signing_key) if config.embedded else ()
         return StartedServer(port, tokens)
 
@@ -295,6 +302,10 @@ class Memoryd:
 
     async def _close_stores(self) -> None:
         self._stopping.set()
+        if self._readiness is not None:
+            self._readiness.cancel()  # its ping may hang on a Milvus that does not answer
+            await asyncio.gather(self._readiness, return_exceptions=True)
+            self._readiness = None
         for task in self._tasks:
             await task
         self._tasks.clear()

@@ -161,6 +161,12 @@ class Config:
     lifecycle_interval_seconds: float = 60.0
     # How often each process re-reads which embedding models exist and which one is active.
     index_refresh_seconds: float = 10.0
+    # A server on a Milvus server (milvus_uri) is not ready (grpc.health.v1 NOT_SERVING) until
+    # its collections have answered once, for at most this long; then it serves anyway (Recall
+    # from keywords, degraded), so an outage of Milvus never leaves a deployment without a
+    # ready replica. 60 s: long enough for a Milvus server restarted alongside to come back and
+    # load a collection, and well inside the manifests' startup probe (5 minutes). 0: ready at once.
+    index_ready_wait_seconds: float = 60.0
     grace_seconds: float = 10.0
     # How long a server keeps an agent's view before reading it again. A change made through
     # this server applies at once; through another replica, within this time.
@@ -268,6 +274,7 @@ _ENV = {
     "MEMORYD_EXTRACTION_ABANDONED_REQUEST_SECONDS": "extraction_abandoned_request_seconds",
     "MEMORYD_LIFECYCLE_INTERVAL_SECONDS": "lifecycle_interval_seconds",
     "MEMORYD_INDEX_REFRESH_SECONDS": "index_refresh_seconds",
+    "MEMORYD_INDEX_READY_WAIT_SECONDS": "index_ready_wait_seconds",
     "MEMORYD_GRACE_SECONDS": "grace_seconds",
     "MEMORYD_VIEW_CACHE_SECONDS": "view_cache_seconds",
     "MEMORYD_TLS_CERT_FILE": "tls_cert_file",
@@ -420,6 +427,8 @@ def _check(config: Config) -> None:
         raise ValueError("client certificates (tls_client_ca_file) need server TLS (tls_cert_file, tls_key_file)")
     if config.lifecycle_interval_seconds < 0:
         raise ValueError("lifecycle_interval_seconds must not be negative (0: no sweeper)")
+    if config.index_ready_wait_seconds < 0:
+        raise ValueError("index_ready_wait_seconds must not be negative (0: ready at once)")
     if not 0 <= config.view_cache_seconds <= 60:
         raise ValueError("view_cache_seconds must be between 0 and 60")
     if config.milvus_seal_writes not in ("auto", "true", "false"):

@@ -102,8 +102,11 @@ def _is_outage(exc: BaseException) -> bool:
 
 
 def _not_loaded(exc: BaseException) -> bool:
-    """Milvus answered that the collection is not loaded: it restarted since we loaded it."""
-    return "not loaded" in str(getattr(exc, "message", exc)).lower()
+    """Milvus answered that the collection is not loaded (it restarted since we loaded it), or
+    pymilvus gave up waiting for it to load: a restarted server loads a collection of many
+    segments for minutes, and a process starting meanwhile must wait for it, not stop."""
+    message = str(getattr(exc, "message", exc)).lower()
+    return "not loaded" in message or "wait for loading collection timeout" in message
 
 
 def collection_name(model_id: str, routing: str) -> str:

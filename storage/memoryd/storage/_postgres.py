@@ -15,6 +15,7 @@ from psycopg import errors as pg_errors
 from psycopg import pq
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from memoryd.domain import FailedPrecondition, Internal, MemorydError, Unavailable
 
@@ -95,6 +96,57 @@ async def _check_if_idle(conn: Connection) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
+# psycopg_pool retries a lost connection after 1, 2, 4, 8, 16, ... s (doubling until
+# reconnect_timeout): a replica whose PostgreSQL came back after a 20 s restart waited for the
+# attempt due at 31 s — 9-12 s of UNAVAILABLE answers after the server accepted connections
+# again (bench/probes/postgres_restart_probe.py, bench/RESULTS.md). Capped, the pool tries every
+# second: an attempt against a server that is down is one refused connection (or one
+# connect_timeout where packets are dropped), for each of at most pool_max connections.
+RECONNECT_MAX_DELAY_SECONDS = 1.0
+# Each failed attempt is a warning of psycopg_pool's; at one a second per lost connection that
+# is kept to one line per pool every this many seconds.
+RECONNECT_LOG_SECONDS = 10.0
+
+
+class _ReconnectAttempt(AttemptWithBackoff):
+    """psycopg_pool's backoff, at most ``RECONNECT_MAX_DELAY_SECONDS`` between attempts."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_MAX_DELAY_SECONDS)
+
+
+class _Pool(AsyncConnectionPool[Connection]):
+    """The pool, reconnecting with ``_ReconnectAttempt``. psycopg_pool has no setting for its
+    backoff: its own ``_add_connection`` makes the first attempt of each lost connection and
+    hands the same object to every retry (psycopg-pool is pinned; tests/storage/
+    test_postgres_reconnect.py fails if a release changes this)."""
+
+    async def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        await super()._add_connection(attempt or _ReconnectAttempt(timeout=self.reconnect_timeout), growing)
+
+
+class _QuietReconnects(logging.Filter):
+    """Lets through one "error connecting" line per pool every ``RECONNECT_LOG_SECONDS``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._said: dict[object, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (isinstance(record.msg, str) and record.msg.startswith("error connecting in")) \
+                or not isinstance(record.args, tuple):
+            return True
+        pool, now = record.args[0], time.monotonic()
+        if now - self._said.get(pool, float("-inf")) < RECONNECT_LOG_SECONDS:
+            return False
+        self._said[pool] = now
+        return True
+
+
+logging.getLogger("psycopg.pool").addFilter(_QuietReconnects())
+
+
 class Postgres:
     """A pool of connections as the app role, handing out tenant-scoped transactions."""
 
@@ -110,7 +162,7 @@ class Postgres:
             if not login:
                 await conn.execute(f"SET ROLE {role}")
 
-        self._pool = AsyncConnectionPool(
+        self._pool = _Pool(
             conninfo,
             connection_class=Connection,
             min_size=settings.pool_min,
