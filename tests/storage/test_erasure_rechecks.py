@@ -49,15 +49,19 @@ class _Indexes:
         return [IndexTarget(self.index, FakeEmbedder())]
 
 
-async def _purge(rig: Rig, tenant: str, memory_id: str, index: MilvusIndex | None = None,
-                 after_commit: Any = None) -> ErasureReceipt:
+def _clearing(rig: Rig, tenant: str, index: MilvusIndex | None = None) -> Any:
+    """What the server's Erase use case passes as ``after_commit``."""
     async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         return await erase_vectors(_Indexes(index or rig.index), tenant, "alice", ids, mode=EraseMode.PURGE,
                                    whole_subject=False, counted=counted,
                                    defer=lambda subject, ids: rig.store.enqueue_vector_deletes(tenant, subject, ids))
+    return clear
 
+
+async def _purge(rig: Rig, tenant: str, memory_id: str, index: MilvusIndex | None = None,
+                 after_commit: Any = None) -> ErasureReceipt:
     return await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(memory_id,)),
-                                 EraseMode.PURGE, reason="asked", after_commit=after_commit or clear)
+                                 EraseMode.PURGE, reason="asked", after_commit=after_commit or _clearing(rig, tenant, index))
 
 
 async def _purge_while_down(rig: Rig, tenant: str, memory_id: str) -> tuple[str, ErasureReceipt]:
@@ -300,3 +304,32 @@ async def test_a_retried_purge_whose_check_never_ran_is_answered_from_its_log(ri
     confirmed = await _purge(rig, tenant, purged, after_commit=untouched)
     assert (confirmed.erase_id, confirmed.verified, confirmed.pending) == (retried.erase_id, True, ())
     assert await rig.index.residue([purged]) == set()
+
+
+async def test_a_purge_of_only_memories_the_caller_cannot_list_reads_like_a_purge_of_nothing(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Non-interference: a forgotten memory is purged but not counted for a caller whose view
+    lists active memories only. On a vector server its purge is left pending there (and
+    unchecked): the receipt must not say so, or it tells the memory existed."""
+    monkeypatch.setattr(rig.index, "local", False, raising=False)  # handled as a server's
+    worker = await rig.worker()
+    receipts = []
+    for forgotten_exists in (True, False):
+        tenant = unique("tenant")
+        if forgotten_exists:
+            [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
+            await drain(worker)
+            await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(key="home_city"),
+                                  EraseMode.FORGET, reason="asked")
+            await drain(worker)
+            await rig.index.upsert(tenant, [IndexedMemory(memory_id, "alice", "subject", "", "fact", "", (),
+                                                          datetime.now(UTC), None)], [FakeEmbedder.vector("late")])
+        purge = (tenant, AGENT, "alice", everything(), EraseSelector(key="home_city"), EraseMode.PURGE)
+        first = await rig.store.erase(*purge, reason="asked", after_commit=_clearing(rig, tenant))
+        retried = await rig.store.erase(*purge, reason="asked")
+        receipts.append([(r.verified, r.counts.memories, r.counts.vectors, r.unchecked, r.pending)
+                         for r in (first, retried)])
+        if forgotten_exists:  # what the log keeps: the vector deleted, its files pending
+            [queued] = await _rechecks(rig, tenant)
+            assert queued["attempts"] == 0
+    assert receipts[0] == receipts[1]

@@ -37,7 +37,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -254,6 +254,16 @@ def unchecked(mode: EraseMode, vectors: VectorErasure) -> tuple[str, ...]:
     if mode is not EraseMode.PURGE:
         return ()
     return tuple(sorted({POSTGRES_HISTORY, BACKUPS, *vectors.unchecked}))
+
+
+def shown(receipt: ErasureReceipt, counted: Collection[str], whole_subject: bool) -> ErasureReceipt:
+    """The receipt as its caller may read it. A PURGE that reached only memories the caller
+    cannot list (lapsed, or forgotten behind a view that hides status) says of the vector
+    index what a PURGE of nothing says: what it left unchecked or pending there would tell
+    that they existed. The erasure log keeps what happened."""
+    if counted or whole_subject or receipt.mode is not EraseMode.PURGE:
+        return receipt
+    return replace(receipt, unchecked=unchecked(receipt.mode, VectorErasure()), pending=())
 
 
 # A subject's id named in a memory: not inside a longer id (subject ids are letters, digits

@@ -611,7 +611,7 @@ class PostgresMemoryStore:
                     await erasure.recheck_in(conn, tenant, erase_id, PURGE_FALLBACK_SECONDS)
         if replay is not None:  # a retry of an erase already done: answered from its log
             if replay.checked:
-                return replay.receipt
+                return erasure.shown(replay.receipt, replay.counted, selector.all_of_subject)
             # Never checked, and nothing in the index to check (a FORGET, or no memory): the
             # re-read of the rows, now.
             erase_id, ids, answered, started, mentions = (replay.receipt.erase_id, replay.ids, replay.receipt.counts,
@@ -644,8 +644,8 @@ class PostgresMemoryStore:
                     queued = await self._verify(conn, tenant, subject, flt, selector, mode, ids, hasher,
                                                 queued_deletes=False)
                     await erasure.recheck_in(conn, tenant, erase_id, 0.0 if queued else None)
-        return ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked, mentions,
-                              erasure.pending(verified, queued))
+        return erasure.shown(ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked, mentions,
+                                            erasure.pending(verified, queued)), counted, selector.all_of_subject)
 
     @staticmethod
     def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode,
