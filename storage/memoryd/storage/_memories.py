@@ -584,8 +584,9 @@ class PostgresMemoryStore:
             if not (ids or jobs or counts.keys):
                 replay = await erasure.replayed(conn, tenant, agent, digest)
                 if replay is not None and mode is EraseMode.PURGE and replay.ids and not replay.checked:
-                    # Its process died before the check (logged before version 29, or the
-                    # queue row since taken off by hand): the background re-check does it.
+                    # Its process died before the check, and it is not queued (logged by an
+                    # earlier release, which queued a purge only after its check): a worker
+                    # checks it.
                     if not replay.queued:
                         await erasure.recheck_in(conn, tenant, replay.receipt.erase_id, 0.0)
                     replay = replace(replay, checked=True, receipt=replace(
