@@ -356,9 +356,7 @@ async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids:
                     files = False  # logged by the index; the rows are deleted, the files unknown
             else:
                 files = False  # the next round's
-            left += await index.count(tenant, ids=ids)
-            if whole_subject:
-                left += await index.count(tenant, subject=subject)
+            left += await index.count(tenant, ids=ids, subject=subject if whole_subject else None)
             if not files:
                 missed.add(VECTOR_FILES)
                 later = later or files is False  # None: never confirmable here (a milvus-lite server)

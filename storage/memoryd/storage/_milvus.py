@@ -380,15 +380,14 @@ class MilvusIndex:
         return int(result.get("delete_count", 0)) if isinstance(result, dict) else len(result or [])
 
     async def count(self, tenant: str, *, ids: list[str] | None = None, subject: str | None = None) -> int:
-        """How many vectors of ``tenant`` remain (of ``ids``, or of ``subject``: '' is the
-        organisation's)."""
-        expr = f"tenant == {literal(tenant)}"
-        if ids is not None:
-            if not ids:
-                return 0
-            expr += f" and id in {literal_list(ids)}"
-        if subject is not None:
-            expr += f" and subject == {literal(subject)}"
+        """How many vectors of ``tenant`` remain: of ``ids``, of ``subject`` ('' is the
+        organisation's), or of either when both are given (one strong read, not two: a purge
+        of a whole subject checks both)."""
+        which = ([f"id in {literal_list(ids)}"] if ids else []) + (
+            [f"subject == {literal(subject)}"] if subject is not None else [])
+        if ids is not None and not which:
+            return 0
+        expr = f"tenant == {literal(tenant)}" + (f" and ({' or '.join(which)})" if which else "")
 
         def call() -> int:
             client = self._connect()
