@@ -28,16 +28,18 @@ from .conftest import new_deployment
 pytestmark = pytest.mark.slow
 PURGE, WAIT = svc.ERASE_MODE_PURGE, svc.CONSISTENCY_WAIT_INDEXED
 WRITES_PER_LOADER = 100
+ERASURE_ROUND = 20  # seconds between the workers' erasure rounds (60 by default)
 
 
 @pytest.fixture(scope="module")
 def shape(pg15: ExternalPostgres, milvus_standalone: MilvusStandalone,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     deployment = new_deployment(pg15, milvus_standalone, tmp_path_factory.mktemp("shape"))
-    deployment.start_replica()  # the first creates the shared keys and the collection
-    deployment.start_replica()
-    deployment.start_worker()
-    deployment.start_worker()
+    rounds = {"MEMORYD_ERASURE_ROUND_SECONDS": str(ERASURE_ROUND)}
+    deployment.start_replica(**rounds)  # the first creates the shared keys and the collection
+    deployment.start_replica(**rounds)
+    deployment.start_worker(**rounds)
+    deployment.start_worker(**rounds)
     yield deployment
     deployment.stop_all()
 
@@ -122,28 +124,58 @@ def _outbox_state(shape: Deployment, tenant: str) -> str:
     return "\n".join([f"outbox rows: {rows}", *logs])
 
 
+def _milvus_requests(shape: Deployment, function: str) -> float:
+    """Requests of one kind the Milvus server has answered (its own Prometheus counter)."""
+    import re
+    import urllib.request
+
+    url = f"http://127.0.0.1:{shape.milvus.ports['webservice_port']}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(
+        rf'^milvus_proxy_req_count{{[^}}]*function_name="{function}"[^}}]*status="success"[^}}]*}} (\S+)$', text, re.M))
+
+
 def test_a_purge_through_one_replica_leaves_nothing_readable_through_the_other(shape: Deployment) -> None:
+    """Issue 39 item 2: every PURGE flushed the whole collection and waited ~10 s for its
+    compaction (a client with a 10 s deadline never got a receipt; the flushes multiplied the
+    segments). The Erase now answers once the vectors are deleted and read back; the next
+    erasure round compacts once for all of them, and the receipt says so meanwhile."""
     tenant, caller = _tenant(shape)
     try:
-        ids = [caller.via(0).write("alice", draft("event", f"Visited the observatory, night {n}"),
-                                   consistency=WAIT).results[0].memory_id for n in range(3)]
-        assert _milvus_count(shape, tenant) == 3
-        receipt = caller.via(0).erase("alice", all_of_subject=True).receipt
-        # Bug 2: the receipt's read-back must see the delete (Strong), not a bounded snapshot.
-        assert receipt.verified and receipt.counts.memories == 3 and receipt.counts.vectors >= 3
-        # The vectors left the Milvus server's segment files: its compaction was confirmed within the
-        # Erase's wait. What stays out of reach is the server's old binlogs and message log.
-        assert "vector_store_files" not in receipt.unchecked
-        assert "vector_store_binlogs_and_message_log" in receipt.unchecked
-        other = caller.via(1)
-        assert other.list_all("alice") == []
-        recalled = other.call("Recall", svc.RecallRequest(subject="alice", query="observatory night"))
-        assert not recalled.memories and not recalled.degraded
-        for memory_id in ids:
-            with pytest.raises(grpc.RpcError) as missing:
-                other.history("alice", memory_id)
-            assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+        subjects = [f"user-{n}" for n in range(6)]
+        ids = {s: [caller.via(0).write(s, draft("event", f"Visited the observatory, night {n}"),
+                                       consistency=WAIT).results[0].memory_id for n in range(2)] for s in subjects}
+        assert _milvus_count(shape, tenant) == 12
+        flushes = _milvus_requests(shape, "Flush")
+        receipts = [caller.via(n % 2).call("Erase", svc.EraseRequest(subject=s, all_of_subject=True, mode=PURGE),
+                                           timeout=10).receipt for n, s in enumerate(subjects)]
+        # Not a flush per purge: at most one round's (one per worker) fell among them.
+        assert _milvus_requests(shape, "Flush") - flushes <= 2
+        for receipt in receipts:
+            # Read back strongly (bug 2 of issue 13): the delete is seen at once.
+            assert receipt.verified and receipt.counts.memories == 2 and receipt.counts.vectors >= 2
+            assert list(receipt.pending) == ["vector_store_files"] and "vector_store_files" in receipt.unchecked
         assert _milvus_count(shape, tenant) == 0
+        other = caller.via(1)
+        assert other.list_all("user-0") == []
+        recalled = other.call("Recall", svc.RecallRequest(subject="user-0", query="observatory night"))
+        assert not recalled.memories and not recalled.degraded
+        for memory_id in ids["user-0"]:
+            with pytest.raises(grpc.RpcError) as missing:
+                other.history("user-0", memory_id)
+            assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+
+        # The next round compacts the collection once and confirms every one of them: the same
+        # Erase retried reads it. Out of reach stay the server's old binlogs and message log.
+        deadline = time.monotonic() + ERASURE_ROUND + 10 + 240  # a round, a worker's idle wait, the compaction
+        for n, subject in enumerate(subjects):
+            again = svc.EraseRequest(subject=subject, all_of_subject=True, mode=PURGE)
+            while (latest := caller.via(n % 2).call("Erase", again, timeout=10).receipt).pending:
+                assert time.monotonic() < deadline, f"never confirmed: {latest}"
+                time.sleep(1)
+            assert latest.erase_id == receipts[n].erase_id and latest.verified
+            assert "vector_store_files" not in latest.unchecked
+            assert "vector_store_binlogs_and_message_log" in latest.unchecked
     finally:
         caller.close()
 
@@ -297,18 +329,28 @@ def test_a_replica_killed_during_a_purge_loses_neither_the_receipt_nor_the_vecto
         finally:
             os.killpg(group, signal.SIGCONT)
         shape.restart_replica(1)
-        # The client retries the same request through the other replica: the first receipt.
-        receipt = caller.via(0).call("Erase", request, timeout=60).receipt
+        # The client retries the same request through the other replica: the first receipt,
+        # answered from the log (issue 39 item 2: a retry re-ran the whole check, and queued
+        # another compaction, every time) — with what the background still has to confirm.
+        receipt = caller.via(0).call("Erase", request, timeout=10).receipt
         assert receipt.counts.memories == 3 and receipt.counts.keys == 1
         with psycopg.connect(shape.app_dsn, autocommit=True) as conn:
             conn.execute("SELECT set_config('memoryd.tenant', %s, false)", (tenant,))
             [(logged,)] = conn.execute("SELECT erase_id::text FROM erasure_log").fetchall()
+            assert conn.execute("SELECT count(*) FROM erasure_checks").fetchone() == (0,)  # nothing re-checked
         assert receipt.erase_id == logged
-        deadline = time.monotonic() + 60
+        assert not receipt.verified and list(receipt.pending) == ["vector_index", "vector_store_files"]
+        deadline = time.monotonic() + 60 + 30
         while _milvus_count(shape, tenant):
             assert time.monotonic() < deadline, "the purged vectors were never deleted"
             time.sleep(0.5)
-        assert caller.via(0).call("Erase", request, timeout=60).receipt.verified
+        # A worker checks it once the outbox has deleted them (the fallback deletion is due a
+        # minute after the purge): then the retry reads the confirmed receipt.
+        deadline = time.monotonic() + 300
+        while (latest := caller.via(0).call("Erase", request, timeout=10).receipt).pending:
+            assert time.monotonic() < deadline, _outbox_state(shape, tenant)
+            time.sleep(1)
+        assert latest.verified and latest.erase_id == logged
     finally:
         caller.close()
 
@@ -384,6 +426,87 @@ def test_recall_answers_within_its_deadline_while_milvus_restarts(shape: Deploym
         assert recovered, "Recall never used the vector index again"
     finally:
         caller.close()
+
+
+def _segments(shape: Deployment) -> int:
+    """Sealed (flushed) segments of memoryd's collections: what a restarted server loads."""
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=shape.milvus.uri, timeout=10)
+    try:
+        return sum(len(client.list_persistent_segments(c, timeout=10))
+                   for c in client.list_collections() if c.startswith("memoryd_"))
+    finally:
+        client.close()
+
+
+def _searchable_directly(shape: Deployment, tenant: str) -> bool:
+    """Whether the Milvus server itself answers a search of memoryd's collections again."""
+    from pymilvus import MilvusClient
+
+    try:
+        client = MilvusClient(uri=shape.milvus.uri, timeout=3)
+        try:
+            for collection in [c for c in client.list_collections(timeout=3) if c.startswith("memoryd_")]:
+                client.search(collection, data=[[0.1] * 384], filter=f'tenant == "{tenant}"', limit=1, timeout=3)
+            return True
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+def _found_by_meaning(caller: Caller, n: int, memory_id: str) -> bool:
+    request = svc.RecallRequest(subject="alice", query="beekeeping honey", min_relevance=0.0)
+    try:
+        found = caller.via(n).call("Recall", request, timeout=5)
+    except grpc.RpcError:
+        return False
+    return not found.degraded and any(m.memory.id == memory_id and m.dense_rank for m in found.memories)
+
+
+@pytest.mark.timeout(900)
+def test_search_by_meaning_is_back_soon_after_a_milvus_restart_that_follows_many_purges(
+        shape: Deployment) -> None:
+    """Issue 39 item 3: a flush per purge sealed a segment in every partition written since
+    the last one; a restarted server loads them all before it searches (155-415 s over ~496
+    segments; the README promises 30 s)."""
+    tenants = [_tenant(shape) for _ in range(6)]
+    try:
+        probe, probe_caller = tenants[0]
+        bees = probe_caller.via(0).write("alice", draft("fact", "Alice keeps bees on her roof in Lyon", key="hobby"),
+                                         consistency=WAIT).results[0].memory_id
+        before = _segments(shape)
+        for cycle in range(12):  # writes to every tenant, and a purge of one of them
+            for n, (_, caller) in enumerate(tenants):
+                caller.via(n % 2).write("bob", draft("event", f"Cycle {cycle}: walked the dog"), consistency=WAIT)
+            _, caller = tenants[cycle % len(tenants)]
+            caller.via(cycle % 2).call("Erase", svc.EraseRequest(subject="bob", all_of_subject=True, mode=PURGE),
+                                       timeout=60)
+        grown = _segments(shape) - before
+        print(f"segments: {before} before, +{grown} after 12 purges over {len(tenants)} tenants")
+        shape.milvus.kill()
+        shape.milvus.start()
+        restarted = time.monotonic()
+        milvus_back = back = 0.0
+        while not back:
+            elapsed = time.monotonic() - restarted
+            assert elapsed < 600, "search by meaning never came back"
+            if not milvus_back and _searchable_directly(shape, probe):
+                milvus_back = time.monotonic() - restarted
+            if _found_by_meaning(probe_caller, 0, bees) and _found_by_meaning(probe_caller, 1, bees):
+                back = time.monotonic() - restarted
+            time.sleep(0.5)
+        print(f"after the restart: Milvus searches again at {milvus_back:.1f} s, memoryd by meaning through both "
+              f"replicas at {back:.1f} s; {_segments(shape)} segments")
+        assert grown <= 2 * len(tenants), f"{grown} segments sealed by 12 purges"
+        # Milvus 2.3.5 itself searches again ~25-30 s after a restart (its query node's old
+        # session must expire), more with every segment to load; memoryd follows within seconds.
+        assert back < 60, f"search by meaning came back only after {back:.0f} s"
+        assert back - (milvus_back or back) <= 10, f"Milvus searched at {milvus_back:.0f} s, memoryd at {back:.0f} s"
+    finally:
+        for _, caller in tenants:
+            caller.close()
 
 
 def test_a_worker_confirms_a_batch_of_many_tenants_with_one_read_back(shape: Deployment) -> None:

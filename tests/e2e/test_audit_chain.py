@@ -120,7 +120,7 @@ def test_audit_erasures_lists_each_erasure_with_its_checks(tmp_path, private_dat
     [line] = listed.stdout.splitlines()
     erasure = json.loads(line)
     assert (erasure["erase_id"], erasure["mode"], erasure["agent"]) == (receipt.erase_id, "purge", "support-bot")
-    assert erasure["verified"] is receipt.verified is True and erasure["recheck"] is None
+    assert erasure["verified"] is receipt.verified is True and erasure["recheck"] is None and erasure["pending"] == []
     assert [(c["verified"], c["recheck"]) for c in erasure["checks"]] == [(True, False)]
     text = subprocess.run([*MEMORYD, "audit", "erasures", "--tenant", tenant], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=120)

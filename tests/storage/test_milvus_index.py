@@ -203,6 +203,18 @@ async def test_delete_subject_removes_only_that_subjects_vectors(index: MilvusIn
     assert await index.count(tenant, subject="bob") == 1
 
 
+async def test_count_by_ids_and_subject_counts_either(index: MilvusIndex) -> None:
+    """A purge of a whole subject reads back its ids and its subject with one count."""
+    tenant = unique("t")
+    alice, bob, carol = memory(subject="alice"), memory(subject="bob"), memory(subject="carol")
+    await seed(index, tenant, alice, bob, carol)
+
+    assert await index.count(tenant, ids=[bob.id], subject="alice") == 2
+    assert await index.count(tenant, ids=[], subject="alice") == 1
+    assert await index.count(tenant, ids=[]) == 0
+    assert await index.count(tenant) == 3
+
+
 async def test_a_tenant_that_never_wrote_has_nothing(index: MilvusIndex) -> None:
     await seed(index, unique("t"), memory())
     stranger = unique("t")

@@ -61,6 +61,7 @@ async def _erasures(args: argparse.Namespace) -> int:
                   + (f", not covered: {', '.join(check['unchecked'])}" if check["unchecked"] else ""))
         if row["recheck"]:
             pending = row["recheck"]
-            print(f"  re-check queued: next at {pending['next_attempt_at']} after {pending['attempts']} tries"
+            print(f"  re-check queued for {', '.join(row['pending'])}: next at {pending['next_attempt_at']} "
+                  f"after {pending['attempts']} tries"
                   + (f" ({pending['last_error']})" if pending["last_error"] else ""))
     return 0

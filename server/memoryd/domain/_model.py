@@ -356,6 +356,10 @@ class ErasureReceipt:
     # An erase of a whole subject: the organisation's memories (that the caller reads) naming
     # the subject, which it leaves; None where the caller cannot read the organisation's.
     organisation_mentions: int | None = None
+    # What a background check is still confirming ("vector_index": the vectors' deletion;
+    # "vector_store_files": a Milvus server's compaction). The same Erase retried answers
+    # with the receipt as the latest check left it.
+    pending: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

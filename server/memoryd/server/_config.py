@@ -118,6 +118,10 @@ class Config:
     # Outbox batches each worker (in-process or `memoryd worker`) keeps in flight at once: one
     # is embedded while another is written to the index and settled.
     outbox_parallel: int = 2
+    # How far apart the workers' erasure rounds are: a PURGE on a Milvus server answers once
+    # its vectors are deleted and read back, and its compaction out of the segment files is
+    # confirmed in the next round (one flush and compaction for every purge of the round).
+    erasure_round_seconds: float = 60.0
     # Extraction of memories from turns: an OpenAI-compatible chat endpoint (POST
     # {extraction_url}/chat/completions, e.g. http://localhost:11434/v1 for Ollama). Without
     # a URL and a model, turns in TURN_MODE_EXTRACT are refused (EXTRACTION_NOT_CONFIGURED).
@@ -252,6 +256,7 @@ _ENV = {
     "MEMORYD_WORKER_IN_PROCESS": "worker_in_process",
     "MEMORYD_WORKER_HEALTH_ADDR": "worker_health_addr",
     "MEMORYD_OUTBOX_MAX_ATTEMPTS": "outbox_max_attempts",
+    "MEMORYD_ERASURE_ROUND_SECONDS": "erasure_round_seconds",
     "MEMORYD_OUTBOX_PARALLEL": "outbox_parallel",
     "MEMORYD_EXTRACTION_URL": "extraction_url",
     "MEMORYD_EXTRACTION_MODEL": "extraction_model",
@@ -402,6 +407,8 @@ def _check(config: Config) -> None:
         raise ValueError("metrics_addr must be host:port, e.g. 127.0.0.1:9464")
     if config.worker_health_addr and not config.worker_health_addr.rpartition(":")[2].isdigit():
         raise ValueError("worker_health_addr must be host:port, e.g. 127.0.0.1:50052")
+    if not 1 <= config.erasure_round_seconds <= 86_400:
+        raise ValueError("erasure_round_seconds must be between 1 and 86400")
     if config.metrics_refresh_seconds < 1 or config.metrics_max_tenants < 0:
         raise ValueError("metrics_refresh_seconds must be at least 1 and metrics_max_tenants not negative")
     for name, ceiling in (("max_tags", CONTRACT.tags), ("max_tag_bytes", CONTRACT.tag_bytes),

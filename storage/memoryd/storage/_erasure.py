@@ -6,14 +6,22 @@
   jobs), in the purge's transaction. A retry with such a key is then a new request: it
   writes again and gets new ids — the erasure forgets that the write ever happened, rather
   than answering with ids of memories that no longer exist.
-- The vectors. Deleted from every collection, then compacted so the rows leave the index's
-  files (``MilvusIndex.compact``), then read back: by query, and on Milvus Lite from the files.
+- The vectors. Deleted from every collection and read back by query (strongly: a server
+  answers a bounded read from before the delete). Milvus Lite of this process is compacted
+  at once, so the rows leave its files, and its files are read back. A Milvus server's
+  compaction is collection-wide: it flushes every growing segment of every tenant and can
+  take minutes, so an Erase never waits for it — the erase is queued for the next
+  background round (``_erasure_recheck``), which compacts once for every erase due and
+  records the result. The receipt says so: ``pending``.
 
 The receipt. The erasure log row commits with the erase itself (with the erased ids and a
-digest of the request), and the check after the commit adds a row to ``erasure_checks``. A
-retry of the same request by the same agent that finds nothing left to erase, within
-``REPLAY_WINDOW``, is answered with the first receipt — re-checked if its check never ran
-(the process died after the commit) — instead of "0 erased" (``replayed``).
+digest of the request), and so does the erase's place in the re-check queue (due after
+the purge's fallback deletion, in case this process dies before its check); the check
+after the commit adds a row to ``erasure_checks`` and moves the erase in the queue (off it,
+to the next round, or at once when the index was down). A retry of the same request by the
+same agent that finds nothing left to erase, within ``REPLAY_WINDOW``, is answered from the
+log — the first receipt as its latest check left it, with what is still pending — instead
+of "0 erased" (``replayed``): it never checks again itself.
 
 ``unchecked`` names what a receipt's ``verified`` does not cover, because nothing this
 process can read shows it: Postgres's WAL and dead tuples (until VACUUM and WAL recycling;
@@ -29,7 +37,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,6 +67,9 @@ VECTOR_FILES = "vector_store_files"  # compaction not confirmed: deleted rows ma
 # Compacted on a Milvus server, which keeps the replaced segments' binlogs until its garbage
 # collection and every inserted row in its message log (rocksmq, Pulsar, Kafka) until retention.
 VECTOR_SERVER_LOGS = "vector_store_binlogs_and_message_log"
+# Pending only: the vectors' deletion is not yet confirmed by reading the index (it was down,
+# or still held a vector); the background re-check deletes and reads again.
+VECTOR_INDEX = "vector_index"
 
 
 REPLAY_WINDOW = timedelta(minutes=15)
@@ -78,6 +89,7 @@ class LoggedErase:
     ids: list[str]
     counted: list[str]  # the ids the receipt counts
     checked: bool
+    queued: bool  # in the re-check queue
 
 
 async def log_erase(conn: Any, tenant: str, agent: str, subject: str, described: dict[str, Any], mode: EraseMode,
@@ -110,14 +122,26 @@ async def record_check(conn: Any, tenant: str, erase_id: str, verified: bool, ve
     return row["checked_at"]  # type: ignore[no-any-return]
 
 
-async def recheck_later(conn: Any, tenant: str, erase_id: str, verified: bool) -> None:
-    """Queue the erase for the background re-check (``_erasure_recheck``), or, once a check is
-    verified, take it off the queue."""
-    if verified:
-        await conn.execute("DELETE FROM erasure_rechecks WHERE tenant_id = %s AND erase_id = %s", (tenant, erase_id))
-    else:
-        await conn.execute("INSERT INTO erasure_rechecks (tenant_id, erase_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                           (tenant, erase_id))
+async def recheck_in(conn: Any, tenant: str, erase_id: str, delay: float | None, *, aligned: bool = False) -> None:
+    """Queue the erase for the background re-check ``delay`` seconds from now, or take it off
+    the queue (None). ``aligned``: at the next multiple of ``delay`` seconds since a fixed
+    epoch, so every erase of a round is due at the same moment and one worker's compaction
+    serves them all (a Milvus server's flush seals a segment per written partition: once a
+    round, not once an erase)."""
+    await conn.execute("DELETE FROM erasure_rechecks WHERE tenant_id = %s AND erase_id = %s", (tenant, erase_id))
+    if delay is None:
+        return
+    due = NEXT_ROUND if aligned else "now() + make_interval(secs => %s)"
+    await conn.execute(f"INSERT INTO erasure_rechecks (tenant_id, erase_id, next_attempt_at) VALUES (%s, %s, {due})",
+                       (tenant, erase_id, *((delay, delay) if aligned else (delay,))))
+
+
+def pending(verified: bool, queued: bool) -> tuple[str, ...]:
+    """What the background re-check still has to confirm of a queued erase: the vectors'
+    deletion unless verified, and the index's files (compaction) in any case."""
+    if not queued:
+        return ()
+    return (VECTOR_FILES,) if verified else (VECTOR_INDEX, VECTOR_FILES)
 
 
 async def logged_ids(conn: Any, tenant: str, erase_id: str) -> tuple[str, list[str], frozenset[str]] | None:
@@ -149,8 +173,9 @@ async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedE
     """The latest receipt of the same request by the same agent within ``REPLAY_WINDOW``."""
     cur = await conn.execute(
         "SELECT l.erase_id::text AS erase_id, l.mode, l.counts, l.started_at, l.finished_at, "
-        "l.memory_ids::text[] AS ids, c.verified, c.vectors, c.counted_vectors, c.unchecked, c.checked_at "
-        "FROM erasure_log l LEFT JOIN LATERAL (SELECT * FROM erasure_checks c WHERE c.tenant_id = l.tenant_id "
+        "l.memory_ids::text[] AS ids, c.verified, c.vectors, c.counted_vectors, c.unchecked, c.checked_at, "
+        "EXISTS (SELECT 1 FROM erasure_rechecks r WHERE r.tenant_id = l.tenant_id AND r.erase_id = l.erase_id) "
+        "AS queued FROM erasure_log l LEFT JOIN LATERAL (SELECT * FROM erasure_checks c WHERE c.tenant_id = l.tenant_id "
         "AND c.erase_id = l.erase_id ORDER BY c.checked_at DESC LIMIT 1) c ON true "
         "WHERE l.tenant_id = %s AND l.agent = %s AND l.request_digest = %s AND l.started_at > now() - %s "
         "ORDER BY l.started_at DESC LIMIT 1", (tenant, agent, digest, REPLAY_WINDOW))
@@ -164,15 +189,19 @@ async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedE
     counts = StoreCounts(**{**stored, "vectors": int(vectors or 0)})
     mode = EraseMode(row["mode"])
     checked = row["checked_at"] is not None
-    parts = tuple(row["unchecked"]) if checked else unchecked(mode, VectorErasure())
-    receipt = ErasureReceipt(row["erase_id"], mode, counts, bool(row["verified"]), row["started_at"],
-                             row["checked_at"] or row["finished_at"], parts, answered.get("organisation_mentions"))
-    return LoggedErase(receipt, list(row["ids"]), list(answered["ids"]), checked)
+    parts = tuple(row["unchecked"]) if checked else unchecked(mode, VectorErasure(verified=False,
+                                                                                 unchecked=(VECTOR_FILES,)))
+    verified = bool(row["verified"])
+    receipt = ErasureReceipt(row["erase_id"], mode, counts, verified, row["started_at"],
+                             row["checked_at"] or row["finished_at"], parts, answered.get("organisation_mentions"),
+                             pending(verified, row["queued"]))
+    return LoggedErase(receipt, list(row["ids"]), list(answered["ids"]), checked, row["queued"])
 
 
 async def history(conn: Any, tenant: str, limit: int, unverified_only: bool) -> list[dict[str, Any]]:
     """The tenant's latest erasures, newest first: each with its checks, oldest first (the one
-    after the erase, then any background re-check), and its pending re-check, if queued.
+    after the erase, then any background re-check), its queued re-check and what that is
+    still to confirm (``pending``), if queued.
     ``unverified_only``: those whose latest check is not verified."""
     cur = await conn.execute(
         "SELECT l.erase_id::text AS erase_id, l.agent, l.subject, l.mode, l.started_at, "
@@ -186,8 +215,25 @@ async def history(conn: Any, tenant: str, limit: int, unverified_only: bool) -> 
         "FROM erasure_checks c WHERE c.tenant_id = l.tenant_id AND c.erase_id = l.erase_id "
         "ORDER BY c.checked_at DESC LIMIT 1), false)) ORDER BY l.started_at DESC LIMIT %s",
         (tenant, unverified_only, limit))
-    return [{**row, "verified": bool(row["checks"]) and bool(row["checks"][-1]["verified"])}
+    rows = [{**row, "verified": bool(row["checks"]) and bool(row["checks"][-1]["verified"])}
             for row in await cur.fetchall()]
+    return [{**row, "pending": list(pending(row["verified"], row["recheck"] is not None))} for row in rows]
+
+
+@dataclass(frozen=True)
+class Purged:
+    """A queued PURGE to re-check: its subject, erased ids and the ids its receipt counts;
+    ``busy`` while the outbox still holds deletions of them (its worker's delete after the
+    round's compaction would leave them in the files: not yet)."""
+
+    subject: str
+    ids: list[str]
+    counted: frozenset[str]
+    busy: bool
+
+
+NEXT_ROUND = ("date_bin(make_interval(secs => %s), now(), timestamptz '2000-01-01 00:00Z') "
+              "+ make_interval(secs => %s)")
 
 
 @dataclass(frozen=True)
@@ -199,6 +245,7 @@ class VectorErasure:
     verified: bool = True
     unchecked: tuple[str, ...] = ()
     counted: int = 0  # of ``deleted``, the vectors of the memories the receipt counts
+    later: bool = False  # the files' compaction is left to the next background round
 
 
 def unchecked(mode: EraseMode, vectors: VectorErasure) -> tuple[str, ...]:
@@ -207,6 +254,16 @@ def unchecked(mode: EraseMode, vectors: VectorErasure) -> tuple[str, ...]:
     if mode is not EraseMode.PURGE:
         return ()
     return tuple(sorted({POSTGRES_HISTORY, BACKUPS, *vectors.unchecked}))
+
+
+def shown(receipt: ErasureReceipt, counted: Collection[str], whole_subject: bool) -> ErasureReceipt:
+    """The receipt as its caller may read it. A PURGE that reached only memories the caller
+    cannot list (lapsed, or forgotten behind a view that hides status) says of the vector
+    index what a PURGE of nothing says: what it left unchecked or pending there would tell
+    that they existed. The erasure log keeps what happened."""
+    if counted or whole_subject or receipt.mode is not EraseMode.PURGE:
+        return receipt
+    return replace(receipt, unchecked=unchecked(receipt.mode, VectorErasure()), pending=())
 
 
 # A subject's id named in a memory: not inside a longer id (subject ids are letters, digits
@@ -263,15 +320,22 @@ async def drop_job_records(conn: Any, tenant: str, subject: str) -> int:
 
 async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,
                         whole_subject: bool, defer: Callable[[str, list[str]], Awaitable[None]],
-                        counted: frozenset[str] | None = None) -> VectorErasure:
-    """Delete the vectors of ``ids`` (and of the whole subject) from every collection, compact
-    them out of the files and check; ``defer(subject, ids)`` hands the deletions to the outbox
-    when the index is down. A FORGET leaves the index to the outbox. ``counted``: the ids
-    whose deleted vectors the receipt counts (default: all)."""
+                        counted: frozenset[str] | None = None,
+                        compacted: Mapping[str, bool | None] | None = None) -> VectorErasure:
+    """Delete the vectors of ``ids`` (and of the whole subject) from every collection and read
+    the index back; ``defer(subject, ids)`` hands the deletions to the outbox when the index
+    is down. A FORGET leaves the index to the outbox. ``counted``: the ids whose deleted
+    vectors the receipt counts (default: all).
+
+    The files: an Erase (``compacted`` None) compacts a Milvus Lite of this process at once and
+    leaves a server's compaction to the next background round (``later``). The round passes
+    what its compaction of each collection, done before this call, came to: a vector this
+    call still had to delete was not in it, so that collection's files wait another round."""
     if mode is not EraseMode.PURGE or indexes is None or not (ids or whole_subject):
-        return VectorErasure()  # nothing selected: no compaction (a server's is collection-wide)
+        return VectorErasure()  # nothing selected: nothing to compact either
     deleted = left = counted_deleted = 0
     missed: set[str] = set()
+    later = False
     first = [i for i in ids if counted is None or i in counted]
     rest = [i for i in ids if counted is not None and i not in counted]
     try:
@@ -279,18 +343,23 @@ async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids:
             index = target.index
             gone = await index.delete(tenant, first) if first else 0
             counted_deleted += gone
-            deleted += gone + (await index.delete(tenant, rest) if rest else 0)
+            gone += await index.delete(tenant, rest) if rest else 0
             if whole_subject:
-                deleted += await index.delete_subject(tenant, subject)
-            try:
-                compacted = await index.compact()
-            except Internal:
-                compacted = False  # logged by the index; the rows are deleted, the files unknown
-            left += await index.count(tenant, ids=ids)
-            if whole_subject:
-                left += await index.count(tenant, subject=subject)
-            if not compacted:
+                gone += await index.delete_subject(tenant, subject)
+            deleted += gone
+            if compacted is not None:
+                files = compacted.get(index.collection, False) if not gone else False
+            elif index.local:
+                try:
+                    files = await index.compact()
+                except Internal:
+                    files = False  # logged by the index; the rows are deleted, the files unknown
+            else:
+                files = False  # the next round's
+            left += await index.count(tenant, ids=ids, subject=subject if whole_subject else None)
+            if not files:
                 missed.add(VECTOR_FILES)
+                later = later or files is False  # None: never confirmable here (a milvus-lite server)
                 continue
             on_disk = await index.residue(ids)
             if on_disk is None:
@@ -303,4 +372,4 @@ async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids:
         # says the erase is not verified yet. Recall never serves them meanwhile.
         await defer(subject, ids)
         return VectorErasure(0, False, (VECTOR_FILES,))
-    return VectorErasure(deleted, left == 0, tuple(sorted(missed)), counted_deleted)
+    return VectorErasure(deleted, left == 0, tuple(sorted(missed)), counted_deleted, later)

@@ -79,8 +79,9 @@ WRITING = "(claim IS NOT NULL AND writing AND next_attempt_at > now())"
 IN_FLIGHT_WAIT_SECONDS = 6.0
 IN_FLIGHT_POLL_SECONDS = 0.05
 # When a purge's queued deletion of its vectors becomes due for the workers: well after the
-# purge has cleared the index itself (IN_FLIGHT_WAIT_SECONDS, then a compaction).
+# purge has cleared the index itself (IN_FLIGHT_WAIT_SECONDS, then the deletes and read-back).
 PURGE_FALLBACK_SECONDS = 60.0
+ERASURE_ROUND_SECONDS = 60.0
 
 # The episodic memories next to an anchor on one side, nearest first (``neighbours``): the
 # read's WHERE clause (liveness at the caller's clock included), then the anchor's subject,
@@ -142,8 +143,12 @@ class PostgresMemoryStore:
     """
 
     def __init__(self, db: Postgres, hasher: TermHasher, keys: KeyProvider,
-                 policy_for: Callable[[str], TenantPolicy] | None = None) -> None:
+                 policy_for: Callable[[str], TenantPolicy] | None = None, *,
+                 erasure_round: float = ERASURE_ROUND_SECONDS) -> None:
         self._db = db
+        # How often a Milvus server's files are compacted for the purges since the last round
+        # (``_erasure_recheck``): the receipt's ``pending`` is confirmed within about that.
+        self.erasure_round = erasure_round
         # The tenant's lifecycle and trust policy (TTLs, trust levels), asked for per write.
         self.policy_for: Callable[[str], TenantPolicy] = policy_for or (lambda tenant: TenantPolicy())
         self._root_hasher = hasher
@@ -355,25 +360,24 @@ class PostgresMemoryStore:
             for memory_id in ids:
                 await enqueue_index(conn, tenant, memory_id, subject, "delete")
 
-    async def recheck_erasure(
-        self, tenant: str, erase_id: str,
-        clear: Callable[[str, builtins.list[str], frozenset[str]], Awaitable[erasure.VectorErasure]],
-    ) -> bool | None:
-        """Check a PURGE's vectors again (``clear(subject, ids, counted)`` deletes what is left
-        of them and reads the index back) and add the result to its log; whether it is now
-        verified, or None if its vector deletions are still queued for the outbox (not yet).
-        Unavailable (the index still down) leaves the log as it was."""
+    async def queued_purge(self, tenant: str, erase_id: str) -> erasure.Purged | None:
+        """A queued PURGE's ids for the background re-check; None (and off the queue) if there
+        is no such purge."""
         async with self._db.tenant_tx(tenant) as conn:
             logged = await erasure.logged_ids(conn, tenant, erase_id)
             if logged is None:
-                await erasure.recheck_later(conn, tenant, erase_id, verified=True)  # nothing to check
-                return True
+                await erasure.recheck_in(conn, tenant, erase_id, None)  # nothing to check
+                return None
             subject, ids, counted = logged
             cur = await conn.execute("SELECT 1 FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
                                      "AND NOT dead LIMIT 1", (tenant, ids))
-            if await cur.fetchone() is not None:
-                return None  # a worker's delete after this check's compaction would fail its read-back
-        vectors = await clear(subject, ids, counted)
+            return erasure.Purged(subject, ids, counted, busy=await cur.fetchone() is not None)
+
+    async def record_recheck(self, tenant: str, erase_id: str, ids: builtins.list[str],
+                             vectors: erasure.VectorErasure) -> bool:
+        """Add a background re-check of a PURGE to its log (``vectors``: what clearing its ids
+        from the index came to); whether it is verified. Once nothing is left to confirm it
+        leaves the queue; the caller schedules it otherwise."""
         async with self._db.tenant_tx(tenant) as conn:
             if vectors.verified:  # dead-lettered deletions, if any, are done now
                 await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
@@ -381,8 +385,8 @@ class PostgresMemoryStore:
             verified = vectors.verified and await erasure.rows_gone(conn, tenant, ids)
             await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, vectors.counted,
                                        erasure.unchecked(EraseMode.PURGE, vectors), recheck=True)
-            if verified:
-                await erasure.recheck_later(conn, tenant, erase_id, verified=True)
+            if verified and not vectors.later:
+                await erasure.recheck_in(conn, tenant, erase_id, None)
         return verified
 
     async def count_active(self, tenant: str) -> int:
@@ -579,6 +583,14 @@ class PostgresMemoryStore:
                 mentions = await erasure.organisation_mentions(conn, self.keys, tenant, flt, subject, started)
             if not (ids or jobs or counts.keys):
                 replay = await erasure.replayed(conn, tenant, agent, digest)
+                if replay is not None and mode is EraseMode.PURGE and replay.ids and not replay.checked:
+                    # Its process died before the check, and it is not queued (logged by an
+                    # earlier release, which queued a purge only after its check): a worker
+                    # checks it.
+                    if not replay.queued:
+                        await erasure.recheck_in(conn, tenant, replay.receipt.erase_id, 0.0)
+                    replay = replace(replay, checked=True, receipt=replace(
+                        replay.receipt, pending=erasure.pending(False, queued=True)))
             if replay is None:
                 if mode is EraseMode.PURGE and ids:
                     # The vectors' deletion is queued with the purge: if this process dies
@@ -594,9 +606,15 @@ class PostgresMemoryStore:
                              {"selector": described, "reason": reason})
                 erase_id = await erasure.log_erase(conn, tenant, agent, subject, described, mode, reason, counts,
                                                    answered, counted, started, ids, digest, mentions)
-        if replay is not None:  # a retry of an erase already done: its receipt, re-checked if need be
-            if replay.checked and replay.receipt.verified:
-                return replay.receipt
+                if mode is EraseMode.PURGE and ids:
+                    # If this process dies before its check, a worker does it (after the
+                    # fallback deletion above); the check below moves or removes this.
+                    await erasure.recheck_in(conn, tenant, erase_id, PURGE_FALLBACK_SECONDS)
+        if replay is not None:  # a retry of an erase already done: answered from its log
+            if replay.checked:
+                return erasure.shown(replay.receipt, replay.counted, selector.all_of_subject)
+            # Never checked, and nothing in the index to check (a FORGET, or no memory): the
+            # re-read of the rows, now.
             erase_id, ids, answered, started, mentions = (replay.receipt.erase_id, replay.ids, replay.receipt.counts,
                                                           replay.receipt.started_at, replay.receipt.organisation_mentions)
             counted = frozenset(replay.counted)
@@ -613,12 +631,22 @@ class PostgresMemoryStore:
             verified = vectors.verified and await self._verify(conn, tenant, subject, flt, selector, mode, ids, hasher)
             finished = await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, vectors.counted,
                                                   unchecked)
-            # Rows gone but the index not confirmed clear (down, or a vector read back): a
-            # worker checks the index again later, until it is (``_erasure_recheck``).
-            if mode is EraseMode.PURGE and ids and (verified or await self._verify(
-                    conn, tenant, subject, flt, selector, mode, ids, hasher, queued_deletes=False)):
-                await erasure.recheck_later(conn, tenant, erase_id, verified)
-        return ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked, mentions)
+            queued = False
+            if mode is EraseMode.PURGE and ids:
+                if verified:
+                    # A server's compaction: in the next round, shared by every erase due.
+                    queued = vectors.later
+                    await erasure.recheck_in(conn, tenant, erase_id, self.erasure_round if queued else None,
+                                             aligned=True)
+                else:
+                    # Rows gone but the index not confirmed clear (down, or a vector read
+                    # back): a worker checks the index again as soon as the outbox has done
+                    # the deletions. Rows left: no check of the index can make it verified.
+                    queued = await self._verify(conn, tenant, subject, flt, selector, mode, ids, hasher,
+                                                queued_deletes=False)
+                    await erasure.recheck_in(conn, tenant, erase_id, 0.0 if queued else None)
+        return erasure.shown(ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked, mentions,
+                                            erasure.pending(verified, queued)), counted, selector.all_of_subject)
 
     @staticmethod
     def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode,

@@ -53,9 +53,11 @@ RECALL_BUDGET = SEARCH_TIMEOUT + 0.5
 BREAKER_SECONDS = 2.0
 # Milvus's largest top-k.
 MAX_SEARCH_LIMIT = 16_384
-# How long a purge waits for a Milvus server's compaction of its deletes before it reports the
-# vector files as unchecked (the compaction goes on; the receipt just cannot vouch for it).
-COMPACTION_TIMEOUT = 10.0  # an Erase must answer well within a client's 30 s per attempt
+# How long a compaction of a Milvus server is waited for: by the background erasure round
+# (``_erasure_recheck``), never by an Erase, which leaves a server's compaction to that round.
+# With the server's default dataCoord.compaction.check.interval (10 s) a collection-wide
+# compaction of many tenants' partitions takes minutes (tests/support_distributed.py).
+COMPACTION_TIMEOUT = 240.0
 COMPACTION_POLL = 0.5
 
 
@@ -133,8 +135,10 @@ class MilvusIndex:
         # Milvus Lite searches rows still in a growing segment in pure Python (~300 ms for 6k
         # rows, against ~15-40 ms once sealed), so with Lite every write is sealed right away.
         # A Milvus server seals segments itself and should not be flushed after every write.
-        self._seal = seal_writes if seal_writes is not None else not uri.startswith(("http://", "https://",
-                                                                                    "tcp://", "grpc://"))
+        # A Milvus Lite file of this process (not a server reached over the network): its
+        # compaction is ours, quick and readable back (``compact``), so an Erase does it.
+        self.local = not uri.startswith(("http://", "https://", "tcp://", "grpc://"))
+        self._seal = seal_writes if seal_writes is not None else self.local
         self._token = token
         self._client: Any = None
         self._partitions: set[str] = set()
@@ -376,15 +380,14 @@ class MilvusIndex:
         return int(result.get("delete_count", 0)) if isinstance(result, dict) else len(result or [])
 
     async def count(self, tenant: str, *, ids: list[str] | None = None, subject: str | None = None) -> int:
-        """How many vectors of ``tenant`` remain (of ``ids``, or of ``subject``: '' is the
-        organisation's)."""
-        expr = f"tenant == {literal(tenant)}"
-        if ids is not None:
-            if not ids:
-                return 0
-            expr += f" and id in {literal_list(ids)}"
-        if subject is not None:
-            expr += f" and subject == {literal(subject)}"
+        """How many vectors of ``tenant`` remain: of ``ids``, of ``subject`` ('' is the
+        organisation's), or of either when both are given (one strong read, not two: a purge
+        of a whole subject checks both)."""
+        which = ([f"id in {literal_list(ids)}"] if ids else []) + (
+            [f"subject == {literal(subject)}"] if subject is not None else [])
+        if ids is not None and not which:
+            return 0
+        expr = f"tenant == {literal(tenant)}" + (f" and ({' or '.join(which)})" if which else "")
 
         def call() -> int:
             client = self._connect()
@@ -399,16 +402,18 @@ class MilvusIndex:
 
         return await self._run(call)
 
-    async def compact(self) -> bool:
-        """Remove deleted rows physically from the index's files; True once that is known done.
+    async def compact(self, timeout: float = COMPACTION_TIMEOUT) -> bool | None:
+        """Remove deleted rows physically from the index's files: True once that is known done,
+        False if not confirmed within ``timeout`` (it goes on), None where it never can be.
 
         Milvus Lite of this process: its compaction is rewritten here (``_lite_compaction``:
         ``compact()`` is a no-op there that answers success). A Milvus server: flush the
-        deletes, ``compact`` the collection (a server compacts whole collections) and wait for
-        ``get_compaction_state`` to say Completed; the server keeps the old segment files in
-        its object storage until its own garbage collection, which no client can see. A
-        ``milvus-lite server`` answers Completed without compacting anything, so it is never
-        taken at its word.
+        deletes (which also seals every growing segment: the caller batches erases so that
+        this happens once a round, not once an erase), ``compact`` the collection (a server
+        compacts whole collections) and wait for ``get_compaction_state`` to say Completed;
+        the server keeps the old segment files in its object storage until its own garbage
+        collection, which no client can see. A ``milvus-lite server`` answers Completed
+        without compacting anything: None.
         """
         def start() -> int | None:
             client = self._connect()
@@ -425,8 +430,8 @@ class MilvusIndex:
         if job is None:
             return True
         if job < 0:
-            return False
-        deadline = asyncio.get_running_loop().time() + COMPACTION_TIMEOUT
+            return None
+        deadline = asyncio.get_running_loop().time() + timeout
         while asyncio.get_running_loop().time() < deadline:
             state = await self._run(lambda: self._connect().get_compaction_state(job, timeout=CALL_TIMEOUT))
             if state == "Completed":

@@ -261,7 +261,7 @@ class StoreCounts(_message.Message):
     def __init__(self, memories: _Optional[int] = ..., versions: _Optional[int] = ..., outbox: _Optional[int] = ..., vectors: _Optional[int] = ..., jobs: _Optional[int] = ..., keys: _Optional[int] = ...) -> None: ...
 
 class ErasureReceipt(_message.Message):
-    __slots__ = ("erase_id", "mode", "counts", "verified", "started_at", "finished_at", "unchecked", "organisation_mentions")
+    __slots__ = ("erase_id", "mode", "counts", "verified", "started_at", "finished_at", "unchecked", "organisation_mentions", "pending")
     ERASE_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
@@ -270,6 +270,7 @@ class ErasureReceipt(_message.Message):
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     UNCHECKED_FIELD_NUMBER: _ClassVar[int]
     ORGANISATION_MENTIONS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
     erase_id: str
     mode: EraseMode
     counts: StoreCounts
@@ -278,7 +279,8 @@ class ErasureReceipt(_message.Message):
     finished_at: _timestamp_pb2.Timestamp
     unchecked: _containers.RepeatedScalarFieldContainer[str]
     organisation_mentions: int
-    def __init__(self, erase_id: _Optional[str] = ..., mode: _Optional[_Union[EraseMode, str]] = ..., counts: _Optional[_Union[StoreCounts, _Mapping]] = ..., verified: _Optional[bool] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., unchecked: _Optional[_Iterable[str]] = ..., organisation_mentions: _Optional[int] = ...) -> None: ...
+    pending: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, erase_id: _Optional[str] = ..., mode: _Optional[_Union[EraseMode, str]] = ..., counts: _Optional[_Union[StoreCounts, _Mapping]] = ..., verified: _Optional[bool] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., unchecked: _Optional[_Iterable[str]] = ..., organisation_mentions: _Optional[int] = ..., pending: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EraseResponse(_message.Message):
     __slots__ = ("receipt",)

@@ -221,6 +221,7 @@ def receipt(guard: Guard, r: ErasureReceipt) -> svc.ErasureReceipt:
         started_at=timestamp(r.started_at),
         finished_at=timestamp(r.finished_at),
         unchecked=list(r.unchecked),
+        pending=list(r.pending),
     )
     if r.organisation_mentions is not None:  # counted among what the caller reads (``Guard.erase_filter``)
         out.organisation_mentions = r.organisation_mentions

@@ -1496,8 +1496,15 @@ type ErasureReceipt struct {
 	// with scope SCOPE_ORG. Unset when the caller cannot read organisation memories (a
 	// credential bound to the subject, or a view that hides `scope`), or for other selectors.
 	OrganisationMentions *int64 `protobuf:"varint,8,opt,name=organisation_mentions,json=organisationMentions,proto3,oneof" json:"organisation_mentions,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// pending names what a check in the background is still confirming of a PURGE:
+	// "vector_index" (the vectors' deletion could not be read back yet: the index was
+	// unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+	// deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+	// confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+	// within 15 minutes, answers with this receipt as its latest check left it.
+	Pending       []string `protobuf:"bytes,9,rep,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErasureReceipt) Reset() {
@@ -1584,6 +1591,13 @@ func (x *ErasureReceipt) GetOrganisationMentions() int64 {
 		return *x.OrganisationMentions
 	}
 	return 0
+}
+
+func (x *ErasureReceipt) GetPending() []string {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
 }
 
 // EraseResponse carries the receipt.
@@ -2723,7 +2737,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06outbox\x18\x03 \x01(\x03R\x06outbox\x12\x18\n" +
 	"\avectors\x18\x04 \x01(\x03R\avectors\x12\x12\n" +
 	"\x04jobs\x18\x05 \x01(\x03R\x04jobs\x12\x12\n" +
-	"\x04keys\x18\x06 \x01(\x03R\x04keys\"\x8d\x03\n" +
+	"\x04keys\x18\x06 \x01(\x03R\x04keys\"\xa7\x03\n" +
 	"\x0eErasureReceipt\x12\x19\n" +
 	"\berase_id\x18\x01 \x01(\tR\aeraseId\x12)\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x15.memoryd.v1.EraseModeR\x04mode\x12/\n" +
@@ -2734,7 +2748,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\vfinished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x1c\n" +
 	"\tunchecked\x18\a \x03(\tR\tunchecked\x128\n" +
-	"\x15organisation_mentions\x18\b \x01(\x03H\x00R\x14organisationMentions\x88\x01\x01B\x18\n" +
+	"\x15organisation_mentions\x18\b \x01(\x03H\x00R\x14organisationMentions\x88\x01\x01\x12\x18\n" +
+	"\apending\x18\t \x03(\tR\apendingB\x18\n" +
 	"\x16_organisation_mentions\"E\n" +
 	"\rEraseResponse\x124\n" +
 	"\areceipt\x18\x01 \x01(\v2\x1a.memoryd.v1.ErasureReceiptR\areceipt\"\xa2\x02\n" +

@@ -36,6 +36,8 @@ private static final long serialVersionUID = 0L;
     mode_ = 0;
     unchecked_ =
         com.google.protobuf.LazyStringArrayList.emptyList();
+    pending_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -356,6 +358,79 @@ private static final long serialVersionUID = 0L;
     return organisationMentions_;
   }
 
+  public static final int PENDING_FIELD_NUMBER = 9;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList pending_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * pending names what a check in the background is still confirming of a PURGE:
+   * "vector_index" (the vectors' deletion could not be read back yet: the index was
+   * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+   * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+   * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+   * within 15 minutes, answers with this receipt as its latest check left it.
+   * </pre>
+   *
+   * <code>repeated string pending = 9;</code>
+   * @return A list containing the pending.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getPendingList() {
+    return pending_;
+  }
+  /**
+   * <pre>
+   * pending names what a check in the background is still confirming of a PURGE:
+   * "vector_index" (the vectors' deletion could not be read back yet: the index was
+   * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+   * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+   * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+   * within 15 minutes, answers with this receipt as its latest check left it.
+   * </pre>
+   *
+   * <code>repeated string pending = 9;</code>
+   * @return The count of pending.
+   */
+  public int getPendingCount() {
+    return pending_.size();
+  }
+  /**
+   * <pre>
+   * pending names what a check in the background is still confirming of a PURGE:
+   * "vector_index" (the vectors' deletion could not be read back yet: the index was
+   * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+   * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+   * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+   * within 15 minutes, answers with this receipt as its latest check left it.
+   * </pre>
+   *
+   * <code>repeated string pending = 9;</code>
+   * @param index The index of the element to return.
+   * @return The pending at the given index.
+   */
+  public java.lang.String getPending(int index) {
+    return pending_.get(index);
+  }
+  /**
+   * <pre>
+   * pending names what a check in the background is still confirming of a PURGE:
+   * "vector_index" (the vectors' deletion could not be read back yet: the index was
+   * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+   * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+   * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+   * within 15 minutes, answers with this receipt as its latest check left it.
+   * </pre>
+   *
+   * <code>repeated string pending = 9;</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the pending at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getPendingBytes(int index) {
+    return pending_.getByteString(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -393,6 +468,9 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000008) != 0)) {
       output.writeInt64(8, organisationMentions_);
+    }
+    for (int i = 0; i < pending_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 9, pending_.getRaw(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -432,6 +510,14 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000008) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt64Size(8, organisationMentions_);
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < pending_.size(); i++) {
+        dataSize += computeStringSizeNoTag(pending_.getRaw(i));
+      }
+      size += dataSize;
+      size += 1 * getPendingList().size();
     }
     return size;
   }
@@ -484,6 +570,8 @@ private static final long serialVersionUID = 0L;
       if (getOrganisationMentions()
           != other.getOrganisationMentions()) return false;
     }
+    if (!getPendingList()
+        .equals(other.getPendingList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -522,6 +610,10 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + ORGANISATION_MENTIONS_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
           getOrganisationMentions());
+    }
+    if (getPendingCount() > 0) {
+      hash = (37 * hash) + PENDING_FIELD_NUMBER;
+      hash = (53 * hash) + getPendingList().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -687,6 +779,8 @@ private static final long serialVersionUID = 0L;
       unchecked_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
       organisationMentions_ = 0L;
+      pending_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
       return this;
     }
 
@@ -756,6 +850,10 @@ private static final long serialVersionUID = 0L;
         result.organisationMentions_ = organisationMentions_;
         to_bitField0_ |= 0x00000008;
       }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        pending_.makeImmutable();
+        result.pending_ = pending_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -803,6 +901,16 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasOrganisationMentions()) {
         setOrganisationMentions(other.getOrganisationMentions());
+      }
+      if (!other.pending_.isEmpty()) {
+        if (pending_.isEmpty()) {
+          pending_ = other.pending_;
+          bitField0_ |= 0x00000100;
+        } else {
+          ensurePendingIsMutable();
+          pending_.addAll(other.pending_);
+        }
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -876,6 +984,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 64
+            case 74: {
+              ensurePendingIsMutable();
+              pending_.add(input.readStringRequireUtf8());
+              break;
+            } // case 74
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1808,6 +1921,198 @@ private static final long serialVersionUID = 0L;
     public Builder clearOrganisationMentions() {
       bitField0_ = (bitField0_ & ~0x00000080);
       organisationMentions_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList pending_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensurePendingIsMutable() {
+      if (!pending_.isModifiable()) {
+        pending_ = new com.google.protobuf.LazyStringArrayList(pending_);
+      }
+      bitField0_ |= 0x00000100;
+    }
+    /**
+     * <pre>
+     * pending names what a check in the background is still confirming of a PURGE:
+     * "vector_index" (the vectors' deletion could not be read back yet: the index was
+     * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+     * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+     * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+     * within 15 minutes, answers with this receipt as its latest check left it.
+     * </pre>
+     *
+     * <code>repeated string pending = 9;</code>
+     * @return A list containing the pending.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getPendingList() {
+      pending_.makeImmutable();
+      return pending_;
+    }
+    /**
+     * <pre>
+     * pending names what a check in the background is still confirming of a PURGE:
+     * "vector_index" (the vectors' deletion could not be read back yet: the index was
+     * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+     * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+     * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+     * within 15 minutes, answers with this receipt as its latest check left it.
+     * </pre>
+     *
+     * <code>repeated string pending = 9;</code>
+     * @return The count of pending.
+     */
+    public int getPendingCount() {
+      return pending_.size();
+    }
+    /**
+     * <pre>
+     * pending names what a check in the background is still confirming of a PURGE:
+     * "vector_index" (the vectors' deletion could not be read back yet: the index was
+     * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+     * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+     * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+     * within 15 minutes, answers with this receipt as its latest check left it.
+     * </pre>
+     *
+     * <code>repeated string pending = 9;</code>
+     * @param index The index of the element to return.
+     * @return The pending at the given index.
+     */
+    public java.lang.String getPending(int index) {
+      return pending_.get(index);
+    }
+    /**
+     * <pre>
+     * pending names what a check in the background is still confirming of a PURGE:
+     * "vector_index" (the vectors' deletion could not be read back yet: the index was
+     * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+     * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+     * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+     * within 15 minutes, answers with this receipt as its latest check left it.
+     * </pre>
+     *
+     * <code>repeated string pending = 9;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the pending at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getPendingBytes(int index) {
+      return pending_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * pending names what a check in the background is still confirming of a PURGE:
+     * "vector_index" (the vectors' deletion could not be read back yet: the index was
+     * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+     * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+     * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+     * within 15 minutes, answers with this receipt as its latest check left it.
+     * </pre>
+     *
+     * <code>repeated string pending = 9;</code>
+     * @param index The index to set the value at.
+     * @param value The pending to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPending(
+        int index, java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      ensurePendingIsMutable();
+      pending_.set(index, value);
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * pending names what a check in the background is still confirming of a PURGE:
+     * "vector_index" (the vectors' deletion could not be read back yet: the index was
+     * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+     * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+     * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+     * within 15 minutes, answers with this receipt as its latest check left it.
+     * </pre>
+     *
+     * <code>repeated string pending = 9;</code>
+     * @param value The pending to add.
+     * @return This builder for chaining.
+     */
+    public Builder addPending(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      ensurePendingIsMutable();
+      pending_.add(value);
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * pending names what a check in the background is still confirming of a PURGE:
+     * "vector_index" (the vectors' deletion could not be read back yet: the index was
+     * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+     * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+     * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+     * within 15 minutes, answers with this receipt as its latest check left it.
+     * </pre>
+     *
+     * <code>repeated string pending = 9;</code>
+     * @param values The pending to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllPending(
+        java.lang.Iterable<java.lang.String> values) {
+      ensurePendingIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, pending_);
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * pending names what a check in the background is still confirming of a PURGE:
+     * "vector_index" (the vectors' deletion could not be read back yet: the index was
+     * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+     * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+     * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+     * within 15 minutes, answers with this receipt as its latest check left it.
+     * </pre>
+     *
+     * <code>repeated string pending = 9;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearPending() {
+      pending_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00000100);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * pending names what a check in the background is still confirming of a PURGE:
+     * "vector_index" (the vectors' deletion could not be read back yet: the index was
+     * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+     * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+     * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+     * within 15 minutes, answers with this receipt as its latest check left it.
+     * </pre>
+     *
+     * <code>repeated string pending = 9;</code>
+     * @param value The bytes of the pending to add.
+     * @return This builder for chaining.
+     */
+    public Builder addPendingBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      ensurePendingIsMutable();
+      pending_.add(value);
+      bitField0_ |= 0x00000100;
       onChanged();
       return this;
     }

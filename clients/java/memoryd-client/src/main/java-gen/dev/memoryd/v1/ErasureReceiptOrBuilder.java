@@ -216,4 +216,65 @@ public interface ErasureReceiptOrBuilder extends
    * @return The organisationMentions.
    */
   long getOrganisationMentions();
+
+  /**
+   * <pre>
+   * pending names what a check in the background is still confirming of a PURGE:
+   * "vector_index" (the vectors' deletion could not be read back yet: the index was
+   * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+   * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+   * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+   * within 15 minutes, answers with this receipt as its latest check left it.
+   * </pre>
+   *
+   * <code>repeated string pending = 9;</code>
+   * @return A list containing the pending.
+   */
+  java.util.List<java.lang.String>
+      getPendingList();
+  /**
+   * <pre>
+   * pending names what a check in the background is still confirming of a PURGE:
+   * "vector_index" (the vectors' deletion could not be read back yet: the index was
+   * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+   * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+   * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+   * within 15 minutes, answers with this receipt as its latest check left it.
+   * </pre>
+   *
+   * <code>repeated string pending = 9;</code>
+   * @return The count of pending.
+   */
+  int getPendingCount();
+  /**
+   * <pre>
+   * pending names what a check in the background is still confirming of a PURGE:
+   * "vector_index" (the vectors' deletion could not be read back yet: the index was
+   * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+   * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+   * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+   * within 15 minutes, answers with this receipt as its latest check left it.
+   * </pre>
+   *
+   * <code>repeated string pending = 9;</code>
+   * @param index The index of the element to return.
+   * @return The pending at the given index.
+   */
+  java.lang.String getPending(int index);
+  /**
+   * <pre>
+   * pending names what a check in the background is still confirming of a PURGE:
+   * "vector_index" (the vectors' deletion could not be read back yet: the index was
+   * unreachable) and "vector_store_files" (a vector server's compaction, which removes the
+   * deleted vectors from its segment files, runs in rounds, about a minute apart). Empty once
+   * confirmed or given up as out of reach (then listed in unchecked). The same Erase, retried
+   * within 15 minutes, answers with this receipt as its latest check left it.
+   * </pre>
+   *
+   * <code>repeated string pending = 9;</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the pending at the given index.
+   */
+  com.google.protobuf.ByteString
+      getPendingBytes(int index);
 }

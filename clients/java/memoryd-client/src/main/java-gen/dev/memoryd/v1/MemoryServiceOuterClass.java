@@ -228,117 +228,117 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       "H\007\202\001\004\020\001 \003B\021\n\010selector\022\005\272H\002\010\001\"n\n\013StoreCou" +
       "nts\022\020\n\010memories\030\001 \001(\003\022\020\n\010versions\030\002 \001(\003\022" +
       "\016\n\006outbox\030\003 \001(\003\022\017\n\007vectors\030\004 \001(\003\022\014\n\004jobs" +
-      "\030\005 \001(\003\022\014\n\004keys\030\006 \001(\003\"\264\002\n\016ErasureReceipt\022" +
+      "\030\005 \001(\003\022\014\n\004keys\030\006 \001(\003\"\305\002\n\016ErasureReceipt\022" +
       "\020\n\010erase_id\030\001 \001(\t\022#\n\004mode\030\002 \001(\0162\025.memory" +
       "d.v1.EraseMode\022\'\n\006counts\030\003 \001(\0132\027.memoryd" +
       ".v1.StoreCounts\022\020\n\010verified\030\004 \001(\010\022.\n\nsta" +
       "rted_at\030\005 \001(\0132\032.google.protobuf.Timestam" +
       "p\022/\n\013finished_at\030\006 \001(\0132\032.google.protobuf" +
       ".Timestamp\022\021\n\tunchecked\030\007 \003(\t\022\"\n\025organis" +
-      "ation_mentions\030\010 \001(\003H\000\210\001\001B\030\n\026_organisati" +
-      "on_mentions\"<\n\rEraseResponse\022+\n\007receipt\030" +
-      "\001 \001(\0132\032.memoryd.v1.ErasureReceipt\"\362\001\n\021Me" +
-      "moryViewRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(" +
-      "\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022(\n" +
-      "\006filter\030\002 \001(\0132\030.memoryd.v1.MemoryFilter\022" +
-      ";\n\010statuses\030\003 \003(\0162\030.memoryd.v1.MemorySta" +
-      "tusB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022\032\n\tpage_size\030\004 \001(\005B" +
-      "\007\272H\004\032\002(\000\022\034\n\npage_token\030\005 \001(\tB\010\272H\005r\003(\200\010\"s" +
-      "\n\022MemoryViewResponse\022$\n\010memories\030\001 \003(\0132\022" +
-      ".memoryd.v1.Memory\022\027\n\017next_page_token\030\002 " +
-      "\001(\t\022\036\n\004view\030\003 \001(\0132\020.memoryd.v1.View\"\253\001\n\021" +
-      "GetHistoryRequest\022<\n\007subject\030\001 \001(\tB+\272H(r" +
-      "#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022" +
-      "\036\n\tmemory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\022\032\n\tpage_" +
-      "size\030\003 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_token\030\004 \001(\tB" +
-      "\010\272H\005r\003(\200\010\"\214\001\n\rMemoryVersion\022\"\n\006memory\030\001 " +
-      "\001(\0132\022.memoryd.v1.Memory\022&\n\006change\030\002 \001(\0162" +
-      "\026.memoryd.v1.ChangeKind\022/\n\013recorded_at\030\003" +
-      " \001(\0132\032.google.protobuf.Timestamp\"Z\n\022GetH" +
-      "istoryResponse\022+\n\010versions\030\001 \003(\0132\031.memor" +
-      "yd.v1.MemoryVersion\022\027\n\017next_page_token\030\002" +
-      " \001(\t\"-\n\014DroppedCount\022\016\n\006reason\030\001 \001(\t\022\r\n\005" +
-      "count\030\002 \001(\003\"\251\003\n\rExtractionJob\022\n\n\002id\030\001 \001(" +
-      "\t\022\017\n\007subject\030\002 \001(\t\022-\n\005state\030\003 \001(\0162\036.memo" +
-      "ryd.v1.ExtractionJobState\022\r\n\005turns\030\004 \001(\005" +
-      "\022\020\n\010attempts\030\005 \001(\005\022\r\n\005error\030\006 \001(\t\022(\n\007res" +
-      "ults\030\007 \003(\0132\027.memoryd.v1.WriteResult\022)\n\007d" +
-      "ropped\030\010 \003(\0132\030.memoryd.v1.DroppedCount\022." +
-      "\n\ncreated_at\030\t \001(\0132\032.google.protobuf.Tim" +
-      "estamp\022/\n\013finished_at\030\n \001(\0132\032.google.pro" +
-      "tobuf.Timestamp\0223\n\017next_attempt_at\030\013 \001(\013" +
-      "2\032.google.protobuf.Timestamp\0221\n\rwaiting_" +
-      "since\030\014 \001(\0132\032.google.protobuf.Timestamp\"" +
-      "t\n\027GetExtractionJobRequest\022<\n\007subject\030\001 " +
-      "\001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:" +
-      "@-]*$\310\001\001\022\033\n\006job_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\"B\n" +
-      "\030GetExtractionJobResponse\022&\n\003job\030\001 \001(\0132\031" +
-      ".memoryd.v1.ExtractionJob\"\330\001\n\026ResolveCon" +
-      "flictRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012" +
-      "\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\036\n\tme" +
-      "mory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\022?\n\nresolution" +
-      "\030\003 \001(\0162\036.memoryd.v1.ConflictResolutionB\013" +
-      "\272H\010\202\001\002\020\001\310\001\001\022\037\n\npending_id\030\004 \001(\tB\013\272H\010r\003\260\001" +
-      "\001\330\001\001\"=\n\027ResolveConflictResponse\022\"\n\006memor" +
-      "y\030\001 \001(\0132\022.memoryd.v1.Memory\"x\n\025ExportMem" +
-      "oriesRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012" +
-      "\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022!\n\npa" +
-      "ssphrase\030\002 \001(\tB\r\272H\nr\005 \010(\200\010\330\001\001\";\n\026ExportM" +
-      "emoriesResponse\022\017\n\007archive\030\001 \001(\014\022\020\n\010memo" +
-      "ries\030\002 \001(\003\"\221\001\n\025ImportMemoriesRequest\022<\n\007" +
-      "subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-" +
-      "Za-z0-9._:@-]*$\310\001\001\022\027\n\007archive\030\002 \001(\014B\006\272H\003" +
-      "\310\001\001\022!\n\npassphrase\030\003 \001(\tB\r\272H\nr\005 \010(\200\010\330\001\001\"B" +
-      "\n\026ImportMemoriesResponse\022(\n\007results\030\001 \003(" +
-      "\0132\027.memoryd.v1.WriteResult*e\n\013Consistenc" +
-      "y\022\033\n\027CONSISTENCY_UNSPECIFIED\020\000\022\033\n\027CONSIS" +
-      "TENCY_INDEX_ASYNC\020\001\022\034\n\030CONSISTENCY_WAIT_" +
-      "INDEXED\020\002*\212\002\n\014WriteOutcome\022\035\n\031WRITE_OUTC" +
-      "OME_UNSPECIFIED\020\000\022\031\n\025WRITE_OUTCOME_CREAT" +
-      "ED\020\001\022\031\n\025WRITE_OUTCOME_UPDATED\020\002\022\033\n\027WRITE" +
-      "_OUTCOME_VERSIONED\020\003\022\030\n\024WRITE_OUTCOME_ME" +
-      "RGED\020\004\022\033\n\027WRITE_OUTCOME_UNCHANGED\020\005\022\032\n\026W" +
-      "RITE_OUTCOME_REJECTED\020\006\022\031\n\025WRITE_OUTCOME" +
-      "_PENDING\020\007\022\032\n\026WRITE_OUTCOME_ACCEPTED\020\010*Q" +
-      "\n\010TurnMode\022\031\n\025TURN_MODE_UNSPECIFIED\020\000\022\025\n" +
-      "\021TURN_MODE_EXTRACT\020\001\022\023\n\017TURN_MODE_CHUNK\020" +
-      "\002*T\n\tEraseMode\022\032\n\026ERASE_MODE_UNSPECIFIED" +
-      "\020\000\022\025\n\021ERASE_MODE_FORGET\020\001\022\024\n\020ERASE_MODE_" +
-      "PURGE\020\002*\251\001\n\nChangeKind\022\033\n\027CHANGE_KIND_UN" +
-      "SPECIFIED\020\000\022\027\n\023CHANGE_KIND_CREATED\020\001\022\027\n\023" +
-      "CHANGE_KIND_UPDATED\020\002\022\031\n\025CHANGE_KIND_VER" +
-      "SIONED\020\003\022\026\n\022CHANGE_KIND_MERGED\020\004\022\031\n\025CHAN" +
-      "GE_KIND_FORGOTTEN\020\005*\344\001\n\022ExtractionJobSta" +
-      "te\022$\n EXTRACTION_JOB_STATE_UNSPECIFIED\020\000" +
-      "\022\037\n\033EXTRACTION_JOB_STATE_QUEUED\020\001\022 \n\034EXT" +
-      "RACTION_JOB_STATE_RUNNING\020\002\022\"\n\036EXTRACTIO" +
-      "N_JOB_STATE_SUCCEEDED\020\003\022\037\n\033EXTRACTION_JO" +
-      "B_STATE_FAILED\020\004\022 \n\034EXTRACTION_JOB_STATE" +
-      "_WAITING\020\005*\207\001\n\022ConflictResolution\022#\n\037CON" +
-      "FLICT_RESOLUTION_UNSPECIFIED\020\000\022$\n CONFLI" +
-      "CT_RESOLUTION_KEEP_CURRENT\020\001\022&\n\"CONFLICT" +
-      "_RESOLUTION_ACCEPT_PENDING\020\0022\323\005\n\rMemoryS" +
-      "ervice\022<\n\005Write\022\030.memoryd.v1.WriteReques" +
-      "t\032\031.memoryd.v1.WriteResponse\022?\n\006Recall\022\031" +
-      ".memoryd.v1.RecallRequest\032\032.memoryd.v1.R" +
-      "ecallResponse\022<\n\005Erase\022\030.memoryd.v1.Eras" +
-      "eRequest\032\031.memoryd.v1.EraseResponse\022K\n\nM" +
-      "emoryView\022\035.memoryd.v1.MemoryViewRequest" +
-      "\032\036.memoryd.v1.MemoryViewResponse\022K\n\nGetH" +
-      "istory\022\035.memoryd.v1.GetHistoryRequest\032\036." +
-      "memoryd.v1.GetHistoryResponse\022]\n\020GetExtr" +
-      "actionJob\022#.memoryd.v1.GetExtractionJobR" +
-      "equest\032$.memoryd.v1.GetExtractionJobResp" +
-      "onse\022Z\n\017ResolveConflict\022\".memoryd.v1.Res" +
-      "olveConflictRequest\032#.memoryd.v1.Resolve" +
-      "ConflictResponse\022W\n\016ExportMemories\022!.mem" +
-      "oryd.v1.ExportMemoriesRequest\032\".memoryd." +
-      "v1.ExportMemoriesResponse\022W\n\016ImportMemor" +
-      "ies\022!.memoryd.v1.ImportMemoriesRequest\032\"" +
-      ".memoryd.v1.ImportMemoriesResponseBR\n\016de" +
-      "v.memoryd.v1P\001Z>github.com/memoryd/memor" +
-      "yd/clients/go/gen/memoryd/v1;memorydv1b\006" +
-      "proto3"
+      "ation_mentions\030\010 \001(\003H\000\210\001\001\022\017\n\007pending\030\t \003" +
+      "(\tB\030\n\026_organisation_mentions\"<\n\rEraseRes" +
+      "ponse\022+\n\007receipt\030\001 \001(\0132\032.memoryd.v1.Eras" +
+      "ureReceipt\"\362\001\n\021MemoryViewRequest\022<\n\007subj" +
+      "ect\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z" +
+      "0-9._:@-]*$\310\001\001\022(\n\006filter\030\002 \001(\0132\030.memoryd" +
+      ".v1.MemoryFilter\022;\n\010statuses\030\003 \003(\0162\030.mem" +
+      "oryd.v1.MemoryStatusB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022\032\n" +
+      "\tpage_size\030\004 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_token\030" +
+      "\005 \001(\tB\010\272H\005r\003(\200\010\"s\n\022MemoryViewResponse\022$\n" +
+      "\010memories\030\001 \003(\0132\022.memoryd.v1.Memory\022\027\n\017n" +
+      "ext_page_token\030\002 \001(\t\022\036\n\004view\030\003 \001(\0132\020.mem" +
+      "oryd.v1.View\"\253\001\n\021GetHistoryRequest\022<\n\007su" +
+      "bject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za" +
+      "-z0-9._:@-]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(\tB\013\272H\010" +
+      "r\003\260\001\001\310\001\001\022\032\n\tpage_size\030\003 \001(\005B\007\272H\004\032\002(\000\022\034\n\n" +
+      "page_token\030\004 \001(\tB\010\272H\005r\003(\200\010\"\214\001\n\rMemoryVer" +
+      "sion\022\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.Memory" +
+      "\022&\n\006change\030\002 \001(\0162\026.memoryd.v1.ChangeKind" +
+      "\022/\n\013recorded_at\030\003 \001(\0132\032.google.protobuf." +
+      "Timestamp\"Z\n\022GetHistoryResponse\022+\n\010versi" +
+      "ons\030\001 \003(\0132\031.memoryd.v1.MemoryVersion\022\027\n\017" +
+      "next_page_token\030\002 \001(\t\"-\n\014DroppedCount\022\016\n" +
+      "\006reason\030\001 \001(\t\022\r\n\005count\030\002 \001(\003\"\251\003\n\rExtract" +
+      "ionJob\022\n\n\002id\030\001 \001(\t\022\017\n\007subject\030\002 \001(\t\022-\n\005s" +
+      "tate\030\003 \001(\0162\036.memoryd.v1.ExtractionJobSta" +
+      "te\022\r\n\005turns\030\004 \001(\005\022\020\n\010attempts\030\005 \001(\005\022\r\n\005e" +
+      "rror\030\006 \001(\t\022(\n\007results\030\007 \003(\0132\027.memoryd.v1" +
+      ".WriteResult\022)\n\007dropped\030\010 \003(\0132\030.memoryd." +
+      "v1.DroppedCount\022.\n\ncreated_at\030\t \001(\0132\032.go" +
+      "ogle.protobuf.Timestamp\022/\n\013finished_at\030\n" +
+      " \001(\0132\032.google.protobuf.Timestamp\0223\n\017next" +
+      "_attempt_at\030\013 \001(\0132\032.google.protobuf.Time" +
+      "stamp\0221\n\rwaiting_since\030\014 \001(\0132\032.google.pr" +
+      "otobuf.Timestamp\"t\n\027GetExtractionJobRequ" +
+      "est\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z" +
+      "0-9][A-Za-z0-9._:@-]*$\310\001\001\022\033\n\006job_id\030\002 \001(" +
+      "\tB\013\272H\010r\003\260\001\001\310\001\001\"B\n\030GetExtractionJobRespon" +
+      "se\022&\n\003job\030\001 \001(\0132\031.memoryd.v1.ExtractionJ" +
+      "ob\"\330\001\n\026ResolveConflictRequest\022<\n\007subject" +
+      "\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9" +
+      "._:@-]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001" +
+      "\310\001\001\022?\n\nresolution\030\003 \001(\0162\036.memoryd.v1.Con" +
+      "flictResolutionB\013\272H\010\202\001\002\020\001\310\001\001\022\037\n\npending_" +
+      "id\030\004 \001(\tB\013\272H\010r\003\260\001\001\330\001\001\"=\n\027ResolveConflict" +
+      "Response\022\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.Me" +
+      "mory\"x\n\025ExportMemoriesRequest\022<\n\007subject" +
+      "\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9" +
+      "._:@-]*$\310\001\001\022!\n\npassphrase\030\002 \001(\tB\r\272H\nr\005 \010" +
+      "(\200\010\330\001\001\";\n\026ExportMemoriesResponse\022\017\n\007arch" +
+      "ive\030\001 \001(\014\022\020\n\010memories\030\002 \001(\003\"\221\001\n\025ImportMe" +
+      "moriesRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\001" +
+      "2\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\027\n\007a" +
+      "rchive\030\002 \001(\014B\006\272H\003\310\001\001\022!\n\npassphrase\030\003 \001(\t" +
+      "B\r\272H\nr\005 \010(\200\010\330\001\001\"B\n\026ImportMemoriesRespons" +
+      "e\022(\n\007results\030\001 \003(\0132\027.memoryd.v1.WriteRes" +
+      "ult*e\n\013Consistency\022\033\n\027CONSISTENCY_UNSPEC" +
+      "IFIED\020\000\022\033\n\027CONSISTENCY_INDEX_ASYNC\020\001\022\034\n\030" +
+      "CONSISTENCY_WAIT_INDEXED\020\002*\212\002\n\014WriteOutc" +
+      "ome\022\035\n\031WRITE_OUTCOME_UNSPECIFIED\020\000\022\031\n\025WR" +
+      "ITE_OUTCOME_CREATED\020\001\022\031\n\025WRITE_OUTCOME_U" +
+      "PDATED\020\002\022\033\n\027WRITE_OUTCOME_VERSIONED\020\003\022\030\n" +
+      "\024WRITE_OUTCOME_MERGED\020\004\022\033\n\027WRITE_OUTCOME" +
+      "_UNCHANGED\020\005\022\032\n\026WRITE_OUTCOME_REJECTED\020\006" +
+      "\022\031\n\025WRITE_OUTCOME_PENDING\020\007\022\032\n\026WRITE_OUT" +
+      "COME_ACCEPTED\020\010*Q\n\010TurnMode\022\031\n\025TURN_MODE" +
+      "_UNSPECIFIED\020\000\022\025\n\021TURN_MODE_EXTRACT\020\001\022\023\n" +
+      "\017TURN_MODE_CHUNK\020\002*T\n\tEraseMode\022\032\n\026ERASE" +
+      "_MODE_UNSPECIFIED\020\000\022\025\n\021ERASE_MODE_FORGET" +
+      "\020\001\022\024\n\020ERASE_MODE_PURGE\020\002*\251\001\n\nChangeKind\022" +
+      "\033\n\027CHANGE_KIND_UNSPECIFIED\020\000\022\027\n\023CHANGE_K" +
+      "IND_CREATED\020\001\022\027\n\023CHANGE_KIND_UPDATED\020\002\022\031" +
+      "\n\025CHANGE_KIND_VERSIONED\020\003\022\026\n\022CHANGE_KIND" +
+      "_MERGED\020\004\022\031\n\025CHANGE_KIND_FORGOTTEN\020\005*\344\001\n" +
+      "\022ExtractionJobState\022$\n EXTRACTION_JOB_ST" +
+      "ATE_UNSPECIFIED\020\000\022\037\n\033EXTRACTION_JOB_STAT" +
+      "E_QUEUED\020\001\022 \n\034EXTRACTION_JOB_STATE_RUNNI" +
+      "NG\020\002\022\"\n\036EXTRACTION_JOB_STATE_SUCCEEDED\020\003" +
+      "\022\037\n\033EXTRACTION_JOB_STATE_FAILED\020\004\022 \n\034EXT" +
+      "RACTION_JOB_STATE_WAITING\020\005*\207\001\n\022Conflict" +
+      "Resolution\022#\n\037CONFLICT_RESOLUTION_UNSPEC" +
+      "IFIED\020\000\022$\n CONFLICT_RESOLUTION_KEEP_CURR" +
+      "ENT\020\001\022&\n\"CONFLICT_RESOLUTION_ACCEPT_PEND" +
+      "ING\020\0022\323\005\n\rMemoryService\022<\n\005Write\022\030.memor" +
+      "yd.v1.WriteRequest\032\031.memoryd.v1.WriteRes" +
+      "ponse\022?\n\006Recall\022\031.memoryd.v1.RecallReque" +
+      "st\032\032.memoryd.v1.RecallResponse\022<\n\005Erase\022" +
+      "\030.memoryd.v1.EraseRequest\032\031.memoryd.v1.E" +
+      "raseResponse\022K\n\nMemoryView\022\035.memoryd.v1." +
+      "MemoryViewRequest\032\036.memoryd.v1.MemoryVie" +
+      "wResponse\022K\n\nGetHistory\022\035.memoryd.v1.Get" +
+      "HistoryRequest\032\036.memoryd.v1.GetHistoryRe" +
+      "sponse\022]\n\020GetExtractionJob\022#.memoryd.v1." +
+      "GetExtractionJobRequest\032$.memoryd.v1.Get" +
+      "ExtractionJobResponse\022Z\n\017ResolveConflict" +
+      "\022\".memoryd.v1.ResolveConflictRequest\032#.m" +
+      "emoryd.v1.ResolveConflictResponse\022W\n\016Exp" +
+      "ortMemories\022!.memoryd.v1.ExportMemoriesR" +
+      "equest\032\".memoryd.v1.ExportMemoriesRespon" +
+      "se\022W\n\016ImportMemories\022!.memoryd.v1.Import" +
+      "MemoriesRequest\032\".memoryd.v1.ImportMemor" +
+      "iesResponseBR\n\016dev.memoryd.v1P\001Z>github." +
+      "com/memoryd/memoryd/clients/go/gen/memor" +
+      "yd/v1;memorydv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -412,7 +412,7 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
     internal_static_memoryd_v1_ErasureReceipt_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_ErasureReceipt_descriptor,
-        new java.lang.String[] { "EraseId", "Mode", "Counts", "Verified", "StartedAt", "FinishedAt", "Unchecked", "OrganisationMentions", });
+        new java.lang.String[] { "EraseId", "Mode", "Counts", "Verified", "StartedAt", "FinishedAt", "Unchecked", "OrganisationMentions", "Pending", });
     internal_static_memoryd_v1_EraseResponse_descriptor =
       getDescriptor().getMessageType(11);
     internal_static_memoryd_v1_EraseResponse_fieldAccessorTable = new
