@@ -447,9 +447,10 @@ def _searchable_directly(shape: Deployment, tenant: str) -> bool:
     try:
         client = MilvusClient(uri=shape.milvus.uri, timeout=3)
         try:
-            for collection in [c for c in client.list_collections(timeout=3) if c.startswith("memoryd_")]:
+            collections = [c for c in client.list_collections(timeout=3) if c.startswith("memoryd_")]
+            for collection in collections:
                 client.search(collection, data=[[0.1] * 384], filter=f'tenant == "{tenant}"', limit=1, timeout=3)
-            return True
+            return bool(collections)  # none listed yet: the server has not recovered them
         finally:
             client.close()
     except Exception:
