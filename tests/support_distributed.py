@@ -126,6 +126,7 @@ class MilvusStandalone:
     # collection-wide compaction (what a purge asks for) plans a task per partition it finds
     # worth compacting: after the distributed tests' purges, 35 plans for 42 tenant partitions
     # took over 3 minutes, and each purge's 10 s wait ran out. Checked every second, the same queue drains ten times faster.
+    # ``compaction_check_interval=None`` keeps Milvus's own default, as an operator runs it (bench/).
     _LAUNCH = (
         "import json, socket, sys, milvus\n"
         "def bind(self, port):\n"
@@ -138,7 +139,9 @@ class MilvusStandalone:
         "s = milvus.MilvusServer(); s.set_base_dir(sys.argv[1])\n"
         "anchor = '    indexBasedCompaction: true\\n'\n"
         "assert s.config.template_text.count(anchor) == 1, 'the milvus wheel changed its config template'\n"
-        "s.config.template_text = s.config.template_text.replace(anchor, anchor + '    check:\\n      interval: 1\\n')\n"
+        "if sys.argv[4]:\n"
+        "    s.config.template_text = s.config.template_text.replace(\n"
+        "        anchor, anchor + '    check:\\n      interval: ' + sys.argv[4] + '\\n')\n"
         "for k, item in s.config.configurable_items.items():\n"
         "    if k.endswith('_port') and item[1] and int(item[1]) >= 32768: item[1] = 23100\n"
         "ports = json.loads(sys.argv[3])\n"
@@ -150,7 +153,8 @@ class MilvusStandalone:
         "s.wait()\n"
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, compaction_check_interval: int | None = 1) -> None:
+        self.compaction_check_interval = compaction_check_interval
         self.root = Path(tempfile.mkdtemp(prefix="memoryd-milvus-"))
         self.ports: dict[str, int] = {}
         self.process: subprocess.Popen[bytes] | None = None
@@ -167,7 +171,8 @@ class MilvusStandalone:
         pinned = {k: v for k, v in self.ports.items() if k != "webservice_port"}
         with (self.root / "launcher.log").open("ab") as log:
             self.process = subprocess.Popen(
-                [str(MILVUS_PYTHON), "-c", self._LAUNCH, str(self.root / "data"), str(info), json.dumps(pinned)],
+                [str(MILVUS_PYTHON), "-c", self._LAUNCH, str(self.root / "data"), str(info), json.dumps(pinned),
+                 "" if self.compaction_check_interval is None else str(self.compaction_check_interval)],
                 stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout
         while not info.exists():
@@ -199,10 +204,16 @@ class MilvusStandalone:
 
     def queries(self) -> float:
         """Query requests the server has answered (its own Prometheus counter): the read-backs."""
+        return self.requests("Query")
+
+    def requests(self, function: str, status: str = "success") -> float:
+        """``function`` requests (Flush, Query, Search, ...) the server has answered with
+        ``status`` since it started (its proxy's Prometheus counter; a restart zeroes it)."""
         url = f"http://127.0.0.1:{self.ports['webservice_port']}/metrics"
         text = urllib.request.urlopen(url, timeout=10).read().decode()
         return sum(float(m.group(1)) for m in re.finditer(
-            r'^milvus_proxy_req_count\{[^}]*function_name="Query"[^}]*status="success"[^}]*\} (\S+)$', text, re.M))
+            rf'^milvus_proxy_req_count\{{[^}}]*function_name="{re.escape(function)}"[^}}]*'
+            rf'status="{re.escape(status)}"[^}}]*\}} (\S+)$', text, re.M))
 
 
 class WorkerProcess(ServerProcess):
