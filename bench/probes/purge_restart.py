@@ -394,6 +394,9 @@ def main() -> None:
     if args.memories % 2 or args.tenants * args.memories < phases * args.purges:
         parser.error("--memories must be even and tenants x memories at least the purges of every phase")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                      text=True).stdout.strip():
+        commit += "+uncommitted changes"
     print(f"{utc_now()} UTC, commit {commit}, loadavg {os.getloadavg()}", flush=True)
     pg = ExternalPostgres().start()
     # Its own etcd ports: other engineers' test runs start Milvus servers on this machine too.
