@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -389,6 +390,7 @@ def main() -> None:
     parser.add_argument("--restart-cap", type=float, default=600.0)
     parser.add_argument("--no-restart", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep-logs", type=Path, help="copy Milvus's and memoryd's logs here before cleaning up")
     args = parser.parse_args()
     phases = 1 + (args.load_threads > 0)
     if args.memories % 2 or args.tenants * args.memories < phases * args.purges:
@@ -405,6 +407,10 @@ def main() -> None:
     try:
         run(args, pg, milvus, root, commit)
     finally:
+        if args.keep_logs:
+            shutil.copytree(milvus.root / "data" / "logs", args.keep_logs / "milvus", dirs_exist_ok=True)
+            for log in root.glob("*.log"):
+                shutil.copy(log, args.keep_logs)
         milvus.destroy()
         pg.destroy()
 
