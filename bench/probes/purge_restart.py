@@ -114,12 +114,16 @@ class Segments:
     def count(self) -> dict[str, Any]:
         """Persistent segments by state (the data coordinator's view) and loaded segments (the
         query nodes'), with their rows; {'error': ...} while the server cannot say."""
-        try:
-            client = self._connect()
-            persistent = client.list_persistent_segments(self.collection, timeout=10)
-            loaded = client.list_loaded_segments(self.collection, timeout=10)
-        except Exception as exc:  # noqa: BLE001 - a figure, not a failure
-            return {"error": type(exc).__name__ + ": " + str(exc)[:160]}
+        for attempt in range(3):  # a compaction that drops a segment mid-listing fails the listing
+            try:
+                client = self._connect()
+                persistent = client.list_persistent_segments(self.collection, timeout=10)
+                loaded = client.list_loaded_segments(self.collection, timeout=10)
+                break
+            except Exception as exc:  # noqa: BLE001 - a figure, not a failure
+                if attempt == 2:
+                    return {"error": type(exc).__name__ + ": " + str(exc)[:160]}
+                time.sleep(0.2)
         states = Counter(_state(s.state) for s in persistent)
         return {"persistent": len(persistent), "persistent_by_state": dict(states),
                 "persistent_rows": sum(int(s.num_rows) for s in persistent),
