@@ -415,6 +415,7 @@ def main() -> None:
             shutil.copytree(milvus.root / "data" / "logs", args.keep_logs / "milvus", dirs_exist_ok=True)
             for log in root.glob("*.log"):
                 shutil.copy(log, args.keep_logs)
+        shutil.rmtree(root, ignore_errors=True)
         milvus.destroy()
         pg.destroy()
 
