@@ -126,6 +126,10 @@ class MilvusStandalone:
     # collection-wide compaction (what a purge asks for) plans a task per partition it finds
     # worth compacting: after the distributed tests' purges, 35 plans for 42 tenant partitions
     # took over 3 minutes, and each purge's 10 s wait ran out. Checked every second, the same queue drains ten times faster.
+    # ``compaction_check_interval=None`` keeps Milvus's own default, as an operator runs it (bench/).
+    # Its embedded etcd listens on 2379 and 2380 whatever the wheel's etcd_port says, so a second
+    # server on the machine (another test run) panics on them and its health check never answers:
+    # ``own_etcd_ports`` gives it ports of its own through an etcd config file (kept on restart).
     _LAUNCH = (
         "import json, socket, sys, milvus\n"
         "def bind(self, port):\n"
@@ -138,7 +142,13 @@ class MilvusStandalone:
         "s = milvus.MilvusServer(); s.set_base_dir(sys.argv[1])\n"
         "anchor = '    indexBasedCompaction: true\\n'\n"
         "assert s.config.template_text.count(anchor) == 1, 'the milvus wheel changed its config template'\n"
-        "s.config.template_text = s.config.template_text.replace(anchor, anchor + '    check:\\n      interval: 1\\n')\n"
+        "if sys.argv[4]:\n"
+        "    s.config.template_text = s.config.template_text.replace(\n"
+        "        anchor, anchor + '    check:\\n      interval: ' + sys.argv[4] + '\\n')\n"
+        "if sys.argv[5]:\n"
+        "    assert s.config.template_text.count('\\netcd:\\n') == 1, 'the milvus wheel changed its config template'\n"
+        "    s.config.template_text = s.config.template_text.replace(\n"
+        "        '\\netcd:\\n', '\\netcd:\\n  config:\\n    path: ' + sys.argv[5] + '\\n')\n"
         "for k, item in s.config.configurable_items.items():\n"
         "    if k.endswith('_port') and item[1] and int(item[1]) >= 32768: item[1] = 23100\n"
         "ports = json.loads(sys.argv[3])\n"
@@ -150,7 +160,9 @@ class MilvusStandalone:
         "s.wait()\n"
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, compaction_check_interval: int | None = 1, own_etcd_ports: bool = False) -> None:
+        self.compaction_check_interval = compaction_check_interval
+        self.own_etcd_ports = own_etcd_ports
         self.root = Path(tempfile.mkdtemp(prefix="memoryd-milvus-"))
         self.ports: dict[str, int] = {}
         self.process: subprocess.Popen[bytes] | None = None
@@ -164,10 +176,15 @@ class MilvusStandalone:
             raise RuntimeError("the Milvus server is missing: run scripts/install-test-servers.sh")
         info = self.root / "ports.json"
         info.unlink(missing_ok=True)
-        pinned = {k: v for k, v in self.ports.items() if k != "webservice_port"}
+        pinned = {k: v for k, v in self.ports.items() if k not in ("webservice_port", "etcd_peer_port")}
+        etcd_config = self._etcd_config() if self.own_etcd_ports else None
+        if etcd_config is not None:
+            pinned["etcd_port"] = self.ports["etcd_port"]
         with (self.root / "launcher.log").open("ab") as log:
             self.process = subprocess.Popen(
-                [str(MILVUS_PYTHON), "-c", self._LAUNCH, str(self.root / "data"), str(info), json.dumps(pinned)],
+                [str(MILVUS_PYTHON), "-c", self._LAUNCH, str(self.root / "data"), str(info), json.dumps(pinned),
+                 "" if self.compaction_check_interval is None else str(self.compaction_check_interval),
+                 str(etcd_config or "")],
                 stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout
         while not info.exists():
@@ -176,8 +193,25 @@ class MilvusStandalone:
                 launcher = (self.root / "launcher.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"Milvus did not start; see {self.root}/data/logs. Its launcher said:\n{launcher}")
             time.sleep(0.2)
+        peer = self.ports.get("etcd_peer_port")
         self.ports = json.loads(info.read_text())
+        if peer:
+            self.ports["etcd_peer_port"] = peer
         return self
+
+    def _etcd_config(self) -> Path:
+        """The embedded etcd's client and peer ports, below the ephemeral range, chosen once."""
+        if "etcd_peer_port" not in self.ports:
+            free = (port for port in range(24000, 32000) if _bindable(port) and _bindable(port + 1))
+            client = next(free)
+            self.ports.update(etcd_port=client, etcd_peer_port=client + 1)
+        client, peer = self.ports["etcd_port"], self.ports["etcd_peer_port"]
+        path = self.root / "etcd.yaml"
+        path.write_text(f"name: default\nlisten-client-urls: http://127.0.0.1:{client}\n"
+                        f"advertise-client-urls: http://127.0.0.1:{client}\n"
+                        f"listen-peer-urls: http://127.0.0.1:{peer}\ninitial-advertise-peer-urls: http://127.0.0.1:{peer}\n"
+                        f"initial-cluster: default=http://127.0.0.1:{peer}\n")
+        return path
 
     def kill(self) -> None:
         """SIGKILL the whole process group: the launcher and the Milvus binary; return once
@@ -199,10 +233,16 @@ class MilvusStandalone:
 
     def queries(self) -> float:
         """Query requests the server has answered (its own Prometheus counter): the read-backs."""
+        return self.requests("Query")
+
+    def requests(self, function: str, status: str = "success") -> float:
+        """``function`` requests (Flush, Query, Search, ...) the server has answered with
+        ``status`` since it started (its proxy's Prometheus counter; a restart zeroes it)."""
         url = f"http://127.0.0.1:{self.ports['webservice_port']}/metrics"
         text = urllib.request.urlopen(url, timeout=10).read().decode()
         return sum(float(m.group(1)) for m in re.finditer(
-            r'^milvus_proxy_req_count\{[^}]*function_name="Query"[^}]*status="success"[^}]*\} (\S+)$', text, re.M))
+            rf'^milvus_proxy_req_count\{{[^}}]*function_name="{re.escape(function)}"[^}}]*'
+            rf'status="{re.escape(status)}"[^}}]*\}} (\S+)$', text, re.M))
 
 
 class WorkerProcess(ServerProcess):
