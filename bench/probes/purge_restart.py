@@ -68,6 +68,7 @@ class Phase:
     verified: int = 0
     unverified: int = 0
     unchecked: Counter[str] = field(default_factory=Counter)
+    pending: Counter[str] = field(default_factory=Counter)
     erased: int = 0
     segments_before: dict[str, Any] = field(default_factory=dict)
     segments_after: dict[str, Any] = field(default_factory=dict)
@@ -227,6 +228,7 @@ def purge(shape: Shape, target: Target, replica: int, phase: Phase) -> None:
     else:
         phase.unverified += 1
     phase.unchecked.update(receipt.unchecked)
+    phase.pending.update(getattr(receipt, "pending", ()))  # a receipt field since issue 39
 
 
 class Load:
@@ -335,12 +337,27 @@ def restart_phase(shape: Shape, milvus: MilvusStandalone, segments: Segments, me
     return result
 
 
+def confirmation(deployment: Deployment, cap: float) -> float | None:
+    """Seconds until no purge waits in the re-check queue (the workers' erasure rounds have
+    confirmed the vectors' deletion and their compaction out of the files); None past ``cap``."""
+    import psycopg
+
+    started = time.monotonic()
+    with psycopg.connect(deployment.worker_dsn, autocommit=True) as conn:  # the workers' role reads every tenant's
+        while time.monotonic() - started < cap:
+            if not conn.execute("SELECT count(*) FROM erasure_rechecks").fetchone()[0]:
+                return round(time.monotonic() - started, 1)
+            time.sleep(1)
+    return None
+
+
 def summary(phase: Phase) -> dict[str, Any]:
     lat = phase.latencies
     return {"purges": len(lat), "p50_s": round(quantile(lat, 0.50), 2), "p99_s": round(quantile(lat, 0.99), 2),
             "max_s": round(max(lat), 2) if lat else None,
             "over_10s": sum(1 for x in lat if x > TYPICAL_DEADLINE), "failures": dict(phase.failures),
             "verified": phase.verified, "unverified": phase.unverified, "unchecked": dict(phase.unchecked),
+            "pending": dict(phase.pending),
             "memories_erased": phase.erased, "seconds": round(phase.seconds, 1),
             "flush_requests": phase.flushes,
             "segments_before": phase.segments_before, "segments_after": phase.segments_after,
@@ -359,6 +376,8 @@ def report(args: argparse.Namespace, phases: list[Phase], restart: dict[str, Any
     for phase in phases:
         s = summary(phase)
         unchecked = ", ".join(f"{k} ×{v}" for k, v in sorted(s["unchecked"].items())) or "—"
+        if s["pending"]:
+            unchecked += "; pending: " + ", ".join(f"{k} ×{v}" for k, v in sorted(s["pending"].items()))
         failed = sum(phase.failures.values())
         load = f"{phase.load['ops_per_s']}" if phase.load else "—"
         print(f"| {phase.name} | {s['purges']} | {s['p50_s']:.1f} | {s['p99_s']:.1f} | {s['max_s']:.1f} | "
@@ -454,6 +473,10 @@ def run(args: argparse.Namespace, pg: ExternalPostgres, milvus: MilvusStandalone
             phases.append(purge_phase("load", shape, milvus, segments, targets[args.purges:2 * args.purges],
                                       Load(shape, args.load_threads)))
             done()
+        done = step("waiting until the workers' erasure rounds have confirmed every purge")
+        confirmed = confirmation(deployment, args.restart_cap)
+        print(f"every purge confirmed (erasure_rechecks empty) {confirmed} s after the last one", flush=True)
+        done()
         restart = None
         if not args.no_restart:
             done = step("restart: SIGKILL Milvus, start it, recall by meaning through each replica")
