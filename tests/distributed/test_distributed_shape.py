@@ -124,17 +124,6 @@ def _outbox_state(shape: Deployment, tenant: str) -> str:
     return "\n".join([f"outbox rows: {rows}", *logs])
 
 
-def _milvus_requests(shape: Deployment, function: str) -> float:
-    """Requests of one kind the Milvus server has answered (its own Prometheus counter)."""
-    import re
-    import urllib.request
-
-    url = f"http://127.0.0.1:{shape.milvus.ports['webservice_port']}/metrics"
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    return sum(float(m.group(1)) for m in re.finditer(
-        rf'^milvus_proxy_req_count{{[^}}]*function_name="{function}"[^}}]*status="success"[^}}]*}} (\S+)$', text, re.M))
-
-
 def test_a_purge_through_one_replica_leaves_nothing_readable_through_the_other(shape: Deployment) -> None:
     """Issue 39 item 2: every PURGE flushed the whole collection and waited ~10 s for its
     compaction (a client with a 10 s deadline never got a receipt; the flushes multiplied the
@@ -146,11 +135,11 @@ def test_a_purge_through_one_replica_leaves_nothing_readable_through_the_other(s
         ids = {s: [caller.via(0).write(s, draft("event", f"Visited the observatory, night {n}"),
                                        consistency=WAIT).results[0].memory_id for n in range(2)] for s in subjects}
         assert _milvus_count(shape, tenant) == 12
-        flushes = _milvus_requests(shape, "Flush")
+        flushes = shape.milvus.requests("Flush")
         receipts = [caller.via(n % 2).call("Erase", svc.EraseRequest(subject=s, all_of_subject=True, mode=PURGE),
                                            timeout=10).receipt for n, s in enumerate(subjects)]
         # Not a flush per purge: at most one round's (one per worker) fell among them.
-        assert _milvus_requests(shape, "Flush") - flushes <= 2
+        assert shape.milvus.requests("Flush") - flushes <= 2
         for receipt in receipts:
             # Read back strongly (bug 2 of issue 13): the delete is seen at once.
             assert receipt.verified and receipt.counts.memories == 2 and receipt.counts.vectors >= 2
