@@ -18,11 +18,11 @@ import grpc
 import psycopg
 import pytest
 
-from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import MEMORYD, Agent, draft, full_view, put_view, rule, token_for, unique
 from ..support_distributed import Deployment, ExternalPostgres, MilvusStandalone
+from ._callers import milvus_count, new_tenant
 from .conftest import new_deployment
 
 pytestmark = pytest.mark.slow
@@ -44,30 +44,8 @@ def shape(pg15: ExternalPostgres, milvus_standalone: MilvusStandalone,
     deployment.stop_all()
 
 
-class Caller:
-    """One agent reaching each replica over its own channel."""
-
-    def __init__(self, shape: Deployment, tenant: str, agent: str = "agent-1") -> None:
-        self.channels = [grpc.insecure_channel(r.target) for r in shape.replicas]
-        self.token = token_for(shape.keys / "signing.pem", tenant, agent)
-
-    def via(self, n: int) -> Agent:
-        return Agent(self.channels[n], self.token)
-
-    def close(self) -> None:
-        for channel in self.channels:
-            channel.close()
-
-
-def _tenant(shape: Deployment, view: pb.View | None = None) -> tuple[str, Caller]:
-    tenant = unique("tenant")
-    with grpc.insecure_channel(shape.replicas[0].target) as channel:
-        put_view(channel, shape.keys / "signing.pem", tenant, view or full_view("agent-1"))
-    return tenant, Caller(shape, tenant)
-
-
 def test_written_through_one_replica_found_by_meaning_through_the_other(shape: Deployment) -> None:
-    _, caller = _tenant(shape)
+    _, caller = new_tenant(shape)
     try:
         written = caller.via(0).write("alice", draft("fact", "Alice keeps bees on her roof in Lyon", key="hobby"),
                                       consistency=WAIT)
@@ -83,7 +61,7 @@ def test_written_through_one_replica_found_by_meaning_through_the_other(shape: D
 
 
 def test_a_view_changed_through_one_replica_applies_at_the_other_within_the_cache_bound(shape: Deployment) -> None:
-    tenant, caller = _tenant(shape)
+    tenant, caller = new_tenant(shape)
     try:
         caller.via(0).write("alice", draft("preference", "Prefers green tea", key="drink"))
         assert len(caller.via(1).list_all("alice")) == 1
@@ -96,21 +74,6 @@ def test_a_view_changed_through_one_replica_applies_at_the_other_within_the_cach
             time.sleep(0.05)
     finally:
         caller.close()
-
-
-def _milvus_count(shape: Deployment, tenant: str) -> int:
-    from pymilvus import MilvusClient
-
-    client = MilvusClient(uri=shape.milvus.uri, timeout=10)
-    try:
-        total = 0
-        for collection in [c for c in client.list_collections() if c.startswith("memoryd_")]:
-            rows = client.query(collection, filter=f'tenant == "{tenant}"', output_fields=["count(*)"],
-                                consistency_level="Strong", timeout=10)
-            total += int(rows[0]["count(*)"]) if rows else 0
-        return total
-    finally:
-        client.close()
 
 
 def _outbox_state(shape: Deployment, tenant: str) -> str:
@@ -129,12 +92,12 @@ def test_a_purge_through_one_replica_leaves_nothing_readable_through_the_other(s
     compaction (a client with a 10 s deadline never got a receipt; the flushes multiplied the
     segments). The Erase now answers once the vectors are deleted and read back; the next
     erasure round compacts once for all of them, and the receipt says so meanwhile."""
-    tenant, caller = _tenant(shape)
+    tenant, caller = new_tenant(shape)
     try:
         subjects = [f"user-{n}" for n in range(6)]
         ids = {s: [caller.via(0).write(s, draft("event", f"Visited the observatory, night {n}"),
                                        consistency=WAIT).results[0].memory_id for n in range(2)] for s in subjects}
-        assert _milvus_count(shape, tenant) == 12
+        assert milvus_count(shape, tenant) == 12
         flushes = shape.milvus.requests("Flush")
         receipts = [caller.via(n % 2).call("Erase", svc.EraseRequest(subject=s, all_of_subject=True, mode=PURGE),
                                            timeout=10).receipt for n, s in enumerate(subjects)]
@@ -144,7 +107,7 @@ def test_a_purge_through_one_replica_leaves_nothing_readable_through_the_other(s
             # Read back strongly (bug 2 of issue 13): the delete is seen at once.
             assert receipt.verified and receipt.counts.memories == 2 and receipt.counts.vectors >= 2
             assert list(receipt.pending) == ["vector_store_files"] and "vector_store_files" in receipt.unchecked
-        assert _milvus_count(shape, tenant) == 0
+        assert milvus_count(shape, tenant) == 0
         other = caller.via(1)
         assert other.list_all("user-0") == []
         recalled = other.call("Recall", svc.RecallRequest(subject="user-0", query="observatory night"))
@@ -170,7 +133,7 @@ def test_a_purge_through_one_replica_leaves_nothing_readable_through_the_other(s
 
 
 def test_concurrent_writes_through_both_replicas_keep_one_verifiable_audit_chain(shape: Deployment) -> None:
-    tenant, caller = _tenant(shape)
+    tenant, caller = new_tenant(shape)
     errors: list[BaseException] = []
 
     def write(n: int) -> None:
@@ -197,7 +160,7 @@ def test_concurrent_writes_through_both_replicas_keep_one_verifiable_audit_chain
 
 def test_replicas_and_workers_killed_mid_load_lose_and_double_nothing(shape: Deployment) -> None:
     """Clients retry with their idempotency keys through whichever replica answers."""
-    tenant, caller = _tenant(shape)
+    tenant, caller = new_tenant(shape)
     acknowledged: dict[str, str] = {}  # idempotency key -> memory id
     lock = threading.Lock()
     stop = threading.Event()
@@ -250,10 +213,10 @@ def test_replicas_and_workers_killed_mid_load_lose_and_double_nothing(shape: Dep
         assert len({m.text for m in listed}) == len(listed)
         # And the surviving and restarted workers index all of it.
         deadline = time.monotonic() + 120
-        while _milvus_count(shape, tenant) < len(listed):
+        while milvus_count(shape, tenant) < len(listed):
             assert time.monotonic() < deadline, "the outbox did not catch up:\n" + _outbox_state(shape, tenant)
             time.sleep(1)
-        assert _milvus_count(shape, tenant) == len(listed)
+        assert milvus_count(shape, tenant) == len(listed)
     finally:
         stop.set()
         caller.close()
@@ -286,11 +249,11 @@ def test_a_replica_killed_during_a_purge_loses_neither_the_receipt_nor_the_vecto
         shape: Deployment) -> None:
     """Bugs 3 and 8: the purge commits, then the replica dies before clearing Milvus. The
     vectors must still go (the outbox) and the client's retry must get the receipt."""
-    tenant, caller = _tenant(shape)
+    tenant, caller = new_tenant(shape)
     try:
         for n in range(3):
             caller.via(0).write("alice", draft("event", f"Hiked the ridge, day {n}"), consistency=WAIT)
-        assert _milvus_count(shape, tenant) == 3
+        assert milvus_count(shape, tenant) == 3
         assert shape.milvus.process is not None
         group = shape.milvus.process.pid
         os.killpg(group, signal.SIGSTOP)  # Milvus hangs: the replica's vector delete waits on it
@@ -330,7 +293,7 @@ def test_a_replica_killed_during_a_purge_loses_neither_the_receipt_nor_the_vecto
         assert receipt.erase_id == logged
         assert not receipt.verified and list(receipt.pending) == ["vector_index", "vector_store_files"]
         deadline = time.monotonic() + 60 + 30
-        while _milvus_count(shape, tenant):
+        while milvus_count(shape, tenant):
             assert time.monotonic() < deadline, "the purged vectors were never deleted"
             time.sleep(0.5)
         # A worker checks it once the outbox has deleted them (the fallback deletion is due a
@@ -348,11 +311,11 @@ def test_a_replica_killed_during_a_purge_loses_neither_the_receipt_nor_the_vecto
 def test_a_receipt_answered_while_milvus_hung_is_verified_in_the_background_once_it_answers(
         shape: Deployment) -> None:
     """Issue 39 item 4: such receipts stayed unverified forever (953 in the operator's run)."""
-    tenant, caller = _tenant(shape)
+    tenant, caller = new_tenant(shape)
     try:
         for key, text in (("home_city", "Lives in Lyon"), ("drink", "Likes tea")):
             caller.via(0).write("alice", draft("fact", text, key=key), consistency=WAIT)
-        assert _milvus_count(shape, tenant) == 2
+        assert milvus_count(shape, tenant) == 2
         assert shape.milvus.process is not None
         group = shape.milvus.process.pid
         request = svc.EraseRequest(subject="alice", key="home_city", mode=PURGE, reason="user request")
@@ -374,7 +337,7 @@ def test_a_receipt_answered_while_milvus_hung_is_verified_in_the_background_once
                 break
             assert time.monotonic() < deadline, _outbox_state(shape, tenant)
             time.sleep(1)
-        assert _milvus_count(shape, tenant) == 1  # the other memory's vector stays
+        assert milvus_count(shape, tenant) == 1  # the other memory's vector stays
         again = caller.via(1).call("Erase", request, timeout=60).receipt
         assert (again.erase_id, again.verified, again.counts.memories) == (receipt.erase_id, True, 1)
         listed = subprocess.run([*MEMORYD, "audit", "erasures", "--tenant", tenant], env=shape.env(),
@@ -388,7 +351,7 @@ def test_a_receipt_answered_while_milvus_hung_is_verified_in_the_background_once
 def test_recall_answers_within_its_deadline_while_milvus_restarts(shape: Deployment) -> None:
     """Bug 4: the reconnect (load_collection) ran on the index's one thread and every Recall
     queued behind it for ~30 s. Recall must degrade to keywords instead, then recover."""
-    _, caller = _tenant(shape)
+    _, caller = new_tenant(shape)
     try:
         caller.via(0).write("alice", draft("fact", "Alice plays the cello in an orchestra", key="music"),
                             consistency=WAIT)
@@ -415,88 +378,6 @@ def test_recall_answers_within_its_deadline_while_milvus_restarts(shape: Deploym
         assert recovered, "Recall never used the vector index again"
     finally:
         caller.close()
-
-
-def _segments(shape: Deployment) -> int:
-    """Sealed (flushed) segments of memoryd's collections: what a restarted server loads."""
-    from pymilvus import MilvusClient
-
-    client = MilvusClient(uri=shape.milvus.uri, timeout=10)
-    try:
-        return sum(len(client.list_persistent_segments(c, timeout=10))
-                   for c in client.list_collections() if c.startswith("memoryd_"))
-    finally:
-        client.close()
-
-
-def _searchable_directly(shape: Deployment, tenant: str) -> bool:
-    """Whether the Milvus server itself answers a search of memoryd's collections again."""
-    from pymilvus import MilvusClient
-
-    try:
-        client = MilvusClient(uri=shape.milvus.uri, timeout=3)
-        try:
-            collections = [c for c in client.list_collections(timeout=3) if c.startswith("memoryd_")]
-            for collection in collections:
-                client.search(collection, data=[[0.1] * 384], filter=f'tenant == "{tenant}"', limit=1, timeout=3)
-            return bool(collections)  # none listed yet: the server has not recovered them
-        finally:
-            client.close()
-    except Exception:
-        return False
-
-
-def _found_by_meaning(caller: Caller, n: int, memory_id: str) -> bool:
-    request = svc.RecallRequest(subject="alice", query="beekeeping honey", min_relevance=0.0)
-    try:
-        found = caller.via(n).call("Recall", request, timeout=5)
-    except grpc.RpcError:
-        return False
-    return not found.degraded and any(m.memory.id == memory_id and m.dense_rank for m in found.memories)
-
-
-@pytest.mark.timeout(900)
-def test_search_by_meaning_is_back_soon_after_a_milvus_restart_that_follows_many_purges(
-        shape: Deployment) -> None:
-    """Issue 39 item 3: a flush per purge sealed a segment in every partition written since
-    the last one; a restarted server loads them all before it searches (155-415 s over ~496
-    segments; the README promises 30 s)."""
-    tenants = [_tenant(shape) for _ in range(6)]
-    try:
-        probe, probe_caller = tenants[0]
-        bees = probe_caller.via(0).write("alice", draft("fact", "Alice keeps bees on her roof in Lyon", key="hobby"),
-                                         consistency=WAIT).results[0].memory_id
-        before = _segments(shape)
-        for cycle in range(12):  # writes to every tenant, and a purge of one of them
-            for n, (_, caller) in enumerate(tenants):
-                caller.via(n % 2).write("bob", draft("event", f"Cycle {cycle}: walked the dog"), consistency=WAIT)
-            _, caller = tenants[cycle % len(tenants)]
-            caller.via(cycle % 2).call("Erase", svc.EraseRequest(subject="bob", all_of_subject=True, mode=PURGE),
-                                       timeout=60)
-        grown = _segments(shape) - before
-        print(f"segments: {before} before, +{grown} after 12 purges over {len(tenants)} tenants")
-        shape.milvus.kill()
-        shape.milvus.start()
-        restarted = time.monotonic()
-        milvus_back = back = 0.0
-        while not back:
-            elapsed = time.monotonic() - restarted
-            assert elapsed < 600, "search by meaning never came back"
-            if not milvus_back and _searchable_directly(shape, probe):
-                milvus_back = time.monotonic() - restarted
-            if _found_by_meaning(probe_caller, 0, bees) and _found_by_meaning(probe_caller, 1, bees):
-                back = time.monotonic() - restarted
-            time.sleep(0.5)
-        print(f"after the restart: Milvus searches again at {milvus_back:.1f} s, memoryd by meaning through both "
-              f"replicas at {back:.1f} s; {_segments(shape)} segments")
-        assert grown <= 2 * len(tenants), f"{grown} segments sealed by 12 purges"
-        # Milvus 2.3.5 itself searches again ~25-30 s after a restart (its query node's old
-        # session must expire), more with every segment to load; memoryd follows within seconds.
-        assert back < 60, f"search by meaning came back only after {back:.0f} s"
-        assert back - (milvus_back or back) <= 10, f"Milvus searched at {milvus_back:.0f} s, memoryd at {back:.0f} s"
-    finally:
-        for _, caller in tenants:
-            caller.close()
 
 
 def test_a_worker_confirms_a_batch_of_many_tenants_with_one_read_back(shape: Deployment) -> None:
