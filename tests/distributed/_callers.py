@@ -62,16 +62,17 @@ def segments(shape: Deployment) -> int:
 
 
 def searchable_directly(shape: Deployment, tenant: str) -> bool:
-    """Whether the Milvus server itself answers a search of memoryd's collections again."""
+    """Whether the Milvus server itself finds ``tenant``'s vectors again (it must have some)."""
     from pymilvus import MilvusClient
 
     try:
         client = MilvusClient(uri=shape.milvus.uri, timeout=3)
         try:
-            collections = [c for c in client.list_collections(timeout=3) if c.startswith("memoryd_")]
-            for collection in collections:
-                client.search(collection, data=[[0.1] * 384], filter=f'tenant == "{tenant}"', limit=1, timeout=3)
-            return bool(collections)  # none listed yet: the server has not recovered them
+            # A restarted server may answer a search with nothing before it has loaded anything:
+            # it searches again once it finds the tenant's vectors.
+            return any(hit for c in client.list_collections(timeout=3) if c.startswith("memoryd_")
+                       for hit in client.search(c, data=[[0.1] * 384], filter=f'tenant == "{tenant}"', limit=1,
+                                                timeout=3))
         finally:
             client.close()
     except Exception:
