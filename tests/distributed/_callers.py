@@ -61,24 +61,6 @@ def segments(shape: Deployment) -> int:
         client.close()
 
 
-def searchable_directly(shape: Deployment, tenant: str) -> bool:
-    """Whether the Milvus server itself finds ``tenant``'s vectors again (it must have some)."""
-    from pymilvus import MilvusClient
-
-    try:
-        client = MilvusClient(uri=shape.milvus.uri, timeout=3)
-        try:
-            # A restarted server may answer a search with nothing before it has loaded anything:
-            # it searches again once it finds the tenant's vectors.
-            return any(hit for c in client.list_collections(timeout=3) if c.startswith("memoryd_")
-                       for hit in client.search(c, data=[[0.1] * 384], filter=f'tenant == "{tenant}"', limit=1,
-                                                timeout=3))
-        finally:
-            client.close()
-    except Exception:
-        return False
-
-
 def found_by_meaning(caller: Caller, n: int, memory_id: str) -> bool:
     request = svc.RecallRequest(subject="alice", query="beekeeping honey", min_relevance=0.0)
     try:

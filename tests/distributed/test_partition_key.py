@@ -13,6 +13,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import Agent, draft, full_view, put_view, token_for, unique
 from ..support_distributed import Deployment, ExternalPostgres, MilvusStandalone
+from ._callers import milvus_count
 from .conftest import new_deployment
 
 pytestmark = pytest.mark.slow
@@ -87,5 +88,4 @@ def test_partition_key_routing_keeps_every_tenant_searchable_and_purgeable(keyed
         tenant, agent = next(iter(agents.items()))
         receipt = agent.erase("alice", all_of_subject=True).receipt
         assert receipt.verified and receipt.counts.memories == 3
-        from .test_distributed_shape import _milvus_count
-        assert _milvus_count(keyed, tenant) == 0
+        assert milvus_count(keyed, tenant) == 0
