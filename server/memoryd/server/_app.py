@@ -49,7 +49,7 @@ from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
 from ._paging import PageTokens
 from ._access import AccessRecorder
-from ._readiness import Readiness, index_answers
+from ._readiness import Readiness
 from ._recall import Recaller
 from ._revocation import RevocationList
 from ._services import Services
@@ -127,7 +127,7 @@ class Memoryd:
         # writes still succeed (Postgres + outbox) and Recall answers from keywords until it
         # is back; the outbox then catches up. A server on a Milvus server is not ready
         # meanwhile, for a while (_readiness).
-        self._index_unanswered = await index_answers(indexes)
+        self._index_unanswered = await indexes.unanswered()
         if self._index_unanswered:
             _log.warning("the vector index is unavailable at start-up: %s", self._index_unanswered)
         return indexes

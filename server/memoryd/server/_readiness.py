@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from grpc_health.v1 import health, health_pb2
 
-from memoryd.domain import MemorydError, Unavailable
+from memoryd.domain import MemorydError
 from memoryd.storage import IndexSet
 
 from ._worker import LIVENESS
@@ -36,25 +36,13 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 RETRY_SECONDS = 0.5
 
 
-async def index_answers(indexes: IndexSet) -> str:
-    """Ask each collection once (connecting and loading it if need be): "" when every one
-    answered, else why one could not be reached. A refusal (Internal) is raised: at start-up
-    it stops the server, as a broken collection should."""
-    for target in indexes.targets():
-        try:
-            await target.index.ping()
-        except Unavailable as exc:
-            return f"{target.index.collection}: {exc.message}"
-    return ""
-
-
 async def index_answered(indexes: IndexSet, wait: float) -> bool:
     """Ask until every collection has answered; True if they did within ``wait`` seconds."""
     async def until_answered() -> None:
         said = ""
         while True:
             try:
-                why = await index_answers(indexes)
+                why = await indexes.unanswered()
             except MemorydError as exc:  # a refusal: the server is up by now, ask again all the same
                 why = exc.message
             if not why:

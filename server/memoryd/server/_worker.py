@@ -127,17 +127,12 @@ class WorkerHealth:
         return ""
 
     async def _milvus(self) -> str:
-        for target in self._indexes.targets():
-            try:
-                async with asyncio.timeout(self._timeout):
-                    await target.index.ping()
-            except TimeoutError:
-                return f"{target.index.collection}: no answer within {self._timeout:.0f}s"
-            except MemorydError as exc:
-                return f"{target.index.collection}: {exc.message}"
-            except Exception as exc:  # noqa: BLE001
-                return f"{target.index.collection}: {exc or type(exc).__name__}"
-        return ""
+        try:
+            return await self._indexes.unanswered(self._timeout)
+        except MemorydError as exc:  # a refusal
+            return exc.message
+        except Exception as exc:  # noqa: BLE001 — a failed check must never end the health loop
+            return str(exc) or type(exc).__name__
 
     async def check(self) -> WorkerCheck:
         postgres, milvus = await asyncio.gather(self._postgres(), self._milvus())

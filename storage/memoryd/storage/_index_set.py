@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from memoryd.domain import Embedder
+from memoryd.domain import Embedder, Unavailable
 
 from ._loops import periodic
 from ._milvus import MilvusIndex
@@ -100,6 +100,20 @@ class IndexSet:
         if self.blocked and time.monotonic() - self._looked_at >= self.blocked_retry_seconds:
             await self.refresh()
         return [] if self.blocked else self.targets()
+
+    async def unanswered(self, timeout: float | None = None) -> str:
+        """Ask each collection once (connecting and loading it if need be): "" when every one
+        answered, else which one could not be reached and why (Unavailable, or no answer
+        within ``timeout``). A refusal (Internal) is raised: at start-up it stops the server."""
+        for target in self.targets():
+            try:
+                async with asyncio.timeout(timeout):
+                    await target.index.ping()
+            except TimeoutError:
+                return f"{target.index.collection}: no answer within {timeout:.0f}s"
+            except Unavailable as exc:
+                return f"{target.index.collection}: {exc.message}"
+        return ""
 
     def active(self) -> IndexTarget | None:
         """The collection Recall searches, if this process has its embedder."""
