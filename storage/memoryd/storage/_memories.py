@@ -589,7 +589,7 @@ class PostgresMemoryStore:
                     # checks it.
                     if not replay.queued:
                         await erasure.recheck_in(conn, tenant, replay.receipt.erase_id, 0.0)
-                    replay = replace(replay, checked=True, receipt=replace(
+                    replay = replace(replay, queued=True, receipt=replace(
                         replay.receipt, pending=erasure.pending(False, queued=True)))
             if replay is None:
                 if mode is EraseMode.PURGE and ids:
@@ -611,7 +611,7 @@ class PostgresMemoryStore:
                     # fallback deletion above); the check below moves or removes this.
                     await erasure.recheck_in(conn, tenant, erase_id, PURGE_FALLBACK_SECONDS)
         if replay is not None:  # a retry of an erase already done: answered from its log
-            if replay.checked:
+            if replay.checked or replay.queued:  # checked, or a worker will check it
                 return erasure.shown(replay.receipt, replay.counted, selector.all_of_subject)
             # Never checked, and nothing in the index to check (a FORGET, or no memory): the
             # re-read of the rows, now.
