@@ -151,7 +151,7 @@ class ScoreWeights(_message.Message):
     def __init__(self, similarity: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("subject", "query", "keys", "filter", "top_k", "token_budget", "weights", "render_block", "min_relevance", "exclude_neighbours")
+    __slots__ = ("subject", "query", "keys", "filter", "top_k", "token_budget", "weights", "render_block", "min_relevance", "exclude_neighbours", "context")
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +162,7 @@ class RecallRequest(_message.Message):
     RENDER_BLOCK_FIELD_NUMBER: _ClassVar[int]
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     EXCLUDE_NEIGHBOURS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     subject: str
     query: str
     keys: _containers.RepeatedScalarFieldContainer[str]
@@ -172,7 +173,8 @@ class RecallRequest(_message.Message):
     render_block: bool
     min_relevance: float
     exclude_neighbours: bool
-    def __init__(self, subject: _Optional[str] = ..., query: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., token_budget: _Optional[int] = ..., weights: _Optional[_Union[ScoreWeights, _Mapping]] = ..., render_block: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., exclude_neighbours: _Optional[bool] = ...) -> None: ...
+    context: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Turn]
+    def __init__(self, subject: _Optional[str] = ..., query: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., token_budget: _Optional[int] = ..., weights: _Optional[_Union[ScoreWeights, _Mapping]] = ..., render_block: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., exclude_neighbours: _Optional[bool] = ..., context: _Optional[_Iterable[_Union[_memory_pb2.Turn, _Mapping]]] = ...) -> None: ...
 
 class ScoredMemory(_message.Message):
     __slots__ = ("memory", "score", "similarity", "recency", "importance", "keyword_rank", "dense_rank", "relevance", "cosine", "keyword_relevance", "neighbour_of", "named_entity", "entity_lift")

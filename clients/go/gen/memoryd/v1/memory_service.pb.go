@@ -799,8 +799,16 @@ type RecallRequest struct {
 	// scope and session), as a share of that match's similarity and relevance, because a
 	// conversation's answer often sits in the turns next to the one that matches the question.
 	ExcludeNeighbours bool `protobuf:"varint,10,opt,name=exclude_neighbours,json=excludeNeighbours,proto3" json:"exclude_neighbours,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// context is the conversation the request comes from, most recent turn last (at most 50
+	// turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+	// searches with what the conversation is about now: the latest user turn (or query, when
+	// set) as the focus, with the names, places, dates and topics of the turns before it that
+	// it refers to, weighted by recency; the assistant's turns count less. The context changes
+	// what is searched for, never what may be returned. A request needs a query, a context or
+	// keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+	Context       []*Turn `protobuf:"bytes,11,rep,name=context,proto3" json:"context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecallRequest) Reset() {
@@ -901,6 +909,13 @@ func (x *RecallRequest) GetExcludeNeighbours() bool {
 		return x.ExcludeNeighbours
 	}
 	return false
+}
+
+func (x *RecallRequest) GetContext() []*Turn {
+	if x != nil {
+		return x.Context
+	}
+	return nil
 }
 
 // ScoredMemory is a recalled memory with the parts of its score.
@@ -2673,7 +2688,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\v_similarityB\n" +
 	"\n" +
 	"\b_recencyB\r\n" +
-	"\v_importance\"\x80\x04\n" +
+	"\v_importance\"\xac\x04\n" +
 	"\rRecallRequest\x12E\n" +
 	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12C\n" +
@@ -2687,7 +2702,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x00R\fminRelevance\x88\x01\x01\x12-\n" +
 	"\x12exclude_neighbours\x18\n" +
-	" \x01(\bR\x11excludeNeighboursB\x10\n" +
+	" \x01(\bR\x11excludeNeighbours\x12*\n" +
+	"\acontext\x18\v \x03(\v2\x10.memoryd.v1.TurnR\acontextB\x10\n" +
 	"\x0e_min_relevance\"\xc6\x03\n" +
 	"\fScoredMemory\x12*\n" +
 	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\x12\x14\n" +
@@ -2954,59 +2970,60 @@ var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
 	24, // 6: memoryd.v1.WriteResponse.dropped:type_name -> memoryd.v1.DroppedCount
 	36, // 7: memoryd.v1.RecallRequest.filter:type_name -> memoryd.v1.MemoryFilter
 	10, // 8: memoryd.v1.RecallRequest.weights:type_name -> memoryd.v1.ScoreWeights
-	37, // 9: memoryd.v1.ScoredMemory.memory:type_name -> memoryd.v1.Memory
-	12, // 10: memoryd.v1.RecallResponse.memories:type_name -> memoryd.v1.ScoredMemory
-	14, // 11: memoryd.v1.EraseRequest.ids:type_name -> memoryd.v1.MemoryIds
-	38, // 12: memoryd.v1.EraseRequest.category:type_name -> memoryd.v1.Category
-	3,  // 13: memoryd.v1.EraseRequest.mode:type_name -> memoryd.v1.EraseMode
-	39, // 14: memoryd.v1.EraseRequest.scope:type_name -> memoryd.v1.Scope
-	3,  // 15: memoryd.v1.ErasureReceipt.mode:type_name -> memoryd.v1.EraseMode
-	16, // 16: memoryd.v1.ErasureReceipt.counts:type_name -> memoryd.v1.StoreCounts
-	40, // 17: memoryd.v1.ErasureReceipt.started_at:type_name -> google.protobuf.Timestamp
-	40, // 18: memoryd.v1.ErasureReceipt.finished_at:type_name -> google.protobuf.Timestamp
-	17, // 19: memoryd.v1.EraseResponse.receipt:type_name -> memoryd.v1.ErasureReceipt
-	36, // 20: memoryd.v1.MemoryViewRequest.filter:type_name -> memoryd.v1.MemoryFilter
-	41, // 21: memoryd.v1.MemoryViewRequest.statuses:type_name -> memoryd.v1.MemoryStatus
-	37, // 22: memoryd.v1.MemoryViewResponse.memories:type_name -> memoryd.v1.Memory
-	42, // 23: memoryd.v1.MemoryViewResponse.view:type_name -> memoryd.v1.View
-	37, // 24: memoryd.v1.MemoryVersion.memory:type_name -> memoryd.v1.Memory
-	4,  // 25: memoryd.v1.MemoryVersion.change:type_name -> memoryd.v1.ChangeKind
-	40, // 26: memoryd.v1.MemoryVersion.recorded_at:type_name -> google.protobuf.Timestamp
-	22, // 27: memoryd.v1.GetHistoryResponse.versions:type_name -> memoryd.v1.MemoryVersion
-	5,  // 28: memoryd.v1.ExtractionJob.state:type_name -> memoryd.v1.ExtractionJobState
-	8,  // 29: memoryd.v1.ExtractionJob.results:type_name -> memoryd.v1.WriteResult
-	24, // 30: memoryd.v1.ExtractionJob.dropped:type_name -> memoryd.v1.DroppedCount
-	40, // 31: memoryd.v1.ExtractionJob.created_at:type_name -> google.protobuf.Timestamp
-	40, // 32: memoryd.v1.ExtractionJob.finished_at:type_name -> google.protobuf.Timestamp
-	40, // 33: memoryd.v1.ExtractionJob.next_attempt_at:type_name -> google.protobuf.Timestamp
-	40, // 34: memoryd.v1.ExtractionJob.waiting_since:type_name -> google.protobuf.Timestamp
-	25, // 35: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
-	6,  // 36: memoryd.v1.ResolveConflictRequest.resolution:type_name -> memoryd.v1.ConflictResolution
-	37, // 37: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
-	8,  // 38: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
-	7,  // 39: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
-	11, // 40: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	15, // 41: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
-	19, // 42: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
-	21, // 43: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
-	26, // 44: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
-	28, // 45: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
-	30, // 46: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
-	32, // 47: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
-	9,  // 48: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
-	13, // 49: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	18, // 50: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
-	20, // 51: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
-	23, // 52: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
-	27, // 53: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
-	29, // 54: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
-	31, // 55: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
-	33, // 56: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
-	48, // [48:57] is the sub-list for method output_type
-	39, // [39:48] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	35, // 9: memoryd.v1.RecallRequest.context:type_name -> memoryd.v1.Turn
+	37, // 10: memoryd.v1.ScoredMemory.memory:type_name -> memoryd.v1.Memory
+	12, // 11: memoryd.v1.RecallResponse.memories:type_name -> memoryd.v1.ScoredMemory
+	14, // 12: memoryd.v1.EraseRequest.ids:type_name -> memoryd.v1.MemoryIds
+	38, // 13: memoryd.v1.EraseRequest.category:type_name -> memoryd.v1.Category
+	3,  // 14: memoryd.v1.EraseRequest.mode:type_name -> memoryd.v1.EraseMode
+	39, // 15: memoryd.v1.EraseRequest.scope:type_name -> memoryd.v1.Scope
+	3,  // 16: memoryd.v1.ErasureReceipt.mode:type_name -> memoryd.v1.EraseMode
+	16, // 17: memoryd.v1.ErasureReceipt.counts:type_name -> memoryd.v1.StoreCounts
+	40, // 18: memoryd.v1.ErasureReceipt.started_at:type_name -> google.protobuf.Timestamp
+	40, // 19: memoryd.v1.ErasureReceipt.finished_at:type_name -> google.protobuf.Timestamp
+	17, // 20: memoryd.v1.EraseResponse.receipt:type_name -> memoryd.v1.ErasureReceipt
+	36, // 21: memoryd.v1.MemoryViewRequest.filter:type_name -> memoryd.v1.MemoryFilter
+	41, // 22: memoryd.v1.MemoryViewRequest.statuses:type_name -> memoryd.v1.MemoryStatus
+	37, // 23: memoryd.v1.MemoryViewResponse.memories:type_name -> memoryd.v1.Memory
+	42, // 24: memoryd.v1.MemoryViewResponse.view:type_name -> memoryd.v1.View
+	37, // 25: memoryd.v1.MemoryVersion.memory:type_name -> memoryd.v1.Memory
+	4,  // 26: memoryd.v1.MemoryVersion.change:type_name -> memoryd.v1.ChangeKind
+	40, // 27: memoryd.v1.MemoryVersion.recorded_at:type_name -> google.protobuf.Timestamp
+	22, // 28: memoryd.v1.GetHistoryResponse.versions:type_name -> memoryd.v1.MemoryVersion
+	5,  // 29: memoryd.v1.ExtractionJob.state:type_name -> memoryd.v1.ExtractionJobState
+	8,  // 30: memoryd.v1.ExtractionJob.results:type_name -> memoryd.v1.WriteResult
+	24, // 31: memoryd.v1.ExtractionJob.dropped:type_name -> memoryd.v1.DroppedCount
+	40, // 32: memoryd.v1.ExtractionJob.created_at:type_name -> google.protobuf.Timestamp
+	40, // 33: memoryd.v1.ExtractionJob.finished_at:type_name -> google.protobuf.Timestamp
+	40, // 34: memoryd.v1.ExtractionJob.next_attempt_at:type_name -> google.protobuf.Timestamp
+	40, // 35: memoryd.v1.ExtractionJob.waiting_since:type_name -> google.protobuf.Timestamp
+	25, // 36: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
+	6,  // 37: memoryd.v1.ResolveConflictRequest.resolution:type_name -> memoryd.v1.ConflictResolution
+	37, // 38: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
+	8,  // 39: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
+	7,  // 40: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
+	11, // 41: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	15, // 42: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
+	19, // 43: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
+	21, // 44: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
+	26, // 45: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
+	28, // 46: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
+	30, // 47: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
+	32, // 48: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
+	9,  // 49: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
+	13, // 50: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	18, // 51: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
+	20, // 52: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
+	23, // 53: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
+	27, // 54: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
+	29, // 55: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
+	31, // 56: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
+	33, // 57: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
+	49, // [49:58] is the sub-list for method output_type
+	40, // [40:49] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }

@@ -36,6 +36,7 @@ private static final long serialVersionUID = 0L;
     query_ = "";
     keys_ =
         com.google.protobuf.LazyStringArrayList.emptyList();
+    context_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -382,6 +383,97 @@ private static final long serialVersionUID = 0L;
     return excludeNeighbours_;
   }
 
+  public static final int CONTEXT_FIELD_NUMBER = 11;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.memoryd.v1.Turn> context_;
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.memoryd.v1.Turn> getContextList() {
+    return context_;
+  }
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.memoryd.v1.TurnOrBuilder> 
+      getContextOrBuilderList() {
+    return context_;
+  }
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  @java.lang.Override
+  public int getContextCount() {
+    return context_.size();
+  }
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  @java.lang.Override
+  public dev.memoryd.v1.Turn getContext(int index) {
+    return context_.get(index);
+  }
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  @java.lang.Override
+  public dev.memoryd.v1.TurnOrBuilder getContextOrBuilder(
+      int index) {
+    return context_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -425,6 +517,9 @@ private static final long serialVersionUID = 0L;
     }
     if (excludeNeighbours_ != false) {
       output.writeBool(10, excludeNeighbours_);
+    }
+    for (int i = 0; i < context_.size(); i++) {
+      output.writeMessage(11, context_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -472,6 +567,15 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(10, excludeNeighbours_);
     }
+
+        {
+          final int count = context_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(context_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -526,6 +630,8 @@ private static final long serialVersionUID = 0L;
     }
     if (getExcludeNeighbours()
         != other.getExcludeNeighbours()) return false;
+    if (!getContextList()
+        .equals(other.getContextList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -568,6 +674,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + EXCLUDE_NEIGHBOURS_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getExcludeNeighbours());
+    if (getContextCount() > 0) {
+      hash = (37 * hash) + CONTEXT_FIELD_NUMBER;
+      hash = (53 * hash) + getContextList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -704,6 +814,7 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetFilterFieldBuilder();
         internalGetWeightsFieldBuilder();
+        internalGetContextFieldBuilder();
       }
     }
     @java.lang.Override
@@ -729,6 +840,13 @@ private static final long serialVersionUID = 0L;
       renderBlock_ = false;
       minRelevance_ = 0F;
       excludeNeighbours_ = false;
+      if (contextBuilder_ == null) {
+        context_ = java.util.Collections.emptyList();
+      } else {
+        context_ = null;
+        contextBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000400);
       return this;
     }
 
@@ -755,9 +873,22 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public dev.memoryd.v1.RecallRequest buildPartial() {
       dev.memoryd.v1.RecallRequest result = new dev.memoryd.v1.RecallRequest(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(dev.memoryd.v1.RecallRequest result) {
+      if (contextBuilder_ == null) {
+        if (((bitField0_ & 0x00000400) != 0)) {
+          context_ = java.util.Collections.unmodifiableList(context_);
+          bitField0_ = (bitField0_ & ~0x00000400);
+        }
+        result.context_ = context_;
+      } else {
+        result.context_ = contextBuilder_.build();
+      }
     }
 
     private void buildPartial0(dev.memoryd.v1.RecallRequest result) {
@@ -857,6 +988,32 @@ private static final long serialVersionUID = 0L;
       if (other.getExcludeNeighbours() != false) {
         setExcludeNeighbours(other.getExcludeNeighbours());
       }
+      if (contextBuilder_ == null) {
+        if (!other.context_.isEmpty()) {
+          if (context_.isEmpty()) {
+            context_ = other.context_;
+            bitField0_ = (bitField0_ & ~0x00000400);
+          } else {
+            ensureContextIsMutable();
+            context_.addAll(other.context_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.context_.isEmpty()) {
+          if (contextBuilder_.isEmpty()) {
+            contextBuilder_.dispose();
+            contextBuilder_ = null;
+            context_ = other.context_;
+            bitField0_ = (bitField0_ & ~0x00000400);
+            contextBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetContextFieldBuilder() : null;
+          } else {
+            contextBuilder_.addAllMessages(other.context_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -937,6 +1094,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000200;
               break;
             } // case 80
+            case 90: {
+              dev.memoryd.v1.Turn m =
+                  input.readMessage(
+                      dev.memoryd.v1.Turn.parser(),
+                      extensionRegistry);
+              if (contextBuilder_ == null) {
+                ensureContextIsMutable();
+                context_.add(m);
+              } else {
+                contextBuilder_.addMessage(m);
+              }
+              break;
+            } // case 90
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1866,6 +2036,426 @@ private static final long serialVersionUID = 0L;
       excludeNeighbours_ = false;
       onChanged();
       return this;
+    }
+
+    private java.util.List<dev.memoryd.v1.Turn> context_ =
+      java.util.Collections.emptyList();
+    private void ensureContextIsMutable() {
+      if (!((bitField0_ & 0x00000400) != 0)) {
+        context_ = new java.util.ArrayList<dev.memoryd.v1.Turn>(context_);
+        bitField0_ |= 0x00000400;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.memoryd.v1.Turn, dev.memoryd.v1.Turn.Builder, dev.memoryd.v1.TurnOrBuilder> contextBuilder_;
+
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public java.util.List<dev.memoryd.v1.Turn> getContextList() {
+      if (contextBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(context_);
+      } else {
+        return contextBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public int getContextCount() {
+      if (contextBuilder_ == null) {
+        return context_.size();
+      } else {
+        return contextBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public dev.memoryd.v1.Turn getContext(int index) {
+      if (contextBuilder_ == null) {
+        return context_.get(index);
+      } else {
+        return contextBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public Builder setContext(
+        int index, dev.memoryd.v1.Turn value) {
+      if (contextBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureContextIsMutable();
+        context_.set(index, value);
+        onChanged();
+      } else {
+        contextBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public Builder setContext(
+        int index, dev.memoryd.v1.Turn.Builder builderForValue) {
+      if (contextBuilder_ == null) {
+        ensureContextIsMutable();
+        context_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        contextBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public Builder addContext(dev.memoryd.v1.Turn value) {
+      if (contextBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureContextIsMutable();
+        context_.add(value);
+        onChanged();
+      } else {
+        contextBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public Builder addContext(
+        int index, dev.memoryd.v1.Turn value) {
+      if (contextBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureContextIsMutable();
+        context_.add(index, value);
+        onChanged();
+      } else {
+        contextBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public Builder addContext(
+        dev.memoryd.v1.Turn.Builder builderForValue) {
+      if (contextBuilder_ == null) {
+        ensureContextIsMutable();
+        context_.add(builderForValue.build());
+        onChanged();
+      } else {
+        contextBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public Builder addContext(
+        int index, dev.memoryd.v1.Turn.Builder builderForValue) {
+      if (contextBuilder_ == null) {
+        ensureContextIsMutable();
+        context_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        contextBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public Builder addAllContext(
+        java.lang.Iterable<? extends dev.memoryd.v1.Turn> values) {
+      if (contextBuilder_ == null) {
+        ensureContextIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, context_);
+        onChanged();
+      } else {
+        contextBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public Builder clearContext() {
+      if (contextBuilder_ == null) {
+        context_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000400);
+        onChanged();
+      } else {
+        contextBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public Builder removeContext(int index) {
+      if (contextBuilder_ == null) {
+        ensureContextIsMutable();
+        context_.remove(index);
+        onChanged();
+      } else {
+        contextBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public dev.memoryd.v1.Turn.Builder getContextBuilder(
+        int index) {
+      return internalGetContextFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public dev.memoryd.v1.TurnOrBuilder getContextOrBuilder(
+        int index) {
+      if (contextBuilder_ == null) {
+        return context_.get(index);  } else {
+        return contextBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public java.util.List<? extends dev.memoryd.v1.TurnOrBuilder> 
+         getContextOrBuilderList() {
+      if (contextBuilder_ != null) {
+        return contextBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(context_);
+      }
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public dev.memoryd.v1.Turn.Builder addContextBuilder() {
+      return internalGetContextFieldBuilder().addBuilder(
+          dev.memoryd.v1.Turn.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public dev.memoryd.v1.Turn.Builder addContextBuilder(
+        int index) {
+      return internalGetContextFieldBuilder().addBuilder(
+          index, dev.memoryd.v1.Turn.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * context is the conversation the request comes from, most recent turn last (at most 50
+     * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+     * searches with what the conversation is about now: the latest user turn (or query, when
+     * set) as the focus, with the names, places, dates and topics of the turns before it that
+     * it refers to, weighted by recency; the assistant's turns count less. The context changes
+     * what is searched for, never what may be returned. A request needs a query, a context or
+     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * </pre>
+     *
+     * <code>repeated .memoryd.v1.Turn context = 11;</code>
+     */
+    public java.util.List<dev.memoryd.v1.Turn.Builder> 
+         getContextBuilderList() {
+      return internalGetContextFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.memoryd.v1.Turn, dev.memoryd.v1.Turn.Builder, dev.memoryd.v1.TurnOrBuilder> 
+        internalGetContextFieldBuilder() {
+      if (contextBuilder_ == null) {
+        contextBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.memoryd.v1.Turn, dev.memoryd.v1.Turn.Builder, dev.memoryd.v1.TurnOrBuilder>(
+                context_,
+                ((bitField0_ & 0x00000400) != 0),
+                getParentForChildren(),
+                isClean());
+        context_ = null;
+      }
+      return contextBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:memoryd.v1.RecallRequest)

@@ -218,4 +218,78 @@ public interface RecallRequestOrBuilder extends
    * @return The excludeNeighbours.
    */
   boolean getExcludeNeighbours();
+
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  java.util.List<dev.memoryd.v1.Turn> 
+      getContextList();
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  dev.memoryd.v1.Turn getContext(int index);
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  int getContextCount();
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  java.util.List<? extends dev.memoryd.v1.TurnOrBuilder> 
+      getContextOrBuilderList();
+  /**
+   * <pre>
+   * context is the conversation the request comes from, most recent turn last (at most 50
+   * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
+   * searches with what the conversation is about now: the latest user turn (or query, when
+   * set) as the focus, with the names, places, dates and topics of the turns before it that
+   * it refers to, weighted by recency; the assistant's turns count less. The context changes
+   * what is searched for, never what may be returned. A request needs a query, a context or
+   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * </pre>
+   *
+   * <code>repeated .memoryd.v1.Turn context = 11;</code>
+   */
+  dev.memoryd.v1.TurnOrBuilder getContextOrBuilder(
+      int index);
 }
