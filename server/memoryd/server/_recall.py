@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -61,6 +61,7 @@ from memoryd.domain import (
     ScoreMask,
     ScoreParts,
     ScoreWeights,
+    Turn,
     Unavailable,
     cjk_share,
     fit_budget,
@@ -292,8 +293,10 @@ class Recaller:
     async def recall(self, tenant: str, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
                      token_budget: int, weights: ScoreWeights, now: datetime,
                      mask: ScoreMask = ScoreMask(), min_relevance: float = 0.0,
-                     neighbours: bool = True, tie: Tie = by_id) -> Recalled:
-        """``tie`` orders memories of equal score (and equal raw scores within a channel): the
+                     neighbours: bool = True, tie: Tie = by_id, context: Sequence[Turn] = ()) -> Recalled:
+        """``context`` is the conversation the request comes from, most recent turn last
+        (``_conversation``): it changes what is searched for, never what may be returned.
+        ``tie`` orders memories of equal score (and equal raw scores within a channel): the
         guard's, so only what the caller receives of a memory decides. It is asked once per
         memory: the channels' ranks, the anchors and the final order all use it."""
         tie = _once_per_memory(tie)
@@ -311,6 +314,8 @@ class Recaller:
             for m in keyed:
                 # A keyed lookup is an exact match: similarity 1.
                 scored[m.id] = (m, self._score(m, 1.0, weights, now, mask), None)
+        if not query.strip() and context:  # until _conversation: the latest turn
+            query = context[-1].text
         if query.strip():
             found, named = await self._free_text(tenant, flt, query, top_k, weights, now, result, mask, tie)
             if neighbours and mask.turns:
