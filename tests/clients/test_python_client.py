@@ -315,7 +315,9 @@ def test_the_readme_examples_run(server: ServerProcess, token: str, tmp_path: Pa
                                                                         str(token_file))
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("Lyon ") and "home_city Lyon" in printed and printed[-1] == "Lyon"
+    # The query's answer, then the conversation's (its latest user turn asks for the home city).
+    assert printed[0].startswith("Lyon ") and printed[1].startswith("Lyon ")
+    assert "home_city Lyon" in printed and printed[-1] == "Lyon"
 
 
 def test_mutual_tls_names_the_caller_from_pem_files(tls_server: ServerProcess, ca: Authority, tmp_path: Path):

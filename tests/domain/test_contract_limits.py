@@ -151,6 +151,8 @@ DEFAULTS = [
     ("memory_service.proto", "WriteRequest", "items", f"1 to {Limits().max_items}"),
     ("memory_service.proto", "RecallRequest", "query", human(Limits().max_query_bytes)),
     ("memory_service.proto", "RecallRequest", "keys", f"{Limits().max_keys} keys"),
+    ("memory_service.proto", "RecallRequest", "context", f"at most {Limits().max_context_turns} turns"),
+    ("memory_service.proto", "RecallRequest", "context", f"{human(Limits().max_turns_text_bytes)} of text"),
     ("memory_service.proto", "RecallRequest", "top_k", f"({Limits().max_top_k} by default)"),
     ("memory_service.proto", "RecallRequest", "token_budget", f"{human(Limits().max_token_budget)} by default"),
     ("memory_service.proto", "ImportMemoriesRequest", "archive", f"{human(Limits().max_message_bytes)} by default"),

@@ -272,6 +272,9 @@ def drafts(draw: st.DrawFn) -> pb.MemoryDraft:
 # is load, not fuzzing; the huge strings go to the fields where limits refuse them.
 small_texts = st.text(st.characters(codec="utf-8"), max_size=40)
 turns = st.builds(lambda i, s, t: pb.Turn(turn_id=i, speaker=s, text=t), small_texts, small_texts, small_texts)
+# A Recall's context: turns with a time (any, or none), so some pass and are searched with.
+timed_turns = st.builds(lambda i, s, t, w: pb.Turn(turn_id=i, speaker=s, text=t, time=w), small_texts, small_texts,
+                        small_texts, st.one_of(st.none(), timestamps))
 
 
 @st.composite
@@ -325,7 +328,8 @@ def test_write(world: World, data: st.DataObject) -> None:
 def test_recall(world: World, data: st.DataObject) -> None:
     request = svc.RecallRequest(
         subject=data.draw(subjects), query=data.draw(texts), keys=data.draw(st.lists(texts, max_size=4)),
-        top_k=data.draw(int32s), token_budget=data.draw(int32s), render_block=data.draw(st.booleans()))
+        top_k=data.draw(int32s), token_budget=data.draw(int32s), render_block=data.draw(st.booleans()),
+        context=data.draw(st.lists(timed_turns, max_size=3)))
     if data.draw(st.booleans()):
         request.filter.CopyFrom(data.draw(memory_filters()))
     for name in ("similarity", "recency", "importance"):
@@ -626,6 +630,10 @@ def _baselines(world: World) -> dict[str, Message]:
         "WriteTurns": svc.WriteRequest(subject="user-fuzz-ctl", turns=[pb.Turn(turn_id="t-1", speaker="user",
                                                                                text="hello")]),
         "Recall": svc.RecallRequest(subject=SUBJECT, query="tea", keys=["home_city"], filter=recall_filter),
+        "RecallContext": svc.RecallRequest(subject=SUBJECT, context=[
+            pb.Turn(turn_id="t-1", speaker="user", text="the tea", time=timestamp_pb2.Timestamp(seconds=1_714_550_400)),
+            pb.Turn(turn_id="t-2", speaker="assistant", text="oolong?",
+                    time=timestamp_pb2.Timestamp(seconds=1_714_550_460))]),
         "MemoryView": svc.MemoryViewRequest(subject=SUBJECT, filter=recall_filter, page_token=world.page_tokens[0]),
         "GetHistory": svc.GetHistoryRequest(subject=SUBJECT, memory_id=world.ids[0],
                                             page_token=world.page_tokens[-1]),
@@ -660,12 +668,13 @@ def _string_fields(message: Message, path: str = "") -> Iterator[tuple[str, Mess
                 yield from _string_fields(child, f"{where}[{i}]." if repeated else f"{where}.")
 
 
-@pytest.mark.parametrize("case", ["Write", "WriteTurns", "Recall", "MemoryView", "GetHistory", "GetExtractionJob",
-                                  "ResolveConflict", "ExportMemories", "ImportMemories", "EraseKey", "EraseTurn",
-                                  "EraseIds", "PutView", "GetView", "ListViews", "DeleteView"])
+@pytest.mark.parametrize("case", ["Write", "WriteTurns", "Recall", "RecallContext", "MemoryView", "GetHistory",
+                                  "GetExtractionJob", "ResolveConflict", "ExportMemories", "ImportMemories", "EraseKey",
+                                  "EraseTurn", "EraseIds", "PutView", "GetView", "ListViews", "DeleteView"])
 def test_a_control_character_in_any_string_field_is_never_internal(world: World, case: str) -> None:
     baseline = _baselines(world)[case]
-    method = {"WriteTurns": "Write", "EraseKey": "Erase", "EraseTurn": "Erase", "EraseIds": "Erase"}.get(case, case)
+    method = {"WriteTurns": "Write", "RecallContext": "Recall", "EraseKey": "Erase", "EraseTurn": "Erase",
+              "EraseIds": "Erase"}.get(case, case)
     fields = [path for path, *_ in _string_fields(baseline)]
     assert fields, "the baseline fills its string fields"
     sent = 0

@@ -249,11 +249,23 @@ def recall(keys: tuple[str, ...] = ("home_city",), subject: str | None = None, *
     return lambda s: svc.RecallRequest(subject=s if subject is None else subject, keys=list(keys), **kwargs)
 
 
+def said(turn_id: str = "t1", text: str = "Do you remember where I moved last year?", speaker: str = "user",
+         **kwargs: Any) -> pb.Turn:
+    """A turn of a Recall's context, valid unless told otherwise (``time=None``: no time)."""
+    time = kwargs.pop("time", stamp(1_714_550_400))
+    return pb.Turn(turn_id=turn_id, speaker=speaker, text=text, time=time, **kwargs)
+
+
+def context(*turns: pb.Turn) -> Build:
+    """A Recall with only a context: no query, no keys."""
+    return recall(keys=(), context=list(turns))
+
+
 RECALL_CASES = [
     pytest.param(recall(subject=""), {"subject"}, id="subject-empty"),
     pytest.param(recall(subject="al ice"), {"subject"}, id="subject-with-space"),
     pytest.param(recall(subject="a" * 129), {"subject"}, id="subject-over-128-bytes"),
-    pytest.param(recall(keys=()), {"query"}, id="neither-query-nor-keys"),
+    pytest.param(recall(keys=()), {"query"}, id="neither-query-nor-context-nor-keys"),
     pytest.param(recall(keys=(), query="   "), {"query"}, id="blank-query-and-no-keys"),
     pytest.param(recall(keys=(), query="q" * 2001), {"query"}, id="query-over-2000-bytes"),
     pytest.param(recall(top_k=101), {"top_k"}, id="top-k-101"),
@@ -289,6 +301,26 @@ RECALL_CASES = [
     pytest.param(recall(filter=pb.MemoryFilter(keys=["a b"])), {"filter.keys[0]"}, id="filter-key-with-space"),
     pytest.param(recall(filter=pb.MemoryFilter(session_id="s 1")), {"filter.session_id"},
                  id="filter-session-id-with-space"),
+    # The context: each turn as in a Write, at most 50 turns, at most 64 KiB of text in all.
+    pytest.param(context(*(said(f"t{i}") for i in range(51))), {"context"}, id="context-over-50-turns"),
+    pytest.param(context(said("t1"), said("t2", time=None)), {"context[1].time"}, id="context-turn-without-time"),
+    pytest.param(context(said("t1", text=" \n ")), {"context[0].text"}, id="context-turn-blank-text"),
+    pytest.param(context(said("t1", text="")), {"context[0].text"}, id="context-turn-empty-text"),
+    pytest.param(context(said("t1", speaker="  ")), {"context[0].speaker"}, id="context-turn-blank-speaker"),
+    pytest.param(context(said("t1", speaker="")), {"context[0].speaker"}, id="context-turn-without-speaker"),
+    pytest.param(context(said("t1"), said("t2"), said("t1")), {"context[2].turn_id"}, id="context-turn-id-repeated"),
+    pytest.param(context(said("")), {"context[0].turn_id"}, id="context-turn-without-id"),
+    pytest.param(context(said("t 1")), {"context[0].turn_id"}, id="context-turn-id-with-space"),
+    pytest.param(context(said("t1", text="x" * 8193)), {"context[0].text"}, id="context-turn-text-over-8-kib"),
+    pytest.param(context(said("t1", text="a\x00b")), {"context[0].text"}, id="context-turn-text-with-nul"),
+    pytest.param(context(said("t1", time=timestamp_pb2.Timestamp(seconds=1, nanos=-1))), {"context[0].time"},
+                 id="context-turn-time-invalid"),
+    pytest.param(context(*(said(f"t{i}", text="x" * 8000) for i in range(9))), {"context"},
+                 id="context-texts-over-64-kib"),
+    # With keys or a query, a context is checked all the same.
+    pytest.param(recall(context=[said(time=None)]), {"context[0].time"}, id="context-with-keys-turn-without-time"),
+    pytest.param(recall(subject="", keys=(), query="where", context=[said("t1"), said("t1", text=" ")]),
+                 {"subject", "context[1].turn_id", "context[1].text"}, id="context-several-violations"),
     pytest.param(
         recall(subject="", top_k=101, token_budget=-5, weights=svc.ScoreWeights(recency=2.0),
                filter=pb.MemoryFilter(categories=[pb.CATEGORY_FACT, 99])),
@@ -321,6 +353,8 @@ def test_recall_top_k_zero_means_the_default(agent: Agent) -> None:
     pytest.param({"weights": svc.ScoreWeights(similarity=0.0)}, id="one-zero-weight-others-default"),
     pytest.param({"min_relevance": 0.0}, id="min-relevance-0"),
     pytest.param({"min_relevance": 1.0}, id="min-relevance-1-keys-are-exact"),
+    pytest.param({"context": [said(f"t{i}") for i in range(50)]}, id="context-50-turns"),
+    pytest.param({"context": [said(f"t{i}", text="x" * 8192) for i in range(8)]}, id="context-64-kib"),
 ])
 def test_recall_accepts_values_at_the_limits(agent: Agent, kwargs: dict[str, Any]) -> None:
     subject = unique("subject")

@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import timestamp_pb2
 
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
@@ -37,6 +38,8 @@ def test_memories_that_score_the_same_are_ordered_by_what_the_view_shows(connect
     assert sorted(answers[0]) == ["peanuts", "sesame", "shellfish"]
 
 
+SAID_LYON = pb.Turn(turn_id="t1", speaker="user", text="Which city did I say I live in, Lyon?",
+                    time=timestamp_pb2.Timestamp(seconds=1_714_550_400))
 REFUSED: dict[str, tuple[str, str, Any]] = {
     # name: (the hidden field, the RPC, its request; "ID" is replaced by a real memory id)
     "statuses": ("status", "MemoryView", svc.MemoryViewRequest(subject="alice", statuses=[pb.MEMORY_STATUS_FORGOTTEN])),
@@ -46,6 +49,11 @@ REFUSED: dict[str, tuple[str, str, Any]] = {
                                                                       filter=pb.MemoryFilter(session_id="s1"))),
     "filter-keys": ("key", "MemoryView", svc.MemoryViewRequest(subject="alice", filter=pb.MemoryFilter(keys=["city"]))),
     "keyed-recall": ("key", "Recall", svc.RecallRequest(subject="alice", keys=["city"])),
+    # Free text is matched against text and key, whether it comes as a query or as a context.
+    "query-text": ("text", "Recall", svc.RecallRequest(subject="alice", query="Lyon")),
+    "query-key": ("key", "Recall", svc.RecallRequest(subject="alice", query="Lyon")),
+    "context-text": ("text", "Recall", svc.RecallRequest(subject="alice", context=[SAID_LYON])),
+    "context-key": ("key", "Recall", svc.RecallRequest(subject="alice", context=[SAID_LYON])),
     "history-by-id": ("id", "GetHistory", svc.GetHistoryRequest(subject="alice", memory_id="ID")),
     "resolve-by-id": ("id", "ResolveConflict", svc.ResolveConflictRequest(
         subject="alice", memory_id="ID", resolution=svc.CONFLICT_RESOLUTION_KEEP_CURRENT)),

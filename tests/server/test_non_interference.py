@@ -15,7 +15,8 @@ changed again in fields it hides only (a new version and update time each), and 
 a forgotten memory inside its rules: memories it ranks equal (constraints under one key,
 keys looked up together) must come in the same order, and erase receipts count the same.
 Then the agent makes the same random calls of every MemoryService RPC in both worlds —
-filters and erase selectors on fields it may not see included. The answers must be
+filters and erase selectors on fields it may not see included, and Recalls from a
+conversation (a context) as well as from a query. The answers must be
 equal once the worlds' own ids are replaced by their order of appearance and timestamps
 (which differ by the milliseconds between the two writes) are left out: every other field,
 rank, score part, reason and count must match.
@@ -30,7 +31,7 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import json_format
+from google.protobuf import json_format, timestamp_pb2
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
@@ -132,7 +133,18 @@ calls = st.lists(st.one_of(
     st.tuples(st.just("import")),
     st.tuples(st.just("resolve"), st.integers(0, 4)),
     st.tuples(st.just("job")),
+    # A conversation instead of a query (latest turn last, the user's): its turns name the
+    # hidden memories' words and entities as the queries do.
+    st.tuples(st.just("recall_context"), st.lists(st.sampled_from(QUERIES), min_size=1, max_size=3).map(tuple),
+              st.sampled_from([None, 0.0])),
 ), min_size=1, max_size=6)
+
+
+def conversation(texts: tuple[str, ...]) -> list[pb.Turn]:
+    """The turns of a context: the user's and the assistant's in turn, the last one the user's."""
+    last = len(texts) - 1
+    return [pb.Turn(turn_id=f"c{n}", speaker="user" if (last - n) % 2 == 0 else "assistant", text=text,
+                    time=timestamp_pb2.Timestamp(seconds=1_714_550_400 + 60 * n)) for n, text in enumerate(texts)]
 
 
 class Normaliser:
@@ -184,6 +196,9 @@ def run(agent: Agent, norm: Normaliser, call: tuple[Any, ...]) -> Any:
         if kind == "recall_query":
             response = agent.call("Recall", svc.RecallRequest(subject=SUBJECT, query=call[1], top_k=call[2],
                                                               render_block=True, min_relevance=call[3]))
+        elif kind == "recall_context":
+            response = agent.call("Recall", svc.RecallRequest(subject=SUBJECT, context=conversation(call[1]), top_k=4,
+                                                              render_block=True, min_relevance=call[2]))
         elif kind == "recall_keys":
             response = agent.recall_keys(SUBJECT, call[1], render_block=True)
         elif kind == "recall_keys_all":
@@ -268,6 +283,20 @@ def worlds(connect):
 @example(fields="all", visible=[Item("preference", "drink", "Prefers tea in the morning", 0.5, False)],
          hidden=[Item("fact", "billing-offshore", "Secret offshore billing account", 0.5, False, "entity:lyon")],
          hidden_values=[(0.5, False)] * 4, calls=[("recall_query", "Tea in Lyon", 3, 0.0)])
+# The same, from a conversation: its turns name a hidden memory's words and a tag only that
+# memory carries, behind views that show every field and only four.
+@example(fields="all", visible=[Item("preference", "drink", "Prefers tea in the morning", 0.5, False)],
+         hidden=[Item("fact", "billing-offshore", "Secret offshore billing account", 0.5, False, "entity:lyon"),
+                 Item("fact", "diagnosis", "Has type 2 diabetes", 0.5, False, "entity:lyon")],
+         hidden_values=[(0.5, False)] * 4,
+         calls=[("recall_context", ("offshore billing", "diabetes", "Tea in Lyon"), 0.0),
+                ("recall_context", ("Tea in Lyon",), None)])
+@example(fields="narrow", visible=[Item("event", "", "Complained about a late parcel", 0.5, False, "entity:parcel"),
+                                   Item("preference", "drink", "Prefers tea in the morning", 0.9, True)],
+         hidden=[Item("decision", "", "Internal fraud flag raised", 0.5, False, "entity:bank"),
+                 Item("fact", "secret_pin", "Pays by bank transfer", 0.5, False, "entity:bank")],
+         hidden_values=[(0.5, False)] * 4,
+         calls=[("recall_context", ("parcel", "What did Lyon pay by bank transfer?"), 0.0)])
 # Two constraints under one key, written in the other order in the second world: equal scores,
 # told apart by nothing the view shows but their text; and a listing of forgotten memories.
 @example(fields="no-times", visible=[Item("constraint", "allergy", "Prefers tea in the morning", 0.5, False),

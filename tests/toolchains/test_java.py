@@ -77,7 +77,10 @@ import dev.memoryd.v1.MemoryDraft;
 import dev.memoryd.v1.MemoryViewRequest;
 import dev.memoryd.v1.RecallRequest;
 import dev.memoryd.v1.RecallResponse;
+import dev.memoryd.v1.Turn;
 import dev.memoryd.v1.WriteRequest;
+import com.google.protobuf.Timestamp;
+import java.time.Instant;
 
 public final class Hello {
   public static void main(String[] args) {
@@ -85,7 +88,11 @@ public final class Hello {
     try (MemorydClient client = MemorydClient.newBuilder(target).tokenProvider(() -> token).build()) {
       client.write(WriteRequest.newBuilder().setSubject(subject).addItems(MemoryDraft.newBuilder()
           .setCategory(Category.CATEGORY_FACT).setKey("home_city").setText("Lyon")).build());
-      RecallResponse found = client.recall(RecallRequest.newBuilder().setSubject(subject).addKeys("home_city").build());
+      // The key, and whatever the conversation so far (most recent turn last) is about.
+      Timestamp now = Timestamp.newBuilder().setSeconds(Instant.now().getEpochSecond()).build();
+      RecallResponse found = client.recall(RecallRequest.newBuilder().setSubject(subject).addKeys("home_city")
+          .addContext(Turn.newBuilder().setTurnId("t1").setSpeaker("user").setText("To my home city, of course!")
+              .setTime(now)).build());
       System.out.println("recalled " + found.getMemories(0).getMemory().getText());
       long listed = client.memoryViewAll(MemoryViewRequest.newBuilder().setSubject(subject).build()).stream().count();
       System.out.println("listed " + listed);

@@ -155,7 +155,8 @@ func (c *Client) Write(ctx context.Context, req *pb.WriteRequest, opts ...grpc.C
 	return invoke(ctx, c, pb.MemoryService_Write_FullMethodName, req, c.memory.Write, opts)
 }
 
-// Recall returns the memories that matter for a query or a set of keys.
+// Recall returns the memories that matter for a query, a conversation (Context: its recent
+// turns, most recent last; a query is then optional) or a set of keys.
 func (c *Client) Recall(ctx context.Context, req *pb.RecallRequest, opts ...grpc.CallOption) (*pb.RecallResponse, error) {
 	return invoke(ctx, c, pb.MemoryService_Recall_FullMethodName, req, c.memory.Recall, opts)
 }

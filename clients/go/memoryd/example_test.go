@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
 	"github.com/memoryd/memoryd/clients/go/memoryd"
 )
@@ -35,5 +37,27 @@ func ExampleClient_Memories() {
 			log.Fatal(err)
 		}
 		fmt.Println(m.GetKey(), m.GetText())
+	}
+}
+
+// Recall from the conversation itself: its recent turns, most recent last, and no query.
+func ExampleClient_Recall() {
+	c, err := memoryd.Dial("127.0.0.1:50051", memoryd.WithToken(os.Getenv("MEMORYD_TOKEN")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	now := timestamppb.Now()
+	conversation := []*pb.Turn{
+		{TurnId: "t1", Speaker: "user", Text: "I fly back next week.", Time: now},
+		{TurnId: "t2", Speaker: "assistant", Text: "Where to?", Time: now},
+		{TurnId: "t3", Speaker: "user", Text: "To my home city, of course!", Time: now},
+	}
+	found, err := c.Recall(context.Background(), &pb.RecallRequest{Subject: "alice", Context: conversation})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range found.GetMemories() {
+		fmt.Println(m.GetMemory().GetText(), m.GetRelevance())
 	}
 }

@@ -8,3 +8,5 @@ export * from "./gen/memoryd/v1/view_admin_service_pb.js";
 export * from "./gen/memoryd/v1/error_reason_pb.js";
 export { Code, type CallOptions } from "@connectrpc/connect";
 export { create, fromJson, toJson } from "@bufbuild/protobuf";
+// A turn's time (a Write's turns, a Recall's context) is a Timestamp: made from a Date or now.
+export { timestampDate, timestampFromDate, timestampNow } from "@bufbuild/protobuf/wkt";

@@ -38,6 +38,9 @@ class Limits:
     max_tags: int = CONTRACT.tags
     max_tag_bytes: int = CONTRACT.tag_bytes
     max_query_bytes: int = 2000
+    # Turns in a Recall's context (their texts together count against max_turns_text_bytes, as
+    # a Write's turns do): a recall reads the recent conversation, not a whole transcript.
+    max_context_turns: int = 50
     max_keys: int = 100
     max_ids: int = 1000
     max_top_k: int = 100

@@ -127,9 +127,12 @@ class MemorydClient:
 
     def recall(self, request: svc.RecallRequest | None = None, /, *, timeout: float | None = None,
                **fields: Any) -> svc.RecallResponse:
-        """Recall the memories that matter for a query and/or keys.
+        """Recall the memories that matter for a query, a conversation and/or keys. ``context``
+        is the conversation's recent turns, most recent last (a query is then optional).
 
             client.recall(subject="user-42", query="where does the user live?", top_k=3)
+            client.recall(subject="user-42", context=[pb.Turn(
+                turn_id="t9", speaker="user", text="Book me a table near home", time=datetime.now(UTC))])
         """
         return self._call(self._memory, "Recall", svc.RecallResponse, build_request(svc.RecallRequest, request, fields), timeout)
 

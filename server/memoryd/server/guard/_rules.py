@@ -159,10 +159,12 @@ class Guard:
             raise PermissionDenied(f"no read rule of this agent's view covers the category '{category.value}'")
 
     def check_query(self) -> None:
-        """Free text is matched against a memory's key and text: ranking by them would tell
-        what they hold, so a view must show both to search by words or meaning."""
+        """Free text (a query, a conversation's turns) is matched against a memory's key and
+        text: ranking by them would tell what they hold, so a view must show both to search by
+        words or meaning."""
         if not self.shows("text", "key"):
-            raise PermissionDenied("recall by a query needs a view that shows the fields 'text' and 'key'")
+            raise PermissionDenied("recall by a query or a context needs a view that shows the fields 'text' and "
+                                   "'key'")
 
     def by_id_filter(self, subject: str) -> ReadFilter:
         """Everything of the subject the view reads, in every session (and the organisation's,

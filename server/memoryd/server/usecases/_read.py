@@ -25,13 +25,14 @@ from ..guard import present
 async def recall(ctx: CallContext, cmd: RecallCommand) -> svc.RecallResponse:
     guard = ctx.guard
     flt = await _read_filter(ctx, cmd.filter, cmd.keys)
-    if cmd.query.strip():
+    if cmd.query.strip() or cmd.context:  # a context is free text too: searched by words and meaning
         guard.check_query()
     recalled = await ctx.services.recaller.recall(
         ctx.tenant, flt, query=cmd.query, keys=cmd.keys, top_k=cmd.top_k, token_budget=cmd.token_budget,
         weights=_weights(ctx, cmd), now=datetime.now(UTC), mask=guard.score_mask(),
         min_relevance=ctx.services.policy_for(ctx.tenant).min_relevance if cmd.min_relevance is None
         else cmd.min_relevance, neighbours=cmd.neighbours, tie=lambda m: present.tie_key(guard, m),
+        context=cmd.context,
     )
     ctx.record_read(cmd.subject, "read.recall", [m.id for m, _ in recalled.ranked], count_access=True)
     if ctx.services.metrics is not None:

@@ -21,7 +21,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 from .._config import Limits
 from .._enums import CATEGORY, CONSISTENCY, ERASE_MODE, MEMORY_STATUS, SCOPE, SOURCE_KIND, STABILITY
 from ._checker import Checker, uuid_field
-from ._turns import check_turns
+from ._turns import check_turns, turns_from
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class RecallCommand:
     render_block: bool
     min_relevance: float | None = None  # None: the tenant policy's
     neighbours: bool = True  # rank the turns written next to the best episodic match
+    context: tuple[Turn, ...] = ()  # the conversation the request comes from, most recent turn last
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,12 @@ def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand
     if len(request.keys) > limits.max_keys:
         check.fail("keys", f"must have at most {limits.max_keys} entries")
     keys = [check.key(f"keys[{i}]", k) for i, k in enumerate(request.keys)]
-    if not query.strip() and not keys:
-        check.fail("query", "a query or at least one key is required")
+    if len(request.context) > limits.max_context_turns:
+        check.fail("context", f"must have at most {limits.max_context_turns} turns; send the most recent ones")
+        check.done()
+    context = turns_from(check, "context", request.context, "send the most recent turns")
+    if not query.strip() and not request.context and not keys:
+        check.fail("query", "a query, a context or at least one key is required")
     flt = _filter(check, request.filter, subject)
     top_k = request.top_k or 10
     if not 1 <= top_k <= limits.max_top_k:
@@ -182,7 +187,7 @@ def validate_recall(request: svc.RecallRequest, limits: Limits) -> RecallCommand
     min_relevance = request.min_relevance if request.HasField("min_relevance") else None
     check.done()
     return RecallCommand(subject, query, list(dict.fromkeys(keys)), flt, top_k, request.token_budget, weights,
-                         request.render_block, min_relevance, not request.exclude_neighbours)
+                         request.render_block, min_relevance, not request.exclude_neighbours, context)
 
 
 def validate_memory_view(request: svc.MemoryViewRequest, limits: Limits) -> ListCommand:

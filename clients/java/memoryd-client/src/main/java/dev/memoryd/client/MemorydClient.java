@@ -139,7 +139,10 @@ public final class MemorydClient implements AutoCloseable {
     return call(MemoryServiceGrpc.getWriteMethod(), keyed);
   }
 
-  /** Recall returns the memories relevant to a query, within the caller's view. */
+  /**
+   * Recall returns the memories relevant to a query, a conversation (the request's context: its
+   * recent turns, most recent last; a query is then optional) or keys, within the caller's view.
+   */
   public RecallResponse recall(RecallRequest request) {
     return call(MemoryServiceGrpc.getRecallMethod(), request);
   }
