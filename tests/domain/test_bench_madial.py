@@ -119,6 +119,19 @@ def test_the_english_archive_takes_its_users_from_the_chinese_one(tmp_path: Path
     data = load_set(folder)
     assert [d.index for d in data.asked("zh")] == [0, 1, 2] and [d.index for d in data.asked("en-zh")] == [0, 1]
     assert [d.index for d in data.asked("zh-en", limit=1)] == [0]
+    assert [d.index for d in data.asked("zh", limit=2)] == [0, 1]
+    assert [d.index for d in data.asked("zh", limit=2, spread=True)] == [0, 1]
+    assert [d.index for d in data.asked("en", limit=5, spread=True)] == [0, 1, 2]  # no more than there are
+
+
+@pytest.mark.skipif(_real() is None, reason="MADial-Bench is not beside the repository (shared/datasets)")
+def test_a_spread_sample_takes_every_kth_dialogue_of_the_mode():
+    folder = _real()
+    assert folder is not None
+    data = load_set(folder)
+    assert [d.index for d in data.asked("zh", limit=40, spread=True)] == list(range(0, 160, 4))
+    assert [d.index for d in data.asked("zh", limit=40)] == list(range(40))
+    assert len(data.asked("en-zh", limit=40, spread=True)) == 40
 
 
 @pytest.mark.skipif(_real() is None, reason="MADial-Bench is not beside the repository (shared/datasets)")
@@ -255,9 +268,10 @@ def test_the_command_line_has_bench_madial_with_its_defaults():
     args = _parser().parse_args(["bench", "madial"])
     assert args.modes == ("zh", "en", "zh-en", "en-zh") and args.shapes == ("query", "context")
     assert args.k == 10 and args.min_relevance is None and args.limit == 0 and args.reference_questions == 0
+    assert not args.spread and args.locomo is None
     args = _parser().parse_args(["bench", "madial", "--modes", "zh,en-zh", "--shapes", "context", "--limit", "3",
-                                 "--min-relevance", "0", "--reference-questions", "5"])
-    assert args.modes == ("zh", "en-zh") and args.shapes == ("context",) and args.limit == 3
+                                 "--spread", "--min-relevance", "0", "--reference-questions", "5"])
+    assert args.modes == ("zh", "en-zh") and args.shapes == ("context",) and args.limit == 3 and args.spread
     assert args.min_relevance == 0.0 and args.reference_questions == 5
 
 

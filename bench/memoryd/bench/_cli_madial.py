@@ -65,6 +65,9 @@ def add_madial_command(benchmarks: Any, token_file: str) -> None:
                        help="ask with this minimum relevance (default: the server's)")
     bench.add_argument("--limit", type=_count, default=0, metavar="N",
                        help="only the first N dialogues of each mode (default all)")
+    bench.add_argument("--spread", action="store_true",
+                       help="with --limit: N dialogues spread evenly over each mode instead of the first N (the "
+                            "file holds blocks of a kind: a spread sample is closer to the whole)")
     bench.add_argument("--reference-questions", type=_count, default=0, metavar="N",
                        help="also ask the first user turn of the first N dialogues of each mode (a short sentence) "
                             "as query, for a reference Recall p50 on the same server (default 0: not asked)")
@@ -93,7 +96,7 @@ def run_madial_command(args: argparse.Namespace) -> int:
                                "(the data is not in this repository: see bench/README.md)")
         options = MadialOptions(folder=folder, addr=args.addr, tls=tls_settings(args) if args.addr is not None else None,
                                 token=bench_token(args), modes=args.modes, shapes=args.shapes, k=args.k,
-                                min_relevance=args.min_relevance, limit=args.limit,
+                                min_relevance=args.min_relevance, limit=args.limit, spread=args.spread,
                                 reference_questions=args.reference_questions, locomo=locomo,
                                 subject_prefix=args.subject_prefix, start_timeout=args.start_timeout)
         before = machine()

@@ -24,7 +24,7 @@ def add_quick_command(benchmarks: Any) -> None:
         description="Start a throw-away embedded server (the default embedder) and measure a small version of "
                     "each row of the performance targets table: LoCoMo's first conversation (Recall p50/p99, recall@10, and "
                     "the Recall time outside the server's memoryd.embed span), Recall by keys, Write acks, "
-                    "indexing rate, a short mixed-load burst, MADial-Bench's first dialogues (R@5 of zh and en, "
+                    "indexing rate, a short mixed-load burst, 40 MADial-Bench dialogues per language (R@5 of zh and en, "
                     "the long queries' Recall p50 against LoCoMo's); then a second one with bench scale's ~0-cost "
                     "embedding endpoint for a larger tenant and the resident memory per stored memory. Prints "
                     "one table: measured, target, ratio (>= 1.0 means met).")
@@ -35,7 +35,8 @@ def add_quick_command(benchmarks: Any) -> None:
                        help="the MADial-Bench folder (default: madial-bench beside LoCoMo's folder; without it the "
                             "MADial rows are not measured)")
     quick.add_argument("--madial-dialogues", type=int, default=40, metavar="N",
-                       help="the first N MADial dialogues of zh and of en (default 40; 0: not measured)")
+                       help="N MADial dialogues of zh and of en, spread evenly over each file (default 40; 0: not "
+                            "measured)")
     quick.add_argument("--tenant-size", type=parse_sizes, default=(5_000,), metavar="N",
                        help="the large tenant's size on the endpoint server (default 5k; 0: not measured)")
     quick.add_argument("--fill-seconds", type=float, default=30.0,

@@ -73,6 +73,7 @@ class MadialOptions:
     k: int = 10
     min_relevance: float | None = None  # None: the server's default
     limit: int = 0  # > 0: the first N dialogues of each mode
+    spread: bool = False  # with limit: N dialogues spread evenly over each mode instead
     reference_questions: int = 0  # > 0: that many short sentences per mode, for the reference latency
     locomo: Path | None = None  # also LoCoMo's first conversation, for the reference latency
     subject_prefix: str = "madial"
@@ -100,11 +101,15 @@ class MadialSet:
     dialogues: dict[str, list[Dialogue]]  # language → dialogues
     cross: tuple[int, ...]  # the dialogues asked across languages
 
-    def asked(self, mode: str, limit: int = 0) -> list[Dialogue]:
-        """The dialogues of ``mode``, the first ``limit`` of them if > 0."""
+    def asked(self, mode: str, limit: int = 0, spread: bool = False) -> list[Dialogue]:
+        """The dialogues of ``mode``; if ``limit`` > 0, the first ``limit`` of them, or (``spread``)
+        ``limit`` of them spread evenly over the file: its dialogues come in blocks of a kind (the
+        first 40 zh score R@5 0.23, the last 40 0.73), so a spread sample is closer to the whole."""
         spoken, stored = languages(mode)
         chosen = [d for d in self.dialogues[spoken] if spoken == stored or d.index in self.cross]
-        return chosen[:limit] if limit > 0 else chosen
+        if limit <= 0 or limit >= len(chosen):
+            return chosen
+        return [chosen[i * len(chosen) // limit] for i in range(limit)] if spread else chosen[:limit]
 
 
 def load_set(folder: Path) -> MadialSet:
@@ -313,10 +318,10 @@ def _ask(run: _Run, result: MadialResult, progress: TextIO | None) -> None:
     dialogue, so each has first calls (``Asked.first``) to time."""
     options = run.options
     seen: set[tuple[str, int]] = set()  # (the dialogue's language, its index)
-    total = sum(len(run.data.asked(mode, options.limit)) for mode in options.modes) * len(options.shapes)
+    total = sum(len(run.data.asked(mode, options.limit, options.spread)) for mode in options.modes) * len(options.shapes)
     with Progress("recall", total, progress) as bar:
         for mode in options.modes:
-            for dialogue in run.data.asked(mode, options.limit):
+            for dialogue in run.data.asked(mode, options.limit, options.spread):
                 shapes = options.shapes if dialogue.index % 2 == 0 else options.shapes[::-1]
                 for shape in shapes:
                     if shape in result.refused:
@@ -343,7 +348,7 @@ def run_madial(options: MadialOptions, progress: TextIO | None = None) -> Madial
     data = load_set(options.folder)
     result = MadialResult(options)
     result.longest_query_bytes = max(len(d.history.encode()) for mode in options.modes
-                                     for d in data.asked(mode, options.limit))
+                                     for d in data.asked(mode, options.limit, options.spread))
     started = time.perf_counter()
     with server_for(options) as (target, token, server_info):
         result.server = server_info
@@ -434,7 +439,7 @@ def json_result(result: MadialResult) -> dict[str, Any]:
         "seconds": result.seconds,
         "dataset": {"folder": str(options.folder), "sha256": {str(f): sha256(options.folder / f) for f in files}},
         "options": {"modes": list(options.modes), "shapes": list(options.shapes), "top_k": options.k,
-                    "min_relevance": options.min_relevance, "limit": options.limit,
+                    "min_relevance": options.min_relevance, "limit": options.limit, "spread": options.spread,
                     "reference_questions": options.reference_questions, "subject_prefix": options.subject_prefix,
                     "consistency": "CONSISTENCY_WAIT_INDEXED", "locomo": str(options.locomo) if options.locomo else None},
         "server": result.server,

@@ -7,9 +7,10 @@ Two throw-away embedded servers, one after the other:
    - LoCoMo's first conversation, written and asked exactly as ``bench locomo`` does
      (``run_locomo`` against this server): Recall p50/p99 one call at a time, and recall@10 so
      that a speed-up that loses quality shows.
-   - MADial-Bench on the same server (``run_madial``, ``bench madial``'s protocol): the first
-     ``madial_dialogues`` dialogues of zh and of en, as query text and as context turns; R@5 per
-     language and shape, and the query text's Recall p50 ÷ LoCoMo's just above.
+   - MADial-Bench on the same server (``run_madial``, ``bench madial``'s protocol):
+     ``madial_dialogues`` dialogues of zh and of en spread evenly over each file, as query text
+     and as context turns; R@5 per language and shape, and the query text's Recall p50 ÷
+     LoCoMo's just above.
    - Service overhead: every one of those LoCoMo Recalls is made under its own W3C trace id
      (``_trace.traced``: the client sends it as ``traceparent``); the server's ``memoryd.embed``
      span of that trace (exported by OpenTelemetry's console
@@ -174,7 +175,7 @@ class QuickOptions:
     fill_seconds: float = 30.0  # the fill stops at the first step after this, and says so
     seed: int = 7
     madial: Path | None = None  # the MADial-Bench folder (None: its rows are not measured)
-    madial_dialogues: int = 40  # the first N dialogues of zh and of en (0: not measured)
+    madial_dialogues: int = 40  # N dialogues of zh and of en, spread over each file (0: not measured)
     start_timeout: float = 180.0
     call_timeout: float = 120.0
 
@@ -328,7 +329,7 @@ def _madial_phase(options: QuickOptions, server: EmbeddedServer, result: QuickRe
         return
     began = time.perf_counter()
     madial = run_madial(MadialOptions(folder=options.madial, addr=server.target, token=server.token,
-                                      modes=("zh", "en"), limit=options.madial_dialogues,
+                                      modes=("zh", "en"), limit=options.madial_dialogues, spread=True,
                                       start_timeout=options.start_timeout), progress)
     clock.phase("madial", began)
     for shape in SHAPES:
@@ -340,8 +341,9 @@ def _madial_phase(options: QuickOptions, server: EmbeddedServer, result: QuickRe
                                                                  f"RecallRequest.context ({madial.refused.get(shape)})")
                 continue
             m[f"madial_{language}_{shape}"] = Measured(row.recall[5], (
-                f"bench madial, the first {row.dialogues} dialogues, {language} memories, top_k 10, default "
-                f"min_relevance: hit@5 {row.hit:.3f}, {row.empty} empty, Recall p50 {_fmt(row.p50)} ms"))
+                f"bench madial, {row.dialogues} {language} dialogues spread evenly over the file, {language} "
+                f"memories, top_k 10, default min_relevance: hit@5 {row.hit:.3f}, {row.empty} empty, Recall p50 "
+                f"{_fmt(row.p50)} ms"))
     query, context = madial.latency("query"), madial.latency("context")
     locomo = m["recall_p50"].value
     m["madial_latency"] = Measured(None if query["p50"] is None or not locomo else query["p50"] / locomo, (
