@@ -20,6 +20,8 @@ from memoryd.bench._madial import (MAX_ITEMS, MAX_QUERY_BYTES, Asked, MadialOpti
 from memoryd.bench._madial_data import Dialogue, Said, find_madial, load_memories, parse_lines
 from memoryd.client import MemorydError
 from memoryd.server import Limits
+from memoryd.server.validation import validate_write
+from memoryd.v1 import memory_service_pb2 as svc
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -152,6 +154,9 @@ def test_the_real_data_reads_whole_and_every_dialogue_alternates():
             assert not any(t.text[0] in "\"“<" or t.text[-1] in "\"”>" for t in turns), (language, dialogue.index)
             # No query is cut: the longest is about 1 KB.
             assert len(dialogue.history.encode()) <= MAX_QUERY_BYTES
+            # The context's turns are "each as in a Write": the server's Write validator takes them.
+            context = context_turns(turns, datetime.now(UTC))
+            assert len(validate_write(svc.WriteRequest(subject="s", turns=context), Limits()).turns) == len(turns)
 
 
 # --- what is sent -------------------------------------------------------------------------------
