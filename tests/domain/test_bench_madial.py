@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -212,6 +213,7 @@ def _result(folder: Path, **options: Any) -> MadialResult:
         _asked("en-zh", "query", ("5", "6"), (("5", "6"),), 1.0, first=False),
         _asked("en-zh", "query", ("4",), (), 40.0, cut=True),  # an empty answer
     ]
+    result.asked[1] = replace(result.asked[1], degraded="vector index unavailable")
     result.longest_query_bytes = 2400
     result.refused = {"context": "INVALID_ARGUMENT: invalid request"}
     result.reference = {"sentences": {"what": "short sentences", "calls": 4, "latency_ms": {"p50": 10.0, "p99": 12.0}}}
@@ -250,6 +252,7 @@ def test_the_report_has_a_table_per_shape_and_says_what_was_not_measured(tmp_pat
     assert "Recall p50, shape query ÷ reference p50: sentences 3.00×" in text
     assert "first call of the run only" in text
     assert "shape context ÷" not in text
+    assert "WARNING: 1 recalls were degraded: vector index unavailable ×1" in text
 
 
 def test_the_json_has_every_dialogue_and_no_text_of_the_dataset(tmp_path: Path):

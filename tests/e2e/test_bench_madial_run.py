@@ -58,6 +58,7 @@ def test_bench_madial_recalls_the_memories_of_each_dialogues_user(server: Server
     assert set(firsts.values()) == {1} and len(firsts) == 6
     assert document["reference"]["sentences"]["calls"] == 4 and document["ratios"]["query"]["sentences"] > 0
     assert document["options"]["top_k"] == 10 and document["machine"]["before"]["nproc"] >= 1
+    assert not any(a["degraded"] for a in document["dialogues"]) and "WARNING" not in printed
 
 
 def test_the_context_shape_reads_every_line_style(server: ServerProcess, key_file: Path, tmp_path: Path):

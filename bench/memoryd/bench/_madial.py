@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -164,6 +165,7 @@ class Asked:
     # may find what the server embeds in its query-embedding cache (an LRU), which a live
     # conversation, new text every turn, does not: latency counts first calls only.
     first: bool = True
+    degraded: str | None = None  # the server's reason, when it answered with less than it should
 
     def recall(self, k: int) -> float:
         return recall_at_k(self.ranking, self.relevant, k)
@@ -267,8 +269,7 @@ class _Run:
         return response, (time.perf_counter() - began) * 1000
 
     def ask(self, mode: str, shape: str, dialogue: Dialogue, first: bool) -> Asked:
-        spoken, stored = languages(mode)
-        subject = self.subject(stored, dialogue.user)
+        subject = self.subject(languages(mode)[1], dialogue.user)
         cut = False
         if shape == "query":
             text, cut = fit_query(dialogue.history)
@@ -285,7 +286,8 @@ class _Run:
                                   s.cosine if s.HasField("cosine") else None, s.keyword_relevance)
                          for i, s in enumerate(response.memories))
         return Asked(mode, shape, dialogue.index, dialogue.user, tuple(str(i) for i in dialogue.relevant), ranking,
-                     returned, latency_ms, sent, cut, first)
+                     returned, latency_ms, sent, cut, first,
+                     (response.degraded_reason or "(no reason given)") if response.degraded else None)
 
     def reference_sentences(self, count: int) -> dict[str, Any]:
         """The first user turn of the first ``count`` dialogues of each mode, each text once, as
@@ -421,6 +423,10 @@ def report(result: MadialResult) -> str:
         latency = reference["latency_ms"]
         lines.append(f"reference ({name}), same server: {reference['what']}: {reference['calls']} calls, "
                      f"p50 {_ms(latency['p50'])} ms, p99 {_ms(latency['p99'])} ms")
+    degraded = Counter(a.degraded for a in result.asked if a.degraded)
+    if degraded:
+        lines.append(f"WARNING: {sum(degraded.values())} recalls were degraded: "
+                     + "; ".join(f"{reason} ×{n}" for reason, n in degraded.most_common()))
     for shape, by_reference in ratios(result).items():
         if shape not in result.refused:
             lines.append(f"Recall p50, shape {shape} ÷ reference p50: " + ", ".join(
@@ -452,5 +458,6 @@ def json_result(result: MadialResult) -> dict[str, Any]:
         "dialogues": [{"mode": a.mode, "shape": a.shape, "dialogue": a.dialogue, "user": a.user,
                        "relevant": list(a.relevant), "recall": {str(k): a.recall(k) for k in result.ks},
                        "latency_ms": a.latency_ms, "first": a.first, "sent_bytes": a.sent_bytes, "cut": a.cut,
+                       "degraded": a.degraded,
                        "returned": [r.__dict__ for r in a.returned]} for a in result.asked],
     }
