@@ -79,7 +79,7 @@ bench: install
 	$(BIN)/memoryd bench locomo $(if $(LOCOMO),--dataset $(LOCOMO)) $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-load
 
-## bench-quick: every row of the performance targets table, small, in about 3 minutes on throw-away
+## bench-quick: every row of the performance targets table, small, in about 4 minutes on throw-away
 ## embedded servers: measured, target, ratio (bench/README.md); QUICK_ARGS="--json quick.json".
 bench-quick: install
 	$(BIN)/memoryd bench quick $(if $(LOCOMO),--dataset $(LOCOMO)) $(QUICK_ARGS)

@@ -40,6 +40,7 @@ def test_the_command_line_has_bench_quick():
     args = _parser().parse_args(["bench", "quick", "--json", "out.json", "--tenant-size", "2k", "--no-progress"])
     assert (args.json, args.tenant_size, args.conversations, args.load_seconds) == ("out.json", (2_000,), "1", 20.0)
     assert _parser().parse_args(["bench", "quick", "--tenant-size", "0"]).tenant_size == ()
+    assert (args.madial, args.madial_dialogues) == (None, 40)
 
 
 def test_spans_printed_by_the_console_exporter_are_read_per_trace():
@@ -115,9 +116,20 @@ def test_the_table_has_every_row_with_target_ratio_and_the_machine():
     assert "45.0 ms" in row and "≤ 30.0 ms" in row and "0.67" in row and row.endswith("NO")
     row = next(line for line in lines if line.startswith("Write acks, batches of 50"))
     assert "3,000 items/s" in row and "2.00" in row and row.endswith("yes")
-    assert "met 1 of 2 measured targets; 10 rows not measured" in text
+    assert "met 1 of 2 measured targets; 15 rows not measured" in text
     assert "nproc 2 (cpu_count 2)" in text and "start [0.5, 0.4, 0.3], end [1.5, 0.6, 0.4]" in text
     assert "git abc123def456; wall time 120 s (locomo 30 s)" in text
+
+
+def test_the_madial_rows_hold_r_at_5_and_the_long_queries_latency_to_issue_40s_targets():
+    result = _hand_made()
+    result.measured |= {"madial_zh_query": Measured(0.70, "40 dialogues"),
+                        "madial_latency": Measured(3.0, "query text p50 ÷ LoCoMo p50")}
+    lines = text_quick(result, MACHINE, MACHINE, VERSIONS).splitlines()
+    row = next(line for line in lines if line.startswith("MADial R@5 zh, the dialogue as query text"))
+    assert "0.700" in row and "≥ 0.620" in row and "1.13" in row and row.endswith("yes")
+    row = next(line for line in lines if line.startswith("MADial Recall p50 (query text) ÷ LoCoMo"))
+    assert "3.00 ×" in row and "≤ 1.50 ×" in row and "0.50" in row and row.endswith("NO")
 
 
 def test_the_json_has_the_rows_and_the_machine():

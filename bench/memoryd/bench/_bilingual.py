@@ -168,7 +168,7 @@ def run_bilingual(options: BilingualOptions, progress: TextIO | None = None) -> 
     data = load_set(options.dataset)
     result = BilingualResult(options)
     started = time.perf_counter()
-    with server_for(options) as (target, token, server_info):  # type: ignore[arg-type]
+    with server_for(options) as (target, token, server_info):
         result.server = server_info
         with MemorydClient(target, token=token, tls=options.tls, retry=NO_RETRY) as client:
             subjects = {user: f"{options.subject_prefix}-{user}" for user in data.users}

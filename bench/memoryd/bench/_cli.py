@@ -16,6 +16,7 @@ from ._report import json_report, machine, markdown_report, settings, sha256, te
 from ._cli_bilingual import relevance_arg, add_bilingual_command
 from ._cli_extraction import add_extraction_command
 from ._cli_injections import add_injections_command
+from ._cli_madial import add_madial_command
 from ._cli_quick import add_quick_command
 from ._cli_scale import add_scale_command
 from memoryd.cli import connection_options, tls_settings
@@ -34,7 +35,7 @@ def _ks(value: str) -> tuple[int, ...]:
 
 
 def add_bench_commands(commands: Any) -> None:
-    bench = commands.add_parser("bench", help="benchmarks: retrieval (LoCoMo, bilingual), speed, scale, load, "
+    bench = commands.add_parser("bench", help="benchmarks: retrieval (LoCoMo, bilingual, MADial), speed, scale, load, "
                                 "extraction and its filters")
     benchmarks = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
     locomo = benchmarks.add_parser(
@@ -76,6 +77,7 @@ def add_bench_commands(commands: Any) -> None:
     add_scale_command(benchmarks)
     add_quick_command(benchmarks)
     add_bilingual_command(benchmarks, DEFAULT_TOKEN_FILE)
+    add_madial_command(benchmarks, DEFAULT_TOKEN_FILE)
     add_extraction_command(benchmarks)
     add_injections_command(benchmarks)
 

@@ -10,27 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ._dataset import MADIAL_DIALOGUES, MADIAL_MEMORIES, DatasetError, resolve_dataset
+from ._dataset import DatasetError, resolve_dataset
+from ._madial_data import find_madial
 from ._report import machine, versions
-
-
-def _has_madial(folder: Path) -> bool:
-    return all((folder / name).is_file() for name in (*MADIAL_DIALOGUES.values(), *MADIAL_MEMORIES.values()))
-
-
-def _madial(explicit: str | None) -> Path | None:
-    """``--madial`` if given (must hold the dialogue files), else ``shared/datasets/madial-bench``
-    beside LoCoMo's folder when it is there."""
-    if explicit:
-        folder = Path(explicit).expanduser()
-        if not _has_madial(folder):
-            raise DatasetError(f"MADial-Bench dialogues not found under {folder}")
-        return folder
-    try:
-        beside = resolve_dataset(None, Path.cwd(), Path(__file__)).parent.parent / "madial-bench"
-    except DatasetError:
-        return None
-    return beside if _has_madial(beside) else None
 
 
 def add_injections_command(benchmarks: Any) -> None:
@@ -64,7 +46,7 @@ def run_injections_command(args: argparse.Namespace) -> int:
             return 1
         locomo = None
     try:
-        madial = _madial(args.madial)
+        madial = find_madial(args.madial)
     except DatasetError as exc:
         print(f"memoryd bench: error: {exc}", file=sys.stderr)
         return 1

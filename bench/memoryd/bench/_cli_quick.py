@@ -11,6 +11,7 @@ from typing import Any
 
 from ._dataset import DatasetError, resolve_dataset
 from ._locomo import BenchError
+from ._madial_data import find_madial
 from ._server import ServerError, sigterm_unwinds
 from ._quick import QuickOptions, json_quick, run_quick, text_quick
 from ._report import machine, versions
@@ -19,16 +20,23 @@ from ._cli_scale import parse_sizes
 
 def add_quick_command(benchmarks: Any) -> None:
     quick = benchmarks.add_parser(
-        "quick", help="every row of the performance targets table, small, in about 3 minutes",
+        "quick", help="every row of the performance targets table, small, in about 4 minutes",
         description="Start a throw-away embedded server (the default embedder) and measure a small version of "
                     "each row of the performance targets table: LoCoMo's first conversation (Recall p50/p99, recall@10, and "
                     "the Recall time outside the server's memoryd.embed span), Recall by keys, Write acks, "
-                    "indexing rate, a short mixed-load burst; then a second one with bench scale's ~0-cost "
+                    "indexing rate, a short mixed-load burst, 40 MADial-Bench dialogues per language (R@5 of zh and en, "
+                    "the long queries' Recall p50 against LoCoMo's); then a second one with bench scale's ~0-cost "
                     "embedding endpoint for a larger tenant and the resident memory per stored memory. Prints "
                     "one table: measured, target, ratio (>= 1.0 means met).")
     quick.add_argument("--dataset", help="locomo10.json (default: as bench locomo finds it)")
     quick.add_argument("--conversations", default="1", metavar="N|I,J,...",
                        help="LoCoMo conversations, as bench locomo's option (default 1: the first)")
+    quick.add_argument("--madial", metavar="FOLDER",
+                       help="the MADial-Bench folder (default: madial-bench beside LoCoMo's folder; without it the "
+                            "MADial rows are not measured)")
+    quick.add_argument("--madial-dialogues", type=int, default=40, metavar="N",
+                       help="N MADial dialogues of zh and of en, spread evenly over each file (default 40; 0: not "
+                            "measured)")
     quick.add_argument("--tenant-size", type=parse_sizes, default=(5_000,), metavar="N",
                        help="the large tenant's size on the endpoint server (default 5k; 0: not measured)")
     quick.add_argument("--fill-seconds", type=float, default=30.0,
@@ -49,7 +57,8 @@ def run_quick_command(args: argparse.Namespace) -> int:
         size = args.tenant_size[-1] if args.tenant_size else 0
         options = QuickOptions(dataset=dataset, conversation=args.conversations, tenant_size=size,
                                fill_seconds=args.fill_seconds, load_seconds=args.load_seconds,
-                               index_items=args.index_items, start_timeout=args.start_timeout)
+                               index_items=args.index_items, madial=find_madial(args.madial, dataset),
+                               madial_dialogues=args.madial_dialogues, start_timeout=args.start_timeout)
         before = machine()
         with sigterm_unwinds():
             result = run_quick(options, progress=None if args.no_progress else sys.stderr)

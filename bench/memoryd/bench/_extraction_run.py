@@ -38,7 +38,6 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from memoryd.client import NO_RETRY, TLS, MemorydClient, MemorydError
 from memoryd.v1 import memory_pb2 as pb
@@ -48,7 +47,7 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 
 from ._extraction_set import (DEFAULT_DIALOGUES, LEAK_QUERIES, Dialogue, Outcome, Seen, Stored, load_dialogues,
                               strings_of)
-from ._locomo import BenchError, rpc_failure
+from ._locomo import BenchError, rpc_failure, timestamp
 from memoryd.cli import Progress
 from ._scripted_model import ScriptedModel
 from ._server import EmbeddedServer
@@ -105,12 +104,6 @@ class ExtractionResult:
     seconds: float = 0.0  # the whole run, server start included
     jobs_wall_seconds: float = 0.0  # first Write → last job ended (or the wait ran out)
     model_requests: int | None = None  # the scripted model's count of requests
-
-
-def _timestamp(turn_time: Any) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromDatetime(turn_time)
-    return stamp
 
 
 def _seconds(job: svc.ExtractionJob) -> float | None:
@@ -211,7 +204,7 @@ class _Session:
             raise rpc_failure(what, error, self.target) from None
 
     def queue(self, subject: str, dialogue: Dialogue) -> str:
-        turns = [pb.Turn(turn_id=t.turn_id, speaker=t.speaker, text=t.text, time=_timestamp(t.time))
+        turns = [pb.Turn(turn_id=t.turn_id, speaker=t.speaker, text=t.text, time=timestamp(t.time))
                  for t in dialogue.turns]
         request = svc.WriteRequest(subject=subject, turns=turns, turn_mode=svc.TURN_MODE_EXTRACT)
         response = self.call(lambda: self.client.write(request), f"Write({subject}, extract)")

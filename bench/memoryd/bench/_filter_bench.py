@@ -32,7 +32,6 @@ from pathlib import Path
 from memoryd.domain import Category, TenantPolicy
 from memoryd.server import TRANSIENT, ExtractedItem, drop_reason, instruction_like
 
-from ._dataset import MADIAL_DIALOGUES, MADIAL_MEMORIES
 from ._injections import INJECTIONS
 from ._injections_heldout import (
     HELD_OUT_DATE,
@@ -48,9 +47,8 @@ from ._injections_heldout import (
     THIRD_ROUND_INJECTIONS,
     THIRD_ROUND_NEAR_MISSES,
 )
+from ._madial_data import load_dialogues, load_memories, parse_lines
 from ._passing import LASTING, PASSING
-
-_MADIAL_LINE = re.compile(r'^<([^>]+)>:\s*"?(.*?)"?\s*$', re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -127,25 +125,16 @@ def locomo_turns(path: Path) -> Iterator[str]:
 
 
 def madial_turns(folder: Path, language: str) -> Iterator[str]:
-    """Every dialogue line's text of MADial-Bench in ``language`` (user and assistant), in order.
-    The files are JSON Lines despite their extension."""
-    with (folder / MADIAL_DIALOGUES[language]).open(encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                for said in json.loads(line)["dialogue"]:
-                    match = _MADIAL_LINE.match(said.strip())
-                    if match and match.group(2).strip():
-                        yield match.group(2).strip()
+    """Every dialogue line's text of MADial-Bench in ``language`` (user and assistant), in order."""
+    for dialogue in load_dialogues(folder, language):
+        for said in parse_lines(dialogue.lines):
+            yield said.text
 
 
 def madial_memories(folder: Path, language: str) -> Iterator[str]:
-    """The sentence of each memory of MADial-Bench's archive in ``language`` (JSON Lines)."""
-    with (folder / MADIAL_MEMORIES[language]).open(encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                for memory in json.loads(line).values():
-                    if str(memory.get("event", "")).strip():
-                        yield str(memory["event"]).strip()
+    """The sentence of each memory of MADial-Bench's archive in ``language``."""
+    for memory in load_memories(folder, language).values():
+        yield memory.event
 
 
 def _share(flags: list[bool]) -> Share:

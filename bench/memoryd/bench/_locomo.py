@@ -19,7 +19,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -132,7 +132,18 @@ def rpc_failure(what: str, error: MemorydError, target: str = "") -> BenchError:
     return BenchError(f"{what} failed: {name}: {details}{hint}")
 
 
-def _timestamp(when: datetime) -> Timestamp:
+def ensure_empty(client: MemorydClient, subject: str, target: str, timeout: float) -> None:
+    """Refuse to write into a subject that already holds memories: they would skew the result."""
+    try:
+        page = client.memory_view(svc.MemoryViewRequest(subject=subject, page_size=1), timeout=timeout)
+    except MemorydError as error:
+        raise rpc_failure(f"MemoryView({subject})", error, target) from None
+    if page.memories:
+        raise BenchError(f"subject {subject!r} already holds memories on {target}; "
+                         "use another --subject-prefix (or erase it) so the run starts empty")
+
+
+def timestamp(when: datetime) -> Timestamp:
     stamp = Timestamp()
     stamp.FromDatetime(when)
     return stamp
@@ -143,7 +154,7 @@ def draft_for(turn: Turn, entities: bool = True) -> pb.MemoryDraft:
     draft = pb.MemoryDraft(category=pb.CATEGORY_EVENT, text=turn.text, source_turn_id=turn.source_turn_id,
                            tags=[turn.tag, speaker] if speaker else [turn.tag])
     if turn.valid_from is not None:
-        draft.valid_from.CopyFrom(_timestamp(turn.valid_from))
+        draft.valid_from.CopyFrom(timestamp(turn.valid_from))
     return draft
 
 
@@ -164,15 +175,7 @@ class Session:
         self.options = options
 
     def ensure_empty(self, subject: str) -> None:
-        """Refuse to write into a subject that already holds memories: they would skew the result."""
-        try:
-            page = self.client.memory_view(svc.MemoryViewRequest(subject=subject, page_size=1),
-                                           timeout=self.options.recall_timeout)
-        except MemorydError as error:
-            raise rpc_failure(f"MemoryView({subject})", error, self.target) from None
-        if page.memories:
-            raise BenchError(f"subject {subject!r} already holds memories on {self.target}; "
-                             "use another --subject-prefix (or erase it) so the run starts empty")
+        ensure_empty(self.client, subject, self.target, self.options.recall_timeout)
 
     def write(self, subject: str, conversation: Conversation, stats: WriteStats,
               progress: Progress) -> dict[str, tuple[str, ...]]:
@@ -260,8 +263,21 @@ class Session:
             progress.advance()
 
 
+class ServerChoice(Protocol):
+    """Where a benchmark's calls go: the memoryd at ``addr``, or (``addr`` None) an embedded one."""
+
+    @property
+    def addr(self) -> str | None: ...
+    @property
+    def tls(self) -> TLS | None: ...
+    @property
+    def token(self) -> str: ...
+    @property
+    def start_timeout(self) -> float: ...
+
+
 @contextmanager
-def server_for(options: LocomoOptions) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def server_for(options: ServerChoice) -> Iterator[tuple[str, str, dict[str, Any]]]:
     if options.addr is not None:
         yield options.addr, options.token, {"embedded": False, "addr": options.addr, "tls": options.tls is not None}
         return

