@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
 from google.protobuf import timestamp_pb2
 
 from memoryd.v1 import memory_pb2 as pb
@@ -68,6 +69,83 @@ def test_a_context_with_keys_adds_the_keyed_memories(agent: Agent):
                                                       top_k=5))
     texts = [m.memory.text for m in recalled.memories]
     assert "Lyon" in texts and ids[CAT] in [m.memory.id for m in recalled.memories]
+
+
+# Issue 40: a conversation, not a clean question. Ana's memories, one of which the talk is about.
+ANA = ["Ana ran her first half marathon in Lisbon in October and felt proud of herself",
+       "Ana adopted a grey kitten named Miso from the animal shelter",
+       "Ana's cello teacher is Mr. Alvarez, on Tuesday evenings",
+       "Ana's brother Tom works as a nurse in Porto",
+       "Ana repainted the kitchen a pale green in the spring"]
+RACE = ANA[0]
+# About the race, as most integrations send it: the dialogue as query text, ~600 characters.
+RACE_TALK = """Ana: "Guess what, I signed up for another race next spring!"
+Assistant: "That's fantastic news! Which one are you going for this time?"
+Ana: "A full marathon this time. I'm excited but honestly a little scared."
+Assistant: "That's completely normal. A good training plan will make a big difference."
+Ana: "I keep thinking about how hard the last few kilometres were the first time."
+Assistant: "You've done it before, so you know you can push through."
+Ana: "Do you have any tips for the long weekend runs?"
+"""
+
+
+def ana(agent: Agent, subject: str) -> dict[str, str]:
+    response = agent.write(subject, *(draft("event", text) for text in ANA), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+    assert response.indexed
+    return {text: r.memory_id for text, r in zip(ANA, response.results, strict=True)}
+
+
+def test_a_dialogue_sent_as_query_text_recalls_what_it_is_about_at_the_default_minimum(agent: Agent):
+    # Embedded whole, this English dialogue scored below the default minimum relevance and got
+    # nothing back (half of MADial's English dialogues did); read as turns it finds the race.
+    subject = unique("subject")
+    ids = ana(agent, subject)
+    recalled = agent.call("Recall", svc.RecallRequest(subject=subject, query=RACE_TALK, top_k=3))
+    assert recalled.memories, "nothing recalled at the default minimum relevance"
+    assert recalled.memories[0].memory.id == ids[RACE]
+
+
+def test_the_same_turns_as_context_recall_the_same(agent: Agent):
+    subject = unique("subject")
+    ana(agent, subject)
+    context = [said(f"t{i}", speaker, text.strip('"'), i)
+               for i, (speaker, text) in enumerate(line.split(": ", 1) for line in RACE_TALK.splitlines())]
+    by_text = agent.call("Recall", svc.RecallRequest(subject=subject, query=RACE_TALK, top_k=5, min_relevance=0))
+    by_turns = agent.call("Recall", svc.RecallRequest(subject=subject, context=context, top_k=5, min_relevance=0))
+    assert [m.memory.id for m in by_turns.memories] == [m.memory.id for m in by_text.memories]
+    assert [round(m.relevance, 5) for m in by_turns.memories] == [round(m.relevance, 5) for m in by_text.memories]
+
+
+def test_what_the_latest_turn_refers_to_comes_from_the_turns_before_it(agent: Agent):
+    # "her teacher" alone could be anyone's; the turn before says whose and of what.
+    subject = unique("subject")
+    ids = ana(agent, subject)
+    agent.write(subject, draft("event", "Ana's swimming coach is Ms. Brandt at the city pool"),
+                draft("event", "Ana's maths teacher at school was Mrs. Okafor"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+    context = [said("t1", "user", "I've been practising the cello every evening this month.", 0),
+               said("t2", "assistant", "That's wonderful dedication!", 1),
+               said("t3", "user", "I want to thank her. What was my teacher called again?", 2)]
+    recalled = agent.call("Recall", svc.RecallRequest(subject=subject, context=context, top_k=3))
+    assert recalled.memories and recalled.memories[0].memory.id == ids["Ana's cello teacher is Mr. Alvarez, on Tuesday evenings"]
+
+
+@pytest.mark.parametrize("talk", [
+    pytest.param([("user", "Hey there! How are you doing today?")], id="english-greeting"),
+    pytest.param([("user", "Morning!"), ("assistant", "Good morning! What can I do for you?"),
+                  ("user", "Nothing, just saying hello.")], id="english-hello"),
+    pytest.param([("user", "Thanks, that's all I needed."), ("assistant", "You're welcome!"),
+                  ("user", "Bye for now!")], id="english-goodbye"),
+    pytest.param([("user", "你好呀，今天过得怎么样？")], id="chinese-greeting"),
+    pytest.param([("user", "谢谢你，就这样吧。"), ("assistant", "不客气！"), ("user", "拜拜！")], id="chinese-goodbye"),
+])
+def test_small_talk_recalls_nothing(agent: Agent, talk: list[tuple[str, str]]):
+    subject = unique("subject")
+    ana(agent, subject)
+    agent.write(subject, draft("event", "安娜十月在里斯本跑了第一个半程马拉松"), draft("preference", "安娜喜欢喝乌龙茶"),
+                consistency=svc.CONSISTENCY_WAIT_INDEXED)
+    context = [said(f"t{i}", speaker, text, i) for i, (speaker, text) in enumerate(talk)]
+    recalled = agent.call("Recall", svc.RecallRequest(subject=subject, context=context, top_k=5))
+    assert not recalled.memories, [(m.memory.text, m.relevance) for m in recalled.memories]
 
 
 async def test_the_context_never_reaches_a_span(traced):

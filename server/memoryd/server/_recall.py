@@ -1,8 +1,10 @@
 """Recall: keyed point lookups and hybrid free-text search, scored, deduplicated and cut.
 
-Free text runs two channels in parallel, both filtered by the caller's view-narrowed filter
-before they search: dense (the query embedding against the tenant's partition, limit
-top_k × 3) and keyword (BM25 over keyed term hashes in Postgres). The candidates are
+Free text — a query, or a conversation (``context`` turns, or a dialogue sent as the query),
+which ``_conversation`` turns into a bounded text to embed and one to read for words — runs
+two channels in parallel, both filtered by the caller's view-narrowed filter before they
+search: dense (the embedding against the tenant's partition, limit top_k × 3) and keyword
+(BM25 over keyed term hashes in Postgres). The candidates are
 re-read from Postgres (an id without an active row is dropped, so a stale vector is never
 served) — the keyword hits' rows while the query is still being embedded, the dense
 channel's other hits after its search — their similarity is a convex combination of both
@@ -19,7 +21,8 @@ ENTITY_LIFT added to its similarity — the dense channel was asked the query wi
 name, which the tag already matches — and everything is de-duplicated with MMR (λ = 0.7) and
 cut to top_k and the token budget. Each candidate
 also gets an absolute ``relevance`` (``_relevance``: its cosine over the query's baseline for
-the memory's script, mixed with the keyword channel's share of the query's term weight);
+the memory's script, mixed with the keyword channel's share of the query's term weight; for
+a conversation, its margin over its closeness to small talk);
 candidates below the request's minimum relevance are dropped before the cut, so a query
 nothing answers gets nothing. If the dense channel is down the answer comes from the keyword
 channel alone and says so (degraded).
@@ -73,9 +76,13 @@ from memoryd.domain import (
 )
 
 from ._config import Scoring
-from ._relevance import BACKGROUND, Baseline, QueryBaseline, relevance
+from ._conversation import Search, search_for
+from ._relevance import REFERENCE, Baseline, QueryBaseline, relevance
 
 DENSE_WEIGHT = 0.5
+# A conversation's keyword text is long (``_conversation``): its best BM25 match is less telling
+# than a question's, so the dense channel weighs more (MADial-Bench, bench/RESULTS.md, issue 40).
+CONVERSATION_DENSE_WEIGHT = 0.7
 MMR_LAMBDA = 0.7
 DUPLICATE_COSINE = 0.9
 # Neighbouring turns (``_with_neighbours``): the turns written just before and after the
@@ -128,6 +135,9 @@ class Candidate:
     vector: list[float] | None = None
     margin: float | None = None  # the cosine over the query's baseline (``_relevance``)
     crossing: float = 0.0  # how far the memory's script is from the query's, 0 to 1
+    chatter: float = 0.0  # the query's margin toward small talk (``_relevance``)
+    conversation: bool = False  # the query was made from a conversation (``_conversation``)
+    query_share: float = 0.0  # the query's share of CJK characters
 
 
 @dataclass
@@ -286,7 +296,9 @@ class Recaller:
             return score(weights, similarity, recency, importance, pinned)
         return score(weights, similarity, recency, importance, pinned, keyword_rank=candidate.keyword_rank,
                      dense_rank=candidate.dense_rank,
-                     relevance=relevance(candidate.margin, candidate.keyword_relevance, candidate.crossing),
+                     relevance=relevance(candidate.margin, candidate.keyword_relevance, candidate.crossing,
+                                         chatter=candidate.chatter, conversation=candidate.conversation,
+                                         query_share=candidate.query_share),
                      cosine=candidate.cosine,
                      keyword_relevance=candidate.keyword_relevance)
 
@@ -314,10 +326,9 @@ class Recaller:
             for m in keyed:
                 # A keyed lookup is an exact match: similarity 1.
                 scored[m.id] = (m, self._score(m, 1.0, weights, now, mask), None)
-        if not query.strip() and context:  # until _conversation: the latest turn
-            query = context[-1].text
-        if query.strip():
-            found, named = await self._free_text(tenant, flt, query, top_k, weights, now, result, mask, tie)
+        search = search_for(query, context)
+        if search.meaning.strip():
+            found, named = await self._free_text(tenant, flt, search, top_k, weights, now, result, mask, tie)
             if neighbours and mask.turns:
                 await self._with_neighbours(tenant, flt, found, weights, now, mask, min_relevance, order)
             for memory_id, (m, parts, vector) in found.items():
@@ -390,12 +401,14 @@ class Recaller:
         return {tag: spans[tag] for tag in found}
 
     async def _then_dense(self, named_task: asyncio.Future[dict[str, list[tuple[int, int]]]], tenant: str,
-                          flt: ReadFilter, query: str, limit: int,
+                          flt: ReadFilter, search: Search, limit: int,
                           now: datetime) -> tuple[dict[str, list[tuple[int, int]]], Any]:
-        """The named entities, then the dense channel's answer to the query without them (or
-        its ``Unavailable``): the tag finds the entity, the meaning is left to the rest."""
+        """The named entities, then the dense channel's answer to the search's meaning without
+        them (or its ``Unavailable``): the tag finds the entity, the meaning is left to the rest."""
         named = await named_task
-        unnamed = without_names(query, [span for spans in named.values() for span in spans])
+        query = search.meaning
+        spans = named if search.words == query else {tag: named_spans(query).get(tag, []) for tag in named}
+        unnamed = without_names(query, [span for found in spans.values() for span in found])
         try:
             return named, await self._dense(tenant, flt, unnamed, limit, now)
         except Unavailable as error:
@@ -413,15 +426,15 @@ class Recaller:
             span.set_attribute("memoryd.hits", len(hits))
         return hits, await self._fetch_rows(tenant, flt, [hit.memory_id for hit in hits], now)
 
-    async def _free_text(self, tenant: str, flt: ReadFilter, query: str, top_k: int, weights: ScoreWeights,
+    async def _free_text(self, tenant: str, flt: ReadFilter, search: Search, top_k: int, weights: ScoreWeights,
                          now: datetime, result: Recalled, mask: ScoreMask,
                          tie: Tie) -> tuple[dict[str, tuple[Memory, ScoreParts, list[float] | None]], set[str]]:
         """The candidates of both channels, scored, and the entity tags the query names."""
         limit = top_k * 3
-        named_task = asyncio.ensure_future(self._named(tenant, flt, query, now, mask))
+        named_task = asyncio.ensure_future(self._named(tenant, flt, search.words, now, mask))
         named_outcome, keyword_outcome = await asyncio.gather(
-            self._then_dense(named_task, tenant, flt, query, limit, now),
-            self._keyword(tenant, flt, query, limit, now, after=named_task),
+            self._then_dense(named_task, tenant, flt, search, limit, now),
+            self._keyword(tenant, flt, search.words, limit, now, after=named_task),
             return_exceptions=True,
         )
         if isinstance(keyword_outcome, BaseException):
@@ -458,14 +471,17 @@ class Recaller:
             for (memory_id, vector), cosine in zip(kept, cosines.tolist(), strict=True):
                 candidates[memory_id].vector = vector
                 candidates[memory_id].cosine = cosine
-        query_share = cjk_share(query)
+        query_share = cjk_share(search.meaning)
         for memory_id, m in rows.items():
             c = candidates[memory_id]
             share = cjk_share(m.text)
             c.crossing = abs(query_share - share)
+            c.conversation, c.query_share = search.conversation, query_share
             if c.cosine is not None and baseline is not None:
                 c.margin = baseline.margin(c.cosine, share)
-        closeness = similarities([candidates[i] for i in rows])
+                c.chatter = baseline.chatter
+        closeness = similarities([candidates[i] for i in rows],
+                                 dense_weight=CONVERSATION_DENSE_WEIGHT if search.conversation else DENSE_WEIGHT)
         out: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
         for memory_id, m in rows.items():
             c = candidates[memory_id]
@@ -503,7 +519,7 @@ class Recaller:
         with self._tracer.start_as_current_span("memoryd.vector_search") as span:
             hits = await index.search(tenant, flt, vector, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
-        return vector, hits, background.of_query(vector)
+        return vector, hits, background.of_query(vector, cjk_share(query))
 
     async def _background(self, embedder: Embedder) -> Baseline:
         """The background vectors of ``embedder``'s model (``_relevance``): embedded on its
@@ -513,6 +529,6 @@ class Recaller:
             async with self._baseline_lock:
                 known = self._baseline
                 if known is None or known[0] is not embedder:
-                    known = (embedder, Baseline.of(await embedder.embed_passages(list(BACKGROUND))))
+                    known = (embedder, Baseline.of(await embedder.embed_passages(list(REFERENCE))))
                     self._baseline = known
         return known[1]

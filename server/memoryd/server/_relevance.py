@@ -23,9 +23,11 @@ set of ``memoryd bench bilingual`` (bench/RESULTS.md, issue 15).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+from memoryd.domain import MIN_RELEVANCE
 
 # The margin counted as fully relevant, for a memory in the query's script and in the other
 # one (cross-language margins run lower with the same meaning).
@@ -33,6 +35,23 @@ SAME_SCRIPT_SCALE = 0.6
 CROSS_SCRIPT_SCALE = 0.35
 # The keyword channel's share of a same-script relevance.
 KEYWORD_SHARE = 0.5
+# A conversation's relevance (``relevance``) is its margin toward a memory less its margin
+# toward small talk, on a scale of CONVERSATION_SPAN that puts the default minimum (MIN_RELEVANCE) at
+# CONVERSATION_AT_MINIMUM, by the query's script and the memory's: Chinese small talk is closer
+# to Chinese memories (up to ~0.03) than English small talk is to English ones (up to ~-0.15),
+# and MADial's Chinese dialogues are closer to their best memory than its English ones (3rd
+# percentile 0.03 against -0.17); across languages an English dialogue's best Chinese memory
+# is furthest (-0.25). Chosen on MADial-Bench and bench/madial/small_talk.json
+# (bench/RESULTS.md, issue 40).
+CONVERSATION_AT_MINIMUM = {  # (query in Chinese, memory in the other script) → the difference
+    (False, False): -0.2, (True, False): 0.0, (False, True): -0.25, (True, True): -0.1,
+}
+CONVERSATION_SPAN = 0.6
+# Small talk: a query whose margin over the everyday background is at least this much
+# higher toward ``CHATTER`` than toward a memory is talk about nothing, not about that memory
+# ("Hi! How are you?" is ~0.3 more like chatter than like any memory; MADial's dialogues
+# 0.1 less to 0.2 more like their best memory than like chatter).
+CHATTER_SLACK = 0.2
 
 # Everyday sentences about nobody in particular: what a query's cosine to unrelated text is.
 BACKGROUND_LATIN = (
@@ -59,28 +78,43 @@ BACKGROUND_CJK = (
     "每天晚上写日记",
 )
 BACKGROUND = BACKGROUND_LATIN + BACKGROUND_CJK
+# Small talk, in both languages: what a query that asks for nothing looks like.
+CHATTER = (
+    "Hello!", "Hi there, how are you?", "Good morning!", "Good night, see you tomorrow.", "Thanks a lot!",
+    "Thank you, that's all.", "OK, sounds good.", "Bye!", "Haha, that's funny.", "Yes.", "No, never mind.",
+    "Sure, no problem.", "I'm fine, thanks. And you?", "Nice to meet you.", "Sorry, I didn't catch that.",
+    "Are you there?", "Cool.", "Got it.",
+    "你好！", "嗨，最近怎么样？", "早上好！", "晚安，明天见。", "非常感谢！", "谢谢，就这些。", "好的，没问题。", "再见！",
+    "哈哈，真好笑。", "是的。", "不用了，没事。", "当然可以。", "我很好，谢谢，你呢？", "很高兴认识你。", "抱歉，我没听清。",
+    "你在吗？", "好吧。", "明白了。",
+)
+REFERENCE = BACKGROUND + CHATTER  # what a model embeds once (``Baseline.of``)
 
 
 @dataclass(frozen=True)
 class Baseline:
-    """One model's background vectors, by script."""
+    """One model's background and small-talk vectors."""
 
     latin: np.ndarray
     cjk: np.ndarray
+    chatter: np.ndarray
 
     @classmethod
     def of(cls, vectors: Sequence[Sequence[float]]) -> Baseline:
-        """From the vectors of ``BACKGROUND``, in its order."""
+        """From the vectors of ``REFERENCE``, in its order."""
         matrix = np.asarray(vectors, dtype=np.float64)
-        if matrix.shape[0] != len(BACKGROUND):
-            raise ValueError(f"expected {len(BACKGROUND)} background vectors, got {matrix.shape[0]}")
+        if matrix.shape[0] != len(REFERENCE):
+            raise ValueError(f"expected {len(REFERENCE)} reference vectors, got {matrix.shape[0]}")
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-        return cls(matrix[:len(BACKGROUND_LATIN)], matrix[len(BACKGROUND_LATIN):])
+        latin, cjk = len(BACKGROUND_LATIN), len(BACKGROUND)
+        return cls(matrix[:latin], matrix[latin:cjk], matrix[cjk:])
 
-    def of_query(self, vector: Sequence[float]) -> QueryBaseline:
+    def of_query(self, vector: Sequence[float], share: float) -> QueryBaseline:
+        """``share``: the query's share of CJK characters."""
         q = np.asarray(vector, dtype=np.float64)
         q = q / (np.linalg.norm(q) or 1.0)
-        return QueryBaseline(float((self.latin @ q).mean()), float((self.cjk @ q).mean()))
+        known = QueryBaseline(float((self.latin @ q).mean()), float((self.cjk @ q).mean()))
+        return replace(known, chatter=known.margin(float((self.chatter @ q).max()), share))
 
 
 @dataclass(frozen=True)
@@ -89,6 +123,7 @@ class QueryBaseline:
 
     latin: float
     cjk: float
+    chatter: float = 0.0  # the query's margin toward small talk (``CHATTER``)
 
     def margin(self, cosine: float, share: float) -> float:
         """How far ``cosine`` is above the baseline of a text with CJK share ``share``, as a
@@ -97,12 +132,27 @@ class QueryBaseline:
         return (cosine - base) / (1 - base) if base < 1 else 0.0
 
 
-def relevance(margin: float | None, keyword_relevance: float, crossing: float) -> float:
+def relevance(margin: float | None, keyword_relevance: float, crossing: float, *, chatter: float = 0.0,
+              conversation: bool = False, query_share: float = 0.0) -> float:
     """Absolute relevance in [0, 1]. ``crossing`` is how far the memory's script is from the
     query's (the difference of their CJK shares, 0 to 1); ``margin`` is None without the dense
-    channel, and then the keyword channel decides alone."""
+    channel, and then the keyword channel decides alone. ``chatter`` is the query's margin
+    toward small talk. A question's relevance is its margin on an absolute scale, mixed with the
+    keywords', and none from the margin when the question is CHATTER_SLACK more like small talk
+    than like the memory. A conversation's (``conversation``) is how much more like the memory
+    than like small talk it is, on a scale of its own (CONVERSATION_AT_MINIMUM): its many
+    turns put it further from any one memory than a question, in a way its closeness to small
+    talk measures, and its many words make a small share for any memory (measured on
+    MADial-Bench, bench/RESULTS.md, issue 40); ``query_share`` is the query's share of CJK
+    characters."""
     if margin is None:
         return keyword_relevance
+    if conversation:
+        at = {(q, x): CONVERSATION_AT_MINIMUM[q, x] * (query_share if q else 1 - query_share)
+              * (crossing if x else 1 - crossing) for q in (False, True) for x in (False, True)}
+        return min(1.0, max(0.0, MIN_RELEVANCE + (margin - chatter - sum(at.values())) / CONVERSATION_SPAN))
+    if margin < chatter - CHATTER_SLACK:
+        margin = 0.0
     scale = SAME_SCRIPT_SCALE * (1 - crossing) + CROSS_SCRIPT_SCALE * crossing
     dense = min(1.0, max(0.0, margin / scale))
     keyword_share = KEYWORD_SHARE * (1 - crossing)

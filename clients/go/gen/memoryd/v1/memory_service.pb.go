@@ -801,11 +801,13 @@ type RecallRequest struct {
 	ExcludeNeighbours bool `protobuf:"varint,10,opt,name=exclude_neighbours,json=excludeNeighbours,proto3" json:"exclude_neighbours,omitempty"`
 	// context is the conversation the request comes from, most recent turn last (at most 50
 	// turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-	// searches with what the conversation is about now: the latest user turn (or query, when
-	// set) as the focus, with the names, places, dates and topics of the turns before it that
-	// it refers to, weighted by recency; the assistant's turns count less. The context changes
-	// what is searched for, never what may be returned. A request needs a query, a context or
-	// keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+	// searches with what the conversation is about now: the latest user turn (or the query, when
+	// set) as the focus, then the user's turns before it, newest first, up to a bounded length
+	// (the cost of a recall does not grow with the context); the assistant's turn the focus
+	// answers counts for its words only, its other turns not at all. Relevance is judged on a
+	// scale made for conversations, so small talk recalls nothing. The context changes what is
+	// searched for, never what may be returned. A request needs a query, a context or keys; a
+	// query sent as a dialogue (`speaker: text` lines) is read the same way.
 	Context       []*Turn `protobuf:"bytes,11,rep,name=context,proto3" json:"context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -390,11 +390,13 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * context is the conversation the request comes from, most recent turn last (at most 50
    * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-   * searches with what the conversation is about now: the latest user turn (or query, when
-   * set) as the focus, with the names, places, dates and topics of the turns before it that
-   * it refers to, weighted by recency; the assistant's turns count less. The context changes
-   * what is searched for, never what may be returned. A request needs a query, a context or
-   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * searches with what the conversation is about now: the latest user turn (or the query, when
+   * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+   * (the cost of a recall does not grow with the context); the assistant's turn the focus
+   * answers counts for its words only, its other turns not at all. Relevance is judged on a
+   * scale made for conversations, so small talk recalls nothing. The context changes what is
+   * searched for, never what may be returned. A request needs a query, a context or keys; a
+   * query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -407,11 +409,13 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * context is the conversation the request comes from, most recent turn last (at most 50
    * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-   * searches with what the conversation is about now: the latest user turn (or query, when
-   * set) as the focus, with the names, places, dates and topics of the turns before it that
-   * it refers to, weighted by recency; the assistant's turns count less. The context changes
-   * what is searched for, never what may be returned. A request needs a query, a context or
-   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * searches with what the conversation is about now: the latest user turn (or the query, when
+   * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+   * (the cost of a recall does not grow with the context); the assistant's turn the focus
+   * answers counts for its words only, its other turns not at all. Relevance is judged on a
+   * scale made for conversations, so small talk recalls nothing. The context changes what is
+   * searched for, never what may be returned. A request needs a query, a context or keys; a
+   * query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -425,11 +429,13 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * context is the conversation the request comes from, most recent turn last (at most 50
    * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-   * searches with what the conversation is about now: the latest user turn (or query, when
-   * set) as the focus, with the names, places, dates and topics of the turns before it that
-   * it refers to, weighted by recency; the assistant's turns count less. The context changes
-   * what is searched for, never what may be returned. A request needs a query, a context or
-   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * searches with what the conversation is about now: the latest user turn (or the query, when
+   * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+   * (the cost of a recall does not grow with the context); the assistant's turn the focus
+   * answers counts for its words only, its other turns not at all. Relevance is judged on a
+   * scale made for conversations, so small talk recalls nothing. The context changes what is
+   * searched for, never what may be returned. A request needs a query, a context or keys; a
+   * query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -442,11 +448,13 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * context is the conversation the request comes from, most recent turn last (at most 50
    * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-   * searches with what the conversation is about now: the latest user turn (or query, when
-   * set) as the focus, with the names, places, dates and topics of the turns before it that
-   * it refers to, weighted by recency; the assistant's turns count less. The context changes
-   * what is searched for, never what may be returned. A request needs a query, a context or
-   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * searches with what the conversation is about now: the latest user turn (or the query, when
+   * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+   * (the cost of a recall does not grow with the context); the assistant's turn the focus
+   * answers counts for its words only, its other turns not at all. Relevance is judged on a
+   * scale made for conversations, so small talk recalls nothing. The context changes what is
+   * searched for, never what may be returned. A request needs a query, a context or keys; a
+   * query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -459,11 +467,13 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * context is the conversation the request comes from, most recent turn last (at most 50
    * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-   * searches with what the conversation is about now: the latest user turn (or query, when
-   * set) as the focus, with the names, places, dates and topics of the turns before it that
-   * it refers to, weighted by recency; the assistant's turns count less. The context changes
-   * what is searched for, never what may be returned. A request needs a query, a context or
-   * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * searches with what the conversation is about now: the latest user turn (or the query, when
+   * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+   * (the cost of a recall does not grow with the context); the assistant's turn the focus
+   * answers counts for its words only, its other turns not at all. Relevance is judged on a
+   * scale made for conversations, so small talk recalls nothing. The context changes what is
+   * searched for, never what may be returned. A request needs a query, a context or keys; a
+   * query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2054,11 +2064,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2074,11 +2086,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2094,11 +2108,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2114,11 +2130,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2141,11 +2159,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2165,11 +2185,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2191,11 +2213,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2218,11 +2242,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2242,11 +2268,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2266,11 +2294,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2291,11 +2321,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2314,11 +2346,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2337,11 +2371,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2354,11 +2390,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2374,11 +2412,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2395,11 +2435,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2412,11 +2454,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2430,11 +2474,13 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * context is the conversation the request comes from, most recent turn last (at most 50
      * turns and 64 KiB of text by default, server settings; each turn as in a Write). Recall
-     * searches with what the conversation is about now: the latest user turn (or query, when
-     * set) as the focus, with the names, places, dates and topics of the turns before it that
-     * it refers to, weighted by recency; the assistant's turns count less. The context changes
-     * what is searched for, never what may be returned. A request needs a query, a context or
-     * keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * searches with what the conversation is about now: the latest user turn (or the query, when
+     * set) as the focus, then the user's turns before it, newest first, up to a bounded length
+     * (the cost of a recall does not grow with the context); the assistant's turn the focus
+     * answers counts for its words only, its other turns not at all. Relevance is judged on a
+     * scale made for conversations, so small talk recalls nothing. The context changes what is
+     * searched for, never what may be returned. A request needs a query, a context or keys; a
+     * query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
