@@ -35,11 +35,11 @@ from typing import NamedTuple
 import numpy as np
 
 from memoryd.bench._dataset import canonical_dia_id, load_locomo
-from memoryd.domain import ScoreParts, entity_tag, named_spans, without_names
+from memoryd.domain import ScoreParts, cjk_share, entity_tag, named_spans, without_names
 from memoryd.server._recall import (ENTITY_LIFT, ENTITY_RELEVANCE, NEIGHBOUR_ANCHORS, NEIGHBOUR_DECAY,
                                     NEIGHBOUR_SHARE, NEIGHBOURS_AFTER, NEIGHBOURS_BEFORE, Candidate, diverse,
                                     similarities)
-from memoryd.server._relevance import BACKGROUND, Baseline, QueryBaseline, relevance
+from memoryd.server._relevance import REFERENCE, Baseline, QueryBaseline, relevance
 from memoryd.storage._bm25 import B, K1
 from memoryd.storage._keywords import tokenize
 
@@ -227,9 +227,10 @@ def main() -> None:
         texts += [without_names(q.question, [span for tag, spans in named_spans(q.question).items()
                                              if tag in set(conv.speaker) for span in spans]) for q in c.questions]
     unnamed = vectors(texts, args.vectors / "unnamed.npy", "query")
-    background = Baseline.of(vectors(list(BACKGROUND), args.vectors / "background.npy", "passage"))
-    asked = [(conv, q, Asked(q.question, plain[i], unnamed[i], background.of_query(plain[i]),
-                             background.of_query(unnamed[i]))) for i, (conv, q) in enumerate(convs)]
+    background = Baseline.of(vectors(list(REFERENCE), args.vectors / "reference.npy", "passage"))
+    asked = [(conv, q, Asked(q.question, plain[i], unnamed[i], background.of_query(plain[i], cjk_share(q.question)),
+                             background.of_query(unnamed[i], cjk_share(q.question))))
+             for i, (conv, q) in enumerate(convs)]
     for name in args.idea or list(IDEAS):
         per: dict[int, list[float]] = defaultdict(list)
         for conv, q, question in asked:

@@ -18,7 +18,7 @@ from memoryd.bench import add_bench_commands
 from memoryd.bench._bilingual import Returned
 from memoryd.bench._madial import (MAX_ITEMS, MAX_QUERY_BYTES, Asked, MadialOptions, MadialResult, context_turns,
                                    fit_query, ignores_context, json_result, load_set, report)
-from memoryd.bench._madial_data import Dialogue, Said, find_madial, load_memories, parse_lines
+from memoryd.bench._madial_data import ASSISTANT, Dialogue, Said, find_madial, load_memories, parse_lines
 from memoryd.client import MemorydError
 from memoryd.server import Limits
 from memoryd.server.validation import validate_write
@@ -295,3 +295,14 @@ def test_a_missing_dataset_is_an_error_that_names_the_folder(tmp_path: Path, cap
     args = _parser().parse_args(["bench", "madial", "--dataset", str(tmp_path / "nowhere")])
     assert args.run(args) == 1
     assert f"not found under {tmp_path / 'nowhere'}" in capsys.readouterr().err
+
+
+def test_the_small_talk_set_is_read_and_shares_no_sentence_with_the_servers_exemplars():
+    from memoryd.bench._madial import load_small_talk
+    from memoryd.server._relevance import CHATTER
+
+    talks = load_small_talk()
+    assert len(talks) == 24 and {t.language for t in talks} == {"en", "zh"}
+    assert all(t.said and t.said[-1].speaker != ASSISTANT for t in talks)  # a user has the last word
+    # Held apart from what the server measures small talk with: no sentence of one is in the other.
+    assert not {s.text for t in talks for s in t.said} & set(CHATTER)

@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
+from memoryd.bench._madial import load_small_talk
 from memoryd.bench._madial_data import load_memories
 
 from ..domain.test_bench_madial import _parser, _real
@@ -65,8 +66,12 @@ def test_the_context_shape_reads_every_line_style(server: ServerProcess, key_fil
     # The first 7 Chinese dialogues: dialogue 6's lines start with a space.
     document = _run(server, key_file, tmp_path / "out.json", "--modes", "zh", "--shapes", "context",
                        "--limit", "7")
-    if "context" in document["refused"]:
-        pytest.skip(f"this server does not take RecallRequest.context yet: {document['refused']['context']}")
+    assert not document["refused"]
     [row] = document["rows"]["context"]
     assert row["dialogues"] == 7 and row["hit"] > 0
     assert all(a["sent_bytes"] > 0 for a in document["dialogues"])
+    # The small-talk set, as context, of both Chinese subjects: each answer counted.
+    chatted = document["small_talk"]
+    assert len(chatted) == 2 * len(load_small_talk()) and {c["stored"] for c in chatted} == {"zh"}
+    assert {c["language"] for c in chatted} == {"zh", "en"}
+    assert all((c["returned"] == 0) == (c["top_relevance"] is None) for c in chatted)

@@ -24,6 +24,7 @@ given (the issue's target: MADial's long queries at most 1.5× LoCoMo's Recall p
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import Counter
@@ -47,6 +48,9 @@ from ._metrics import percentile, recall_at_k
 from ._report import sha256
 from memoryd.cli import Progress
 
+# Conversations that ask for no memory (written for memoryd, issue 40): each is asked of every
+# subject; the right answer is an empty one.
+SMALL_TALK = Path(__file__).resolve().parents[3] / "bench" / "madial" / "small_talk.json"
 MODES = ("zh", "en", "zh-en", "en-zh")  # the dialogue's language → the memories' language
 SHAPES = ("query", "context")
 KS = (1, 3, 5, 10)
@@ -143,6 +147,32 @@ def context_turns(said: Sequence[Said], now: datetime) -> list[pb.Turn]:
             for i, s in enumerate(said)]
 
 
+@dataclass(frozen=True)
+class SmallTalk:
+    language: str
+    said: tuple[Said, ...]
+
+
+def load_small_talk(path: Path = SMALL_TALK) -> list[SmallTalk]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"cannot read the small-talk set {path}: {exc}") from None
+    if doc.get("format") != "memoryd-small-talk":
+        raise BenchError(f"{path} is not a memoryd-small-talk set")
+    return [SmallTalk(c["lang"], tuple(Said(ASSISTANT if speaker == "assistant" else speaker, text)
+                                       for speaker, text in c["turns"])) for c in doc["conversations"]]
+
+
+@dataclass(frozen=True)
+class Chatted:
+    """One small-talk conversation asked of one subject: what came back."""
+    language: str  # the conversation's
+    stored: str  # the memories'
+    returned: int
+    top_relevance: float | None
+
+
 def ignores_context(error: MemorydError) -> bool:
     """A server that does not know ``RecallRequest.context`` drops the field and then finds no
     query: INVALID_ARGUMENT naming ``query`` alone. (A refused turn names ``context[i]...``.)"""
@@ -195,6 +225,7 @@ class MadialResult:
     server: dict[str, Any] = field(default_factory=dict)
     longest_query_bytes: int = 0
     seconds: float = 0.0
+    small_talk: list[Chatted] = field(default_factory=list)
 
     @property
     def ks(self) -> tuple[int, ...]:
@@ -289,6 +320,22 @@ class _Run:
                      returned, latency_ms, sent, cut, first,
                      (response.degraded_reason or "(no reason given)") if response.degraded else None)
 
+    def small_talk(self, stored: Sequence[str]) -> list[Chatted]:
+        """Each small-talk conversation as context turns, of every subject written."""
+        out = []
+        for talk in load_small_talk():
+            for language in stored:
+                for user in sorted({m.user for m in self.data.memories[language].values()}):
+                    request = svc.RecallRequest(subject=self.subject(language, user),
+                                                context=context_turns(talk.said, datetime.now(UTC)))
+                    try:
+                        response, _ = self.recall(request)
+                    except MemorydError as error:
+                        raise rpc_failure("Recall(small talk)", error, self.target) from None
+                    out.append(Chatted(talk.language, language, len(response.memories),
+                                       max((m.relevance for m in response.memories), default=None)))
+        return out
+
     def reference_sentences(self, count: int) -> dict[str, Any]:
         """The first user turn of the first ``count`` dialogues of each mode, each text once, as
         query, of the mode's subject: one short sentence each. Asked before the dialogues, so no
@@ -363,6 +410,8 @@ def run_madial(options: MadialOptions, progress: TextIO | None = None) -> Madial
             if options.reference_questions:
                 result.reference["sentences"] = run.reference_sentences(options.reference_questions)
             _ask(run, result, progress)
+            if "context" not in result.refused:
+                result.small_talk = run.small_talk(stored)
         if options.locomo is not None:
             locomo = run_locomo(LocomoOptions(dataset=options.locomo, conversations="1", addr=target, token=token,
                                               tls=options.tls, ks=(options.k,), batch_size=50,
@@ -419,6 +468,12 @@ def report(result: MadialResult) -> str:
     if "query" in options.shapes:
         lines += [f"queries: longest {result.longest_query_bytes} bytes; the server takes {MAX_QUERY_BYTES}: "
                       + (f"{result.cut} cut to their last lines that fit" if result.cut else "none cut")]
+    if result.small_talk:
+        lines.append(f"small talk ({SMALL_TALK.name}, as context, of every subject): "
+                     f"{sum(not c.returned for c in result.small_talk)} of {len(result.small_talk)} answers empty"
+                     " (the right answer: all); " + ", ".join(
+                         f"{language}→{stored} {sum(not c.returned for c in asked)}/{len(asked)}"
+                         for (language, stored), asked in _by_languages(result.small_talk).items()))
     for name, reference in result.reference.items():
         latency = reference["latency_ms"]
         lines.append(f"reference ({name}), same server: {reference['what']}: {reference['calls']} calls, "
@@ -433,6 +488,13 @@ def report(result: MadialResult) -> str:
                 f"{name} {'n/a' if r is None else f'{r:.2f}×'}" for name, r in by_reference.items())
                 + " (the issue's target: at most 1.5× LoCoMo's)")
     return "\n".join(lines)
+
+
+def _by_languages(chatted: Sequence[Chatted]) -> dict[tuple[str, str], list[Chatted]]:
+    out: dict[tuple[str, str], list[Chatted]] = {}
+    for c in chatted:
+        out.setdefault((c.language, c.stored), []).append(c)
+    return out
 
 
 def json_result(result: MadialResult) -> dict[str, Any]:
@@ -455,6 +517,7 @@ def json_result(result: MadialResult) -> dict[str, Any]:
         "latency_ms": {shape: result.latency(shape) for shape in options.shapes},
         "queries": {"longest_bytes": result.longest_query_bytes, "max_query_bytes": MAX_QUERY_BYTES, "cut": result.cut},
         "reference": result.reference, "ratios": ratios(result),
+        "small_talk": [c.__dict__ for c in result.small_talk],
         "dialogues": [{"mode": a.mode, "shape": a.shape, "dialogue": a.dialogue, "user": a.user,
                        "relevant": list(a.relevant), "recall": {str(k): a.recall(k) for k in result.ks},
                        "latency_ms": a.latency_ms, "first": a.first, "sent_bytes": a.sent_bytes, "cut": a.cut,
