@@ -146,6 +146,9 @@ def test_small_talk_recalls_nothing(agent: Agent, talk: list[tuple[str, str]]):
     context = [said(f"t{i}", speaker, text, i) for i, (speaker, text) in enumerate(talk)]
     recalled = agent.call("Recall", svc.RecallRequest(subject=subject, context=context, top_k=5))
     assert not recalled.memories, [(m.memory.text, m.relevance) for m in recalled.memories]
+    # The latest turn alone, as a plain query, is a question that asks for nothing either.
+    recalled = agent.call("Recall", svc.RecallRequest(subject=subject, query=talk[-1][1], top_k=5))
+    assert not recalled.memories, [(m.memory.text, m.relevance) for m in recalled.memories]
 
 
 async def test_the_context_never_reaches_a_span(traced):
