@@ -36,11 +36,11 @@ CONVERSATION = [
 ]
 
 
-def written(agent: Agent, subject: str) -> dict[str, str]:
-    response = agent.write(subject, *(draft("event", text) for text in MEMORIES),
+def written(agent: Agent, subject: str, memories: list[str] = MEMORIES) -> dict[str, str]:
+    response = agent.write(subject, *(draft("event", text) for text in memories),
                            consistency=svc.CONSISTENCY_WAIT_INDEXED)
     assert response.indexed
-    return {text: r.memory_id for text, r in zip(MEMORIES, response.results, strict=True)}
+    return {text: r.memory_id for text, r in zip(memories, response.results, strict=True)}
 
 
 def test_a_context_alone_recalls_what_its_latest_user_turn_is_about(agent: Agent):
@@ -90,9 +90,7 @@ Ana: "Do you have any tips for the long weekend runs?"
 
 
 def ana(agent: Agent, subject: str) -> dict[str, str]:
-    response = agent.write(subject, *(draft("event", text) for text in ANA), consistency=svc.CONSISTENCY_WAIT_INDEXED)
-    assert response.indexed
-    return {text: r.memory_id for text, r in zip(ANA, response.results, strict=True)}
+    return written(agent, subject, ANA)
 
 
 def test_a_dialogue_sent_as_query_text_recalls_what_it_is_about_at_the_default_minimum(agent: Agent):

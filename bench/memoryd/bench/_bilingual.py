@@ -53,14 +53,20 @@ class BilingualSet:
     queries: tuple[Query, ...]
 
 
+def read_set(path: Path, kind: str) -> dict[str, Any]:
+    """One of the project's own JSON sets (``"format": "memoryd-<kind>"``), or BenchError."""
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"cannot read the {kind} set {path}: {exc}") from None
+    if doc.get("format") != f"memoryd-{kind}":
+        raise BenchError(f"{path} is not a memoryd-{kind} set")
+    return doc
+
+
 def load_set(path: Path) -> BilingualSet:
     """Read and check the set: known kinds and categories, relevant ids of the asking user."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BenchError(f"cannot read the bilingual set {path}: {exc}") from None
-    if doc.get("format") != "memoryd-bilingual":
-        raise BenchError(f"{path} is not a memoryd-bilingual set")
+    doc = read_set(path, "bilingual")
     users = {u["subject"]: tuple(Item(m["id"], m["category"], m.get("key", ""), m["text"]) for m in u["memories"])
              for u in doc["users"]}
     queries = tuple(Query(q["subject"], q["kind"], q["query"], tuple(q["relevant"])) for q in doc["queries"])

@@ -24,7 +24,6 @@ given (the issue's target: MADial's long queries at most 1.5× LoCoMo's Recall p
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import Counter
@@ -40,7 +39,7 @@ from memoryd.client import NO_RETRY, TLS, MemorydClient, MemorydError
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ._bilingual import Returned
+from ._bilingual import Returned, read_set
 from ._dataset import MADIAL_DIALOGUES, MADIAL_MEMORIES
 from ._locomo import BenchError, LocomoOptions, ensure_empty, rpc_failure, run_locomo, server_for, timestamp
 from ._madial_data import ASSISTANT, LANGUAGES, Dialogue, Memory, Said, load_dialogues, load_memories, shared_gold
@@ -154,12 +153,7 @@ class SmallTalk:
 
 
 def load_small_talk(path: Path = SMALL_TALK) -> list[SmallTalk]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BenchError(f"cannot read the small-talk set {path}: {exc}") from None
-    if doc.get("format") != "memoryd-small-talk":
-        raise BenchError(f"{path} is not a memoryd-small-talk set")
+    doc = read_set(path, "small-talk")
     return [SmallTalk(c["lang"], tuple(Said(ASSISTANT if speaker == "assistant" else speaker, text)
                                        for speaker, text in c["turns"])) for c in doc["conversations"]]
 
