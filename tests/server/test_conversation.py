@@ -52,15 +52,17 @@ def test_the_latest_user_turn_leads_and_earlier_user_turns_follow_newest_first()
     assert search.conversation
     assert search.meaning.splitlines() == ["She loves it. Which teacher did we pick for her?",
                                            "My daughter Mia started the cello in May."]
-    # The keywords also read the assistant's turn the latest one answers; the meaning does not.
-    assert "How is she finding it?" in search.words and "How is she" not in search.meaning
+    # The entity lookup also reads the assistant's turn the latest one answers; the meaning and
+    # the keywords do not.
+    assert "How is she finding it?" in search.names
+    assert "How is she" not in search.meaning and "How is she" not in search.words
 
 
 def test_a_query_beside_a_context_is_the_focus():
     search = search_for("and the teacher's name?", turns(("user", "Mia started the cello in May."),
                                                          ("assistant", "Lovely!")))
     assert search.meaning.splitlines() == ["and the teacher's name?", "Mia started the cello in May."]
-    assert search.words.splitlines()[:2] == ["and the teacher's name?", "Lovely!"]
+    assert search.names.splitlines() == ["and the teacher's name?", "Mia started the cello in May.", "Lovely!"]
 
 
 def test_the_same_turns_as_context_or_as_query_text_search_alike():

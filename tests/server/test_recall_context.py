@@ -127,6 +127,21 @@ def test_what_the_latest_turn_refers_to_comes_from_the_turns_before_it(agent: Ag
     assert recalled.memories and recalled.memories[0].memory.id == ids["Ana's cello teacher is Mr. Alvarez, on Tuesday evenings"]
 
 
+def test_a_name_the_assistant_just_said_finds_the_memory_tagged_with_it(agent: Agent):
+    # "the hotel" alone could be either; the assistant's question the user answers names Lyon.
+    subject = unique("subject")
+    response = agent.write(subject, draft("event", "Stayed at a small hotel by the river, room 12", tags=["entity:paris"]),
+                           draft("event", "Stayed at a small hotel near the old town, room 7", tags=["entity:lyon"]),
+                           consistency=svc.CONSISTENCY_WAIT_INDEXED)
+    lyon = response.results[1].memory_id
+    written(agent, subject)  # and a few on other topics
+    context = [said("t1", "assistant", "Do you remember your trip to Lyon last spring?", 0),
+               said("t2", "user", "Yes! Which room did we have at the hotel?", 1)]
+    recalled = agent.call("Recall", svc.RecallRequest(subject=subject, context=context, top_k=2, min_relevance=0))
+    assert recalled.memories[0].memory.id == lyon, [(m.memory.text, list(m.memory.tags), m.named_entity, m.score) for m in recalled.memories]
+    assert recalled.memories[0].named_entity == "entity:lyon"
+
+
 @pytest.mark.parametrize("talk", [
     pytest.param([("user", "Hey there! How are you doing today?")], id="english-greeting"),
     pytest.param([("user", "Morning!"), ("assistant", "Good morning! What can I do for you?"),

@@ -15,9 +15,12 @@ So a conversation becomes a ``Search``:
   until MEANING_COST (``_cost``: ~75 tokens). The earlier turns say what "it", "there" and "her
   teacher" are; newest first, so what is cut is the oldest. Bounded whatever the context's
   length: a long conversation costs what a short one does.
-- ``words`` — what the keyword channel and the entity lookup read: the focus, the assistant's
-  turn it answers ("Do you remember Lyon?" — "Yes! What was the hotel?"), then the user's
-  turns, newest first, until WORDS_COST.
+- ``words`` — what the keyword channel reads: the focus, then the user's turns, newest first,
+  until WORDS_COST;
+- ``names`` — what the entity lookup reads (``_recall``: a memory tagged ``entity:lyon`` for a
+  name the text says): ``words`` after the assistant's turn the focus answers ("Do you remember
+  Lyon?" — "Yes! What was the hotel?"). Only names that memories carry as tags count, so its
+  filler costs nothing here; in the keywords it cost MADial recall (bench/RESULTS.md).
 
 A conversation's relevance is judged on a scale of its own (``_relevance``), and its dense
 channel weighs more in the fusion (``_recall``). What the context holds changes only what is
@@ -60,15 +63,16 @@ _WIDE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-
 @dataclass(frozen=True)
 class Search:
     """What the channels search with: ``meaning`` for the dense one, ``words`` for the
-    keyword channel and the entity lookup."""
+    keyword channel, ``names`` for the entity lookup."""
 
     meaning: str
     words: str
+    names: str
     conversation: bool = True
 
     @classmethod
     def of_query(cls, query: str) -> Search:
-        return cls(query, query, conversation=False)
+        return cls(query, query, query, conversation=False)
 
 
 def spoken(query: str) -> list[tuple[str, str]] | None:
@@ -111,8 +115,9 @@ def search_for(query: str, context: Sequence[Turn] = ()) -> Search:
     users = [text for speaker, text in reversed(turns) if not is_assistant(speaker)]
     # The assistant's turn just before the focus is what it answers ("Yes, that one!").
     replied = [turns[-1][1]] if turns and is_assistant(turns[-1][0]) else []
-    return Search(_newest_first([focus, *users], MEANING_COST),
-                  _newest_first([focus, *replied, *users], WORDS_COST))
+    words = _newest_first([focus, *users], WORDS_COST)
+    return Search(_newest_first([focus, *users], MEANING_COST), words,
+                  "\n".join([words, *replied]) if replied else words)
 
 
 def is_assistant(speaker: str) -> bool:

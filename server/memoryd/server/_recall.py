@@ -1,7 +1,8 @@
 """Recall: keyed point lookups and hybrid free-text search, scored, deduplicated and cut.
 
 Free text — a query, or a conversation (``context`` turns, or a dialogue sent as the query),
-which ``_conversation`` turns into a bounded text to embed and one to read for words — runs
+which ``_conversation`` turns into a bounded text to embed, one to read for words and one for
+names — runs
 two channels in parallel, both filtered by the caller's view-narrowed filter before they
 search: dense (the embedding against the tenant's partition, limit top_k × 3) and keyword
 (BM25 over keyed term hashes in Postgres). The candidates are
@@ -407,7 +408,7 @@ class Recaller:
         them (or its ``Unavailable``): the tag finds the entity, the meaning is left to the rest."""
         named = await named_task
         query = search.meaning
-        spans = named if search.words == query else {tag: named_spans(query).get(tag, []) for tag in named}
+        spans = named if search.names == query else {tag: named_spans(query).get(tag, []) for tag in named}
         unnamed = without_names(query, [span for found in spans.values() for span in found])
         try:
             return named, await self._dense(tenant, flt, unnamed, limit, now)
@@ -431,7 +432,7 @@ class Recaller:
                          tie: Tie) -> tuple[dict[str, tuple[Memory, ScoreParts, list[float] | None]], set[str]]:
         """The candidates of both channels, scored, and the entity tags the query names."""
         limit = top_k * 3
-        named_task = asyncio.ensure_future(self._named(tenant, flt, search.words, now, mask))
+        named_task = asyncio.ensure_future(self._named(tenant, flt, search.names, now, mask))
         named_outcome, keyword_outcome = await asyncio.gather(
             self._then_dense(named_task, tenant, flt, search, limit, now),
             self._keyword(tenant, flt, search.words, limit, now, after=named_task),

@@ -393,10 +393,10 @@ private static final long serialVersionUID = 0L;
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -412,10 +412,10 @@ private static final long serialVersionUID = 0L;
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -432,10 +432,10 @@ private static final long serialVersionUID = 0L;
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -451,10 +451,10 @@ private static final long serialVersionUID = 0L;
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -470,10 +470,10 @@ private static final long serialVersionUID = 0L;
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2067,10 +2067,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2089,10 +2089,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2111,10 +2111,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2133,10 +2133,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2162,10 +2162,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2188,10 +2188,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2216,10 +2216,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2245,10 +2245,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2271,10 +2271,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2297,10 +2297,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2324,10 +2324,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2349,10 +2349,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2374,10 +2374,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2393,10 +2393,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2415,10 +2415,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2438,10 +2438,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2457,10 +2457,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -2477,10 +2477,10 @@ private static final long serialVersionUID = 0L;
      * searches with what the conversation is about now: the latest user turn (or the query, when
      * set) as the focus, then the user's turns before it, newest first, up to a bounded length
      * (the cost of a recall does not grow with the context); the assistant's turn the focus
-     * answers counts for its words only, its other turns not at all. Relevance is judged on a
-     * scale made for conversations, so small talk recalls nothing. The context changes what is
-     * searched for, never what may be returned. A request needs a query, a context or keys; a
-     * query sent as a dialogue (`speaker: text` lines) is read the same way.
+     * answers counts for the entity names it says, its other turns not at all. Relevance is
+     * judged on a scale made for conversations, so small talk recalls nothing. The context
+     * changes what is searched for, never what may be returned. A request needs a query, a
+     * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
      * </pre>
      *
      * <code>repeated .memoryd.v1.Turn context = 11;</code>

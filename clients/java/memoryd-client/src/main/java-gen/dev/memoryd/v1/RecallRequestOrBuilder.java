@@ -226,10 +226,10 @@ public interface RecallRequestOrBuilder extends
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -243,10 +243,10 @@ public interface RecallRequestOrBuilder extends
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -259,10 +259,10 @@ public interface RecallRequestOrBuilder extends
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -275,10 +275,10 @@ public interface RecallRequestOrBuilder extends
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
@@ -292,10 +292,10 @@ public interface RecallRequestOrBuilder extends
    * searches with what the conversation is about now: the latest user turn (or the query, when
    * set) as the focus, then the user's turns before it, newest first, up to a bounded length
    * (the cost of a recall does not grow with the context); the assistant's turn the focus
-   * answers counts for its words only, its other turns not at all. Relevance is judged on a
-   * scale made for conversations, so small talk recalls nothing. The context changes what is
-   * searched for, never what may be returned. A request needs a query, a context or keys; a
-   * query sent as a dialogue (`speaker: text` lines) is read the same way.
+   * answers counts for the entity names it says, its other turns not at all. Relevance is
+   * judged on a scale made for conversations, so small talk recalls nothing. The context
+   * changes what is searched for, never what may be returned. A request needs a query, a
+   * context or keys; a query sent as a dialogue (`speaker: text` lines) is read the same way.
    * </pre>
    *
    * <code>repeated .memoryd.v1.Turn context = 11;</code>
