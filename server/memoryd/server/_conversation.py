@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from memoryd.domain import Turn
 
 # The dense channel's text: the focus and the user turns before it, newest first, at most
-# this cost (``_cost``: about four times the tokens). On MADial, 120 / 180 / 300 / 400 gave
-# English R@5 0.53 / 0.60 / 0.63 / … for p50 76 / 97 / 137 / … ms (bench/RESULTS.md).
+# this cost (``_cost``: about four times the tokens). On MADial (bench/RESULTS.md, issue 40),
+# 120 / 180 / 240 / 300 / 400 gave English R@5 0.531 / 0.598 / 0.609 / 0.625 / 0.625 and
+# Chinese 0.534 / 0.533 / 0.547 / 0.557 / 0.553, at a higher latency each step.
 MEANING_COST = 300
 # A cut turn shorter than this is left out (a few words say nothing).
 SHORTEST = 24
