@@ -42,7 +42,8 @@ def test_a_dialogue_pasted_as_query_is_read_as_turns(query: str, expected: list[
 ])
 def test_other_text_is_not_a_dialogue(query: str):
     assert spoken(query) is None
-    assert search_for(query).meaning == query and not search_for(query).conversation
+    search = search_for(query)
+    assert search.meaning == search.focus == search.words == search.names == query and not search.conversation
 
 
 def test_the_latest_user_turn_leads_and_earlier_user_turns_follow_newest_first():
@@ -52,6 +53,8 @@ def test_the_latest_user_turn_leads_and_earlier_user_turns_follow_newest_first()
     assert search.conversation
     assert search.meaning.splitlines() == ["She loves it. Which teacher did we pick for her?",
                                            "My daughter Mia started the cello in May."]
+    # The focus is embedded on its own as well, so a change of topic cannot bury it.
+    assert search.focus == "She loves it. Which teacher did we pick for her?"
     # The entity lookup also reads the assistant's turn the latest one answers; the meaning and
     # the keywords do not.
     assert "How is she finding it?" in search.names

@@ -127,6 +127,22 @@ def test_what_the_latest_turn_refers_to_comes_from_the_turns_before_it(agent: Ag
     assert recalled.memories and recalled.memories[0].memory.id == ids["Ana's cello teacher is Mr. Alvarez, on Tuesday evenings"]
 
 
+def test_after_a_change_of_topic_the_latest_turn_leads(agent: Agent):
+    # Three turns about the kitten, then another topic: the earlier turns must not outweigh it.
+    subject = unique("subject")
+    ids = ana(agent, subject)
+    context = [said("t1", "user", "Miso the kitten has been scratching the sofa all week.", 0),
+               said("t2", "assistant", "Kittens do that! A scratching post usually helps.", 1),
+               said("t3", "user", "She also refuses her food unless it's the salmon kind from the shelter.", 2),
+               said("t4", "assistant", "Picky eaters are common at that age.", 3),
+               said("t5", "user", "And she hides under the bed whenever the vacuum cleaner is on.", 4),
+               said("t6", "assistant", "That's very normal for a young cat.", 5),
+               said("t7", "user", "Anyway, other thing: which evening do I have my music lesson?", 6)]
+    recalled = agent.call("Recall", svc.RecallRequest(subject=subject, context=context, top_k=3))
+    assert recalled.memories and recalled.memories[0].memory.id == ids["Ana's cello teacher is Mr. Alvarez, on Tuesday evenings"], \
+        [m.memory.text for m in recalled.memories]
+
+
 def test_a_name_the_assistant_just_said_finds_the_memory_tagged_with_it(agent: Agent):
     # "the hotel" alone could be either; the assistant's question the user answers names Lyon.
     subject = unique("subject")

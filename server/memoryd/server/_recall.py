@@ -184,6 +184,14 @@ def similarities(candidates: list[Candidate], *, dense_weight: float = DENSE_WEI
     return out
 
 
+def unit_sum(vectors: list[list[float]]) -> list[float]:
+    """The sum of ``vectors`` each made unit length, made unit length."""
+    matrix = np.asarray(vectors, dtype=np.float64)
+    total = (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).sum(axis=0)
+    out: list[float] = (total / (np.linalg.norm(total) or 1.0)).tolist()
+    return out
+
+
 Tie = Callable[[Memory], Any]
 
 
@@ -407,11 +415,14 @@ class Recaller:
         """The named entities, then the dense channel's answer to the search's meaning without
         them (or its ``Unavailable``): the tag finds the entity, the meaning is left to the rest."""
         named = await named_task
-        query = search.meaning
-        spans = named if search.names == query else {tag: named_spans(query).get(tag, []) for tag in named}
-        unnamed = without_names(query, [span for found in spans.values() for span in found])
+
+        def unnamed(text: str) -> str:
+            spans = named if search.names == text else {tag: named_spans(text).get(tag, []) for tag in named}
+            return without_names(text, [span for found in spans.values() for span in found])
+
+        texts = [unnamed(search.meaning)] + ([unnamed(search.focus)] if search.focus != search.meaning else [])
         try:
-            return named, await self._dense(tenant, flt, unnamed, limit, now)
+            return named, await self._dense(tenant, flt, texts, limit, now)
         except Unavailable as error:
             return named, error
 
@@ -509,18 +520,23 @@ class Recaller:
         except Unavailable:
             return {}  # those candidates are scored on keywords alone; MMR falls back to text
 
-    async def _dense(self, tenant: str, flt: ReadFilter, query: str, limit: int, now: datetime
+    async def _dense(self, tenant: str, flt: ReadFilter, texts: list[str], limit: int, now: datetime
                      ) -> tuple[list[float], list[tuple[str, float, list[float]]], QueryBaseline] | None:
+        """The dense channel's answer for the sum of ``texts``' unit vectors (a conversation's
+        meaning and its focus, ``_conversation``; a question's one text)."""
         channel = self._dense_channel()
         if channel is None:
             return None
         index, embedder = channel
         with self._tracer.start_as_current_span("memoryd.embed"):
-            vector, background = await asyncio.gather(embedder.embed_query(query), self._background(embedder))
+            background = asyncio.ensure_future(self._background(embedder))
+            vectors = [await embedder.embed_query(text) for text in texts]  # one query thread: in turn
+            vector = vectors[0] if len(vectors) == 1 else unit_sum(vectors)
+            baseline = (await background).of_query(vector, cjk_share(texts[0]))
         with self._tracer.start_as_current_span("memoryd.vector_search") as span:
             hits = await index.search(tenant, flt, vector, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
-        return vector, hits, background.of_query(vector, cjk_share(query))
+        return vector, hits, baseline
 
     async def _background(self, embedder: Embedder) -> Baseline:
         """The background vectors of ``embedder``'s model (``_relevance``): embedded on its
