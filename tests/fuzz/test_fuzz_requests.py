@@ -100,14 +100,20 @@ class World:
         collection: in the background, after the world's own writes) and the audit log (written
         asynchronously; refused requests are checked in it by request id when the module ends).
         The kept BM25 counts are compared by what they count — the sums per group — since the
-        lifecycle sweeper folds their rows in the background."""
+        lifecycle sweeper folds their rows in the background; and a memory without its recall
+        count and last recall time, which the access recorder writes about a second after an
+        earlier Recall answered (``memoryd.server._access``) — a refused request records no read,
+        which the audit log shows when the module ends."""
         parts = []
         for table in self.tables:
             if table in ("outbox", "index_routes", "audit_log"):
                 continue
             rows = (f"(SELECT subject, scope, session_id, category, sum(docs), sum(length) FROM {table} "
                     f"WHERE tenant_id = %(tenant)s GROUP BY 1, 2, 3, 4 HAVING sum(docs) <> 0 OR sum(length) <> 0)"
-                    if table == "keyword_stats" else f"(SELECT * FROM {table} WHERE tenant_id = %(tenant)s)")
+                    if table == "keyword_stats" else
+                    f"(SELECT to_jsonb(m) - 'access_count' - 'last_access_at' FROM {table} m "
+                    f"WHERE tenant_id = %(tenant)s)" if table == "memories" else
+                    f"(SELECT * FROM {table} WHERE tenant_id = %(tenant)s)")
             parts.append(f"SELECT '{table}', count(*), coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '') "
                          f"FROM {rows} t")
         return {table: (count, digest) for table, count, digest
