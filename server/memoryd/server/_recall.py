@@ -1,15 +1,15 @@
 """Recall: keyed point lookups and hybrid free-text search, scored, deduplicated and cut.
 
 Free text — a query, or a conversation (``context`` turns, or a dialogue sent as the query),
-which ``_conversation`` turns into a bounded text to embed, one to read for words and one for
-names — runs
-two channels in parallel, both filtered by the caller's view-narrowed filter before they
-search: dense (the embedding against the tenant's partition, limit top_k × 3) and keyword
-(BM25 over keyed term hashes in Postgres). The candidates are
-re-read from Postgres (an id without an active row is dropped, so a stale vector is never
-served) — the keyword hits' rows while the query is still being embedded, the dense
-channel's other hits after its search — their similarity is a convex combination of both
-channels' normalised scores (see ``similarities``), and they are scored as
+which ``_conversation`` turns into bounded texts to embed (its meaning and its focus, searched
+as the sum of their unit vectors), one to read for words and one for names — runs two
+channels in parallel, both filtered by the caller's view-narrowed filter before they search:
+dense (the embedding against the tenant's partition, limit top_k × 3) and keyword (BM25 over
+keyed term hashes in Postgres). The candidates are re-read from Postgres (an id without an
+active row is dropped, so a stale vector is never served) — the keyword hits' rows while the
+query is still being embedded, the dense channel's other hits after its search — their
+similarity is a convex combination of both channels' normalised scores (see
+``similarities``), and they are scored as
 
     w_sim · similarity + w_rec · 0.5^(age / half_life[category]) + w_imp · importance (+ pinned)
 
