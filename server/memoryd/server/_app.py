@@ -230,6 +230,9 @@ class Memoryd:
             tokens=TokenMint(secrets.signing_key, PostgresTokenLedger(self._db)),
             policy_for=config.policy_for,
         )
+        # The reference sentences relevance is measured against, embedded now, beside start-up,
+        # rather than inside the first Recall (which then waited seconds for them).
+        self._tasks.append(asyncio.create_task(services.recaller.warm_up()))
         revoked = RevocationList(PostgresRevocations(self._db), config.view_cache_seconds)
         verifier = TokenVerifier(secrets.verification_keys, revoked)
         chain = build_chain(verifier=verifier, services=services, config=config,

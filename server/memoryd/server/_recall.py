@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -61,6 +62,7 @@ from memoryd.domain import (
     Embedder,
     KeywordHit,
     Memory,
+    MemorydError,
     ReadFilter,
     ScoreMask,
     ScoreParts,
@@ -79,6 +81,8 @@ from memoryd.domain import (
 from ._config import Scoring
 from ._conversation import Search, search_for
 from ._relevance import REFERENCE, Baseline, QueryBaseline, relevance
+
+_log = logging.getLogger("memoryd.server.recall")
 
 DENSE_WEIGHT = 0.5
 # A conversation's keyword text is long (``_conversation``): its best BM25 match is less telling
@@ -537,6 +541,18 @@ class Recaller:
             hits = await index.search(tenant, flt, vector, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
         return vector, hits, baseline
+
+    async def warm_up(self) -> None:
+        """Embed the active model's reference sentences now (``_background``: ~80 passages,
+        seconds on one core) rather than on a replica's first free-text Recall. Never raises:
+        if the model is out, the first query tries again."""
+        channel = self._dense_channel()
+        if channel is None:
+            return
+        try:
+            await self._background(channel[1])
+        except MemorydError as exc:
+            _log.warning("the reference sentences are not embedded yet: %s", exc.message)
 
     async def _background(self, embedder: Embedder) -> Baseline:
         """The background vectors of ``embedder``'s model (``_relevance``): embedded on its
