@@ -139,10 +139,7 @@ class Candidate:
     keyword_relevance: float = 0.0
     vector: list[float] | None = None
     margin: float | None = None  # the cosine over the query's baseline (``_relevance``)
-    crossing: float = 0.0  # how far the memory's script is from the query's, 0 to 1
-    chatter: float = 0.0  # the query's margin toward small talk (``_relevance``)
-    conversation: bool = False  # the query was made from a conversation (``_conversation``)
-    query_share: float = 0.0  # the query's share of CJK characters
+    relevance: float = 0.0  # absolute, from margin and keyword relevance (``_relevance``)
 
 
 @dataclass
@@ -309,9 +306,7 @@ class Recaller:
             return score(weights, similarity, recency, importance, pinned)
         return score(weights, similarity, recency, importance, pinned, keyword_rank=candidate.keyword_rank,
                      dense_rank=candidate.dense_rank,
-                     relevance=relevance(candidate.margin, candidate.keyword_relevance, candidate.crossing,
-                                         chatter=candidate.chatter, conversation=candidate.conversation,
-                                         query_share=candidate.query_share),
+                     relevance=candidate.relevance,
                      cosine=candidate.cosine,
                      keyword_relevance=candidate.keyword_relevance)
 
@@ -488,14 +483,14 @@ class Recaller:
                 candidates[memory_id].vector = vector
                 candidates[memory_id].cosine = cosine
         query_share = cjk_share(search.meaning)
+        chatter = baseline.chatter if baseline is not None else 0.0
         for memory_id, m in rows.items():
             c = candidates[memory_id]
             share = cjk_share(m.text)
-            c.crossing = abs(query_share - share)
-            c.conversation, c.query_share = search.conversation, query_share
             if c.cosine is not None and baseline is not None:
                 c.margin = baseline.margin(c.cosine, share)
-                c.chatter = baseline.chatter
+            c.relevance = relevance(c.margin, c.keyword_relevance, abs(query_share - share), chatter=chatter,
+                                    conversation=search.conversation, query_share=query_share)
         closeness = similarities([candidates[i] for i in rows],
                                  dense_weight=CONVERSATION_DENSE_WEIGHT if search.conversation else DENSE_WEIGHT)
         out: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}

@@ -149,9 +149,10 @@ def relevance(margin: float | None, keyword_relevance: float, crossing: float, *
     if margin is None:
         return keyword_relevance
     if conversation:
-        at = {(q, x): CONVERSATION_AT_MINIMUM[q, x] * (query_share if q else 1 - query_share)
-              * (crossing if x else 1 - crossing) for q in (False, True) for x in (False, True)}
-        return min(1.0, max(0.0, MIN_RELEVANCE + (margin - chatter - sum(at.values())) / CONVERSATION_SPAN))
+        same, other = ((1 - query_share) * CONVERSATION_AT_MINIMUM[False, x] + query_share * CONVERSATION_AT_MINIMUM[True, x]
+                       for x in (False, True))
+        at = (1 - crossing) * same + crossing * other
+        return min(1.0, max(0.0, MIN_RELEVANCE + (margin - chatter - at) / CONVERSATION_SPAN))
     if margin < chatter - CHATTER_SLACK:
         margin = 0.0
     scale = SAME_SCRIPT_SCALE * (1 - crossing) + CROSS_SCRIPT_SCALE * crossing
