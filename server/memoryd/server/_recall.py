@@ -37,7 +37,8 @@ score, the same raw channel score — are ordered by the guard's ``tie`` (what t
 receives of each memory), never by a hidden field such as the update time.
 
 Each stage is a child span of the RPC's span: ``memoryd.entities`` (the entity tags the query
-names, looked up before it is embedded), ``memoryd.embed``, ``memoryd.vector_search``,
+names, looked up while it is embedded: ``_entity_guess``), ``memoryd.embed`` (its attribute
+``memoryd.guessed`` says whether the text embedded first was the right one), ``memoryd.vector_search``,
 ``memoryd.keyword_search``, ``memoryd.row_fetch`` (twice: the keyword hits, then the dense
 channel's other hits), ``memoryd.vector_fetch`` (vectors of the keyword-only candidates),
 ``memoryd.neighbours`` (when a turn matched), ``memoryd.rerank``
@@ -48,12 +49,13 @@ never the query or any memory's content.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from opentelemetry import trace
@@ -80,6 +82,7 @@ from memoryd.domain import (
 
 from ._config import Scoring
 from ._conversation import Search, search_for
+from ._entity_guess import EntityGuesses
 from ._relevance import REFERENCE, Baseline, QueryBaseline, relevance
 
 _log = logging.getLogger("memoryd.server.recall")
@@ -212,6 +215,25 @@ def _once_per_memory(tie: Tie) -> Tie:
     return remembered
 
 
+Item = TypeVar("Item")
+
+
+def tie_sorted(items: Iterable[Item], key: Callable[[Item], Any], then: Callable[[Item], Any]) -> list[Item]:
+    """``items`` sorted by ``(key(item), then(item))``, with ``then`` asked only of items whose
+    ``key`` equals another's: the guard's tie-break serialises what the caller receives of a
+    memory (tens of µs), and scores rarely tie, so a Recall asks it of a few memories, not ~75."""
+    ordered = sorted(items, key=key)
+    out: list[Item] = []
+    for _, group in itertools.groupby(ordered, key=key):
+        equal = list(group)
+        out.extend(sorted(equal, key=then) if len(equal) > 1 else equal)
+    return out
+
+
+def _tied(tie: Tie, kept: dict[str, Memory], attribute: str, c: Candidate) -> tuple[Any, int]:
+    return tie(kept[c.memory_id]), getattr(c, attribute)
+
+
 def renumber(candidates: dict[str, Candidate], kept: dict[str, Memory], tie: Tie = by_id) -> None:
     """Each channel's ranks counted among the ``kept`` candidates only (those the exact
     re-read returned): a candidate dropped there must not show up as a gap in the ranks.
@@ -219,8 +241,8 @@ def renumber(candidates: dict[str, Candidate], kept: dict[str, Memory], tie: Tie
     raw: dict[str, Callable[[Candidate], float]] = {"dense_rank": lambda c: -(c.cosine or 0.0),
                                                     "keyword_rank": lambda c: -c.bm25}
     for attribute in ("dense_rank", "keyword_rank"):
-        ranked = sorted((c for i, c in candidates.items() if i in kept and getattr(c, attribute)),
-                        key=lambda c: (raw[attribute](c), tie(kept[c.memory_id]), getattr(c, attribute)))
+        ranked = tie_sorted((c for i, c in candidates.items() if i in kept and getattr(c, attribute)),
+                            raw[attribute], functools.partial(_tied, tie, kept, attribute))
         for c in candidates.values():
             setattr(c, attribute, 0)
         for rank, c in enumerate(ranked, start=1):
@@ -290,6 +312,7 @@ class Recaller:
         self._dense_channel = dense  # the active model's index and embedder, if any
         self._baseline: tuple[Embedder, Baseline] | None = None
         self._baseline_lock = asyncio.Lock()
+        self._guesses = EntityGuesses()
 
     def _score(self, m: Memory, similarity: float, weights: ScoreWeights, now: datetime, mask: ScoreMask,
                candidate: Candidate | None = None) -> ScoreParts:
@@ -321,9 +344,10 @@ class Recaller:
         memory: the channels' ranks, the anchors and the final order all use it."""
         tie = _once_per_memory(tie)
 
-        def order(item: tuple[Memory, ScoreParts, Any]) -> tuple[Any, ...]:
-            m, parts = item[0], item[1]
-            return -parts.score, tie(m), parts.dense_rank, parts.keyword_rank, -parts.relevance
+        def order(items: Iterable[tuple[Memory, ScoreParts, Any]]) -> list[tuple[Memory, ScoreParts, Any]]:
+            return tie_sorted(items, lambda item: -item[1].score,
+                              lambda item: (tie(item[0]), item[1].dense_rank, item[1].keyword_rank,
+                                            -item[1].relevance))
 
         result = Recalled()
         scored: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
@@ -348,7 +372,7 @@ class Recaller:
                     scored[memory_id] = item
         with self._tracer.start_as_current_span("memoryd.rerank",
                                                 attributes={"memoryd.candidates": len(scored)}) as span:
-            ranked = sorted(scored.values(), key=order)
+            ranked = order(scored.values())
             result.ranked = fit_budget(diverse(ranked, by_text=mask.text), top_k, token_budget,
                                        lambda pair: pair[0].text if mask.text else "")
             span.set_attribute("memoryd.returned", len(result.ranked))
@@ -357,7 +381,8 @@ class Recaller:
     async def _with_neighbours(self, tenant: str, flt: ReadFilter,
                                found: dict[str, tuple[Memory, ScoreParts, list[float] | None]],
                                weights: ScoreWeights, now: datetime, mask: ScoreMask, min_relevance: float,
-                               order: Callable[[tuple[Memory, ScoreParts, Any]], Any]) -> None:
+                               order: Callable[[Iterable[tuple[Memory, ScoreParts, Any]]],
+                                               list[tuple[Memory, ScoreParts, Any]]]) -> None:
         """Rank the turns written next to the NEIGHBOUR_ANCHORS best-scoring turns in ``found``
         that reach ``min_relevance`` as a share of them. A turn is an episodic memory with
         a source turn id (a conversation's record); its neighbours are the turn before it and
@@ -373,7 +398,7 @@ class Recaller:
         if not turns:
             return
         # The best first; equal scores in recall's order.
-        anchors = {m.id: parts for m, parts, _ in sorted(turns, key=order)[:NEIGHBOUR_ANCHORS]}
+        anchors = {m.id: parts for m, parts, _ in order(turns)[:NEIGHBOUR_ANCHORS]}
         with self._tracer.start_as_current_span("memoryd.neighbours") as span:
             near = await self._store.neighbours(tenant, flt, list(anchors), NEIGHBOURS_BEFORE, NEIGHBOURS_AFTER, now)
             span.set_attribute("memoryd.neighbours", len(near))
@@ -396,41 +421,71 @@ class Recaller:
                                       relevance=max(parts.relevance, share * lifted_by.relevance),
                                       neighbour_of=anchor), own[2] if own is not None else None)
 
-    async def _named(self, tenant: str, flt: ReadFilter, query: str, now: datetime,
-                     mask: ScoreMask) -> dict[str, list[tuple[int, int]]]:
-        """The ``entity:`` tags the query names that a memory the caller may read carries,
-        each with the query's spans that name it; none when the view hides tags."""
-        if not mask.entities:
+    async def _named(self, tenant: str, flt: ReadFilter, spans: dict[str, list[tuple[int, int]]],
+                     now: datetime) -> dict[str, list[tuple[int, int]]]:
+        """Those of ``spans``' tags (``named_spans`` of the query: none when the view hides
+        tags) that a memory the caller may read carries, each with the query's spans that name it."""
+        if not spans:
             return {}
-        spans = named_spans(query)
         with self._tracer.start_as_current_span("memoryd.entities") as span:
             found = await self._store.named_entities(tenant, flt, list(spans), now)
             span.set_attribute("memoryd.entities", len(found))
         return {tag: spans[tag] for tag in found}
 
     async def _then_dense(self, named_task: asyncio.Future[dict[str, list[tuple[int, int]]]], tenant: str,
-                          flt: ReadFilter, search: Search, limit: int,
+                          flt: ReadFilter, search: Search, proposed: dict[str, list[tuple[int, int]]], limit: int,
                           now: datetime) -> tuple[dict[str, list[tuple[int, int]]], Any]:
-        """The named entities, then the dense channel's answer to the search's meaning without
-        them (or its ``Unavailable``): the tag finds the entity, the meaning is left to the rest."""
-        named = await named_task
-
-        def unnamed(text: str) -> str:
-            spans = named if search.names == text else {tag: named_spans(text).get(tag, []) for tag in named}
-            return without_names(text, [span for found in spans.values() for span in found])
-
-        texts = [unnamed(search.meaning)] + ([unnamed(search.focus)] if search.focus != search.meaning else [])
+        """The named entities, and the dense channel's answer to the search's meaning without
+        them (or its ``Unavailable``): the tag finds the entity, the meaning is left to the rest.
+        The embedding starts before the entity lookup answers, on the text ``_entity_guess``
+        expects it to give; if the lookup finds other names, the right text is embedded then."""
+        channel = self._dense_channel()
+        if channel is None:
+            return await named_task, None
+        guess = self._guesses.guess(tenant, flt, proposed)
+        # From the first embedding's start to the query vector: beside the lookup, so not a
+        # ``with`` block of its own.
+        span = self._tracer.start_span("memoryd.embed")
+        early = asyncio.ensure_future(self._embed(channel[1], self._unnamed(search, proposed, guess)))
         try:
-            return named, await self._dense(tenant, flt, texts, limit, now)
+            try:
+                named = await named_task
+            except BaseException:
+                early.cancel()
+                await asyncio.gather(early, return_exceptions=True)
+                raise
+            self._guesses.learn(tenant, flt, proposed, named)
+            span.set_attribute("memoryd.guessed", set(named) == guess)
+            try:
+                vector, baseline = await early
+                if set(named) != guess:
+                    vector, baseline = await self._embed(channel[1], self._unnamed(search, proposed, set(named)))
+            except Unavailable as error:
+                return named, error
+        finally:
+            span.end()
+        try:
+            return named, await self._search(channel[0], tenant, flt, vector, baseline, limit, now)
         except Unavailable as error:
             return named, error
+
+    @staticmethod
+    def _unnamed(search: Search, proposed: dict[str, list[tuple[int, int]]], names: Iterable[str]) -> list[str]:
+        """The texts to embed: the search's meaning (and its focus, if another text) without the
+        spans that name ``names`` (tags among ``proposed``, the names text's own spans)."""
+        def unnamed(text: str) -> str:
+            spans = ({tag: proposed[tag] for tag in names} if search.names == text
+                     else {tag: named_spans(text).get(tag, []) for tag in names})
+            return without_names(text, [span for found in spans.values() for span in found])
+
+        return [unnamed(search.meaning)] + ([unnamed(search.focus)] if search.focus != search.meaning else [])
 
     async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int, now: datetime, *,
                        after: asyncio.Future[Any]) -> tuple[list[KeywordHit], list[Memory]]:
         """The keyword hits, then their rows — read while the query is still being embedded, so
         only the dense channel's other hits are left to read after its search. Started once
-        ``after`` (the entity lookup, which the embedding waits for) is done, so its Python
-        work does not hold that lookup's answer up (measured: bench/RESULTS.md)."""
+        ``after`` (the entity lookup, which the embedding may have to wait for) is done, so its
+        Python work does not hold that lookup's answer up (measured: bench/RESULTS.md)."""
         await asyncio.wait([after])
         with self._tracer.start_as_current_span("memoryd.keyword_search") as span:
             hits = await self._store.keyword_search(tenant, flt, query, limit, now)
@@ -442,9 +497,11 @@ class Recaller:
                          tie: Tie) -> tuple[dict[str, tuple[Memory, ScoreParts, list[float] | None]], set[str]]:
         """The candidates of both channels, scored, and the entity tags the query names."""
         limit = top_k * 3
-        named_task = asyncio.ensure_future(self._named(tenant, flt, search.names, now, mask))
+        # The entity tags the names text would give; none when the view hides tags.
+        proposed = named_spans(search.names) if mask.entities else {}
+        named_task = asyncio.ensure_future(self._named(tenant, flt, proposed, now))
         named_outcome, keyword_outcome = await asyncio.gather(
-            self._then_dense(named_task, tenant, flt, search, limit, now),
+            self._then_dense(named_task, tenant, flt, search, proposed, limit, now),
             self._keyword(tenant, flt, search.words, limit, now, after=named_task),
             return_exceptions=True,
         )
@@ -519,19 +576,22 @@ class Recaller:
         except Unavailable:
             return {}  # those candidates are scored on keywords alone; MMR falls back to text
 
-    async def _dense(self, tenant: str, flt: ReadFilter, texts: list[str], limit: int, now: datetime
-                     ) -> tuple[list[float], list[tuple[str, float, list[float]]], QueryBaseline] | None:
-        """The dense channel's answer for the sum of ``texts``' unit vectors (a conversation's
-        meaning and its focus, ``_conversation``; a question's one text)."""
-        channel = self._dense_channel()
-        if channel is None:
-            return None
-        index, embedder = channel
-        with self._tracer.start_as_current_span("memoryd.embed"):
-            background = asyncio.ensure_future(self._background(embedder))
+    async def _embed(self, embedder: Embedder, texts: list[str]) -> tuple[list[float], QueryBaseline]:
+        """The query vector for the sum of ``texts``' unit vectors (a conversation's meaning and
+        its focus, ``_conversation``; a question's one text) and its baseline."""
+        background = asyncio.ensure_future(self._background(embedder))
+        try:
             vectors = [await embedder.embed_query(text) for text in texts]  # one query thread: in turn
-            vector = vectors[0] if len(vectors) == 1 else unit_sum(vectors)
-            baseline = (await background).of_query(vector, cjk_share(texts[0]))
+        except BaseException:
+            background.cancel()
+            await asyncio.gather(background, return_exceptions=True)
+            raise
+        vector = vectors[0] if len(vectors) == 1 else unit_sum(vectors)
+        return vector, (await background).of_query(vector, cjk_share(texts[0]))
+
+    async def _search(self, index: DenseIndex, tenant: str, flt: ReadFilter, vector: list[float],
+                      baseline: QueryBaseline, limit: int, now: datetime
+                      ) -> tuple[list[float], list[tuple[str, float, list[float]]], QueryBaseline]:
         with self._tracer.start_as_current_span("memoryd.vector_search") as span:
             hits = await index.search(tenant, flt, vector, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
