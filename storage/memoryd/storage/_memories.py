@@ -251,7 +251,7 @@ class PostgresMemoryStore:
     async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
                              now: datetime) -> list[KeywordHit]:
         """The keyword channel: BM25 over the filtered memories' term hashes."""
-        async with self._db.tenant_tx(tenant) as conn:
+        async with self._db.tenant_tx(tenant, pipelined=True) as conn:
             flt = await self._label(conn, tenant, flt)
             return await keyword_search(conn, tenant, flt, query, self._hasher(tenant), limit, now)
 
@@ -322,7 +322,9 @@ class PostgresMemoryStore:
 
     async def _active(self, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
                       values: list[Any]) -> list[Memory]:
-        async with self._db.tenant_tx(tenant) as conn:
+        # Pipelined: BEGIN and the tenant go with the read, COMMIT right after it (a Recall
+        # reads rows twice on its critical path; each round trip less is ~0.3 ms of Python).
+        async with self._db.tenant_tx(tenant, pipelined=True) as conn:
             return await self._read_active(conn, tenant, flt, now, which, values)
 
     async def _read_active(self, conn: Any, tenant: str, flt: ReadFilter, now: datetime, which: sql.Composable,
