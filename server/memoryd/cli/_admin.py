@@ -9,6 +9,7 @@ import os
 import signal
 import stat
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from memoryd.domain import MemorydError
 from ._data_dir import hold_data_dir
 from ._errors import CliError, report
 from ._keys import add_token_revoke
+from ._processes import ParentChannel, child_command, serve_processes
 from ._token_issue import add_token_issue, print_token
 
 if TYPE_CHECKING:
@@ -26,6 +28,10 @@ if TYPE_CHECKING:
 def add_admin_commands(commands: Any) -> None:
     serve = commands.add_parser("serve", help="run the server (an embedded PostgreSQL unless a MEMORYD_POSTGRES_*DSN "
                                               "is set, Milvus Lite unless MEMORYD_MILVUS_URI is)")
+    serve.add_argument("--processes", type=int, metavar="N",
+                       help="serve from N processes sharing the address, one per core; only with a PostgreSQL "
+                            "server and a Milvus server (default: $MEMORYD_PROCESSES, else the configuration's "
+                            "processes, else 1)")
     serve.set_defaults(run=_serve)
 
     mig = commands.add_parser("migrate", help="apply database migrations and exit (the owner's login)")
@@ -72,12 +78,18 @@ def keep_private(data_dir: Path) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from memoryd.server import Memoryd, load
+    from memoryd.server import Memoryd, StartedServer, load
 
+    config = load(args.config)
+    if args.processes is not None:
+        config = replace(config, processes=args.processes)  # checked as the configuration is
+    if config.processes > 1:
+        return await serve_processes(config, child_command(args), lambda port: _print_started(
+            StartedServer(port, ()), config.addr, str(config.data_dir), embedded=False))
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see what a stuck
     # server is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    config = load(args.config)
+    parent = ParentChannel.of_this_process()  # a child of `serve --processes`
     lock = None
     if config.embedded or not config.milvus_uri:  # it runs an embedded part (``_data_dir``)
         try:
@@ -90,10 +102,13 @@ async def _serve(args: argparse.Namespace) -> int:
     # nothing in it — run as root, the first one's PostgreSQL runs as a user of its own, which
     # must go on reaching its folder there (or its clean stop fails).
     keep_private(config.data_dir)
-    app = Memoryd(config)
+    app = Memoryd(config, shares_port=parent is not None)
+    if parent is not None:
+        parent.watch()
     try:
         await app.serve_until_signalled(
-            lambda started: _print_started(started, config.addr, str(config.data_dir), config.embedded)
+            (lambda started: parent.listening(started.port)) if parent is not None else
+            (lambda started: _print_started(started, config.addr, str(config.data_dir), config.embedded))
         )
     except MemorydError as exc:
         print(f"memoryd: error: {exc.message}", file=sys.stderr)

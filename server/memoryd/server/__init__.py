@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._app import (
+        ADDR_SETTING as ADDR_SETTING,
         DEMO_TENANT as DEMO_TENANT,
         Memoryd as Memoryd,
         StartedServer as StartedServer,
@@ -87,6 +88,10 @@ if TYPE_CHECKING:
         Interceptor as Interceptor,
         build_chain as build_chain,
     )
+    from ._listen import (
+        SharedPort as SharedPort,
+        reserve_shared_port as reserve_shared_port,
+    )
     from ._logging import (
         configure_logging as configure_logging,
     )
@@ -100,6 +105,7 @@ if TYPE_CHECKING:
     )
 
 _WHERE = {
+    "ADDR_SETTING": "._app",
     "DEMO_TENANT": "._app",
     "Memoryd": "._app",
     "StartedServer": "._app",
@@ -141,6 +147,8 @@ _WHERE = {
     "Call": "._interceptors",
     "Interceptor": "._interceptors",
     "build_chain": "._interceptors",
+    "SharedPort": "._listen",
+    "reserve_shared_port": "._listen",
     "configure_logging": "._logging",
     "KeyFiles": "._secrets",
     "Secrets": "._secrets",

@@ -43,7 +43,7 @@ from ._config import Config
 from ._extraction import ExtractionWorker, extraction_worker
 from ._handlers import MemoryService, TokenAdminService, ViewAdminService
 from ._interceptors import ChainInterceptor, build_chain
-from ._listen import NO_PORT_SHARING, ListenError, listen, require_free_address
+from ._listen import NO_PORT_SHARING, SHARED_PORT, ListenError, listen, require_free_address
 from ._logging import configure_logging
 from ._metrics import Metrics, MetricsRefresher
 from ._mtls import TlsSettings
@@ -78,8 +78,10 @@ class StartedServer:
 class Memoryd:
     """One memoryd server process: ``start``, then ``stop`` (or ``serve_until_signalled``)."""
 
-    def __init__(self, config: Config, *, span_exporter: SpanExporter | None = None) -> None:
+    def __init__(self, config: Config, *, span_exporter: SpanExporter | None = None, shares_port: bool = False) -> None:
         self.config = config
+        # A child of `serve --processes`: its port is its siblings' too, on purpose (``_listen``).
+        self._shares_port = shares_port
         self._span_exporter = span_exporter
         self._opened = AsyncExitStack()  # what open_stores opened, closed last
         self._db: Postgres | None = None
@@ -155,8 +157,10 @@ class Memoryd:
         # installed (the image has none) stops here with one line naming the extra.
         require_embedded_parts(postgres=config.embedded, milvus=not config.milvus_uri)
         # Nor a listen address another server (or program) holds: refused at once, not after
-        # the stores, the embedder and Milvus Lite have started (``listen`` still decides).
-        require_free_address(config.addr, ADDR_SETTING)
+        # the stores, the embedder and Milvus Lite have started (``listen`` still decides). A
+        # child of `serve --processes` binds the port its parent checked and holds for it.
+        if not self._shares_port:
+            require_free_address(config.addr, ADDR_SETTING)
         stores = await self._opened.enter_async_context(open_stores(config, create_keys=True))
         secrets, settings, store, self._db = stores.secrets, stores.settings, stores.store, stores.db
         _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,
@@ -241,7 +245,7 @@ class Memoryd:
         server = grpc.aio.server(
             interceptors=[ChainInterceptor(chain)],
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
-                     NO_PORT_SHARING],
+                     SHARED_PORT if self._shares_port else NO_PORT_SHARING],
         )
         memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryService(services, config.limits), server)
         view_admin_service_pb2_grpc.add_ViewAdminServiceServicer_to_server(ViewAdminService(config.limits), server)

@@ -79,6 +79,10 @@ class Config:
 
     data_dir: Path = Path(".memoryd")
     addr: str = "127.0.0.1:50051"
+    # `memoryd serve` as this many server processes sharing addr, one per core: a Python gRPC
+    # server is one event loop on one core. Only with external stores (the embedded PostgreSQL
+    # and Milvus Lite belong to one process); 1: one process, no port sharing.
+    processes: int = 1
     # The owner's DSN: it runs the migrations. A server or worker given only the app and worker
     # logins below runs without it (no migrations at start; the schema must be current).
     # All three empty: run the embedded PostgreSQL under data_dir.
@@ -238,6 +242,7 @@ class Config:
 _ENV = {
     "MEMORYD_DATA_DIR": "data_dir",
     "MEMORYD_ADDR": "addr",
+    "MEMORYD_PROCESSES": "processes",
     "MEMORYD_POSTGRES_DSN": "postgres_dsn",
     "MEMORYD_POSTGRES_APP_DSN": "postgres_app_dsn",
     "MEMORYD_POSTGRES_WORKER_DSN": "postgres_worker_dsn",
@@ -422,6 +427,13 @@ def _check(config: Config) -> None:
     if not config.embedded and not config.postgres_dsn and not (config.postgres_app_dsn and config.postgres_worker_dsn):
         raise ValueError("without the owner's MEMORYD_POSTGRES_DSN, give both MEMORYD_POSTGRES_APP_DSN and "
                          "MEMORYD_POSTGRES_WORKER_DSN (README: Database roles)")
+    if not 1 <= config.processes <= 256:
+        raise ValueError("processes must be between 1 and 256 (one per core is the point)")
+    if config.processes > 1 and (config.embedded or not config.milvus_uri):
+        raise ValueError(f"serving from {config.processes} processes needs external stores, a PostgreSQL server "
+                         "(MEMORYD_POSTGRES_APP_DSN and MEMORYD_POSTGRES_WORKER_DSN, or MEMORYD_POSTGRES_DSN) and a "
+                         "Milvus server (MEMORYD_MILVUS_URI): the embedded PostgreSQL and Milvus Lite belong to one "
+                         "process")
     if config.milvus_routing not in ("partition", "partition_key"):
         raise ValueError("milvus_routing must be 'partition' or 'partition_key'")
     if bool(config.tls_cert_file) != bool(config.tls_key_file):
