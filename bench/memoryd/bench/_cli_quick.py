@@ -160,5 +160,5 @@ def run_quick_command(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"memoryd bench: error: the run's files were not written: {exc}", file=sys.stderr)
         return 1
-    print(f"plot: {figure}\nthis run: {kept}" + (f" (and {args.json})" if args.json else ""))
+    print(f"plot: {figure}\nthis run's JSON: {kept}" + (f" (and {args.json})" if args.json else ""))
     return 0

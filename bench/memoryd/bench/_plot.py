@@ -130,7 +130,8 @@ def _panel(panel: Panel, left: float, top: float) -> list[str]:
         if guide.x is not None and x_low <= guide.x <= x_high:
             out.append(f'<line class="guide" x1="{x(guide.x):.1f}" y1="{top}" x2="{x(guide.x):.1f}" '
                        f'y2="{top + HEIGHT}" stroke="#555" stroke-dasharray="2,3"/>'
-                       f'<text x="{x(guide.x):.1f}" y="{top - 6}" text-anchor="middle" fill="#555">{escape(guide.label)}</text>')
+                       f'<text transform="translate({x(guide.x) - 4:.1f},{top + 4}) rotate(-90)" text-anchor="end" '
+                       f'fill="#555">{escape(guide.label)}</text>')  # along its line: close ones never overlap
         elif guide.y is not None:
             out.append(f'<line class="guide" x1="{left}" y1="{y(guide.y):.1f}" x2="{left + WIDTH}" '
                        f'y2="{y(guide.y):.1f}" stroke="#555" stroke-dasharray="2,3"/>'

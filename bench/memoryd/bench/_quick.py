@@ -493,14 +493,13 @@ def _mixed_load(options: QuickOptions, server: EmbeddedServer, loader: Loader, r
                                     duration=options.load_seconds if main else options.curve_seconds,
                                     seed=options.seed), progress=progress)
         loader.barrier()
-        clock.phase("mixed load" if main else f"mixed load, {workers} workers", began)
+        name = f"mixed load, {workers} worker" + ("s" if workers > 1 else "")
+        clock.phase("mixed load" if main else name, began)
         point = curve_point(load)
         curve.append(point)
-        clock.say(f"mixed load, {workers} workers: {_fmt(point['calls_per_second'])} calls/s, Recall p99 "
-                  f"{_fmt(point['recall_p99_ms'])} ms")
+        clock.say(f"{name}: {_fmt(point['calls_per_second'])} calls/s, Recall p99 {_fmt(point['recall_p99_ms'])} ms")
         if load.errors or load.lost:
-            result.warnings.append(f"mixed load, {workers} workers: {sum(load.errors.values())} failed calls, "
-                                   f"{len(load.lost)} lost writes")
+            result.warnings.append(f"{name}: {sum(load.errors.values())} failed calls, {len(load.lost)} lost writes")
     assert load is not None  # the table's burst always runs
     main_point = curve[-1]
     how = (f"{options.load_concurrency} closed-loop workers for {load.seconds:.0f} s over "
