@@ -66,6 +66,16 @@ def test_each_row_shows_the_previous_runs_figure_and_marks_one_worse_beyond_its_
     assert "indexing, default embedder (written → searchable) (-33%)" in worse
     assert "recall@10 of those LoCoMo questions (categories 1-4) (-3%)" in worse
     assert "Recall p99" not in worse and "Write ack" not in worse
+    assert "NOTE: a 1-minute load average above the 2 cores during one run or both" in text  # the previous: 2.5
+
+
+def test_runs_at_a_quiet_time_get_no_note_about_the_machines_load():
+    previous = _previous()
+    previous["machine"] = {"before": MACHINE, "after": MACHINE}
+    text = text_quick(_run({"recall_p50": 45.0}), MACHINE, MACHINE, VERSIONS, previous)
+    assert "+50% !" in _row(text, "Recall p50, LoCoMo") and "NOTE: a 1-minute load average" not in text
+    text = text_quick(_run({"recall_p50": 45.0}), MACHINE, BUSY, VERSIONS, previous)  # this run ended busy
+    assert "NOTE: a 1-minute load average above the 2 cores" in text
 
 
 def test_the_footer_names_both_runs_commits_times_and_load_and_the_options_that_differ():

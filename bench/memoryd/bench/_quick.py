@@ -65,7 +65,7 @@ from ._load import LoadOptions, LoadResult, run_load
 from ._locomo import BenchError, LocomoOptions, run_locomo
 from ._madial import SHAPES, MadialOptions, run_madial
 from ._proc import resident
-from ._quick_compare import Change, changed_options, compare, run_line
+from ._quick_compare import Change, busy, changed_options, compare, run_line
 from memoryd.cli import Progress
 from ._scale import (BARRIER, MAX_WRITE_BATCH, EmbeddingEndpoint, Loader, Point, ScaleOptions, Tenants, connect,
                      endpoint_environment, latency, measure_acks, measure_indexing, measure_recall,
@@ -760,6 +760,9 @@ def text_quick(result: QuickResult, before: Mapping[str, Any], after: Mapping[st
                       else "no row worse than the previous run beyond its noise margin")
                      + f" (margins: {NOISE:.0%}; {TAIL:.0%} for p99s, the load and batch rates and memory; "
                        f"{QUALITY:.0%} for recall)")
+        if busy(document) or busy(previous):
+            lines.append(f"NOTE: a 1-minute load average above the {before.get('nproc')} cores during one run or "
+                         "both: changes of this size can be the machine's; compare runs made at a quiet time")
     lines += _curve_lines(result.details.get("load_curve", []), (previous or {}).get("details", {}).get("load_curve"))
     lines += ["", "how:"]
     lines += [f"  {row['what']}: {row['how']}" for row in rows]

@@ -78,6 +78,16 @@ def changed_options(now: Mapping[str, Any], before: Mapping[str, Any]) -> list[s
             if name in before and before[name] != value]
 
 
+def busy(document: Mapping[str, Any]) -> bool:
+    """The 1-minute load average was above the cores the run had, at its start or its end: its
+    figures carry other people's work (two runs of the same code at 4 to 8 on 2 cores differed
+    by up to 2× in a p99 and Recall by keys)."""
+    machine = document.get("machine", {})
+    cores = machine.get("before", {}).get("nproc")
+    loads = [machine.get(when, {}).get("loadavg") for when in ("before", "after")]
+    return bool(cores) and any(load and load[0] > cores for load in loads)
+
+
 def run_line(document: Mapping[str, Any]) -> str:
     """Which run: its commit, when it finished and the load average at its start and end."""
     machine = document.get("machine", {})
