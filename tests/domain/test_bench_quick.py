@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from memoryd.bench._quick import (EMBED_SPAN, RECALL_SPAN, TARGETS, Measured, QuickOptions, QuickResult, SpanCollector,
-                                  Target, Traceparents, fill_steps, json_quick, overhead, ratio, rss_growth,
-                                  text_quick)
+                                  Target, Traceparents, fill_steps, overhead, ratio, rss_growth)
+from memoryd.bench._quick_report import json_quick, text_quick
 from memoryd.bench import add_bench_commands
 from memoryd.bench._trace import traced
 

@@ -14,8 +14,8 @@ import pytest
 
 from memoryd.bench._cli_quick import mem0_harness
 from memoryd.bench._locomo import BenchError
-from memoryd.bench._quick import Measured, QuickOptions, QuickResult, json_quick, mem0_measured, text_quick
-from memoryd.bench._quick_compare import change, history_file, load_run, newest_run
+from memoryd.bench._quick import Measured, QuickOptions, QuickResult, mem0_measured
+from memoryd.bench._quick_report import change, history_file, json_quick, load_run, newest_run, text_quick
 
 from .test_bench_quick import MACHINE, VERSIONS, _parser
 

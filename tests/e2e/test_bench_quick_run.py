@@ -11,7 +11,8 @@ import pytest
 
 from memoryd.bench._cli_quick import mem0_harness, source_tree
 from memoryd.bench._quick import (MADIAL_KEYS, TARGETS, Measured, Mem0Harness, QuickOptions, QuickResult, _Clock,
-                                  _mem0_phase, mem0_measured, run_mem0, run_quick, text_quick)
+                                  _mem0_phase, mem0_measured, run_mem0, run_quick)
+from memoryd.bench._quick_report import text_quick
 
 from ..domain.test_bench_locomo import synthetic_locomo
 from ..domain.test_bench_madial import _real

@@ -1,6 +1,6 @@
 """``memoryd bench quick``: the performance targets table measured once, small, in a few minutes
 (see memoryd/bench/_quick.py for the method), beside the previous run's figures
-(_quick_compare.py), with a figure (_plot.py)."""
+(_quick_report.py), with a figure (_plot.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from ._locomo import BenchError
 from ._madial_data import find_madial
 from ._server import ServerError, sigterm_unwinds
 from ._plot import quick_figure
-from ._quick import Mem0Harness, QuickOptions, json_quick, run_quick, text_quick
-from ._quick_compare import HISTORY, history_file, load_run, newest_run
+from ._quick import Mem0Harness, QuickOptions, run_quick
+from ._quick_report import HISTORY, history_file, json_quick, load_run, newest_run, text_quick
 from ._report import machine, versions
 from ._cli_scale import parse_sizes
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from ._quick_compare import run_line
+from ._quick_report import run_line
 
 Point = tuple[float, float]
 

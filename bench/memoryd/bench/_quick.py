@@ -1,6 +1,6 @@
 """``memoryd bench quick``: one small run of every figure issue 41 asks for, in a few minutes,
 so a change can be checked against the targets, and against the previous run
-(``_quick_compare``), before the long benchmarks.
+(``_quick_report``), before the long benchmarks.
 
 Two throw-away embedded servers, one after the other:
 
@@ -65,7 +65,6 @@ from ._load import LoadOptions, LoadResult, run_load
 from ._locomo import BenchError, LocomoOptions, run_locomo
 from ._madial import SHAPES, MadialOptions, run_madial
 from ._proc import resident
-from ._quick_compare import Change, busy, changed_options, compare, run_line
 from memoryd.cli import Progress
 from ._scale import (BARRIER, MAX_WRITE_BATCH, EmbeddingEndpoint, Loader, Point, ScaleOptions, Tenants, connect,
                      endpoint_environment, latency, measure_acks, measure_indexing, measure_recall,
@@ -711,104 +710,3 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 def _mib(value: int | None) -> str:
     return "?" if value is None else f"{value / 2**20:,.0f} MiB"
-
-
-def _value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "—"
-    digits = 3 if not unit else 2 if unit in ("KiB", "×") or value < 10 else 1 if value < 1000 else 0
-    return f"{value:,.{digits}f}" + (f" {unit}" if unit else "")
-
-
-def _target(row: Mapping[str, Any]) -> str:
-    if row["target"] is None:
-        return "(none)"
-    return ("≤ " if row["at_most"] else "≥ ") + _value(row["target"], row["unit"])
-
-
-def _change(change: Change) -> str:
-    if change.percent is None:
-        return "—"
-    return f"{change.percent:+.0f}%" + (" !" if change.worse else "  ")
-
-
-def text_quick(result: QuickResult, before: Mapping[str, Any], after: Mapping[str, Any],
-               found: Mapping[str, str | None], previous: Mapping[str, Any] | None = None,
-               previous_path: Path | None = None) -> str:
-    """The table, each row beside ``previous`` (a run's JSON; None: the first run), then how each
-    row was measured, the throughput curve and both runs' commits, times and load averages."""
-    document = json_quick(result, before, after, found)
-    rows = document["rows"]
-    changes = compare(rows, previous)
-    header = f"{'what':<54} {'measured':>13} {'previous':>13} {'change':>7}  {'target':>15} {'ratio':>5}  met"
-    lines = ["memoryd quick bench: issue 41's targets, one small run (ratio ≥ 1.00 means the target is met; "
-             "! = worse than the previous run by more than the row's noise margin)", header, "-" * len(header)]
-    for row, change in zip(rows, changes):
-        r = row["ratio"]
-        met = "—" if row["met"] is None else "yes" if row["met"] else "NO"
-        lines.append(f"{row['what']:<54} {_value(row['measured'], row['unit']):>13} "
-                     f"{_value(change.previous, row['unit']):>13} {_change(change):>7}  {_target(row):>15} "
-                     f"{'—' if r is None else f'{r:.2f}':>5}  {met}")
-    checked = [row for row in rows if row["met"] is not None]
-    lines += ["", f"met {sum(1 for row in checked if row['met'])} of {len(checked)} measured targets; "
-                  f"{sum(1 for row in rows if row['measured'] is None)} rows not measured"]
-    worse = [f"{row['what']} ({change.percent:+.0f}%)" for row, change in zip(rows, changes) if change.worse]
-    if previous is None:
-        lines.append("no previous run to compare with")
-    else:
-        lines.append((f"WORSE than the previous run beyond the noise margin: {'; '.join(worse)}" if worse
-                      else "no row worse than the previous run beyond its noise margin")
-                     + f" (margins: {NOISE:.0%}; {TAIL:.0%} for p99s, the load and batch rates and memory; "
-                       f"{QUALITY:.0%} for recall)")
-        if busy(document) or busy(previous):
-            lines.append(f"NOTE: a 1-minute load average above the {before.get('nproc')} cores during one run or "
-                         "both: changes of this size can be the machine's; compare runs made at a quiet time")
-    lines += _curve_lines(result.details.get("load_curve", []), (previous or {}).get("details", {}).get("load_curve"))
-    lines += ["", "how:"]
-    lines += [f"  {row['what']}: {row['how']}" for row in rows]
-    lines += [f"WARNING: {w}" for w in result.warnings]
-    phases = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in result.phases.items())
-    lines += ["",
-              f"machine: {before.get('cpu')}, nproc {before.get('nproc')} (cpu_count {before.get('cpu_count')}), "
-              f"Python {before.get('python')}",
-              f"this run: {run_line(document)} "
-              "(1/5/15 min; a shared machine: compare runs at similar load)"]
-    if previous is not None:
-        lines.append(f"previous: {run_line(previous)}" + (f"; {previous_path}" if previous_path else ""))
-        differ = changed_options(document["options"], previous.get("options", {}))
-        if differ:
-            lines.append(f"options differ from the previous run (rows not comparable one for one): {'; '.join(differ)}")
-    lines.append(f"git {found.get('git')}; wall time {result.seconds:.0f} s ({phases})")
-    return "\n".join(lines) + "\n"
-
-
-def _curve_lines(curve: Sequence[Mapping[str, Any]], previous: Sequence[Mapping[str, Any]] | None) -> list[str]:
-    def points(found: Sequence[Mapping[str, Any]]) -> str:
-        return " · ".join(f"{p['workers']}: {_fmt(p['calls_per_second'])}/s, p99 {_fmt(p['recall_p99_ms'], 0)} ms"
-                          for p in found)
-
-    if not curve:
-        return []
-    lines = [f"mixed-load curve (closed-loop workers: calls/s, Recall p99): {points(curve)}"]
-    if previous:
-        lines.append(f"                                 previous run: {points(previous)}")
-    return lines
-
-
-def json_quick(result: QuickResult, before: Mapping[str, Any], after: Mapping[str, Any],
-               found: Mapping[str, str | None]) -> dict[str, Any]:
-    o = result.options
-    return {
-        "benchmark": "quick",
-        "finished_at": (result.finished_at or datetime.now().astimezone()).isoformat(timespec="seconds"),
-        "seconds": result.seconds, "phases": dict(result.phases),
-        "options": {"conversation": o.conversation, "index_items": o.index_items, "key_queries": o.key_queries,
-                    "write_samples": o.write_samples, "writers": o.writers,
-                    "batches_per_writer": o.batches_per_writer, "load_seconds": o.load_seconds,
-                    "load_tenants": o.load_tenants, "load_concurrency": o.load_concurrency,
-                    "load_curve": list(o.load_curve), "curve_seconds": o.curve_seconds, "mem0": o.mem0 is not None,
-                    "tenant_size": o.tenant_size, "tenant_queries": o.tenant_queries, "seed": o.seed,
-                    "madial": str(o.madial) if o.madial else None, "madial_dialogues": o.madial_dialogues},
-        "rows": result.rows(), "details": result.details, "warnings": list(result.warnings),
-        "machine": {"before": dict(before), "after": dict(after)}, "versions": dict(found),
-    }
