@@ -79,10 +79,13 @@ bench: install
 	$(BIN)/memoryd bench locomo $(if $(LOCOMO),--dataset $(LOCOMO)) $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-load
 
-## bench-quick: every row of the performance targets table, small, in about 4 minutes on throw-away
-## embedded servers: measured, target, ratio (bench/README.md); QUICK_ARGS="--json quick.json".
+## bench-quick: every figure of issue 41's targets, small, in about 5 minutes on throw-away embedded
+## servers, each beside the previous run's (bench/README.md); the run's JSON and SVG plot are kept in
+## .build/bench-quick/. Mem0 runs in the same run: its venv is made by bench-mem0's own setup.sh
+## (once; then a no-op). MEM0=no skips Mem0; QUICK_ARGS="--json quick.json".
 bench-quick: install
-	$(BIN)/memoryd bench quick $(if $(LOCOMO),--dataset $(LOCOMO)) $(QUICK_ARGS)
+	$(if $(filter no,$(MEM0)),,bash bench/mem0/setup.sh)
+	$(BIN)/memoryd bench quick $(if $(LOCOMO),--dataset $(LOCOMO)) $(if $(filter no,$(MEM0)),--no-mem0) $(QUICK_ARGS)
 
 ## bench-load: 10 minutes of closed-loop load (80% Recall, 15% Write, 5% MemoryView/Erase) over
 ## 100 tenants on a throw-away embedded server; LOAD_ARGS="--duration 180 --json out.json".

@@ -2,7 +2,8 @@
 
 Speed is what the command prints on the machine it runs on; these tests check that the span
 reader finds each call's embed span, that ratios point the right way, that every row of issue
-14's table is in the output (measured, or said not to be), and that a tiny run fills them all.
+41's table is in the output (measured, or said not to be), and that a tiny run fills them all.
+The previous run's column and the figure: test_bench_quick_compare.py, test_bench_plot.py.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from memoryd.bench._quick import (EMBED_SPAN, RECALL_SPAN, TARGETS, Measured, QuickOptions, QuickResult, SpanCollector,
-                                  Target, Traceparents, fill_steps, json_quick, overhead, ratio, rss_growth,
-                                  text_quick)
+                                  Target, Traceparents, fill_steps, overhead, ratio, rss_growth)
+from memoryd.bench._quick_report import json_quick, text_quick
 from memoryd.bench import add_bench_commands
 from memoryd.bench._trace import traced
 
@@ -41,6 +42,20 @@ def test_the_command_line_has_bench_quick():
     assert (args.json, args.tenant_size, args.conversations, args.load_seconds) == ("out.json", (2_000,), "1", 20.0)
     assert _parser().parse_args(["bench", "quick", "--tenant-size", "0"]).tenant_size == ()
     assert (args.madial, args.madial_dialogues) == (None, 40)
+    assert (args.load_curve, args.curve_seconds, args.mem0, args.history, args.previous) == ((1, 2, 4), 5.0, None,
+                                                                                              None, None)
+
+
+def test_the_command_line_chooses_mem0_the_curve_and_the_previous_run():
+    args = _parser().parse_args(["bench", "quick", "--mem0", "--load-curve", "1,3", "--previous", "old.json",
+                                 "--history", "runs"])
+    assert (args.mem0, args.load_curve, args.previous, args.history) == (True, (1, 3), "old.json", "runs")
+    assert _parser().parse_args(["bench", "quick", "--no-mem0", "--load-curve", "0"]).mem0 is False
+    assert _parser().parse_args(["bench", "quick", "--load-curve", "0"]).load_curve == ()
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["bench", "quick", "--mem0", "--no-mem0"])
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["bench", "quick", "--load-curve", "two"])
 
 
 def test_spans_printed_by_the_console_exporter_are_read_per_trace():
@@ -113,12 +128,24 @@ def test_the_table_has_every_row_with_target_ratio_and_the_machine():
     for target in TARGETS:
         assert any(line.startswith(target.what) for line in lines), target.what
     row = next(line for line in lines if line.startswith("Recall p50, LoCoMo"))
-    assert "45.0 ms" in row and "≤ 30.0 ms" in row and "0.67" in row and row.endswith("NO")
+    assert "45.0 ms" in row and "≤ 20.0 ms" in row and "0.44" in row and row.endswith("NO")
     row = next(line for line in lines if line.startswith("Write acks, batches of 50"))
     assert "3,000 items/s" in row and "2.00" in row and row.endswith("yes")
-    assert "met 1 of 2 measured targets; 15 rows not measured" in text
-    assert "nproc 2 (cpu_count 2)" in text and "start [0.5, 0.4, 0.3], end [1.5, 0.6, 0.4]" in text
+    assert "met 1 of 2 measured targets; 16 rows not measured" in text
+    assert "no previous run to compare with" in text
+    assert "nproc 2 (cpu_count 2)" in text and "load average [0.5, 0.4, 0.3] → [1.5, 0.6, 0.4]" in text
     assert "git abc123def456; wall time 120 s (locomo 30 s)" in text
+
+
+def test_the_targets_are_issue_41s():
+    targets = {t.key: (t.target, t.at_most) for t in TARGETS}
+    assert targets["recall_p50"] == (20, True) and targets["recall_p99"] == (40, True)
+    assert targets["mem0_ratio"] == (1.2, False) and targets["madial_latency"] == (1.5, True)
+    assert targets["load_rate"] == (60, False) and targets["load_recall_p99"] == (300, True)
+    assert targets["ack_p50"] == (8, True) and targets["batch_rate"] == (1500, False)
+    assert targets["index_rate"] == (60, False) and targets["large_tenant_p50"] == (60, True)
+    assert targets["rss_per_memory"] == (3, True)
+    assert targets["recall_at_10"] == (None, False) and targets["madial_zh_query"] == (0.62, False)
 
 
 def test_the_madial_rows_hold_r_at_5_and_the_long_queries_latency_to_issue_40s_targets():
@@ -128,7 +155,7 @@ def test_the_madial_rows_hold_r_at_5_and_the_long_queries_latency_to_issue_40s_t
     lines = text_quick(result, MACHINE, MACHINE, VERSIONS).splitlines()
     row = next(line for line in lines if line.startswith("MADial R@5 zh, the dialogue as query text"))
     assert "0.700" in row and "≥ 0.620" in row and "1.13" in row and row.endswith("yes")
-    row = next(line for line in lines if line.startswith("MADial Recall p50 (query text) ÷ LoCoMo"))
+    row = next(line for line in lines if line.startswith("long queries (MADial) p50 ÷ short (LoCoMo) p50"))
     assert "3.00 ×" in row and "≤ 1.50 ×" in row and "0.50" in row and row.endswith("NO")
 
 
@@ -137,6 +164,7 @@ def test_the_json_has_the_rows_and_the_machine():
     assert document["benchmark"] == "quick" and json.loads(json.dumps(document)) == document
     assert [row["key"] for row in document["rows"]] == [t.key for t in TARGETS]
     by_key = {row["key"]: row for row in document["rows"]}
-    assert by_key["recall_p50"]["ratio"] == pytest.approx(30 / 45) and by_key["recall_p50"]["met"] is False
+    assert by_key["recall_p50"]["ratio"] == pytest.approx(20 / 45) and by_key["recall_p50"]["met"] is False
+    assert by_key["recall_p50"]["noise"] == 0.15 and by_key["recall_at_10"]["noise"] == 0.02
     assert by_key["mem0_ratio"]["measured"] is None and by_key["mem0_ratio"]["met"] is None
     assert document["machine"]["before"]["nproc"] == 2 and document["versions"]["git"] == "abc123def456"
