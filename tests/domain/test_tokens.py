@@ -66,6 +66,35 @@ def test_expiry_allows_only_a_small_clock_skew():
     assert caught.value.reason == "TOKEN_EXPIRED"
 
 
+def test_a_token_verified_before_is_judged_again_on_every_call():
+    # Its signature is checked once (TokenVerifier keeps the claims of good signatures), but its
+    # expiry and its issue time are judged on each call, against that call's clock.
+    verifier = TokenVerifier([KEY.public_key()])
+    issued = time.time()
+    token = issue_token(KEY, tenant="acme", agent="a", ttl_seconds=60, now=issued)
+    assert verifier.verify(token, now=issued).agent == "a"
+    with pytest.raises(Unauthenticated) as caught:
+        verifier.verify(token, now=issued + 200)
+    assert caught.value.reason == "TOKEN_EXPIRED"
+    with pytest.raises(Unauthenticated) as caught:
+        verifier.verify(token, now=issued - 3600)  # a clock before its issue
+    assert caught.value.reason == "TOKEN_INVALID"
+    assert verifier.verify(token, now=issued + 30).agent == "a"
+    # Another signature on the same claims is checked for itself.
+    other = Ed25519PrivateKey.generate()
+    forged = token.rsplit(".", 1)[0] + "." + sign({}, key=other).rsplit(".", 1)[1]
+    with pytest.raises(Unauthenticated):
+        verifier.verify(forged, now=issued)
+
+
+def test_verified_tokens_are_kept_up_to_a_bound(monkeypatch):
+    monkeypatch.setattr(TokenVerifier, "VERIFIED_TOKENS", 3)
+    verifier = TokenVerifier([KEY.public_key()])
+    tokens = [issue_token(KEY, tenant="acme", agent=f"a{i}") for i in range(5)]
+    assert [verifier.verify(t).agent for t in tokens] == [f"a{i}" for i in range(5)]
+    assert len(verifier._verified) == 3
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
