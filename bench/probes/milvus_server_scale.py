@@ -80,10 +80,11 @@ def _index_build_log(milvus: MilvusStandalone, limit: int = 3) -> list[str]:
     """Lines of the Milvus server's logs that name the index type it built (AUTOINDEX resolves
     to the autoIndex.params.build of its configuration)."""
     found: list[str] = []
-    for path in sorted(milvus.root.rglob("*.log")):
+    # Its own logs only: RocksDB's write-ahead files under the data folder end in .log too.
+    for path in sorted(p for p in milvus.root.rglob("*.log") if "logs" in p.parts):
         with contextlib.suppress(OSError):
             for line in path.read_text(errors="replace").splitlines():
-                if "HNSW" in line or "IVF" in line:
+                if ("AutoIndex" in line or "receive CreateIndex request" in line) and line[:600] not in found:
                     found.append(line[:600])
                     if len(found) >= limit:
                         return found
