@@ -60,7 +60,8 @@ async def measure(index: MilvusIndex, flt: ReadFilter, rng: random.Random, now: 
 
 async def main(sizes: list[int]) -> None:
     rng = random.Random(1)
-    index = MilvusIndex(f"{tempfile.mkdtemp(prefix='lite-search-probe-')}/memoryd.db", model_id="probe", dim=DIM)
+    folder = tempfile.TemporaryDirectory(prefix="lite-search-probe-")  # removed at the end
+    index = MilvusIndex(f"{folder.name}/memoryd.db", model_id="probe", dim=DIM)
     flt = ReadFilter(subject="s", rules=tuple((c, ("*",)) for c in Category),
                      labels=FilterLabels(rules=tuple((c, None) for c in Category)))
     now, stored = datetime.now(UTC), 0
@@ -84,6 +85,7 @@ async def main(sizes: list[int]) -> None:
                   f"background work {waited:.1f} s; then p50 {steady[0]:.1f} ms, p90 {steady[1]:.1f} ms", flush=True)
     finally:
         await index.close()
+        folder.cleanup()
 
 
 if __name__ == "__main__":
