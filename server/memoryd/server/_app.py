@@ -21,10 +21,12 @@ from memoryd.domain import Embedder, FailedPrecondition, Unavailable, View
 from memoryd.storage import (
     ExtractionJobs,
     IndexSet,
+    LargeTenants,
     LifecycleSweeper,
     MilvusIndex,
     OutboxWorker,
     Postgres,
+    PostgresMemoryStore,
     PostgresRevocations,
     PostgresTokenLedger,
     PostgresSettings,
@@ -186,7 +188,7 @@ class Memoryd:
             # Batches as large as a `memoryd worker`'s: a purge no longer waits for a batch
             # being embedded, only for one being written to the index (``_outbox``).
             worker = OutboxWorker(self._worker_db, store, indexes.writable, max_attempts=config.outbox_max_attempts,
-                                  parallel=config.outbox_parallel)
+                                  parallel=config.outbox_parallel, large_tenants=self._large_tenants(store))
             self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
         if config.lifecycle_interval_seconds > 0:
             await self._start_sweeper(settings)
@@ -279,6 +281,13 @@ class Memoryd:
             self._readiness = asyncio.create_task(readiness.run(indexes))
         tokens = self._write_demo_tokens(secrets.signing_key) if config.embedded else ()
         return StartedServer(port, tokens)
+
+    def _large_tenants(self, store: PostgresMemoryStore) -> LargeTenants | None:
+        """A warning of tenants grown past what Milvus Lite searches quickly; only when the
+        index is a Milvus Lite of this process (a Milvus server scales with its tenants)."""
+        active = self._indexes.active() if self._indexes is not None else None
+        limit = self.config.lite_tenant_warning
+        return LargeTenants(store, limit) if active is not None and active.index.local and limit > 0 else None
 
     async def _start_sweeper(self, settings: PostgresSettings) -> None:
         """The lifecycle sweeper (expiry, staleness, episodic cap) as an in-process task."""

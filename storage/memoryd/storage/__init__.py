@@ -46,6 +46,7 @@ from ._queue import WorkQueue
 from ._reindex import ReindexReport, activate, reindex
 from ._revocations import PostgresRevocations, PostgresTokenLedger
 from ._session import StoreSession
+from ._tenant_size import LargeTenants
 from ._views import PostgresViewStore
 from ._writes import Written
 
@@ -68,6 +69,7 @@ __all__ = [
     "IndexTarget",
     "IndexedMemory",
     "JsonEndpoint",
+    "LargeTenants",
     "LifecycleSweeper",
     "LocalKeyProvider",
     "Migration",

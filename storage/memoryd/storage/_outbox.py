@@ -49,6 +49,7 @@ from ._milvus import MilvusIndex, partition_name
 from ._postgres import Postgres
 from ._loops import backoff, idle, periodic
 from ._queue import WorkQueue
+from ._tenant_size import LargeTenants
 
 _log = logging.getLogger("memoryd.storage.outbox")
 SEAL_SECONDS = 1.0  # the index is sealed at most this often, busy or drained
@@ -108,7 +109,8 @@ class OutboxWorker:
     def __init__(self, queue: Postgres, store: PostgresMemoryStore,
                  targets: Callable[[], Awaitable[list[IndexTarget]]], *,
                  batch_size: int = 32, max_attempts: int = 8, base_backoff: float = 0.5,
-                 max_backoff: float = 60.0, lease_seconds: float = LEASE_SECONDS, parallel: int = 2) -> None:
+                 max_backoff: float = 60.0, lease_seconds: float = LEASE_SECONDS, parallel: int = 2,
+                 large_tenants: LargeTenants | None = None) -> None:
         self._queue = queue
         self._store = store
         self._targets = targets
@@ -131,6 +133,8 @@ class OutboxWorker:
         self._sealing = asyncio.Lock()
         # Receipts the index could not confirm are checked again wherever a worker runs.
         self.rechecks = ErasureRechecks(queue, store, targets)
+        # With Milvus Lite: told what each batch wrote, it warns once of a tenant grown too large.
+        self._large_tenants = large_tenants
 
     async def run(self, stop: asyncio.Event, idle_seconds: float = 0.5) -> None:
         """Drain until ``stop`` is set, ``parallel`` batches at a time; sleep when idle or when
@@ -233,6 +237,8 @@ class OutboxWorker:
         done = {tenant: w for tenant, w in written.items() if tenant not in failed}
         again = await self._changed_meanwhile(token, by_tenant, done)
         await self._settle(token, by_tenant, failed, done, again, targets)
+        if self._large_tenants is not None:
+            await self._large_tenants.indexed({tenant: len(w.current) for tenant, w in done.items() if w.current})
 
     async def _changed_meanwhile(self, token: uuid.UUID, by_tenant: dict[str, list[dict[str, Any]]],
                                  done: dict[str, _TenantWork]) -> list[tuple[str, str, str, str]]:
