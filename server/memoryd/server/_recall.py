@@ -480,13 +480,12 @@ class Recaller:
 
         return [unnamed(search.meaning)] + ([unnamed(search.focus)] if search.focus != search.meaning else [])
 
-    async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int, now: datetime, *,
-                       after: asyncio.Future[Any]) -> tuple[list[KeywordHit], list[Memory]]:
+    async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int,
+                       now: datetime) -> tuple[list[KeywordHit], list[Memory]]:
         """The keyword hits, then their rows — read while the query is still being embedded, so
-        only the dense channel's other hits are left to read after its search. Started once
-        ``after`` (the entity lookup, which the embedding may have to wait for) is done, so its
-        Python work does not hold that lookup's answer up (measured: bench/RESULTS.md)."""
-        await asyncio.wait([after])
+        only the dense channel's other hits are left to read after its search. Started at once,
+        beside the entity look-up: once the query embedded in ~17 ms (issue 41's engine), this
+        path had become the longer one while it waited for that look-up (bench/RESULTS.md)."""
         with self._tracer.start_as_current_span("memoryd.keyword_search") as span:
             hits = await self._store.keyword_search(tenant, flt, query, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
@@ -502,7 +501,7 @@ class Recaller:
         named_task = asyncio.ensure_future(self._named(tenant, flt, proposed, now))
         named_outcome, keyword_outcome = await asyncio.gather(
             self._then_dense(named_task, tenant, flt, search, proposed, limit, now),
-            self._keyword(tenant, flt, search.words, limit, now, after=named_task),
+            self._keyword(tenant, flt, search.words, limit, now),
             return_exceptions=True,
         )
         if isinstance(keyword_outcome, BaseException):
