@@ -92,7 +92,7 @@ def _cached(server: EmbeddedServer, rounds: int = 3) -> None:
           f"server CPU {used:.1f} ms per Recall")
 
 
-def _profile(server: EmbeddedServer, result: object, out: str) -> None:
+def _profile(server: EmbeddedServer, out: str) -> None:
     from memoryd.client import MemorydClient
     from memoryd.v1 import memory_service_pb2 as svc
 
@@ -128,7 +128,7 @@ def main() -> None:
                             None, recall_trace=traces.next)
         time.sleep(3)
         if args.py_spy:
-            _profile(server, result, args.py_spy)
+            _profile(server, args.py_spy)
         else:
             _cached(server)
     offsets: dict[str, list[float]] = {}

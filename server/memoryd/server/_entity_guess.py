@@ -2,8 +2,9 @@
 Recall's query embedding can start at once instead of after the entity lookup.
 
 Recall embeds the query without the names of entities the caller's memories are tagged with
-(``_recall.Recaller._then_dense``): which those are is a store read (``named_entities``, ~4 ms
-on the critical path before the embedding, which is most of a Recall). The guess is what the
+(``_recall.Recaller._then_dense``): which those are is a store read (``named_entities``, ~4 ms,
+and more on a large subject), which used to sit before the embedding on every free-text
+Recall's critical path. The guess is what the
 same lookup found the last time for the same tenant and read filter; the embedding of the text
 the guess gives starts beside the lookup, and is used only if the lookup then finds exactly the
 guessed tags — otherwise the right text is embedded after all. So a guess changes how soon an
