@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import statistics
+import shutil
 import signal
 import subprocess
 import threading
@@ -97,6 +98,9 @@ def _profile(server: EmbeddedServer, out: str) -> None:
     from memoryd.v1 import memory_service_pb2 as svc
 
     asked = _asked()
+    if shutil.which("py-spy", path=str(Path(os.sys.executable).parent)) is None:
+        raise SystemExit("--py-spy needs py-spy in this virtualenv (not a dependency of memoryd's): "
+                         ".venv/bin/uv pip install --python .venv/bin/python py-spy")
     spy = subprocess.Popen([str(Path(os.sys.executable).parent / "py-spy"), "record", "--format", "raw",
                             "--rate", "250", "--pid", str(server.pid), "--output", out, "--threads"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
