@@ -6,8 +6,8 @@ Recall embeds the query without the names of entities the caller's memories are 
 and more on a large subject), which used to sit before the embedding on every free-text
 Recall's critical path. The guess is what the
 same lookup found the last time for the same tenant and read filter; the embedding of the text
-the guess gives starts beside the lookup, and is used only if the lookup then finds exactly the
-guessed tags — otherwise the right text is embedded after all. So a guess changes how soon an
+the guess gives starts beside the lookup, and is used only if the lookup's tags give that same
+text — otherwise the right text is embedded after all. So a guess changes how soon an
 answer comes, never what it is: the answer always rests on the exact lookup.
 
 What is remembered is what earlier lookups returned for that exact filter (the guard's,

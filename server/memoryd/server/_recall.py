@@ -442,11 +442,11 @@ class Recaller:
         channel = self._dense_channel()
         if channel is None:
             return await named_task, None
-        guess = self._guesses.guess(tenant, flt, proposed)
+        guessed = self._unnamed(search, proposed, self._guesses.guess(tenant, flt, proposed))
         # From the first embedding's start to the query vector: beside the lookup, so not a
         # ``with`` block of its own.
         span = self._tracer.start_span("memoryd.embed")
-        early = asyncio.ensure_future(self._embed(channel[1], self._unnamed(search, proposed, guess)))
+        early = asyncio.ensure_future(self._embed(channel[1], guessed))
         try:
             try:
                 named = await named_task
@@ -455,17 +455,18 @@ class Recaller:
                 await asyncio.gather(early, return_exceptions=True)
                 raise
             self._guesses.learn(tenant, flt, proposed, named)
-            span.set_attribute("memoryd.guessed", set(named) == guess)
+            texts = self._unnamed(search, proposed, named)
+            span.set_attribute("memoryd.guessed", texts == guessed)
             try:
                 vector, baseline = await early
-                if set(named) != guess:
-                    vector, baseline = await self._embed(channel[1], self._unnamed(search, proposed, set(named)))
+                if texts != guessed:
+                    vector, baseline = await self._embed(channel[1], texts)
             except Unavailable as error:
                 return named, error
         finally:
             span.end()
         try:
-            return named, await self._search(channel[0], tenant, flt, vector, baseline, limit, now)
+            return named, (vector, await self._search(channel[0], tenant, flt, vector, limit, now), baseline)
         except Unavailable as error:
             return named, error
 
@@ -589,13 +590,12 @@ class Recaller:
         vector = vectors[0] if len(vectors) == 1 else unit_sum(vectors)
         return vector, (await background).of_query(vector, cjk_share(texts[0]))
 
-    async def _search(self, index: DenseIndex, tenant: str, flt: ReadFilter, vector: list[float],
-                      baseline: QueryBaseline, limit: int, now: datetime
-                      ) -> tuple[list[float], list[tuple[str, float, list[float]]], QueryBaseline]:
+    async def _search(self, index: DenseIndex, tenant: str, flt: ReadFilter, vector: list[float], limit: int,
+                      now: datetime) -> list[tuple[str, float, list[float]]]:
         with self._tracer.start_as_current_span("memoryd.vector_search") as span:
             hits = await index.search(tenant, flt, vector, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
-        return vector, hits, baseline
+        return hits
 
     async def warm_up(self) -> None:
         """Embed the active model's reference sentences now (``_background``: ~80 passages,
