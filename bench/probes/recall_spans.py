@@ -17,50 +17,21 @@ cache), and prints the server process's CPU per Recall outside the query embeddi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import shutil
 import signal
 import subprocess
-import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
 from memoryd.bench._locomo import LocomoOptions, run_locomo
-from memoryd.bench._quick import RECALL_SPAN, Traceparents
+from memoryd.bench._quick import RECALL_SPAN, SpanCollector, Traceparents
 from memoryd.bench._server import EmbeddedServer
 
 
 DATASET: list[str] = []
 CONVERSATION: list[str] = []
-
-
-class Spans:
-    """Every span of the console exporter: trace id → [(name, start s, end s)]."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.by_trace: dict[str, list[tuple[str, float, float]]] = {}
-        self.lock = threading.Lock()
-
-    def feed(self, line: str) -> None:
-        if not self.lines and line.rstrip("\r\n") != "{":
-            return
-        self.lines.append(line)
-        if line.rstrip("\r\n") != "}":
-            return
-        text, self.lines = "".join(self.lines), []
-        try:
-            span = json.loads(text)
-        except ValueError:
-            return
-        trace = str(span["context"]["trace_id"]).removeprefix("0x")
-        start = datetime.fromisoformat(span["start_time"]).timestamp()
-        end = datetime.fromisoformat(span["end_time"]).timestamp()
-        with self.lock:
-            self.by_trace.setdefault(trace, []).append((str(span["name"]), start, end))
 
 
 def _asked() -> list[tuple[str, str]]:
@@ -122,7 +93,7 @@ def main() -> None:
     args = parser.parse_args()
     DATASET[:] = [args.dataset]
     CONVERSATION[:] = [args.conversation]
-    spans = Spans()
+    spans = SpanCollector()
     traces = Traceparents()
     environment = {"MEMORYD_TRACE_EXPORTER": "console", "OTEL_BSP_SCHEDULE_DELAY": "500"}
     load = os.getloadavg()
@@ -139,7 +110,7 @@ def main() -> None:
     durations: dict[str, list[float]] = {}
     outside: list[float] = []
     for q, trace in zip(result.questions, traces.ids):
-        found = spans.by_trace.get(trace, [])
+        found = spans.timed(trace)
         rpc = next(((s, e) for n, s, e in found if n == RECALL_SPAN), None)
         if rpc is None:
             continue

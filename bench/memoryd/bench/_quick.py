@@ -81,12 +81,13 @@ KIB = 1024
 
 class SpanCollector:
     """Reads the JSON spans that OpenTelemetry's ``ConsoleSpanExporter`` prints (one indented
-    object per span, ``{`` and ``}`` alone on their lines) and keeps each span's duration in ms
-    by trace id and name. Thread-safe: ``feed`` runs on the thread that drains the server."""
+    object per span, ``{`` and ``}`` alone on their lines) and keeps each span's name, start and
+    end (s) by trace id, in the order they were printed. Thread-safe: ``feed`` runs on the
+    thread that drains the server."""
 
     def __init__(self) -> None:
         self._lines: list[str] = []
-        self._spans: dict[str, dict[str, float]] = {}
+        self._spans: dict[str, list[tuple[str, float, float]]] = {}
         self._lock = threading.Lock()
         self.unreadable = 0
 
@@ -100,17 +101,21 @@ class SpanCollector:
         try:
             span = json.loads(text)
             trace_id = str(span["context"]["trace_id"]).removeprefix("0x")
-            ms = (_instant(span["end_time"]) - _instant(span["start_time"])) * 1000
-            name = str(span["name"])
+            timed = (str(span["name"]), _instant(span["start_time"]), _instant(span["end_time"]))
         except (ValueError, KeyError, TypeError):
             self.unreadable += 1
             return
         with self._lock:
-            self._spans.setdefault(trace_id, {})[name] = ms
+            self._spans.setdefault(trace_id, []).append(timed)
 
     def spans(self, trace_id: str) -> dict[str, float]:
+        """Each span's duration in ms by name (of two spans of one name, the later printed)."""
+        return {name: (end - start) * 1000 for name, start, end in self.timed(trace_id)}
+
+    def timed(self, trace_id: str) -> list[tuple[str, float, float]]:
+        """Each span of the trace: (name, start, end), times in seconds since the epoch."""
         with self._lock:
-            return dict(self._spans.get(trace_id, {}))
+            return list(self._spans.get(trace_id, []))
 
     def wait_for(self, trace_ids: Sequence[str], name: str, timeout: float) -> int:
         """Wait until every trace has a span called ``name`` (the RPC's span ends last, so its
@@ -118,7 +123,7 @@ class SpanCollector:
         deadline = time.monotonic() + timeout
         while True:
             with self._lock:
-                missing = sum(1 for t in trace_ids if name not in self._spans.get(t, {}))
+                missing = sum(1 for t in trace_ids if all(span[0] != name for span in self._spans.get(t, [])))
             if not missing or time.monotonic() > deadline:
                 return missing
             time.sleep(0.1)
