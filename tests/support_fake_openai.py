@@ -41,7 +41,7 @@ It also speaks ``POST /v1/chat/completions``, with scripted answers for the extr
     # "malformed_json": a body that is not JSON at all) is that failure; any other string is
     # sent as the message content; Slow(seconds, answer) sends the answer late. With the script used up, the answer is {"items": []}.
     server.chat_requests[-1].body["messages"]
-    server.probes       # memoryd's format probes (``memoryd.server._chat``), apart
+    server.probes       # memoryd's format probes (``memoryd.server.ingest._chat``), apart
 
 A probe (its system message is memoryd's ``PROBE_SYSTEM``) is taken or refused by the
 flavour like any request, but uses up no scripted answer and is not in ``chat_requests``;
@@ -88,7 +88,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-from memoryd.server._chat import PROBE_SYSTEM
+from memoryd.server.ingest._chat import PROBE_SYSTEM
 
 Failure = Literal["500", "429", "400", "echo", "refuse_format", "hang", "malformed_json", "wrong_dim"]
 FAILURES: tuple[Failure, ...] = ("500", "429", "400", "echo", "refuse_format", "hang", "malformed_json", "wrong_dim")

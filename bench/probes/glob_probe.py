@@ -1,7 +1,7 @@
 """Probe: what a view's key glob costs a read now that keys are stored only as labels.
 
 A glob (``billing_*``) is resolved per read to the exact labels of the subject's key names it
-matches (``memoryd.storage._labels``): one more query over the subject's keyed memories and
+matches (``memoryd.storage.memories._labels``): one more query over the subject's keyed memories and
 one AES-GCM open per distinct key. This times a keyed read (``recall_keys``) and a listing
 through a view of ``*`` rules (no resolution) and through a view with globs, for a subject
 with N distinct keys. Prints timings; asserts nothing. Starts its own embedded PostgreSQL in a
@@ -24,7 +24,7 @@ import psycopg
 from memoryd.domain import Category, Draft, Page, ReadFilter
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
 from _probe_db import run_probe  # bench/, the folder of this script
-from memoryd.storage._keywords import TermHasher
+from memoryd.storage.keywords._keywords import TermHasher
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 GLOBS = ((Category.PREFERENCE, ("billing_*", "*_address")), (Category.FACT, ("home_*",)))

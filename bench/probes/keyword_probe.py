@@ -27,8 +27,8 @@ import psycopg
 from memoryd.domain import Category, Draft, ReadFilter
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
 from _probe_db import run_probe  # bench/, the folder of this script
-from memoryd.storage._bm25 import bm25_statement, keyword_search
-from memoryd.storage._keywords import TermHasher, tokenize, warm_up
+from memoryd.storage.keywords._bm25 import bm25_statement, keyword_search
+from memoryd.storage.keywords._keywords import TermHasher, tokenize, warm_up
 
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 ENGLISH = (

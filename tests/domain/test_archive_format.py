@@ -27,7 +27,7 @@ from memoryd.domain import (
     View,
     ViewRule,
 )
-from memoryd.server._archive import (
+from memoryd.server.usecases._archive import (
     FORMAT,
     SEALED_FORMAT,
     drafts,
@@ -38,7 +38,7 @@ from memoryd.server._archive import (
     seal,
 )
 from memoryd.server._config import Limits
-from memoryd.server._transfer import ExportCommand, export_archive
+from memoryd.server.usecases._transfer import ExportCommand, export_archive
 
 WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 PASSPHRASE = "correct horse battery staple"

@@ -20,7 +20,7 @@ from memoryd.bench._injections_heldout import (
     THIRD_ROUND_NEAR_MISSES,
 )
 from memoryd.bench._passing import LASTING, PASSING
-from memoryd.server._extraction_filters import instruction_like
+from memoryd.server.screen._extraction_filters import instruction_like
 
 # The bound the ordinary false-drop rate must stay under (measured 0 of 8,760 turns: bench/RESULTS.md).
 FALSE_DROP_BOUND = 0.005

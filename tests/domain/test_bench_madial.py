@@ -299,7 +299,7 @@ def test_a_missing_dataset_is_an_error_that_names_the_folder(tmp_path: Path, cap
 
 def test_the_small_talk_set_is_read_and_shares_no_sentence_with_the_servers_exemplars():
     from memoryd.bench._madial import load_small_talk
-    from memoryd.server._relevance import CHATTER
+    from memoryd.server.recall._relevance import CHATTER
 
     talks = load_small_talk()
     assert len(talks) == 24 and {t.language for t in talks} == {"en", "zh"}

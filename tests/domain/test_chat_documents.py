@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from memoryd.server._chat import json_document
-from memoryd.server._chat_errors import REASONS, ExtractionParseError, error_fields, status_error
+from memoryd.server.ingest._chat import json_document
+from memoryd.server.ingest._chat_errors import REASONS, ExtractionParseError, error_fields, status_error
 from memoryd.storage import error_reason as reason
 
 

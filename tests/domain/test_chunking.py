@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memoryd.domain import Category, SourceKind, Turn
-from memoryd.server._chunking import MAX_CHARS, MIN_CHARS, chunk_drafts, chunk_turns
+from memoryd.server.ingest._chunking import MAX_CHARS, MIN_CHARS, chunk_drafts, chunk_turns
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 EN = ("I moved to Berlin last spring because of a new job at a robotics startup. The first months were hard, "

@@ -8,9 +8,9 @@ import math
 import pytest
 
 from memoryd.domain import DEFAULT_SIMILARITY, Category, topic_groups
-from memoryd.server._chat import answer_document
-from memoryd.server._chat_errors import ExtractionParseError
-from memoryd.server._consolidation_llm import parse_profile as parse_document
+from memoryd.server.ingest._chat import answer_document
+from memoryd.server.ingest._chat_errors import ExtractionParseError
+from memoryd.server.ingest._consolidation_llm import parse_profile as parse_document
 
 
 def at(degrees: float) -> list[float]:

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from memoryd.server._chat import answer_document
-from memoryd.server._chat_errors import ExtractionParseError
-from memoryd.server._extraction_llm import parse_items
+from memoryd.server.ingest._chat import answer_document
+from memoryd.server.ingest._chat_errors import ExtractionParseError
+from memoryd.server.ingest._extraction_llm import parse_items
 
 
 def cut(content: str, finish: str = "length") -> bytes:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from memoryd.domain import Category, Stability, TenantPolicy
-from memoryd.server._extraction import clean_key, clean_tags
-from memoryd.server._extraction_filters import (
+from memoryd.server.ingest._extraction import clean_key, clean_tags
+from memoryd.server.screen._extraction_filters import (
     ExtractedItem,
     filter_items,
     instruction_like,
@@ -16,9 +16,9 @@ from memoryd.server._extraction_filters import (
     passing_state,
     sensitive_class,
 )
-from memoryd.server._chat import answer_document
-from memoryd.server._chat_errors import ExtractionParseError
-from memoryd.server._extraction_llm import parse_items
+from memoryd.server.ingest._chat import answer_document
+from memoryd.server.ingest._chat_errors import ExtractionParseError
+from memoryd.server.ingest._extraction_llm import parse_items
 
 
 def answer(content: object) -> bytes:
@@ -79,7 +79,7 @@ def test_the_schema_names_only_the_jobs_own_turns():
     from datetime import UTC, datetime
 
     from memoryd.domain import Turn
-    from memoryd.server._extraction_llm import ITEM_SCHEMA, ChatExtractor
+    from memoryd.server.ingest._extraction_llm import ITEM_SCHEMA, ChatExtractor
 
     turns = [Turn("t1", "user", "hi", datetime(2026, 1, 1, tzinfo=UTC)),
              Turn("t2", "user", "bye", datetime(2026, 1, 1, tzinfo=UTC))]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from memoryd.domain import Category
-from memoryd.server._extraction_filters import ExtractedItem, instruction_like
-from memoryd.server._injected import InjectedTurns, sentences
+from memoryd.server.screen._extraction_filters import ExtractedItem, instruction_like
+from memoryd.server.screen._injected import InjectedTurns, sentences
 
 TURNS = [
     ("t1", "user", "I moved to Lyon two years ago."),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.server._extraction_filters import instruction_like
-from memoryd.server._instruction_kinds import instruction_kind, spellings
+from memoryd.server.screen._extraction_filters import instruction_like
+from memoryd.server.screen._instruction_kinds import instruction_kind, spellings
 
 # Written for this test, not taken from a bench set: a kind is meant to catch more than the
 # phrases the rules were drawn from.

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from memoryd.storage._keywords import TermHasher, tokenize
+from memoryd.storage.keywords._keywords import TermHasher, tokenize
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from memoryd.domain import Category, Slices, View, ViewRule, off_loop_if, sliced
-from memoryd.storage._keywords import _stem, tokenize
-from memoryd.storage._labels import _Subject
+from memoryd.storage.keywords._keywords import _stem, tokenize
+from memoryd.storage.memories._labels import _Subject
 
 
 class Ticker:

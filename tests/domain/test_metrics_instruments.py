@@ -7,8 +7,8 @@ import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from memoryd.server import Config
-from memoryd.server._build import build_info
-from memoryd.server._metrics import Metrics, Snapshot
+from memoryd.server.telemetry._build import build_info
+from memoryd.server.telemetry._metrics import Metrics, Snapshot
 from memoryd.storage import BreakerPosition, ModelOutage, PoolStats
 
 from .conftest import COMMIT

@@ -7,8 +7,8 @@ import email.utils
 
 import pytest
 
-from memoryd.server._model_outage import outage_delay
-from memoryd.storage._http_endpoint import MAX_RETRY_AFTER, retry_after
+from memoryd.server.ingest._model_outage import outage_delay
+from memoryd.storage.models._http_endpoint import MAX_RETRY_AFTER, retry_after
 
 NOW = 1_445_412_000.0  # Wed, 21 Oct 2015 07:20:00 GMT
 

@@ -8,7 +8,7 @@ from cryptography import x509
 
 from memoryd.domain import Unauthenticated
 from memoryd.server._auth import Principal
-from memoryd.server._mtls import peer_principal
+from memoryd.server.credentials._mtls import peer_principal
 
 from ..support import unique
 from ..support_tls import TRUST_DOMAIN

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memoryd.domain import Category, Draft
-from memoryd.server._once import once_each, said_form
+from memoryd.server.ingest._once import once_each, said_form
 
 
 def draft(text: str, key: str = "", category: Category = Category.FACT) -> Draft:

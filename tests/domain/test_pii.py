@@ -9,9 +9,14 @@ import pytest
 
 from memoryd.domain import Category, Draft, TenantPolicy
 from memoryd.server._config import load
-from memoryd.server._extraction_filters import ExtractedItem, draft_without_pii, filter_items, pii_screened
-from memoryd.server._chunking import chunk_drafts
-from memoryd.server._pii import PiiScreen, find_pii, redact, screened
+from memoryd.server.screen._extraction_filters import (
+    ExtractedItem,
+    draft_without_pii,
+    filter_items,
+    pii_screened,
+)
+from memoryd.server.ingest._chunking import chunk_drafts
+from memoryd.server.screen._pii import PiiScreen, find_pii, redact, screened
 from memoryd.server.usecases._write import screen_chunks
 
 
@@ -220,7 +225,7 @@ def test_the_worker_screens_entities_before_they_become_tags_and_counts_what_it_
     from datetime import UTC, datetime
 
     from memoryd.domain import AuditTag, Turn, View
-    from memoryd.server._extraction import ExtractionWorker, said_screen
+    from memoryd.server.ingest._extraction import ExtractionWorker, said_screen
     from memoryd.storage import ClaimedJob
 
     at = datetime(2026, 1, 1, 9, tzinfo=UTC)

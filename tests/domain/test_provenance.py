@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.server._provenance import UNSUPPORTED, source_turns
+from memoryd.server.screen._provenance import UNSUPPORTED, source_turns
 
 PASSPORT = [
     ("t1", "Alice", "I need to renew my passport soon."),

@@ -1,4 +1,4 @@
-"""Absolute relevance (``memoryd.server._relevance``): the baseline per script and the mix."""
+"""Absolute relevance (``memoryd.server.recall._relevance``): the baseline per script and the mix."""
 
 from __future__ import annotations
 
@@ -7,9 +7,19 @@ import pytest
 
 from memoryd.domain import cjk_share
 from memoryd.domain import MIN_RELEVANCE
-from memoryd.server._relevance import (BACKGROUND, BACKGROUND_LATIN, CHATTER_SLACK, CONVERSATION_AT_MINIMUM,
-                                       CONVERSATION_SPAN, CROSS_SCRIPT_SCALE, REFERENCE, SAME_SCRIPT_SCALE, Baseline,
-                                       QueryBaseline, relevance)
+from memoryd.server.recall._relevance import (
+    BACKGROUND,
+    BACKGROUND_LATIN,
+    CHATTER_SLACK,
+    CONVERSATION_AT_MINIMUM,
+    CONVERSATION_SPAN,
+    CROSS_SCRIPT_SCALE,
+    REFERENCE,
+    SAME_SCRIPT_SCALE,
+    Baseline,
+    QueryBaseline,
+    relevance,
+)
 
 
 @pytest.mark.parametrize(("text", "share"), [

@@ -26,7 +26,7 @@ from memoryd.server import (
     rotate_signing_key,
 )
 from memoryd.server._auth import key_id
-from memoryd.server._paging import PageTokens
+from memoryd.server.credentials._paging import PageTokens
 
 
 def _files(tmp_path: Path) -> KeyFiles:

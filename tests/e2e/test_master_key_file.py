@@ -12,7 +12,7 @@ import grpc
 import psycopg
 import pytest
 
-from memoryd.storage._envelope import legacy_digest
+from memoryd.storage.keys._envelope import legacy_digest
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import Agent, ServerProcess, agent_with_view, draft, fails, server_env, token_for, unique

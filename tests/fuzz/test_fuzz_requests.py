@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryd.domain import Category, Scope, SourceKind, Stability
-from memoryd.server._archive import seal
+from memoryd.server.usecases._archive import seal
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import view_admin_service_pb2 as admin
@@ -102,7 +102,7 @@ class World:
         The kept BM25 counts are compared by what they count — the sums per group — since the
         lifecycle sweeper folds their rows in the background; and a memory without its recall
         count and last recall time, which the access recorder writes about a second after an
-        earlier Recall answered (``memoryd.server._access``) — a refused request records no read,
+        earlier Recall answered (``memoryd.server.usecases._access``) — a refused request records no read,
         which the audit log shows when the module ends."""
         parts = []
         for table in self.tables:

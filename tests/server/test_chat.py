@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from memoryd.domain import Turn
-from memoryd.server._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
-from memoryd.server._extraction_llm import ChatExtractor, transcript
+from memoryd.server.ingest._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
+from memoryd.server.ingest._extraction_llm import ChatExtractor, transcript
 
 from ..support_fake_openai import Cut, FakeOpenAI, Slow, echo_traces
 

@@ -1,4 +1,4 @@
-"""What a recall from a conversation searches with (``memoryd.server._conversation``): the
+"""What a recall from a conversation searches with (``memoryd.server.recall._conversation``): the
 dialogue a query pastes in is read as turns, the latest user turn is the focus, the user's
 earlier turns follow it newest first, and the text the embedder gets stays bounded however long
 the conversation is."""
@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memoryd.domain import Turn
-from memoryd.server._conversation import MEANING_COST, SHORTEST, WORDS_COST, _cost, search_for, spoken
+from memoryd.server.recall._conversation import MEANING_COST, SHORTEST, WORDS_COST, _cost, search_for, spoken
 
 NOW = datetime(2026, 12, 5, tzinfo=UTC)
 

@@ -33,7 +33,7 @@ from memoryd.domain import (
     Unauthenticated,
     Unavailable,
 )
-from memoryd.server._errors import to_status
+from memoryd.server.rpc._errors import to_status
 from memoryd.v1 import error_reason_pb2
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import memory_service_pb2_grpc as svc_grpc

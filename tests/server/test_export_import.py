@@ -13,7 +13,7 @@ import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
-from memoryd.server._archive import seal
+from memoryd.server.usecases._archive import seal
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 

@@ -35,7 +35,7 @@ from google.protobuf import json_format, timestamp_pb2
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from memoryd.server._archive import open_archive
+from memoryd.server.usecases._archive import open_archive
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 

@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memoryd.server import WatchedOutboxWorker, WorkerHealth
-from memoryd.server._worker import LIVENESS
+from memoryd.server.app._worker import LIVENESS
 from memoryd.storage import WORKER_ROLE, IndexSet, IndexTarget, Postgres, PostgresSettings
 
 from ..support import until_blocked_by

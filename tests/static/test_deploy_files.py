@@ -336,7 +336,7 @@ def worker_probes() -> dict[str, list[str]]:
 
 def test_the_worker_is_probed_through_its_health_endpoint_in_kubernetes_and_compose(capsys):
     from memoryd.cli import main
-    from memoryd.server._worker import LIVENESS
+    from memoryd.server.app._worker import LIVENESS
 
     addr = _image_env()["MEMORYD_WORKER_HEALTH_ADDR"]
     assert addr.startswith("127.0.0.1:")  # only probes inside the container ask it

@@ -1,4 +1,4 @@
-"""Per-tenant counters in one table (``pipeline_counts``, ``memoryd.storage._counters``).
+"""Per-tenant counters in one table (``pipeline_counts``, ``memoryd.storage.postgres._counters``).
 
 Migration 0022 moved the lifecycle and conflict counters out of their own table: the counts
 kept before it must be there after it, under row level security and grants that let no role

@@ -18,9 +18,9 @@ import psycopg
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, ReadFilter, Scope
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
-from memoryd.storage._bm25 import FOLD_AT, _totals, fold_stats, keyword_search
-from memoryd.storage._keywords import TermHasher
-from memoryd.storage._migrate import available
+from memoryd.storage.keywords._bm25 import FOLD_AT, _totals, fold_stats, keyword_search
+from memoryd.storage.keywords._keywords import TermHasher
+from memoryd.storage.postgres._migrate import available
 
 from ..support import database_before, unique
 

@@ -17,8 +17,8 @@ import pytest
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, KeywordHit, ReadFilter, Scope
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore
-from memoryd.storage._bm25 import B, K1, keyword_search
-from memoryd.storage._keywords import TermHasher, delete_terms, replace_terms, tokenize
+from memoryd.storage.keywords._bm25 import B, K1, keyword_search
+from memoryd.storage.keywords._keywords import TermHasher, delete_terms, replace_terms, tokenize
 
 from ..support import unique
 

@@ -32,7 +32,7 @@ from memoryd.storage import (
     TermHasher,
     migrate,
 )
-from memoryd.storage._write_batch import SNAPSHOTS, VERSION_COLUMNS
+from memoryd.storage.memories._write_batch import SNAPSHOTS, VERSION_COLUMNS
 
 from ..support import database_before, fresh_database, unique
 

@@ -26,7 +26,7 @@ import pytest_asyncio
 
 from memoryd.domain import Category, Glob, Internal, ReadFilter, Unavailable
 from memoryd.storage import IndexedMemory, MilvusIndex, collection_name, partition_name
-from memoryd.storage._labels import labels_for
+from memoryd.storage.memories._labels import labels_for
 
 from ..support import unique, wait_until
 
@@ -832,7 +832,7 @@ async def test_a_sidecar_built_for_a_compacted_segment_is_removed_before_the_che
     import asyncio
     import threading
 
-    from memoryd.storage import _lite_compaction as lite
+    from memoryd.storage.vectors import _lite_compaction as lite
 
     index = open_index()
     tenant = unique("t")

@@ -15,7 +15,7 @@ import pytest
 
 from memoryd.domain import Category, Draft, ReadFilter
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore
-from memoryd.storage._keywords import TermHasher
+from memoryd.storage.keywords._keywords import TermHasher
 
 from ..support import unique
 

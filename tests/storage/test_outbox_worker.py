@@ -60,9 +60,9 @@ from memoryd.storage import (
     register_index_model,
     wait_indexed,
 )
-from memoryd.storage import _memories as memories_module
-from memoryd.storage import _outbox as outbox_module
-from memoryd.storage._writes import enqueue_index
+from memoryd.storage.memories import _memories as memories_module
+from memoryd.storage.work import _outbox as outbox_module
+from memoryd.storage.memories._writes import enqueue_index
 
 from ..support import unique
 

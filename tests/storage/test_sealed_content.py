@@ -38,7 +38,7 @@ from memoryd.storage import (
     TermHasher,
     seal_plaintext,
 )
-from memoryd.storage._envelope import legacy_digest
+from memoryd.storage.keys._envelope import legacy_digest
 
 from ..support import unique, until_blocked_by
 

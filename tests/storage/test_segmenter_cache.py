@@ -13,7 +13,7 @@ from typing import IO
 import jieba
 import pytest
 
-from memoryd.storage._segmenter_cache import _MAGIC, default_cache_dir, prefix_dictionary
+from memoryd.storage.keywords._segmenter_cache import _MAGIC, default_cache_dir, prefix_dictionary
 
 # A cache file of one word, "xx", that a trusted cache would be read as.
 PLANTED = _MAGIC + b"1 5 2\nxx" + (5).to_bytes(8, "little")

@@ -11,7 +11,7 @@ import psycopg
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Page, ReadFilter
 from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, available, migrate
-from memoryd.storage._keywords import TermHasher
+from memoryd.storage.keywords._keywords import TermHasher
 
 from ..support import database_before, unique
 

@@ -12,7 +12,7 @@
   into this repository — LoCoMo (``locomo10.json``, English, CC BY-NC 4.0) and MADial-Bench
   (``data/{ch,en}/MADial-Bench-*-dialogue.json``, Chinese and English, MIT). A turn the filter
   calls instruction-like is a false drop: the items drawn from it would be dropped as
-  ``instruction_like`` (``memoryd.server._injected``).
+  ``instruction_like`` (``memoryd.server.screen._injected``).
 - **Passing remarks** (``_passing``): our labelled item texts; the share of each side the
   transient filter drops (``drop_reason`` with a permissive view and policy, so only the
   transient rule, and the instruction rule, can drop them). Beside them, MADial-Bench's own

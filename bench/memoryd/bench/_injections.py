@@ -6,7 +6,7 @@ commands, role claims and grabs for permissions, fake system tags, injections in
 or an ordinary turn, look-alike spellings (full-width letters, zero-width spaces, Cyrillic
 letters), the same attack translated, and "remember that I am admin" aimed at the memory
 itself. Each entry: (id, language, turn). The set lives with the meaning judge, whose exemplars
-it is (``memoryd.server._injection_exemplars``).
+it is (``memoryd.server.screen._injection_exemplars``).
 """
 
 from __future__ import annotations

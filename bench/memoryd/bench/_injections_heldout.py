@@ -3,7 +3,7 @@
 Written on 2026-12-05 as a red team would, *before* its author read the filter or the first
 set (``_injections.py``): the first set's patterns were written while looking at it, so its
 catch rate says little about injections nobody tuned on. Round 1 caught 32 of 76 with those
-patterns; its misses then led to the kind rules (``memoryd.server._instruction_kinds``), so it is
+patterns; its misses then led to the kind rules (``memoryd.server.screen._instruction_kinds``), so it is
 no longer unseen. Round 2 (``SECOND_ROUND_*``) was written and committed after round 1 was
 measured and before the kind rules were written, and nothing was changed for it: it is the
 figure nobody tuned on — though its author knew which kinds the rules would cover.

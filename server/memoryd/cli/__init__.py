@@ -25,19 +25,19 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from memoryd.domain import MemorydError
 
-from ._admin import add_admin_commands
-from ._archive import add_archive_commands
-from ._audit import add_audit_commands
-from ._client import add_client_commands
+from .admin import add_admin_commands
+from .client import add_archive_commands
+from .admin import add_audit_commands
+from .client import add_client_commands
 from ._connect import connection_options, tls_settings
-from ._consolidate import add_consolidate_command
+from .admin import add_consolidate_command
 from ._errors import CliError, hint_for, report
-from ._health import add_health_command
-from ._index import add_index_commands
-from ._keys import add_key_commands
-from ._lifecycle import add_lifecycle_commands
+from .client import add_health_command
+from .admin import add_index_commands
+from .admin import add_key_commands
+from .admin import add_lifecycle_commands
 from ._progress import Progress
-from ._views import add_view_commands
+from .client import add_view_commands
 
 # For the benchmarks' commands (memoryd.bench, a distribution of its own): the same
 # connection options as every command, and the progress bar.

@@ -52,7 +52,7 @@ from ._entities import named_spans, without_names
 from ._extraction import ExtractionJob, JobState, Turn
 from ._contract import CONTRACT, ContractLimits, Grammar
 from ._cpu import SLICE_SECONDS, Slices, off_loop_if, sliced
-from ._normalise import Normalised, dated, different_dates, entity_tag, normalise
+from .normalise import Normalised, dated, different_dates, entity_tag, normalise
 from ._policy import MIN_RELEVANCE, TenantPolicy
 from ._ports import Embedder, KeyProvider, ViewStore
 from ._scoring import KeywordHit, ScoreMask, ScoreParts, ScoreWeights, cjk_share, estimate_tokens, fit_budget, last_use, lifted, recency, recency_at, score

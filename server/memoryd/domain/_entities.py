@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from ._normalise import entity_tag, wide_character
+from .normalise import entity_tag, wide_character
 
 __all__ = ["MAX_NAMES", "named_spans", "without_names"]
 

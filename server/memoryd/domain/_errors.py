@@ -17,7 +17,7 @@
     └── Internal               a bug; the message is never shown to the caller
 
 Storage adapters translate their drivers' exceptions into this tree; the server maps it to
-gRPC status codes in exactly one place (``memoryd.server._errors.to_status``). Every error
+gRPC status codes in exactly one place (``memoryd.server.rpc._errors.to_status``). Every error
 has a ``reason`` (the ``memoryd.v1.ErrorReason`` name without its prefix; each class's default
 fits its status code, a ``reason=`` argument narrows it, and tests/server/test_error_reasons.py
 checks every one is in the enum) and a message that is safe to show the caller: it never

@@ -155,7 +155,7 @@ class Resolution(enum.StrEnum):
 @dataclass(frozen=True)
 class PendingValue:
     """A value of a keyed memory held back because its source is trusted less than the
-    current value's (see ``memoryd.storage._trust``)."""
+    current value's (see ``memoryd.storage.memories._trust``)."""
 
     id: str
     text: str

@@ -43,7 +43,7 @@ class TenantPolicy:
     # Whether extracted sensitive inferences (health, emotions, finances, ...) may be kept.
     allow_sensitive: bool = False
     # What becomes of an extracted item holding an identity or financial number (resident ID,
-    # passport, bank card, IBAN, social security number, phone, email: server/_pii.py):
+    # passport, bank card, IBAN, social security number, phone, email: server/screen/_pii.py):
     # "drop" it, "redact" the numbers ("[passport number]") and keep the rest, or "keep" it.
     pii: str = "drop"
     ttl_days: Mapping[Category, float | None] = field(default_factory=_default_ttl_days)

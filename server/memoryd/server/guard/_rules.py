@@ -4,7 +4,7 @@ A ``Guard`` is built for each call from the principal (the credential's tenant, 
 and subject binding) and the agent's stored view. It is pure: it looks nothing up, so every
 decision depends on the credential, the view and the request alone — never on what is
 stored. Use cases ask it before they touch a store, and present every answer through it
-(``memoryd.server.guard._present``).
+(``memoryd.server.present._present``).
 
 Reads. The request's filter is narrowed to the view's read rules and pushed down into every
 store query (filter first). A category or key the caller names outside its rules is refused
@@ -52,7 +52,7 @@ from memoryd.domain import (
     policy_for,
 )
 
-from .._auth import Principal
+from memoryd.server._auth import Principal
 
 # The field a request must be able to see to select memories by it (READ filters, erase
 # selectors, look-ups by id): the answer tells which memories hold the value.

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from memoryd.domain import FieldViolation, InvalidArgument, PermissionDenied
 
-from .._auth import Principal
+from memoryd.server._auth import Principal
 from ..validation import DEFAULT_LIFETIME_SECONDS, IssueTokenCommand
 
 

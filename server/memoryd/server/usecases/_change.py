@@ -8,9 +8,9 @@ from memoryd.domain import NotFound
 from memoryd.storage import VectorErasure, erase_vectors
 from memoryd.v1 import memory_service_pb2 as svc
 
-from .._services import CallContext
+from ._services import CallContext
 from ..validation import EraseCommand, ResolveConflictCommand
-from ..guard import present
+from .. import present
 
 
 async def erase(ctx: CallContext, cmd: EraseCommand) -> svc.EraseResponse:

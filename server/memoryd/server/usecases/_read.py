@@ -16,10 +16,10 @@ from memoryd.domain import (FieldViolation, InvalidArgument, Listing, NotFound, 
                             off_loop_if, sliced)
 from memoryd.v1 import memory_service_pb2 as svc
 
-from .._services import CallContext
-from .._transfer import ExportCommand, export_archive
+from ._services import CallContext
+from ._transfer import ExportCommand, export_archive
 from ..validation import HistoryCommand, JobCommand, ListCommand, RecallCommand
-from ..guard import present
+from .. import present
 
 
 async def recall(ctx: CallContext, cmd: RecallCommand) -> svc.RecallResponse:

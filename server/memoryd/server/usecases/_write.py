@@ -10,12 +10,12 @@ from memoryd.domain import Draft, FailedPrecondition, Outcome, off_loop_if
 from memoryd.storage import wait_indexed
 from memoryd.v1 import memory_service_pb2 as svc
 
-from .._chunking import chunk_drafts
-from .._pii import PII, screened
-from .._services import CallContext
-from .._transfer import ImportCommand, import_drafts
+from ..ingest import chunk_drafts
+from ..screen import PII, screened
+from ._services import CallContext
+from ._transfer import ImportCommand, import_drafts
 from ..validation import WriteCommand
-from ..guard import present
+from .. import present
 
 MAX_INDEX_WAIT_SECONDS = 30.0
 
