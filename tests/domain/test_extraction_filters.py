@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memoryd.domain import Category, Stability, TenantPolicy
-from memoryd.server.ingest._extraction import clean_key, clean_tags
+from memoryd.server.ingest._items import clean_key, clean_tags
 from memoryd.server.screen._extraction_filters import (
     ExtractedItem,
     filter_items,

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from memoryd.domain import Category, Draft, TenantPolicy
-from memoryd.server._config import load
+from memoryd.server._config_load import load
 from memoryd.server.screen._extraction_filters import (
     ExtractedItem,
     draft_without_pii,
@@ -225,7 +225,8 @@ def test_the_worker_screens_entities_before_they_become_tags_and_counts_what_it_
     from datetime import UTC, datetime
 
     from memoryd.domain import AuditTag, Turn, View
-    from memoryd.server.ingest._extraction import ExtractionWorker, said_screen
+    from memoryd.server.ingest._extraction import ExtractionWorker
+    from memoryd.server.ingest._items import said_screen
     from memoryd.storage import ClaimedJob
 
     at = datetime(2026, 1, 1, 9, tzinfo=UTC)

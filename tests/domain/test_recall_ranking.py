@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memoryd.domain import Category, Memory, Scope, ScoreParts, SourceKind, Stability, Status
-from memoryd.server.recall._recall import Candidate, mmr, similarities
+from memoryd.server.recall._ranking import Candidate, mmr, similarities
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

