@@ -41,7 +41,7 @@ SERVER: dict[str, set[str]] = {
     "credentials": {"_auth", "_config"},  # secrets, page tokens, mTLS identity, revocations
     "recall": {"_config"},  # ranking: pure scoring and the recaller
     "screen": {"_config"},  # what is never stored: PII, instruction-like text, provenance
-    "guard": {"_auth", "validation"},  # decides; no I/O, no protobuf
+    "guard": {"_auth"},  # decides on domain types: no I/O, no protobuf, no validation commands
     "present": {"_enums", "guard"},  # builds answers from what the guard decided
     "views": {"_auth", "credentials", "present", "telemetry", "validation"},  # the view registry and admin
     "ingest": {"_config", "guard", "screen", "views"},  # extraction, chunking, consolidation

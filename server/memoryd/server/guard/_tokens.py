@@ -19,11 +19,26 @@ A token bound to a subject may be minted: it has less power than the caller's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from memoryd.domain import FieldViolation, InvalidArgument, PermissionDenied
 
 from memoryd.server._auth import Principal
-from ..validation import DEFAULT_LIFETIME_SECONDS, IssueTokenCommand
+
+DEFAULT_LIFETIME_SECONDS = 3600
+
+
+class TokenRequest(Protocol):
+    """What IssueToken asks for, as validated (``validation.IssueTokenCommand``)."""
+
+    @property
+    def agent(self) -> str: ...
+    @property
+    def roles(self) -> frozenset[str]: ...
+    @property
+    def subject(self) -> str: ...
+    @property
+    def lifetime_seconds(self) -> int | None: ...  # None: not asked for
 
 
 @dataclass(frozen=True)
@@ -38,7 +53,9 @@ class TokenGrant:
     expires_at: int
 
 
-def token_grant(principal: Principal, cmd: IssueTokenCommand, now: int) -> TokenGrant:
+def token_grant(principal: Principal, cmd: TokenRequest, now: int) -> TokenGrant:
+    """What the token ``cmd`` asks for may carry, minted at ``now`` by ``principal``; PERMISSION_DENIED
+    when the caller may not mint it, INVALID_ARGUMENT for a lifetime past the caller's own."""
     if not principal.is_admin:
         raise PermissionDenied("this call needs the admin role", reason="ROLE_REQUIRED")
     if principal.subject:

@@ -30,7 +30,6 @@ from memoryd.domain import (
     Internal,
     InvalidArgument,
     MemorydError,
-    PermissionDenied,
     Unauthenticated,
 )
 
@@ -44,7 +43,7 @@ from ._caller import Caller, reset_caller, set_caller
 from ..usecases import Services
 from ..telemetry import caller_context, current_trace_id
 from ..views import AdminScope
-from ..guard import Guard
+from ..guard import check_admin, guard_for
 
 PREFIX = "/memoryd.v1."
 ADMIN_SERVICES = ("/memoryd.v1.ViewAdminService/", "/memoryd.v1.TokenAdminService/")
@@ -221,13 +220,12 @@ class Authentication:
 
 
 class CallerScopeStep:
-    """Builds the caller's guard from the principal and the agent's view, and puts it in the
-    request context (``_caller``).
+    """Puts the caller's scope in the request context (``_caller``), as the guard allows it.
 
-    A ViewAdminService or TokenAdminService call gets an admin scope, and only with the admin
-    role and a credential not bound to a subject (views and tokens are tenant-wide). Any other
-    call gets the agent's stored view, or nothing at all: an agent without a view is denied
-    every call (deny by default), whatever its roles.
+    A ViewAdminService or TokenAdminService call gets an admin scope if the guard's
+    ``check_admin`` lets the principal administer the tenant. Any other call gets the guard the
+    guard's ``guard_for`` builds from the agent's stored view (it denies an agent without one).
+    This step only looks the view up; the guard makes every decision.
     """
 
     def __init__(self, services: Services) -> None:
@@ -239,20 +237,12 @@ class CallerScopeStep:
             raise Internal("caller scope before authentication")
         scope: Caller | AdminScope
         if call.method.startswith(ADMIN_SERVICES):
-            if not principal.is_admin:
-                raise PermissionDenied("this call needs the admin role", reason="ROLE_REQUIRED")
-            if principal.subject:
-                raise PermissionDenied("a credential bound to a subject cannot administer the tenant",
-                                       reason="SUBJECT_NOT_ALLOWED")
+            check_admin(principal)
             scope = AdminScope(principal, self._services.views, self._services.page_tokens, call.request_id)
         else:
-            view = await self._services.views.view_for(principal.tenant, principal.agent)
-            if view is None:
-                raise PermissionDenied(f"agent '{principal.agent}' has no view in this tenant, so it may do nothing; "
-                                       "a tenant admin can give it one (ViewAdminService.PutView, or "
-                                       "'memoryd views apply')", reason="VIEW_MISSING")
+            guard = guard_for(principal, await self._services.views.view_for(principal.tenant, principal.agent))
             # Every audit event of the call names the request, its trace and the view version.
-            scope = Caller(Guard(principal, view), AuditTag(call.request_id, current_trace_id(), view.version))
+            scope = Caller(guard, AuditTag(call.request_id, current_trace_id(), guard.view.version))
         token = set_caller(scope)
         try:
             return await next(call)

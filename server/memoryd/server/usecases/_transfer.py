@@ -2,7 +2,8 @@
 
 Export reads what the caller's view reads and keeps what it shows, so an archive never holds
 more than the agent could have listed. It needs a view that shows at least category, text
-and (unless it reads only keyless categories) key: without them nothing could be restored.
+and (unless it reads only keyless categories) key: without them nothing could be restored
+(the guard's ``check_exportable`` decides).
 Import writes through the Write use case — the view's write rules, the
 conflict policies, one transaction — so it can do nothing a Write could not.
 """
@@ -16,12 +17,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memoryd.domain import (DataKeyUnavailable, Draft, Listing, Memory, Page, PermissionDenied, ResourceExhausted, Slices,
-                            View, sliced)
+from memoryd.domain import DataKeyUnavailable, Draft, Listing, Memory, Page, ResourceExhausted, Slices, View, sliced
 from memoryd.v1 import memory_service_pb2 as svc
 
 from . import _archive as archive
 from .._config import Limits
+from ..guard import check_exportable
 from ..validation import Checker
 
 # What an import request carries besides its archive (subject, passphrase, framing): an
@@ -65,18 +66,6 @@ def validate_import(request: svc.ImportMemoriesRequest, limits: Limits) -> Impor
         check.fail("archive", f"must be at most {max_archive_bytes(limits)} bytes")
     check.done()
     return ImportCommand(subject, request.archive, passphrase, limits)
-
-
-
-def check_exportable(view: View) -> None:
-    """Refuse a view whose field mask would leave memories that cannot be restored."""
-    needed = {"category", "text"}
-    if any(not rule.category.episodic for rule in view.read_rules):
-        needed.add("key")  # keyless (episodic) categories alone need no key
-    missing = sorted(needed - view.visible_fields)
-    if missing:
-        raise PermissionDenied("exporting needs a view that shows " + ", ".join(sorted(needed))
-                               + f"; this agent's view hides {', '.join(missing)}")
 
 
 Pages = Callable[[Page], Awaitable[Listing]]

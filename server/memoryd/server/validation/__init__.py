@@ -27,7 +27,7 @@ from ._memories import (
     validate_recall,
     validate_write,
 )
-from ._tokens import DEFAULT_LIFETIME_SECONDS, IssueTokenCommand, validate_issue_token
+from ._tokens import IssueTokenCommand, validate_issue_token
 from ._turns import JobCommand, validate_get_extraction_job
 from ._views import (
     AgentCommand,
@@ -40,7 +40,7 @@ from ._views import (
 )
 
 __all__ = [
-    "DEFAULT_LIFETIME_SECONDS", "AgentCommand", "Checker", "EraseCommand", "HistoryCommand", "IssueTokenCommand",
+    "AgentCommand", "Checker", "EraseCommand", "HistoryCommand", "IssueTokenCommand",
     "JobCommand", "ListCommand", "ListViewsCommand", "PutViewCommand", "RecallCommand", "ResolveConflictCommand",
     "Weights", "WriteCommand", "draft_from_message", "read_view", "uuid_field", "validate_agent", "validate_erase",
     "validate_get_extraction_job", "validate_history", "validate_issue_token", "validate_list_views",

@@ -12,15 +12,13 @@ from .._config import Limits
 from .._enums import TOKEN_ROLE
 from ._checker import Checker
 
-DEFAULT_LIFETIME_SECONDS = 3600
-
 
 @dataclass(frozen=True)
 class IssueTokenCommand:
     agent: str
     roles: frozenset[str]
     subject: str
-    lifetime_seconds: int | None  # None: the default (the guard may shorten it)
+    lifetime_seconds: int | None  # None: the guard's default (``guard.DEFAULT_LIFETIME_SECONDS``)
     reason: str
 
 
