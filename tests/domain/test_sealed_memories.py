@@ -8,7 +8,7 @@ def test_content_unavailable_is_sent_whatever_fields_the_view_shows():
     from datetime import UTC, datetime
 
     from memoryd.domain import Category, Memory, Scope, SourceKind, Stability, Status
-    from memoryd.server.present._present import memory as to_proto
+    from memoryd.server.present._memory import memory as to_proto
     from memoryd.server.present._block import render_block
 
     now = datetime.now(UTC)

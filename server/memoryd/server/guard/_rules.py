@@ -3,8 +3,8 @@
 A ``Guard`` is built for each call from the principal (the credential's tenant, agent, roles
 and subject binding) and the agent's stored view. It is pure: it looks nothing up, so every
 decision depends on the credential, the view and the request alone — never on what is
-stored. Use cases ask it before they touch a store, and present every answer through it
-(``memoryd.server.present._present``).
+stored. Use cases ask it before they touch a store; ``memoryd.server.present`` builds every
+answer from its decisions (``visible``, ``score_mask``, ``WriteItem``) and decides nothing.
 
 Reads. The request's filter is narrowed to the view's read rules and pushed down into every
 store query (filter first). A category or key the caller names outside its rules is refused

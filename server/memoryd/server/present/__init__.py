@@ -1,13 +1,19 @@
-"""Presentation: every response message built from stored things, through the caller's guard.
+"""Presentation: every response message built from stored things, as the caller's guard decided.
 
-``_present`` sets a field of a Memory, ScoredMemory, WriteResult, MemoryVersion, PendingValue,
-ExtractionJob or receipt only when the guard says the view shows what it is derived from;
-``_block`` renders Recall's prompt-ready block (memories framed as reference data, never as
-instructions). Nothing outside this package builds one of those messages (the architecture test
-checks it); the guard decides, this package only applies its decisions.
+- ``_memory``: a stored memory as a ``Memory`` message with only the fields the view shows —
+  the one field mask every answer applies;
+- ``_present``: the other answers (ScoredMemory, WriteResult, MemoryVersion, ExtractionJob,
+  receipts, views, issued tokens), each set only as far as the guard's decisions allow;
+- ``_block``: Recall's prompt-ready block (memories framed as reference data, never as
+  instructions), its lines masked by ``_memory``.
+
+This package decides nothing and refuses nothing: the guard (``memoryd.server.guard``) decides,
+and this package applies its decisions. Nothing outside it builds one of those messages (the
+architecture test checks it).
 """
 
 from ._block import BLOCK_FOOTER, BLOCK_HEADER, render_block
+from ._memory import memory, pending, timestamp
 from ._present import (
     answer,
     block,
@@ -15,13 +21,10 @@ from ._present import (
     extraction_job,
     issued_token,
     masked_result,
-    memory,
     memory_for,
-    pending,
     receipt,
     scored,
     tie_key,
-    timestamp,
     version,
     view,
     write_results,

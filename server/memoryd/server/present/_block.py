@@ -22,6 +22,7 @@ import unicodedata
 from memoryd.domain import Memory
 
 from .._enums import CATEGORY
+from ._memory import memory
 
 __all__ = ["BLOCK_FOOTER", "BLOCK_HEADER", "neutralise", "render_block"]
 
@@ -83,11 +84,9 @@ def neutralise(text: str) -> str:
 
 def render_block(memories: list[Memory], visible: frozenset[str]) -> str:
     """The prompt-ready block: one ``- [category] key: text`` line per memory, in the frame."""
-    from ._present import memory  # the same mask as every other answer (it imports this module)
-
     lines = [BLOCK_HEADER]
     for m in (m for m in memories if not m.content_unavailable):  # nothing to show of those
-        masked = memory(m, visible)
+        masked = memory(m, visible)  # the same mask as every other answer
         label = CATEGORY.to_domain[masked.category].value if "category" in visible else ""
         parts = (f"[{neutralise(label)}]" if label else "", neutralise(masked.key))
         head = " ".join(part for part in parts if part)

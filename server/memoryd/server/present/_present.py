@@ -1,9 +1,12 @@
-"""The guard's output side: every response message built from stored things, masked.
+"""Every response message built from stored things, as the caller's guard decided.
 
-Each function takes the caller's ``Guard`` and sets a field only when it is derived from
-what the view shows; anything else is left unset. The architecture test
-(tests/domain/test_architecture.py) checks that no module outside this package builds a
-Memory, ScoredMemory, WriteResult, MemoryVersion, PendingValue or ExtractionJob message.
+Each function takes the caller's ``Guard`` and applies its decisions: a field is set only when
+the view shows what it is derived from (``Guard.visible``, through ``_memory.memory``), a score
+part only when ``Guard.score_mask`` lets its inputs shape the score, a write's answer as its
+``WriteItem`` says (blind or not). Nothing here decides a permission or refuses a call; the
+guard does. The architecture test (tests/domain/test_architecture.py) checks that no module
+outside this package builds a Memory, ScoredMemory, WriteResult, MemoryVersion, PendingValue
+or ExtractionJob message.
 """
 
 from __future__ import annotations
@@ -12,8 +15,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from google.protobuf import timestamp_pb2
-
 from memoryd.domain import (
     Category,
     ErasureReceipt,
@@ -21,9 +22,7 @@ from memoryd.domain import (
     Memory,
     MemoryVersion,
     Outcome,
-    PendingValue,
     ScoreParts,
-    SourceKind,
     View,
     WriteResult,
     blind_answer,
@@ -38,80 +37,16 @@ from .._enums import (
     ERASE_MODE,
     ERASE_SELECTOR,
     EXTRACTION_JOB_STATE,
-    MEMORY_STATUS,
-    SCOPE,
     SOURCE_KIND,
-    STABILITY,
     TOKEN_ROLE,
     WRITE_OUTCOME,
 )
+from ..guard import Guard, TokenGrant, WriteItem
 from ._block import render_block
-from ..guard import TokenGrant
-from ..guard import Guard, WriteItem
+from ._memory import memory, timestamp
 
 TRUST_HIDDEN_REASON = ("stored; whether it replaced the current value or waits as a pending value depends on trust, "
                        "which this agent's view hides")
-
-
-def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
-
-
-def memory(m: Memory, visible: frozenset[str]) -> pb.Memory:
-    """The memory with only the ``visible`` fields set."""
-    out = pb.Memory()
-    simple = {
-        "id": m.id,
-        "subject": m.subject,
-        "scope": SCOPE.to_proto[m.scope],
-        "session_id": m.session_id,
-        "category": CATEGORY.to_proto[m.category],
-        "key": m.key,
-        "text": m.text,
-        "importance": m.importance,
-        "confidence": m.confidence,
-        "stability": STABILITY.to_proto[m.stability],
-        "pinned": m.pinned,
-        "version": m.version,
-        "status": MEMORY_STATUS.to_proto[m.status],
-        "access_count": m.access_count,
-        "trust": m.trust,
-    }
-    for name, value in simple.items():
-        if name in visible:
-            setattr(out, name, value)
-    if "tags" in visible:
-        out.tags.extend(m.tags)
-    if "data" in visible and m.data is not None:
-        out.data.update(m.data)
-    for name in ("valid_from", "valid_until", "created_at", "updated_at", "last_access_at", "expires_at"):
-        value = getattr(m, name)
-        if name in visible and value is not None:
-            getattr(out, name).CopyFrom(timestamp(value))
-    out.content_unavailable = m.content_unavailable  # always: it says why text and data are empty
-    if "provenance" in visible:
-        out.provenance.CopyFrom(_provenance(m.agent, m.source_kind, m.source_turn_ids))
-    if "pending" in visible:
-        out.pending.extend(pending(p, visible) for p in m.pending)
-    return out
-
-
-def pending(p: PendingValue, visible: frozenset[str]) -> pb.PendingValue:
-    """A pending value; its text, data and provenance only where the view shows the memory's."""
-    out = pb.PendingValue(id=p.id)
-    if "trust" in visible:
-        out.trust = p.trust
-    if "updated_at" in visible:
-        out.written_at.CopyFrom(timestamp(p.written_at))
-    if "text" in visible:
-        out.text = p.text
-    if "data" in visible and p.data is not None:
-        out.data.update(p.data)
-    if "provenance" in visible:
-        out.provenance.CopyFrom(_provenance(p.agent, p.source_kind, p.source_turn_ids))
-    return out
 
 
 def answer(guard: Guard, item: WriteItem, result: WriteResult) -> WriteResult:
@@ -270,10 +205,3 @@ def issued_token(grant: TokenGrant, token_id: str, token: str) -> tokens.IssueTo
         roles=[TOKEN_ROLE.to_proto[r] for r in sorted(grant.roles)], subject=grant.subject,
         issued_at=timestamp(datetime.fromtimestamp(grant.issued_at, UTC)),
         expires_at=timestamp(datetime.fromtimestamp(grant.expires_at, UTC)))
-
-
-def _provenance(agent: str, kind: SourceKind, turns: tuple[str, ...]) -> pb.Provenance:
-    """Who wrote a value and from what: every source turn, and the first alone for clients
-    that know ``source_turn_id`` only."""
-    return pb.Provenance(agent=agent, source_kind=SOURCE_KIND.to_proto[kind], source_turn_id=turns[0] if turns else "",
-                         source_turn_ids=turns)
