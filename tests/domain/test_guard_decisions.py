@@ -34,6 +34,7 @@ from memoryd.domain import (
     ViewRule,
 )
 from memoryd.server._auth import Principal
+from memoryd.server.guard._rules import ASKED_FIELDS
 from memoryd.server.guard import (
     Guard,
     TokenGrant,
@@ -163,6 +164,42 @@ READ_FILTER = [
 @pytest.mark.parametrize(("principal", "v", "flt", "keys", "expected"), READ_FILTER)
 def test_the_read_filter(principal: Principal, v: View, flt: ReadFilter, keys: tuple[str, ...], expected: Any):
     assert decide(lambda: Guard(principal, v).read_filter(flt, keys)) == expected
+
+
+SUBJECTS = [
+    pytest.param(AGENT, "bob", None, id="unbound-any-subject"),
+    pytest.param(AGENT, "", None, id="unbound-the-organisation"),
+    pytest.param(BOUND, "alice", None, id="bound-its-subject"),
+    pytest.param(BOUND, "bob", denied("this credential is bound to another subject", "SUBJECT_NOT_ALLOWED"),
+                 id="bound-another-subject"),
+    pytest.param(BOUND, "", denied("this credential is bound to another subject", "SUBJECT_NOT_ALLOWED"),
+                 id="bound-the-organisation"),
+]
+
+
+@pytest.mark.parametrize(("principal", "subject", "expected"), SUBJECTS)
+def test_the_subject_binding(principal: Principal, subject: str, expected: Any):
+    assert decide(lambda: Guard(principal, FULL).check_subject(subject)) == expected
+
+
+# What each selection a request may make is by (``ASKED_FIELDS``): the field the view must show.
+SELECTED_BY = [("categories", "category"), ("keys", "key"), ("tags", "tags"), ("time range", "updated_at"),
+               ("statuses", "status"), ("include_org", "scope"), ("session_id", "session_id"), ("ids", "id"),
+               ("key", "key"), ("source_turn", "provenance"), ("category", "category"), ("memory_id", "id")]
+ASKED = [
+    *(pytest.param(what, True, (), None, id=f"{what}-shown") for what, _ in SELECTED_BY),
+    *(pytest.param(what, True, (field,), hidden(field), id=f"{what}-hidden") for what, field in SELECTED_BY),
+    *(pytest.param(what, False, (field,), None, id=f"{what}-unused") for what, field in SELECTED_BY),
+]
+
+
+def test_every_selection_the_guard_knows_has_its_rows():
+    assert {what for what, _ in SELECTED_BY} == set(ASKED_FIELDS)
+
+
+@pytest.mark.parametrize(("what", "used", "hide", "expected"), ASKED)
+def test_selecting_by_a_field(what: str, used: bool, hide: tuple[str, ...], expected: Any):
+    assert decide(lambda: Guard(AGENT, view(hide=hide)).check_asked(**{what: used})) == expected
 
 
 QUERY = [
