@@ -26,6 +26,10 @@ Rules, over every module of ``server/memoryd``, ``storage/memoryd`` and ``client
     names (``__version__``) are not private.
 
   Tests may import private modules: pure functions are tested alone (STYLE.md, ``_recall``).
+- **The guard only decides; the presenter only presents.** No module of ``memoryd.server``
+  outside ``guard/`` constructs a ``PermissionDenied``; nothing the guard reaches, even through
+  another module, imports gRPC, protobuf or ``memoryd.v1``; only ``present/`` builds the
+  messages that carry a stored memory.
 
 ``PRIVATE_REACH_ALLOWED`` lists the violations that existed when the rule was written; it may
 only shrink — the test also fails when a listed one is gone, so the list is kept exact.
