@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test test-fast typecheck lint bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
+.PHONY: install serve test test-fast check typecheck lint bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with the embedded default (embedded PostgreSQL,
 # Milvus Lite), its dev tools (pytest, buf, grpcio-tools) and the benchmarks (bench/, the
@@ -61,6 +61,10 @@ test: install typecheck lint
 	wait $$serial_pid; serial=$$?; \
 	echo "---- the serial lane (pytest -m serial), run beside the tests above ----"; cat $$tmp/serial.log; \
 	rm -rf $$tmp; test $$parallel -eq 0 -a $$serial -eq 0
+
+## check: lint, types and the pure tests (test-fast) — under a minute; run it before every commit.
+## Needs none of make test's toolchains or servers.
+check: lint typecheck test-fast
 
 ## typecheck: mypy, strict, over the packages pyproject.toml's [tool.mypy] lists.
 typecheck: install

@@ -25,7 +25,7 @@ from .support_tls import ca, tls_server  # noqa: F401  (fixtures of the mTLS tes
 from .support import Agent, MilvusServer, ServerProcess, fresh_database, full_view, put_view, server_env, token_for, unique
 
 
-# The folders are layers, by what their tests need (README, "Developing"):
+# The folders are layers, by what their tests need (docs/conventions.md, "Tests"):
 #   tests/domain/   pure: memoryd.domain and the logic around it, tested alone (and the architecture)
 #   tests/static/   pure: checks that only read the repository's files (deploy/, licences, generated code)
 #   tests/storage/  PostgreSQL (embedded) and Milvus Lite, in this process

@@ -305,7 +305,8 @@ def test_the_readme_examples_run(server: ServerProcess, token: str, tmp_path: Pa
 
     from ..support import ROOT
 
-    section = (ROOT / "README.md").read_text().split("### Python client", 1)[1].split("\n## ", 1)[0]
+    readme = ROOT / "clients" / "python" / "README.md"
+    section = readme.read_text().split("\n## Example\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 2
     token_file = tmp_path / "demo-agent.token"
@@ -313,7 +314,7 @@ def test_the_readme_examples_run(server: ServerProcess, token: str, tmp_path: Pa
     for block in blocks:
         code = block.replace("127.0.0.1:50051", server.target).replace(".memoryd/tokens/demo-agent.token",
                                                                         str(token_file))
-        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+        exec(compile(code, str(readme), "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out.splitlines()
     # The query's answer, then the conversation's (its latest user turn asks for the home city).
     assert printed[0].startswith("Lyon ") and printed[1].startswith("Lyon ")

@@ -13,8 +13,8 @@ Rules, over every module of ``server/memoryd``, ``storage/memoryd`` and ``client
   runs after every module has loaded, which is how a deliberate back-reference is written (and
   such an import should say why it is there). ``from pkg import name`` is an edge to
   ``pkg.name`` when that is a module, otherwise to ``pkg`` (its ``__init__``).
-- **A leading underscore means private to the enclosing namespace** (STYLE.md: small private
-  modules, public names re-exported from ``__init__``):
+- **A leading underscore means private to the enclosing namespace** (docs/conventions.md, "The
+  underscore rule": small private modules, public names re-exported from ``__init__``):
 
   * a private *module* (``pkg/_mod.py``, or a private subpackage) may be imported only by
     modules inside ``pkg`` — its ``__init__``, its sibling modules and its subpackages; anyone
@@ -25,7 +25,8 @@ Rules, over every module of ``server/memoryd``, ``storage/memoryd`` and ``client
   * this holds inside functions too (a deferred import is still a dependency), and dunder
     names (``__version__``) are not private.
 
-  Tests may import private modules: pure functions are tested alone (STYLE.md, ``_recall``).
+  Tests may import private modules: pure functions are tested alone (docs/conventions.md, "The
+  underscore rule").
 - **The guard only decides; the presenter only presents.** No module of ``memoryd.server``
   outside ``guard/`` constructs a ``PermissionDenied``; nothing the guard reaches, even through
   another module, imports gRPC, protobuf or ``memoryd.v1``; only ``present/`` builds the

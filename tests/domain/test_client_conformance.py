@@ -1,5 +1,5 @@
-"""The Python client's conformance helpers, as the README describes them (the client against
-servers: tests/clients/test_python_client.py)."""
+"""The Python client's conformance helpers, as clients/python/README.md describes them (the client
+against servers: tests/clients/test_python_client.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The interceptor chain is declared once, in order (STYLE.md): request id, tracing, access log,
-metrics, error mapping, authentication, caller scope, validation. Each step in behaviour:
-tests/server/test_interceptor_chain.py."""
+"""The interceptor chain is declared once, in order (docs/conventions.md, "One guard"): request
+id, tracing, access log, metrics, error mapping, authentication, caller scope, validation. Each
+step in behaviour: tests/server/test_interceptor_chain.py."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ def test_purging_a_subject_shreds_its_key_so_copies_of_its_rows_cannot_be_read(a
         with pytest.raises(DataKeyUnavailable):  # nor does bob's key row pass for alice's
             asyncio.run(provider.unwrap(tenant, "alice", bytes(left[0]["wrapped"])))
     # What shredding does not cover: a copy that also kept the wrapped key row is still
-    # readable with the master key (README, "Encryption at rest"). Pinned here on purpose.
+    # readable with the master key (docs/security.md, "Encryption at rest"). Pinned here on purpose.
     kept = DataKey(tenant, "alice", asyncio.run(provider.unwrap(tenant, "alice", bytes(saved_key["wrapped"]))))
     readable = {kept.open(str(c["memory_id"]), "text", bytes(c["text_ct"])).decode() for c in copies}
     assert readable == {"Lives in Lisbon", "Lives in Porto", "Flew to Madeira"}

@@ -1,4 +1,4 @@
-"""A tenant that outgrows Milvus Lite is named in one warning in the server's log (README,
+"""A tenant that outgrows Milvus Lite is named in one warning in the server's log (docs/scaling.md,
 "Large tenants belong on a Milvus server"): once per tenant per process, never for a tenant
 below the size, never when the index is reached over the network (MEMORYD_MILVUS_URI).
 

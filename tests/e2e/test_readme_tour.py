@@ -1,4 +1,5 @@
-"""The README's tour runs as written, against the embedded default."""
+"""The README's tour, and the views tour of docs/concepts.md after it, run as written against the
+embedded default."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from pathlib import Path
 from ..support import ROOT, ServerProcess, server_env
 
 
-def _block(name: str) -> str:
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(rf"<!-- {name}:start -->\s*```bash\n(.*?)```\s*<!-- {name}:end -->", readme, re.DOTALL)
-    assert block, f"README.md has no {name} block"
+def _block(name: str, page: str = "README.md") -> str:
+    text = (ROOT / page).read_text()
+    block = re.search(rf"<!-- {name}:start -->\s*```bash\n(.*?)```\s*<!-- {name}:end -->", text, re.DOTALL)
+    assert block, f"{page} has no {name} block"
     return block.group(1)
 
 
@@ -48,10 +49,11 @@ def test_readme_tour_works_as_written(tmp_path):
         result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                                 timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
-        # The Views section continues in the same shell state; one command there must fail.
+        # The views tour (docs/concepts.md, Views) continues in the same shell state; one command
+        # there must fail.
         views_script = ("set -uo pipefail\nsource .venv/bin/activate\n"
                         "export MEMORYD_TOKEN=$(memoryd token issue --tenant demo --agent support-bot --ttl 1h)\n"
-                        + "\n".join(_commands(_block("views-tour"), status=True)))
+                        + "\n".join(_commands(_block("views-tour", "docs/concepts.md"), status=True)))
         views = subprocess.run(["bash", "-c", views_script], cwd=tmp_path, env=env, capture_output=True, text=True,
                                timeout=120)
     finally:

@@ -36,7 +36,7 @@ def test_several_processes_with_an_embedded_store_are_refused(tmp_path: Path, ar
         "memoryd: error: serving from 2 processes needs external stores, a PostgreSQL server "
         "(MEMORYD_POSTGRES_APP_DSN and MEMORYD_POSTGRES_WORKER_DSN, or MEMORYD_POSTGRES_DSN) and a Milvus server "
         "(MEMORYD_MILVUS_URI): the embedded PostgreSQL and Milvus Lite belong to one process",
-        "hint: see the Configuration section of the README, or deploy/memoryd.example.toml"]
+        "hint: see docs/configuration.md, or deploy/memoryd.example.toml"]
     assert not (tmp_path / ".memoryd").exists()  # nothing started, nothing made
 
 

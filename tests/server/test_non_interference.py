@@ -77,7 +77,7 @@ FIELD_SETS = {
 }
 # Views that hide every field a change of a hidden field moves (version, update time, provenance)
 # and the status: their second world is written in another order, changed again in hidden
-# fields, and holds a forgotten memory (the README's remedy for "versions made by hidden fields").
+# fields, and holds a forgotten memory (docs/security.md's remedy for "versions made by hidden fields").
 REORDERED = {"no-times"}
 FORGOTTEN_TEXT = "Cancelled the gym membership"
 SWAPPED = {0.1: 0.9, 0.5: 0.1, 0.9: 0.5}  # another importance, one to one
@@ -328,7 +328,7 @@ def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, vis
         # differently (found with this test; see issue 15's note). The other values are a
         # one-to-one map of this world's, so two writes of a key are equal in one world
         # exactly when they are in the other: a change of a hidden field is a new version
-        # (README, "What is not"), which a view showing versions sees. Changed again in
+        # (docs/security.md, "What is not"), which a view showing versions sees. Changed again in
         # hidden fields only, the values are drawn freely.
         if again:
             importance, pinned = hidden_values[n % len(hidden_values)]

@@ -6,7 +6,7 @@ user with a gRPC health check, every service and secret the compose file names e
 every manifest is a known kind with the fields its kind needs, containers are locked down
 and probed, selectors match their pods, and the kustomization lists files that exist. What
 they cannot check (the operators' CRD schemas beyond the fields named, image tags existing,
-the stack actually starting) is listed in the README, Run at scale.
+the stack actually starting) is listed in docs/scaling.md, Run at scale.
 """
 
 from __future__ import annotations
@@ -395,10 +395,10 @@ def test_configmaps_secrets_and_service_accounts_referenced_exist_or_are_documen
     configmaps = {c["metadata"]["name"] for c in _by_kind("ConfigMap")}
     accounts = {a["metadata"]["name"] for a in _by_kind("ServiceAccount")}
     # Secrets are created outside the manifests: by the operator (CloudNativePG writes
-    # memoryd-db-app) or by the operator of the deployment (README, Run at scale).
+    # memoryd-db-app) or by the operator of the deployment (docs/scaling.md, Run at scale).
     documented = {"memoryd-db-app", "memoryd-db-app-login", "memoryd-db-worker-login", "memoryd-keys",
                   "memoryd-milvus"}
-    readme = (ROOT / "README.md").read_text()
+    manual = (ROOT / "docs" / "scaling.md").read_text()
     for workload in _workloads():
         pod = workload["spec"]["template"]["spec"]
         assert pod["serviceAccountName"] in accounts
@@ -413,7 +413,7 @@ def test_configmaps_secrets_and_service_accounts_referenced_exist_or_are_documen
                 if ref:
                     assert ref["name"] in documented
     for name in documented - {"memoryd-db-app"}:
-        assert name in readme, f"the README says how to create {name}"
+        assert name in manual, f"docs/scaling.md says how to create {name}"
     # Only the migration Job holds the owner's login (CloudNativePG's memoryd-db-app).
     for workload in _workloads():
         env = [v for c in workload["spec"]["template"]["spec"]["containers"] for v in c.get("env", [])]

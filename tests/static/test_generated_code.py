@@ -1,6 +1,6 @@
-"""Code generated from protos/ is marked DO NOT EDIT in every language (STYLE.md: produced by
-one command, never hand-edited). That it matches a fresh generation: tests/toolchains/test_*_drift.py
-and test_contract.py."""
+"""Code generated from protos/ is marked DO NOT EDIT in every language (docs/conventions.md,
+"Generated code": produced by one command, never hand-edited). That it matches a fresh
+generation: tests/toolchains/test_*_drift.py and test_contract.py."""
 
 from __future__ import annotations
 

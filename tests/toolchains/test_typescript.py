@@ -77,14 +77,14 @@ def test_the_typescript_client_passes_its_tests(built: None):
 
 
 def test_the_readme_example_runs(built: None, server, connect, tmp_path: Path):
-    """The README's TypeScript example, run as written against a real memoryd (only the token
+    """The TypeScript example of docs/clients.md, run as written against a real memoryd (only the token
     file and the package import point at this checkout)."""
     from memoryd.v1 import memory_pb2 as pb
 
     rules = [pb.ViewRule(category=pb.CATEGORY_FACT, key_patterns=["home_city"])]
     agent = connect("demo-agent", view=full_view("demo-agent", read_rules=rules, write_rules=rules))
-    readme = (ROOT / "README.md").read_text()
-    example = readme.split("### TypeScript client", 1)[1].split("```typescript\n", 1)[1].split("```", 1)[0]
+    page = (ROOT / "docs" / "clients.md").read_text()
+    example = page.split("\n## TypeScript client\n", 1)[1].split("```typescript\n", 1)[1].split("```", 1)[0]
     token_file = tmp_path / "demo-agent.token"
     token_file.write_text(agent.token + "\n")
     script = (example.replace('"@memoryd/client"', f'"{(PACKAGE / "dist" / "index.js").as_uri()}"')

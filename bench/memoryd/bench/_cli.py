@@ -19,6 +19,7 @@ from ._cli_injections import add_injections_command
 from ._cli_madial import add_madial_command
 from ._cli_quick import add_quick_command
 from ._cli_scale import add_scale_command
+from ._run_options import add_run_options, add_server_options
 from memoryd.cli import connection_options, tls_settings
 
 DEFAULT_TOKEN_FILE = ".memoryd/tokens/demo-agent.token"
@@ -49,17 +50,12 @@ def add_bench_commands(commands: Any) -> None:
                                           "the repository or the current directory)")
     locomo.add_argument("--conversations", metavar="N|I,J,...",
                         help="the first N conversations, or these positions (0-based) or sample ids; default all")
-    locomo.add_argument("--addr", help="use the memoryd already running here instead of starting one")
-    locomo.add_argument("--token", default=os.environ.get("MEMORYD_TOKEN", ""),
-                        help="bearer token for --addr (default: $MEMORYD_TOKEN, then --token-file)")
-    locomo.add_argument("--token-file", default=DEFAULT_TOKEN_FILE, help=f"default: {DEFAULT_TOKEN_FILE}")
+    add_server_options(locomo, DEFAULT_TOKEN_FILE)
     locomo.add_argument("--k", type=_ks, default=(5, 10, 25), metavar="K,K,...",
                         help="cut-offs for recall@k (default 5,10,25); Recall asks for top_k = the largest")
     locomo.add_argument("--batch-size", type=int, default=100, help="items per Write, 1-100 (default 100)")
     locomo.add_argument("--subject-prefix", default="locomo",
                         help="subjects are <prefix>-<sample_id> (default locomo); they must be empty")
-    locomo.add_argument("--start-timeout", type=float, default=180.0,
-                        help="seconds to wait for the embedded server to listen (default 180)")
     locomo.add_argument("--min-relevance", type=relevance_arg, metavar="R",
                         help="ask every Recall with this minimum relevance (default: the server's)")
     locomo.add_argument("--no-neighbours", action="store_true",
@@ -69,10 +65,9 @@ def add_bench_commands(commands: Any) -> None:
     locomo.add_argument("--off-topic", action="store_true",
                         help="also ask each conversation's questions of the next conversation's memories and "
                              "report how many got an empty answer (needs two conversations or more)")
-    locomo.add_argument("--json", metavar="OUT", help="also write the results, per question too, as JSON")
     locomo.add_argument("--markdown", action="store_true",
                         help="print a Markdown section for bench/RESULTS.md instead of the plain table")
-    locomo.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    add_run_options(locomo, json_help="also write the results, per question too, as JSON")
     locomo.set_defaults(run=run_locomo_command)
     add_scale_command(benchmarks)
     add_quick_command(benchmarks)
@@ -101,9 +96,7 @@ def add_bench_commands(commands: Any) -> None:
     load.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
     load.add_argument("--deadline", type=float, default=10.0, help="deadline of each call in seconds (default 10)")
     load.add_argument("--seed", type=int, default=0, help="random seed of the workers' choices (default 0)")
-    load.add_argument("--start-timeout", type=float, default=180.0,
-                      help="seconds to wait for the embedded server to listen (default 180)")
-    load.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    add_run_options(load, progress_help=None)  # its own --quiet below
     load.add_argument("--markdown", action="store_true", help="print a Markdown section for bench/RESULTS.md")
     load.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     load.set_defaults(run=run_load_command)

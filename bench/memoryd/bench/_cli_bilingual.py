@@ -13,6 +13,7 @@ from ._locomo import BenchError
 from ._server import ServerError, sigterm_unwinds
 from ._bilingual import DEFAULT_DATASET, BilingualOptions, json_result, report, run_bilingual
 from ._report import machine, settings, versions
+from ._run_options import add_run_options, add_server_options
 from memoryd.cli import connection_options, tls_settings
 
 
@@ -36,19 +37,13 @@ def add_bilingual_command(benchmarks: Any, token_file: str) -> None:
                     "questions with an answering memory in the first k — or, for questions nothing answers, "
                     "with an empty answer. Starts its own embedded server unless --addr is given.")
     bench.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help=f"default: {DEFAULT_DATASET}")
-    bench.add_argument("--addr", help="use the memoryd already running here instead of starting one")
-    bench.add_argument("--token", default=os.environ.get("MEMORYD_TOKEN", ""),
-                       help="bearer token for --addr (default: $MEMORYD_TOKEN, then --token-file)")
-    bench.add_argument("--token-file", default=token_file, help=f"default: {token_file}")
+    add_server_options(bench, token_file)
     bench.add_argument("--k", type=int, default=5, help="Recall's top_k and the hit cut-off (default 5)")
     bench.add_argument("--min-relevance", type=relevance_arg, metavar="R",
                        help="ask with this minimum relevance (default: the server's)")
     bench.add_argument("--subject-prefix", default="bilingual",
                        help="subjects are <prefix>-<user> (default bilingual); they should be empty")
-    bench.add_argument("--start-timeout", type=float, default=180.0,
-                       help="seconds to wait for the embedded server to listen (default 180)")
-    bench.add_argument("--json", metavar="OUT", help="also write the results, per question too, as JSON")
-    bench.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    add_run_options(bench, json_help="also write the results, per question too, as JSON")
     bench.set_defaults(run=run_bilingual_command)
 
 

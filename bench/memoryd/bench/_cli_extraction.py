@@ -16,6 +16,7 @@ from ._server import ServerError, sigterm_unwinds
 from ._extraction_run import ExtractionOptions, ExtractionResult, run_extraction
 from ._extraction_set import DEFAULT_DIALOGUES, summarise
 from ._report import machine, sha256, versions
+from ._run_options import add_run_options
 
 ADMIN_TOKEN_FILE = ".memoryd/tokens/admin.token"  # what `make serve` (the embedded default) writes
 # Options that set up the embedded server or its model: a server at --addr has its own.
@@ -67,8 +68,6 @@ def add_extraction_command(benchmarks: Any) -> None:
                        help=f"the dialogue set (default: {DEFAULT_DIALOGUES})")
     bench.add_argument("--wait", type=_positive(float), default=600.0, metavar="S",
                        help="seconds to wait for the jobs after the last Write (default 600)")
-    bench.add_argument("--start-timeout", type=float, default=180.0,
-                       help="seconds to wait for the embedded server to listen (default 180)")
     bench.add_argument("--port", type=_positive(int), metavar="PORT",
                        help="the embedded server's port on 127.0.0.1 (default: a free one)")
     bench.add_argument("--addr", metavar="HOST:PORT",
@@ -84,8 +83,8 @@ def add_extraction_command(benchmarks: Any) -> None:
     bench.add_argument("--subject-prefix", default="extraction",
                        help="subjects are <prefix>-<dialogue id> (default extraction); with --addr a run id follows "
                             "the prefix")
-    bench.add_argument("--json", metavar="FILE", help="also write the figures, per dialogue too, as JSON")
-    bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_run_options(bench, json_help="also write the figures, per dialogue too, as JSON", json_metavar="FILE",
+                    progress_help="no progress bar on stderr")
     bench.set_defaults(run=run_extraction_command)
 
 

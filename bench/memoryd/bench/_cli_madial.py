@@ -18,6 +18,7 @@ from ._cli_bilingual import relevance_arg
 from ._madial import MODES, SHAPES, MadialOptions, json_result, report, run_madial
 from ._madial_data import find_madial
 from ._report import machine, settings, versions
+from ._run_options import add_run_options, add_server_options
 from memoryd.cli import connection_options, tls_settings
 
 
@@ -52,10 +53,7 @@ def add_madial_command(benchmarks: Any, token_file: str) -> None:
                     "empty answers and Recall latency. Starts its own embedded server unless --addr is given.")
     bench.add_argument("--dataset", help="the MADial-Bench folder, with data/ch and data/en (default: madial-bench "
                                          "beside LoCoMo's folder, found as bench locomo finds it)")
-    bench.add_argument("--addr", help="use the memoryd already running here instead of starting one")
-    bench.add_argument("--token", default=os.environ.get("MEMORYD_TOKEN", ""),
-                       help="bearer token for --addr (default: $MEMORYD_TOKEN, then --token-file)")
-    bench.add_argument("--token-file", default=token_file, help=f"default: {token_file}")
+    add_server_options(bench, token_file)
     bench.add_argument("--modes", type=_among(MODES), default=MODES, metavar="M,M",
                        help=f"dialogue language-memory language, among {','.join(MODES)} (default all)")
     bench.add_argument("--shapes", type=_among(SHAPES), default=SHAPES, metavar="S,S",
@@ -76,10 +74,7 @@ def add_madial_command(benchmarks: Any, token_file: str) -> None:
                             "questions: the issue's reference p50")
     bench.add_argument("--subject-prefix", default="madial",
                        help="subjects are <prefix>-<lang>-<user> (default madial); they must be empty")
-    bench.add_argument("--start-timeout", type=float, default=180.0,
-                       help="seconds to wait for the embedded server to listen (default 180)")
-    bench.add_argument("--json", metavar="OUT", help="also write the results, per dialogue too, as JSON")
-    bench.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    add_run_options(bench, json_help="also write the results, per dialogue too, as JSON")
     bench.set_defaults(run=run_madial_command)
 
 

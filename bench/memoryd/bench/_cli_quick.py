@@ -20,6 +20,7 @@ from ._plot import quick_figure
 from ._quick import Mem0Harness, QuickOptions, run_quick
 from ._quick_report import HISTORY, history_file, json_quick, load_run, newest_run, text_quick
 from ._report import machine, versions
+from ._run_options import add_run_options
 from ._cli_scale import parse_sizes
 
 # The source tree this package runs from (make install installs it editable): bench/mem0 and
@@ -69,8 +70,6 @@ def add_quick_command(benchmarks: Any) -> None:
     quick.add_argument("--load-seconds", type=float, default=20.0, help="the table's mixed-load burst, 8 workers (default 20)")
     quick.add_argument("--index-items", type=int, default=200,
                        help="items written async for the indexing rate (default 200)")
-    quick.add_argument("--start-timeout", type=float, default=180.0,
-                       help="seconds to wait for each embedded server to start (default 180)")
     quick.add_argument("--load-curve", type=parse_workers, default=(1, 2, 4), metavar="N,N,...",
                        help="the throughput curve's shorter bursts: closed-loop workers (default 1,2,4; the table's "
                             "8-worker burst is its last point; 0: none)")
@@ -87,8 +86,9 @@ def add_quick_command(benchmarks: Any) -> None:
                             f"(default {HISTORY} of the source tree)")
     quick.add_argument("--previous", metavar="FILE",
                        help="compare with this run's JSON (default: the newest run in the history folder)")
-    quick.add_argument("--json", metavar="OUT", help="also write the table and the details as JSON here")
-    quick.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    add_run_options(quick, start_help="seconds to wait for each embedded server to start (default 180)",
+                    json_help="also write the table and the details as JSON here",
+                    progress_help="no progress lines on stderr")
     quick.set_defaults(run=run_quick_command)
 
 

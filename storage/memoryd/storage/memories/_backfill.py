@@ -11,7 +11,7 @@ vector index again, so the index's copy holds labels instead of names too. A row
 subject's key cannot be unwrapped is left as it is and reported.
 
 What this cannot reach: copies of the old plaintext in Postgres's dead tuples and WAL (until
-VACUUM and WAL recycling) and in backups taken before (the README says so).
+VACUUM and WAL recycling) and in backups taken before (docs/security.md, "Encryption at rest", says so).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Milvus Lite searches a tenant's partition in this process, in Python: filtering 
 and, while the HNSW index of a freshly merged segment is being built, scanning it brute force.
 Past ~30,000 memories in one tenant its search alone takes 20-50 ms on 2 cores with every index
 built, and over 100 ms for the seconds to minutes each merge of segments leaves unindexed after
-writes (``bench/probes/lite_search_probe.py``; README, "Large tenants belong on a Milvus
+writes (``bench/probes/lite_search_probe.py``; docs/scaling.md, "Large tenants belong on a Milvus
 server"). Recall keeps working, only slower; the fix is a Milvus server, so the operator is told
 which tenant, how large, and what to set.
 
