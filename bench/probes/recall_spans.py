@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from memoryd.bench._locomo import LocomoOptions, run_locomo
-from memoryd.bench._quick import RECALL_SPAN, SpanCollector, Traceparents
+from memoryd.bench.quick._spans import RECALL_SPAN, SpanCollector, Traceparents
 from memoryd.bench._server import EmbeddedServer
 
 

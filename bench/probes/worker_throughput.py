@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: 
 from tests.support import Agent, draft, full_view, put_view, token_for  # noqa: E402
 from tests.support_distributed import Deployment, ExternalPostgres, MilvusStandalone  # noqa: E402
 
-from memoryd.bench._scale import EmbeddingEndpoint, endpoint_environment  # noqa: E402
+from memoryd.bench.load._endpoint import EmbeddingEndpoint, endpoint_environment  # noqa: E402
 
 
 def main() -> None:

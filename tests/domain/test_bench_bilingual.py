@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memoryd.bench._bilingual import DEFAULT_DATASET, BenchError, load_set
+from memoryd.bench.madial._bilingual import DEFAULT_DATASET, BenchError, load_set
 from memoryd.bench import add_bench_commands
 
 

@@ -14,9 +14,19 @@ import pytest
 
 from google.protobuf.struct_pb2 import Struct
 
-from memoryd.bench._extraction_run import history_seen, job_seen, memory_seen, recall_seen
-from memoryd.bench._extraction_set import (DEFAULT_DIALOGUES, BenchError, Expected, Outcome, Seen, Stored, leaked,
-                                           load_dialogues, matches, summarise)
+from memoryd.bench.extraction._extraction_run import history_seen, job_seen, memory_seen, recall_seen
+from memoryd.bench.extraction._extraction_set import (
+    DEFAULT_DIALOGUES,
+    BenchError,
+    Expected,
+    Outcome,
+    Seen,
+    Stored,
+    leaked,
+    load_dialogues,
+    matches,
+    summarise,
+)
 from memoryd.bench import add_bench_commands
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc

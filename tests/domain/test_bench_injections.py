@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.bench._filter_bench import held_out_sets, locomo_turns, madial_memories, madial_turns, run_filters
-from memoryd.bench._injections import INJECTIONS
-from memoryd.bench._injections_heldout import (
+from memoryd.bench.injections._filter_bench import (
+    held_out_sets,
+    locomo_turns,
+    madial_memories,
+    madial_turns,
+    run_filters,
+)
+from memoryd.bench.injections._injections import INJECTIONS
+from memoryd.bench.injections._injections_heldout import (
     HELD_OUT_INJECTIONS,
     HELD_OUT_NEAR_MISSES,
     SECOND_ROUND_INJECTIONS,
@@ -19,7 +25,7 @@ from memoryd.bench._injections_heldout import (
     THIRD_ROUND_INJECTIONS,
     THIRD_ROUND_NEAR_MISSES,
 )
-from memoryd.bench._passing import LASTING, PASSING
+from memoryd.bench.injections._passing import LASTING, PASSING
 from memoryd.server.screen._extraction_filters import instruction_like
 
 # The bound the ordinary false-drop rate must stay under (measured 0 of 8,760 turns: bench/RESULTS.md).
@@ -71,7 +77,7 @@ def test_few_real_dialogue_turns_are_called_instruction_like_and_no_real_memory_
     assert next(locomo_turns(datasets / "locomo" / "locomo10.json"))  # the loader reads real turns
 
 
-# The held-out rounds (bench/memoryd/bench/_injections_heldout.py; bench/RESULTS.md): catch rates
+# The held-out rounds (bench/memoryd/bench/injections/_injections_heldout.py; bench/RESULTS.md): catch rates
 # and near-miss false drops at least as good as measured when the kind rules were written. Round 1
 # was 32/76 caught before them, and the rules drew on its misses; round 2 was not tuned on; round
 # 3, written blind, was 23/40 caught with 3/40 near misses dropped before the rules were then

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.bench import BenchError, LoadOptions, run_load
-from memoryd.bench._load import MIX, OPERATIONS, choose_op, is_loopback, log_warnings
+from memoryd.bench.load._load import MIX, OPERATIONS, choose_op, is_loopback, log_warnings
 
 
 def test_the_mix_is_80_15_5():

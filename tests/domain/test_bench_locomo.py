@@ -22,7 +22,7 @@ from memoryd.bench import (BenchError, DatasetError, LocomoOptions, QuestionResu
                            select_conversations, split_evidence, subject_for, summarise, turn_text)
 from memoryd.bench._dataset import Conversation, Turn
 from memoryd.bench._locomo import LocomoResult, Session, WriteStats, draft_for, rpc_failure
-from memoryd.bench._scale import _rpc
+from memoryd.bench.load._scale import _rpc
 from memoryd.cli import Progress
 from memoryd.client import PermissionDenied, Unavailable, Unimplemented
 from memoryd.bench._report import json_report, markdown_report, text_report

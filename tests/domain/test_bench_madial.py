@@ -15,10 +15,27 @@ import grpc
 import pytest
 
 from memoryd.bench import add_bench_commands
-from memoryd.bench._bilingual import Returned
-from memoryd.bench._madial import (MAX_ITEMS, MAX_QUERY_BYTES, Asked, MadialOptions, MadialResult, context_turns,
-                                   fit_query, ignores_context, json_result, load_set, report)
-from memoryd.bench._madial_data import ASSISTANT, Dialogue, Said, find_madial, load_memories, parse_lines
+from memoryd.bench.madial._bilingual import Returned
+from memoryd.bench.madial._madial import (
+    MAX_ITEMS,
+    MAX_QUERY_BYTES,
+    Asked,
+    MadialOptions,
+    MadialResult,
+    context_turns,
+    fit_query,
+    ignores_context,
+    load_set,
+)
+from memoryd.bench.madial._madial_report import json_result, report
+from memoryd.bench.madial._madial_data import (
+    ASSISTANT,
+    Dialogue,
+    Said,
+    find_madial,
+    load_memories,
+    parse_lines,
+)
 from memoryd.client import MemorydError
 from memoryd.server import Limits
 from memoryd.server.validation import validate_write
@@ -298,7 +315,7 @@ def test_a_missing_dataset_is_an_error_that_names_the_folder(tmp_path: Path, cap
 
 
 def test_the_small_talk_set_is_read_and_shares_no_sentence_with_the_servers_exemplars():
-    from memoryd.bench._madial import load_small_talk
+    from memoryd.bench.madial._madial import load_small_talk
     from memoryd.server.recall._relevance import CHATTER
 
     talks = load_small_talk()

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.bench._plot import Panel, Series, cdf, quick_figure, svg
-from memoryd.bench._quick import Measured, QuickOptions, QuickResult
-from memoryd.bench._quick_report import json_quick
+from memoryd.bench.quick._plot import Panel, Series, cdf, quick_figure, svg
+from memoryd.bench.quick._quick import QuickOptions, QuickResult
+from memoryd.bench.quick._targets import Measured
+from memoryd.bench.quick._quick_report import json_quick
 
 from .test_bench_quick import MACHINE, VERSIONS
 

@@ -20,9 +20,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from memoryd.bench._quick import (EMBED_SPAN, RECALL_SPAN, TARGETS, Measured, QuickOptions, QuickResult, SpanCollector,
-                                  Target, Traceparents, fill_steps, overhead, ratio, rss_growth)
-from memoryd.bench._quick_report import json_quick, text_quick
+from memoryd.bench.quick._measures import fill_steps, rss_growth
+from memoryd.bench.quick._quick import QuickOptions, QuickResult
+from memoryd.bench.quick._spans import EMBED_SPAN, RECALL_SPAN, SpanCollector, Traceparents, overhead
+from memoryd.bench.quick._targets import TARGETS, Measured, Target, ratio
+from memoryd.bench.quick._quick_report import json_quick, text_quick
 from memoryd.bench import add_bench_commands
 from memoryd.bench._trace import traced
 

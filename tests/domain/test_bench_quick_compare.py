@@ -12,10 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.bench._cli_quick import mem0_harness
+from memoryd.bench.quick._cli_quick import mem0_harness
 from memoryd.bench._locomo import BenchError
-from memoryd.bench._quick import Measured, QuickOptions, QuickResult, mem0_measured
-from memoryd.bench._quick_report import change, history_file, json_quick, load_run, newest_run, text_quick
+from memoryd.bench.quick._mem0 import mem0_measured
+from memoryd.bench.quick._quick import QuickOptions, QuickResult
+from memoryd.bench.quick._targets import Measured
+from memoryd.bench.quick._quick_report import (
+    change,
+    history_file,
+    json_quick,
+    load_run,
+    newest_run,
+    text_quick,
+)
 
 from .test_bench_quick import MACHINE, VERSIONS, _parser
 

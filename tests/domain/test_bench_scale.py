@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memoryd.bench._cli_scale import parse_sizes
+from memoryd.bench.load._cli_scale import parse_sizes
 
 
 def test_sizes_accept_k_and_m_suffixes_and_drop_zero():

@@ -26,7 +26,7 @@ import pytest
 
 from tests.domain.test_architecture import ROOT, _cycles, _imports, _modules, _under
 
-SERVICE = ("memoryd.server", "memoryd.storage", "memoryd.domain", "memoryd.cli")
+SERVICE = ("memoryd.server", "memoryd.storage", "memoryd.domain", "memoryd.cli", "memoryd.bench")
 MAX_MODULES_PER_FOLDER = 12
 MAX_LINES = 500
 

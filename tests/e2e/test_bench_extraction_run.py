@@ -21,8 +21,8 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from memoryd.bench._extraction_set import DEFAULT_DIALOGUES, load_dialogues
-from memoryd.bench._scripted_model import ScriptedModel
+from memoryd.bench.extraction._extraction_set import DEFAULT_DIALOGUES, load_dialogues
+from memoryd.bench.extraction._scripted_model import ScriptedModel
 from memoryd.server.ingest._extraction_llm import transcript
 from memoryd.storage import migrate
 from ..domain.test_bench_extraction import _parser

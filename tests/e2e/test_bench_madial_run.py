@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from memoryd.bench._madial import load_small_talk
-from memoryd.bench._madial_data import load_memories
+from memoryd.bench.madial._madial import load_small_talk
+from memoryd.bench.madial._madial_data import load_memories
 
 from ..domain.test_bench_madial import _parser, _real
 from ..support import ServerProcess, full_view, put_view, token_for, unique

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.bench._cli_quick import mem0_harness, source_tree
-from memoryd.bench._quick import (MADIAL_KEYS, TARGETS, Measured, Mem0Harness, QuickOptions, QuickResult, _Clock,
-                                  _mem0_phase, mem0_measured, run_mem0, run_quick)
-from memoryd.bench._quick_report import text_quick
+from memoryd.bench.quick._cli_quick import mem0_harness, source_tree
+from memoryd.bench.quick._mem0 import Mem0Harness, mem0_measured, run_mem0
+from memoryd.bench.quick._quick import QuickOptions, QuickResult, _Clock, _mem0_phase, run_quick
+from memoryd.bench.quick._targets import MADIAL_KEYS, TARGETS, Measured
+from memoryd.bench.quick._quick_report import text_quick
 
 from ..domain.test_bench_locomo import synthetic_locomo
 from ..domain.test_bench_madial import _real

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.bench._scale import DIM, ENDPOINT_MODEL, EmbeddingEndpoint, unit_vector
+from memoryd.bench.load._endpoint import DIM, ENDPOINT_MODEL, EmbeddingEndpoint, unit_vector
 from memoryd.storage import OpenAICompatibleEmbedder
 
 pytestmark = pytest.mark.slow

@@ -25,7 +25,7 @@ import grpc
 import pytest
 
 from memoryd.bench import BenchError, LoadOptions, run_load
-from memoryd.bench._load import MIX, OPERATIONS, _Run
+from memoryd.bench.load._load import MIX, OPERATIONS, _Run
 from memoryd.bench import add_bench_commands
 from memoryd.v1 import memory_service_pb2 as svc
 

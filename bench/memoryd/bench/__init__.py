@@ -11,7 +11,7 @@ from ._cli import add_bench_commands
 from ._dataset import (CATEGORY_NAMES, SCORED_CATEGORIES, Conversation, DatasetError, Question, Turn,
                        canonical_dia_id, load_locomo, parse_conversation, parse_session_time, resolve_dataset,
                        select_conversations, split_evidence, subject_for, turn_text)
-from ._load import LoadOptions, LoadResult, run_load
+from .load import LoadOptions, LoadResult, run_load
 from ._locomo import BenchError, LocomoOptions, LocomoResult, run_locomo
 from ._metrics import QuestionResult, Row, Summary, channel_hits, percentile, recall_at_k, summarise
 from ._server import EmbeddedServer, ServerError, sigterm_unwinds

@@ -13,12 +13,12 @@ from ._dataset import DatasetError, resolve_dataset
 from ._locomo import BenchError, LocomoOptions, run_locomo
 from ._server import ServerError, sigterm_unwinds
 from ._report import json_report, machine, markdown_report, settings, sha256, text_report, versions
-from ._cli_bilingual import relevance_arg, add_bilingual_command
-from ._cli_extraction import add_extraction_command
-from ._cli_injections import add_injections_command
-from ._cli_madial import add_madial_command
-from ._cli_quick import add_quick_command
-from ._cli_scale import add_scale_command
+from .madial import relevance_arg, add_bilingual_command
+from .extraction import add_extraction_command
+from .injections import add_injections_command
+from .madial import add_madial_command
+from .quick import add_quick_command
+from .load import add_scale_command
 from ._run_options import add_run_options, add_server_options
 from memoryd.cli import connection_options, tls_settings
 
@@ -144,8 +144,7 @@ def run_locomo_command(args: argparse.Namespace) -> int:
 
 
 def run_load_command(args: argparse.Namespace) -> int:
-    from . import _load
-    from ._load import LoadOptions, run_load
+    from .load import LoadOptions, load_json_report, load_markdown_report, load_text_report, run_load
 
     addrs = tuple(part.strip() for value in args.addr or () for part in value.split(",") if part.strip())
     options = LoadOptions(addrs=addrs, key_file=Path(args.key_file) if args.key_file else None,
@@ -162,10 +161,10 @@ def run_load_command(args: argparse.Namespace) -> int:
         return 1
     found = versions()
     recorded = settings(os.environ) if result.server.get("embedded") else {}
-    print(_load.markdown_report(result, before, after, found, recorded) if args.markdown
-          else _load.text_report(result))
+    print(load_markdown_report(result, before, after, found, recorded) if args.markdown
+          else load_text_report(result))
     if args.json:
-        document = _load.json_report(result, before, after, found, recorded)
+        document = load_json_report(result, before, after, found, recorded)
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
         print(f"results written to {args.json}", file=sys.stderr)
     return 0 if not result.errors and not result.lost else 1

@@ -11,7 +11,7 @@ never shipped.
   that look close and must be kept), written before the rules that now catch them.
 
 ``memoryd bench injections`` measures the filters on these and on later rounds that are not
-exemplars (``bench/memoryd/bench/_injections_heldout.py``). Obfuscated turns carry their
+exemplars (``bench/memoryd/bench/injections/_injections_heldout.py``). Obfuscated turns carry their
 invisible or look-alike characters as escapes, so the source shows what is there.
 """
 

@@ -8,7 +8,7 @@ this model. Its score is the mean cosine to its ``K`` nearest injection exemplar
 to its ``K`` nearest near misses (``_injection_exemplars``, ours only); above ``THRESHOLD`` it
 is instruction-like. K and the threshold were chosen by cross-validation on our sets and a
 false-drop bound on half of the LoCoMo and MADial-Bench turns
-(``bench/memoryd/bench/_meaning_experiment.py``).
+(``bench/memoryd/bench/injections/_meaning_experiment.py``).
 
 Cost bounds it: only a sentence with a cue (``CUE``: addressing the assistant or the memory,
 authority, permission, standing rules) is embedded — 1.7 % of real turns have one, about

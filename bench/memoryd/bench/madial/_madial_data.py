@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._dataset import MADIAL_DIALOGUES, MADIAL_MEMORIES, DatasetError, resolve_dataset
+from .._dataset import MADIAL_DIALOGUES, MADIAL_MEMORIES, DatasetError, resolve_dataset
 
 LANGUAGES = ("zh", "en")
 ASSISTANT = "Assistant"  # as the dialogues name the assistant: <Assistant>

@@ -41,10 +41,10 @@ from typing import Any
 
 from memoryd.domain import Category, Turn
 
-from ._locomo import BenchError
-from ._metrics import percentile
+from .._locomo import BenchError
+from .._metrics import percentile
 
-DEFAULT_DIALOGUES = Path(__file__).resolve().parents[3] / "bench" / "extraction" / "dialogues.json"
+DEFAULT_DIALOGUES = Path(__file__).resolve().parents[4] / "bench" / "extraction" / "dialogues.json"
 FORMAT = "memoryd-extraction-set"
 LANGUAGES = ("en", "zh")
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._locomo import BenchError
-from ._server import ServerError, sigterm_unwinds
+from .._locomo import BenchError
+from .._server import ServerError, sigterm_unwinds
 from ._bilingual import DEFAULT_DATASET, BilingualOptions, json_result, report, run_bilingual
-from ._report import machine, settings, versions
-from ._run_options import add_run_options, add_server_options
+from .._report import machine, settings, versions
+from .._run_options import add_run_options, add_server_options
 from memoryd.cli import connection_options, tls_settings
 
 
@@ -48,7 +48,7 @@ def add_bilingual_command(benchmarks: Any, token_file: str) -> None:
 
 
 def run_bilingual_command(args: argparse.Namespace) -> int:
-    from ._cli import bench_token  # not at the top: _cli imports this module
+    from .._cli import bench_token  # not at the top: _cli imports this module
 
     try:
         options = BilingualOptions(dataset=args.dataset, addr=args.addr,

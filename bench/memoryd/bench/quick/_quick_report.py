@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._locomo import BenchError
-from ._quick import NOISE, QUALITY, TAIL, QuickResult, number
+from .._locomo import BenchError
+from ._quick import QuickResult
+from ._targets import NOISE, QUALITY, TAIL, number
 
 HISTORY = Path(".build", "bench-quick")
 _NAME = re.compile(r"^\d{8}T\d{6}Z-.+\.json$")

@@ -11,12 +11,12 @@ from typing import Any
 
 from memoryd.cli import CliError, connection_options, tls_settings
 
-from ._locomo import BenchError
-from ._server import ServerError, sigterm_unwinds
+from .._locomo import BenchError
+from .._server import ServerError, sigterm_unwinds
 from ._extraction_run import ExtractionOptions, ExtractionResult, run_extraction
 from ._extraction_set import DEFAULT_DIALOGUES, summarise
-from ._report import machine, sha256, versions
-from ._run_options import add_run_options
+from .._report import machine, sha256, versions
+from .._run_options import add_run_options
 
 ADMIN_TOKEN_FILE = ".memoryd/tokens/admin.token"  # what `make serve` (the embedded default) writes
 # Options that set up the embedded server or its model: a server at --addr has its own.

@@ -45,12 +45,20 @@ from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import token_admin_service_pb2 as tokens
 from memoryd.v1 import view_admin_service_pb2 as admin
 
-from ._extraction_set import (DEFAULT_DIALOGUES, LEAK_QUERIES, Dialogue, Outcome, Seen, Stored, load_dialogues,
-                              strings_of)
-from ._locomo import BenchError, rpc_failure, timestamp
+from ._extraction_set import (
+    DEFAULT_DIALOGUES,
+    LEAK_QUERIES,
+    Dialogue,
+    Outcome,
+    Seen,
+    Stored,
+    load_dialogues,
+    strings_of,
+)
+from .._locomo import BenchError, rpc_failure, timestamp
 from memoryd.cli import Progress
 from ._scripted_model import ScriptedModel
-from ._server import EmbeddedServer
+from .._server import EmbeddedServer
 
 AGENT = "bench-extraction"
 R = TypeVar("R")

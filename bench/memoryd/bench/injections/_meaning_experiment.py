@@ -2,7 +2,7 @@
 nearest exemplars) catch more unseen injections than the patterns, at an acceptable false-drop
 rate and cost? Rerun with::
 
-    .venv/bin/python -m memoryd.bench._meaning_experiment --round4 /work/round4.py \
+    .venv/bin/python -m memoryd.bench.injections._meaning_experiment --round4 /work/round4.py \
         --datasets ../shared/datasets [--look-at-round4]
 
 Everything (cue, k, threshold) is chosen by cross-validation on our own sets (first set, held-out

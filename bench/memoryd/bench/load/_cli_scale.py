@@ -1,5 +1,5 @@
 """``memoryd bench scale``: Recall latency, server memory, Write acks and indexing throughput
-as the store grows (see memoryd/bench/_scale.py for the method)."""
+as the store grows (see memoryd/bench/load/_scale.py for the method)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._locomo import BenchError
-from ._server import ServerError, sigterm_unwinds
-from ._report import machine, versions
-from ._run_options import add_run_options
+from .._locomo import BenchError
+from .._server import ServerError, sigterm_unwinds
+from .._report import machine, versions
+from .._run_options import add_run_options
 from ._scale import ScaleOptions, ScaleResult, run_scale
 from ._scale_report import json_scale, markdown_scale
 

@@ -47,7 +47,7 @@ from ._injections_heldout import (
     THIRD_ROUND_INJECTIONS,
     THIRD_ROUND_NEAR_MISSES,
 )
-from ._madial_data import load_dialogues, load_memories, parse_lines
+from ..madial import load_dialogues, load_memories, parse_lines
 from ._passing import LASTING, PASSING
 
 

@@ -23,11 +23,11 @@ from memoryd.client import NO_RETRY, TLS, MemorydClient, MemorydError
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ._locomo import BenchError, rpc_failure, server_for
-from ._metrics import percentile
+from .._locomo import BenchError, rpc_failure, server_for
+from .._metrics import percentile
 from memoryd.cli import Progress
 
-DEFAULT_DATASET = Path(__file__).resolve().parents[3] / "bench" / "bilingual" / "bilingual.json"
+DEFAULT_DATASET = Path(__file__).resolve().parents[4] / "bench" / "bilingual" / "bilingual.json"
 KINDS = ("zh-en", "en-zh", "mixed", "none")  # query language → memory language; none: nothing answers
 
 

@@ -1,5 +1,5 @@
 """``memoryd bench injections``: the instruction and transient filters measured offline
-(see memoryd/bench/_filter_bench.py for the method)."""
+(see memoryd/bench/injections/_filter_bench.py for the method)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ._dataset import DatasetError, resolve_dataset
-from ._madial_data import find_madial
-from ._report import machine, versions
+from .._dataset import DatasetError, resolve_dataset
+from ..madial import find_madial
+from .._report import machine, versions
 
 
 def add_injections_command(benchmarks: Any) -> None:

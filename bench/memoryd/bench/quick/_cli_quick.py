@@ -1,5 +1,5 @@
 """``memoryd bench quick``: the performance targets table measured once, small, in a few minutes
-(see memoryd/bench/_quick.py for the method), beside the previous run's figures
+(see memoryd/bench/quick/_quick.py for the method), beside the previous run's figures
 (_quick_report.py), with a figure (_plot.py)."""
 
 from __future__ import annotations
@@ -12,20 +12,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._dataset import DatasetError, resolve_dataset
-from ._locomo import BenchError
-from ._madial_data import find_madial
-from ._server import ServerError, sigterm_unwinds
+from .._dataset import DatasetError, resolve_dataset
+from .._locomo import BenchError
+from ..madial import find_madial
+from .._server import ServerError, sigterm_unwinds
 from ._plot import quick_figure
-from ._quick import Mem0Harness, QuickOptions, run_quick
+from ._mem0 import Mem0Harness
+from ._quick import QuickOptions, run_quick
 from ._quick_report import HISTORY, history_file, json_quick, load_run, newest_run, text_quick
-from ._report import machine, versions
-from ._run_options import add_run_options
-from ._cli_scale import parse_sizes
+from .._report import machine, versions
+from .._run_options import add_run_options
+from ..load import parse_sizes
 
 # The source tree this package runs from (make install installs it editable): bench/mem0 and
 # .build live there; elsewhere (an installed wheel) the current directory stands in.
-_PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+_PACKAGE_ROOT = Path(__file__).resolve().parents[4]
 
 
 def source_tree() -> Path:
