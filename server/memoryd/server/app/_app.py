@@ -17,12 +17,12 @@ from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from memoryd.storage import PostgresRevocations, require_embedded_parts
+from memoryd.storage import require_embedded_parts
 from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
 from memoryd.v1 import token_admin_service_pb2, token_admin_service_pb2_grpc
 
 from memoryd.server._auth import TokenVerifier, issue_token
-from ._graph import DEMO_AGENT, DEMO_TENANT, open_graph
+from ._graph import DEMO_AGENT, DEMO_TENANT, Graph, open_graph
 from .._config import Config
 from ..rpc import MemoryService, TokenAdminService, ViewAdminService
 from ..rpc import ChainInterceptor, build_chain
@@ -31,8 +31,8 @@ from ..telemetry import configure_logging
 from ..telemetry import Metrics
 from memoryd.server.credentials import TlsSettings
 from ._readiness import Readiness
-from memoryd.server.credentials import RevocationList
 from ..telemetry import tracer, tracer_provider
+from ..usecases import Services
 
 _log = logging.getLogger("memoryd.server")
 
@@ -62,6 +62,7 @@ class Memoryd:
         self._shares_port = shares_port
         self._span_exporter = span_exporter
         self._opened = AsyncExitStack()  # the object graph and the stores under it, closed last
+        self._graph: Graph | None = None
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
         self._readiness: asyncio.Task[None] | None = None
@@ -94,24 +95,10 @@ class Memoryd:
             require_free_address(config.addr, ADDR_SETTING)
         graph = await self._opened.enter_async_context(
             open_graph(config, create_keys=True, metrics=self.metrics))
-        secrets = graph.secrets
+        self._graph, secrets = graph, graph.secrets
         _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,
                   len(secrets.earlier_keys), secrets.pages.current_version)
-        services = await graph.services(tracer(self._provider))
-        verifier = TokenVerifier(secrets.verification_keys,
-                                 RevocationList(PostgresRevocations(graph.db), config.view_cache_seconds))
-        chain = build_chain(verifier=verifier, services=services, config=config,
-                            tracer=tracer(self._provider), metrics=self.metrics)
-        limit = config.limits.max_message_bytes
-        server = grpc.aio.server(
-            interceptors=[ChainInterceptor(chain)],
-            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
-                     SHARED_PORT if self._shares_port else NO_PORT_SHARING],
-        )
-        memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryService(services, config.limits), server)
-        view_admin_service_pb2_grpc.add_ViewAdminServiceServicer_to_server(ViewAdminService(config.limits), server)
-        token_admin_service_pb2_grpc.add_TokenAdminServiceServicer_to_server(TokenAdminService(services, config.limits),
-                                                                             server)
+        server = self._grpc_server(await graph.services(tracer(self._provider)), graph.verifier())
         self._health = health.aio.HealthServicer()
         waits = bool(config.milvus_uri and graph.index_unanswered)
         readiness = Readiness(self._health, SERVICE_NAMES, wait=config.index_ready_wait_seconds if waits else 0.0)
@@ -141,6 +128,24 @@ class Memoryd:
         tokens = self._write_demo_tokens(secrets.signing_key) if config.embedded else ()
         return StartedServer(port, tokens)
 
+    def _grpc_server(self, services: Services, verifier: TokenVerifier) -> grpc.aio.Server:
+        """The gRPC server of memoryd's three services behind the interceptor chain (not yet
+        listening)."""
+        config = self.config
+        chain = build_chain(verifier=verifier, services=services, config=config,
+                            tracer=tracer(self._provider), metrics=self.metrics)
+        limit = config.limits.max_message_bytes
+        server = grpc.aio.server(
+            interceptors=[ChainInterceptor(chain)],
+            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
+                     SHARED_PORT if self._shares_port else NO_PORT_SHARING],
+        )
+        memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryService(services, config.limits), server)
+        view_admin_service_pb2_grpc.add_ViewAdminServiceServicer_to_server(ViewAdminService(config.limits), server)
+        token_admin_service_pb2_grpc.add_TokenAdminServiceServicer_to_server(TokenAdminService(services, config.limits),
+                                                                             server)
+        return server
+
     async def stop(self) -> None:
         """Stop taking calls, let in-flight calls finish within the grace period, close stores."""
         if self._health is not None:
@@ -157,6 +162,7 @@ class Memoryd:
             self._readiness.cancel()  # its ping may hang on a Milvus that does not answer
             await asyncio.gather(self._readiness, return_exceptions=True)
             self._readiness = None
+        self._graph = None
         await self._opened.aclose()  # the background work, what it ran on, then the stores
 
     async def serve_until_signalled(self, on_started: Callable[[StartedServer], None] | None = None) -> None:
