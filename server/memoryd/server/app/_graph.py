@@ -34,6 +34,7 @@ from memoryd.storage import (
     MilvusIndex,
     OutboxWorker,
     Postgres,
+    PostgresRevocations,
     PostgresTokenLedger,
     PostgresViewStore,
     Consolidations,
@@ -44,13 +45,14 @@ from memoryd.storage import (
     seal_plaintext,
 )
 
+from .._auth import TokenVerifier
 from .._config import Config
 from ..ingest import Consolidator, ExtractionWorker, consolidator, extraction_worker
 from ..recall import Recaller
 from ..telemetry import Metrics, MetricsRefresher
 from ..usecases import AccessRecorder, Services, TokenMint
 from ..views import ViewRegistry
-from memoryd.server.credentials import PageTokens
+from memoryd.server.credentials import PageTokens, RevocationList
 from ._compose import Embedders, Opened, configured_embedder, open_stores, worker_pool
 from ._worker import WatchedOutboxWorker
 
@@ -218,7 +220,8 @@ class Graph:
                                 max_attempts=config.outbox_max_attempts, parallel=config.outbox_parallel,
                                 large_tenants=self._large_tenants())
         if not isinstance(self._outbox, kind):
-            raise RuntimeError(f"this process's outbox worker is a {type(self._outbox).__name__}, not a {kind.__name__}")
+            raise RuntimeError(f"this process built its outbox worker as {type(self._outbox).__name__}, "
+                               f"not {kind.__name__}")
         return self._outbox
 
     def _large_tenants(self) -> LargeTenants | None:
@@ -304,6 +307,12 @@ class Graph:
                             token=config.milvus_token, seal_writes=config.milvus_seal)
         self._parts.push_async_callback(index.close)
         return IndexTarget(index, made)
+
+    def verifier(self) -> TokenVerifier:
+        """The server's token verifier: the deployment's verification keys and its tenants'
+        revocations."""
+        revoked = RevocationList(PostgresRevocations(self.db), self.config.view_cache_seconds)
+        return TokenVerifier(self.secrets.verification_keys, revoked)
 
     def recaller(self, tracer: trace.Tracer) -> Recaller:
         return Recaller(self.store, self.config.scoring, self.dense, tracer=tracer)
