@@ -52,3 +52,16 @@ async def test_the_pools_close_only_after_the_background_loops_have_ended(config
     with pytest.raises(Unavailable):  # and then it is closed
         async with queue.worker_tx() as conn:
             await conn.execute("SELECT 1")
+
+
+async def test_a_loop_that_failed_still_leaves_no_pool_open(config: Config):
+    async def failing(stop: asyncio.Event) -> None:
+        raise RuntimeError("a loop's own bug")
+
+    with pytest.raises(RuntimeError, match="a loop's own bug"):
+        async with open_graph(config, create_keys=True) as graph:
+            queue = await graph.worker_db()
+            graph.run(failing)
+    with pytest.raises(Unavailable):
+        async with queue.worker_tx() as conn:
+            await conn.execute("SELECT 1")

@@ -116,10 +116,12 @@ class Graph:
 
     async def close(self) -> None:
         self.stopping.set()
-        for task in self._tasks:
-            await task
-        self._tasks.clear()
-        await self._parts.aclose()
+        try:
+            for task in self._tasks:
+                await task
+        finally:  # a loop that failed leaves no pool or collection open behind it
+            self._tasks.clear()
+            await self._parts.aclose()
 
     @property
     def queue(self) -> Postgres:
