@@ -117,11 +117,14 @@ class Graph:
     async def close(self) -> None:
         self.stopping.set()
         try:
-            for task in self._tasks:
-                await task
-        finally:  # a loop that failed leaves no pool or collection open behind it
+            # Every loop ends before anything closes, even when one of them failed.
+            ended = await asyncio.gather(*self._tasks, return_exceptions=True)
+        finally:
             self._tasks.clear()
             await self._parts.aclose()
+        for outcome in ended:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     @property
     def queue(self) -> Postgres:
