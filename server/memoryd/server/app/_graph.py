@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from memoryd.domain import DEFAULT_SIMILARITY, Embedder, FailedPrecondition, Unavailable, View
 from memoryd.storage import (
+    Consolidations,
     ExtractionJobs,
     IndexSet,
     IndexTarget,
@@ -37,7 +38,6 @@ from memoryd.storage import (
     PostgresRevocations,
     PostgresTokenLedger,
     PostgresViewStore,
-    Consolidations,
     embedder_from_config,
     keywords_warm_up,
     register_index_model,
