@@ -289,11 +289,11 @@ class Probe:
 
     async def settle(self, label: str = "outbox worker, draining") -> None:
         """Let the in-process outbox worker index everything written (timed as a row of its own)."""
-        assert self.app._worker_db is not None  # a probe may look inside
+        assert self.app._graph is not None  # a probe may look inside
         self.beat.reset()
         self.sampler.label = label
         began = time.perf_counter()
-        while (await outbox_lag(self.app._worker_db)).pending:
+        while (await outbox_lag(self.app._graph.queue)).pending:
             await asyncio.sleep(0.2)
         took = time.perf_counter() - began
         self.sampler.label = ""

@@ -246,12 +246,26 @@ def _calls(module: str) -> set[str]:
             for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))}
 
 
+# What only the composition root (memoryd.server.app._compose and its object graph) builds: the
+# stores, keys and pools, and what runs on them — built once per process, closed in reverse order.
+STORE_BUILDERS = {"Postgres", "PostgresMemoryStore", "from_file", "prepare_postgres", "require_shared_master_key",
+                  "require_shared_term_secret"}
+GRAPH_BUILDERS = {"IndexSet", "MilvusIndex", "OutboxWorker", "WatchedOutboxWorker", "LifecycleSweeper", "Consolidator",
+                  "consolidator", "Recaller", "ExtractionWorker", "extraction_worker", "ExtractionJobs", "Embedders",
+                  "configured_embedder", "embedder_from_config"}
+
+
 @pytest.mark.parametrize("module", _of("memoryd.cli") + ["memoryd.server.app._app", "memoryd.server.app._worker"])
 def test_processes_open_their_stores_through_the_one_composition_root(module: str):
-    # memoryd.server.app._compose opens the database, keys and store for serve, worker and the CLI.
-    builders = {"Postgres", "PostgresMemoryStore", "from_file", "prepare_postgres", "require_shared_master_key",
-                "require_shared_term_secret"}
-    assert not _calls(module) & builders
+    # serve (``_app``), worker (``_worker``) and every CLI command take their parts from the graph.
+    assert not _calls(module) & (STORE_BUILDERS | GRAPH_BUILDERS)
+
+
+def test_the_composition_root_builds_what_the_processes_may_not():
+    # Not vacuous: the names are the constructors' own, called where the graph is built (the
+    # rest are called by the factories these call: ``consolidator``, ``configured_embedder``...).
+    built = _calls("memoryd.server.app._graph") | _calls("memoryd.server.app._compose")
+    assert GRAPH_BUILDERS - {"ExtractionWorker", "Consolidator", "WatchedOutboxWorker"} <= built
 
 
 def test_no_module_imports_another_while_that_one_is_still_loading():

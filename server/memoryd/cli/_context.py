@@ -5,21 +5,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memoryd.server import Config
-    from memoryd.storage import Postgres, PostgresMemoryStore, PostgresSettings
-
-
-@dataclass
-class Storage:
-    config: Config
-    settings: PostgresSettings
-    store: PostgresMemoryStore
-    queue: Postgres
+    from memoryd.server import Config, Graph
 
 
 def instant(text: str) -> datetime:
@@ -32,11 +22,11 @@ def instant(text: str) -> datetime:
 
 
 @asynccontextmanager
-async def open_storage(args: argparse.Namespace, config: Config | None = None) -> AsyncIterator[Storage]:
-    """The stores of the configuration (``config``, else loaded from ``args``)."""
-    from memoryd.server import load, open_stores
+async def open_storage(args: argparse.Namespace, config: Config | None = None) -> AsyncIterator[Graph]:
+    """The object graph on the stores of the configuration (``config``, else loaded from
+    ``args``), with the worker role's pool open: a command takes from it what it needs."""
+    from memoryd.server import load, open_graph
 
     # Never a new master key here (open_stores says why).
-    async with open_stores(config or load(args.config), create_keys=False, with_worker_pool=True) as stores:
-        assert stores.queue is not None
-        yield Storage(stores.config, stores.settings, stores.store, stores.queue)
+    async with open_graph(config or load(args.config), create_keys=False, with_worker_pool=True) as graph:
+        yield graph

@@ -8,12 +8,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from memoryd.domain import DEFAULT_SIMILARITY, Embedder, MemorydError
+from memoryd.domain import DEFAULT_SIMILARITY, MemorydError
 
-from .._context import Storage, open_storage
+from .._context import open_storage
 
 if TYPE_CHECKING:
-    from memoryd.server import ConsolidationReport, Embedders
+    from memoryd.server import ConsolidationReport
 
 
 def add_consolidate_command(commands: Any) -> None:
@@ -38,42 +38,23 @@ def _similarity(text: str) -> float:
     return value
 
 
-async def _active_embedder(s: Storage, embedders: Embedders) -> Embedder | None:
-    """The embedder of the active index (what the extraction worker's dedup uses), else the
-    configured one if no index is active yet."""
-    async with s.queue.catalog_tx() as conn:
-        cur = await conn.execute("SELECT model_id FROM index_models WHERE active")
-        row = await cur.fetchone()
-    return embedders.get(row["model_id"]) if row is not None else embedders.configured
-
-
 async def _consolidate(args: argparse.Namespace) -> int:
-    from memoryd.server import Embedders, configured_embedder, consolidator, load
-    from memoryd.storage import Consolidations, ExtractionJobs
+    from memoryd.server import load
 
     if not load(args.config).extraction_configured:
         print("memoryd: error: consolidation needs the extraction model: set MEMORYD_EXTRACTION_URL and "
               "MEMORYD_EXTRACTION_MODEL", file=sys.stderr)
         return 2
     async with open_storage(args) as s:
-        embedders = Embedders(configured_embedder(s.config))
         try:
-            embedder = await _active_embedder(s, embedders)
-            if embedder is None:
+            worker = await s.consolidation(args.similarity)
+            if worker is None:
                 print("memoryd: error: the active index's embedding model is not available here", file=sys.stderr)
                 return 2
-            await embedder.warm_up()
-            worker = consolidator(s.config, Consolidations(s.store), ExtractionJobs(s.store), embedder,
-                                  threshold=args.similarity)
-            try:
-                report = await worker.run(args.tenant, args.subject, dry_run=args.dry_run)
-            finally:
-                worker.close()
+            report = await worker.run(args.tenant, args.subject, dry_run=args.dry_run)
         except MemorydError as exc:
             print(f"memoryd: error: {exc.message}", file=sys.stderr)
             return 1
-        finally:
-            embedders.close()
     _print(report, args.dry_run)
     return 1 if report.count("parse_failure") or report.count("unavailable") else 0
 

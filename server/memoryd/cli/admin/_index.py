@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import signal
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memoryd.domain import MemorydError
@@ -52,8 +51,7 @@ def add_index_commands(commands: Any) -> None:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from memoryd.server import Embedders, WatchedOutboxWorker, WorkerProcess, configured_embedder, load
-    from memoryd.storage import IndexSet
+    from memoryd.server import WorkerProcess, load
 
     config = load(args.config)
     WorkerProcess.require_free_health_address(config)
@@ -63,15 +61,8 @@ async def _worker(args: argparse.Namespace) -> int:
             print("memoryd: error: 'memoryd worker' needs MEMORYD_MILVUS_URI: Milvus Lite belongs to one process "
                   "(the server runs its own worker)", file=sys.stderr)
             return 2
-        embedders = Embedders(configured_embedder(config))
-        await embedders.configured.warm_up()
-        indexes = IndexSet(s.queue, embedders.get, milvus_uri=config.milvus_uri, milvus_token=config.milvus_token,
-                           routing=config.milvus_routing, refresh_seconds=config.index_refresh_seconds,
-                           seal_writes=config.milvus_seal)
-        await indexes.refresh()
-        worker = WatchedOutboxWorker(s.queue, s.store, indexes.writable, max_attempts=config.outbox_max_attempts,
-                                     parallel=config.outbox_parallel)
-        process = WorkerProcess(config, worker, indexes, s.store.db, s.queue)
+        indexes = await s.indexes()
+        process = WorkerProcess(config, await s.watched_outbox_worker(), indexes, s.db, s.queue)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -85,8 +76,6 @@ async def _worker(args: argparse.Namespace) -> int:
             await process.run(stop)
         finally:
             await process.close()
-            await indexes.close()
-            embedders.close()
     return 0
 
 
@@ -99,16 +88,9 @@ async def _outbox_status(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _no_index() -> list[Any]:
-    """The collections of a worker that only manages the outbox: none (it indexes nothing)."""
-    return []
-
-
 async def _outbox_replay(args: argparse.Namespace) -> int:
-    from memoryd.storage import OutboxWorker
-
     async with open_storage(args) as s:
-        revived = await OutboxWorker(s.queue, s.store, _no_index).replay_dead()
+        revived = await s.outbox_keeper().replay_dead()
     print(f"replaying {revived} dead letter(s)")
     return 0
 
@@ -148,40 +130,29 @@ async def _reindex(args: argparse.Namespace) -> int:
 
 
 async def _reindex_holding(args: argparse.Namespace, config: Config) -> int:
-    from memoryd.storage import IndexTarget, MilvusIndex, embedder_from_config, reindex, require_embedded_parts
+    from memoryd.storage import reindex
 
     async with open_storage(args, config) as s:
         if not s.settings.dsn:
             print("memoryd: error: 'memoryd reindex' switches the deployment's model: it needs the owner's "
                   "MEMORYD_POSTGRES_DSN", file=sys.stderr)
             return 2
-        embedder = embedder_from_config(args.embedder, base_url=args.embedder_url, model=args.embedder_model,
-                                        api_key=config.embedder_api_key, dim=args.embedder_dim or None)
         try:
-            await embedder.warm_up()
-            if not config.milvus_uri:
-                require_embedded_parts(postgres=False, milvus=True)
-                Path(config.milvus_target).parent.mkdir(parents=True, exist_ok=True)
-            index = MilvusIndex(config.milvus_target, model_id=embedder.model_id, dim=embedder.dim,
-                                routing=config.milvus_routing, token=config.milvus_token,
-                                seal_writes=config.milvus_seal)
+            target = await s.reindex_target(args.embedder, base_url=args.embedder_url, model=args.embedder_model,
+                                            dim=args.embedder_dim)
             settle = args.settle_seconds if args.settle_seconds is not None else 2 * config.index_refresh_seconds
             bar = _ProgressBar()
             try:
-                result = await reindex(s.settings.dsn, s.queue, s.store, IndexTarget(index, embedder),
+                result = await reindex(s.settings.dsn, s.queue, s.store, target,
                                        settle_seconds=settle, batch_size=args.batch_size, progress=bar)
             except BaseException:
                 bar.close(failed=True)
                 raise
             else:
                 bar.close()
-            finally:
-                await index.close()
         except MemorydError as exc:
             print(f"memoryd: error: {exc.message}", file=sys.stderr)
             return 1
-        finally:
-            embedder.close()
     print(f"re-embedded {result.memories} memories of {result.tenants} tenant(s) with {result.model_id}"
           f"{' (resumed)' if result.resumed else ''}; Recall now uses it")
     return 0

@@ -30,10 +30,10 @@ def add_lifecycle_commands(commands: Any) -> None:
 
 
 async def _sweep(args: argparse.Namespace) -> int:
-    from memoryd.storage import LifecycleSweeper, SweepReport, lifecycle_tenants
+    from memoryd.storage import SweepReport, lifecycle_tenants
 
     async with open_storage(args) as s:
-        sweeper = LifecycleSweeper(s.store.db, s.queue, s.config.policy_for, s.config.scoring.half_life_days)
+        sweeper = await s.sweeper()
         now = args.now or datetime.now(UTC)
         try:
             tenants = args.tenant if args.tenant is not None else await lifecycle_tenants(s.queue)

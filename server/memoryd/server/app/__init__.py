@@ -1,20 +1,22 @@
-"""The server's process: the composition root that opens the stores, the gRPC server's start-up and
-graceful shutdown, the listen address, readiness, and the ``memoryd worker`` process.
+"""The server's process: the composition root that opens the stores and builds the object graph
+on them, the gRPC server's start-up and graceful shutdown, the listen address, readiness, and
+the ``memoryd worker`` process.
 """
 
-from ._app import ADDR_SETTING, DEMO_TENANT, Memoryd, StartedServer
+from ._app import ADDR_SETTING, Memoryd, StartedServer
 from ._compose import (
     Embedders,
-    Stores,
+    Opened,
     configured_embedder,
     keyword_hasher,
     open_database,
     open_stores,
     prepare_postgres,
 )
+from ._graph import DEMO_TENANT, Graph, open_graph
 from ._listen import SharedPort, reserve_shared_port
 from ._worker import WatchedOutboxWorker, WorkerHealth, WorkerProcess
 
-__all__ = ["ADDR_SETTING", "DEMO_TENANT", "Embedders", "Memoryd", "SharedPort", "StartedServer", "Stores",
+__all__ = ["ADDR_SETTING", "DEMO_TENANT", "Embedders", "Graph", "Memoryd", "Opened", "SharedPort", "StartedServer",
            "WatchedOutboxWorker", "WorkerHealth", "WorkerProcess", "configured_embedder", "keyword_hasher",
-           "open_database", "open_stores", "prepare_postgres", "reserve_shared_port"]
+           "open_database", "open_graph", "open_stores", "prepare_postgres", "reserve_shared_port"]

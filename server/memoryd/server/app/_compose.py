@@ -4,8 +4,10 @@
 touches the stores (audit, consolidate, outbox, reindex, lifecycle, token revoke) open them
 here: the configured or embedded PostgreSQL with its migrations, the secrets and the master
 key — each checked against what the database was written with — the application pool and the
-memory store, and the embedders. What one process then builds on top (the gRPC server, the
-workers, a command's own work) stays with it. Everything opened is closed in reverse order.
+memory store, and the embedders. What runs on them (the index set, the workers, the recaller,
+the use cases' services) is built by the object graph of ``_graph``, on what ``open_stores``
+opened; a process adds only its own lifecycle (the gRPC server's, the worker's health, a
+command's output). Everything opened is closed in reverse order.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from memoryd.server.credentials import (
     require_shared_term_secret,
 )
 
-__all__ = ["Embedders", "Stores", "configured_embedder", "keyword_hasher", "open_database", "open_stores",
+__all__ = ["Embedders", "Opened", "configured_embedder", "keyword_hasher", "open_database", "open_stores",
            "prepare_postgres", "worker_pool"]
 
 _log = logging.getLogger("memoryd.server")
@@ -93,8 +95,8 @@ def keyword_hasher(secrets: Secrets) -> TermHasher:
 
 
 @dataclass
-class Stores:
-    """What ``open_stores`` opened, for the process to build on."""
+class Opened:
+    """What ``open_stores`` opened, for the process's object graph (``_graph``) to build on."""
 
     config: Config
     secrets: Secrets
@@ -105,7 +107,7 @@ class Stores:
 
 
 @asynccontextmanager
-async def open_stores(config: Config, *, create_keys: bool, with_worker_pool: bool = False) -> AsyncIterator[Stores]:
+async def open_stores(config: Config, *, create_keys: bool, with_worker_pool: bool = False) -> AsyncIterator[Opened]:
     """The secrets, the master key, the database and the memory store, each checked against the
     deployment's: a term secret or master key other than the one the database was written with
     stops here, before anything is read or written.
@@ -125,7 +127,7 @@ async def open_stores(config: Config, *, create_keys: bool, with_worker_pool: bo
         try:
             if queue is not None:
                 await queue.open()
-            yield Stores(config, secrets, settings, db, store, queue)
+            yield Opened(config, secrets, settings, db, store, queue)
         finally:
             if queue is not None:
                 await queue.close()

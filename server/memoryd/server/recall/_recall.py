@@ -266,14 +266,14 @@ class Recaller:
             span.set_attribute("memoryd.entities", len(found))
         return {tag: spans[tag] for tag in found}
 
-    async def _then_dense(self, named_task: asyncio.Future[dict[str, list[tuple[int, int]]]], tenant: str,
+    async def _then_dense(self, channel: tuple[DenseIndex, Embedder] | None,
+                          named_task: asyncio.Future[dict[str, list[tuple[int, int]]]], tenant: str,
                           flt: ReadFilter, search: Search, proposed: dict[str, list[tuple[int, int]]], limit: int,
                           now: datetime) -> tuple[dict[str, list[tuple[int, int]]], Any]:
         """The named entities, and the dense channel's answer to the search's meaning without
         them (or its ``Unavailable``): the tag finds the entity, the meaning is left to the rest.
         The embedding starts before the entity lookup answers, on the text ``_entity_guess``
         expects it to give; if the lookup finds other names, the right text is embedded then."""
-        channel = self._dense_channel()
         if channel is None:
             return await named_task, None
         guessed = self._unnamed(search, proposed, self._guesses.guess(tenant, flt, proposed))
@@ -331,11 +331,14 @@ class Recaller:
                          tie: Tie) -> tuple[dict[str, tuple[Memory, ScoreParts, list[float] | None]], set[str]]:
         """The candidates of both channels, scored, and the entity tags the query names."""
         limit = top_k * 3
+        # One dense channel for the whole call: a reindex switching models meanwhile must not
+        # fetch the candidates' vectors from another model's collection than the search's.
+        channel = self._dense_channel()
         # The entity tags the names text would give; none when the view hides tags.
         proposed = named_spans(search.names) if mask.entities else {}
         named_task = asyncio.ensure_future(self._named(tenant, flt, proposed, now))
         named_outcome, keyword_outcome = await asyncio.gather(
-            self._then_dense(named_task, tenant, flt, search, proposed, limit, now),
+            self._then_dense(channel, named_task, tenant, flt, search, proposed, limit, now),
             self._keyword(tenant, flt, search.words, limit, now),
             return_exceptions=True,
         )
@@ -362,7 +365,7 @@ class Recaller:
         # cosine, and MMR), at the same time.
         dense_rows, fetched = await asyncio.gather(
             self._fetch_rows(tenant, flt, [i for i in candidates if i not in read], now),
-            self._fetch_vectors(tenant, [i for i, c in candidates.items() if c.vector is None], query_vector),
+            self._fetch_vectors(channel, tenant, [i for i, c in candidates.items() if c.vector is None], query_vector),
         )
         rows = {m.id: m for m in keyword_rows + dense_rows}  # their order is ``tie``'s, below
         renumber(candidates, rows, tie)
@@ -398,9 +401,8 @@ class Recaller:
         with self._tracer.start_as_current_span("memoryd.row_fetch", attributes={"memoryd.candidates": len(ids)}):
             return await self._store.fetch(tenant, flt, ids, now)
 
-    async def _fetch_vectors(self, tenant: str, ids: list[str],
+    async def _fetch_vectors(self, channel: tuple[DenseIndex, Embedder] | None, tenant: str, ids: list[str],
                              query_vector: list[float] | None) -> dict[str, list[float]]:
-        channel = self._dense_channel()
         if not ids or query_vector is None or channel is None:
             return {}
         try:
