@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memoryd", description="Long-term memory for multi-agent systems over gRPC.",
         epilog="Run `memoryd COMMAND --help` for a command's options. Configuration: --config FILE, "
-               "MEMORYD_CONFIG, MEMORYD_* variables (README, Configuration).")
+               "MEMORYD_CONFIG, MEMORYD_* variables (docs/configuration.md).")
     parser.add_argument("--config", help="a TOML configuration file (default: $MEMORYD_CONFIG)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     parser.add_argument("--version", action="version", version=f"memoryd {version()} (contract memoryd.v1)",

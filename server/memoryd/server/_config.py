@@ -266,7 +266,7 @@ def _check(config: Config) -> None:
                              f"index holds no more)")
     if not config.embedded and not config.postgres_dsn and not (config.postgres_app_dsn and config.postgres_worker_dsn):
         raise ValueError("without the owner's MEMORYD_POSTGRES_DSN, give both MEMORYD_POSTGRES_APP_DSN and "
-                         "MEMORYD_POSTGRES_WORKER_DSN (README: Database roles)")
+                         'MEMORYD_POSTGRES_WORKER_DSN (docs/scaling.md, "Database roles")')
     if not 1 <= config.processes <= 256:
         raise ValueError("processes must be between 1 and 256 (one per core is the point)")
     if config.processes > 1 and (config.embedded or not config.milvus_uri):
