@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from memoryd.server import Config
-    from memoryd.storage import Postgres, PostgresMemoryStore, PostgresSettings
+    from memoryd.storage import Postgres, Stores, PostgresSettings
 
 
 @dataclass
 class Storage:
     config: Config
     settings: PostgresSettings
-    store: PostgresMemoryStore
+    store: Stores
     queue: Postgres
 
 

@@ -26,7 +26,7 @@ from memoryd.storage import (
     MilvusIndex,
     OutboxWorker,
     Postgres,
-    PostgresMemoryStore,
+    Stores,
     PostgresRevocations,
     PostgresTokenLedger,
     PostgresSettings,
@@ -190,6 +190,7 @@ class Memoryd:
             worker = OutboxWorker(self._worker_db, store, indexes.writable, max_attempts=config.outbox_max_attempts,
                                   parallel=config.outbox_parallel, large_tenants=self._large_tenants(store))
             self._tasks.append(asyncio.create_task(worker.run(self._stopping)))
+        store.use_index(indexes, outbox=worker)  # what an Erase clears, what a write wakes
         if config.lifecycle_interval_seconds > 0:
             await self._start_sweeper(settings)
         refresher = None
@@ -212,6 +213,7 @@ class Memoryd:
             await views.ensure(DEMO_TENANT, View.full(DEMO_AGENT, "embedded default: the demo agent's full view"),
                                changed_by="memoryd")
         jobs = ExtractionJobs(store, self._worker_db)
+        store.use_jobs(jobs)  # where a session queues and reads its agent's jobs
         if config.extraction_configured:  # every replica runs one; they share jobs (SKIP LOCKED)
             self._extraction = extraction_worker(config, jobs, views, dense,
                                                  on_written=worker.wakeup.set if worker else None)
@@ -223,7 +225,7 @@ class Memoryd:
         services = Services(
             store=store,
             views=views,
-            recaller=Recaller(store, config.scoring, dense, tracer=tracer(self._provider)),
+            recaller=Recaller(config.scoring, dense, tracer=tracer(self._provider)),
             access=self._access,
             scoring=config.scoring,
             page_tokens=PageTokens(secrets.pages),
@@ -282,7 +284,7 @@ class Memoryd:
         tokens = self._write_demo_tokens(secrets.signing_key) if config.embedded else ()
         return StartedServer(port, tokens)
 
-    def _large_tenants(self, store: PostgresMemoryStore) -> LargeTenants | None:
+    def _large_tenants(self, store: Stores) -> LargeTenants | None:
         """A warning of tenants grown past what Milvus Lite searches quickly; only when the
         index is a Milvus Lite of this process (a Milvus server scales with its tenants)."""
         active = self._indexes.active() if self._indexes is not None else None

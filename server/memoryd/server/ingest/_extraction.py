@@ -134,6 +134,8 @@ class ExtractionWorker:
         self._slots = slots
         self._timeout = timeout_seconds
         self._breaker = breaker
+        if breaker is not None:  # a queued job read while the model is out says it waits
+            jobs.breaker = breaker
         self._horizon = retry_horizon
         self._outage_cap = outage_backoff
         self._hold = max(hold_seconds, timeout_seconds)

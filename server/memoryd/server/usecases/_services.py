@@ -10,7 +10,7 @@ from typing import Protocol
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from memoryd.domain import AuditTag, TenantPolicy
-from memoryd.storage import ExtractionJobs, IndexSet, OutboxWorker, PostgresMemoryStore, StoreSession
+from memoryd.storage import ExtractionJobs, IndexSet, OutboxWorker, Stores, StoreSession
 
 from .._config import Scoring
 from ..ingest import ExtractionWorker
@@ -40,9 +40,9 @@ class TokenMint:
 @dataclass(frozen=True)
 class Services:
     """The stores and workers of one server process. Use cases reach the memory store only
-    through the call's tenant-bound session (``CallContext.store``)."""
+    through the call's tenant-bound session (``CallContext.session``)."""
 
-    store: PostgresMemoryStore
+    store: Stores
     views: ViewRegistry
     recaller: Recaller
     access: AccessRecorder
@@ -64,7 +64,7 @@ class CallContext:
     process's services, the audit tag every event of the call carries, and its deadline."""
 
     guard: Guard
-    store: StoreSession
+    session: StoreSession
     services: Services
     tag: AuditTag
     time_remaining: float | None = None
@@ -75,5 +75,4 @@ class CallContext:
 
     def record_read(self, subject: str, action: str, ids: list[str], *, count_access: bool = False) -> None:
         """Audit what this caller received (batched off the request path)."""
-        self.services.access.record(self.tenant, self.guard.agent, subject, action, ids, self.tag,
-                                    count_access=count_access)
+        self.services.access.record(self.session, subject, action, ids, self.tag, count_access=count_access)

@@ -37,7 +37,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -51,13 +51,31 @@ from ..keys import SubjectKeys
 from .._filters import read_conditions
 
 if TYPE_CHECKING:
-    from ..work import IndexTarget
+    from ..vectors import MilvusIndex
+
+
+class IndexTarget(Protocol):
+    """One collection to clear (``work.IndexTarget``): its index is all an erase needs."""
+
+    @property
+    def index(self) -> MilvusIndex: ...
 
 
 class Indexes(Protocol):
     """Every collection to clear (an ``IndexSet``, or the outbox worker's targets)."""
 
-    def targets(self) -> list[IndexTarget]: ...
+    def targets(self) -> Sequence[IndexTarget]: ...
+
+
+class VectorEraser(Protocol):
+    """How an erase clears the vectors of what it erased (``IndexVectors``): given to the
+    stores when the process has built its index set."""
+
+    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
+                    counted: frozenset[str], defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
+        """Clear the vectors of ``ids`` (and of the whole subject); ``defer(subject, ids)``
+        leaves their deletion to the outbox when the index cannot be reached."""
+        ...
 
 _log = logging.getLogger("memoryd.storage.erasure")
 
@@ -316,6 +334,40 @@ async def drop_job_records(conn: Any, tenant: str, subject: str) -> int:
         (tenant, tenant, subject),
     )
     return int(cur.rowcount)
+
+
+# What a dropped job's error says (``GetExtractionJob``).
+ERASED = "dropped: the subject was erased"
+
+
+async def drop_subject_jobs(conn: Any, tenant: str, subject: str, mode: EraseMode) -> list[str]:
+    """Erase of a whole subject: its queued and running jobs are dropped (their turns with
+    them); a PURGE deletes every job of the subject. Returns the agents of the pending jobs
+    that went, one entry a job (an agent is told only of its own)."""
+    if mode is EraseMode.PURGE:
+        cur = await conn.execute("DELETE FROM extraction_jobs WHERE tenant_id = %s AND subject = %s "
+                                 "RETURNING state, agent", (tenant, subject))
+        return [row["agent"] for row in await cur.fetchall() if row["state"] in ("queued", "running")]
+    cur = await conn.execute(
+        "UPDATE extraction_jobs SET state = 'failed', error = %s, turns_ct = NULL, finished_at = now() "
+        "WHERE tenant_id = %s AND subject = %s AND state IN ('queued', 'running') RETURNING agent",
+        (ERASED, tenant, subject),
+    )
+    return [row["agent"] for row in await cur.fetchall()]
+
+
+class IndexVectors:
+    """The ``VectorEraser`` of a process's index set: ``erase_vectors`` over every collection."""
+
+    def __init__(self, indexes: Indexes) -> None:
+        self._indexes = indexes
+
+    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
+                    counted: frozenset[str], defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
+        # Deleted, compacted out of the index's files and checked; left to the outbox (and the
+        # receipt not verified) while the index is down.
+        return await erase_vectors(self._indexes, tenant, subject, ids, mode=mode, whole_subject=whole_subject,
+                                   defer=defer, counted=counted)
 
 
 async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,

@@ -5,8 +5,8 @@ replace it: the value is kept in ``pending_values`` (sealed with the owner's dat
 memory content, under AAD (tenant, subject, pending id, 'pending_text' / 'pending_data'),
 so a pending ciphertext never opens as a memory's or another pending value's). A later write
 of at least the current trust settles (drops) the pending values it outranks; ResolveConflict
-keeps the current value or accepts a pending one. Everything here runs inside the caller's
-transaction.
+keeps the current value or accepts a pending one (``_session.resolve``). Everything here
+runs inside the caller's transaction.
 """
 
 from __future__ import annotations
@@ -167,4 +167,3 @@ async def with_pending(conn: Any, keys: SubjectKeys, tenant: str, memories: list
         return memories
     return [replace(m, pending=tuple(pending[m.id])) if m.id in pending and m.status is Status.ACTIVE else m
             for m in memories]
-

@@ -98,14 +98,12 @@ async def unindexed(conn: Connection, tenant: str, results: list[WriteResult],
     return answer
 
 
-async def claim_idempotency(
-    conn: Connection, tenant: str, agent: str, key: str, request_hash: bytes
-) -> list[WriteResult] | None:
-    """Claim ``key`` for this request; return the first response if a retry, else None.
-
-    A concurrent first attempt holds the key's row lock until it commits, so a retry waits for
-    it and then reads its response.
-    """
+async def claim_idempotency(conn: Connection, tenant: str, agent: str, key: str, request_hash: bytes) -> Any:
+    """Claim ``key`` for this request (a Write of items, or the queuing of an extraction job):
+    None for the first attempt, else the first attempt's stored response. A concurrent first
+    attempt holds the key's row lock until it commits, so a retry waits for it and then reads
+    its response. A key used for another request (another hash), or whose first attempt
+    stored no response, is IdempotencyKeyReused."""
     cur = await conn.execute(
         "INSERT INTO idempotency_keys (tenant_id, agent, key, request_hash) VALUES (%s, %s, %s, %s) "
         "ON CONFLICT DO NOTHING RETURNING key",
@@ -120,23 +118,26 @@ async def claim_idempotency(
     row = await cur.fetchone()
     if row is None or bytes(row["request_hash"]) != request_hash or row["response"] is None:
         raise IdempotencyKeyReused()
-    return [
-        WriteResult(memory_id=r["memory_id"], outcome=Outcome(r["outcome"]), reason=r["reason"], version=r["version"])
-        for r in row["response"]
-    ]
+    return row["response"]
 
 
-async def store_idempotent_response(
-    conn: Connection, tenant: str, agent: str, key: str, results: list[WriteResult]
-) -> None:
-    payload = [
-        {"memory_id": r.memory_id, "outcome": r.outcome.value, "reason": r.reason, "version": r.version}
-        for r in results
-    ]
-    await conn.execute(
+async def store_idempotent_response(conn: Connection, tenant: str, agent: str, key: str, response: Any) -> None:
+    await conn.execute(  # the response of the request that claimed ``key`` (``claim_idempotency``)
         "UPDATE idempotency_keys SET response = %s WHERE tenant_id = %s AND agent = %s AND key = %s",
-        (Jsonb(payload), tenant, agent, key),
+        (Jsonb(response), tenant, agent, key),
     )
+
+
+def write_response(results: list[WriteResult]) -> list[dict[str, Any]]:
+    """A Write's results as its idempotency record keeps them (``written_before`` reads them)."""
+    return [{"memory_id": r.memory_id, "outcome": r.outcome.value, "reason": r.reason, "version": r.version}
+            for r in results]
+
+
+def written_before(response: Any) -> list[WriteResult]:
+    if not isinstance(response, list):  # the key queued an extraction job
+        raise IdempotencyKeyReused()
+    return [WriteResult(r["memory_id"], Outcome(r["outcome"]), r["reason"], r["version"]) for r in response]
 
 
 KeyFor = Callable[[str], Awaitable[DataKey]]

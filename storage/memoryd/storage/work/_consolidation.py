@@ -27,7 +27,7 @@ from memoryd.domain import AuditTag, Category, Draft, Outcome, WriteResult
 from ..postgres import audit
 from ..postgres import counters
 from .._filters import LIVE_AT, LIVE_NOW
-from ..memories import PostgresMemoryStore
+from ..memories import Stores, forget_ids
 from ..memories import joined_turns, source_turns
 
 AGENT = "memoryd"
@@ -57,7 +57,7 @@ class Consolidated:
 class Consolidations:
     """The storage side of consolidation, on the store's app-role pool."""
 
-    def __init__(self, store: PostgresMemoryStore) -> None:
+    def __init__(self, store: Stores) -> None:
         self._store = store
         self._db = store.db
 
@@ -101,7 +101,7 @@ class Consolidations:
             forgotten: list[str] = []
             if result.outcome is not Outcome.PENDING:
                 forgotten = list(fragment_ids)
-                await PostgresMemoryStore.forget_ids(conn, tenant, subject, forgotten)
+                await forget_ids(conn, tenant, subject, forgotten)
             await audit.append(conn, tenant, AGENT, subject, ACTION, [result.memory_id, *forgotten], AuditTag(),
                                {"memory": result.memory_id, "outcome": result.outcome.value,
                                 "fragments": forgotten, **(details or {})})
