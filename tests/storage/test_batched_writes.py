@@ -113,11 +113,13 @@ async def test_the_write_tells_which_of_its_memories_still_wait_for_the_index(pr
     # A worker indexed them (their outbox rows are gone): an unchanged repeat waits for nothing.
     async with await psycopg.AsyncConnection.connect(private_database, autocommit=True) as conn:
         await conn.execute("DELETE FROM outbox WHERE tenant_id = %s", (tenant,))
-    again = await store.session(tenant, "agent-1").write_with_index_state("alice", [Draft(Category.PREFERENCE, "tea", key="drink")])
+    again = await store.session(tenant, "agent-1").write_with_index_state(
+        "alice", [Draft(Category.PREFERENCE, "tea", key="drink")])
     assert [r.outcome for r in again.results] == [Outcome.UNCHANGED] and again.unindexed == frozenset()
     # A dead letter still counts as not indexed.
     async with await psycopg.AsyncConnection.connect(private_database, autocommit=True) as conn:
         await conn.execute("INSERT INTO outbox (tenant_id, memory_id, subject, op, dead) VALUES (%s, %s, 'alice', "
                            "'upsert', true)", (tenant, written.results[0].memory_id))
-    dead = await store.session(tenant, "agent-1").write_with_index_state("alice", [Draft(Category.PREFERENCE, "tea", key="drink")])
+    dead = await store.session(tenant, "agent-1").write_with_index_state(
+        "alice", [Draft(Category.PREFERENCE, "tea", key="drink")])
     assert dead.unindexed == {written.results[0].memory_id}

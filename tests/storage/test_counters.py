@@ -160,9 +160,11 @@ async def test_every_kind_of_writer_counts_into_the_one_table(store: Stores, dat
     sweeper = LifecycleSweeper(store.db, None, lambda _: TenantPolicy(), Scoring().half_life_days)
     assert (await sweeper.sweep(datetime.now(UTC) + timedelta(days=8), [tenant])).expired == 1
     # Extraction jobs and consolidation.
-    await ExtractionJobs(store).enqueue(store.session(tenant, AGENT), "alice", (Turn("t1", "alice", "I moved to Porto",
-                                                                      datetime.now(UTC)),))
-    await Consolidations(store).count(tenant, {"consolidation.skipped": 2, "consolidation.unavailable": 0})
+    turns = (Turn("t1", "alice", "I moved to Porto", datetime.now(UTC)),)
+    await ExtractionJobs(store).enqueue(store.session(tenant, AGENT), "alice", turns)
+    consolidations = Consolidations(store)
+    await consolidations.count(consolidations.session(tenant), {"consolidation.skipped": 2,
+                                                                 "consolidation.unavailable": 0})
 
     every = {"conflicts.pending": 2, "conflicts.settled": 1, "conflicts.resolved": 1, "lifecycle.expired": 1,
              "extraction.jobs_queued": 1, "consolidation.skipped": 2}

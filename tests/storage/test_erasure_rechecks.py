@@ -60,8 +60,8 @@ def _clearing(rig: Rig, tenant: str, index: MilvusIndex | None = None) -> Any:
 
 async def _purge(rig: Rig, tenant: str, memory_id: str, index: MilvusIndex | None = None,
                  clear: Any = None) -> ErasureReceipt:
-    return await with_vectors(rig.store, clear or _clearing(rig, tenant, index)).session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(memory_id,)),
-                                 EraseMode.PURGE, reason="asked")
+    session = with_vectors(rig.store, clear or _clearing(rig, tenant, index)).session(tenant, AGENT)
+    return await session.erase("alice", everything(), EraseSelector(ids=(memory_id,)), EraseMode.PURGE, reason="asked")
 
 
 async def _purge_while_down(rig: Rig, tenant: str, memory_id: str) -> tuple[str, ErasureReceipt]:
@@ -159,8 +159,8 @@ async def test_a_receipt_answered_while_the_index_was_down_is_verified_once_it_i
     async def untouched(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         raise AssertionError("a verified receipt is answered from the log")
 
-    again = await with_vectors(rig.store, untouched).session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(purged,)),
-                                  EraseMode.PURGE, reason="asked")
+    again = await with_vectors(rig.store, untouched).session(tenant, AGENT).erase(
+        "alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE, reason="asked")
     assert (again.erase_id, again.verified, again.counts.memories, again.pending) == (erase_id, True, 1, ())
 
 

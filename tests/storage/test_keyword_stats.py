@@ -100,8 +100,9 @@ async def _churn(db: Postgres, tenant: str, rng: random.Random) -> None:
                            (tenant, active[1]["id"]))
     everything = ReadFilter(subject="alice", rules=EVERYTHING, include_org=True, any_session=True)
     alice = [r["id"] for r in active if r["subject"] == "alice"]
-    await store.session(tenant, "agent-1").erase("alice", everything, EraseSelector(ids=tuple(alice[:3])), EraseMode.FORGET)
-    await store.session(tenant, "agent-1").erase("alice", everything, EraseSelector(ids=tuple(alice[3:5])), EraseMode.PURGE)
+    session = store.session(tenant, "agent-1")
+    await session.erase("alice", everything, EraseSelector(ids=tuple(alice[:3])), EraseMode.FORGET)
+    await session.erase("alice", everything, EraseSelector(ids=tuple(alice[3:5])), EraseMode.PURGE)
 
 
 FILTERS = {
@@ -162,8 +163,9 @@ async def test_folding_leaves_one_row_per_group_and_the_same_totals(db: Postgres
     for i in range(5):
         await store.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, f"note {i} about the garden")])
     everything = ReadFilter(subject="alice", rules=EVERYTHING, any_session=True)
-    ids = [r.memory_id for r in await store.session(tenant, "agent-1").write("alice", [Draft(Category.DECISION, "sell it")])]
-    await store.session(tenant, "agent-1").erase("alice", everything, EraseSelector(ids=tuple(ids)), EraseMode.FORGET)
+    session = store.session(tenant, "agent-1")
+    ids = [r.memory_id for r in await session.write("alice", [Draft(Category.DECISION, "sell it")])]
+    await session.erase("alice", everything, EraseSelector(ids=tuple(ids)), EraseMode.FORGET)
     before = await _totals_of(db, tenant, everything, now, kept=True)
     assert len(await _rows(db, tenant)) > 2
     async with db.tenant_tx(tenant) as conn:

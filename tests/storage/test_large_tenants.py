@@ -44,7 +44,7 @@ async def test_the_size_is_every_active_memory_of_the_tenant_as_a_count_would_fi
     await _notes(store, tenant, "", 1, scope=Scope.ORG)
     gone = await _notes(store, tenant, "alice", 2)
     await store.session(tenant, "agent-1").erase("alice", ReadFilter(subject="alice", rules=EVERYTHING, any_session=True),
-                      EraseSelector(ids=tuple(gone)), EraseMode.FORGET)
+                                                 EraseSelector(ids=tuple(gone)), EraseMode.FORGET)
     await _notes(store, unique("other"), "alice", 4)  # another tenant's count is not this one's
     assert await sizes.size(tenant) == await store.session(tenant).count_active() == 6
 

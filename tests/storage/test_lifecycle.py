@@ -176,8 +176,8 @@ async def test_the_sweeper_forgets_expired_memories_audits_counts_and_deletes_th
     assert set(await listed(store, tenant)) == {pinned, fact}
     forgotten = (await listed(store, tenant, statuses=(Status.FORGOTTEN,)))[context]
     assert forgotten.version == 2
-    history, _ = await store.session(tenant).history(ReadFilter(subject="alice", rules=EVERYTHING, statuses=tuple(Status)),
-                                     context, 0, 10)
+    history, _ = await store.session(tenant).history(
+        ReadFilter(subject="alice", rules=EVERYTHING, statuses=tuple(Status)), context, 0, 10)
     assert history[0].change.value == "forgotten"
     assert audit_events(database, tenant, "lifecycle.expire") == [{"agent": "memoryd", "subject": "alice",
                                                                    "ids": [context]}]
@@ -326,7 +326,8 @@ async def test_pending_values_are_sealed_and_dropped_with_their_memory(store, da
     tenant = unique("life")
     [memory_id] = await write(store, tenant, Draft(Category.PREFERENCE, "tea", key="drink",
                                                    source_kind=SourceKind.SYNC))
-    [result] = await store.session(tenant, AGENT).write("alice", [Draft(Category.PREFERENCE, "secret coffee", key="drink")])
+    [result] = await store.session(tenant, AGENT).write("alice",
+                                                        [Draft(Category.PREFERENCE, "secret coffee", key="drink")])
     assert (result.outcome, result.memory_id) == (Outcome.PENDING, memory_id)
     rows = owner_sql(database, "SELECT text_ct, text_hash FROM pending_values WHERE tenant_id = %s", (tenant,))
     assert len(rows) == 1 and b"secret coffee" not in bytes(rows[0]["text_ct"])

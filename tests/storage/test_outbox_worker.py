@@ -226,7 +226,8 @@ def everything(subject: str = "alice", **fields: Any) -> ReadFilter:
 
 
 async def found(rig: Rig, tenant: str, flt: ReadFilter, vector: list[float] | None = None) -> set[str]:
-    hits = await rig.index.search(tenant, await rig.store.session(tenant).labelled(flt), vector or [1.0] + [0.0] * (DIM - 1), 100, datetime.now(UTC))
+    hits = await rig.index.search(tenant, await rig.store.session(tenant).labelled(flt),
+                                  vector or [1.0] + [0.0] * (DIM - 1), 100, datetime.now(UTC))
     return {memory_id for memory_id, _, _ in hits}
 
 
@@ -390,7 +391,8 @@ async def test_a_memory_whose_content_is_unavailable_is_neither_embedded_nor_ret
 async def test_a_memory_forgotten_before_draining_is_never_embedded(rig: Rig) -> None:
     tenant = unique("tenant")
     [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
-    await rig.store.session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(memory_id,)), EraseMode.FORGET)
+    await rig.store.session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(memory_id,)),
+                                                 EraseMode.FORGET)
     worker = await rig.worker()
 
     assert await drain(worker) == 1
@@ -439,8 +441,8 @@ async def test_a_purges_queued_deletion_is_not_due_while_the_purge_clears_the_in
         assert await rig.index.compact()  # as the server's erase does: the files rewritten
         return cleared
 
-    receipt = await with_vectors(rig.store, clear_while_a_worker_looks).session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(purged,)),
-                                    EraseMode.PURGE)
+    session = with_vectors(rig.store, clear_while_a_worker_looks).session(tenant, AGENT)
+    receipt = await session.erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE)
     assert claimed == [0]
     assert (receipt.counts.memories, receipt.verified) == (1, True)
     assert await rig.index.count(tenant, ids=[purged]) == 0
@@ -458,7 +460,8 @@ async def test_a_purge_that_never_cleared_the_index_leaves_the_deletion_to_a_wor
         raise RuntimeError("the process died before clearing the index")
 
     with pytest.raises(RuntimeError):
-        await with_vectors(rig.store, dies).session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE)
+        await with_vectors(rig.store, dies).session(tenant, AGENT).erase("alice", everything(),
+                                                                         EraseSelector(ids=(purged,)), EraseMode.PURGE)
     assert await drain(worker) == 0  # not due yet
     await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
     assert await drain(worker) == 1
@@ -530,7 +533,8 @@ async def test_after_max_attempts_a_row_is_dead_until_replayed(rig: Rig) -> None
     assert await worker.drain_once() == 0  # dead letters are not claimed
     lag = await worker.lag()
     assert (lag.pending, lag.dead) == (0, 2)
-    assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=30) is False  # dead: no point waiting
+    # Dead: no point waiting.
+    assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=30) is False
 
     assert await worker.replay_dead() == 2
     assert [(r["attempts"], r["dead"]) for r in await rig.outbox(tenant)] == [(0, False), (0, False)]
@@ -726,7 +730,8 @@ async def test_a_purge_while_the_batch_is_embedded_does_not_wait_and_nothing_of_
     # The worker read the memory and is still embedding it: the purge takes its claimed row
     # away, so the receipt is verified at once, without waiting for the batch.
     receipt = await asyncio.wait_for(
-        with_vectors(rig.store, clearing(rig, tenant)).session(tenant, AGENT).erase("alice", everything(), selector, EraseMode.PURGE), timeout=30)
+        with_vectors(rig.store, clearing(rig, tenant)).session(tenant, AGENT).erase("alice", everything(), selector,
+                                                                                    EraseMode.PURGE), timeout=30)
     assert not draining.done()
     assert (receipt.counts.memories, receipt.verified) == (1, True)
 
@@ -743,8 +748,8 @@ async def test_a_purge_while_the_vector_is_written_waits_for_it_and_then_clears_
     [row] = await rig.outbox(tenant)
     assert row["writing"] and row["claim"] is not None  # staged before the write
 
-    erasing = asyncio.create_task(with_vectors(rig.store, clearing(rig, tenant)).session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(purged,)),
-                                                  EraseMode.PURGE))
+    session = with_vectors(rig.store, clearing(rig, tenant)).session(tenant, AGENT)
+    erasing = asyncio.create_task(session.erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE))
     await asyncio.sleep(0.5)
     # The vector is about to land: clearing the index now would leave it behind a verified
     # receipt, so the purge waits for this write to settle.
@@ -773,8 +778,8 @@ async def test_the_deletion_a_worker_queues_again_after_a_purge_waited_for_it_do
         assert await rig.index.compact()
         return cleared
 
-    erasing = asyncio.create_task(with_vectors(rig.store, clear_while_another_worker_looks).session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(purged,)),
-                                                  EraseMode.PURGE))
+    session = with_vectors(rig.store, clear_while_another_worker_looks).session(tenant, AGENT)
+    erasing = asyncio.create_task(session.erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE))
     await asyncio.sleep(0.3)
     gate.set()
     assert await draining == 1
@@ -791,8 +796,9 @@ async def test_a_purge_does_not_wait_for_ever_for_a_stuck_write_and_its_vector_s
     worker = await rig.worker()
     tenant, purged, gate, draining = await purgeable_held_at_the_index(rig, monkeypatch, worker)
 
-    receipt = await asyncio.wait_for(with_vectors(rig.store, clearing(rig, tenant)).session(tenant, AGENT).erase("alice", everything(),
-                                                     EraseSelector(ids=(purged,)), EraseMode.PURGE), timeout=30)
+    session = with_vectors(rig.store, clearing(rig, tenant)).session(tenant, AGENT)
+    receipt = await asyncio.wait_for(session.erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE),
+                                     timeout=30)
     assert receipt.counts.memories == 1
     assert not receipt.verified  # the stuck write may still land: the receipt cannot vouch
     gate.set()

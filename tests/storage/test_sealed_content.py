@@ -196,8 +196,8 @@ async def test_a_purge_of_the_subject_waits_for_a_write_holding_its_key(postgres
         # What a write transaction holds on its subject's key until it commits.
         await writer.execute("SELECT 1 FROM subject_keys WHERE tenant_id = %s AND subject = 'alice' FOR SHARE",
                              (tenant,))
-        purge = asyncio.create_task(store.session(tenant, "agent-1").erase("alice", alice(), EraseSelector(all_of_subject=True),
-                                                EraseMode.PURGE))
+        purge = asyncio.create_task(store.session(tenant, "agent-1").erase(
+            "alice", alice(), EraseSelector(all_of_subject=True), EraseMode.PURGE))
         await until_blocked_by(writer.info.backend_pid, postgres.owner_dsn)
         assert not purge.done()
         await writer.commit()
@@ -214,7 +214,8 @@ async def test_a_write_waiting_for_a_purge_of_its_subject_gets_a_fresh_key(postg
         await purger.execute("SELECT 1 FROM subject_keys WHERE tenant_id = %s AND subject = 'alice' FOR UPDATE",
                              (tenant,))
         await purger.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject = 'alice'", (tenant,))
-        write = asyncio.create_task(store.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, "Visited Oslo")]))
+        write = asyncio.create_task(store.session(tenant, "agent-1").write("alice",
+                                                                           [Draft(Category.EVENT, "Visited Oslo")]))
         await until_blocked_by(purger.info.backend_pid, postgres.owner_dsn)
         assert not write.done()
         await purger.commit()

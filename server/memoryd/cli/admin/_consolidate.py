@@ -49,7 +49,7 @@ async def _active_embedder(s: Storage, embedders: Embedders) -> Embedder | None:
 
 async def _consolidate(args: argparse.Namespace) -> int:
     from memoryd.server import Embedders, configured_embedder, consolidator, load
-    from memoryd.storage import Consolidations, ExtractionJobs
+    from memoryd.storage import Consolidations
 
     if not load(args.config).extraction_configured:
         print("memoryd: error: consolidation needs the extraction model: set MEMORYD_EXTRACTION_URL and "
@@ -63,8 +63,7 @@ async def _consolidate(args: argparse.Namespace) -> int:
                 print("memoryd: error: the active index's embedding model is not available here", file=sys.stderr)
                 return 2
             await embedder.warm_up()
-            worker = consolidator(s.config, Consolidations(s.store), ExtractionJobs(s.store), embedder,
-                                  threshold=args.similarity)
+            worker = consolidator(s.config, Consolidations(s.store), embedder, threshold=args.similarity)
             try:
                 report = await worker.run(args.tenant, args.subject, dry_run=args.dry_run)
             finally:

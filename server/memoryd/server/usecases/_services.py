@@ -10,7 +10,7 @@ from typing import Protocol
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from memoryd.domain import AuditTag, TenantPolicy
-from memoryd.storage import ExtractionJobs, IndexSet, OutboxWorker, Stores, StoreSession
+from memoryd.storage import Stores, StoreSession
 
 from .._config import Scoring
 from ..ingest import ExtractionWorker
@@ -39,8 +39,9 @@ class TokenMint:
 
 @dataclass(frozen=True)
 class Services:
-    """The stores and workers of one server process. Use cases reach the memory store only
-    through the call's tenant-bound session (``CallContext.session``)."""
+    """The stores and workers of one server process. Use cases reach storage only through the
+    call's tenant-bound session (``CallContext.session``): the index set, the outbox worker
+    and the job queue are the stores' (``Stores.use_index``, ``Stores.use_jobs``), not here."""
 
     store: Stores
     views: ViewRegistry
@@ -48,9 +49,6 @@ class Services:
     access: AccessRecorder
     scoring: Scoring
     page_tokens: PageTokens
-    indexes: IndexSet | None = None
-    worker: OutboxWorker | None = None
-    jobs: ExtractionJobs | None = None
     extraction: ExtractionWorker | None = None
     extraction_enabled: bool = False
     metrics: Metrics | None = None

@@ -32,9 +32,10 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
         drafts = cmd.drafts
     # Off the loop when the view has globs: 100 keys against 2,048 globs can take ~2 s.
     items = await off_loop_if(ctx.guard.view.has_globs, ctx.guard.admit, drafts)
-    written = await ctx.session.write_with_index_state(cmd.subject, [i.draft for i in items], blind=[i.blind for i in items],
-                                                     idempotency_key=cmd.idempotency_key,
-                                                     request_hash=cmd.request_hash, tag=ctx.tag)
+    written = await ctx.session.write_with_index_state(cmd.subject, [i.draft for i in items],
+                                                       blind=[i.blind for i in items],
+                                                       idempotency_key=cmd.idempotency_key,
+                                                       request_hash=cmd.request_hash, tag=ctx.tag)
     results = written.results
     answers = [present.answer(ctx.guard, item, result) for item, result in zip(items, results, strict=True)]
     if cmd.wait_indexed:  # everything written, so a reader finds it; how long it takes is timing

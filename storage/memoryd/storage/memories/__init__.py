@@ -10,6 +10,6 @@ from ._rows import joined_turns, source_turns
 from ._session import NO_SUCH_JOB, Stores, StoreSession
 from ._writes import Written, claim_idempotency, store_idempotent_response
 
-__all__ = ["NEXT_ROUND", "NO_SUCH_JOB", "PURGE_FALLBACK_SECONDS", "IndexTarget", "Indexes", "Purged", "SealReport", "StoreSession",
-           "Stores", "VectorErasure", "Written", "claim_idempotency", "erase_vectors", "forget_ids", "joined_turns",
-           "seal_plaintext", "source_turns", "store_idempotent_response"]
+__all__ = ["NEXT_ROUND", "NO_SUCH_JOB", "PURGE_FALLBACK_SECONDS", "IndexTarget", "Indexes", "Purged", "SealReport",
+           "StoreSession", "Stores", "VectorErasure", "Written", "claim_idempotency", "erase_vectors", "forget_ids",
+           "joined_turns", "seal_plaintext", "source_turns", "store_idempotent_response"]

@@ -23,7 +23,7 @@ from memoryd.domain import AuditTag, Change, EraseMode, EraseSelector, ErasureRe
 
 from ..postgres import audit
 from .._filters import in_states, rules_condition
-from ..keywords import TermHasher, delete_terms
+from ..keywords import delete_terms
 from . import _erasure as erasure
 from . import _trust as trust
 from ._bound import Bound
@@ -108,7 +108,7 @@ async def erase(
     replay: erasure.LoggedErase | None = None
     async with session.transaction() as conn:
         flt = await session.label(conn, flt)
-        where, params = _selection(tenant, subject, flt, selector, mode, hasher)
+        where, params = _selection(session, subject, flt, selector, mode)
         if shred:
             # Taken before the memories: a concurrent write holds the key row FOR SHARE
             # until it commits, so this waits for it and then sees (and purges) its rows;
@@ -131,10 +131,10 @@ async def erase(
         if mode is EraseMode.FORGET:
             counts, answered = await forget_ids(conn, tenant, subject, ids, counted)
         else:
-            counts, answered = await _purge(conn, tenant, ids, counted)
+            counts, answered = await _purge(session, conn, ids, counted)
         counts = replace(counts, jobs=len(jobs))
         answered = replace(answered, jobs=jobs.count(agent))
-        if shred and not await _subject_rows_left(conn, tenant, subject):
+        if shred and not await _subject_rows_left(session, conn, subject):
             destroyed = await session.keys.destroy(conn, tenant, subject)
             counts, answered = replace(counts, keys=destroyed), replace(answered, keys=destroyed)
         mentions = None
@@ -189,7 +189,7 @@ async def erase(
         if mode is EraseMode.PURGE and vectors.verified and ids:  # the queued deletion is done
             await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
                                "AND op = 'delete'", (tenant, ids))
-        verified = vectors.verified and await _verify(conn, tenant, subject, flt, selector, mode, ids, hasher)
+        verified = vectors.verified and await _verify(session, conn, subject, flt, selector, mode, ids)
         finished = await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, vectors.counted,
                                               unchecked)
         queued = False
@@ -203,14 +203,15 @@ async def erase(
                 # Rows gone but the index not confirmed clear (down, or a vector read
                 # back): a worker checks the index again as soon as the outbox has done
                 # the deletions. Rows left: no check of the index can make it verified.
-                queued = await _verify(conn, tenant, subject, flt, selector, mode, ids, hasher,
-                                   queued_deletes=False)
+                queued = await _verify(session, conn, subject, flt, selector, mode, ids, queued_deletes=False)
                 await erasure.recheck_in(conn, tenant, erase_id, 0.0 if queued else None)
     return erasure.shown(ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked, mentions,
                                         erasure.pending(verified, queued)), counted, selector.all_of_subject)
 
-def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector, mode: EraseMode,
-               hasher: TermHasher) -> tuple[sql.Composable, list[Any]]:
+
+def _selection(session: Bound, subject: str, flt: ReadFilter, selector: EraseSelector,
+               mode: EraseMode) -> tuple[sql.Composable, list[Any]]:
+    tenant, hasher = session.tenant, session.hasher
     # Only the subject's own memories (subject and session scope) that the view reaches; for
     # subject '', the organisation's.
     rules, params = rules_condition(flt)
@@ -234,6 +235,7 @@ def _selection(tenant: str, subject: str, flt: ReadFilter, selector: EraseSelect
         params.append(selector.category.value)
     return sql.SQL(" AND ").join(parts), params
 
+
 async def forget_ids(conn: Any, tenant: str, subject: str, ids: list[str],
                      counted: frozenset[str] = frozenset()) -> tuple[StoreCounts, StoreCounts]:
     """Forget the locked, active memories ``ids`` of ``subject`` in the caller's transaction
@@ -256,6 +258,7 @@ async def forget_ids(conn: Any, tenant: str, subject: str, ids: list[str],
         await enqueue_index(conn, tenant, memory_id, subject, "delete")
     return (StoreCounts(memories=len(ids), outbox=dropped),
             StoreCounts(memories=len(counted), outbox=counted_dropped))
+
 
 async def _await_batches_in_flight(session: Bound, ids: list[str]) -> None:
     """Wait until no outbox worker is still writing a vector of one of the purged memories.
@@ -291,12 +294,14 @@ async def _await_batches_in_flight(session: Bound, ids: list[str]) -> None:
                 return
         await asyncio.sleep(IN_FLIGHT_POLL_SECONDS)
 
-async def _purge(conn: Any, tenant: str, ids: list[str],
+
+async def _purge(session: Bound, conn: Any, ids: list[str],
                  counted: frozenset[str]) -> tuple[StoreCounts, StoreCounts]:
     """Delete the locked memories ``ids`` and what hangs on them: what went, and what went
     of the ``counted`` ids."""
     if not ids:
         return StoreCounts(), StoreCounts()
+    tenant = session.tenant
     gone: dict[str, tuple[int, int]] = {}
     await delete_terms(conn, tenant, ids)
     await erasure.drop_write_records(conn, tenant, ids)
@@ -313,7 +318,9 @@ async def _purge(conn: Any, tenant: str, ids: list[str],
             StoreCounts(memories=gone["memories"][1], versions=gone["memory_versions"][1],
                         outbox=gone["outbox"][1]))
 
-async def _subject_rows_left(conn: Any, tenant: str, subject: str) -> bool:
+
+async def _subject_rows_left(session: Bound, conn: Any, subject: str) -> bool:
+    tenant = session.tenant
     cur = await conn.execute(
         "SELECT EXISTS (SELECT 1 FROM memories WHERE tenant_id = %s AND subject = %s) "
         "OR EXISTS (SELECT 1 FROM memory_versions WHERE tenant_id = %s AND subject = %s) AS left",
@@ -322,12 +329,13 @@ async def _subject_rows_left(conn: Any, tenant: str, subject: str) -> bool:
     row = await cur.fetchone()
     return bool(row and row["left"])
 
-async def _verify(conn: Any, tenant: str, subject: str, flt: ReadFilter, selector: EraseSelector,
-                  mode: EraseMode, ids: list[str], hasher: TermHasher, *,
-                  queued_deletes: bool = True) -> bool:
+
+async def _verify(session: Bound, conn: Any, subject: str, flt: ReadFilter, selector: EraseSelector,
+                  mode: EraseMode, ids: list[str], *, queued_deletes: bool = True) -> bool:
     """Re-read after commit: nothing selected is left (PURGE) or still active (FORGET).
     ``queued_deletes=False``: vector deletions still queued for ``ids`` do not count."""
-    where, params = _selection(tenant, subject, flt, selector, mode, hasher)
+    tenant = session.tenant
+    where, params = _selection(session, subject, flt, selector, mode)
     checks: list[tuple[sql.Composable, list[Any]]] = [
         (sql.SQL("SELECT count(*) AS n FROM memories WHERE {w}").format(w=where), params)
     ]

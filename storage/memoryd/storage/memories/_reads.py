@@ -1,5 +1,5 @@
 """What a session reads: keyed reads, the keyword channel, neighbours, named entities,
-listings and history — each in one transaction of the session's tenant, each naming the
+listings, history and a subject's time zones — each in one transaction of the session's tenant, each naming the
 tenant in its WHERE clause too, each through the filter the caller's guard decided.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 
 from psycopg import sql
 
-from memoryd.domain import KeywordHit, Listing, Memory, MemoryVersion, NotFound, Page, ReadFilter, Status
+from memoryd.domain import Category, KeywordHit, Listing, Memory, MemoryVersion, NotFound, Page, ReadFilter, Status
 
-from .._filters import in_states, read_conditions
+from .._filters import LIVE_NOW, in_states, read_conditions
 from ..keys import WRAPPED_KEY_COLUMN
 from ..keywords import keyword_search
 from . import _trust as trust
@@ -204,3 +204,21 @@ class Reading(Bound):
             versions = [replace(v, memory=replace(v.memory, pending=tuple(pending[memory_id])))
                         if v.memory.status is Status.ACTIVE else v for v in versions]
         return versions, len(rows) > size
+
+    async def subject_timezones(self, subject: str,
+                                categories: tuple[Category, ...]) -> builtins.list[tuple[Category, str, datetime]]:
+        """The subject's live ``timezone`` memories of ``categories`` (one per category at
+        most): each one's category, text and update time, for the caller to choose from."""
+        if not categories:
+            return []
+        tenant = self.tenant
+        async with self.transaction() as conn:
+            cur = await conn.execute(
+                "SELECT id, subject, category, text, data, text_ct, data_ct, updated_at FROM memories "
+                f"WHERE tenant_id = %s AND subject = %s AND scope = 'subject' AND key_label = %s "
+                f"AND category = ANY(%s) AND {LIVE_NOW} ORDER BY id",
+                (tenant, subject, self.hasher.label("timezone"), [c.value for c in categories]),
+            )
+            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+        return [(Category(r["category"]), r["text"].strip(), r["updated_at"]) for r in rows
+                if not r["content_unavailable"]]

@@ -53,6 +53,7 @@ from ._writes import (Written, claim_idempotency, store_idempotent_response, uni
 
 # What reading a job the caller did not queue, or that does not exist, says (alike).
 NO_SUCH_JOB = "no such extraction job for this subject"
+# What the index needs of a memory (``index_rows``, ``index_page``).
 _INDEX_COLUMNS = (
     "id, subject, scope, session_id, category, key, tags, key_label, tag_labels, updated_at, valid_until, "
     "text, data, text_ct, data_ct, key_ct, tags_ct"
@@ -68,12 +69,11 @@ def _index_row(r: dict[str, Any]) -> tuple[IndexedMemory, str | None]:
             None if r["content_unavailable"] else embedding_text(r["key"], r["text"]))
 
 
-
-
 # ResolveConflict: settle the pending values of one keyed memory by hand.
 
-async def _current(conn: Any, tenant: str, flt: ReadFilter, memory_id: str) -> dict[str, Any] | None:
-    where, params = read_conditions(tenant, flt)
+
+async def _current(conn: Any, session: Bound, flt: ReadFilter, memory_id: str) -> dict[str, Any] | None:
+    where, params = read_conditions(session.tenant, flt)
     cur = await conn.execute(
         sql.SQL("SELECT {cols} FROM memories WHERE {where} AND id = %s AND {live} AND key_label <> '\\x' "
                 "FOR UPDATE").format(cols=sql.SQL(MEMORY_COLUMNS), where=where, live=sql.SQL(LIVE_NOW)),
@@ -91,7 +91,7 @@ async def resolve(conn: Any, session: Bound, subject: str, flt: ReadFilter, memo
     that does not exist). Whether the caller may change it is decided before, by its guard.
     """
     tenant, agent, keys = session.tenant, session.agent, session.keys
-    row = await _current(conn, tenant, flt, memory_id)
+    row = await _current(conn, session, flt, memory_id)
     if row is None:
         raise NotFound("no such keyed memory for this subject")
     opened = (await keys.open_rows(conn, tenant, [row]))[0]

@@ -26,7 +26,6 @@ from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
     AuditTag,
-    Category,
     DataKeyUnavailable,
     Draft,
     ExtractionJob,
@@ -240,26 +239,9 @@ class ExtractionJobs:
                           AuditTag(row["request_id"], row["trace_id"], row["view_version"]), row["outages"],
                           row["waiting_since"])
 
-    async def labelled(self, tenant: str, flt: ReadFilter) -> ReadFilter:
-        """``flt`` with its key and tag labels, for the dedup search (``_labels``)."""
-        return await self._store.session(tenant).labelled(flt)
-
-    async def subject_timezones(self, tenant: str, subject: str,
-                                categories: tuple[Category, ...]) -> list[tuple[Category, str, datetime]]:
-        """The subject's live ``timezone`` memories of ``categories`` (one per category at
-        most): each one's category, text and update time, for the caller to choose from."""
-        if not categories:
-            return []
-        async with self._db.tenant_tx(tenant) as conn:
-            cur = await conn.execute(
-                "SELECT id, subject, category, text, data, text_ct, data_ct, updated_at FROM memories "
-                f"WHERE tenant_id = %s AND subject = %s AND scope = 'subject' AND key_label = %s "
-                f"AND category = ANY(%s) AND {LIVE_NOW} ORDER BY id",
-                (tenant, subject, self._store.term_hasher(tenant).label("timezone"), [c.value for c in categories]),
-            )
-            rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
-        return [(Category(r["category"]), r["text"].strip(), r["updated_at"]) for r in rows
-                if not r["content_unavailable"]]
+    def session(self, job: ClaimedJob) -> StoreSession:
+        """The session the job's work reads and writes through: its tenant, its agent."""
+        return self._store.session(job.tenant, job.agent)
 
     async def retry_later(self, job: ClaimedJob, error: str, delay_seconds: float) -> None:
         """Try the job again after ``delay_seconds``: a failure that is not the model's outage
