@@ -52,16 +52,13 @@ TENANT_TAKERS: set[str] = {
     "keywords/_bm25.py:_totals", "keywords/_bm25.py:bm25_statement", "keywords/_bm25.py:keyword_search",
     "keywords/_keywords.py:TermHasher.for_tenant", "keywords/_keywords.py:write_terms",
     "keywords/_keywords.py:replace_terms", "keywords/_keywords.py:delete_terms",
-    # Memories: opening a session, and the helpers it calls inside its own transaction.
+    # Memories: opening a session, the vectors' eraser (the index is keyed by tenant), and the
+    # helpers a session or the lifecycle sweeper calls inside a transaction.
     "memories/_backfill.py:_key", "memories/_backfill.py:_with_keys", "memories/_backfill.py:seal_memories",
     "memories/_backfill.py:seal_versions", "memories/_backfill.py:label_rows",
     "memories/_backfill.py:seal_pending_tags", "memories/_backfill.py:_label_tenant",
-    "memories/_bound.py:StoreParts.hasher_of", "memories/_bound.py:Bound.__init__", "memories/_erase.py:forget_ids",
-    "memories/_erasure.py:VectorEraser.erase", "memories/_erasure.py:log_erase", "memories/_erasure.py:record_check",
-    "memories/_erasure.py:recheck_in", "memories/_erasure.py:logged_ids", "memories/_erasure.py:rows_gone",
-    "memories/_erasure.py:replayed", "memories/_erasure.py:history", "memories/_erasure.py:organisation_mentions",
-    "memories/_erasure.py:drop_write_records", "memories/_erasure.py:drop_job_records",
-    "memories/_erasure.py:drop_subject_jobs", "memories/_erasure.py:IndexVectors.erase",
+    "memories/_bound.py:VectorEraser.erase", "memories/_bound.py:StoreParts.hasher_of",
+    "memories/_bound.py:Bound.__init__", "memories/_erase.py:forget_ids", "memories/_erasure.py:IndexVectors.erase",
     "memories/_erasure.py:erase_vectors", "memories/_labels.py:KeyNames.matcher",
     "memories/_labels.py:KeyNames._open", "memories/_labels.py:KeyNames.evict", "memories/_labels.py:label_filter",
     "memories/_session.py:Stores.session", "memories/_session.py:Stores.term_hasher", "memories/_trust.py:hold",

@@ -5,7 +5,8 @@ pending values, erasure end to end.
 
 from ._backfill import SealReport, seal_plaintext
 from ._erase import PURGE_FALLBACK_SECONDS, forget_ids
-from ._erasure import NEXT_ROUND, IndexTarget, Indexes, Purged, VectorErasure, erase_vectors
+from ._bound import IndexTarget, Indexes, VectorErasure
+from ._erasure import NEXT_ROUND, Purged, erase_vectors
 from ._rows import joined_turns, source_turns
 from ._session import NO_SUCH_JOB, Stores, StoreSession
 from ._writes import Written, claim_idempotency, store_idempotent_response

@@ -1,5 +1,7 @@
-"""What the stores opened once (``StoreParts``) and the tenant-bound base every part of the
-session builds on (``Bound``): its tenant, its agent and its transactions.
+"""What the stores opened once (``StoreParts``), what they are given once the process has built
+it (the vectors' eraser, the outbox worker, the job queue: protocols here, implemented above),
+and the tenant-bound base every part of the session builds on (``Bound``): its tenant, its
+agent and its transactions.
 
 The session (``_session.StoreSession``) is assembled from parts by concern — erasing
 (``_erase``) and the rest — each a subclass of ``Bound`` in its own module, so no part needs
@@ -9,19 +11,57 @@ the module of the whole.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from memoryd.domain import AuditTag, ExtractionJob, ReadFilter, TenantPolicy, Turn
+from memoryd.domain import AuditTag, EraseMode, ExtractionJob, ReadFilter, TenantPolicy, Turn
 
 from ..keys import DataKey, SubjectKeys
 from ..keywords import TermHasher
 from ..postgres import Postgres
-from ._erasure import VectorEraser
 from ._labels import KeyNames, label_filter
 from ._writes import ItemWriter
+
+if TYPE_CHECKING:
+    from ..vectors import MilvusIndex
+
+
+class IndexTarget(Protocol):
+    """One collection to clear (``work.IndexTarget``): its index is all an erase needs."""
+
+    @property
+    def index(self) -> MilvusIndex: ...
+
+
+class Indexes(Protocol):
+    """Every collection to clear (an ``IndexSet``, or the outbox worker's targets)."""
+
+    def targets(self) -> Sequence[IndexTarget]: ...
+
+
+class VectorEraser(Protocol):
+    """How an erase clears the vectors of what it erased (``IndexVectors``): given to the
+    stores when the process has built its index set."""
+
+    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
+                    counted: frozenset[str], defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
+        """Clear the vectors of ``ids`` (and of the whole subject); ``defer(subject, ids)``
+        leaves their deletion to the outbox when the index cannot be reached."""
+        ...
+
+
+@dataclass(frozen=True)
+class VectorErasure:
+    """What clearing the vector index did: vectors deleted, whether no deleted vector is left
+    (by query, and in the files where they can be read), and what could not be checked."""
+
+    deleted: int = 0
+    verified: bool = True
+    unchecked: tuple[str, ...] = ()
+    counted: int = 0  # of ``deleted``, the vectors of the memories the receipt counts
+    later: bool = False  # the files' compaction is left to the next background round
 
 
 class IndexWork(Protocol):

@@ -26,7 +26,7 @@ from .._filters import in_states, rules_condition
 from ..keywords import delete_terms
 from . import _erasure as erasure
 from . import _trust as trust
-from ._bound import Bound
+from ._bound import Bound, VectorErasure
 from ._writes import enqueue_index, record_version
 
 
@@ -118,8 +118,8 @@ async def erase(
         # Pending extraction jobs go first (their turns with them): the job row is locked
         # after the key row and before memory rows, as a finishing job does.
         if shred:
-            await erasure.drop_job_records(conn, tenant, subject)
-        jobs = await erasure.drop_subject_jobs(conn, tenant, subject, mode) if selector.all_of_subject else []
+            await erasure.drop_job_records(session, conn, subject)
+        jobs = await erasure.drop_subject_jobs(session, conn, subject, mode) if selector.all_of_subject else []
         states, state_params = in_states(flt, started)
         cur = await conn.execute(
             sql.SQL("SELECT id, {states} AS counted FROM memories WHERE {where} FOR UPDATE").format(
@@ -139,15 +139,15 @@ async def erase(
             counts, answered = replace(counts, keys=destroyed), replace(answered, keys=destroyed)
         mentions = None
         if selector.all_of_subject and subject and flt.include_org:
-            mentions = await erasure.organisation_mentions(conn, session.keys, tenant, flt, subject, started)
+            mentions = await erasure.organisation_mentions(session, conn, flt, subject, started)
         if not (ids or jobs or counts.keys):
-            replay = await erasure.replayed(conn, tenant, agent, digest)
+            replay = await erasure.replayed(session, conn, digest)
             if replay is not None and mode is EraseMode.PURGE and replay.ids and not replay.checked:
                 # Its process died before the check, and it is not queued (logged by an
                 # earlier release, which queued a purge only after its check): a worker
                 # checks it.
                 if not replay.queued:
-                    await erasure.recheck_in(conn, tenant, replay.receipt.erase_id, 0.0)
+                    await erasure.recheck_in(session, conn, replay.receipt.erase_id, 0.0)
                 replay = replace(replay, queued=True, receipt=replace(
                     replay.receipt, pending=erasure.pending(False, queued=True)))
         if replay is None:
@@ -163,12 +163,12 @@ async def erase(
                                    (tenant, ids, subject, PURGE_FALLBACK_SECONDS))
             await audit.append(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
                          {"selector": described, "reason": reason})
-            erase_id = await erasure.log_erase(conn, tenant, agent, subject, described, mode, reason, counts,
+            erase_id = await erasure.log_erase(session, conn, subject, described, mode, reason, counts,
                                                answered, counted, started, ids, digest, mentions)
             if mode is EraseMode.PURGE and ids:
                 # If this process dies before its check, a worker does it (after the
                 # fallback deletion above); the check below moves or removes this.
-                await erasure.recheck_in(conn, tenant, erase_id, PURGE_FALLBACK_SECONDS)
+                await erasure.recheck_in(session, conn, erase_id, PURGE_FALLBACK_SECONDS)
     if replay is not None:  # a retry of an erase already done: answered from its log
         if replay.checked or replay.queued:  # checked, or a worker will check it
             return erasure.shown(replay.receipt, replay.counted, selector.all_of_subject)
@@ -182,7 +182,7 @@ async def erase(
         await _await_batches_in_flight(session, ids)
     vectors = await parts.vectors.erase(tenant, subject, ids, mode=mode, whole_subject=selector.all_of_subject,
                                          counted=counted, defer=partial(enqueue_vector_deletes, session)) \
-        if parts.vectors is not None else erasure.VectorErasure()
+        if parts.vectors is not None else VectorErasure()
     answered = replace(answered, vectors=vectors.counted)
     unchecked = erasure.unchecked(mode, vectors)
     async with session.transaction() as conn:
@@ -190,21 +190,21 @@ async def erase(
             await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
                                "AND op = 'delete'", (tenant, ids))
         verified = vectors.verified and await _verify(session, conn, subject, flt, selector, mode, ids)
-        finished = await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, vectors.counted,
-                                              unchecked)
+        finished = await erasure.record_check(session, conn, erase_id, verified, vectors.deleted,
+                                              vectors.counted, unchecked)
         queued = False
         if mode is EraseMode.PURGE and ids:
             if verified:
                 # A server's compaction: in the next round, shared by every erase due.
                 queued = vectors.later
-                await erasure.recheck_in(conn, tenant, erase_id, parts.erasure_round if queued else None,
+                await erasure.recheck_in(session, conn, erase_id, parts.erasure_round if queued else None,
                                          aligned=True)
             else:
                 # Rows gone but the index not confirmed clear (down, or a vector read
                 # back): a worker checks the index again as soon as the outbox has done
                 # the deletions. Rows left: no check of the index can make it verified.
                 queued = await _verify(session, conn, subject, flt, selector, mode, ids, queued_deletes=False)
-                await erasure.recheck_in(conn, tenant, erase_id, 0.0 if queued else None)
+                await erasure.recheck_in(session, conn, erase_id, 0.0 if queued else None)
     return erasure.shown(ErasureReceipt(erase_id, mode, answered, verified, started, finished, unchecked, mentions,
                                         erasure.pending(verified, queued)), counted, selector.all_of_subject)
 
@@ -304,7 +304,7 @@ async def _purge(session: Bound, conn: Any, ids: list[str],
     tenant = session.tenant
     gone: dict[str, tuple[int, int]] = {}
     await delete_terms(conn, tenant, ids)
-    await erasure.drop_write_records(conn, tenant, ids)
+    await erasure.drop_write_records(session, conn, ids)
     for table, column in (("outbox", "memory_id"), ("memory_versions", "memory_id"), ("memories", "id")):
         # Rows whose vectors a worker is writing right now stay: the erase waits for them
         # to settle (``_await_batches_in_flight``). A claimed row still being embedded
@@ -370,9 +370,9 @@ async def queued_purge(session: Bound, erase_id: str) -> erasure.Purged | None:
     is no such purge."""
     tenant = session.tenant
     async with session.transaction() as conn:
-        logged = await erasure.logged_ids(conn, tenant, erase_id)
+        logged = await erasure.logged_ids(session, conn, erase_id)
         if logged is None:
-            await erasure.recheck_in(conn, tenant, erase_id, None)  # nothing to check
+            await erasure.recheck_in(session, conn, erase_id, None)  # nothing to check
             return None
         subject, ids, counted = logged
         cur = await conn.execute("SELECT 1 FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
@@ -381,7 +381,7 @@ async def queued_purge(session: Bound, erase_id: str) -> erasure.Purged | None:
 
 
 async def record_recheck(session: Bound, erase_id: str, ids: list[str],
-                         vectors: erasure.VectorErasure) -> bool:
+                         vectors: VectorErasure) -> bool:
     """Add a background re-check of a PURGE to its log (``vectors``: what clearing its ids
     from the index came to); whether it is verified. Once nothing is left to confirm it
     leaves the queue; the caller schedules it otherwise."""
@@ -390,11 +390,11 @@ async def record_recheck(session: Bound, erase_id: str, ids: list[str],
         if vectors.verified:  # dead-lettered deletions, if any, are done now
             await conn.execute("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) "
                                "AND op = 'delete'", (tenant, ids))
-        verified = vectors.verified and await erasure.rows_gone(conn, tenant, ids)
-        await erasure.record_check(conn, tenant, erase_id, verified, vectors.deleted, vectors.counted,
+        verified = vectors.verified and await erasure.rows_gone(session, conn, ids)
+        await erasure.record_check(session, conn, erase_id, verified, vectors.deleted, vectors.counted,
                                    erasure.unchecked(EraseMode.PURGE, vectors), recheck=True)
         if verified and not vectors.later:
-            await erasure.recheck_in(conn, tenant, erase_id, None)
+            await erasure.recheck_in(session, conn, erase_id, None)
     return verified
 
 
@@ -419,5 +419,5 @@ class Erasing(Bound):
     async def queued_purge(self, erase_id: str) -> erasure.Purged | None:
         return await queued_purge(self, erase_id)
 
-    async def record_recheck(self, erase_id: str, ids: list[str], vectors: erasure.VectorErasure) -> bool:
+    async def record_recheck(self, erase_id: str, ids: list[str], vectors: VectorErasure) -> bool:
         return await record_recheck(self, erase_id, ids, vectors)

@@ -43,9 +43,9 @@ from ..postgres import Postgres, audit, counters
 from ..vectors import IndexedMemory, embedding_text
 from . import _erasure as erasure
 from . import _trust as trust
-from ._bound import Bound, IndexWork, JobDesk, StoreParts
+from ._bound import Bound, Indexes, IndexWork, JobDesk, StoreParts, VectorEraser
 from ._erase import ERASURE_ROUND_SECONDS, Erasing
-from ._erasure import IndexVectors, Indexes, VectorEraser
+from ._erasure import IndexVectors
 from ._reads import Reading
 from ._rows import MEMORY_COLUMNS, memory_from_row
 from ._writes import (Written, claim_idempotency, store_idempotent_response, unindexed, write_response,
@@ -264,12 +264,10 @@ class StoreSession(Reading, Erasing):
         async with self.transaction() as conn:
             return await audit.verify(conn, tenant)
 
-    async def erasures(self, *, limit: int = 50, unverified_only: bool = False,
-                       ) -> builtins.list[dict[str, Any]]:
+    async def erasures(self, *, limit: int = 50, unverified_only: bool = False) -> builtins.list[dict[str, Any]]:
         """The tenant's latest erasures with their checks (``_erasure.history``), for operators."""
-        tenant = self.tenant
         async with self.transaction() as conn:
-            return await erasure.history(conn, tenant, limit, unverified_only)
+            return await erasure.history(self, conn, limit, unverified_only)
 
     async def lifecycle_counts(self) -> dict[str, int]:
         """The tenant's lifecycle and conflict counters (``_counters``)."""
