@@ -62,11 +62,9 @@ TENANT_TAKERS: set[str] = {
     "memories/_erasure.py:erase_vectors", "memories/_labels.py:KeyNames.matcher",
     "memories/_labels.py:KeyNames._open", "memories/_labels.py:KeyNames.evict", "memories/_labels.py:label_filter",
     "memories/_session.py:Stores.session", "memories/_session.py:Stores.term_hasher", "memories/_trust.py:hold",
-    "memories/_trust.py:settle", "memories/_trust.py:discard", "memories/_trust.py:take", "memories/_trust.py:load",
-    "memories/_trust.py:with_pending", "memories/_write_batch.py:WriteBatch.__init__",
-    "memories/_write_batch.py:enqueue_many", "memories/_writes.py:record_version",
-    "memories/_writes.py:enqueue_index", "memories/_writes.py:unindexed", "memories/_writes.py:claim_idempotency",
-    "memories/_writes.py:store_idempotent_response", "memories/_writes.py:ItemWriter.__init__",
+    "memories/_trust.py:settle", "memories/_trust.py:discard", "memories/_write_batch.py:WriteBatch.__init__",
+    "memories/_write_batch.py:enqueue_many", "memories/_write_batch.py:record_version",
+    "memories/_write_batch.py:enqueue_index", "memories/_writes.py:ItemWriter.__init__",
     # Worker-role code: the outbox, the jobs' claim loop, the lifecycle sweeper, re-indexing and
     # tenant sizes.
     "work/_consolidation.py:Consolidations.session", "work/_jobs.py:ExtractionJobs.open",

@@ -61,7 +61,7 @@ from memoryd.storage import (
 )
 from memoryd.storage.memories import _erase as memories_module
 from memoryd.storage.work import _outbox as outbox_module
-from memoryd.storage.memories._writes import enqueue_index
+from memoryd.storage.memories._write_batch import enqueue_index
 
 from ..support import unique, with_vectors, woken_by
 

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.domain import AuditTag, EraseMode, ExtractionJob, ReadFilter, TenantPolicy, Turn
 
-from ..keys import DataKey, SubjectKeys
+from ..keys import SubjectKeys
 from ..keywords import TermHasher
 from ..postgres import Postgres
 from ._labels import KeyNames, label_filter
-from ._writes import ItemWriter
 
 if TYPE_CHECKING:
     from ..vectors import MilvusIndex
@@ -144,17 +143,3 @@ class Bound:
         """``flt`` with its key and tag labels (``_labels``); ``conn`` is used only if the
         filter names keys or tags and has no labels yet."""
         return await label_filter(conn, self.parts.names, self.hasher, self.tenant, flt)
-
-    def item_writer(self, conn: Any, subject: str, *, agent: str | None = None,
-                    first_key: DataKey | None = None) -> ItemWriter:
-        """The writer of ``subject``'s items in ``conn``'s transaction, as ``agent`` (default:
-        the session's). Data keys are taken (and locked) once per owner; ``first_key`` is one
-        the caller already holds for ``subject``."""
-        held: dict[str, DataKey] = {subject: first_key} if first_key is not None else {}
-
-        async def key_for(owner: str) -> DataKey:
-            if owner not in held:
-                held[owner] = await self.keys.for_write(conn, self.tenant, owner)
-            return held[owner]
-
-        return ItemWriter(conn, self.tenant, agent or self.agent, subject, self.hasher, key_for, self.policy)

@@ -27,7 +27,7 @@ from ..keywords import delete_terms
 from . import _erasure as erasure
 from . import _trust as trust
 from ._bound import Bound, VectorErasure
-from ._writes import enqueue_index, record_version
+from ._write_batch import enqueue_index, record_version
 
 
 _log = logging.getLogger("memoryd.storage.memories")

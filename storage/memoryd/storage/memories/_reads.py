@@ -152,7 +152,7 @@ class Reading(Bound):
         rows = await cur.fetchall()
         pending = any([row.pop("has_pending") for row in rows])
         memories = [memory_from_row(row) for row in await self.keys.open_with_keys(tenant, rows)]
-        return await with_pending(conn, self.keys, tenant, memories) if pending else memories
+        return await with_pending(self, conn, memories) if pending else memories
 
     async def list(self, flt: ReadFilter, page: Page, now: datetime | None = None) -> Listing:
         """One page of memories, most recently updated first (keyset pagination). An active
@@ -176,7 +176,7 @@ class Reading(Bound):
             )
             cur = await conn.execute(query, [*params, page.size + 1])
             rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
-            memories = await with_pending(conn, self.keys, tenant, [memory_from_row(r) for r in rows[: page.size]])
+            memories = await with_pending(self, conn, [memory_from_row(r) for r in rows[: page.size]])
         return Listing(memories, has_more=len(rows) > page.size)
 
     async def history(self, flt: ReadFilter, memory_id: str, after_version: int,
@@ -197,7 +197,7 @@ class Reading(Bound):
             rows = await self.keys.open_rows(conn, tenant, await cur.fetchall(), id_column="memory_id")
             versions = [version_from_row(r) for r in rows[:size]]
             # The pending values belong to the current value: shown on the active version.
-            pending = await trust.load(conn, self.keys, tenant, [memory_id])
+            pending = await trust.load(self, conn, [memory_id])
         if not rows and not after_version:
             raise NotFound("no such memory for this subject")
         if pending:

@@ -6,7 +6,7 @@ key provider, the term hasher, the tenant policy lookup, what an erase needs).
 the workers reach memories: the session carries the tenant into every query, owns the
 tenant's transactions (one per unit of work, inside the session) and holds what belongs to
 the tenant: the subject keys, the tenant's keyword term hasher and its policy. Its reads are
-``_reads``'s, its erase ``_erase``'s; it builds the item writer (``Bound.item_writer``) —
+``_reads``'s, its erase ``_erase``'s; it builds the item writer (``StoreSession.item_writer``) —
 the only place that does — so every write applies the same conflict policies, TTLs and
 trust levels.
 """
@@ -37,7 +37,7 @@ from memoryd.domain import (
 )
 
 from .._filters import LIVE_NOW, read_conditions
-from ..keys import SubjectKeys
+from ..keys import DataKey, SubjectKeys
 from ..keywords import TermHasher
 from ..postgres import Postgres, audit, counters
 from ..vectors import IndexedMemory, embedding_text
@@ -48,7 +48,7 @@ from ._erase import ERASURE_ROUND_SECONDS, Erasing
 from ._erasure import IndexVectors
 from ._reads import Reading
 from ._rows import MEMORY_COLUMNS, memory_from_row
-from ._writes import (Written, claim_idempotency, store_idempotent_response, unindexed, write_response,
+from ._writes import (ItemWriter, Written, claim_idempotency, store_idempotent_response, unindexed, write_response,
                       written_before)
 
 # What reading a job the caller did not queue, or that does not exist, says (alike).
@@ -82,7 +82,7 @@ async def _current(conn: Any, session: Bound, flt: ReadFilter, memory_id: str) -
     return await cur.fetchone()  # type: ignore[no-any-return]
 
 
-async def resolve(conn: Any, session: Bound, subject: str, flt: ReadFilter, memory_id: str,
+async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilter, memory_id: str,
                   resolution: Resolution, pending_id: str, tag: AuditTag) -> Memory:
     """Keep the current value (dropping the pending value ``pending_id``, or all of them) or
     accept ``pending_id`` as the new current value, with its own provenance and trust.
@@ -103,7 +103,7 @@ async def resolve(conn: Any, session: Bound, subject: str, flt: ReadFilter, memo
             raise NotFound("this memory has no such pending value" if pending_id else "this memory has no pending values")
         details["discarded"] = dropped
     else:
-        held = await trust.take(conn, keys, tenant, memory_from_row(opened), pending_id)
+        held = await trust.take(session, conn, memory_from_row(opened), pending_id)
         if held is None:
             raise NotFound("this memory has no such pending value")
         writer = session.item_writer(conn, subject, agent=held.agent)
@@ -116,11 +116,25 @@ async def resolve(conn: Any, session: Bound, subject: str, flt: ReadFilter, memo
     after = await cur.fetchone()
     assert after is not None
     memory = memory_from_row((await keys.open_rows(conn, tenant, [after]))[0])
-    return (await trust.with_pending(conn, keys, tenant, [memory]))[0]
+    return (await trust.with_pending(session, conn, [memory]))[0]
 
 
 class StoreSession(Reading, Erasing):
     """One tenant's and one agent's session (``agent`` '' for the service's own work)."""
+
+    def item_writer(self, conn: Any, subject: str, *, agent: str | None = None,
+                    first_key: DataKey | None = None) -> ItemWriter:
+        """The writer of ``subject``'s items in ``conn``'s transaction, as ``agent`` (default:
+        the session's). Data keys are taken (and locked) once per owner; ``first_key`` is one
+        the caller already holds for ``subject``."""
+        held: dict[str, DataKey] = {subject: first_key} if first_key is not None else {}
+
+        async def key_for(owner: str) -> DataKey:
+            if owner not in held:
+                held[owner] = await self.keys.for_write(conn, self.tenant, owner)
+            return held[owner]
+
+        return ItemWriter(conn, self.tenant, agent or self.agent, subject, self.hasher, key_for, self.policy)
 
     async def write(
         self,
@@ -171,16 +185,16 @@ class StoreSession(Reading, Erasing):
         # the data key, the rows the items meet, the audit chain's head — and the commit.
         async with session.transaction(pipelined=True) as conn:
             if idempotency_key:
-                response = await claim_idempotency(conn, tenant, agent, idempotency_key, request_hash)
+                response = await claim_idempotency(session, conn, idempotency_key, request_hash)
                 if response is not None:
                     first = written_before(response)
-                    return Written(first, await (await unindexed(conn, tenant, first))())
+                    return Written(first, await (await unindexed(session, conn, first))())
             writer = session.item_writer(conn, subject)
             flags = blind or [False] * len(drafts)
             results = await writer.write_all(drafts, flags)
             if idempotency_key:
-                await store_idempotent_response(conn, tenant, agent, idempotency_key, write_response(results))
-            queued = await unindexed(conn, tenant, results, writer.enqueued)
+                await store_idempotent_response(session, conn, idempotency_key, write_response(results))
+            queued = await unindexed(session, conn, results, writer.enqueued)
             await audit.append(conn, tenant, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
                                tag, {"outcomes": [r.outcome.value for r in results]})
             await writer.finish()

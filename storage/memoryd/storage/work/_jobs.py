@@ -139,7 +139,7 @@ class ExtractionJobs:
         tenant, agent = session.tenant, session.agent
         async with session.transaction() as conn:
             if idempotency_key:
-                first = await claim_idempotency(conn, tenant, agent, idempotency_key, request_hash)
+                first = await claim_idempotency(session, conn, idempotency_key, request_hash)
                 if first is not None:
                     if not isinstance(first, dict) or not first.get("extraction_job_id"):
                         raise IdempotencyKeyReused()  # the key wrote items
@@ -153,7 +153,7 @@ class ExtractionJobs:
                  tag.request_id, tag.trace_id, tag.view_version),
             )
             if idempotency_key:
-                await store_idempotent_response(conn, tenant, agent, idempotency_key, {"extraction_job_id": job_id})
+                await store_idempotent_response(session, conn, idempotency_key, {"extraction_job_id": job_id})
             await audit.append(conn, tenant, agent, subject, "extraction.queued", [], tag,
                                {"job": job_id, "turns": len(turns)})
             await counters.bump(conn, tenant, {counters.JOBS_QUEUED: 1})
