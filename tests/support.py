@@ -403,13 +403,13 @@ async def job_replicas(dsn: str, secret: bytes, n: int = 2) -> AsyncIterator[tup
     """``n`` extraction job queues (``ExtractionJobs``) on one database, each claiming through a
     worker-role pool of its own (the second list): ``n`` replicas of a deployment, as far as
     jobs go."""
-    from memoryd.storage import (WORKER_ROLE, ExtractionJobs, LocalKeyProvider, Postgres, PostgresMemoryStore,
+    from memoryd.storage import (WORKER_ROLE, ExtractionJobs, LocalKeyProvider, Postgres, Stores,
                                  PostgresSettings)
     from memoryd.storage.keywords._keywords import TermHasher
 
     app = Postgres(PostgresSettings(dsn))
     await app.open()
-    store = PostgresMemoryStore(app, TermHasher(secret), LocalKeyProvider(secret[:32].ljust(32, b"\0")))
+    store = Stores(app, TermHasher(secret), LocalKeyProvider(secret[:32].ljust(32, b"\0")))
     pools: list[Any] = []
     try:
         for _ in range(n):
@@ -421,3 +421,37 @@ async def job_replicas(dsn: str, secret: bytes, n: int = 2) -> AsyncIterator[tup
         for pool in pools:
             await pool.close()
         await app.close()
+
+
+class _ClearingStep:
+    """A ``VectorEraser`` whose step is a test's own: ``clear(ids, counted)`` in the erase's
+    place for the vectors (a real index's deletions, with what the test does around them)."""
+
+    def __init__(self, clear: Callable[[list[str], frozenset[str]], Any]) -> None:
+        self._clear = clear
+
+    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: Any, whole_subject: bool,
+                    counted: frozenset[str], defer: Any) -> Any:
+        return await self._clear(ids, counted)
+
+
+def with_vectors(store: Any, clear: Callable[[list[str], frozenset[str]], Any]) -> Any:
+    """``store`` (the same database, keys and hashers) as a process whose erase clears the
+    vectors with ``clear`` — what ``use_index`` gives a server."""
+    import copy
+    from dataclasses import replace
+
+    hooked = copy.copy(store)
+    hooked.parts = replace(store.parts, vectors=_ClearingStep(clear))
+    return hooked
+
+
+def woken_by(store: Any, worker: Any) -> Any:
+    """``store`` (the same database, keys and hashers) as a process whose outbox worker is
+    ``worker``: a write wakes it, ``wait_indexed`` waits on its settlements."""
+    import copy
+    from dataclasses import replace
+
+    hooked = copy.copy(store)
+    hooked.parts = replace(store.parts, outbox=worker)
+    return hooked

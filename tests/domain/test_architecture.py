@@ -248,7 +248,7 @@ def _calls(module: str) -> set[str]:
 
 # What only the composition root (memoryd.server.app._compose and its object graph) builds: the
 # stores, keys and pools, and what runs on them — built once per process, closed in reverse order.
-STORE_BUILDERS = {"Postgres", "PostgresMemoryStore", "from_file", "prepare_postgres", "require_shared_master_key",
+STORE_BUILDERS = {"Postgres", "Stores", "from_file", "prepare_postgres", "require_shared_master_key",
                   "require_shared_term_secret"}
 GRAPH_BUILDERS = {"IndexSet", "MilvusIndex", "OutboxWorker", "WatchedOutboxWorker", "LifecycleSweeper", "Consolidator",
                   "consolidator", "Recaller", "ExtractionWorker", "extraction_worker", "ExtractionJobs", "Embedders",
@@ -272,8 +272,8 @@ def test_no_module_imports_another_while_that_one_is_still_loading():
     graph = _load_time_graph(("memoryd.domain", "memoryd.server", "memoryd.storage", "memoryd.cli", "memoryd.bench"))
     # Not vacuous: the graph holds the edges we know of...
     assert "memoryd.server.usecases" in graph["memoryd.server.rpc._handlers"]
-    assert "memoryd.storage.memories._rows" in graph["memoryd.storage.memories._memories"]  # `from ._rows import ...`
-    assert "memoryd.storage.postgres" in graph["memoryd.storage.memories._memories"]  # `from ..postgres import audit`
+    assert "memoryd.storage.memories._rows" in graph["memoryd.storage.memories._reads"]  # `from ._rows import ...`
+    assert "memoryd.storage.postgres" in graph["memoryd.storage.memories._session"]  # `from ..postgres import audit`
     assert _cycles(graph) == []
 
 
@@ -311,7 +311,7 @@ def test_no_module_imports_a_private_name_of_another():
 
 def test_the_private_rule_allows_a_package_its_own_private_modules():
     # Not vacuous: these are imports the rule must accept, and they exist.
-    assert "memoryd.storage.memories._rows" in _imported("memoryd.storage.memories._memories")
+    assert "memoryd.storage.memories._rows" in _imported("memoryd.storage.memories._reads")
     assert "memoryd.server.guard._rules" in _imported("memoryd.server.guard")
     assert not {r for r in _private_reaches() if r.startswith(("memoryd.storage.memories._memories ", "memoryd.server.guard "))}
 

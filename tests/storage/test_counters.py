@@ -28,7 +28,7 @@ from memoryd.storage import (
     LifecycleSweeper,
     LocalKeyProvider,
     Postgres,
-    PostgresMemoryStore,
+    Stores,
     PostgresSettings,
     TermHasher,
     available,
@@ -130,19 +130,19 @@ def database(postgres: Any) -> Iterator[str]:
 
 
 @pytest.fixture
-async def store(database: str) -> AsyncIterator[PostgresMemoryStore]:
+async def store(database: str) -> AsyncIterator[Stores]:
     db = Postgres(PostgresSettings(database))
     await db.open()
-    yield PostgresMemoryStore(db, TermHasher(b"counters test terms secret"), LocalKeyProvider(b"\x09" * 32))
+    yield Stores(db, TermHasher(b"counters test terms secret"), LocalKeyProvider(b"\x09" * 32))
     await db.close()
 
 
-async def _write(store: PostgresMemoryStore, tenant: str, draft: Draft) -> tuple[str, Outcome]:
-    [result] = await store.write(tenant, AGENT, "alice", [draft])
+async def _write(store: Stores, tenant: str, draft: Draft) -> tuple[str, Outcome]:
+    [result] = await store.session(tenant, AGENT).write("alice", [draft])
     return result.memory_id, result.outcome
 
 
-async def test_every_kind_of_writer_counts_into_the_one_table(store: PostgresMemoryStore, database: str) -> None:
+async def test_every_kind_of_writer_counts_into_the_one_table(store: Stores, database: str) -> None:
     tenant = unique("counts")
     city = [Draft(Category.FACT, f"lives in {town}", key="city", source_kind=source) for town, source in
             (("Lyon", SourceKind.INPUT), ("Paris", SourceKind.INFERENCE), ("Porto", SourceKind.SYNC),
@@ -153,23 +153,25 @@ async def test_every_kind_of_writer_counts_into_the_one_table(store: PostgresMem
     assert outcome is Outcome.CREATED
     assert [(await _write(store, tenant, d))[1] for d in city[1:]] == [Outcome.PENDING, Outcome.VERSIONED,
                                                                         Outcome.PENDING]
-    await store.resolve_conflict(tenant, AGENT, "alice", ReadFilter(subject="alice", rules=EVERYTHING), fact,
+    await store.session(tenant, AGENT).resolve_conflict("alice", ReadFilter(subject="alice", rules=EVERYTHING), fact,
                                  Resolution.KEEP_CURRENT, "")
     await _write(store, tenant, Draft(Category.CONTEXT, "on call this week", key="duty"))
     # The lifecycle sweeper: the context memory's 7 days are over.
     sweeper = LifecycleSweeper(store.db, None, lambda _: TenantPolicy(), Scoring().half_life_days)
     assert (await sweeper.sweep(datetime.now(UTC) + timedelta(days=8), [tenant])).expired == 1
     # Extraction jobs and consolidation.
-    await ExtractionJobs(store).enqueue(tenant, AGENT, "alice", (Turn("t1", "alice", "I moved to Porto",
-                                                                      datetime.now(UTC)),))
-    await Consolidations(store).count(tenant, {"consolidation.skipped": 2, "consolidation.unavailable": 0})
+    turns = (Turn("t1", "alice", "I moved to Porto", datetime.now(UTC)),)
+    await ExtractionJobs(store).enqueue(store.session(tenant, AGENT), "alice", turns)
+    consolidations = Consolidations(store)
+    await consolidations.count(consolidations.session(tenant), {"consolidation.skipped": 2,
+                                                                 "consolidation.unavailable": 0})
 
     every = {"conflicts.pending": 2, "conflicts.settled": 1, "conflicts.resolved": 1, "lifecycle.expired": 1,
              "extraction.jobs_queued": 1, "consolidation.skipped": 2}
     with psycopg.connect(database, autocommit=True) as conn:
         assert _counts(conn, "pipeline_counts", tenant) == every
     # `memoryd lifecycle counts` prints the lifecycle and conflict counters, as before.
-    assert await store.lifecycle_counts(tenant) == {k: v for k, v in every.items()
+    assert await store.session(tenant).lifecycle_counts() == {k: v for k, v in every.items()
                                                     if k.startswith(("lifecycle.", "conflicts."))}
     # Metrics read every counter with the active memories, in one pipelined transaction.
     async with store.db.tenant_tx(tenant, pipelined=True) as conn:

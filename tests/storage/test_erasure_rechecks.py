@@ -28,7 +28,7 @@ from memoryd.storage import (
     migrate,
 )
 
-from ..support import database_before, unique
+from ..support import database_before, unique, with_vectors
 from . import test_outbox_worker as outbox_tests
 from .test_outbox_worker import AGENT, FakeEmbedder, Rig, drain, everything
 
@@ -50,18 +50,18 @@ class _Indexes:
 
 
 def _clearing(rig: Rig, tenant: str, index: MilvusIndex | None = None) -> Any:
-    """What the server's Erase use case passes as ``after_commit``."""
+    """How the server's erase clears the vectors (``IndexVectors``), on ``index``."""
     async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         return await erase_vectors(_Indexes(index or rig.index), tenant, "alice", ids, mode=EraseMode.PURGE,
                                    whole_subject=False, counted=counted,
-                                   defer=lambda subject, ids: rig.store.enqueue_vector_deletes(tenant, subject, ids))
+                                   defer=rig.store.session(tenant, AGENT).enqueue_vector_deletes)
     return clear
 
 
 async def _purge(rig: Rig, tenant: str, memory_id: str, index: MilvusIndex | None = None,
-                 after_commit: Any = None) -> ErasureReceipt:
-    return await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(memory_id,)),
-                                 EraseMode.PURGE, reason="asked", after_commit=after_commit or _clearing(rig, tenant, index))
+                 clear: Any = None) -> ErasureReceipt:
+    session = with_vectors(rig.store, clear or _clearing(rig, tenant, index)).session(tenant, AGENT)
+    return await session.erase("alice", everything(), EraseSelector(ids=(memory_id,)), EraseMode.PURGE, reason="asked")
 
 
 async def _purge_while_down(rig: Rig, tenant: str, memory_id: str) -> tuple[str, ErasureReceipt]:
@@ -149,18 +149,18 @@ async def test_a_receipt_answered_while_the_index_was_down_is_verified_once_it_i
         (False, 0, False), (True, 1, True), (True, 0, True)]
 
     # The operator's audit shows the later verification...
-    [listed] = await rig.store.erasures(tenant)
+    [listed] = await rig.store.session(tenant).erasures()
     assert (listed["erase_id"], listed["verified"]) == (erase_id, True)
     assert [(c["verified"], c["recheck"]) for c in listed["checks"]] == [(False, False), (True, True), (True, True)]
-    assert await rig.store.erasures(tenant, unverified_only=True) == []
+    assert await rig.store.session(tenant).erasures(unverified_only=True) == []
 
     # ...and so does the look-up: the same request again is answered from the log, verified,
     # without touching the index.
     async def untouched(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         raise AssertionError("a verified receipt is answered from the log")
 
-    again = await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
-                                  EraseMode.PURGE, reason="asked", after_commit=untouched)
+    again = await with_vectors(rig.store, untouched).session(tenant, AGENT).erase(
+        "alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE, reason="asked")
     assert (again.erase_id, again.verified, again.counts.memories, again.pending) == (erase_id, True, 1, ())
 
 
@@ -183,7 +183,7 @@ async def test_a_receipt_waits_for_the_outboxs_queued_deletions_before_it_is_che
     await _due_now(rig, tenant)
     assert await drain(worker) == 1
     assert await worker.rechecks.recheck_once() == 1
-    [listed] = await rig.store.erasures(tenant)
+    [listed] = await rig.store.session(tenant).erasures()
     assert listed["verified"] and listed["checks"][-1]["vectors"] == 0
 
 
@@ -285,12 +285,12 @@ async def test_a_retried_purge_whose_check_never_ran_is_answered_from_its_log(ri
         raise ConnectionResetError("the server died after the commit")
 
     with pytest.raises(ConnectionResetError):
-        await _purge(rig, tenant, purged, after_commit=cut_off)
+        await _purge(rig, tenant, purged, clear=cut_off)
 
     async def untouched(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         raise AssertionError("a retry is answered from the log, without touching the index")
 
-    retried = await _purge(rig, tenant, purged, after_commit=untouched)
+    retried = await _purge(rig, tenant, purged, clear=untouched)
     assert retried.counts.memories == 1 and not retried.verified
     assert retried.pending == ("vector_index", "vector_store_files")
     assert "vector_store_files" in retried.unchecked
@@ -301,7 +301,7 @@ async def test_a_retried_purge_whose_check_never_ran_is_answered_from_its_log(ri
     await _due_now(rig, tenant)
     assert await drain(worker) == 1  # the fallback deletion
     assert await worker.rechecks.recheck_once() == 1
-    confirmed = await _purge(rig, tenant, purged, after_commit=untouched)
+    confirmed = await _purge(rig, tenant, purged, clear=untouched)
     assert (confirmed.erase_id, confirmed.verified, confirmed.pending) == (retried.erase_id, True, ())
     assert await rig.index.residue([purged]) == set()
 
@@ -319,14 +319,15 @@ async def test_a_purge_of_only_memories_the_caller_cannot_list_reads_like_a_purg
         if forgotten_exists:
             [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
             await drain(worker)
-            await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(key="home_city"),
+            await rig.store.session(tenant, AGENT).erase("alice", everything(), EraseSelector(key="home_city"),
                                   EraseMode.FORGET, reason="asked")
             await drain(worker)
             await rig.index.upsert(tenant, [IndexedMemory(memory_id, "alice", "subject", "", "fact", "", (),
                                                           datetime.now(UTC), None)], [FakeEmbedder.vector("late")])
-        purge = (tenant, AGENT, "alice", everything(), EraseSelector(key="home_city"), EraseMode.PURGE)
-        first = await rig.store.erase(*purge, reason="asked", after_commit=_clearing(rig, tenant))
-        retried = await rig.store.erase(*purge, reason="asked")
+        purge = ("alice", everything(), EraseSelector(key="home_city"), EraseMode.PURGE)
+        first = await with_vectors(rig.store, _clearing(rig, tenant)).session(tenant, AGENT).erase(*purge,
+                                                                                                  reason="asked")
+        retried = await rig.store.session(tenant, AGENT).erase(*purge, reason="asked")
         receipts.append([(r.verified, r.counts.memories, r.counts.vectors, r.unchecked, r.pending)
                          for r in (first, retried)])
         if forgotten_exists:  # what the log keeps: the vector deleted, its files pending

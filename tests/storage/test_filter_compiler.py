@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Page, ReadFilter, Scope, ViewRule
-from memoryd.storage import LocalKeyProvider, MilvusIndex, Postgres, PostgresMemoryStore, PostgresSettings, TermHasher
+from memoryd.storage import LocalKeyProvider, MilvusIndex, Postgres, Stores, PostgresSettings, TermHasher
 from memoryd.storage._filters import filter_expression
 
 from .test_milvus_index import DIM, MODEL, NOW, blend, release_lite_server
@@ -33,7 +33,7 @@ EVERYTHING = tuple((c, ("*",)) for c in Category)
 
 @dataclass
 class Corpus:
-    store: PostgresMemoryStore
+    store: Stores
     index: MilvusIndex
     tenant: str
     rows: dict[str, tuple[Category, str, str]]  # id -> (category, key, subject)
@@ -47,7 +47,7 @@ async def corpus(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Asy
     than the one before, so nearness has one order."""
     db = Postgres(PostgresSettings(postgres.owner_dsn))
     await db.open()
-    store = PostgresMemoryStore(db, TermHasher(b"test-keyword-secret-0123456789ab"), LocalKeyProvider(os.urandom(32)))
+    store = Stores(db, TermHasher(b"test-keyword-secret-0123456789ab"), LocalKeyProvider(os.urandom(32)))
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     path = tmp_path_factory.mktemp("filters") / "f.db"
     index = MilvusIndex(str(path), model_id=MODEL, dim=DIM)
@@ -55,11 +55,11 @@ async def corpus(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Asy
     for scope in (Scope.SUBJECT, Scope.ORG):
         drafts = [Draft(category=c, text=f"{k} value", key=k, scope=scope, tags=(k, "shared"))
                   for c in CATEGORIES for k in KEYS]
-        results = await store.write(tenant, "agent-1", "alice", drafts)
+        results = await store.session(tenant, "agent-1").write("alice", drafts)
         for draft, result in zip(drafts, results, strict=True):
             rows[result.memory_id] = (draft.category, draft.key, "" if scope is Scope.ORG else "alice")
     order = list(rows)
-    indexed = {m.id: m for m, _ in await store.index_rows(tenant, order)}
+    indexed = {m.id: m for m, _ in await store.session(tenant).index_rows(order)}
     await index.upsert(tenant, [indexed[i] for i in order], [blend(0, 1, n / 100) for n in range(len(order))])
     yield Corpus(store, index, tenant, rows, order)
     await index.close()
@@ -88,10 +88,10 @@ async def test_both_stores_admit_exactly_what_the_rules_allow(corpus, rules, inc
     subjects = {"alice", ""} if include_org else {"alice"}
     exact = {i for i, (c, k, s) in corpus.rows.items()
              if s in subjects and rules_allow(rules, c, k) and (not tag or tag in ("shared", k))}
-    flt = await corpus.store.labelled(corpus.tenant, ReadFilter(
+    flt = await corpus.store.session(corpus.tenant).labelled(ReadFilter(
         subject="alice", rules=rules, include_org=include_org, tags=(tag,) if tag else ()))
 
-    listed = await corpus.store.list(corpus.tenant, flt, Page(size=1000))
+    listed = await corpus.store.session(corpus.tenant).list(flt, Page(size=1000))
     assert {m.id for m in listed.memories} == exact
 
     expression = filter_expression(corpus.tenant, flt, NOW)
@@ -112,7 +112,7 @@ async def test_the_index_and_the_tables_hold_labels_not_key_or_tag_names(corpus,
         corpus.index.collection, filter=f'tenant == "{corpus.tenant}"', output_fields=["key", "tags"], limit=1000))
     assert rows and all(len(r["key"]) == 32 and r["key"] not in KEYS for r in rows)
     assert all(t not in KEYS + ["shared"] and len(t) == 32 for r in rows for t in r["tags"])
-    flt = await corpus.store.labelled(corpus.tenant, ReadFilter(
+    flt = await corpus.store.session(corpus.tenant).labelled(ReadFilter(
         subject="alice", rules=((Category.FACT, ("billing*",)),), tags=("shared",)))
     expression = filter_expression(corpus.tenant, flt, NOW)
     assert "billing" not in expression and "shared" not in expression and "like" not in expression
@@ -125,23 +125,23 @@ async def test_a_glob_sees_keys_written_after_it_was_first_resolved_and_forgets_
     await db.open()
     provider = LocalKeyProvider(os.urandom(32))
     hasher = TermHasher(b"test-keyword-secret-0123456789ab")
-    here, replica = PostgresMemoryStore(db, hasher, provider), PostgresMemoryStore(db, hasher, provider)
+    here, replica = Stores(db, hasher, provider), Stores(db, hasher, provider)
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     globbed = ReadFilter(subject="alice", rules=((Category.PREFERENCE, ("billing_*",)),))
 
     async def keys_read() -> set[str]:
-        return {m.key for m in (await here.list(tenant, globbed, Page(size=100))).memories}
+        return {m.key for m in (await here.session(tenant).list(globbed, Page(size=100))).memories}
 
     try:
-        await here.write(tenant, "a", "alice", [Draft(Category.PREFERENCE, "card", key="billing_method")])
+        await here.session(tenant, "a").write("alice", [Draft(Category.PREFERENCE, "card", key="billing_method")])
         assert await keys_read() == {"billing_method"}
-        await replica.write(tenant, "a", "alice", [Draft(Category.PREFERENCE, "Lyon", key="billing_city"),
+        await replica.session(tenant, "a").write("alice", [Draft(Category.PREFERENCE, "Lyon", key="billing_city"),
                                                    Draft(Category.PREFERENCE, "x", key="other")])
         assert await keys_read() == {"billing_method", "billing_city"}
-        await replica.erase(tenant, "a", "alice", ReadFilter(subject="alice", rules=EVERYTHING),
+        await replica.session(tenant, "a").erase("alice", ReadFilter(subject="alice", rules=EVERYTHING),
                             EraseSelector(key="billing_city"), EraseMode.PURGE)
         assert await keys_read() == {"billing_method"}
-        [cached] = [entry for (t, _), entry in here._names._cache.items() if t == tenant]
+        [cached] = [entry for (t, _), entry in here.parts.names._cache.items() if t == tenant]
         assert sorted(cached.names.values()) == ["billing_method", "other"]
     finally:
         await db.close()

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, ReadFilter, Scope
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
+from memoryd.storage import LocalKeyProvider, Postgres, Stores, PostgresSettings
 from memoryd.storage.keywords._bm25 import FOLD_AT, _totals, fold_stats, keyword_search
 from memoryd.storage.keywords._keywords import TermHasher
 from memoryd.storage.postgres._migrate import available
@@ -31,12 +31,12 @@ WORDS = "garden bees honey lyon paris train coffee tea python deadline launch bu
 KEYED = [Category.FACT, Category.PREFERENCE, Category.GOAL, Category.CONTEXT]
 
 
-def _store(db: Postgres) -> PostgresMemoryStore:
-    return PostgresMemoryStore(db, HASHER, KEYS)
+def _store(db: Postgres) -> Stores:
+    return Stores(db, HASHER, KEYS)
 
 
 async def _totals_of(db: Postgres, tenant: str, flt: ReadFilter, now: datetime, *, kept: bool) -> tuple[float, float]:
-    flt = await _store(db).labelled(tenant, flt)
+    flt = await _store(db).session(tenant).labelled(flt)
     owners = [flt.subject, ""] if flt.include_org else [flt.subject]
     query, params = _totals(tenant, flt, owners, now, kept)
     async with db.tenant_tx(tenant) as conn:
@@ -48,7 +48,7 @@ async def _totals_of(db: Postgres, tenant: str, flt: ReadFilter, now: datetime, 
 
 async def _scores(db: Postgres, tenant: str, flt: ReadFilter, query: str, now: datetime,
                   *, kept: bool) -> list[tuple[str, float]]:
-    flt = await _store(db).labelled(tenant, flt)
+    flt = await _store(db).session(tenant).labelled(flt)
     async with db.tenant_tx(tenant) as conn:
         return await keyword_search(conn, tenant, flt, query, HASHER, 50, now, kept=kept)
 
@@ -78,12 +78,12 @@ async def _churn(db: Postgres, tenant: str, rng: random.Random) -> None:
                     key=f"k{rng.randint(0, 3)}" if category in KEYED else "",
                     tags=("work",) if rng.random() < 0.3 else (),
                     valid_until=now + timedelta(days=rng.choice([-2, 3])) if rng.random() < 0.2 else None))
-            await store.write(tenant, "agent-1", subject, drafts)
+            await store.session(tenant, "agent-1").write(subject, drafts)
     # And what each read of FILTERS is sure to see, whatever the random rounds wrote.
-    await store.write(tenant, "agent-1", "alice", [
+    await store.session(tenant, "agent-1").write("alice", [
         Draft(Category.FACT, "lives near the garden", key="k1"), Draft(Category.EVENT, "coffee in the garden"),
         Draft(Category.PREFERENCE, "tea over coffee", key="k0", scope=Scope.SESSION, session_id="s2")])
-    await store.write(tenant, "agent-1", "bob", [
+    await store.session(tenant, "agent-1").write("bob", [
         Draft(Category.CONTEXT, "budget review ahead", key="k0"), Draft(Category.GOAL, "launch by june", key="k1"),
         Draft(Category.DECISION, "python for the launch"), Draft(Category.EVENT, "train to lyon", session_id="s1",
                                                                    scope=Scope.SESSION)])
@@ -100,8 +100,9 @@ async def _churn(db: Postgres, tenant: str, rng: random.Random) -> None:
                            (tenant, active[1]["id"]))
     everything = ReadFilter(subject="alice", rules=EVERYTHING, include_org=True, any_session=True)
     alice = [r["id"] for r in active if r["subject"] == "alice"]
-    await store.erase(tenant, "agent-1", "alice", everything, EraseSelector(ids=tuple(alice[:3])), EraseMode.FORGET)
-    await store.erase(tenant, "agent-1", "alice", everything, EraseSelector(ids=tuple(alice[3:5])), EraseMode.PURGE)
+    session = store.session(tenant, "agent-1")
+    await session.erase("alice", everything, EraseSelector(ids=tuple(alice[:3])), EraseMode.FORGET)
+    await session.erase("alice", everything, EraseSelector(ids=tuple(alice[3:5])), EraseMode.PURGE)
 
 
 FILTERS = {
@@ -143,11 +144,11 @@ async def test_what_a_view_cannot_read_moves_no_kept_count(db: Postgres) -> None
     tenant, now = unique("kstats"), datetime.now(UTC)
     flt = ReadFilter(subject="alice", rules=((Category.EVENT, ("*",)),))
     store = _store(db)
-    await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "bees in the garden"),
+    await store.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, "bees in the garden"),
                                                    Draft(Category.EVENT, "honey from the bees")])
     before = (await _totals_of(db, tenant, flt, now, kept=True), await _scores(db, tenant, flt, "bees", now, kept=True))
-    await store.write(tenant, "agent-1", "bob", [Draft(Category.EVENT, "bees bees bees everywhere today")])
-    await store.write(tenant, "agent-1", "alice", [
+    await store.session(tenant, "agent-1").write("bob", [Draft(Category.EVENT, "bees bees bees everywhere today")])
+    await store.session(tenant, "agent-1").write("alice", [
         Draft(Category.FACT, "bees are my whole life", key="hobby"),
         Draft(Category.EVENT, "bees in session", scope=Scope.SESSION, session_id="s9"),
         Draft(Category.EVENT, "bees for everyone", scope=Scope.ORG)])
@@ -160,10 +161,11 @@ async def test_folding_leaves_one_row_per_group_and_the_same_totals(db: Postgres
     tenant, now = unique("kstats"), datetime.now(UTC)
     store = _store(db)
     for i in range(5):
-        await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, f"note {i} about the garden")])
+        await store.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, f"note {i} about the garden")])
     everything = ReadFilter(subject="alice", rules=EVERYTHING, any_session=True)
-    ids = [r.memory_id for r in await store.write(tenant, "agent-1", "alice", [Draft(Category.DECISION, "sell it")])]
-    await store.erase(tenant, "agent-1", "alice", everything, EraseSelector(ids=tuple(ids)), EraseMode.FORGET)
+    session = store.session(tenant, "agent-1")
+    ids = [r.memory_id for r in await session.write("alice", [Draft(Category.DECISION, "sell it")])]
+    await session.erase("alice", everything, EraseSelector(ids=tuple(ids)), EraseMode.FORGET)
     before = await _totals_of(db, tenant, everything, now, kept=True)
     assert len(await _rows(db, tenant)) > 2
     async with db.tenant_tx(tenant) as conn:
@@ -180,7 +182,7 @@ async def test_writes_fold_their_subject_so_a_search_sums_few_rows(db: Postgres)
     tenant, now = unique("kstats"), datetime.now(UTC)
     store = _store(db)
     for i in range(FOLD_AT + 20):
-        await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, f"visit {i} to the garden")])
+        await store.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, f"visit {i} to the garden")])
     rows = await _rows(db, tenant)
     assert len(rows) <= FOLD_AT + 2  # two per one-item Write (its insert, its length); folded past FOLD_AT
     everything = ReadFilter(subject="alice", rules=EVERYTHING)
@@ -196,7 +198,7 @@ async def test_folding_beside_concurrent_writes_loses_no_count(db: Postgres) -> 
 
     async def writes() -> None:
         for i in range(15):
-            await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, f"event {i} in paris")])
+            await store.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, f"event {i} in paris")])
 
     async def folds() -> None:
         for _ in range(15):
@@ -213,11 +215,11 @@ async def test_folding_beside_concurrent_writes_loses_no_count(db: Postgres) -> 
 async def test_a_purged_subject_leaves_no_kept_count(db: Postgres) -> None:
     tenant = unique("kstats")
     store = _store(db)
-    await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "a walk in lyon"),
+    await store.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, "a walk in lyon"),
                                                    Draft(Category.FACT, "lives in lyon", key="city")])
-    await store.write(tenant, "agent-1", "bob", [Draft(Category.EVENT, "a walk in paris")])
+    await store.session(tenant, "agent-1").write("bob", [Draft(Category.EVENT, "a walk in paris")])
     everything = ReadFilter(subject="alice", rules=EVERYTHING, include_org=True, any_session=True)
-    receipt = await store.erase(tenant, "agent-1", "alice", everything, EraseSelector(all_of_subject=True),
+    receipt = await store.session(tenant, "agent-1").erase("alice", everything, EraseSelector(all_of_subject=True),
                                 EraseMode.PURGE)
     assert receipt.verified
     assert {r["subject"] for r in await _rows(db, tenant)} == {"bob"}

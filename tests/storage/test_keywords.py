@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, KeywordHit, ReadFilter, Scope
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore
+from memoryd.storage import LocalKeyProvider, Postgres, Stores
 from memoryd.storage.keywords._bm25 import B, K1, keyword_search
 from memoryd.storage.keywords._keywords import TermHasher, delete_terms, replace_terms, tokenize
 
@@ -27,15 +27,15 @@ HASHER = TermHasher(b"test-keyword-secret-0123456789ab")
 KEYS = LocalKeyProvider(b"\x07" * 32)
 
 
-def _store(db: Postgres) -> PostgresMemoryStore:
-    return PostgresMemoryStore(db, HASHER, KEYS)
+def _store(db: Postgres) -> Stores:
+    return Stores(db, HASHER, KEYS)
 
 
 async def _remember(db: Postgres, tenant: str, subject: str, text: str, category: Category = Category.EVENT,
                     **fields: Any) -> str:
     """Write one memory through the store, then index it in a tenant transaction."""
     draft = Draft(category, text, **fields)
-    [result] = await _store(db).write(tenant, "agent-1", subject, [draft])
+    [result] = await _store(db).session(tenant, "agent-1").write(subject, [draft])
     owner = "" if draft.scope is Scope.ORG else subject
     async with db.tenant_tx(tenant) as conn:
         await replace_terms(conn, tenant, owner, result.memory_id, draft.key, draft.text, HASHER)
@@ -44,7 +44,7 @@ async def _remember(db: Postgres, tenant: str, subject: str, text: str, category
 
 async def _search(db: Postgres, tenant: str, query: str, flt: ReadFilter | None = None, limit: int = 10,
                   now: datetime | None = None) -> list[KeywordHit]:
-    flt = await _store(db).labelled(tenant, flt or ReadFilter(subject="alice", rules=EVERYTHING))
+    flt = await _store(db).session(tenant).labelled(flt or ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
         return await keyword_search(conn, tenant, flt, query, HASHER, limit, now or datetime.now(UTC))
 
@@ -126,7 +126,7 @@ async def test_a_keyword_search_is_never_a_prepared_statement(db: Postgres) -> N
     # is planned for its own parameters.
     tenant = unique("kw")
     tea = await _remember(db, tenant, "alice", "tea in the morning")
-    flt = await _store(db).labelled(tenant, ReadFilter(subject="alice", rules=EVERYTHING))
+    flt = await _store(db).session(tenant).labelled(ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
         for _ in range(8):
             assert [hit.memory_id for hit in await keyword_search(conn, tenant, flt, "tea", HASHER, 10,
@@ -171,7 +171,7 @@ async def test_other_tenants_and_other_subjects_are_never_returned(db: Postgres)
     await _remember(db, other_tenant, "alice", "prefers window seats on flights")
     assert await _ids(db, tenant, "window seats flights") == [own]
     # Naming the other tenant in the filter does not reach it either: RLS holds the tenant.
-    flt = await _store(db).labelled(tenant, ReadFilter(subject="alice", rules=EVERYTHING))
+    flt = await _store(db).session(tenant).labelled(ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
         assert await keyword_search(conn, other_tenant, flt, "window", HASHER, 10, datetime.now(UTC)) == []
 
@@ -186,7 +186,7 @@ async def test_scores_depend_only_on_memories_the_read_may_see(db: Postgres) -> 
         await _remember(db, tenant, "bob", "hotel lisbon hotel lisbon")
     await _remember(db, tenant, "alice", "hotel lisbon", category=Category.CONSTRAINT, key="stay")
     forgotten = await _remember(db, tenant, "alice", "hotel hotel lisbon")
-    await _store(db).erase(tenant, "agent-1", "alice", ReadFilter(subject="alice", rules=EVERYTHING),
+    await _store(db).session(tenant, "agent-1").erase("alice", ReadFilter(subject="alice", rules=EVERYTHING),
                            EraseSelector(ids=(forgotten,)), EraseMode.FORGET)
     view = ReadFilter(subject="alice", rules=((Category.EVENT, ("*",)),))
     after = await _search(db, tenant, "hotel lisbon", view)
@@ -201,7 +201,7 @@ async def test_forgotten_and_expired_memories_are_not_returned(db: Postgres) -> 
     expired = await _remember(db, tenant, "alice", "membership discount code", valid_until=now - timedelta(days=1))
     later = await _remember(db, tenant, "alice", "membership trial ends", valid_until=now + timedelta(days=1))
     forgotten = await _remember(db, tenant, "alice", "membership cancelled")
-    await _store(db).erase(tenant, "agent-1", "alice", ReadFilter(subject="alice", rules=EVERYTHING),
+    await _store(db).session(tenant, "agent-1").erase("alice", ReadFilter(subject="alice", rules=EVERYTHING),
                            EraseSelector(ids=(forgotten,)), EraseMode.FORGET)
     assert set(await _ids(db, tenant, "membership")) == {current, later}
     found_later = {hit.memory_id for hit in await _search(db, tenant, "membership", now=now + timedelta(days=2))}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, ReadFilter, Scope
-from memoryd.storage import LargeTenants, LocalKeyProvider, Postgres, PostgresMemoryStore, TermHasher
+from memoryd.storage import LargeTenants, LocalKeyProvider, Postgres, Stores, TermHasher
 
 from ..support import unique
 
@@ -29,29 +29,29 @@ class CountedSizes(LargeTenants):
         return await super().size(tenant)
 
 
-async def _notes(store: PostgresMemoryStore, tenant: str, subject: str, n: int, **kwargs: Any) -> list[str]:
-    written = await store.write(tenant, "agent-1", subject,
+async def _notes(store: Stores, tenant: str, subject: str, n: int, **kwargs: Any) -> list[str]:
+    written = await store.session(tenant, "agent-1").write(subject,
                                 [Draft(Category.EVENT, f"{subject} note {i} {unique('n')}", **kwargs)
                                  for i in range(n)])
     return [r.memory_id for r in written]
 
 
 async def test_the_size_is_every_active_memory_of_the_tenant_as_a_count_would_find(db: Postgres):
-    store, tenant = PostgresMemoryStore(db, HASHER, KEYS), unique("tenant")
+    store, tenant = Stores(db, HASHER, KEYS), unique("tenant")
     sizes = LargeTenants(store, 100)
     await _notes(store, tenant, "alice", 3)
     await _notes(store, tenant, "bob", 2, scope=Scope.SESSION, session_id="s1")
     await _notes(store, tenant, "", 1, scope=Scope.ORG)
     gone = await _notes(store, tenant, "alice", 2)
-    await store.erase(tenant, "agent-1", "alice", ReadFilter(subject="alice", rules=EVERYTHING, any_session=True),
-                      EraseSelector(ids=tuple(gone)), EraseMode.FORGET)
+    await store.session(tenant, "agent-1").erase("alice", ReadFilter(subject="alice", rules=EVERYTHING, any_session=True),
+                                                 EraseSelector(ids=tuple(gone)), EraseMode.FORGET)
     await _notes(store, unique("other"), "alice", 4)  # another tenant's count is not this one's
-    assert await sizes.size(tenant) == await store.count_active(tenant) == 6
+    assert await sizes.size(tenant) == await store.session(tenant).count_active() == 6
 
 
 async def test_the_size_is_read_once_then_only_when_the_tenant_can_have_passed_the_limit(
         db: Postgres, caplog: pytest.LogCaptureFixture):
-    store, tenant = PostgresMemoryStore(db, HASHER, KEYS), unique("tenant")
+    store, tenant = Stores(db, HASHER, KEYS), unique("tenant")
     sizes = CountedSizes(store, 10)
     await _notes(store, tenant, "alice", 3)
     await sizes.indexed({tenant: 3})

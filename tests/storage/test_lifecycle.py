@@ -27,7 +27,7 @@ from memoryd.storage import (
     LifecycleSweeper,
     LocalKeyProvider,
     Postgres,
-    PostgresMemoryStore,
+    Stores,
     PostgresSettings,
     TermHasher,
     migrate,
@@ -71,8 +71,8 @@ async def db(database: str) -> AsyncIterator[Postgres]:
 
 
 @pytest.fixture
-def store(db: Postgres) -> PostgresMemoryStore:
-    return PostgresMemoryStore(db, TermHasher(b"lifecycle test terms secret"), LocalKeyProvider(b"\x05" * 32),
+def store(db: Postgres) -> Stores:
+    return Stores(db, TermHasher(b"lifecycle test terms secret"), LocalKeyProvider(b"\x05" * 32),
                                policy_for)
 
 
@@ -87,14 +87,14 @@ def owner_sql(database: str, query: str, params: tuple[Any, ...] = ()) -> list[d
         return cur.fetchall() if cur.description else []
 
 
-async def write(store: PostgresMemoryStore, tenant: str, *drafts: Draft, subject: str = "alice") -> list[str]:
-    return [r.memory_id for r in await store.write(tenant, AGENT, subject, list(drafts))]
+async def write(store: Stores, tenant: str, *drafts: Draft, subject: str = "alice") -> list[str]:
+    return [r.memory_id for r in await store.session(tenant, AGENT).write(subject, list(drafts))]
 
 
-async def listed(store: PostgresMemoryStore, tenant: str, now: datetime | None = None,
+async def listed(store: Stores, tenant: str, now: datetime | None = None,
                  statuses: tuple[Status, ...] = (Status.ACTIVE,), subject: str = "alice") -> dict[str, Any]:
     flt = ReadFilter(subject=subject, rules=EVERYTHING, any_session=True, statuses=statuses)
-    return {m.id: m for m in (await store.list(tenant, flt, Page(size=500), now)).memories}
+    return {m.id: m for m in (await store.session(tenant).list(flt, Page(size=500), now)).memories}
 
 
 def event(text: str, importance: float = 0.5, **kwargs: Any) -> Draft:
@@ -155,10 +155,10 @@ async def test_an_expired_memory_is_never_read_even_before_the_sweeper_runs(stor
     [memory_id] = await write(store, tenant, Draft(Category.CONTEXT, "staying at the Ritz", key="hotel"))
     flt = ReadFilter(subject="alice", rules=EVERYTHING)
     later = datetime.now(UTC) + timedelta(days=8)
-    assert [m.id for m in await store.recall_keys(tenant, flt, ["hotel"], datetime.now(UTC))] == [memory_id]
-    assert await store.recall_keys(tenant, flt, ["hotel"], later) == []
-    assert await store.fetch(tenant, flt, [memory_id], later) == []
-    assert await store.keyword_search(tenant, flt, "Ritz", 10, later) == []
+    assert [m.id for m in await store.session(tenant).recall_keys(flt, ["hotel"], datetime.now(UTC))] == [memory_id]
+    assert await store.session(tenant).recall_keys(flt, ["hotel"], later) == []
+    assert await store.session(tenant).fetch(flt, [memory_id], later) == []
+    assert await store.session(tenant).keyword_search(flt, "Ritz", 10, later) == []
     assert memory_id not in await listed(store, tenant, later)
 
 
@@ -176,12 +176,12 @@ async def test_the_sweeper_forgets_expired_memories_audits_counts_and_deletes_th
     assert set(await listed(store, tenant)) == {pinned, fact}
     forgotten = (await listed(store, tenant, statuses=(Status.FORGOTTEN,)))[context]
     assert forgotten.version == 2
-    history, _ = await store.history(tenant, ReadFilter(subject="alice", rules=EVERYTHING, statuses=tuple(Status)),
-                                     context, 0, 10)
+    history, _ = await store.session(tenant).history(
+        ReadFilter(subject="alice", rules=EVERYTHING, statuses=tuple(Status)), context, 0, 10)
     assert history[0].change.value == "forgotten"
     assert audit_events(database, tenant, "lifecycle.expire") == [{"agent": "memoryd", "subject": "alice",
                                                                    "ids": [context]}]
-    assert (await store.lifecycle_counts(tenant))["lifecycle.expired"] == 1
+    assert (await store.session(tenant).lifecycle_counts())["lifecycle.expired"] == 1
     assert owner_sql(database, "SELECT memory_id::text AS id, op FROM outbox WHERE tenant_id = %s",
                      (tenant,)) == [{"id": context, "op": "delete"}]
     # Sweeping again finds nothing more to do.
@@ -218,7 +218,7 @@ async def test_unused_unimportant_memories_are_forgotten_after_stale_days(store,
     # 81 days later the recalled one is unused for 91 days too.
     assert (await sweeper.sweep(datetime.now(UTC) + timedelta(days=81), [tenant])).forgotten_stale == 1
     assert set(await listed(store, tenant)) == {important, pinned}
-    assert (await store.lifecycle_counts(tenant))["lifecycle.forgotten_stale"] == 2
+    assert (await store.session(tenant).lifecycle_counts())["lifecycle.forgotten_stale"] == 2
 
 
 async def test_a_memory_changed_recently_is_not_stale(store, sweeper):
@@ -246,7 +246,7 @@ async def test_the_episodic_cap_evicts_the_least_important_and_least_recent_neve
     assert len(await listed(store, tenant, subject="bob")) == 1
     [evict] = audit_events(database, tenant, "lifecycle.evict")
     assert (evict["agent"], evict["subject"], sorted(evict["ids"])) == ("memoryd", "alice", sorted([low, mid_old]))
-    assert (await store.lifecycle_counts(tenant))["lifecycle.evicted"] == 2
+    assert (await store.session(tenant).lifecycle_counts())["lifecycle.evicted"] == 2
     assert (await sweeper.sweep(datetime.now(UTC), [tenant])).evicted == 0
 
 
@@ -256,12 +256,12 @@ async def test_one_writer_flooding_a_subject_evicts_only_its_own_events(store, s
     # a flood of important ones: the cap counts per writer — per creator, so not even after
     # it repeated one of them (a merge, which makes the repeater its last writer).
     tenant = unique(OVERRIDE)  # episodic_cap = 3
-    theirs = [r.memory_id for r in await store.write(tenant, "support-bot", "alice",
+    theirs = [r.memory_id for r in await store.session(tenant, "support-bot").write("alice",
                                                      [event("refund asked", 0.2), event("parcel late", 0.2)])]
     if repeats:
-        [repeat] = await store.write(tenant, "flooder", "alice", [event("refund asked", 0.1)])
+        [repeat] = await store.session(tenant, "flooder").write("alice", [event("refund asked", 0.1)])
         assert (repeat.outcome, repeat.memory_id) == (Outcome.MERGED, theirs[0])
-    flood = [r.memory_id for r in await store.write(tenant, "flooder", "alice",
+    flood = [r.memory_id for r in await store.session(tenant, "flooder").write("alice",
                                                     [event(f"noise {i}", 1.0) for i in range(6)])]
     report = await sweeper.sweep(datetime.now(UTC), [tenant])
     assert report.evicted == 3
@@ -326,12 +326,13 @@ async def test_pending_values_are_sealed_and_dropped_with_their_memory(store, da
     tenant = unique("life")
     [memory_id] = await write(store, tenant, Draft(Category.PREFERENCE, "tea", key="drink",
                                                    source_kind=SourceKind.SYNC))
-    [result] = await store.write(tenant, AGENT, "alice", [Draft(Category.PREFERENCE, "secret coffee", key="drink")])
+    [result] = await store.session(tenant, AGENT).write("alice",
+                                                        [Draft(Category.PREFERENCE, "secret coffee", key="drink")])
     assert (result.outcome, result.memory_id) == (Outcome.PENDING, memory_id)
     rows = owner_sql(database, "SELECT text_ct, text_hash FROM pending_values WHERE tenant_id = %s", (tenant,))
     assert len(rows) == 1 and b"secret coffee" not in bytes(rows[0]["text_ct"])
     [pending] = (await listed(store, tenant))[memory_id].pending
     assert (pending.text, pending.source_kind, pending.trust) == ("secret coffee", SourceKind.INPUT, 0.6)
-    await store.erase(tenant, AGENT, "alice", ReadFilter(subject="alice", rules=EVERYTHING),
+    await store.session(tenant, AGENT).erase("alice", ReadFilter(subject="alice", rules=EVERYTHING),
                       EraseSelector(ids=(memory_id,)), EraseMode.PURGE)
     assert owner_sql(database, "SELECT 1 FROM pending_values WHERE tenant_id = %s", (tenant,)) == []

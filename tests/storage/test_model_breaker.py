@@ -37,7 +37,8 @@ class Rig:
         jobs = []
         for _ in range(n):
             t = tenant or unique("tenant")
-            jobs.append((t, await self.replicas[0].enqueue(t, "agent-1", "alice", TURNS)))
+            queue = self.replicas[0]
+            jobs.append((t, await queue.enqueue(queue.store.session(t, "agent-1"), "alice", TURNS)))
         return jobs
 
     def row(self, breaker: ModelBreaker) -> tuple[int, int, float]:
@@ -165,14 +166,18 @@ async def test_a_job_queued_while_the_breaker_is_open_says_it_waits_for_the_mode
     assert first is not None and await a.model_said(br, first, OUT)
     await a.release(first.tenant, first.job_id)  # back in the queue, never met an outage itself
     [(_, queued)] = await rig.queue(1, tenant)
+    session = a.store.session(tenant, "agent-1")
     for job_id in (tried, queued):
-        job = await a.get(tenant, "alice", job_id, agent="agent-1", breaker=br)
+        a.breaker = br
+        job = await a.get(session, "alice", job_id)
         assert job.state is JobState.WAITING and job.attempts == 0
         assert job.error == "waiting for the extraction model: it is out, and no job is sent to it for now"
         assert job.waiting_since is None  # it has not met the outage itself
         assert job.next_attempt_at is not None and 9 < (job.next_attempt_at - datetime.now(UTC)).total_seconds() <= 10
-        assert (await a.get(tenant, "alice", job_id, agent="agent-1")).state is JobState.QUEUED  # no breaker: as was
+        a.breaker = None
+        assert (await a.get(session, "alice", job_id)).state is JobState.QUEUED  # no breaker: as was
     assert (await model_outage(rig.pools[0], br)).waiting == 2
     rig.half_open(br)
-    assert (await a.get(tenant, "alice", queued, agent="agent-1", breaker=br)).state is JobState.QUEUED
+    a.breaker = br
+    assert (await a.get(session, "alice", queued)).state is JobState.QUEUED
     assert (await model_outage(rig.pools[0], br)).waiting == 0

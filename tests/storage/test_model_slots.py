@@ -30,7 +30,8 @@ class Rig:
 
     async def queue(self, n: int) -> None:
         for _ in range(n):
-            await self.replicas[0].enqueue(unique("tenant"), "agent-1", "alice", TURNS)
+            queue = self.replicas[0]
+            await queue.enqueue(queue.store.session(unique("tenant"), "agent-1"), "alice", TURNS)
 
     def busy_for(self, slots: ModelSlots) -> list[float]:
         """Seconds each of the endpoint's slots is still taken for (0 when free), by slot."""

@@ -1,4 +1,4 @@
-"""Which entities a query names, among what the caller may read (``PostgresMemoryStore.named_entities``).
+"""Which entities a query names, among what the caller may read (``Stores.named_entities``).
 
 Recall proposes the ``entity:`` tags a query's words would give and asks the store which of
 them label a live memory that passes the read filter. A tag carried only by a memory the
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from memoryd.domain import Category, Draft, ReadFilter
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore
+from memoryd.storage import LocalKeyProvider, Postgres, Stores
 from memoryd.storage.keywords._keywords import TermHasher
 
 from ..support import unique
@@ -27,26 +27,26 @@ ASKED = ["entity:ana", "entity:bo", "entity:cy", "entity:dee", "entity:eve", "en
 
 
 @pytest.fixture
-def store(db: Postgres) -> PostgresMemoryStore:
-    return PostgresMemoryStore(db, HASHER, KEYS)
+def store(db: Postgres) -> Stores:
+    return Stores(db, HASHER, KEYS)
 
 
-async def named(store: PostgresMemoryStore, tenant: str, rules: Any = EVERYTHING, subject: str = "alice",
+async def named(store: Stores, tenant: str, rules: Any = EVERYTHING, subject: str = "alice",
                 tags: list[str] = ASKED) -> set[str]:
-    return await store.named_entities(tenant, ReadFilter(subject=subject, rules=rules), tags, datetime.now(UTC))
+    return await store.session(tenant).named_entities(ReadFilter(subject=subject, rules=rules), tags, datetime.now(UTC))
 
 
 async def test_only_tags_of_live_memories_the_filter_passes_are_named(store):
     tenant = unique("t")
-    written = await store.write(tenant, "agent-1", "alice", [
+    written = await store.session(tenant, "agent-1").write("alice", [
         Draft(Category.EVENT, "met Ana at the market", tags=("entity:ana", "market")),
         Draft(Category.DECISION, "Bo will lead the project", tags=("entity:bo",)),
         Draft(Category.EVENT, "Cy moved away", tags=("entity:cy",)),
         Draft(Category.EVENT, "Dee's visit", tags=("entity:dee",)),
         Draft(Category.EVENT, "untagged Eve"),
     ])
-    await store.write(tenant, "agent-1", "bob", [Draft(Category.EVENT, "Eve at bob's", tags=("entity:eve",))])
-    async with store._db.tenant_tx(tenant) as conn:
+    await store.session(tenant, "agent-1").write("bob", [Draft(Category.EVENT, "Eve at bob's", tags=("entity:eve",))])
+    async with store.db.tenant_tx(tenant) as conn:
         await conn.execute("UPDATE memories SET status = 'forgotten' WHERE tenant_id = %s AND id = %s",
                            (tenant, written[2].memory_id))
         await conn.execute("UPDATE memories SET expires_at = %s WHERE tenant_id = %s AND id = %s",

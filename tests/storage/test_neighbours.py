@@ -1,4 +1,4 @@
-"""The turns written next to a recalled turn (``PostgresMemoryStore.neighbours``, migration 0019).
+"""The turns written next to a recalled turn (``Stores.neighbours``, migration 0019).
 
 A turn is an episodic memory with a source turn id. Its neighbours are counted in the order
 the turns were written, in its subject, scope and session, among what the read filter lets
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from memoryd.domain import Category, Draft, ReadFilter, Scope
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore
+from memoryd.storage import LocalKeyProvider, Postgres, Stores
 from memoryd.storage.keywords._keywords import TermHasher
 
 from ..support import unique
@@ -26,15 +26,15 @@ NO_DECISIONS = tuple((c, ("*",)) for c in Category if c is not Category.DECISION
 
 
 @pytest.fixture
-def store(db: Postgres) -> PostgresMemoryStore:
-    return PostgresMemoryStore(db, HASHER, KEYS)
+def store(db: Postgres) -> Stores:
+    return Stores(db, HASHER, KEYS)
 
 
 def turn(text: str, turn_id: str, category: Category = Category.EVENT, **kwargs: Any) -> Draft:
     return Draft(category, text, source_turn_ids=(turn_id,) if turn_id else (), **kwargs)
 
 
-async def conversation(store: PostgresMemoryStore, tenant: str) -> dict[str, str]:
+async def conversation(store: Stores, tenant: str) -> dict[str, str]:
     """alice's turns t0–t5 in two Writes, with memories that are not her turns in between;
     returns each text's id."""
     first = [turn("t0 hello", "D1:0"), turn("t1 how was the trip", "D1:1"),
@@ -46,21 +46,21 @@ async def conversation(store: PostgresMemoryStore, tenant: str) -> dict[str, str
               turn("t5 see you Saturday", "D1:6")]
     ids: dict[str, str] = {}
     for drafts in (first, second):
-        results = await store.write(tenant, "agent-1", "alice", drafts)
+        results = await store.session(tenant, "agent-1").write("alice", drafts)
         ids.update((d.text.split()[0], r.memory_id) for d, r in zip(drafts, results, strict=True))
     # Another subject's and another session's turns, written after: never alice's neighbours.
-    await store.write(tenant, "agent-1", "bob", [turn("b0 bob's turn", "D1:7")])
-    await store.write(tenant, "agent-1", "alice", [turn("s0 a session turn", "D1:8", scope=Scope.SESSION,
+    await store.session(tenant, "agent-1").write("bob", [turn("b0 bob's turn", "D1:7")])
+    await store.session(tenant, "agent-1").write("alice", [turn("s0 a session turn", "D1:8", scope=Scope.SESSION,
                                                         session_id="s1")])
     return ids
 
 
-async def around(store: PostgresMemoryStore, tenant: str, ids: dict[str, str], anchor: str, *,
+async def around(store: Stores, tenant: str, ids: dict[str, str], anchor: str, *,
                  rules: tuple[tuple[Category, tuple[str, ...]], ...] = EVERYTHING, before: int = 1,
                  after: int = 2) -> list[tuple[str, int]]:
     names = {v: k for k, v in ids.items()}
     flt = ReadFilter(subject="alice", rules=rules)
-    found = await store.neighbours(tenant, flt, [ids[anchor]], before, after, datetime.now(UTC))
+    found = await store.session(tenant).neighbours(flt, [ids[anchor]], before, after, datetime.now(UTC))
     assert {a for _, a, _ in found} <= {ids[anchor]}
     return sorted(((names.get(m.id, m.text), place) for m, _, place in found), key=lambda pair: pair[1])
 
@@ -89,7 +89,7 @@ async def test_what_the_filter_hides_takes_no_place(store):
 async def test_forgotten_and_expired_turns_take_no_place(store, postgres):
     tenant = unique("t")
     ids = await conversation(store, tenant)
-    async with store._db.tenant_tx(tenant) as conn:
+    async with store.db.tenant_tx(tenant) as conn:
         await conn.execute("UPDATE memories SET expires_at = %s WHERE tenant_id = %s AND id = %s",
                            (datetime.now(UTC) - timedelta(minutes=1), tenant, ids["t3"]))
         await conn.execute("UPDATE memories SET status = 'forgotten' WHERE tenant_id = %s AND id = %s",
@@ -104,12 +104,12 @@ async def test_several_anchors_each_get_their_own_neighbours(store):
     names = {v: k for k, v in ids.items()}
     flt = ReadFilter(subject="alice", rules=EVERYTHING)
 
-    found = await store.neighbours(tenant, flt, [ids["t1"], ids["t4"]], 1, 1, datetime.now(UTC))
+    found = await store.session(tenant).neighbours(flt, [ids["t1"], ids["t4"]], 1, 1, datetime.now(UTC))
 
     assert sorted((names[anchor], names[m.id], place) for m, anchor, place in found) == [
         ("t1", "t0", -1), ("t1", "t2", 1), ("t4", "t3", -1), ("t4", "t5", 1)]
     # A turn next to two anchors comes once for each, with its place relative to each.
-    found = await store.neighbours(tenant, flt, [ids["t2"], ids["t3"]], 1, 1, datetime.now(UTC))
+    found = await store.session(tenant).neighbours(flt, [ids["t2"], ids["t3"]], 1, 1, datetime.now(UTC))
     assert sorted((names[anchor], names[m.id], place) for m, anchor, place in found) == [
         ("t2", "d", 1), ("t2", "t1", -1), ("t3", "d", -1), ("t3", "t4", 1)]
-    assert await store.neighbours(tenant, flt, [], 1, 2, datetime.now(UTC)) == []
+    assert await store.session(tenant).neighbours(flt, [], 1, 2, datetime.now(UTC)) == []

@@ -50,7 +50,7 @@ from memoryd.storage import (
     MilvusIndex,
     OutboxWorker,
     Postgres,
-    PostgresMemoryStore,
+    Stores,
     PostgresSettings,
     TermHasher,
     VectorErasure,
@@ -58,13 +58,12 @@ from memoryd.storage import (
     migrate,
     partition_name,
     register_index_model,
-    wait_indexed,
 )
-from memoryd.storage.memories import _memories as memories_module
+from memoryd.storage.memories import _erase as memories_module
 from memoryd.storage.work import _outbox as outbox_module
-from memoryd.storage.memories._writes import enqueue_index
+from memoryd.storage.memories._write_batch import enqueue_index
 
-from ..support import unique
+from ..support import unique, with_vectors, woken_by
 
 DIM = 8
 EVERYTHING = tuple((c, ("*",)) for c in Category)
@@ -157,7 +156,7 @@ def routing() -> str:
 class Rig:
     settings: PostgresSettings
     app: Postgres
-    store: PostgresMemoryStore
+    store: Stores
     index: MilvusIndex
     embedder: FakeEmbedder
     pools: list[Postgres] = field(default_factory=list)
@@ -174,7 +173,7 @@ class Rig:
         return OutboxWorker(pool, self.store, targets, **options)
 
     async def write(self, tenant: str, *drafts: Draft, subject: str = "alice") -> list[str]:
-        results = await self.store.write(tenant, AGENT, subject, list(drafts))
+        results = await self.store.session(tenant, AGENT).write(subject, list(drafts))
         return [r.memory_id for r in results]
 
     async def owner_rows(self, query: str, *params: Any) -> list[dict[str, Any]]:
@@ -200,7 +199,7 @@ async def rig(settings: PostgresSettings, tmp_path: Path, routing: str) -> Async
     await app.open()
     path = tmp_path / "m.db"
     index = MilvusIndex(str(path), model_id=FakeEmbedder.model_id, dim=DIM, routing=routing)
-    rig = Rig(settings, app, PostgresMemoryStore(app, HASHER, LocalKeyProvider(b"\x07" * 32)), index, FakeEmbedder())
+    rig = Rig(settings, app, Stores(app, HASHER, LocalKeyProvider(b"\x07" * 32)), index, FakeEmbedder())
     try:
         yield rig
     finally:
@@ -227,7 +226,8 @@ def everything(subject: str = "alice", **fields: Any) -> ReadFilter:
 
 
 async def found(rig: Rig, tenant: str, flt: ReadFilter, vector: list[float] | None = None) -> set[str]:
-    hits = await rig.index.search(tenant, await rig.store.labelled(tenant, flt), vector or [1.0] + [0.0] * (DIM - 1), 100, datetime.now(UTC))
+    hits = await rig.index.search(tenant, await rig.store.session(tenant).labelled(flt),
+                                  vector or [1.0] + [0.0] * (DIM - 1), 100, datetime.now(UTC))
     return {memory_id for memory_id, _, _ in hits}
 
 
@@ -337,7 +337,7 @@ async def test_an_update_re_embeds_the_memory(rig: Rig) -> None:
     await drain(worker)
     before = (await rig.index.vectors(tenant, [memory_id]))[memory_id]
 
-    [result] = await rig.store.write(tenant, AGENT, "alice", [Draft(Category.PREFERENCE, "vegan", key="diet",
+    [result] = await rig.store.session(tenant, AGENT).write("alice", [Draft(Category.PREFERENCE, "vegan", key="diet",
                                                                       tags=("cooking",))])
     assert (result.memory_id, result.outcome) == (memory_id, Outcome.UPDATED)
     assert await drain(worker) == 1
@@ -359,7 +359,7 @@ async def test_forget_deletes_the_vector_through_the_worker(rig: Rig) -> None:
     worker = await rig.worker()
     await drain(worker)
 
-    receipt = await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(forgotten,)),
+    receipt = await rig.store.session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(forgotten,)),
                                     EraseMode.FORGET)
     assert receipt.counts.memories == 1
     assert [(r["memory_id"], r["op"]) for r in await rig.outbox(tenant)] == [(uuid.UUID(forgotten), "delete")]
@@ -391,7 +391,8 @@ async def test_a_memory_whose_content_is_unavailable_is_neither_embedded_nor_ret
 async def test_a_memory_forgotten_before_draining_is_never_embedded(rig: Rig) -> None:
     tenant = unique("tenant")
     [memory_id] = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
-    await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(memory_id,)), EraseMode.FORGET)
+    await rig.store.session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(memory_id,)),
+                                                 EraseMode.FORGET)
     worker = await rig.worker()
 
     assert await drain(worker) == 1
@@ -407,13 +408,13 @@ async def test_purge_leaves_the_vector_until_its_delete_is_enqueued_and_drained(
     worker = await rig.worker()
     await drain(worker)
 
-    receipt = await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
+    receipt = await rig.store.session(tenant, AGENT).erase("alice", everything(), EraseSelector(ids=(purged,)),
                                     EraseMode.PURGE)
     assert receipt.counts.memories == 1
     assert await rig.outbox(tenant) == []  # PURGE removes the memory's outbox rows with it
-    assert await rig.index.count(tenant, ids=[purged]) == 1  # the vector is only cleared by after_commit
+    assert await rig.index.count(tenant, ids=[purged]) == 1  # the vector is only cleared by the erase itself
 
-    await rig.store.enqueue_vector_deletes(tenant, "alice", [purged])
+    await rig.store.session(tenant, AGENT).enqueue_vector_deletes("alice", [purged])
     assert [(r["memory_id"], r["op"]) for r in await rig.outbox(tenant)] == [(uuid.UUID(purged), "delete")]
     assert await drain(worker) == 1
 
@@ -440,8 +441,8 @@ async def test_a_purges_queued_deletion_is_not_due_while_the_purge_clears_the_in
         assert await rig.index.compact()  # as the server's erase does: the files rewritten
         return cleared
 
-    receipt = await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
-                                    EraseMode.PURGE, after_commit=clear_while_a_worker_looks)
+    session = with_vectors(rig.store, clear_while_a_worker_looks).session(tenant, AGENT)
+    receipt = await session.erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE)
     assert claimed == [0]
     assert (receipt.counts.memories, receipt.verified) == (1, True)
     assert await rig.index.count(tenant, ids=[purged]) == 0
@@ -459,8 +460,8 @@ async def test_a_purge_that_never_cleared_the_index_leaves_the_deletion_to_a_wor
         raise RuntimeError("the process died before clearing the index")
 
     with pytest.raises(RuntimeError):
-        await rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE,
-                              after_commit=dies)
+        await with_vectors(rig.store, dies).session(tenant, AGENT).erase("alice", everything(),
+                                                                         EraseSelector(ids=(purged,)), EraseMode.PURGE)
     assert await drain(worker) == 0  # not due yet
     await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
     assert await drain(worker) == 1
@@ -532,7 +533,8 @@ async def test_after_max_attempts_a_row_is_dead_until_replayed(rig: Rig) -> None
     assert await worker.drain_once() == 0  # dead letters are not claimed
     lag = await worker.lag()
     assert (lag.pending, lag.dead) == (0, 2)
-    assert await wait_indexed(rig.store, worker, tenant, ids, timeout=30) is False  # dead: no point waiting
+    # Dead: no point waiting.
+    assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=30) is False
 
     assert await worker.replay_dead() == 2
     assert [(r["attempts"], r["dead"]) for r in await rig.outbox(tenant)] == [(0, False), (0, False)]
@@ -592,7 +594,7 @@ async def write_past_tag_capacity(rig: Rig, tenant: str) -> str:
     first = Draft(Category.EVENT, "went hiking", tags=tuple(f"a{i:02}" for i in range(20)))
     again = Draft(Category.EVENT, "went hiking", tags=tuple(f"b{i:02}" for i in range(20)))
     [memory_id] = await rig.write(tenant, first)
-    [result] = await rig.store.write(tenant, AGENT, "alice", [again])
+    [result] = await rig.store.session(tenant, AGENT).write("alice", [again])
     assert (result.memory_id, result.outcome) == (memory_id, Outcome.MERGED)
     return memory_id
 
@@ -679,7 +681,7 @@ async def held_at_the_embedder(rig: Rig, worker: OutboxWorker) -> tuple[asyncio.
 
 
 def clearing(rig: Rig, tenant: str) -> Any:
-    """An erase's ``after_commit`` as the server's: delete the vectors, then count what is left."""
+    """An erase's clearing of the vectors, as the server's: delete them, then count what is left."""
     async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
         deleted = await rig.index.delete(tenant, ids)
         return VectorErasure(deleted, await rig.index.count(tenant, ids=ids) == 0, counted=deleted)
@@ -728,8 +730,8 @@ async def test_a_purge_while_the_batch_is_embedded_does_not_wait_and_nothing_of_
     # The worker read the memory and is still embedding it: the purge takes its claimed row
     # away, so the receipt is verified at once, without waiting for the batch.
     receipt = await asyncio.wait_for(
-        rig.store.erase(tenant, AGENT, "alice", everything(), selector, EraseMode.PURGE,
-                        after_commit=clearing(rig, tenant)), timeout=30)
+        with_vectors(rig.store, clearing(rig, tenant)).session(tenant, AGENT).erase("alice", everything(), selector,
+                                                                                    EraseMode.PURGE), timeout=30)
     assert not draining.done()
     assert (receipt.counts.memories, receipt.verified) == (1, True)
 
@@ -746,8 +748,8 @@ async def test_a_purge_while_the_vector_is_written_waits_for_it_and_then_clears_
     [row] = await rig.outbox(tenant)
     assert row["writing"] and row["claim"] is not None  # staged before the write
 
-    erasing = asyncio.create_task(rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
-                                                  EraseMode.PURGE, after_commit=clearing(rig, tenant)))
+    session = with_vectors(rig.store, clearing(rig, tenant)).session(tenant, AGENT)
+    erasing = asyncio.create_task(session.erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE))
     await asyncio.sleep(0.5)
     # The vector is about to land: clearing the index now would leave it behind a verified
     # receipt, so the purge waits for this write to settle.
@@ -776,8 +778,8 @@ async def test_the_deletion_a_worker_queues_again_after_a_purge_waited_for_it_do
         assert await rig.index.compact()
         return cleared
 
-    erasing = asyncio.create_task(rig.store.erase(tenant, AGENT, "alice", everything(), EraseSelector(ids=(purged,)),
-                                                  EraseMode.PURGE, after_commit=clear_while_another_worker_looks))
+    session = with_vectors(rig.store, clear_while_another_worker_looks).session(tenant, AGENT)
+    erasing = asyncio.create_task(session.erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE))
     await asyncio.sleep(0.3)
     gate.set()
     assert await draining == 1
@@ -794,9 +796,9 @@ async def test_a_purge_does_not_wait_for_ever_for_a_stuck_write_and_its_vector_s
     worker = await rig.worker()
     tenant, purged, gate, draining = await purgeable_held_at_the_index(rig, monkeypatch, worker)
 
-    receipt = await asyncio.wait_for(rig.store.erase(tenant, AGENT, "alice", everything(),
-                                                     EraseSelector(ids=(purged,)), EraseMode.PURGE,
-                                                     after_commit=clearing(rig, tenant)), timeout=30)
+    session = with_vectors(rig.store, clearing(rig, tenant)).session(tenant, AGENT)
+    receipt = await asyncio.wait_for(session.erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE),
+                                     timeout=30)
     assert receipt.counts.memories == 1
     assert not receipt.verified  # the stuck write may still land: the receipt cannot vouch
     gate.set()
@@ -833,7 +835,7 @@ async def test_a_newer_state_written_first_by_another_worker_is_not_overwritten_
     slow, fast = await rig.worker(), await rig.worker()
     draining, gate = await held_at_the_embedder(rig, slow)  # read "vegetarian", embedding it
 
-    [result] = await rig.store.write(tenant, AGENT, "alice", [Draft(Category.PREFERENCE, "vegan", key="diet")])
+    [result] = await rig.store.session(tenant, AGENT).write("alice", [Draft(Category.PREFERENCE, "vegan", key="diet")])
     assert result.outcome is Outcome.UPDATED
     rig.embedder.gate = None
     assert await fast.drain_once() == 1  # the newer row, indexed first
@@ -855,7 +857,7 @@ async def test_a_row_written_while_its_memory_is_indexed_is_not_settled_with_the
     # A row that failed once is not folded into a newer one, so both rows are queued.
     await rig.owner_rows("UPDATE outbox SET attempts = 1 WHERE tenant_id = %s RETURNING id", tenant)
     draining, gate = await held_at_the_embedder(rig, worker)
-    await rig.store.write(tenant, AGENT, "alice", [Draft(Category.PREFERENCE, "vegan", key="diet")])
+    await rig.store.session(tenant, AGENT).write("alice", [Draft(Category.PREFERENCE, "vegan", key="diet")])
     newer = [r["id"] for r in await rig.outbox(tenant) if r["claim"] is None]
     assert len(newer) == 1
     gate.set()
@@ -971,7 +973,7 @@ async def test_run_keeps_two_batches_in_flight_at_once(rig: Rig) -> None:
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop, idle_seconds=600))
     try:
-        assert await wait_indexed(rig.store, worker, tenant, ids, timeout=60) is True
+        assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=60) is True
     finally:
         stop.set()
         await asyncio.wait_for(running, timeout=60)
@@ -989,7 +991,7 @@ async def test_wait_indexed_returns_true_once_a_running_worker_drains(rig: Rig) 
     try:
         await asyncio.sleep(0)
         ids = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
-        assert await wait_indexed(rig.store, worker, tenant, ids, timeout=60) is True
+        assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=60) is True
     finally:
         stop.set()
         await asyncio.wait_for(running, timeout=60)
@@ -1003,8 +1005,8 @@ async def test_wait_indexed_is_true_at_once_when_nothing_is_pending(rig: Rig) ->
     ids = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
     await drain(await rig.worker())
 
-    assert await wait_indexed(rig.store, None, tenant, ids, timeout=0) is True
-    assert await wait_indexed(rig.store, None, tenant, [str(uuid.uuid4())], timeout=0) is True
+    assert await rig.store.session(tenant).wait_indexed(ids, timeout=0) is True
+    assert await rig.store.session(tenant).wait_indexed([str(uuid.uuid4())], timeout=0) is True
 
 
 @pytest.mark.parametrize("with_worker", [False, True], ids=["no-worker", "idle-worker-not-running"])
@@ -1013,7 +1015,7 @@ async def test_wait_indexed_returns_false_on_timeout_when_nothing_drains(rig: Ri
     ids = await rig.write(tenant, Draft(Category.FACT, "lives in Lyon", key="home_city"))
     worker = await rig.worker() if with_worker else None
 
-    assert await wait_indexed(rig.store, worker, tenant, ids, timeout=0.3) is False
+    assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=0.3) is False
     assert len(await rig.outbox(tenant)) == 1
     assert await rig.index.count(tenant) == 0
 
@@ -1043,7 +1045,7 @@ async def test_a_worker_that_cannot_write_every_models_index_leaves_the_work_que
         rows = await rig.outbox(tenant)
         assert [(r["attempts"], r["claim"], r["dead"], r["last_error"]) for r in rows] == [(0, None, False, None)] * 2
         assert not rig.embedder.embedded
-        assert await wait_indexed(rig.store, worker, tenant, ids, timeout=0.2) is False
+        assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=0.2) is False
 
     try:
         await untried()  # no model registered at all
@@ -1058,7 +1060,7 @@ async def test_a_worker_that_cannot_write_every_models_index_leaves_the_work_que
         embedders["elsewhere/model"] = FakeEmbedder()  # a process that has both embedders
         assert await drain(worker) == 2
         assert await rig.outbox(tenant) == []
-        assert await wait_indexed(rig.store, worker, tenant, ids, timeout=0) is True
+        assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=0) is True
         assert set(await rig.index.vectors(tenant, ids)) == set(ids)
         routes = await rig.owner_rows("SELECT collection FROM index_routes WHERE tenant_id = %s", tenant)
         assert {r["collection"] for r in routes} == {t.index.collection for t in indexes.targets()}

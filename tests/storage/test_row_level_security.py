@@ -13,7 +13,7 @@ from memoryd.storage import (
     WORKER_ROLE,
     LocalKeyProvider,
     Postgres,
-    PostgresMemoryStore,
+    Stores,
     PostgresSettings,
     TermHasher,
     available,
@@ -32,13 +32,13 @@ EVERYTHING = tuple((c, ("*",)) for c in Category)
 async def store(postgres):
     db = Postgres(PostgresSettings(postgres.owner_dsn))  # owner DSN + SET ROLE memoryd_app
     await db.open()
-    yield PostgresMemoryStore(db, TermHasher(b"test terms secret"), LocalKeyProvider(b"\x07" * 32))
+    yield Stores(db, TermHasher(b"test terms secret"), LocalKeyProvider(b"\x07" * 32))
     await db.close()
 
 
-async def _seed(store: PostgresMemoryStore) -> str:
+async def _seed(store: Stores) -> str:
     tenant = unique("rls")
-    await store.write(tenant, "agent-1", "alice", [Draft(Category.FACT, "lives in Lyon", key="home_city")])
+    await store.session(tenant, "agent-1").write("alice", [Draft(Category.FACT, "lives in Lyon", key="home_city")])
     return tenant
 
 
@@ -100,8 +100,8 @@ async def test_app_role_is_not_superuser_and_cannot_bypass_rls(postgres):
 async def test_store_reads_are_confined_to_the_given_tenant(store):
     a, b = await _seed(store), unique("rls")
     flt = ReadFilter(subject="alice", rules=EVERYTHING)
-    assert len(await store.recall_keys(a, flt, ["home_city"], datetime.now(UTC))) == 1
-    assert await store.recall_keys(b, flt, ["home_city"], datetime.now(UTC)) == []
+    assert len(await store.session(a).recall_keys(flt, ["home_city"], datetime.now(UTC))) == 1
+    assert await store.session(b).recall_keys(flt, ["home_city"], datetime.now(UTC)) == []
 
 
 async def test_migrations_are_recorded_and_not_applied_twice(postgres):
@@ -113,7 +113,7 @@ async def test_migrations_are_recorded_and_not_applied_twice(postgres):
 
 async def test_a_view_without_rules_reads_nothing(store):
     a = await _seed(store)
-    assert await store.recall_keys(a, ReadFilter(subject="alice"), ["home_city"], datetime.now(UTC)) == []
+    assert await store.session(a).recall_keys(ReadFilter(subject="alice"), ["home_city"], datetime.now(UTC)) == []
 
 
 async def test_worker_role_sees_outbox_ids_of_every_tenant_but_no_memory_content(postgres, store):

@@ -33,7 +33,7 @@ from memoryd.domain import (
 from memoryd.storage import (
     LocalKeyProvider,
     Postgres,
-    PostgresMemoryStore,
+    Stores,
     PostgresSettings,
     TermHasher,
     seal_plaintext,
@@ -51,13 +51,13 @@ def alice(**fields: Any) -> ReadFilter:
     return ReadFilter(subject="alice", rules=EVERYTHING, **fields)
 
 
-async def listed(store: PostgresMemoryStore, tenant: str) -> list[Any]:
-    return (await store.list(tenant, alice(), Page())).memories
+async def listed(store: Stores, tenant: str) -> list[Any]:
+    return (await store.session(tenant).list(alice(), Page())).memories
 
 
 @pytest.fixture
-def store(db: Postgres) -> PostgresMemoryStore:
-    return PostgresMemoryStore(db, HASHER, LocalKeyProvider(MASTER))
+def store(db: Postgres) -> Stores:
+    return Stores(db, HASHER, LocalKeyProvider(MASTER))
 
 
 async def owner(postgres: Any, query: str, *params: Any) -> list[dict[str, Any]]:
@@ -87,12 +87,12 @@ async def insert_legacy(postgres: Any, tenant: str, category: str, text: str, ke
 
 
 @pytest.fixture
-async def alone(private_database: str) -> AsyncIterator[tuple[Any, Postgres, PostgresMemoryStore]]:
+async def alone(private_database: str) -> AsyncIterator[tuple[Any, Postgres, Stores]]:
     """A database of its own: the suite's server runs an outbox worker on the shared one,
     which would drain the index work this test checks is queued."""
     database = Postgres(PostgresSettings(private_database))
     await database.open()
-    yield SimpleNamespace(owner_dsn=private_database), database, PostgresMemoryStore(database, HASHER,
+    yield SimpleNamespace(owner_dsn=private_database), database, Stores(database, HASHER,
                                                                                      LocalKeyProvider(MASTER))
     await database.close()
 
@@ -106,7 +106,7 @@ async def test_plaintext_rows_read_as_stored_and_the_backfill_seals_them(alone):
     now = datetime.now(UTC)
 
     async def reads() -> tuple[Any, ...]:
-        versions, _ = await store.history(tenant, alice(), fact, 0, 10)
+        versions, _ = await store.session(tenant).history(alice(), fact, 0, 10)
         listing = sorted((m.text, m.key, m.tags) for m in await listed(store, tenant))
         return [(v.memory.text, v.memory.key, v.memory.data) for v in versions], listing
 
@@ -134,10 +134,10 @@ async def test_plaintext_rows_read_as_stored_and_the_backfill_seals_them(alone):
     queued = await owner(postgres, "SELECT memory_id::text FROM outbox WHERE tenant_id = %s AND op = 'upsert'", tenant)
     assert {r["memory_id"] for r in queued} == {fact, event}
     assert await reads() == before
-    [m] = await store.recall_keys(tenant, alice(), ["home_city"], now)
+    [m] = await store.session(tenant).recall_keys(alice(), ["home_city"], now)
     assert (m.id, m.text, m.data, m.tags) == (fact, "Lives in Lyon", {"zip": "69001"}, ("travel",))
     # Repeats are still recognised under the keyed digest the backfill wrote.
-    merged, unchanged = await store.write(tenant, "agent-1", "alice", [
+    merged, unchanged = await store.session(tenant, "agent-1").write("alice", [
         Draft(Category.EVENT, "visited  ROME"), Draft(Category.FACT, "Lives in Lyon", key="home_city",
                                                       data={"zip": "69001"}, tags=("travel",))])
     assert (merged.memory_id, merged.outcome) == (event, Outcome.MERGED)
@@ -150,37 +150,37 @@ async def test_plaintext_rows_read_as_stored_and_the_backfill_seals_them(alone):
 
 async def test_with_another_master_key_content_is_unavailable_and_writes_to_that_subject_fail(postgres, db, store):
     tenant = unique("wrongkey")
-    [written] = await store.write(tenant, "agent-1", "alice", [
+    [written] = await store.session(tenant, "agent-1").write("alice", [
         Draft(Category.FACT, "Lives in Lyon", key="home_city", data={"zip": "69001"})])
-    await store.write(tenant, "agent-1", "alice", [Draft(Category.FACT, "Lives in Nice", key="home_city")])
-    other = PostgresMemoryStore(db, HASHER, LocalKeyProvider(os.urandom(32)))
+    await store.session(tenant, "agent-1").write("alice", [Draft(Category.FACT, "Lives in Nice", key="home_city")])
+    other = Stores(db, HASHER, LocalKeyProvider(os.urandom(32)))
     now = datetime.now(UTC)
 
-    [m] = await other.recall_keys(tenant, alice(), ["home_city"], now)
+    [m] = await other.session(tenant).recall_keys(alice(), ["home_city"], now)
     assert (m.id, m.text, m.data, m.content_unavailable) == (written.memory_id, "", None, True)
-    versions, _ = await other.history(tenant, alice(), written.memory_id, 0, 10)
+    versions, _ = await other.session(tenant).history(alice(), written.memory_id, 0, 10)
     assert [(v.memory.text, v.memory.content_unavailable) for v in versions] == [("", True), ("", True)]
-    assert [text for _, text in await other.index_rows(tenant, [written.memory_id])] == [None]
+    assert [text for _, text in await other.session(tenant).index_rows([written.memory_id])] == [None]
 
     with pytest.raises(DataKeyUnavailable):
-        await other.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "Visited Rome")])
+        await other.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, "Visited Rome")])
     assert len(await listed(store, tenant)) == 1
     # Another subject is unaffected; the right key still reads everything.
-    [new] = await other.write(tenant, "agent-1", "carol", [Draft(Category.EVENT, "Visited Rome")])
+    [new] = await other.session(tenant, "agent-1").write("carol", [Draft(Category.EVENT, "Visited Rome")])
     assert new.outcome is Outcome.CREATED
-    [m] = await store.recall_keys(tenant, alice(), ["home_city"], now)
+    [m] = await store.session(tenant).recall_keys(alice(), ["home_city"], now)
     assert (m.text, m.content_unavailable) == ("Lives in Nice", False)
 
 
 async def test_ciphertext_moved_to_another_memory_does_not_decrypt(postgres, store):
     tenant = unique("moved")
-    first, second = await store.write(tenant, "agent-1", "alice", [
+    first, second = await store.session(tenant, "agent-1").write("alice", [
         Draft(Category.FACT, "Lives in Lyon", key="home_city"), Draft(Category.FACT, "Born in Oslo", key="birthplace")])
     await owner(postgres, "UPDATE memories SET text_ct = (SELECT text_ct FROM memories WHERE tenant_id = %s "
                           "AND id = %s) WHERE tenant_id = %s AND id = %s",
                 tenant, first.memory_id, tenant, second.memory_id)
 
-    found = {m.id: m for m in await store.recall_keys(tenant, alice(), ["home_city", "birthplace"],
+    found = {m.id: m for m in await store.session(tenant).recall_keys(alice(), ["home_city", "birthplace"],
                                                      datetime.now(UTC))}
 
     assert (found[first.memory_id].text, found[first.memory_id].key) == ("Lives in Lyon", "home_city")
@@ -191,13 +191,13 @@ async def test_ciphertext_moved_to_another_memory_does_not_decrypt(postgres, sto
 
 async def test_a_purge_of_the_subject_waits_for_a_write_holding_its_key(postgres, store):
     tenant = unique("order")
-    await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "Visited Rome")])
+    await store.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, "Visited Rome")])
     async with await psycopg.AsyncConnection.connect(postgres.owner_dsn) as writer:
         # What a write transaction holds on its subject's key until it commits.
         await writer.execute("SELECT 1 FROM subject_keys WHERE tenant_id = %s AND subject = 'alice' FOR SHARE",
                              (tenant,))
-        purge = asyncio.create_task(store.erase(tenant, "agent-1", "alice", alice(), EraseSelector(all_of_subject=True),
-                                                EraseMode.PURGE))
+        purge = asyncio.create_task(store.session(tenant, "agent-1").erase(
+            "alice", alice(), EraseSelector(all_of_subject=True), EraseMode.PURGE))
         await until_blocked_by(writer.info.backend_pid, postgres.owner_dsn)
         assert not purge.done()
         await writer.commit()
@@ -207,14 +207,15 @@ async def test_a_purge_of_the_subject_waits_for_a_write_holding_its_key(postgres
 
 async def test_a_write_waiting_for_a_purge_of_its_subject_gets_a_fresh_key(postgres, store):
     tenant = unique("order")
-    await store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "Visited Rome")])
+    await store.session(tenant, "agent-1").write("alice", [Draft(Category.EVENT, "Visited Rome")])
     [old] = await owner(postgres, "SELECT wrapped FROM subject_keys WHERE tenant_id = %s", tenant)
     async with await psycopg.AsyncConnection.connect(postgres.owner_dsn) as purger:
         # What a PURGE of the whole subject holds: the key row, locked and then deleted.
         await purger.execute("SELECT 1 FROM subject_keys WHERE tenant_id = %s AND subject = 'alice' FOR UPDATE",
                              (tenant,))
         await purger.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject = 'alice'", (tenant,))
-        write = asyncio.create_task(store.write(tenant, "agent-1", "alice", [Draft(Category.EVENT, "Visited Oslo")]))
+        write = asyncio.create_task(store.session(tenant, "agent-1").write("alice",
+                                                                           [Draft(Category.EVENT, "Visited Oslo")]))
         await until_blocked_by(purger.info.backend_pid, postgres.owner_dsn)
         assert not write.done()
         await purger.commit()
@@ -228,15 +229,15 @@ async def test_a_write_waiting_for_a_purge_of_its_subject_gets_a_fresh_key(postg
 
 async def test_org_memories_use_the_organisations_key_and_survive_a_subject_purge(postgres, store):
     tenant = unique("org")
-    await store.write(tenant, "agent-1", "alice", [
+    await store.session(tenant, "agent-1").write("alice", [
         Draft(Category.CONSTRAINT, "No alcohol at work events", key="diet", scope=Scope.ORG),
         Draft(Category.FACT, "Lives in Lyon", key="home_city")])
     keys = await owner(postgres, "SELECT subject FROM subject_keys WHERE tenant_id = %s ORDER BY subject", tenant)
     assert [k["subject"] for k in keys] == ["", "alice"]
 
-    receipt = await store.erase(tenant, "agent-1", "alice", alice(), EraseSelector(all_of_subject=True),
+    receipt = await store.session(tenant, "agent-1").erase("alice", alice(), EraseSelector(all_of_subject=True),
                                 EraseMode.PURGE)
 
     assert receipt.counts.keys == 1
-    [m] = await store.recall_keys(tenant, alice(include_org=True), ["diet"], datetime.now(UTC))
+    [m] = await store.session(tenant).recall_keys(alice(include_org=True), ["diet"], datetime.now(UTC))
     assert (m.text, m.content_unavailable, m.status) == ("No alcohol at work events", False, Status.ACTIVE)

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Page, ReadFilter
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, available, migrate
+from memoryd.storage import LocalKeyProvider, Postgres, Stores, available, migrate
 from memoryd.storage.keywords._keywords import TermHasher
 
 from ..support import database_before, unique
@@ -67,10 +67,10 @@ async def test_the_migration_gives_every_tenants_rows_their_one_turn(postgres: A
 
 
 async def test_erase_by_turn_finds_what_a_server_of_the_version_before_wrote(db: Postgres) -> None:
-    store = PostgresMemoryStore(db, HASHER, KEYS)
+    store = Stores(db, HASHER, KEYS)
     tenant = unique("turns")
     everything = ReadFilter(subject="alice", rules=EVERYTHING)
-    new, replaced, old = (r.memory_id for r in await store.write(tenant, "agent-1", "alice", [
+    new, replaced, old = (r.memory_id for r in await store.session(tenant, "agent-1").write("alice", [
         Draft(Category.EVENT, "Flew to Porto", source_turn_ids=("t1", "t2")),
         Draft(Category.FACT, "Lives in Lyon", key="home_city", source_turn_ids=("t3", "t4")),
         Draft(Category.EVENT, "Bought a bike")]))
@@ -81,14 +81,14 @@ async def test_erase_by_turn_finds_what_a_server_of_the_version_before_wrote(db:
                            (tenant, replaced))
         await conn.execute("UPDATE memories SET source_turn_id = 't7' WHERE tenant_id = %s AND id = %s",
                            (tenant, old))
-    listed = {m.id: m.source_turn_ids for m in (await store.list(tenant, everything, Page())).memories}
+    listed = {m.id: m.source_turn_ids for m in (await store.session(tenant).list(everything, Page())).memories}
     assert listed == {new: ("t1", "t2"), replaced: ("t9",), old: ("t7",)}
 
     gone = {}
     for turn in ("t9", "t7", "t2"):
-        receipt = await store.erase(tenant, "agent-1", "alice", everything, EraseSelector(source_turn_id=turn),
+        receipt = await store.session(tenant, "agent-1").erase("alice", everything, EraseSelector(source_turn_id=turn),
                                     EraseMode.PURGE)
         assert receipt.verified
         gone[turn] = receipt.counts.memories
     assert gone == {"t9": 1, "t7": 1, "t2": 1}
-    assert (await store.list(tenant, everything, Page())).memories == []
+    assert (await store.session(tenant).list(everything, Page())).memories == []

@@ -20,7 +20,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from memoryd.domain import Category, Draft, Outcome, ReadFilter, SourceKind
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings, TermHasher
+from memoryd.storage import LocalKeyProvider, Postgres, Stores, PostgresSettings, TermHasher
 
 from ..support import fresh_database, unique
 
@@ -40,10 +40,10 @@ def database(postgres: Any) -> Iterator[str]:
 
 
 @pytest.fixture
-async def store(database: str) -> AsyncIterator[PostgresMemoryStore]:
+async def store(database: str) -> AsyncIterator[Stores]:
     pool = Postgres(PostgresSettings(database))
     await pool.open()
-    yield PostgresMemoryStore(pool, TermHasher(b"liveness test terms secret"), LocalKeyProvider(b"\x06" * 32))
+    yield Stores(pool, TermHasher(b"liveness test terms secret"), LocalKeyProvider(b"\x06" * 32))
     await pool.close()
 
 
@@ -52,18 +52,18 @@ def lapse(database: str, how: str, tenant: str, memory_id: str) -> None:
         assert conn.execute(LAPSES[how], (tenant, memory_id)).rowcount == 1
 
 
-async def write(store: PostgresMemoryStore, tenant: str, draft: Draft) -> tuple[Outcome, str]:
-    [result] = await store.write(tenant, AGENT, "alice", [draft])
+async def write(store: Stores, tenant: str, draft: Draft) -> tuple[Outcome, str]:
+    [result] = await store.session(tenant, AGENT).write("alice", [draft])
     return result.outcome, result.memory_id
 
 
-async def served(store: PostgresMemoryStore, tenant: str, *, key: str = "", words: str = "") -> list[str]:
+async def served(store: Stores, tenant: str, *, key: str = "", words: str = "") -> list[str]:
     """What a read serves now: by key, or by words (the keyword channel)."""
-    flt = await store.labelled(tenant, ReadFilter(subject="alice", rules=EVERYTHING))
+    flt = await store.session(tenant).labelled(ReadFilter(subject="alice", rules=EVERYTHING))
     now = datetime.now(UTC)
     if key:
-        return [m.id for m in await store.recall_keys(tenant, flt, [key], now)]
-    return [hit.memory_id for hit in await store.keyword_search(tenant, flt, words, 10, now)]
+        return [m.id for m in await store.session(tenant).recall_keys(flt, [key], now)]
+    return [hit.memory_id for hit in await store.session(tenant).keyword_search(flt, words, 10, now)]
 
 
 @pytest.mark.parametrize("how", list(LAPSES))
@@ -105,7 +105,7 @@ async def test_a_keyed_value_restated_after_it_lapsed_is_current_again(store, da
     outcome, again = await write(store, tenant, tea)
     assert (outcome, again) == (Outcome.UPDATED, memory_id)  # the slot's row, its lapsed value kept as a version
     assert await served(store, tenant, key="drink") == [memory_id]
-    [current] = await store.fetch(tenant, ReadFilter(subject="alice", rules=EVERYTHING), [memory_id],
+    [current] = await store.session(tenant).fetch(ReadFilter(subject="alice", rules=EVERYTHING), [memory_id],
                                   datetime.now(UTC))
     assert (current.text, current.version, current.valid_until) == ("green tea", 2, None)
     assert current.expires_at is not None and current.expires_at > datetime.now(UTC)
@@ -120,7 +120,7 @@ async def test_a_lapsed_value_holds_no_trust_against_a_new_one(store, database):
 
     assert await write(store, tenant, Draft(Category.FACT, "Paris", key="home_city")) == (Outcome.VERSIONED,
                                                                                           memory_id)
-    [current] = await store.fetch(tenant, ReadFilter(subject="alice", rules=EVERYTHING), [memory_id],
+    [current] = await store.session(tenant).fetch(ReadFilter(subject="alice", rules=EVERYTHING), [memory_id],
                                   datetime.now(UTC))
     assert (current.text, current.pending) == ("Paris", ())  # the value that waited on the lapsed one went
 

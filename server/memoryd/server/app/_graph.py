@@ -252,6 +252,7 @@ class Graph:
         """The extraction job queue; jobs are claimed through the worker role's pool, if open."""
         if self._jobs is None:
             self._jobs = ExtractionJobs(self.store, self._queue)
+            self.store.use_jobs(self._jobs)  # where a session queues and reads its agent's jobs
         return self._jobs
 
     def access(self) -> AccessRecorder:
@@ -293,7 +294,7 @@ class Graph:
         if embedder is None:
             return None
         await embedder.warm_up()
-        worker = consolidator(self.config, Consolidations(self.store), self.jobs(), embedder, threshold=threshold)
+        worker = consolidator(self.config, Consolidations(self.store), embedder, threshold=threshold)
         self._parts.callback(worker.close)
         return worker
 
@@ -320,7 +321,7 @@ class Graph:
         return TokenVerifier(self.secrets.verification_keys, revoked)
 
     def recaller(self, tracer: trace.Tracer) -> Recaller:
-        return Recaller(self.store, self.config.scoring, self.dense, tracer=tracer)
+        return Recaller(self.config.scoring, self.dense, tracer=tracer)
 
     async def services(self, tracer: trace.Tracer) -> Services:
         """What ``memoryd serve``'s use cases get, with its background work started: rows written
@@ -342,6 +343,8 @@ class Graph:
         worker = await self.outbox_worker() if config.worker_in_process else None
         if worker is not None:
             self.run(worker.run)
+        store.use_index(indexes, outbox=worker)  # what an Erase clears, what a write wakes
+        self.jobs()  # sessions queue and read extraction jobs through it
         if config.lifecycle_interval_seconds > 0:
             sweeper = await self.sweeper()
             self.run(lambda stop: sweeper.run(stop, config.lifecycle_interval_seconds, lambda: datetime.now(UTC)))
@@ -365,9 +368,6 @@ class Graph:
             access=access,
             scoring=config.scoring,
             page_tokens=PageTokens(self.secrets.pages),
-            indexes=indexes,
-            worker=worker,
-            jobs=self.jobs(),
             extraction=extraction,
             extraction_enabled=config.extraction_configured,
             metrics=self._metrics,

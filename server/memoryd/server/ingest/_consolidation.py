@@ -32,7 +32,7 @@ from datetime import UTC, datetime, tzinfo
 
 from memoryd.domain import (DEFAULT_SIMILARITY, MEMORY_FIELDS, Draft, Embedder, SourceKind, TenantPolicy, View,
                             WriteResult, normalise, topic_groups)
-from memoryd.storage import Consolidations, ExtractionJobs, Fragment, embedding_text
+from memoryd.storage import Consolidations, Fragment, StoreSession, embedding_text
 
 from .._config import Config
 from ._consolidation_llm import ChatConsolidator
@@ -68,11 +68,10 @@ class ConsolidationReport:
 
 
 class Consolidator:
-    def __init__(self, consolidations: Consolidations, jobs: ExtractionJobs, model: ChatConsolidator,
-                 embedder: Embedder, policy_for: Callable[[str], TenantPolicy], *,
-                 threshold: float = DEFAULT_SIMILARITY, max_text_bytes: int = 8 * 1024) -> None:
+    def __init__(self, consolidations: Consolidations, model: ChatConsolidator, embedder: Embedder,
+                 policy_for: Callable[[str], TenantPolicy], *, threshold: float = DEFAULT_SIMILARITY,
+                 max_text_bytes: int = 8 * 1024) -> None:
         self._store = consolidations
-        self._jobs = jobs  # for the subject's time zone, read as extraction reads it
         self._model = model
         self._embedder = embedder
         self._policy_for = policy_for
@@ -88,7 +87,8 @@ class Consolidator:
         may only produce what that view may write). A store or embedder outage raises."""
         now = now or datetime.now(UTC)
         policy = self._policy_for(tenant)
-        fragments = await self._store.fragments(tenant, subject, now)
+        session = self._store.session(tenant)
+        fragments = await self._store.fragments(session, subject, now)
         report = ConsolidationReport(len(fragments))
         if len(fragments) < MIN_GROUP:
             return report
@@ -96,14 +96,15 @@ class Consolidator:
         groups = [[fragments[i] for i in g] for g in topic_groups(vectors, self._threshold) if len(g) >= MIN_GROUP]
         if not groups:
             return report
-        found = await self._jobs.subject_timezones(tenant, subject, TIMEZONE_CATEGORIES)
+        # The subject's time zone, read as extraction reads it.
+        found = await session.subject_timezones(subject, TIMEZONE_CATEGORIES)
         zone = zone_of(zone_name(found, MEMORY_FIELDS)) or zone_of(policy.timezone) or UTC
         for members in groups:
-            outcome = await self._group(tenant, subject, members, policy, view, zone, now, dry_run)
+            outcome = await self._group(session, subject, members, policy, view, zone, now, dry_run)
             report.groups.append(outcome)
         return report
 
-    async def _group(self, tenant: str, subject: str, members: list[Fragment], policy: TenantPolicy,
+    async def _group(self, session: StoreSession, subject: str, members: list[Fragment], policy: TenantPolicy,
                      view: View | None, zone: tzinfo, now: datetime, dry_run: bool) -> GroupOutcome:
         outcome = GroupOutcome(members)
         counts: Counter[str] = Counter()
@@ -131,7 +132,7 @@ class Consolidator:
         if dry_run:
             return outcome
         if outcome.draft is not None:
-            done = await self._store.apply(tenant, subject, outcome.draft, [f.id for f in members])
+            done = await self._store.apply(session, subject, outcome.draft, [f.id for f in members])
             if done is None:
                 outcome.status, outcome.detail = "changed", "a fragment changed meanwhile; left for the next pass"
                 counts["consolidation.skipped"] += 1
@@ -139,7 +140,7 @@ class Consolidator:
                 outcome.result = done.result
                 outcome.status = "written" if done.forgotten else "pending"
         if counts:
-            await self._store.count(tenant, counts)
+            await self._store.count(session, counts)
         return outcome
 
     def draft(self, item: ExtractedItem, policy: TenantPolicy, view: View | None, zone: tzinfo,
@@ -161,11 +162,11 @@ class Consolidator:
                      source_kind=SourceKind.INFERENCE), ""
 
 
-def consolidator(config: Config, consolidations: Consolidations, jobs: ExtractionJobs, embedder: Embedder, *,
+def consolidator(config: Config, consolidations: Consolidations, embedder: Embedder, *,
                  threshold: float = DEFAULT_SIMILARITY) -> Consolidator:
     """A consolidator on the configured extraction model (``config.extraction_configured``)."""
     model = ChatConsolidator(config.extraction_url, config.extraction_model, config.extraction_api_key,
                              config.extraction_timeout_seconds, output=config.extraction_output,
                              max_tokens=config.extraction_max_tokens)
-    return Consolidator(consolidations, jobs, model, embedder, config.policy_for, threshold=threshold,
+    return Consolidator(consolidations, model, embedder, config.policy_for, threshold=threshold,
                         max_text_bytes=config.limits.max_text_bytes)

@@ -134,6 +134,8 @@ class ExtractionWorker:
         self._slots = slots
         self._timeout = timeout_seconds
         self._breaker = breaker
+        if breaker is not None:  # a queued job read while the model is out says it waits
+            jobs.breaker = breaker
         self._horizon = retry_horizon
         self._outage_cap = outage_backoff
         self._hold = max(hold_seconds, timeout_seconds)
@@ -261,7 +263,7 @@ class ExtractionWorker:
         # The subject's own zone only where the agent could read it itself: otherwise a
         # memory it may not read would shape the dates of the memories it can.
         categories = timezone_categories(view)
-        found = await self._jobs.subject_timezones(job.tenant, job.subject, categories) if categories else []
+        found = await self._jobs.session(job).subject_timezones(job.subject, categories) if categories else []
         own = zone_name(found, view.visible_fields) if view is not None else ""
         return zone_of(own) or zone_of(policy.timezone) or UTC
 
@@ -395,7 +397,7 @@ class ExtractionWorker:
                     continue
                 # Filter first: what the view reads of this subject's active memories of the
                 # category, then search; ``finish`` checks the hit against the same filter.
-                flt = await self._jobs.labelled(job.tenant, ReadFilter(
+                flt = await self._jobs.session(job).labelled(ReadFilter(
                     subject=job.subject, categories=(category,), rules=read_rules_of(view, category)))
                 hits = await index.search(job.tenant, flt, vectors[n], 1, now)
                 if hits and hits[0][1] >= threshold:

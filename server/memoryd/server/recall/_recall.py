@@ -106,19 +106,23 @@ NEIGHBOUR_DECAY = 0.9
 
 
 class RecallStore(Protocol):
-    async def labelled(self, tenant: str, flt: ReadFilter) -> ReadFilter: ...
+    """The caller's tenant-bound store session (``memoryd.storage.StoreSession``)."""
 
-    async def recall_keys(self, tenant: str, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]: ...
+    @property
+    def tenant(self) -> str: ...
 
-    async def fetch(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]: ...
+    async def labelled(self, flt: ReadFilter) -> ReadFilter: ...
 
-    async def keyword_search(self, tenant: str, flt: ReadFilter, query: str, limit: int,
-                             now: datetime) -> list[KeywordHit]: ...
+    async def recall_keys(self, flt: ReadFilter, keys: list[str], now: datetime) -> list[Memory]: ...
 
-    async def neighbours(self, tenant: str, flt: ReadFilter, anchors: list[str], before: int, after: int,
+    async def fetch(self, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]: ...
+
+    async def keyword_search(self, flt: ReadFilter, query: str, limit: int, now: datetime) -> list[KeywordHit]: ...
+
+    async def neighbours(self, flt: ReadFilter, anchors: list[str], before: int, after: int,
                          now: datetime) -> list[tuple[Memory, str, int]]: ...
 
-    async def named_entities(self, tenant: str, flt: ReadFilter, tags: list[str], now: datetime) -> set[str]: ...
+    async def named_entities(self, flt: ReadFilter, tags: list[str], now: datetime) -> set[str]: ...
 
 
 class DenseIndex(Protocol):
@@ -135,12 +139,10 @@ class Recalled:
 
 
 class Recaller:
-    """Runs recall for one tenant's view-narrowed filter."""
+    """Runs recall for one tenant's view-narrowed filter, through the caller's session."""
 
-    def __init__(self, store: RecallStore, scoring: Scoring,
-                 dense: Callable[[], tuple[DenseIndex, Embedder] | None] = lambda: None, *,
+    def __init__(self, scoring: Scoring, dense: Callable[[], tuple[DenseIndex, Embedder] | None] = lambda: None, *,
                  tracer: trace.Tracer | None = None) -> None:
-        self._store = store
         self._tracer = tracer or trace.NoOpTracer()
         self._scoring = scoring
         self._dense_channel = dense  # the active model's index and embedder, if any
@@ -167,7 +169,7 @@ class Recaller:
                      cosine=candidate.cosine,
                      keyword_relevance=candidate.keyword_relevance)
 
-    async def recall(self, tenant: str, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
+    async def recall(self, session: RecallStore, flt: ReadFilter, *, query: str, keys: list[str], top_k: int,
                      token_budget: int, weights: ScoreWeights, now: datetime,
                      mask: ScoreMask = ScoreMask(), min_relevance: float = 0.0,
                      neighbours: bool = True, tie: Tie = by_id, context: Sequence[Turn] = ()) -> Recalled:
@@ -185,18 +187,18 @@ class Recaller:
 
         result = Recalled()
         scored: dict[str, tuple[Memory, ScoreParts, list[float] | None]] = {}
-        flt = await self._store.labelled(tenant, flt)  # once, for every channel below
+        flt = await session.labelled(flt)  # once, for every channel below
         if keys:
             with self._tracer.start_as_current_span("memoryd.row_fetch", attributes={"memoryd.keys": len(keys)}):
-                keyed = await self._store.recall_keys(tenant, flt, keys, now)
+                keyed = await session.recall_keys(flt, keys, now)
             for m in keyed:
                 # A keyed lookup is an exact match: similarity 1.
                 scored[m.id] = (m, self._score(m, 1.0, weights, now, mask), None)
         search = search_for(query, context)
         if search.meaning.strip():
-            found, named = await self._free_text(tenant, flt, search, top_k, weights, now, result, mask, tie)
+            found, named = await self._free_text(session, flt, search, top_k, weights, now, result, mask, tie)
             if neighbours and mask.turns:
-                await self._with_neighbours(tenant, flt, found, weights, now, mask, min_relevance, order)
+                await self._with_neighbours(session, flt, found, weights, now, mask, min_relevance, order)
             for memory_id, (m, parts, vector) in found.items():
                 tags = sorted(named.intersection(m.tags))
                 if tags:
@@ -212,7 +214,7 @@ class Recaller:
             span.set_attribute("memoryd.returned", len(result.ranked))
         return result
 
-    async def _with_neighbours(self, tenant: str, flt: ReadFilter,
+    async def _with_neighbours(self, session: RecallStore, flt: ReadFilter,
                                found: dict[str, tuple[Memory, ScoreParts, list[float] | None]],
                                weights: ScoreWeights, now: datetime, mask: ScoreMask, min_relevance: float,
                                order: Callable[[Iterable[tuple[Memory, ScoreParts, Any]]],
@@ -234,7 +236,7 @@ class Recaller:
         # The best first; equal scores in recall's order.
         anchors = {m.id: parts for m, parts, _ in order(turns)[:NEIGHBOUR_ANCHORS]}
         with self._tracer.start_as_current_span("memoryd.neighbours") as span:
-            near = await self._store.neighbours(tenant, flt, list(anchors), NEIGHBOURS_BEFORE, NEIGHBOURS_AFTER, now)
+            near = await session.neighbours(flt, list(anchors), NEIGHBOURS_BEFORE, NEIGHBOURS_AFTER, now)
             span.set_attribute("memoryd.neighbours", len(near))
         best: dict[str, tuple[Memory, float, str]] = {}  # neighbour id → (row, share of its anchor, anchor)
         for m, anchor, place in near:
@@ -255,19 +257,19 @@ class Recaller:
                                       relevance=max(parts.relevance, share * lifted_by.relevance),
                                       neighbour_of=anchor), own[2] if own is not None else None)
 
-    async def _named(self, tenant: str, flt: ReadFilter, spans: dict[str, list[tuple[int, int]]],
+    async def _named(self, session: RecallStore, flt: ReadFilter, spans: dict[str, list[tuple[int, int]]],
                      now: datetime) -> dict[str, list[tuple[int, int]]]:
         """Those of ``spans``' tags (``named_spans`` of the query: none when the view hides
         tags) that a memory the caller may read carries, each with the query's spans that name it."""
         if not spans:
             return {}
         with self._tracer.start_as_current_span("memoryd.entities") as span:
-            found = await self._store.named_entities(tenant, flt, list(spans), now)
+            found = await session.named_entities(flt, list(spans), now)
             span.set_attribute("memoryd.entities", len(found))
         return {tag: spans[tag] for tag in found}
 
     async def _then_dense(self, channel: tuple[DenseIndex, Embedder] | None,
-                          named_task: asyncio.Future[dict[str, list[tuple[int, int]]]], tenant: str,
+                          named_task: asyncio.Future[dict[str, list[tuple[int, int]]]], session: RecallStore,
                           flt: ReadFilter, search: Search, proposed: dict[str, list[tuple[int, int]]], limit: int,
                           now: datetime) -> tuple[dict[str, list[tuple[int, int]]], Any]:
         """The named entities, and the dense channel's answer to the search's meaning without
@@ -276,7 +278,7 @@ class Recaller:
         expects it to give; if the lookup finds other names, the right text is embedded then."""
         if channel is None:
             return await named_task, None
-        guessed = self._unnamed(search, proposed, self._guesses.guess(tenant, flt, proposed))
+        guessed = self._unnamed(search, proposed, self._guesses.guess(session.tenant, flt, proposed))
         # From the first embedding's start to the query vector: beside the lookup, so not a
         # ``with`` block of its own.
         span = self._tracer.start_span("memoryd.embed")
@@ -288,7 +290,7 @@ class Recaller:
                 early.cancel()
                 await asyncio.gather(early, return_exceptions=True)
                 raise
-            self._guesses.learn(tenant, flt, proposed, named)
+            self._guesses.learn(session.tenant, flt, proposed, named)
             texts = self._unnamed(search, proposed, named)
             span.set_attribute("memoryd.guessed", texts == guessed)
             try:
@@ -300,7 +302,7 @@ class Recaller:
         finally:
             span.end()
         try:
-            return named, (vector, await self._search(channel[0], tenant, flt, vector, limit, now), baseline)
+            return named, (vector, await self._search(channel[0], session.tenant, flt, vector, limit, now), baseline)
         except Unavailable as error:
             return named, error
 
@@ -315,18 +317,18 @@ class Recaller:
 
         return [unnamed(search.meaning)] + ([unnamed(search.focus)] if search.focus != search.meaning else [])
 
-    async def _keyword(self, tenant: str, flt: ReadFilter, query: str, limit: int,
+    async def _keyword(self, session: RecallStore, flt: ReadFilter, query: str, limit: int,
                        now: datetime) -> tuple[list[KeywordHit], list[Memory]]:
         """The keyword hits, then their rows — read while the query is still being embedded, so
         only the dense channel's other hits are left to read after its search. Started at once,
         beside the entity look-up: once the query embedded in ~17 ms (issue 41's engine), this
         path had become the longer one while it waited for that look-up (bench/RESULTS.md)."""
         with self._tracer.start_as_current_span("memoryd.keyword_search") as span:
-            hits = await self._store.keyword_search(tenant, flt, query, limit, now)
+            hits = await session.keyword_search(flt, query, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
-        return hits, await self._fetch_rows(tenant, flt, [hit.memory_id for hit in hits], now)
+        return hits, await self._fetch_rows(session, flt, [hit.memory_id for hit in hits], now)
 
-    async def _free_text(self, tenant: str, flt: ReadFilter, search: Search, top_k: int, weights: ScoreWeights,
+    async def _free_text(self, session: RecallStore, flt: ReadFilter, search: Search, top_k: int, weights: ScoreWeights,
                          now: datetime, result: Recalled, mask: ScoreMask,
                          tie: Tie) -> tuple[dict[str, tuple[Memory, ScoreParts, list[float] | None]], set[str]]:
         """The candidates of both channels, scored, and the entity tags the query names."""
@@ -336,10 +338,10 @@ class Recaller:
         channel = self._dense_channel()
         # The entity tags the names text would give; none when the view hides tags.
         proposed = named_spans(search.names) if mask.entities else {}
-        named_task = asyncio.ensure_future(self._named(tenant, flt, proposed, now))
+        named_task = asyncio.ensure_future(self._named(session, flt, proposed, now))
         named_outcome, keyword_outcome = await asyncio.gather(
-            self._then_dense(channel, named_task, tenant, flt, search, proposed, limit, now),
-            self._keyword(tenant, flt, search.words, limit, now),
+            self._then_dense(channel, named_task, session, flt, search, proposed, limit, now),
+            self._keyword(session, flt, search.words, limit, now),
             return_exceptions=True,
         )
         if isinstance(keyword_outcome, BaseException):
@@ -364,8 +366,9 @@ class Recaller:
         # The dense channel's other rows, and the vectors of keyword-only candidates (for their
         # cosine, and MMR), at the same time.
         dense_rows, fetched = await asyncio.gather(
-            self._fetch_rows(tenant, flt, [i for i in candidates if i not in read], now),
-            self._fetch_vectors(channel, tenant, [i for i, c in candidates.items() if c.vector is None], query_vector),
+            self._fetch_rows(session, flt, [i for i in candidates if i not in read], now),
+            self._fetch_vectors(channel, session.tenant, [i for i, c in candidates.items() if c.vector is None],
+                                query_vector),
         )
         rows = {m.id: m for m in keyword_rows + dense_rows}  # their order is ``tie``'s, below
         renumber(candidates, rows, tie)
@@ -395,11 +398,11 @@ class Recaller:
             out[memory_id] = (m, parts, c.vector)
         return out, set(named)
 
-    async def _fetch_rows(self, tenant: str, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
+    async def _fetch_rows(self, session: RecallStore, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
         if not ids:
             return []
         with self._tracer.start_as_current_span("memoryd.row_fetch", attributes={"memoryd.candidates": len(ids)}):
-            return await self._store.fetch(tenant, flt, ids, now)
+            return await session.fetch(flt, ids, now)
 
     async def _fetch_vectors(self, channel: tuple[DenseIndex, Embedder] | None, tenant: str, ids: list[str],
                              query_vector: list[float] | None) -> dict[str, list[float]]:

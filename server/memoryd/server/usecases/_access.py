@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
-
 from memoryd.domain import AuditTag, MemorydError
-from memoryd.storage import periodic
+from memoryd.storage import Stores, StoreSession, periodic
 
 _log = logging.getLogger("memoryd.server.recall")
 
@@ -22,7 +20,7 @@ class AccessRecorder:
     loses nothing.
     """
 
-    def __init__(self, store: Any, interval: float = 1.0) -> None:
+    def __init__(self, store: Stores, interval: float = 1.0) -> None:
         self._store = store
         self._interval = interval
         self._counts: dict[str, dict[str, int]] = {}
@@ -30,8 +28,10 @@ class AccessRecorder:
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
 
-    def record(self, tenant: str, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag, *,
+    def record(self, session: StoreSession, subject: str, action: str, ids: list[str], tag: AuditTag, *,
                count_access: bool = False) -> None:
+        """A read by ``session``'s agent, recorded in its tenant with the next flush."""
+        tenant, agent = session.tenant, session.agent
         if count_access:
             counts = self._counts.setdefault(tenant, {})
             for memory_id in ids:
@@ -46,7 +46,7 @@ class AccessRecorder:
         events, self._events = self._events, {}
         for tenant in set(counts) | set(events):
             try:
-                await self._store.record_reads(tenant, counts.get(tenant, {}), events.get(tenant, []))
+                await self._store.session(tenant).record_reads(counts.get(tenant, {}), events.get(tenant, []))
             except MemorydError as exc:
                 # Put them back: the next flush tries again, so reads are not lost to a short
                 # outage. A long one is bounded: past MAX_PENDING_EVENTS the oldest are dropped,

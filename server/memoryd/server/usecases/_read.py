@@ -12,7 +12,7 @@ from typing import TypeVar
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 from google.protobuf.message import Message
 
-from memoryd.domain import (FieldViolation, InvalidArgument, Listing, NotFound, Page, ReadFilter, ScoreWeights,
+from memoryd.domain import (FieldViolation, InvalidArgument, Listing, Page, ReadFilter, ScoreWeights,
                             off_loop_if, sliced)
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -28,7 +28,7 @@ async def recall(ctx: CallContext, cmd: RecallCommand) -> svc.RecallResponse:
     if cmd.query.strip() or cmd.context:  # a context is free text too: searched by words and meaning
         guard.check_query()
     recalled = await ctx.services.recaller.recall(
-        ctx.tenant, flt, query=cmd.query, keys=cmd.keys, top_k=cmd.top_k, token_budget=cmd.token_budget,
+        ctx.session, flt, query=cmd.query, keys=cmd.keys, top_k=cmd.top_k, token_budget=cmd.token_budget,
         weights=_weights(ctx, cmd), now=datetime.now(UTC), mask=guard.score_mask(),
         min_relevance=ctx.services.policy_for(ctx.tenant).min_relevance if cmd.min_relevance is None
         else cmd.min_relevance, neighbours=cmd.neighbours, tie=lambda m: present.tie_key(guard, m),
@@ -90,7 +90,7 @@ async def memory_view(ctx: CallContext, cmd: ListCommand) -> svc.MemoryViewRespo
             raise InvalidArgument(FieldViolation("page_token", "is invalid or was not issued for this request"))
         after = None if by_id else datetime.fromisoformat(str(position["u"]))
         page = Page(after, str(position["i"]), cmd.page_size, by_id)
-    listing: Listing = await ctx.store.list(flt, page)
+    listing: Listing = await ctx.session.list(flt, page)
     ctx.record_read(cmd.subject, "read.view", [m.id for m in listing.memories])
     response = svc.MemoryViewResponse(view=present.view(guard.view))
     await _present(response.memories, listing.memories, lambda m: present.memory_for(guard, m))
@@ -106,7 +106,7 @@ async def history(ctx: CallContext, cmd: HistoryCommand) -> svc.GetHistoryRespon
     flt = guard.history_filter(cmd.subject)
     binding = _binding(ctx, cmd.subject, ["history", cmd.memory_id])
     after = int(pages.decode(cmd.page_token, binding)["v"]) if cmd.page_token else 0
-    versions, more = await ctx.store.history(flt, cmd.memory_id, after, cmd.page_size)
+    versions, more = await ctx.session.history(flt, cmd.memory_id, after, cmd.page_size)
     ctx.record_read(cmd.subject, "read.history", [cmd.memory_id])
     response = svc.GetHistoryResponse()
     await _present(response.versions, versions, lambda v: present.version(guard, v))
@@ -117,7 +117,7 @@ async def history(ctx: CallContext, cmd: HistoryCommand) -> svc.GetHistoryRespon
 
 async def export(ctx: CallContext, cmd: ExportCommand) -> svc.ExportMemoriesResponse:
     flt = ctx.guard.read_filter(ReadFilter(subject=cmd.subject, any_session=True))
-    data, ids = await export_archive(ctx.guard.view, cmd, lambda page: ctx.store.list(flt, page))
+    data, ids = await export_archive(ctx.guard.view, cmd, lambda page: ctx.session.list(flt, page))
     ctx.record_read(cmd.subject, "read.export", ids)
     return svc.ExportMemoriesResponse(archive=data, memories=len(ids))
 
@@ -125,9 +125,5 @@ async def export(ctx: CallContext, cmd: ExportCommand) -> svc.ExportMemoriesResp
 async def extraction_job(ctx: CallContext, cmd: JobCommand) -> svc.GetExtractionJobResponse:
     """A job is seen only by the agent that queued it; any other id is NOT_FOUND alike."""
     ctx.guard.check_subject(cmd.subject)
-    if ctx.services.jobs is None:
-        raise NotFound("no such extraction job for this subject")
-    extraction = ctx.services.extraction
-    job = await ctx.services.jobs.get(ctx.tenant, cmd.subject, cmd.job_id, agent=ctx.guard.agent,
-                                      breaker=extraction.breaker if extraction is not None else None)
+    job = await ctx.session.extraction_job(cmd.subject, cmd.job_id)
     return svc.GetExtractionJobResponse(job=present.extraction_job(ctx.guard, job))

@@ -10,7 +10,7 @@ from typing import Protocol
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from memoryd.domain import AuditTag, TenantPolicy
-from memoryd.storage import ExtractionJobs, IndexSet, OutboxWorker, PostgresMemoryStore, StoreSession
+from memoryd.storage import Stores, StoreSession
 
 from .._config import Scoring
 from ..ingest import ExtractionWorker
@@ -39,18 +39,16 @@ class TokenMint:
 
 @dataclass(frozen=True)
 class Services:
-    """The stores and workers of one server process. Use cases reach the memory store only
-    through the call's tenant-bound session (``CallContext.store``)."""
+    """The stores and workers of one server process. Use cases reach storage only through the
+    call's tenant-bound session (``CallContext.session``): the index set, the outbox worker
+    and the job queue are the stores' (``Stores.use_index``, ``Stores.use_jobs``), not here."""
 
-    store: PostgresMemoryStore
+    store: Stores
     views: ViewRegistry
     recaller: Recaller
     access: AccessRecorder
     scoring: Scoring
     page_tokens: PageTokens
-    indexes: IndexSet | None = None
-    worker: OutboxWorker | None = None
-    jobs: ExtractionJobs | None = None
     extraction: ExtractionWorker | None = None
     extraction_enabled: bool = False
     metrics: Metrics | None = None
@@ -64,7 +62,7 @@ class CallContext:
     process's services, the audit tag every event of the call carries, and its deadline."""
 
     guard: Guard
-    store: StoreSession
+    session: StoreSession
     services: Services
     tag: AuditTag
     time_remaining: float | None = None
@@ -75,5 +73,4 @@ class CallContext:
 
     def record_read(self, subject: str, action: str, ids: list[str], *, count_access: bool = False) -> None:
         """Audit what this caller received (batched off the request path)."""
-        self.services.access.record(self.tenant, self.guard.agent, subject, action, ids, self.tag,
-                                    count_access=count_access)
+        self.services.access.record(self.session, subject, action, ids, self.tag, count_access=count_access)

@@ -7,7 +7,6 @@ from collections import Counter
 from dataclasses import replace
 
 from memoryd.domain import Draft, FailedPrecondition, Outcome, off_loop_if
-from memoryd.storage import wait_indexed
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..ingest import chunk_drafts
@@ -33,23 +32,22 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
         drafts = cmd.drafts
     # Off the loop when the view has globs: 100 keys against 2,048 globs can take ~2 s.
     items = await off_loop_if(ctx.guard.view.has_globs, ctx.guard.admit, drafts)
-    written = await ctx.store.write(cmd.subject, [i.draft for i in items], blind=[i.blind for i in items],
-                                    idempotency_key=cmd.idempotency_key, request_hash=cmd.request_hash, tag=ctx.tag)
+    written = await ctx.session.write_with_index_state(cmd.subject, [i.draft for i in items],
+                                                       blind=[i.blind for i in items],
+                                                       idempotency_key=cmd.idempotency_key,
+                                                       request_hash=cmd.request_hash, tag=ctx.tag)
     results = written.results
-    worker = ctx.services.worker
-    if worker is not None:
-        worker.wakeup.set()
     answers = [present.answer(ctx.guard, item, result) for item, result in zip(items, results, strict=True)]
     if cmd.wait_indexed:  # everything written, so a reader finds it; how long it takes is timing
         memory_ids = sorted({r.memory_id for r in results if r.memory_id})
         budget = min(MAX_INDEX_WAIT_SECONDS, (ctx.time_remaining or MAX_INDEX_WAIT_SECONDS) - 0.5)
-        await wait_indexed(ctx.services.store, worker, ctx.tenant, memory_ids, max(budget, 0.0))
+        await ctx.session.wait_indexed(memory_ids, max(budget, 0.0))
     # `indexed` speaks only of items whose answer says what happened: whether an ACCEPTED
     # item left index work depends on what it met (replaced, or held pending).
     shown = sorted({r.memory_id for r, a in zip(results, answers, strict=True)
                     if r.memory_id and a.outcome is not Outcome.ACCEPTED})
     if cmd.wait_indexed:
-        pending, dead = await ctx.store.pending_index_work(shown)
+        pending, dead = await ctx.session.pending_index_work(shown)
         indexed = not pending and not dead
     else:  # as the write's own transaction saw it: no second transaction on the ack's path
         indexed = written.unindexed.isdisjoint(shown)
@@ -74,13 +72,12 @@ def screen_chunks(drafts: list[Draft], mode: str) -> tuple[list[Draft], Counter[
 async def _queue_extraction(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
     """Queue the turns for the extraction worker; the reply names the job at once."""
     services = ctx.services
-    if services.jobs is None or not services.extraction_enabled:
+    if not services.extraction_enabled:
         raise FailedPrecondition("turns need an extraction model, and none is configured",
                                  reason="EXTRACTION_NOT_CONFIGURED")
     ctx.guard.may_queue_extraction()
-    job_id = await services.jobs.enqueue(ctx.tenant, ctx.guard.agent, cmd.subject, cmd.turns,
-                                         idempotency_key=cmd.idempotency_key, request_hash=cmd.request_hash,
-                                         tag=ctx.tag)
+    job_id = await ctx.session.queue_extraction(cmd.subject, cmd.turns, idempotency_key=cmd.idempotency_key,
+                                              request_hash=cmd.request_hash, tag=ctx.tag)
     if services.extraction is not None:
         services.extraction.wakeup.set()
     return svc.WriteResponse(extraction_job_id=job_id)

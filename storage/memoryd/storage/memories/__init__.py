@@ -1,14 +1,16 @@
-"""The memory rows in Postgres, the source of truth: writes and their conflict policies, keyed
-reads, listings, history, pending values, erasure of rows, and the tenant-bound session.
+"""The memory rows in Postgres, the source of truth: the stores opened once and their
+tenant-bound session — writes and their conflict policies, keyed reads, listings, history,
+pending values, erasure end to end.
 """
 
 from ._backfill import SealReport, seal_plaintext
-from ._erasure import NEXT_ROUND, Purged, VectorErasure, erase_vectors
-from ._memories import PURGE_FALLBACK_SECONDS, PostgresMemoryStore
+from ._erase import PURGE_FALLBACK_SECONDS, forget_ids
+from ._bound import IndexTarget, Indexes, VectorErasure
+from ._erasure import NEXT_ROUND, Purged, erase_vectors
 from ._rows import joined_turns, source_turns
-from ._session import StoreSession
-from ._writes import Written
+from ._session import NO_SUCH_JOB, Stores, StoreSession
+from ._writes import Written, claim_idempotency, store_idempotent_response
 
-__all__ = ["NEXT_ROUND", "PURGE_FALLBACK_SECONDS", "PostgresMemoryStore", "Purged", "SealReport",
-           "StoreSession", "VectorErasure", "Written", "erase_vectors", "joined_turns", "seal_plaintext",
-           "source_turns"]
+__all__ = ["NEXT_ROUND", "NO_SUCH_JOB", "PURGE_FALLBACK_SECONDS", "IndexTarget", "Indexes", "Purged", "SealReport",
+           "StoreSession", "Stores", "VectorErasure", "Written", "claim_idempotency", "erase_vectors", "forget_ids",
+           "joined_turns", "seal_plaintext", "source_turns", "store_idempotent_response"]

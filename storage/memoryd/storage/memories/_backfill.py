@@ -31,7 +31,7 @@ from ..keys import DataKey, SubjectKeys
 from ..keywords import TermHasher
 from ..postgres import WORKER_ROLE, Postgres, PostgresSettings
 from ._trust import TAGS_FIELD
-from ._writes import enqueue_index
+from ._write_batch import enqueue_index
 
 _log = logging.getLogger("memoryd.storage.backfill")
 _FIRST_ID = "00000000-0000-0000-0000-000000000000"

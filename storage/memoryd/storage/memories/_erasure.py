@@ -40,24 +40,16 @@ import re
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from memoryd.domain import EraseMode, ErasureReceipt, Internal, ReadFilter, StoreCounts, Unavailable
 
-from ..keys import SubjectKeys
 from .._filters import read_conditions
+from ._bound import Bound, Indexes, VectorErasure
 
-if TYPE_CHECKING:
-    from ..work import IndexTarget
-
-
-class Indexes(Protocol):
-    """Every collection to clear (an ``IndexSet``, or the outbox worker's targets)."""
-
-    def targets(self) -> list[IndexTarget]: ...
 
 _log = logging.getLogger("memoryd.storage.erasure")
 
@@ -92,12 +84,13 @@ class LoggedErase:
     queued: bool  # in the re-check queue
 
 
-async def log_erase(conn: Any, tenant: str, agent: str, subject: str, described: dict[str, Any], mode: EraseMode,
+async def log_erase(session: Bound, conn: Any, subject: str, described: dict[str, Any], mode: EraseMode,
                     reason: str, counts: StoreCounts, answered: StoreCounts, counted: frozenset[str],
                     started: datetime, ids: list[str], digest: bytes, mentions: int | None = None) -> str:
     """The receipt's row, in the erase's own transaction: not verified until ``record_check``.
     ``counts`` is everything erased; ``answered`` what the receipt says (of the ``counted``
     ids: what the caller could see), with the organisation ``mentions`` it told of."""
+    tenant, agent = session.tenant, session.agent
     logged = {**counts.__dict__, "answered": {**answered.__dict__, "ids": sorted(counted),
                                               "organisation_mentions": mentions}}
     cur = await conn.execute(
@@ -110,9 +103,10 @@ async def log_erase(conn: Any, tenant: str, agent: str, subject: str, described:
     return str(row["erase_id"])
 
 
-async def record_check(conn: Any, tenant: str, erase_id: str, verified: bool, vectors: int, counted_vectors: int,
+async def record_check(session: Bound, conn: Any, erase_id: str, verified: bool, vectors: int, counted_vectors: int,
                        unchecked_parts: tuple[str, ...], *, recheck: bool = False) -> datetime:
     """Add a check's result to the erasure log (``recheck``: by the background re-check)."""
+    tenant = session.tenant
     cur = await conn.execute(
         "INSERT INTO erasure_checks (tenant_id, erase_id, verified, vectors, counted_vectors, unchecked, recheck) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING checked_at",
@@ -122,12 +116,13 @@ async def record_check(conn: Any, tenant: str, erase_id: str, verified: bool, ve
     return row["checked_at"]  # type: ignore[no-any-return]
 
 
-async def recheck_in(conn: Any, tenant: str, erase_id: str, delay: float | None, *, aligned: bool = False) -> None:
+async def recheck_in(session: Bound, conn: Any, erase_id: str, delay: float | None, *, aligned: bool = False) -> None:
     """Queue the erase for the background re-check ``delay`` seconds from now, or take it off
     the queue (None). ``aligned``: at the next multiple of ``delay`` seconds since a fixed
     epoch, so every erase of a round is due at the same moment and one worker's compaction
     serves them all (a Milvus server's flush seals a segment per written partition: once a
     round, not once an erase)."""
+    tenant = session.tenant
     await conn.execute("DELETE FROM erasure_rechecks WHERE tenant_id = %s AND erase_id = %s", (tenant, erase_id))
     if delay is None:
         return
@@ -144,8 +139,9 @@ def pending(verified: bool, queued: bool) -> tuple[str, ...]:
     return (VECTOR_FILES,) if verified else (VECTOR_INDEX, VECTOR_FILES)
 
 
-async def logged_ids(conn: Any, tenant: str, erase_id: str) -> tuple[str, list[str], frozenset[str]] | None:
+async def logged_ids(session: Bound, conn: Any, erase_id: str) -> tuple[str, list[str], frozenset[str]] | None:
     """A PURGE's subject, erased ids and the ids its receipt counts; None if there is no such purge."""
+    tenant = session.tenant
     cur = await conn.execute("SELECT subject, counts, memory_ids::text[] AS ids FROM erasure_log "
                              "WHERE tenant_id = %s AND erase_id = %s AND mode = 'purge'", (tenant, erase_id))
     row = await cur.fetchone()
@@ -155,9 +151,10 @@ async def logged_ids(conn: Any, tenant: str, erase_id: str) -> tuple[str, list[s
     return row["subject"], list(row["ids"]), frozenset(counted)
 
 
-async def rows_gone(conn: Any, tenant: str, ids: list[str]) -> bool:
+async def rows_gone(session: Bound, conn: Any, ids: list[str]) -> bool:
     """Whether nothing of the purged ``ids`` is left in Postgres: memories, versions, keyword
     terms, index work. By id only: what the subject wrote since the erase is not its concern."""
+    tenant = session.tenant
     for table in ("memories", "memory_versions", "memory_terms", "outbox"):
         column = "id" if table == "memories" else "memory_id"
         cur = await conn.execute(
@@ -169,8 +166,9 @@ async def rows_gone(conn: Any, tenant: str, ids: list[str]) -> bool:
     return True
 
 
-async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedErase | None:
+async def replayed(session: Bound, conn: Any, digest: bytes) -> LoggedErase | None:
     """The latest receipt of the same request by the same agent within ``REPLAY_WINDOW``."""
+    tenant, agent = session.tenant, session.agent
     cur = await conn.execute(
         "SELECT l.erase_id::text AS erase_id, l.mode, l.counts, l.started_at, l.finished_at, "
         "l.memory_ids::text[] AS ids, c.verified, c.vectors, c.counted_vectors, c.unchecked, c.checked_at, "
@@ -198,11 +196,12 @@ async def replayed(conn: Any, tenant: str, agent: str, digest: bytes) -> LoggedE
     return LoggedErase(receipt, list(row["ids"]), list(answered["ids"]), checked, row["queued"])
 
 
-async def history(conn: Any, tenant: str, limit: int, unverified_only: bool) -> list[dict[str, Any]]:
+async def history(session: Bound, conn: Any, limit: int, unverified_only: bool) -> list[dict[str, Any]]:
     """The tenant's latest erasures, newest first: each with its checks, oldest first (the one
     after the erase, then any background re-check), its queued re-check and what that is
     still to confirm (``pending``), if queued.
     ``unverified_only``: those whose latest check is not verified."""
+    tenant = session.tenant
     cur = await conn.execute(
         "SELECT l.erase_id::text AS erase_id, l.agent, l.subject, l.mode, l.started_at, "
         "coalesce((SELECT jsonb_agg(jsonb_build_object('checked_at', c.checked_at, 'verified', c.verified, "
@@ -234,18 +233,6 @@ class Purged:
 
 NEXT_ROUND = ("date_bin(make_interval(secs => %s), now(), timestamptz '2000-01-01 00:00Z') "
               "+ make_interval(secs => %s)")
-
-
-@dataclass(frozen=True)
-class VectorErasure:
-    """What clearing the vector index did: vectors deleted, whether no deleted vector is left
-    (by query, and in the files where they can be read), and what could not be checked."""
-
-    deleted: int = 0
-    verified: bool = True
-    unchecked: tuple[str, ...] = ()
-    counted: int = 0  # of ``deleted``, the vectors of the memories the receipt counts
-    later: bool = False  # the files' compaction is left to the next background round
 
 
 def unchecked(mode: EraseMode, vectors: VectorErasure) -> tuple[str, ...]:
@@ -284,11 +271,12 @@ def names_subject(pattern: re.Pattern[str], row: dict[str, Any]) -> bool:
     return any(pattern.search(value) for value in values)
 
 
-async def organisation_mentions(conn: Any, keys: SubjectKeys, tenant: str, flt: ReadFilter, subject: str,
+async def organisation_mentions(session: Bound, conn: Any, flt: ReadFilter, subject: str,
                                 now: datetime) -> int:
     """How many of the organisation's live memories that ``flt`` reads name ``subject``: what an
     erase of the subject leaves behind about it. Their content is opened to look (the
     organisation's data key), in the erase's transaction."""
+    tenant, keys = session.tenant, session.keys
     where, params = read_conditions(tenant, replace(flt, include_org=True), live_at=now)
     cur = await conn.execute(
         sql.SQL("SELECT id, subject, key, text, data, tags, key_ct, text_ct, data_ct, tags_ct FROM memories "
@@ -298,9 +286,10 @@ async def organisation_mentions(conn: Any, keys: SubjectKeys, tenant: str, flt: 
     return sum(1 for row in rows if not row["content_unavailable"] and names_subject(pattern, row))
 
 
-async def drop_write_records(conn: Any, tenant: str, ids: list[str]) -> int:
+async def drop_write_records(session: Bound, conn: Any, ids: list[str]) -> int:
     """Delete the idempotency records whose stored response names any of ``ids`` (memories
     or extraction jobs), in the caller's transaction; return how many went."""
+    tenant = session.tenant
     if not ids:
         return 0
     cur = await conn.execute("DELETE FROM idempotency_keys WHERE tenant_id = %s AND names && %s::uuid[]",
@@ -308,14 +297,50 @@ async def drop_write_records(conn: Any, tenant: str, ids: list[str]) -> int:
     return int(cur.rowcount)
 
 
-async def drop_job_records(conn: Any, tenant: str, subject: str) -> int:
+async def drop_job_records(session: Bound, conn: Any, subject: str) -> int:
     """Delete the idempotency records of ``subject``'s extraction jobs (before the jobs go)."""
+    tenant = session.tenant
     cur = await conn.execute(
         "DELETE FROM idempotency_keys WHERE tenant_id = %s AND names && ARRAY("
         "SELECT id FROM extraction_jobs WHERE tenant_id = %s AND subject = %s)",
         (tenant, tenant, subject),
     )
     return int(cur.rowcount)
+
+
+# What a dropped job's error says (``GetExtractionJob``).
+ERASED = "dropped: the subject was erased"
+
+
+async def drop_subject_jobs(session: Bound, conn: Any, subject: str, mode: EraseMode) -> list[str]:
+    """Erase of a whole subject: its queued and running jobs are dropped (their turns with
+    them); a PURGE deletes every job of the subject. Returns the agents of the pending jobs
+    that went, one entry a job (an agent is told only of its own)."""
+    tenant = session.tenant
+    if mode is EraseMode.PURGE:
+        cur = await conn.execute("DELETE FROM extraction_jobs WHERE tenant_id = %s AND subject = %s "
+                                 "RETURNING state, agent", (tenant, subject))
+        return [row["agent"] for row in await cur.fetchall() if row["state"] in ("queued", "running")]
+    cur = await conn.execute(
+        "UPDATE extraction_jobs SET state = 'failed', error = %s, turns_ct = NULL, finished_at = now() "
+        "WHERE tenant_id = %s AND subject = %s AND state IN ('queued', 'running') RETURNING agent",
+        (ERASED, tenant, subject),
+    )
+    return [row["agent"] for row in await cur.fetchall()]
+
+
+class IndexVectors:
+    """The ``VectorEraser`` of a process's index set: ``erase_vectors`` over every collection."""
+
+    def __init__(self, indexes: Indexes) -> None:
+        self._indexes = indexes
+
+    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
+                    counted: frozenset[str], defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
+        # Deleted, compacted out of the index's files and checked; left to the outbox (and the
+        # receipt not verified) while the index is down.
+        return await erase_vectors(self._indexes, tenant, subject, ids, mode=mode, whole_subject=whole_subject,
+                                   defer=defer, counted=counted)
 
 
 async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,

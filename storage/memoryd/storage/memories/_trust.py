@@ -5,8 +5,8 @@ replace it: the value is kept in ``pending_values`` (sealed with the owner's dat
 memory content, under AAD (tenant, subject, pending id, 'pending_text' / 'pending_data'),
 so a pending ciphertext never opens as a memory's or another pending value's). A later write
 of at least the current trust settles (drops) the pending values it outranks; ResolveConflict
-keeps the current value or accepts a pending one. Everything here runs inside the caller's
-transaction.
+keeps the current value or accepts a pending one (``_session.resolve``). Everything here
+runs inside the caller's transaction.
 """
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ import json
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidTag
 
 from memoryd.domain import DataKeyUnavailable, Draft, Memory, PendingValue, SourceKind, Stability, Status
 
-from ..keys import DataKey, SubjectKeys
+from ..keys import DataKey
 from ._rows import joined_turns, source_turns, turn_values
+
+if TYPE_CHECKING:
+    from ._bound import Bound
 
 TEXT_FIELD = "pending_text"
 DATA_FIELD = "pending_data"
@@ -113,10 +116,11 @@ def _open(row: dict[str, Any], key: DataKey | None) -> tuple[str, dict[str, Any]
         return "", None, (), True
 
 
-async def take(conn: Any, keys: SubjectKeys, tenant: str, memory: Memory, pending_id: str) -> HeldValue | None:
+async def take(session: Bound, conn: Any, memory: Memory, pending_id: str) -> HeldValue | None:
     """The pending value ``pending_id`` of ``memory`` as a draft, removed from the pending
     values; None if the memory has no such pending value. Raises ``DataKeyUnavailable`` if
     its content cannot be opened (the caller's transaction then rolls back)."""
+    tenant, keys = session.tenant, session.keys
     cur = await conn.execute(
         f"DELETE FROM pending_values WHERE tenant_id = %s AND memory_id = %s AND id = %s RETURNING {_COLUMNS}",
         (tenant, memory.id, pending_id),
@@ -136,8 +140,9 @@ async def take(conn: Any, keys: SubjectKeys, tenant: str, memory: Memory, pendin
     return HeldValue(str(row["id"]), draft, row["agent"], float(row["trust"]))
 
 
-async def load(conn: Any, keys: SubjectKeys, tenant: str, memory_ids: list[str]) -> dict[str, list[PendingValue]]:
+async def load(session: Bound, conn: Any, memory_ids: list[str]) -> dict[str, list[PendingValue]]:
     """The pending values of ``memory_ids``, oldest first, opened (or marked unavailable)."""
+    tenant, keys = session.tenant, session.keys
     if not memory_ids:
         return {}
     cur = await conn.execute(
@@ -160,11 +165,10 @@ async def load(conn: Any, keys: SubjectKeys, tenant: str, memory_ids: list[str])
     return out
 
 
-async def with_pending(conn: Any, keys: SubjectKeys, tenant: str, memories: list[Memory]) -> list[Memory]:
+async def with_pending(session: Bound, conn: Any, memories: list[Memory]) -> list[Memory]:
     """``memories`` with the pending values of the active ones attached."""
-    pending = await load(conn, keys, tenant, [m.id for m in memories if m.status is Status.ACTIVE])
+    pending = await load(session, conn, [m.id for m in memories if m.status is Status.ACTIVE])
     if not pending:
         return memories
     return [replace(m, pending=tuple(pending[m.id])) if m.id in pending and m.status is Status.ACTIVE else m
             for m in memories]
-

@@ -11,6 +11,8 @@ arrays, or ``executemany``, which psycopg pipelines into one round trip), in thi
 Snapshots come after the rows they copy; closing a fact's active version comes before the
 new snapshot supersedes it. A batch holds at most one change per memory: the writer flushes
 before an item that meets a memory already changed in the batch (``ItemWriter.write_all``).
+``record_version`` and ``enqueue_index`` are the same statements for one memory, outside a
+batch (a FORGET, the sealing of old rows).
 """
 
 from __future__ import annotations
@@ -205,3 +207,27 @@ async def enqueue_many(conn: Connection, tenant: str, work: list[tuple[str, str]
         "ORDER BY w.n",
         (tenant, op, ids, [s for _, s in work]),
     )
+
+
+async def record_version(conn: Connection, tenant: str, memory_id: str, change: Change) -> None:
+    """Snapshot the memory's current row as a version, and mark older versions superseded.
+
+    The version keeps the memory's ciphertext and labels as they are: it was sealed for the
+    same memory id and field, so the subject's data key opens it there too.
+    """
+    await conn.execute(
+        "UPDATE memory_versions SET status = 'superseded' "
+        "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
+        (tenant, memory_id),
+    )
+    await conn.execute(f"INSERT INTO memory_versions ({VERSION_COLUMNS}) {SNAPSHOTS}",
+                       ([memory_id], [change.value], tenant))
+
+
+async def enqueue_index(conn: Connection, tenant: str, memory_id: str, subject: str, op: str) -> None:
+    """Queue index work for the outbox worker, folding the memory's earlier pending rows.
+
+    Rows a worker holds are skipped, not waited for: a write never waits for a batch of
+    embeddings. The worker re-reads the current row, so a row left over is harmless.
+    """
+    await enqueue_many(conn, tenant, [(memory_id, subject)], op)

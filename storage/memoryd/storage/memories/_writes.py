@@ -6,7 +6,7 @@ import math
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
@@ -36,37 +36,13 @@ from ._write_batch import (
     ADD_TURNS,
     INSERT_MEMORY,
     MERGE_REPEAT,
-    SNAPSHOTS,
     UPDATE_MEMORY,
-    VERSION_COLUMNS,
     WriteBatch,
-    enqueue_many,
     pipeline,
 )
 
-
-async def record_version(conn: Connection, tenant: str, memory_id: str, change: Change) -> None:
-    """Snapshot the memory's current row as a version, and mark older versions superseded.
-
-    The version keeps the memory's ciphertext and labels as they are: it was sealed for the
-    same memory id and field, so the subject's data key opens it there too.
-    """
-    await conn.execute(
-        "UPDATE memory_versions SET status = 'superseded' "
-        "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
-        (tenant, memory_id),
-    )
-    await conn.execute(f"INSERT INTO memory_versions ({VERSION_COLUMNS}) {SNAPSHOTS}",
-                       ([memory_id], [change.value], tenant))
-
-
-async def enqueue_index(conn: Connection, tenant: str, memory_id: str, subject: str, op: str) -> None:
-    """Queue index work for the outbox worker, folding the memory's earlier pending rows.
-
-    Rows a worker holds are skipped, not waited for: a write never waits for a batch of
-    embeddings. The worker re-reads the current row, so a row left over is harmless.
-    """
-    await enqueue_many(conn, tenant, [(memory_id, subject)], op)
+if TYPE_CHECKING:
+    from ._bound import Bound
 
 
 @dataclass(frozen=True)
@@ -78,12 +54,13 @@ class Written:
     unindexed: frozenset[str]
 
 
-async def unindexed(conn: Connection, tenant: str, results: list[WriteResult],
+async def unindexed(session: Bound, conn: Connection, results: list[WriteResult],
                     enqueued: frozenset[str] = frozenset()) -> Callable[[], Awaitable[frozenset[str]]]:
     """Ask which ids of ``results`` have outbox rows (pending or dead), in the caller's
     transaction; the answer is read by awaiting the returned call (in a pipelined
     transaction, the question rides with the statements sent before the next answer read).
     The ``enqueued`` ids got one in this transaction: they are not asked about."""
+    tenant = session.tenant
     ids = sorted({r.memory_id for r in results if r.memory_id} - enqueued)
     if not ids:
         async def known() -> frozenset[str]:
@@ -98,14 +75,13 @@ async def unindexed(conn: Connection, tenant: str, results: list[WriteResult],
     return answer
 
 
-async def claim_idempotency(
-    conn: Connection, tenant: str, agent: str, key: str, request_hash: bytes
-) -> list[WriteResult] | None:
-    """Claim ``key`` for this request; return the first response if a retry, else None.
-
-    A concurrent first attempt holds the key's row lock until it commits, so a retry waits for
-    it and then reads its response.
-    """
+async def claim_idempotency(session: Bound, conn: Connection, key: str, request_hash: bytes) -> Any:
+    """Claim ``key`` for this request (a Write of items, or the queuing of an extraction job):
+    None for the first attempt, else the first attempt's stored response. A concurrent first
+    attempt holds the key's row lock until it commits, so a retry waits for it and then reads
+    its response. A key used for another request (another hash), or whose first attempt
+    stored no response, is IdempotencyKeyReused."""
+    tenant, agent = session.tenant, session.agent
     cur = await conn.execute(
         "INSERT INTO idempotency_keys (tenant_id, agent, key, request_hash) VALUES (%s, %s, %s, %s) "
         "ON CONFLICT DO NOTHING RETURNING key",
@@ -120,23 +96,27 @@ async def claim_idempotency(
     row = await cur.fetchone()
     if row is None or bytes(row["request_hash"]) != request_hash or row["response"] is None:
         raise IdempotencyKeyReused()
-    return [
-        WriteResult(memory_id=r["memory_id"], outcome=Outcome(r["outcome"]), reason=r["reason"], version=r["version"])
-        for r in row["response"]
-    ]
+    return row["response"]
 
 
-async def store_idempotent_response(
-    conn: Connection, tenant: str, agent: str, key: str, results: list[WriteResult]
-) -> None:
-    payload = [
-        {"memory_id": r.memory_id, "outcome": r.outcome.value, "reason": r.reason, "version": r.version}
-        for r in results
-    ]
+async def store_idempotent_response(session: Bound, conn: Connection, key: str, response: Any) -> None:
+    tenant, agent = session.tenant, session.agent  # of the request that claimed ``key``
     await conn.execute(
         "UPDATE idempotency_keys SET response = %s WHERE tenant_id = %s AND agent = %s AND key = %s",
-        (Jsonb(payload), tenant, agent, key),
+        (Jsonb(response), tenant, agent, key),
     )
+
+
+def write_response(results: list[WriteResult]) -> list[dict[str, Any]]:
+    """A Write's results as its idempotency record keeps them (``written_before`` reads them)."""
+    return [{"memory_id": r.memory_id, "outcome": r.outcome.value, "reason": r.reason, "version": r.version}
+            for r in results]
+
+
+def written_before(response: Any) -> list[WriteResult]:
+    if not isinstance(response, list):  # the key queued an extraction job
+        raise IdempotencyKeyReused()
+    return [WriteResult(r["memory_id"], Outcome(r["outcome"]), r["reason"], r["version"]) for r in response]
 
 
 KeyFor = Callable[[str], Awaitable[DataKey]]

@@ -12,12 +12,11 @@ from ._jobs import (
     ExtractionJobs,
     ModelOutage,
     PlannedItem,
-    drop_subject_jobs,
     model_outage,
     pending_job_tenants,
 )
 from ._lifecycle import LifecycleSweeper, SweepReport, lifecycle_tenants
-from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag, wait_indexed
+from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag
 from ._queue import WorkQueue
 from ._reindex import ReindexReport, activate, reindex
 from ._tenant_size import LargeTenants
@@ -25,5 +24,5 @@ from ._tenant_size import LargeTenants
 __all__ = ["Claim", "ClaimedJob", "Consolidated", "Consolidations", "ErasureRechecks", "ExtractionJobs",
            "Fragment", "IndexSet", "IndexTarget", "LargeTenants", "LifecycleSweeper", "ModelOutage",
            "OutboxLag", "OutboxWorker", "PlannedItem", "ReindexReport", "SweepReport", "WorkQueue",
-           "activate", "drop_subject_jobs", "lifecycle_tenants", "model_outage", "outbox_lag",
-           "pending_job_tenants", "reindex", "wait_indexed"]
+           "activate", "lifecycle_tenants", "model_outage", "outbox_lag",
+           "pending_job_tenants", "reindex"]

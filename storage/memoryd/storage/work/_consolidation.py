@@ -27,7 +27,7 @@ from memoryd.domain import AuditTag, Category, Draft, Outcome, WriteResult
 from ..postgres import audit
 from ..postgres import counters
 from .._filters import LIVE_AT, LIVE_NOW
-from ..memories import PostgresMemoryStore
+from ..memories import Stores, StoreSession, forget_ids
 from ..memories import joined_turns, source_turns
 
 AGENT = "memoryd"
@@ -57,14 +57,19 @@ class Consolidated:
 class Consolidations:
     """The storage side of consolidation, on the store's app-role pool."""
 
-    def __init__(self, store: PostgresMemoryStore) -> None:
+    def __init__(self, store: Stores) -> None:
         self._store = store
-        self._db = store.db
 
-    async def fragments(self, tenant: str, subject: str, now: datetime) -> list[Fragment]:
+    def session(self, tenant: str) -> StoreSession:
+        """The tenant's session of the consolidation agent (``AGENT``): a pass reads, writes
+        and counts through it."""
+        return self._store.session(tenant, AGENT)
+
+    async def fragments(self, session: StoreSession, subject: str, now: datetime) -> list[Fragment]:
         """The subject's live (``LIVE_AT``), unpinned events and decisions (subject scope), oldest
         first; those whose content cannot be opened are left out."""
-        async with self._db.tenant_tx(tenant) as conn:
+        tenant = session.tenant
+        async with session.transaction() as conn:
             cur = await conn.execute(
                 "SELECT id, subject, category, text, data, text_ct, data_ct, importance, "
                 "COALESCE(valid_from, created_at) AS at FROM memories WHERE tenant_id = %s AND subject = %s "
@@ -72,16 +77,17 @@ class Consolidations:
                 "ORDER BY created_at, id",
                 (tenant, subject, now, now, EPISODIC),
             )
-            rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await session.keys.open_rows(conn, tenant, await cur.fetchall())
         return [Fragment(str(r["id"]), Category(r["category"]), r["text"], float(r["importance"]), r["at"])
                 for r in rows if not r["content_unavailable"] and r["text"].strip()]
 
-    async def apply(self, tenant: str, subject: str, draft: Draft, fragment_ids: list[str],
+    async def apply(self, session: StoreSession, subject: str, draft: Draft, fragment_ids: list[str],
                     details: Mapping[str, object] | None = None) -> Consolidated | None:
         """Write ``draft`` and forget the fragments, in one transaction; None (nothing done) if
         a fragment changed since it was read."""
-        async with self._db.tenant_tx(tenant) as conn:
-            key = await self._store.keys.for_write(conn, tenant, subject)
+        tenant = session.tenant
+        async with session.transaction() as conn:
+            key = await session.keys.for_write(conn, tenant, subject)
             cur = await conn.execute(
                 "SELECT id, source_turn_id, source_turn_ids FROM memories WHERE tenant_id = %s AND subject = %s "
                 f"AND scope = 'subject' AND id = ANY(%s::uuid[]) AND {LIVE_NOW} AND NOT pinned AND category = ANY(%s) "
@@ -96,12 +102,12 @@ class Consolidations:
             for row in rows:
                 turns = joined_turns(turns, source_turns(row))
             draft = replace(draft, source_turn_ids=turns)
-            writer = self._store.session(tenant, AGENT).item_writer(conn, subject, first_key=key)
+            writer = session.item_writer(conn, subject, first_key=key)
             result = await writer.write(draft)
             forgotten: list[str] = []
             if result.outcome is not Outcome.PENDING:
                 forgotten = list(fragment_ids)
-                await PostgresMemoryStore.forget_ids(conn, tenant, subject, forgotten)
+                await forget_ids(conn, tenant, subject, forgotten)
             await audit.append(conn, tenant, AGENT, subject, ACTION, [result.memory_id, *forgotten], AuditTag(),
                                {"memory": result.memory_id, "outcome": result.outcome.value,
                                 "fragments": forgotten, **(details or {})})
@@ -109,7 +115,7 @@ class Consolidations:
                                                "consolidation.pending": int(result.outcome is Outcome.PENDING)})
             return Consolidated(result, tuple(forgotten))
 
-    async def count(self, tenant: str, counts: Mapping[str, int]) -> None:
+    async def count(self, session: StoreSession, counts: Mapping[str, int]) -> None:
         """Count what a pass did not write (skips, parse failures, outages, drops)."""
-        async with self._db.tenant_tx(tenant) as conn:
-            await counters.bump(conn, tenant, counts)
+        async with session.transaction() as conn:
+            await counters.bump(conn, session.tenant, counts)

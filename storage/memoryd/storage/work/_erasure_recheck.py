@@ -14,7 +14,7 @@ broke clients' deadlines), then, through each tenant's own session, deletes what
 of the purged ids is still there, reads the index back and adds the result to the erasure
 log (``erasure_checks``, ``recheck``), where ``memoryd audit erasures`` and a retried Erase
 read it. Purges waiting only for the files are due together at the start of a round
-(``PostgresMemoryStore.erasure_round`` seconds apart), so one round serves them all.
+(``Stores.erasure_round`` seconds apart), so one round serves them all.
 
 An erase is off the queue once nothing is left to confirm. The index still down, or a vector
 read back, makes it due again after a doubling wait (``attempts``), so a long outage costs one
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memoryd.domain import EraseMode, Internal, MemorydError, Unavailable
@@ -36,8 +36,7 @@ from ..memories import NEXT_ROUND, Purged, erase_vectors
 from .._loops import backoff, idle
 
 if TYPE_CHECKING:
-    from ..memories import PostgresMemoryStore
-    from ._outbox import IndexTarget
+    from ..memories import IndexTarget, Stores
     from ..postgres import Postgres
 
 _log = logging.getLogger("memoryd.storage.erasure")
@@ -48,7 +47,7 @@ LEASE_SECONDS = 600.0
 
 
 class _Targets:
-    def __init__(self, targets: Callable[[], list[IndexTarget]]) -> None:
+    def __init__(self, targets: Callable[[], Sequence[IndexTarget]]) -> None:
         self.targets = targets
 
 
@@ -59,8 +58,8 @@ async def _still_down(subject: str, ids: list[str]) -> None:
 class ErasureRechecks:
     """Re-checks queued erases until their vectors are confirmed gone, files included."""
 
-    def __init__(self, queue: Postgres, store: PostgresMemoryStore,
-                 targets: Callable[[], Awaitable[list[IndexTarget]]], *,
+    def __init__(self, queue: Postgres, store: Stores,
+                 targets: Callable[[], Awaitable[Sequence[IndexTarget]]], *,
                  batch_size: int = 256, base_backoff: float = 5.0, max_backoff: float = 300.0,
                  idle_seconds: float = 10.0) -> None:
         self._queue = queue
@@ -102,7 +101,7 @@ class ErasureRechecks:
             claimed = await cur.fetchall()
         ready: list[tuple[dict[str, Any], Purged]] = []
         for row in claimed:
-            purged = await self._store.queued_purge(row["tenant_id"], row["erase_id"])
+            purged = await self._store.session(row["tenant_id"], "").queued_purge(row["erase_id"])
             if purged is None:
                 continue
             if purged.busy:  # the outbox is at work, not stuck: look again soon, no longer wait
@@ -124,7 +123,7 @@ class ErasureRechecks:
                 vectors = await erase_vectors(_Targets(lambda: targets), tenant, purged.subject, purged.ids,
                                               mode=EraseMode.PURGE, whole_subject=False, defer=_still_down,
                                               counted=purged.counted, compacted=compacted)
-                verified = await self._store.record_recheck(tenant, erase_id, purged.ids, vectors)
+                verified = await self._store.session(tenant, "").record_recheck(erase_id, purged.ids, vectors)
             except Unavailable as exc:
                 # The index is down again: every erase left waits longer, untried.
                 await self._later([r for r, _ in ready[i:]], f"index unreachable: {exc.message}")

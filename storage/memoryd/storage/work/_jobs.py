@@ -26,10 +26,8 @@ from psycopg.types.json import Jsonb
 
 from memoryd.domain import (
     AuditTag,
-    Category,
     DataKeyUnavailable,
     Draft,
-    EraseMode,
     ExtractionJob,
     IdempotencyKeyReused,
     Internal,
@@ -48,15 +46,14 @@ from ..keys import DataKey
 from .._filters import LIVE_NOW, read_conditions
 from ..models import BreakerPosition, ModelBreaker
 from ..models import ModelSlots, Slot
+from ..memories import NO_SUCH_JOB, claim_idempotency, store_idempotent_response
 from ..postgres import Connection, Postgres
 from ._queue import WorkQueue
 
 if TYPE_CHECKING:
-    from ..memories import PostgresMemoryStore
+    from ..memories import Stores, StoreSession
 
 TURNS_FIELD = "turns"
-ERASED = "dropped: the subject was erased"
-NO_SUCH_JOB = "no such extraction job for this subject"
 # Why a queued job that has not met an outage itself waits: the endpoint's breaker is open.
 MODEL_OUT = "waiting for the extraction model: it is out, and no job is sent to it for now"
 # A job is settled by the transaction that finishes, fails or reschedules it, and only while
@@ -118,40 +115,36 @@ def _results_json(results: list[WriteResult]) -> list[dict[str, Any]]:
             for r in results]
 
 
-async def drop_subject_jobs(conn: Connection, tenant: str, subject: str, mode: EraseMode) -> list[str]:
-    """Erase of a whole subject: its queued and running jobs are dropped (their turns with
-    them); a PURGE deletes every job of the subject. Returns the agents of the pending jobs
-    that went, one entry a job (an agent is told only of its own)."""
-    if mode is EraseMode.PURGE:
-        cur = await conn.execute("DELETE FROM extraction_jobs WHERE tenant_id = %s AND subject = %s "
-                                 "RETURNING state, agent", (tenant, subject))
-        return [row["agent"] for row in await cur.fetchall() if row["state"] in ("queued", "running")]
-    cur = await conn.execute(
-        "UPDATE extraction_jobs SET state = 'failed', error = %s, turns_ct = NULL, finished_at = now() "
-        "WHERE tenant_id = %s AND subject = %s AND state IN ('queued', 'running') RETURNING agent",
-        (ERASED, tenant, subject),
-    )
-    return [row["agent"] for row in await cur.fetchall()]
-
-
 class ExtractionJobs:
     """The job queue of one deployment. ``claims`` is the worker-role pool (None where this
     process only queues and reads jobs)."""
 
-    def __init__(self, store: PostgresMemoryStore, claims: Postgres | None = None) -> None:
+    def __init__(self, store: Stores, claims: Postgres | None = None) -> None:
         self._store = store
-        self._db: Postgres = store._db
+        self._db: Postgres = store.db
         self._claims = claims
+        # The extraction model's breaker, once this process runs the extraction worker: a
+        # queued job is read as waiting while it is open (``get``).
+        self.breaker: ModelBreaker | None = None
 
-    async def enqueue(self, tenant: str, agent: str, subject: str, turns: tuple[Turn, ...], *,
+    @property
+    def store(self) -> Stores:
+        """The stores whose sessions queue and read jobs here."""
+        return self._store
+
+    async def enqueue(self, session: StoreSession, subject: str, turns: tuple[Turn, ...], *,
                       idempotency_key: str = "", request_hash: bytes = b"", tag: AuditTag = AuditTag()) -> str:
-        """Queue a job with ``turns`` sealed; return its id (the first one's, for a retry)."""
-        async with self._db.tenant_tx(tenant) as conn:
+        """Queue a job of ``session``'s agent with ``turns`` sealed; return its id (the first
+        one's, for a retry: the idempotency claim is a Write's, ``claim_idempotency``)."""
+        tenant, agent = session.tenant, session.agent
+        async with session.transaction() as conn:
             if idempotency_key:
-                first = await self._claim_key(conn, tenant, agent, idempotency_key, request_hash)
-                if first:
-                    return first
-            key = await self._store.keys.for_write(conn, tenant, subject)
+                first = await claim_idempotency(session, conn, idempotency_key, request_hash)
+                if first is not None:
+                    if not isinstance(first, dict) or not first.get("extraction_job_id"):
+                        raise IdempotencyKeyReused()  # the key wrote items
+                    return str(first["extraction_job_id"])
+            key = await session.keys.for_write(conn, tenant, subject)
             job_id = str(uuid.uuid4())
             await conn.execute(
                 "INSERT INTO extraction_jobs (tenant_id, id, subject, agent, turns_ct, turn_count, request_id, "
@@ -160,35 +153,11 @@ class ExtractionJobs:
                  tag.request_id, tag.trace_id, tag.view_version),
             )
             if idempotency_key:
-                await conn.execute(
-                    "UPDATE idempotency_keys SET response = %s WHERE tenant_id = %s AND agent = %s AND key = %s",
-                    (Jsonb({"extraction_job_id": job_id}), tenant, agent, idempotency_key),
-                )
+                await store_idempotent_response(session, conn, idempotency_key, {"extraction_job_id": job_id})
             await audit.append(conn, tenant, agent, subject, "extraction.queued", [], tag,
                                {"job": job_id, "turns": len(turns)})
             await counters.bump(conn, tenant, {counters.JOBS_QUEUED: 1})
             return job_id
-
-    @staticmethod
-    async def _claim_key(conn: Connection, tenant: str, agent: str, key: str,
-                         request_hash: bytes) -> str:
-        cur = await conn.execute(
-            "INSERT INTO idempotency_keys (tenant_id, agent, key, request_hash) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT DO NOTHING RETURNING key",
-            (tenant, agent, key, request_hash),
-        )
-        if await cur.fetchone() is not None:
-            return ""
-        cur = await conn.execute(
-            "SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = %s AND agent = %s AND key = %s",
-            (tenant, agent, key),
-        )
-        row = await cur.fetchone()
-        response = row["response"] if row is not None else None
-        if (row is None or bytes(row["request_hash"]) != request_hash or not isinstance(response, dict)
-                or not response.get("extraction_job_id")):
-            raise IdempotencyKeyReused()
-        return str(response["extraction_job_id"])
 
     async def claim(self, lease_seconds: float, slots: ModelSlots | None = None,
                     breaker: ModelBreaker | None = None) -> Claim | None:
@@ -270,26 +239,9 @@ class ExtractionJobs:
                           AuditTag(row["request_id"], row["trace_id"], row["view_version"]), row["outages"],
                           row["waiting_since"])
 
-    async def labelled(self, tenant: str, flt: ReadFilter) -> ReadFilter:
-        """``flt`` with its key and tag labels, for the dedup search (``_labels``)."""
-        return await self._store.labelled(tenant, flt)
-
-    async def subject_timezones(self, tenant: str, subject: str,
-                                categories: tuple[Category, ...]) -> list[tuple[Category, str, datetime]]:
-        """The subject's live ``timezone`` memories of ``categories`` (one per category at
-        most): each one's category, text and update time, for the caller to choose from."""
-        if not categories:
-            return []
-        async with self._db.tenant_tx(tenant) as conn:
-            cur = await conn.execute(
-                "SELECT id, subject, category, text, data, text_ct, data_ct, updated_at FROM memories "
-                f"WHERE tenant_id = %s AND subject = %s AND scope = 'subject' AND key_label = %s "
-                f"AND category = ANY(%s) AND {LIVE_NOW} ORDER BY id",
-                (tenant, subject, self._store.term_hasher(tenant).label("timezone"), [c.value for c in categories]),
-            )
-            rows = await self._store.keys.open_rows(conn, tenant, await cur.fetchall())
-        return [(Category(r["category"]), r["text"].strip(), r["updated_at"]) for r in rows
-                if not r["content_unavailable"]]
+    def session(self, job: ClaimedJob) -> StoreSession:
+        """The session the job's work reads and writes through: its tenant, its agent."""
+        return self._store.session(job.tenant, job.agent)
 
     async def retry_later(self, job: ClaimedJob, error: str, delay_seconds: float) -> None:
         """Try the job again after ``delay_seconds``: a failure that is not the model's outage
@@ -397,13 +349,13 @@ class ExtractionJobs:
         cur = await conn.execute(query, [*params, memory_id])
         return await cur.fetchone() is not None
 
-    async def get(self, tenant: str, subject: str, job_id: str, *, agent: str,
-                  breaker: ModelBreaker | None = None) -> ExtractionJob:
-        """The job, if ``agent`` queued it for ``subject``; NotFound otherwise, the same as for
-        an id that does not exist, so no other agent's job can be read or told apart. A queued
-        job waits for its model too while the model's ``breaker`` is open: it says so (the
-        breaker is the deployment's state, no other tenant's data)."""
-        async with self._db.tenant_tx(tenant) as conn:
+    async def get(self, session: StoreSession, subject: str, job_id: str) -> ExtractionJob:
+        """The job, if ``session``'s agent queued it for ``subject``; NotFound otherwise, the
+        same as for an id that does not exist, so no other agent's job can be read or told
+        apart. A queued job waits for its model too while the model's ``breaker`` is open: it
+        says so (the breaker is the deployment's state, no other tenant's data)."""
+        tenant, agent, breaker = session.tenant, session.agent, self.breaker
+        async with session.transaction() as conn:
             cur = await conn.execute(
                 "SELECT id, subject, agent, state, turn_count, attempts, error, results, dropped, created_at, "
                 "started_at, finished_at, next_attempt_at, waiting_since FROM extraction_jobs "

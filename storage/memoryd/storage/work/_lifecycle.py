@@ -42,7 +42,7 @@ from ..postgres import audit
 from ..postgres import counters
 from ..keywords import fold_stats
 from .._loops import periodic
-from ..memories import PostgresMemoryStore
+from ..memories import forget_ids
 from ..postgres import Postgres
 
 _log = logging.getLogger("memoryd.storage.lifecycle")
@@ -81,7 +81,7 @@ async def _forget(conn: Any, tenant: str, rows: list[dict[str, Any]], action: st
     for row in rows:
         by_subject[row["subject"]].append(str(row["id"]))
     for subject, ids in by_subject.items():
-        await PostgresMemoryStore.forget_ids(conn, tenant, subject, ids)
+        await forget_ids(conn, tenant, subject, ids)
         await audit.append(conn, tenant, AGENT, subject, action, ids, AuditTag(), {"now": now.isoformat()})
     await counters.bump(conn, tenant, {_COUNTER[action]: len(rows)})
     return len(rows)

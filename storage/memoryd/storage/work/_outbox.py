@@ -44,7 +44,7 @@ from typing import Any
 from memoryd.domain import Embedder, MemorydError, Unavailable
 
 from ._erasure_recheck import ErasureRechecks
-from ..memories import PURGE_FALLBACK_SECONDS, PostgresMemoryStore
+from ..memories import PURGE_FALLBACK_SECONDS, Stores
 from ..vectors import MilvusIndex, partition_name
 from ..postgres import Postgres
 from .._loops import backoff, idle, periodic
@@ -106,7 +106,7 @@ class IndexTarget:
 
 
 class OutboxWorker:
-    def __init__(self, queue: Postgres, store: PostgresMemoryStore,
+    def __init__(self, queue: Postgres, store: Stores,
                  targets: Callable[[], Awaitable[list[IndexTarget]]], *,
                  batch_size: int = 32, max_attempts: int = 8, base_backoff: float = 0.5,
                  max_backoff: float = 60.0, lease_seconds: float = LEASE_SECONDS, parallel: int = 2,
@@ -272,7 +272,7 @@ class OutboxWorker:
         for tenant in sorted({tenant for tenant, _ in suspect}):
             ids = sorted(memory_id for t, memory_id in suspect if t == tenant)
             written = done[tenant].written()
-            rows_now = {m.id: (m, text) for m, text in await self._store.index_rows(tenant, ids)}
+            rows_now = {m.id: (m, text) for m, text in await self._store.session(tenant).index_rows(ids)}
             for memory_id in ids:
                 current = rows_now.get(memory_id)
                 if written[memory_id] == current or (current is not None and (tenant, memory_id) in unclaimed):
@@ -334,7 +334,7 @@ class OutboxWorker:
                 self._unsealed.pop(name, None)
 
     async def _read(self, tenant: str, ids: list[str]) -> _TenantWork:
-        rows = await self._store.index_rows(tenant, ids)
+        rows = await self._store.session(tenant).index_rows(ids)
         gone = [i for i in ids if i not in {m.id for m, _ in rows}]
         # A memory whose content cannot be decrypted (its data key is lost or cannot be
         # unwrapped) is neither embedded nor removed: its vector, if any, stays as it was,
@@ -463,31 +463,3 @@ async def outbox_lag(queue: Postgres) -> OutboxLag:
         row = await cur.fetchone()
     assert row is not None
     return OutboxLag(int(row["pending"]), int(row["dead"]), float(row["oldest"]))
-
-
-async def wait_indexed(store: PostgresMemoryStore, worker: OutboxWorker | None, tenant: str, ids: list[str],
-                       timeout: float) -> bool:
-    """Wait until no index work is pending for ``ids``; False if it did not happen in time.
-
-    With this process's worker, each batch it settles ends the wait for a new look at once. The
-    backing-off pause between looks is for work that a worker in another process settles.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    delay = 0.02
-    while True:
-        settled = None
-        if worker is not None:
-            settled = worker.next_settlement()  # taken before the look: a batch settling during it counts
-            worker.wakeup.set()
-        pending, dead = await store.pending_index_work(tenant, ids)
-        if not pending and not dead:
-            return True
-        if dead or loop.time() + delay > deadline:
-            return False
-        if settled is None:
-            await asyncio.sleep(delay)
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(settled.wait(), timeout=delay)
-        delay = min(delay * 2, 0.25)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ..memories import PostgresMemoryStore
+from ..memories import Stores
 from ..postgres import register_index_model
 from ._outbox import IndexTarget
 from ..postgres import Postgres
@@ -39,7 +39,7 @@ async def activate(dsn: str, model_id: str) -> None:
                            (model_id,))
 
 
-async def reindex(owner_dsn: str, queue: Postgres, store: PostgresMemoryStore, target: IndexTarget, *,
+async def reindex(owner_dsn: str, queue: Postgres, store: Stores, target: IndexTarget, *,
                   settle_seconds: float, batch_size: int = 64, progress: Progress | None = None) -> ReindexReport:
     """Backfill ``target`` from Postgres and make it the model Recall uses."""
     model_id = target.index.model_id
@@ -54,7 +54,7 @@ async def reindex(owner_dsn: str, queue: Postgres, store: PostgresMemoryStore, t
         cur = await conn.execute("SELECT tenant_id, last_id::text AS last_id, done FROM reindex_progress "
                                  "WHERE model_id = %s", (model_id,))
         saved = {r["tenant_id"]: r for r in await cur.fetchall()}
-    totals = {t: await store.count_active(t) for t in tenants}
+    totals = {t: await store.session(t).count_active() for t in tenants}
     total, done_count = sum(totals.values()), 0
     written = 0
     for tenant in tenants:
@@ -64,7 +64,7 @@ async def reindex(owner_dsn: str, queue: Postgres, store: PostgresMemoryStore, t
             continue
         after = state["last_id"] if state is not None else None
         while True:
-            page = await store.index_page(tenant, after, batch_size)
+            page = await store.session(tenant).index_page(after, batch_size)
             if not page:
                 break
             # Memories whose content cannot be decrypted are skipped, as the outbox worker does.

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from memoryd.domain import MemorydError
 
-from ..memories import PostgresMemoryStore
+from ..memories import Stores
 
 _log = logging.getLogger("memoryd.storage.milvus")
 
@@ -33,7 +33,7 @@ class LargeTenants:
     """Tells the operator, once per tenant, that a tenant has passed ``limit`` memories while
     its vectors are in Milvus Lite. Give it to the outbox worker only when the index is Lite."""
 
-    def __init__(self, store: PostgresMemoryStore, limit: int) -> None:
+    def __init__(self, store: Stores, limit: int) -> None:
         self._store = store
         self.limit = limit
         # Per tenant checked and not past the limit: how many more it may gain before it can be.

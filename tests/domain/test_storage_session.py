@@ -1,0 +1,146 @@
+"""Storage is reached through its tenant-bound session.
+
+Read with ``ast``, like test_layout.py:
+
+- **Tenant parameters.** The storage functions that still take a ``tenant`` are listed here
+  (``TENANT_TAKERS``): worker-role and catalogue code, and the helpers a session calls inside its
+  own transaction. A new one is a design decision made here; one that no longer takes a tenant
+  must leave the list (the test fails either way), so the list only shrinks.
+- **Use cases.** ``memoryd.server.usecases`` reaches storage only through the call's session
+  (``ctx.store``): never the process's stores, job queue, index set or outbox worker through
+  ``services``, never a storage function given a tenant.
+"""
+
+from __future__ import annotations
+
+import ast
+import pytest
+
+from tests.domain.test_architecture import ROOT
+
+pytestmark = pytest.mark.pure
+
+STORAGE = ROOT / "storage" / "memoryd" / "storage"
+USECASES = ROOT / "server" / "memoryd" / "server" / "usecases"
+
+# "module:qualified name" of every storage function with a ``tenant`` parameter.
+TENANT_TAKERS: set[str] = {
+    # The tenant transaction itself, and catalogue code: views, revocations, the token ledger,
+    # counters and the audit chain.
+    "postgres/_audit.py:append", "postgres/_audit.py:verify", "postgres/_counters.py:bump",
+    "postgres/_counters.py:read", "postgres/_counters.py:tenant_metrics", "postgres/_postgres.py:Postgres.tenant_tx",
+    "postgres/_postgres.py:Postgres._transaction", "postgres/_postgres.py:_pipelined_transaction",
+    "postgres/_revocations.py:PostgresRevocations.revoke", "postgres/_revocations.py:PostgresRevocations.revoked",
+    "postgres/_revocations.py:PostgresTokenLedger.record_issue", "postgres/_views.py:PostgresViewStore.get",
+    "postgres/_views.py:PostgresViewStore.put", "postgres/_views.py:PostgresViewStore.put_first",
+    "postgres/_views.py:PostgresViewStore.delete", "postgres/_views.py:PostgresViewStore.list",
+    "postgres/_views.py:_lock", "postgres/_views.py:_latest_version", "postgres/_views.py:_current",
+    # The vector index (partitioned by tenant) and the filter compiler.
+    "_filters.py:read_conditions", "_filters.py:filter_expression", "vectors/_milvus.py:MilvusIndex._partition",
+    "vectors/_milvus.py:MilvusIndex.upsert", "vectors/_milvus.py:MilvusIndex.upsert_tenants.rows_of",
+    "vectors/_milvus.py:MilvusIndex.delete", "vectors/_milvus.py:MilvusIndex.delete_subject",
+    "vectors/_milvus.py:MilvusIndex._delete", "vectors/_milvus.py:MilvusIndex.count",
+    "vectors/_milvus.py:MilvusIndex.search", "vectors/_milvus.py:MilvusIndex.vectors",
+    "vectors/_records.py:partition_name",
+    # Keys and the keyword channel: helpers a session calls inside its own transaction.
+    "keys/_envelope.py:DataKey.__init__", "keys/_envelope.py:SubjectKeys._unwrap",
+    "keys/_envelope.py:SubjectKeys.for_write", "keys/_envelope.py:SubjectKeys.for_read",
+    "keys/_envelope.py:SubjectKeys.open_rows", "keys/_envelope.py:SubjectKeys.open_with_keys",
+    "keys/_envelope.py:SubjectKeys.destroy", "keys/_envelope.py:SubjectKeys.evict", "keys/_keys.py:_aad",
+    "keys/_keys.py:LocalKeyProvider._tenant_key", "keys/_keys.py:LocalKeyProvider.wrap",
+    "keys/_keys.py:LocalKeyProvider.unwrap", "keywords/_bm25.py:fold_stats", "keywords/_bm25.py:fold_owners_stats",
+    "keywords/_bm25.py:_totals", "keywords/_bm25.py:bm25_statement", "keywords/_bm25.py:keyword_search",
+    "keywords/_keywords.py:TermHasher.for_tenant", "keywords/_keywords.py:write_terms",
+    "keywords/_keywords.py:replace_terms", "keywords/_keywords.py:delete_terms",
+    # Memories: opening a session, the vectors' eraser (the index is keyed by tenant), and the
+    # helpers a session or the lifecycle sweeper calls inside a transaction.
+    "memories/_backfill.py:_key", "memories/_backfill.py:_with_keys", "memories/_backfill.py:seal_memories",
+    "memories/_backfill.py:seal_versions", "memories/_backfill.py:label_rows",
+    "memories/_backfill.py:seal_pending_tags", "memories/_backfill.py:_label_tenant",
+    "memories/_bound.py:VectorEraser.erase", "memories/_bound.py:StoreParts.hasher_of",
+    "memories/_bound.py:Bound.__init__", "memories/_erase.py:forget_ids", "memories/_erasure.py:IndexVectors.erase",
+    "memories/_erasure.py:erase_vectors", "memories/_labels.py:KeyNames.matcher",
+    "memories/_labels.py:KeyNames._open", "memories/_labels.py:KeyNames.evict", "memories/_labels.py:label_filter",
+    "memories/_session.py:Stores.session", "memories/_session.py:Stores.term_hasher", "memories/_trust.py:hold",
+    "memories/_trust.py:settle", "memories/_trust.py:discard", "memories/_write_batch.py:WriteBatch.__init__",
+    "memories/_write_batch.py:enqueue_many", "memories/_write_batch.py:record_version",
+    "memories/_write_batch.py:enqueue_index", "memories/_writes.py:ItemWriter.__init__",
+    # Worker-role code: the outbox, the jobs' claim loop, the lifecycle sweeper, re-indexing and
+    # tenant sizes.
+    "work/_consolidation.py:Consolidations.session", "work/_jobs.py:ExtractionJobs.open",
+    "work/_jobs.py:ExtractionJobs.release", "work/_jobs.py:ExtractionJobs.fail",
+    "work/_jobs.py:ExtractionJobs._still_readable", "work/_lifecycle.py:_forget",
+    "work/_lifecycle.py:LifecycleSweeper.sweep_tenant", "work/_lifecycle.py:LifecycleSweeper._claim_loop",
+    "work/_lifecycle.py:LifecycleSweeper._evict", "work/_outbox.py:OutboxWorker._read",
+    "work/_outbox.py:OutboxWorker._retry_later", "work/_outbox.py:OutboxWorker._record_routes",
+    "work/_reindex.py:_save", "work/_tenant_size.py:LargeTenants.size",
+}
+# Services a use case must not reach: storage past the session, or what reaches storage itself.
+PAST_THE_SESSION = {"store", "jobs", "indexes", "worker"}
+STORAGE_FUNCTIONS_WITH_A_TENANT = {"wait_indexed", "erase_vectors", "drop_subject_jobs"}
+
+
+def _tenant_takers() -> set[str]:
+    found: set[str] = set()
+
+    def walk(node: ast.AST, module: str, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                walk(child, module, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = child.args
+                if "tenant" in {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}:
+                    found.add(f"{module}:{prefix}{child.name}")
+                walk(child, module, f"{prefix}{child.name}.")
+
+    for path in sorted(STORAGE.rglob("*.py")):
+        walk(ast.parse(path.read_text()), str(path.relative_to(STORAGE)), "")
+    return found
+
+
+def test_only_the_listed_storage_functions_take_a_tenant():
+    found = _tenant_takers()
+    assert found - TENANT_TAKERS == set(), "a new storage function takes a tenant: make it a session's"
+    assert TENANT_TAKERS - found == set(), "it no longer takes a tenant: remove it from TENANT_TAKERS"
+
+
+def test_the_session_takes_no_tenant_per_call():
+    # Only its construction does (``Bound.__init__``); every method has it bound already.
+    session = [name for name in _tenant_takers() if name.startswith(("memories/_session.py:StoreSession",
+                                                                     "memories/_reads.py", "memories/_erase.py:Erasing",
+                                                                     "memories/_bound.py:Bound"))]
+    assert session == ["memories/_bound.py:Bound.__init__"]
+    # Not vacuous: the count sees methods of classes.
+    assert any(name.startswith("work/_jobs.py:ExtractionJobs.") for name in _tenant_takers())
+
+
+def _reaches_past_the_session(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in PAST_THE_SESSION:
+            owner = node.value
+            if (isinstance(owner, ast.Attribute) and owner.attr == "services") or (
+                    isinstance(owner, ast.Name) and owner.id == "services"):
+                found.append(f"services.{node.attr} (line {node.lineno})")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in STORAGE_FUNCTIONS_WITH_A_TENANT:
+                found.append(f"{node.func.id}(...) (line {node.lineno})")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memoryd.storage"):
+            found.extend(f"imports {a.name} (line {node.lineno})" for a in node.names
+                         if a.name in STORAGE_FUNCTIONS_WITH_A_TENANT)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in USECASES.glob("*.py")))
+def test_use_cases_reach_storage_only_through_the_session(module: str):
+    assert _reaches_past_the_session(ast.parse((USECASES / module).read_text())) == []
+
+
+def test_the_use_case_check_finds_a_reach_past_the_session():
+    # Not vacuous: what use cases wrote before the session owned storage is caught.
+    before = ("from memoryd.storage import wait_indexed\n"
+              "async def erase(ctx):\n"
+              "    await ctx.services.store.erase(ctx.tenant)\n"
+              "    await wait_indexed(ctx.services.store, ctx.services.worker, ctx.tenant, [], 1.0)\n"
+              "    await ctx.services.jobs.get(ctx.tenant)\n")
+    assert len(_reaches_past_the_session(ast.parse(before))) == 6  # services x4, the import, the call
