@@ -95,7 +95,7 @@ async def probe(owner_dsn: str, memories: int, others: int, repeats: int) -> Non
             for _ in range(repeats):
                 async with db.tenant_tx(tenant) as conn:
                     began = time.perf_counter()
-                    hits = len(await keyword_search(conn, tenant, flt, query, hasher, 20, now, kept=kept))
+                    hits = len(await keyword_search(conn, flt, query, hasher, 20, now, kept=kept))
                     timings.append((time.perf_counter() - began) * 1000)
             timings.sort()
             p95 = timings[int(0.95 * (len(timings) - 1))]

@@ -27,8 +27,7 @@ USECASES = ROOT / "server" / "memoryd" / "server" / "usecases"
 TENANT_TAKERS: set[str] = {
     # The tenant transaction itself, and catalogue code: views, revocations, the token ledger,
     # counters and the audit chain.
-    "postgres/_audit.py:append", "postgres/_audit.py:verify", "postgres/_counters.py:bump",
-    "postgres/_counters.py:read", "postgres/_counters.py:tenant_metrics", "postgres/_postgres.py:Postgres.tenant_tx",
+    "postgres/_postgres.py:Postgres.tenant_tx",
     "postgres/_postgres.py:Postgres._transaction", "postgres/_postgres.py:_pipelined_transaction",
     "postgres/_revocations.py:PostgresRevocations.revoke", "postgres/_revocations.py:PostgresRevocations.revoked",
     "postgres/_revocations.py:PostgresTokenLedger.record_issue", "postgres/_views.py:PostgresViewStore.get",
@@ -48,10 +47,9 @@ TENANT_TAKERS: set[str] = {
     "keys/_envelope.py:SubjectKeys.open_rows", "keys/_envelope.py:SubjectKeys.open_with_keys",
     "keys/_envelope.py:SubjectKeys.destroy", "keys/_envelope.py:SubjectKeys.evict", "keys/_keys.py:_aad",
     "keys/_keys.py:LocalKeyProvider._tenant_key", "keys/_keys.py:LocalKeyProvider.wrap",
-    "keys/_keys.py:LocalKeyProvider.unwrap", "keywords/_bm25.py:fold_stats", "keywords/_bm25.py:fold_owners_stats",
-    "keywords/_bm25.py:_totals", "keywords/_bm25.py:bm25_statement", "keywords/_bm25.py:keyword_search",
-    "keywords/_keywords.py:TermHasher.for_tenant", "keywords/_keywords.py:write_terms",
-    "keywords/_keywords.py:replace_terms", "keywords/_keywords.py:delete_terms",
+    "keys/_keys.py:LocalKeyProvider.unwrap",
+    "keywords/_bm25.py:_totals", "keywords/_bm25.py:bm25_statement",
+    "keywords/_keywords.py:TermHasher.for_tenant",
     # Memories: opening a session, the vectors' eraser (the index is keyed by tenant), and the
     # helpers a session or the lifecycle sweeper calls inside a transaction.
     "memories/_backfill.py:_key", "memories/_backfill.py:_with_keys", "memories/_backfill.py:seal_memories",
@@ -61,15 +59,11 @@ TENANT_TAKERS: set[str] = {
     "memories/_bound.py:Bound.__init__", "memories/_erase.py:forget_ids", "memories/_erasure.py:IndexVectors.erase",
     "memories/_erasure.py:erase_vectors", "memories/_labels.py:KeyNames.matcher",
     "memories/_labels.py:KeyNames._open", "memories/_labels.py:KeyNames.evict", "memories/_labels.py:label_filter",
-    "memories/_session.py:Stores.session", "memories/_session.py:Stores.term_hasher", "memories/_trust.py:hold",
-    "memories/_trust.py:settle", "memories/_trust.py:discard", "memories/_write_batch.py:WriteBatch.__init__",
-    "memories/_write_batch.py:enqueue_many", "memories/_write_batch.py:record_version",
-    "memories/_write_batch.py:enqueue_index", "memories/_writes.py:ItemWriter.__init__",
+    "memories/_session.py:Stores.session", "memories/_session.py:Stores.term_hasher",
     # Worker-role code: the outbox, the jobs' claim loop, the lifecycle sweeper, re-indexing and
     # tenant sizes.
     "work/_consolidation.py:Consolidations.session", "work/_jobs.py:ExtractionJobs.open",
-    "work/_jobs.py:ExtractionJobs.release", "work/_jobs.py:ExtractionJobs.fail",
-    "work/_jobs.py:ExtractionJobs._still_readable", "work/_lifecycle.py:_forget",
+    "work/_jobs.py:ExtractionJobs.release", "work/_jobs.py:ExtractionJobs.fail", "work/_lifecycle.py:_forget",
     "work/_lifecycle.py:LifecycleSweeper.sweep_tenant", "work/_lifecycle.py:LifecycleSweeper._claim_loop",
     "work/_lifecycle.py:LifecycleSweeper._evict", "work/_outbox.py:OutboxWorker._read",
     "work/_outbox.py:OutboxWorker._retry_later", "work/_outbox.py:OutboxWorker._record_routes",

@@ -50,7 +50,7 @@ async def _scores(db: Postgres, tenant: str, flt: ReadFilter, query: str, now: d
                   *, kept: bool) -> list[tuple[str, float]]:
     flt = await _store(db).session(tenant).labelled(flt)
     async with db.tenant_tx(tenant) as conn:
-        return await keyword_search(conn, tenant, flt, query, HASHER, 50, now, kept=kept)
+        return await keyword_search(conn, flt, query, HASHER, 50, now, kept=kept)
 
 
 async def _rows(db: Postgres, tenant: str) -> list[dict[str, Any]]:
@@ -169,13 +169,13 @@ async def test_folding_leaves_one_row_per_group_and_the_same_totals(db: Postgres
     before = await _totals_of(db, tenant, everything, now, kept=True)
     assert len(await _rows(db, tenant)) > 2
     async with db.tenant_tx(tenant) as conn:
-        assert await fold_stats(conn, tenant) > 0
+        assert await fold_stats(conn) > 0
     rows = await _rows(db, tenant)
     # One row for the events; the decision, written and forgotten, sums to nothing and goes.
     assert [(r["category"], r["docs"]) for r in rows] == [("event", 5)]
     assert await _totals_of(db, tenant, everything, now, kept=True) == before == (5.0, before[1])
     async with db.tenant_tx(tenant) as conn:
-        assert await fold_stats(conn, tenant) == 0  # nothing left to fold
+        assert await fold_stats(conn) == 0  # nothing left to fold
 
 
 async def test_writes_fold_their_subject_so_a_search_sums_few_rows(db: Postgres) -> None:
@@ -203,7 +203,7 @@ async def test_folding_beside_concurrent_writes_loses_no_count(db: Postgres) -> 
     async def folds() -> None:
         for _ in range(15):
             async with db.tenant_tx(tenant) as conn:
-                await fold_stats(conn, tenant)
+                await fold_stats(conn)
             await asyncio.sleep(0.005)
 
     await asyncio.gather(writes(), folds())

@@ -476,7 +476,7 @@ async def test_a_row_whose_memory_no_longer_exists_leads_to_a_delete(rig: Rig, o
     stale = IndexedMemory(ghost, "alice", "subject", "", "fact", "home_city", (), datetime.now(UTC), None)
     await rig.index.upsert(tenant, [stale], [FakeEmbedder.vector("stale")])
     async with rig.app.tenant_tx(tenant) as conn:
-        await enqueue_index(conn, tenant, ghost, "alice", op)
+        await enqueue_index(conn, ghost, "alice", op)
     worker = await rig.worker()
 
     assert await drain(worker) == 1

@@ -19,7 +19,7 @@ from memoryd.domain import Category, KeywordHit, ReadFilter
 
 from .._filters import labels_of, read_conditions, visibility_conditions
 from ._keywords import TermHasher, tokenize
-from ..postgres import Connection
+from ..postgres import TenantConn
 
 # BM25 parameters: Anserini's defaults for short passages. Memories are short; on LoCoMo
 # (bench/RESULTS.md) these beat the Lucene defaults (1.2, 0.75) by about one point of recall@10.
@@ -52,19 +52,21 @@ _FOLD_TENANT = _FOLD.format(
 _FOLD_OWNERS = _FOLD.format(owners="AND subject = ANY(%(owners)s)", due=f"count(*) > {FOLD_AT}")
 
 
-async def fold_stats(conn: Connection, tenant: str) -> int:
+async def fold_stats(conn: TenantConn) -> int:
     """Fold the tenant's kept BM25 counts (``keyword_stats``: rows of changes, appended by the
     writes) into one row per group, dropping groups left with nothing; return how many rows
     went (the lifecycle sweep)."""
+    tenant = conn.tenant
     cur = await conn.execute(_FOLD_TENANT, {"tenant": tenant})
     row = await cur.fetchone()
     return int(row["removed"]) if row else 0
 
 
-async def fold_owners_stats(conn: Connection, tenant: str, owners: Sequence[str]) -> None:
+async def fold_owners_stats(conn: TenantConn, owners: Sequence[str]) -> None:
     """Fold the kept counts of ``owners`` (subjects, '' for the organisation) that have more
     than FOLD_AT rows, in the caller's transaction (a Write's, as its last statement: sent,
     not waited for)."""
+    tenant = conn.tenant
     await conn.execute(_FOLD_OWNERS, {"tenant": tenant, "owners": sorted(set(owners))})
 
 
@@ -192,8 +194,7 @@ def bm25_statement(
 
 
 async def keyword_search(
-    conn: Connection,
-    tenant: str,
+    conn: TenantConn,
     flt: ReadFilter,
     query: str,
     hasher: TermHasher,
@@ -211,6 +212,7 @@ async def keyword_search(
     share of the query a memory of average length matches once each — comparable between
     queries, unlike the score. ``kept``: as ``bm25_statement``.
     """
+    tenant = conn.tenant
     terms = hasher.counts(tokenize(query))
     if not terms or limit <= 0:
         return []

@@ -26,7 +26,7 @@ import snowballstemmer
 
 from memoryd.domain import Internal
 
-from ..postgres import Connection
+from ..postgres import TenantConn
 from ._segmenter_cache import default_cache_dir, prefix_dictionary
 
 # Han ideographs (CJK Unified, extension A, compatibility, extensions B–F). Runs of them are
@@ -164,8 +164,7 @@ class TermHasher:
 
 
 async def write_terms(
-    conn: Connection,
-    tenant: str,
+    conn: TenantConn,
     memories: Sequence[tuple[str, str, str, str]],
     hasher: TermHasher,
     *,
@@ -181,6 +180,7 @@ async def write_terms(
     (``check_terms_written``) that each one is this tenant's and its owner's — after the
     statements are sent, so a pipelined write waits for nothing here.
     """
+    tenant = conn.tenant
     owners = [owner for owner, _, _, _ in memories]
     ids = [memory_id for _, memory_id, _, _ in memories]
     # Tokenizing 100 texts of 8 KiB takes 0.2-1 s (the more words new to the stem cache, the
@@ -228,8 +228,7 @@ async def check_terms_written(cur: psycopg.AsyncCursor[Any], memories: int) -> N
 
 
 async def replace_terms(
-    conn: Connection,
-    tenant: str,
+    conn: TenantConn,
     subject: str,
     memory_id: str,
     key: str,
@@ -238,12 +237,13 @@ async def replace_terms(
 ) -> int:
     """``write_terms`` for one memory; returns its document length. A memory that is not this
     tenant's and ``subject``'s is refused rather than indexed under the wrong owner."""
-    await check_terms_written(await write_terms(conn, tenant, [(subject, memory_id, key, text)], hasher), 1)
+    await check_terms_written(await write_terms(conn, [(subject, memory_id, key, text)], hasher), 1)
     return len(tokenize(f"{key} {text}"))
 
 
-async def delete_terms(conn: Connection, tenant: str, memory_ids: Sequence[str]) -> int:
+async def delete_terms(conn: TenantConn, memory_ids: Sequence[str]) -> int:
     """Remove the memories' terms (forget/purge); return the number of term rows removed."""
+    tenant = conn.tenant
     if not memory_ids:
         return 0
     cur = await conn.execute(

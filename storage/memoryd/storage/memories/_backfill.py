@@ -160,7 +160,7 @@ async def label_rows(conn: Any, keys: SubjectKeys, hasher: TermHasher, tenant: s
             await conn.execute("UPDATE memories SET key_label = %s, key_ct = %s, tag_labels = %s, tags_ct = %s, "
                                "key = '', tags = '{}' WHERE tenant_id = %s AND id = %s", (*values, tenant, memory_id))
             if row["status"] == "active":
-                await enqueue_index(conn, tenant, memory_id, row["subject"], "upsert")
+                await enqueue_index(conn, memory_id, row["subject"], "upsert")
         else:
             await conn.execute("UPDATE memory_versions SET key_label = %s, key_ct = %s, tag_labels = %s, "
                                "tags_ct = %s, key = '', tags = '{}' WHERE tenant_id = %s AND memory_id = %s "

@@ -20,7 +20,7 @@ from memoryd.domain import AuditTag, EraseMode, ExtractionJob, ReadFilter, Tenan
 
 from ..keys import SubjectKeys
 from ..keywords import TermHasher
-from ..postgres import Postgres
+from ..postgres import Postgres, TenantConn
 from ._labels import KeyNames, label_filter
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ class Bound:
         return self.parts.policy_for(self.tenant)
 
     @asynccontextmanager
-    async def transaction(self, *, pipelined: bool = False) -> AsyncIterator[Any]:
+    async def transaction(self, *, pipelined: bool = False) -> AsyncIterator[TenantConn]:
         """A transaction with this tenant set (row level security on); ``Postgres.tenant_tx``."""
         async with self.parts.db.tenant_tx(self.tenant, pipelined=pipelined) as conn:
             yield conn

@@ -161,7 +161,7 @@ async def erase(
                                    "SELECT %s, unnest(%s::uuid[]), %s, 'delete', "
                                    "now() + make_interval(secs => %s)",
                                    (tenant, ids, subject, PURGE_FALLBACK_SECONDS))
-            await audit.append(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
+            await audit.append(conn, agent, subject, f"erase.{mode.value}", ids, tag,
                          {"selector": described, "reason": reason})
             erase_id = await erasure.log_erase(session, conn, subject, described, mode, reason, counts,
                                                answered, counted, started, ids, digest, mentions)
@@ -251,11 +251,11 @@ async def forget_ids(conn: Any, tenant: str, subject: str, ids: list[str],
     dropped, counted_dropped = await _deleted(
         conn, sql.SQL("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND op = 'upsert' "
                       "RETURNING memory_id AS id"), (tenant, ids), counted)
-    await trust.discard(conn, tenant, ids)  # a forgotten memory has no value left to settle
+    await trust.discard(conn, ids)  # a forgotten memory has no value left to settle
     for memory_id in ids:
-        await record_version(conn, tenant, memory_id, Change.FORGOTTEN)
+        await record_version(conn, memory_id, Change.FORGOTTEN)
         # A forgotten memory must leave the vector index as well.
-        await enqueue_index(conn, tenant, memory_id, subject, "delete")
+        await enqueue_index(conn, memory_id, subject, "delete")
     return (StoreCounts(memories=len(ids), outbox=dropped),
             StoreCounts(memories=len(counted), outbox=counted_dropped))
 
@@ -303,7 +303,7 @@ async def _purge(session: Bound, conn: Any, ids: list[str],
         return StoreCounts(), StoreCounts()
     tenant = session.tenant
     gone: dict[str, tuple[int, int]] = {}
-    await delete_terms(conn, tenant, ids)
+    await delete_terms(conn, ids)
     await erasure.drop_write_records(session, conn, ids)
     for table, column in (("outbox", "memory_id"), ("memory_versions", "memory_id"), ("memories", "id")):
         # Rows whose vectors a worker is writing right now stay: the erase waits for them
@@ -402,7 +402,7 @@ async def enqueue_vector_deletes(session: Bound, subject: str, ids: list[str]) -
     """Leave the index's deletions to the outbox worker (the index was unreachable)."""
     async with session.transaction() as conn:
         for memory_id in ids:
-            await enqueue_index(conn, session.tenant, memory_id, subject, "delete")
+            await enqueue_index(conn, memory_id, subject, "delete")
 
 
 class Erasing(Bound):

@@ -57,10 +57,9 @@ class Reading(Bound):
     async def keyword_search(self, flt: ReadFilter, query: str, limit: int,
                              now: datetime) -> list[KeywordHit]:
         """The keyword channel: BM25 over the filtered memories' term hashes."""
-        tenant = self.tenant
         async with self.transaction(pipelined=True) as conn:
             flt = await self.label(conn, flt)
-            return await keyword_search(conn, tenant, flt, query, self.hasher, limit, now)
+            return await keyword_search(conn, flt, query, self.hasher, limit, now)
 
     async def fetch(self, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
         """The active, unexpired rows among ``ids`` that pass the filter — how every hit of an

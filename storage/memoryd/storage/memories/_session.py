@@ -98,7 +98,7 @@ async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilte
     owner = row["subject"]
     details: dict[str, Any] = {"resolution": resolution.value}
     if resolution is Resolution.KEEP_CURRENT:
-        dropped = await trust.discard(conn, tenant, [memory_id], pending_id)
+        dropped = await trust.discard(conn, [memory_id], pending_id)
         if not dropped:
             raise NotFound("this memory has no such pending value" if pending_id else "this memory has no pending values")
         details["discarded"] = dropped
@@ -109,8 +109,8 @@ async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilte
         writer = session.item_writer(conn, subject, agent=held.agent)
         result = await writer.accept(row, held.draft, owner, held.trust)
         details.update(accepted=held.id, version=result.version)
-    await counters.bump(conn, tenant, {counters.CONFLICTS_RESOLVED: 1})
-    await audit.append(conn, tenant, agent, subject, "resolve_conflict", [memory_id], tag, details)
+    await counters.bump(conn, {counters.CONFLICTS_RESOLVED: 1})
+    await audit.append(conn, agent, subject, "resolve_conflict", [memory_id], tag, details)
     cur = await conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = %s AND id = %s",
                              (tenant, memory_id))
     after = await cur.fetchone()
@@ -134,7 +134,7 @@ class StoreSession(Reading, Erasing):
                 held[owner] = await self.keys.for_write(conn, self.tenant, owner)
             return held[owner]
 
-        return ItemWriter(conn, self.tenant, agent or self.agent, subject, self.hasher, key_for, self.policy)
+        return ItemWriter(conn, agent or self.agent, subject, self.hasher, key_for, self.policy)
 
     async def write(
         self,
@@ -180,7 +180,7 @@ class StoreSession(Reading, Erasing):
 
     async def _write(self, subject: str, drafts: builtins.list[Draft], *, blind: builtins.list[bool] | None,
                      idempotency_key: str, request_hash: bytes, tag: AuditTag) -> Written:
-        tenant, agent, session = self.tenant, self.agent, self
+        agent, session = self.agent, self
         # Pipelined: the statements below wait for Postgres only where they read an answer —
         # the data key, the rows the items meet, the audit chain's head — and the commit.
         async with session.transaction(pipelined=True) as conn:
@@ -195,7 +195,7 @@ class StoreSession(Reading, Erasing):
             if idempotency_key:
                 await store_idempotent_response(session, conn, idempotency_key, write_response(results))
             queued = await unindexed(session, conn, results, writer.enqueued)
-            await audit.append(conn, tenant, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
+            await audit.append(conn, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
                                tag, {"outcomes": [r.outcome.value for r in results]})
             await writer.finish()
             return Written(results, await queued())
@@ -228,7 +228,7 @@ class StoreSession(Reading, Erasing):
                     (list(counts), list(counts.values()), tenant),
                 )
             for agent, subject, action, ids, tag in events:
-                await audit.append(conn, tenant, agent, subject, action, ids, tag)
+                await audit.append(conn, agent, subject, action, ids, tag)
 
     async def resolve_conflict(self, subject: str, flt: ReadFilter, memory_id: str,
                                resolution: Resolution, pending_id: str, tag: AuditTag = AuditTag()) -> Memory:
@@ -274,9 +274,8 @@ class StoreSession(Reading, Erasing):
         return int(row["n"]) if row else 0
 
     async def verify_audit(self) -> audit.ChainReport:
-        tenant = self.tenant
         async with self.transaction() as conn:
-            return await audit.verify(conn, tenant)
+            return await audit.verify(conn)
 
     async def erasures(self, *, limit: int = 50, unverified_only: bool = False) -> builtins.list[dict[str, Any]]:
         """The tenant's latest erasures with their checks (``_erasure.history``), for operators."""
@@ -285,9 +284,8 @@ class StoreSession(Reading, Erasing):
 
     async def lifecycle_counts(self) -> dict[str, int]:
         """The tenant's lifecycle and conflict counters (``_counters``)."""
-        tenant = self.tenant
         async with self.transaction() as conn:
-            return await counters.read(conn, tenant, counters.LIFECYCLE_FAMILIES)
+            return await counters.read(conn, counters.LIFECYCLE_FAMILIES)
 
     async def wait_indexed(self, ids: builtins.list[str], timeout: float) -> bool:
         """Wait until no index work is pending for ``ids``; False if it did not happen in time.

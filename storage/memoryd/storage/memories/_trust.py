@@ -22,6 +22,7 @@ from cryptography.exceptions import InvalidTag
 from memoryd.domain import DataKeyUnavailable, Draft, Memory, PendingValue, SourceKind, Stability, Status
 
 from ..keys import DataKey
+from ..postgres import TenantConn
 from ._rows import joined_turns, source_turns, turn_values
 
 if TYPE_CHECKING:
@@ -46,13 +47,14 @@ class HeldValue:
     trust: float
 
 
-async def hold(conn: Any, tenant: str, key: DataKey, memory_id: str, owner: str, draft: Draft, agent: str,
+async def hold(conn: TenantConn, key: DataKey, memory_id: str, owner: str, draft: Draft, agent: str,
                trust: float, digest: bytes) -> str:
     """Keep ``draft`` as a pending value of ``memory_id``; the id of the pending value.
 
     The same text from the same kind of source is kept once (its latest write wins, and it
     answers to the turns of both).
     """
+    tenant = conn.tenant
     cur = await conn.execute(
         "DELETE FROM pending_values WHERE tenant_id = %s AND memory_id = %s AND text_hash = %s "
         "AND source_kind = %s RETURNING id, source_turn_id, source_turn_ids",
@@ -78,8 +80,9 @@ async def hold(conn: Any, tenant: str, key: DataKey, memory_id: str, owner: str,
     return pending_id
 
 
-async def settle(conn: Any, tenant: str, memory_id: str, trust: float) -> int:
+async def settle(conn: TenantConn, memory_id: str, trust: float) -> int:
     """Drop the memory's pending values trusted no more than ``trust``; how many."""
+    tenant = conn.tenant
     cur = await conn.execute(
         "DELETE FROM pending_values WHERE tenant_id = %s AND memory_id = %s AND trust <= %s",
         (tenant, memory_id, trust),
@@ -87,8 +90,9 @@ async def settle(conn: Any, tenant: str, memory_id: str, trust: float) -> int:
     return int(cur.rowcount)
 
 
-async def discard(conn: Any, tenant: str, memory_ids: list[str], pending_id: str = "") -> int:
+async def discard(conn: TenantConn, memory_ids: list[str], pending_id: str = "") -> int:
     """Drop the pending values of ``memory_ids`` (only ``pending_id`` if given); how many."""
+    tenant = conn.tenant
     if pending_id:
         cur = await conn.execute(
             "DELETE FROM pending_values WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND id = %s",

@@ -8,9 +8,10 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import psycopg
+from psycopg.abc import Params, QueryNoTemplate
 from psycopg import errors as pg_errors
 from psycopg import pq
 from psycopg.rows import DictRow, dict_row
@@ -147,6 +148,24 @@ class _QuietReconnects(logging.Filter):
 logging.getLogger("psycopg.pool").addFilter(_QuietReconnects())
 
 
+@dataclass(frozen=True, slots=True)
+class TenantConn:
+    """The connection of one tenant's transaction, bound to that tenant: made once by
+    ``Postgres.tenant_tx``, so what works inside the transaction is given the tenant with the
+    connection instead of as a loose string. It answers ``execute`` and ``cursor`` like the
+    connection."""
+
+    conn: Connection
+    tenant: str
+
+    async def execute(self, query: QueryNoTemplate, params: Params | None = None, *, prepare: bool | None = None,
+                      binary: bool = False) -> psycopg.AsyncCursor[DictRow]:
+        return await self.conn.execute(query, params, prepare=prepare, binary=binary)
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return self.conn.cursor(*args, **kwargs)
+
+
 class Postgres:
     """A pool of connections as the app role, handing out tenant-scoped transactions."""
 
@@ -215,7 +234,7 @@ class Postgres:
         await self._pool.close()
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant: str, *, pipelined: bool = False) -> AsyncIterator[Connection]:
+    async def tenant_tx(self, tenant: str, *, pipelined: bool = False) -> AsyncIterator[TenantConn]:
         """A transaction in which row level security shows only ``tenant``'s rows.
 
         Any driver error becomes a domain error; the transaction is rolled back, so a failed
@@ -229,7 +248,7 @@ class Postgres:
         if not tenant:
             raise Internal("tenant_tx needs a tenant")
         async with self._transaction(tenant, pipelined) as conn:
-            yield conn
+            yield TenantConn(conn, tenant)
 
     @asynccontextmanager
     async def worker_tx(self) -> AsyncIterator[Connection]:

@@ -44,7 +44,7 @@ class PostgresViewStore:
                 "INSERT INTO agent_views (tenant_id, agent, version, definition, changed_by, request_id) "
                 "VALUES (%s, %s, %s, %s, %s, %s)",
                 (tenant, view.agent, version, Jsonb(definition), admin, tag.request_id))
-            await audit.append(conn, tenant, admin, "", "view.put", [], tag,
+            await audit.append(conn, admin, "", "view.put", [], tag,
                                {"agent": view.agent, "version": version, "definition": definition})
             return ViewChange(View.from_definition(view.agent, definition, version), True, current)
 
@@ -59,7 +59,7 @@ class PostgresViewStore:
             await conn.execute(
                 "INSERT INTO agent_views (tenant_id, agent, version, definition, changed_by) VALUES (%s, %s, 1, %s, %s)",
                 (tenant, view.agent, Jsonb(definition), admin))
-            await audit.append(conn, tenant, admin, "", "view.put", [], AuditTag(),
+            await audit.append(conn, admin, "", "view.put", [], AuditTag(),
                                {"agent": view.agent, "version": 1, "definition": definition})
             return True
 
@@ -73,7 +73,7 @@ class PostgresViewStore:
             await conn.execute(
                 "INSERT INTO agent_views (tenant_id, agent, version, definition, changed_by, request_id) "
                 "VALUES (%s, %s, %s, NULL, %s, %s)", (tenant, agent, version, admin, tag.request_id))
-            await audit.append(conn, tenant, admin, "", "view.delete", [], tag,
+            await audit.append(conn, admin, "", "view.delete", [], tag,
                                {"agent": agent, "version": version})
             return True
 

@@ -108,14 +108,14 @@ class Consolidations:
             if result.outcome is not Outcome.PENDING:
                 forgotten = list(fragment_ids)
                 await forget_ids(conn, tenant, subject, forgotten)
-            await audit.append(conn, tenant, AGENT, subject, ACTION, [result.memory_id, *forgotten], AuditTag(),
+            await audit.append(conn, AGENT, subject, ACTION, [result.memory_id, *forgotten], AuditTag(),
                                {"memory": result.memory_id, "outcome": result.outcome.value,
                                 "fragments": forgotten, **(details or {})})
-            await counters.bump(conn, tenant, {"consolidation.groups": 1, "consolidation.fragments": len(forgotten),
+            await counters.bump(conn, {"consolidation.groups": 1, "consolidation.fragments": len(forgotten),
                                                "consolidation.pending": int(result.outcome is Outcome.PENDING)})
             return Consolidated(result, tuple(forgotten))
 
     async def count(self, session: StoreSession, counts: Mapping[str, int]) -> None:
         """Count what a pass did not write (skips, parse failures, outages, drops)."""
         async with session.transaction() as conn:
-            await counters.bump(conn, session.tenant, counts)
+            await counters.bump(conn, counts)

@@ -82,8 +82,8 @@ async def _forget(conn: Any, tenant: str, rows: list[dict[str, Any]], action: st
         by_subject[row["subject"]].append(str(row["id"]))
     for subject, ids in by_subject.items():
         await forget_ids(conn, tenant, subject, ids)
-        await audit.append(conn, tenant, AGENT, subject, action, ids, AuditTag(), {"now": now.isoformat()})
-    await counters.bump(conn, tenant, {_COUNTER[action]: len(rows)})
+        await audit.append(conn, AGENT, subject, action, ids, AuditTag(), {"now": now.isoformat()})
+    await counters.bump(conn, {_COUNTER[action]: len(rows)})
     return len(rows)
 
 
@@ -124,7 +124,7 @@ class LifecycleSweeper:
             (tenant, policy.stale_importance, now - timedelta(days=policy.stale_days)))
         evicted = await self._evict(tenant, policy.episodic_cap, now)
         async with self._db.tenant_tx(tenant) as conn:
-            await fold_stats(conn, tenant)  # after the forgetting above, which adds rows of its own
+            await fold_stats(conn)  # after the forgetting above, which adds rows of its own
         return SweepReport(1, expired, stale, evicted)
 
     async def _claim_loop(self, tenant: str, action: str, now: datetime, query: str, params: tuple[Any, ...]) -> int:
