@@ -35,12 +35,12 @@ TENANT_TAKERS: set[str] = {
     "postgres/_views.py:PostgresViewStore.delete", "postgres/_views.py:PostgresViewStore.list",
     "postgres/_views.py:_lock", "postgres/_views.py:_latest_version", "postgres/_views.py:_current",
     # The vector index (partitioned by tenant) and the filter compiler.
-    "_filters.py:read_conditions", "_filters.py:filter_expression", "vectors/_milvus.py:MilvusIndex._partition",
-    "vectors/_milvus.py:MilvusIndex.upsert", "vectors/_milvus.py:MilvusIndex.upsert_tenants.rows_of",
-    "vectors/_milvus.py:MilvusIndex.delete", "vectors/_milvus.py:MilvusIndex.delete_subject",
-    "vectors/_milvus.py:MilvusIndex._delete", "vectors/_milvus.py:MilvusIndex.count",
-    "vectors/_milvus.py:MilvusIndex.search", "vectors/_milvus.py:MilvusIndex.vectors",
-    "vectors/_records.py:partition_name",
+    
+    
+    
+    
+    
+    "vectors/_milvus.py:MilvusIndex.partition", "vectors/_records.py:partition_name",
     # Keys and the keyword channel: helpers a session calls inside its own transaction.
     "keys/_envelope.py:DataKey.__init__", "keys/_envelope.py:SubjectKeys._unwrap",
     "keys/_envelope.py:SubjectKeys.for_write", "keys/_envelope.py:SubjectKeys.for_read",
@@ -48,7 +48,7 @@ TENANT_TAKERS: set[str] = {
     "keys/_envelope.py:SubjectKeys.destroy", "keys/_envelope.py:SubjectKeys.evict", "keys/_keys.py:_aad",
     "keys/_keys.py:LocalKeyProvider._tenant_key", "keys/_keys.py:LocalKeyProvider.wrap",
     "keys/_keys.py:LocalKeyProvider.unwrap",
-    "keywords/_bm25.py:_totals", "keywords/_bm25.py:bm25_statement",
+    
     "keywords/_keywords.py:TermHasher.for_tenant",
     # Memories: opening a session, the vectors' eraser (the index is keyed by tenant), and the
     # helpers a session or the lifecycle sweeper calls inside a transaction.

@@ -36,9 +36,10 @@ def _store(db: Postgres) -> Stores:
 
 
 async def _totals_of(db: Postgres, tenant: str, flt: ReadFilter, now: datetime, *, kept: bool) -> tuple[float, float]:
-    flt = await _store(db).session(tenant).labelled(flt)
+    session = _store(db).session(tenant)
+    flt = await session.labelled(flt)
     owners = [flt.subject, ""] if flt.include_org else [flt.subject]
-    query, params = _totals(tenant, flt, owners, now, kept)
+    query, params = _totals(session, flt, owners, now, kept)
     async with db.tenant_tx(tenant) as conn:
         cur = await conn.execute(query, params)
         row = await cur.fetchone()

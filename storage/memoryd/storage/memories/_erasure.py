@@ -277,7 +277,7 @@ async def organisation_mentions(session: Bound, conn: Any, flt: ReadFilter, subj
     erase of the subject leaves behind about it. Their content is opened to look (the
     organisation's data key), in the erase's transaction."""
     tenant, keys = session.tenant, session.keys
-    where, params = read_conditions(tenant, replace(flt, include_org=True), live_at=now)
+    where, params = read_conditions(session, replace(flt, include_org=True), live_at=now)
     cur = await conn.execute(
         sql.SQL("SELECT id, subject, key, text, data, tags, key_ct, text_ct, data_ct, tags_ct FROM memories "
                 "WHERE {where} AND subject = '' AND scope = 'org'").format(where=where), params)
@@ -366,11 +366,12 @@ async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids:
     try:
         for target in indexes.targets():  # every model's collection, not just the active one
             index = target.index
-            gone = await index.delete(tenant, first) if first else 0
+            own = index.partition(tenant)
+            gone = await own.delete(first) if first else 0
             counted_deleted += gone
-            gone += await index.delete(tenant, rest) if rest else 0
+            gone += await own.delete(rest) if rest else 0
             if whole_subject:
-                gone += await index.delete_subject(tenant, subject)
+                gone += await own.delete_subject(subject)
             deleted += gone
             if compacted is not None:
                 files = compacted.get(index.collection, False) if not gone else False
@@ -381,7 +382,7 @@ async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids:
                     files = False  # logged by the index; the rows are deleted, the files unknown
             else:
                 files = False  # the next round's
-            left += await index.count(tenant, ids=ids, subject=subject if whole_subject else None)
+            left += await own.count(ids=ids, subject=subject if whole_subject else None)
             if not files:
                 missed.add(VECTOR_FILES)
                 later = later or files is False  # None: never confirmable here (a milvus-lite server)

@@ -83,7 +83,7 @@ class Reading(Bound):
         # One transaction, pipelined: the places, then the rows.
         async with self.transaction(pipelined=True) as conn:
             flt = await self.label(conn, flt)
-            where, params = read_conditions(tenant, flt, live_at=now)
+            where, params = read_conditions(self, flt, live_at=now)
             sides = [(sql.SQL(_WRITTEN_NEXT_TO).format(where=where, side=sql.SQL(side), order=sql.SQL(order),
                                                        direction=sql.Literal(direction), anchor=sql.Literal(i)),
                       [*params, tenant, anchor, tenant, anchor, limit])
@@ -110,14 +110,13 @@ class Reading(Bound):
         """Those of ``tags`` that some active, unexpired memory passing the filter carries: how
         recall learns which entities a query names (``domain.named_spans``) among what the
         caller may read, and nothing of the rest."""
-        tenant = self.tenant
         if not tags:
             return set()
         hasher = self.hasher
         by_label = {hasher.label(tag): tag for tag in tags}
         # Pipelined: on the query's way to its embedding, so BEGIN and the tenant go with it.
         async with self.transaction(pipelined=True) as conn:
-            where, params = read_conditions(tenant, await self.label(conn, flt), live_at=now)
+            where, params = read_conditions(self, await self.label(conn, flt), live_at=now)
             # One probe of the tag index per label (migration 0020), stopping at the first
             # memory that carries it: a tag on half a subject's memories costs no more than one
             # on a single memory.
@@ -141,7 +140,7 @@ class Reading(Bound):
         in ``conn``'s transaction."""
         tenant = self.tenant
         # One statement: the rows, their subject's wrapped key, and whether any has pending values.
-        where, params = read_conditions(tenant, await self.label(conn, flt), live_at=now)
+        where, params = read_conditions(self, await self.label(conn, flt), live_at=now)
         query = sql.SQL(
             "SELECT {cols}, {wrapped}, EXISTS (SELECT 1 FROM pending_values p WHERE p.tenant_id = "
             "memories.tenant_id AND p.memory_id = memories.id) AS has_pending FROM memories "
@@ -159,7 +158,7 @@ class Reading(Bound):
         tenant = self.tenant
         async with self.transaction() as conn:
             flt = await self.label(conn, flt)
-            where, params = read_conditions(tenant, flt)
+            where, params = read_conditions(self, flt)
             states, state_params = in_states(flt, now or datetime.now(UTC))
             clauses = [where, states]
             params += state_params
@@ -184,7 +183,7 @@ class Reading(Bound):
         in one of the filter's statuses (``in_states``). NotFound if there is none."""
         tenant = self.tenant
         async with self.transaction() as conn:
-            where, params = read_conditions(tenant, await self.label(conn, flt))
+            where, params = read_conditions(self, await self.label(conn, flt))
             states, state_params = in_states(flt, datetime.now(UTC), table="m")
             query = sql.SQL(
                 "SELECT * FROM memory_versions WHERE {where} AND memory_id = %s AND version < %s "

@@ -73,7 +73,7 @@ def _index_row(r: dict[str, Any]) -> tuple[IndexedMemory, str | None]:
 
 
 async def _current(conn: Any, session: Bound, flt: ReadFilter, memory_id: str) -> dict[str, Any] | None:
-    where, params = read_conditions(session.tenant, flt)
+    where, params = read_conditions(session, flt)
     cur = await conn.execute(
         sql.SQL("SELECT {cols} FROM memories WHERE {where} AND id = %s AND {live} AND key_label <> '\\x' "
                 "FOR UPDATE").format(cols=sql.SQL(MEMORY_COLUMNS), where=where, live=sql.SQL(LIVE_NOW)),

@@ -342,7 +342,7 @@ class ExtractionJobs:
         lag behind Postgres); locked, so it stays so until the merge."""
         if flt is None:
             return False
-        where, params = read_conditions(conn.tenant, flt)  # labelled by the dedup search that found it
+        where, params = read_conditions(conn, flt)  # labelled by the dedup search that found it
         query = sql.SQL("SELECT 1 FROM memories WHERE {where} AND id = %s::uuid AND {live} FOR UPDATE").format(
             where=where, live=sql.SQL(LIVE_NOW))
         cur = await conn.execute(query, [*params, memory_id])
