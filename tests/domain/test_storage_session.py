@@ -33,7 +33,7 @@ TENANT_TAKERS: set[str] = {
     "postgres/_revocations.py:PostgresTokenLedger.record_issue", "postgres/_views.py:PostgresViewStore.get",
     "postgres/_views.py:PostgresViewStore.put", "postgres/_views.py:PostgresViewStore.put_first",
     "postgres/_views.py:PostgresViewStore.delete", "postgres/_views.py:PostgresViewStore.list",
-    "postgres/_views.py:_lock", "postgres/_views.py:_latest_version", "postgres/_views.py:_current",
+    
     # The vector index (partitioned by tenant) and the filter compiler.
     
     
@@ -55,11 +55,11 @@ TENANT_TAKERS: set[str] = {
     "memories/_backfill.py:_key", "memories/_backfill.py:_with_keys", "memories/_backfill.py:seal_memories",
     "memories/_backfill.py:seal_versions", "memories/_backfill.py:label_rows",
     "memories/_backfill.py:seal_pending_tags", "memories/_backfill.py:_label_tenant",
-    "memories/_bound.py:VectorEraser.erase", "memories/_bound.py:StoreParts.hasher_of",
+    "memories/_bound.py:VectorEraser.erase", 
     "memories/_bound.py:Bound.__init__", "memories/_erase.py:forget_ids", "memories/_erasure.py:IndexVectors.erase",
-    "memories/_erasure.py:erase_vectors", "memories/_labels.py:KeyNames.matcher",
-    "memories/_labels.py:KeyNames._open", "memories/_labels.py:KeyNames.evict", "memories/_labels.py:label_filter",
-    "memories/_session.py:Stores.session", "memories/_session.py:Stores.term_hasher",
+    "memories/_erasure.py:erase_vectors", 
+    
+    "memories/_session.py:Stores.session", 
     # Worker-role code: the outbox, the jobs' claim loop, the lifecycle sweeper, re-indexing and
     # tenant sizes.
     "work/_consolidation.py:Consolidations.session", "work/_jobs.py:ExtractionJobs.open",

@@ -136,11 +136,19 @@ class TermHasher:
         if not 16 <= len(secret) <= 64:
             raise ValueError("the term hashing secret must be 16 to 64 bytes")
         self._secret = secret
+        self._tenants: dict[str, TermHasher] = {}
 
     def for_tenant(self, tenant: str) -> TermHasher:
         """A hasher keyed for one tenant: the same word hashes differently in every tenant, so
-        term frequencies cannot be compared across tenants either."""
-        return TermHasher(hashlib.blake2b(tenant.encode("utf-8"), key=self._secret, person=b"memoryd-terms").digest())
+        term frequencies cannot be compared across tenants either. Derived once, kept while
+        few tenants are active."""
+        hasher = self._tenants.get(tenant)
+        if hasher is None:
+            if len(self._tenants) > 10_000:
+                self._tenants.clear()
+            hasher = self._tenants[tenant] = TermHasher(
+                hashlib.blake2b(tenant.encode("utf-8"), key=self._secret, person=b"memoryd-terms").digest())
+        return hasher
 
     def term(self, token: str) -> int:
         """First 8 bytes of BLAKE2b(token, key=secret), as a Postgres ``bigint``."""

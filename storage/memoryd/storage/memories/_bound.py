@@ -98,19 +98,9 @@ class StoreParts:
     outbox: IndexWork | None = None
     jobs: JobDesk | None = None
     names: KeyNames = field(init=False)
-    hashers: dict[str, TermHasher] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.names = KeyNames(self.keys)
-
-    def hasher_of(self, tenant: str) -> TermHasher:
-        """The tenant's keyword term hasher (derived once, kept while few tenants are active)."""
-        hasher = self.hashers.get(tenant)
-        if hasher is None:
-            if len(self.hashers) > 10_000:
-                self.hashers.clear()
-            hasher = self.hashers[tenant] = self.root_hasher.for_tenant(tenant)
-        return hasher
 
 
 class Bound:
@@ -127,7 +117,7 @@ class Bound:
 
     @property
     def hasher(self) -> TermHasher:
-        return self.parts.hasher_of(self.tenant)
+        return self.parts.root_hasher.for_tenant(self.tenant)
 
     @property
     def policy(self) -> TenantPolicy:
@@ -142,4 +132,4 @@ class Bound:
     async def label(self, conn: Any, flt: ReadFilter) -> ReadFilter:
         """``flt`` with its key and tag labels (``_labels``); ``conn`` is used only if the
         filter names keys or tags and has no labels yet."""
-        return await label_filter(conn, self.parts.names, self.hasher, self.tenant, flt)
+        return await label_filter(conn, self.parts.names, self.hasher, flt)

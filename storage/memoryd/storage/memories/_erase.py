@@ -178,7 +178,7 @@ async def erase(
                                                       replay.receipt.started_at, replay.receipt.organisation_mentions)
         counted = frozenset(replay.counted)
     if mode is EraseMode.PURGE:
-        parts.names.evict(tenant, subject)  # no purged key name stays in this process
+        parts.names.evict(session, subject)  # no purged key name stays in this process
         await _await_batches_in_flight(session, ids)
     vectors = await parts.vectors.erase(tenant, subject, ids, mode=mode, whole_subject=selector.all_of_subject,
                                          counted=counted, defer=partial(enqueue_vector_deletes, session)) \

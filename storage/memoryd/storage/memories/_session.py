@@ -380,6 +380,8 @@ class Stores:
         """The tenant's lifecycle and trust policy (TTLs, trust levels), asked for per write."""
         return self.parts.policy_for
 
-    def term_hasher(self, tenant: str) -> TermHasher:
-        """The tenant's keyword term hasher (sealing rows written before keys were labelled)."""
-        return self.parts.hasher_of(tenant)
+    @property
+    def term_hasher(self) -> Callable[[str], TermHasher]:
+        """A tenant's keyword term hasher, given the tenant (sealing rows written before keys
+        were labelled): ``TermHasher.for_tenant``."""
+        return self.parts.root_hasher.for_tenant
