@@ -42,19 +42,19 @@ TENANT_TAKERS: set[str] = {
     
     "vectors/_milvus.py:MilvusIndex.partition", "vectors/_records.py:partition_name",
     # Keys and the keyword channel: helpers a session calls inside its own transaction.
-    "keys/_envelope.py:DataKey.__init__", "keys/_envelope.py:SubjectKeys._unwrap",
-    "keys/_envelope.py:SubjectKeys.for_write", "keys/_envelope.py:SubjectKeys.for_read",
-    "keys/_envelope.py:SubjectKeys.open_rows", "keys/_envelope.py:SubjectKeys.open_with_keys",
-    "keys/_envelope.py:SubjectKeys.destroy", "keys/_envelope.py:SubjectKeys.evict", "keys/_keys.py:_aad",
+    "keys/_envelope.py:DataKey.__init__", "keys/_envelope.py:SubjectKeys.of", 
+    
+    
+    "keys/_keys.py:_aad",
     "keys/_keys.py:LocalKeyProvider._tenant_key", "keys/_keys.py:LocalKeyProvider.wrap",
     "keys/_keys.py:LocalKeyProvider.unwrap",
     
     "keywords/_keywords.py:TermHasher.for_tenant",
     # Memories: opening a session, the vectors' eraser (the index is keyed by tenant), and the
     # helpers a session or the lifecycle sweeper calls inside a transaction.
-    "memories/_backfill.py:_key", "memories/_backfill.py:_with_keys", "memories/_backfill.py:seal_memories",
-    "memories/_backfill.py:seal_versions", "memories/_backfill.py:label_rows",
-    "memories/_backfill.py:seal_pending_tags", "memories/_backfill.py:_label_tenant",
+    
+    
+    
     "memories/_bound.py:VectorEraser.erase", 
     "memories/_bound.py:Bound.__init__", "memories/_erase.py:forget_ids", "memories/_erasure.py:IndexVectors.erase",
     "memories/_erasure.py:erase_vectors", 

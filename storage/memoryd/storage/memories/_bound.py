@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.domain import AuditTag, EraseMode, ExtractionJob, ReadFilter, TenantPolicy, Turn
 
-from ..keys import SubjectKeys
+from ..keys import SubjectKeys, TenantKeys
 from ..keywords import TermHasher
 from ..postgres import Postgres, TenantConn
 from ._labels import KeyNames, label_filter
@@ -112,8 +112,9 @@ class Bound:
         self.agent = agent
 
     @property
-    def keys(self) -> SubjectKeys:
-        return self.parts.keys
+    def keys(self) -> TenantKeys:
+        """This tenant's key ring."""
+        return self.parts.keys.of(self.tenant)
 
     @property
     def hasher(self) -> TermHasher:

@@ -135,7 +135,7 @@ async def erase(
         counts = replace(counts, jobs=len(jobs))
         answered = replace(answered, jobs=jobs.count(agent))
         if shred and not await _subject_rows_left(session, conn, subject):
-            destroyed = await session.keys.destroy(conn, tenant, subject)
+            destroyed = await session.keys.destroy(conn, subject)
             counts, answered = replace(counts, keys=destroyed), replace(answered, keys=destroyed)
         mentions = None
         if selector.all_of_subject and subject and flt.include_org:

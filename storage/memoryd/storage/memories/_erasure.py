@@ -276,12 +276,12 @@ async def organisation_mentions(session: Bound, conn: Any, flt: ReadFilter, subj
     """How many of the organisation's live memories that ``flt`` reads name ``subject``: what an
     erase of the subject leaves behind about it. Their content is opened to look (the
     organisation's data key), in the erase's transaction."""
-    tenant, keys = session.tenant, session.keys
+    keys = session.keys
     where, params = read_conditions(session, replace(flt, include_org=True), live_at=now)
     cur = await conn.execute(
         sql.SQL("SELECT id, subject, key, text, data, tags, key_ct, text_ct, data_ct, tags_ct FROM memories "
                 "WHERE {where} AND subject = '' AND scope = 'org'").format(where=where), params)
-    rows = await keys.open_rows(conn, tenant, await cur.fetchall())
+    rows = await keys.open_rows(conn, await cur.fetchall())
     pattern = naming(subject)
     return sum(1 for row in rows if not row["content_unavailable"] and names_subject(pattern, row))
 

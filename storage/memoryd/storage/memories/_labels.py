@@ -101,7 +101,7 @@ class KeyNames:
 
     async def _open(self, conn: TenantConn, subject: str, labels: list[bytes]) -> dict[bytes, str]:
         tenant = conn.tenant
-        key = (await self._keys.for_read(conn, tenant, {subject}))[subject]
+        key = (await self._keys.of(tenant).for_read(conn, {subject}))[subject]
         if key is None:
             return {}
         cur = await conn.execute(

@@ -138,7 +138,6 @@ class Reading(Bound):
                            values: list[Any]) -> list[Memory]:
         """The live memories that pass the filter and ``which`` (its one placeholder: ``values``),
         in ``conn``'s transaction."""
-        tenant = self.tenant
         # One statement: the rows, their subject's wrapped key, and whether any has pending values.
         where, params = read_conditions(self, await self.label(conn, flt), live_at=now)
         query = sql.SQL(
@@ -149,13 +148,12 @@ class Reading(Bound):
         cur = await conn.execute(query, [*params, values])
         rows = await cur.fetchall()
         pending = any([row.pop("has_pending") for row in rows])
-        memories = [memory_from_row(row) for row in await self.keys.open_with_keys(tenant, rows)]
+        memories = [memory_from_row(row) for row in await self.keys.open_with_keys(rows)]
         return await with_pending(self, conn, memories) if pending else memories
 
     async def list(self, flt: ReadFilter, page: Page, now: datetime | None = None) -> Listing:
         """One page of memories, most recently updated first (keyset pagination). An active
         memory past its time to live is not listed (the sweeper soon marks it forgotten)."""
-        tenant = self.tenant
         async with self.transaction() as conn:
             flt = await self.label(conn, flt)
             where, params = read_conditions(self, flt)
@@ -173,7 +171,7 @@ class Reading(Bound):
                 cols=sql.SQL(MEMORY_COLUMNS), where=sql.SQL(" AND ").join(clauses), order=sql.SQL(order)
             )
             cur = await conn.execute(query, [*params, page.size + 1])
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await self.keys.open_rows(conn, await cur.fetchall())
             memories = await with_pending(self, conn, [memory_from_row(r) for r in rows[: page.size]])
         return Listing(memories, has_more=len(rows) > page.size)
 
@@ -181,7 +179,6 @@ class Reading(Bound):
                       size: int) -> tuple[builtins.list[MemoryVersion], bool]:
         """Versions of one memory the filter allows, newest first, while the memory itself is
         in one of the filter's statuses (``in_states``). NotFound if there is none."""
-        tenant = self.tenant
         async with self.transaction() as conn:
             where, params = read_conditions(self, await self.label(conn, flt))
             states, state_params = in_states(flt, datetime.now(UTC), table="m")
@@ -192,7 +189,7 @@ class Reading(Bound):
             ).format(where=where, states=states)
             cur = await conn.execute(query, [*params, memory_id, after_version or 2**31 - 1, *state_params,
                                              size + 1])
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall(), id_column="memory_id")
+            rows = await self.keys.open_rows(conn, await cur.fetchall(), id_column="memory_id")
             versions = [version_from_row(r) for r in rows[:size]]
             # The pending values belong to the current value: shown on the active version.
             pending = await trust.load(self, conn, [memory_id])
@@ -217,6 +214,6 @@ class Reading(Bound):
                 f"AND category = ANY(%s) AND {LIVE_NOW} ORDER BY id",
                 (tenant, subject, self.hasher.label("timezone"), [c.value for c in categories]),
             )
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await self.keys.open_rows(conn, await cur.fetchall())
         return [(Category(r["category"]), r["text"].strip(), r["updated_at"]) for r in rows
                 if not r["content_unavailable"]]

@@ -94,7 +94,7 @@ async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilte
     row = await _current(conn, session, flt, memory_id)
     if row is None:
         raise NotFound("no such keyed memory for this subject")
-    opened = (await keys.open_rows(conn, tenant, [row]))[0]
+    opened = (await keys.open_rows(conn, [row]))[0]
     owner = row["subject"]
     details: dict[str, Any] = {"resolution": resolution.value}
     if resolution is Resolution.KEEP_CURRENT:
@@ -115,7 +115,7 @@ async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilte
                              (tenant, memory_id))
     after = await cur.fetchone()
     assert after is not None
-    memory = memory_from_row((await keys.open_rows(conn, tenant, [after]))[0])
+    memory = memory_from_row((await keys.open_rows(conn, [after]))[0])
     return (await trust.with_pending(session, conn, [memory]))[0]
 
 
@@ -131,7 +131,7 @@ class StoreSession(Reading, Erasing):
 
         async def key_for(owner: str) -> DataKey:
             if owner not in held:
-                held[owner] = await self.keys.for_write(conn, self.tenant, owner)
+                held[owner] = await self.keys.for_write(conn, owner)
             return held[owner]
 
         return ItemWriter(conn, agent or self.agent, subject, self.hasher, key_for, self.policy)
@@ -249,7 +249,7 @@ class StoreSession(Reading, Erasing):
                 "AND status = 'active'",
                 (tenant, ids),
             )
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await self.keys.open_rows(conn, await cur.fetchall())
         return [_index_row(r) for r in rows]
 
     async def index_page(self, after_id: str | None,
@@ -262,7 +262,7 @@ class StoreSession(Reading, Erasing):
                 "AND id > %s::uuid ORDER BY id LIMIT %s",
                 (tenant, after_id or "00000000-0000-0000-0000-000000000000", limit),
             )
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await self.keys.open_rows(conn, await cur.fetchall())
         return [_index_row(r) for r in rows]
 
     async def count_active(self) -> int:

@@ -132,7 +132,7 @@ async def take(session: Bound, conn: Any, memory: Memory, pending_id: str) -> He
     row = await cur.fetchone()
     if row is None:
         return None
-    key = await keys.for_write(conn, tenant, row["subject"])
+    key = await keys.for_write(conn, row["subject"])
     text, data, tags, unavailable = _open(row, key)
     if unavailable:
         raise DataKeyUnavailable("the pending value cannot be decrypted")
@@ -157,7 +157,7 @@ async def load(session: Bound, conn: Any, memory_ids: list[str]) -> dict[str, li
     rows = await cur.fetchall()
     if not rows:
         return {}
-    opened = await keys.for_read(conn, tenant, {r["subject"] for r in rows})
+    opened = await keys.for_read(conn, {r["subject"] for r in rows})
     out: dict[str, list[PendingValue]] = defaultdict(list)
     for row in rows:
         text, data, _, unavailable = _open(row, opened.get(row["subject"]))

@@ -77,7 +77,7 @@ class Consolidations:
                 "ORDER BY created_at, id",
                 (tenant, subject, now, now, EPISODIC),
             )
-            rows = await session.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await session.keys.open_rows(conn, await cur.fetchall())
         return [Fragment(str(r["id"]), Category(r["category"]), r["text"], float(r["importance"]), r["at"])
                 for r in rows if not r["content_unavailable"] and r["text"].strip()]
 
@@ -87,7 +87,7 @@ class Consolidations:
         a fragment changed since it was read."""
         tenant = session.tenant
         async with session.transaction() as conn:
-            key = await session.keys.for_write(conn, tenant, subject)
+            key = await session.keys.for_write(conn, subject)
             cur = await conn.execute(
                 "SELECT id, source_turn_id, source_turn_ids FROM memories WHERE tenant_id = %s AND subject = %s "
                 f"AND scope = 'subject' AND id = ANY(%s::uuid[]) AND {LIVE_NOW} AND NOT pinned AND category = ANY(%s) "

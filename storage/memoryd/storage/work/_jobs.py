@@ -144,7 +144,7 @@ class ExtractionJobs:
                     if not isinstance(first, dict) or not first.get("extraction_job_id"):
                         raise IdempotencyKeyReused()  # the key wrote items
                     return str(first["extraction_job_id"])
-            key = await session.keys.for_write(conn, tenant, subject)
+            key = await session.keys.for_write(conn, subject)
             job_id = str(uuid.uuid4())
             await conn.execute(
                 "INSERT INTO extraction_jobs (tenant_id, id, subject, agent, turns_ct, turn_count, request_id, "
@@ -227,7 +227,7 @@ class ExtractionJobs:
             if row is None or row["state"] != "running" or row["turns_ct"] is None:
                 return None
             subject = row["subject"]
-            key: DataKey | None = (await self._store.keys.for_read(conn, tenant, {subject}))[subject]
+            key: DataKey | None = (await self._store.keys.of(tenant).for_read(conn, {subject}))[subject]
         try:
             if key is None:
                 raise InvalidTag()
@@ -301,7 +301,7 @@ class ExtractionJobs:
         tenant, subject = job.tenant, job.subject
         tag = AuditTag(job.tag.request_id, job.tag.trace_id, view_version)
         async with self._db.tenant_tx(tenant) as conn:
-            key = await self._store.keys.for_write(conn, tenant, subject)  # before the job row: Erase's order
+            key = await self._store.keys.of(tenant).for_write(conn, subject)  # before the job row: Erase's order
             cur = await conn.execute(
                 "SELECT state FROM extraction_jobs WHERE tenant_id = %s AND id = %s FOR UPDATE", (tenant, job.id)
             )
