@@ -55,15 +55,15 @@ TENANT_TAKERS: set[str] = {
     
     
     
-    "memories/_bound.py:VectorEraser.erase", 
-    "memories/_bound.py:Bound.__init__", "memories/_erase.py:forget_ids", "memories/_erasure.py:IndexVectors.erase",
-    "memories/_erasure.py:erase_vectors", 
+    
+    "memories/_bound.py:Bound.__init__", 
+    
     
     "memories/_session.py:Stores.session", 
     # Worker-role code: the outbox, the jobs' claim loop, the lifecycle sweeper, re-indexing and
     # tenant sizes.
     "work/_consolidation.py:Consolidations.session", "work/_jobs.py:ExtractionJobs.open",
-    "work/_jobs.py:ExtractionJobs.release", "work/_jobs.py:ExtractionJobs.fail", "work/_lifecycle.py:_forget",
+    "work/_jobs.py:ExtractionJobs.release", "work/_jobs.py:ExtractionJobs.fail", 
     "work/_lifecycle.py:LifecycleSweeper.sweep_tenant", "work/_lifecycle.py:LifecycleSweeper._claim_loop",
     "work/_lifecycle.py:LifecycleSweeper._evict", "work/_outbox.py:OutboxWorker._read",
     "work/_outbox.py:OutboxWorker._retry_later", "work/_outbox.py:OutboxWorker._record_routes",

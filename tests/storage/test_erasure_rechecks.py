@@ -52,9 +52,9 @@ class _Indexes:
 def _clearing(rig: Rig, tenant: str, index: MilvusIndex | None = None) -> Any:
     """How the server's erase clears the vectors (``IndexVectors``), on ``index``."""
     async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
-        return await erase_vectors(_Indexes(index or rig.index), tenant, "alice", ids, mode=EraseMode.PURGE,
-                                   whole_subject=False, counted=counted,
-                                   defer=rig.store.session(tenant, AGENT).enqueue_vector_deletes)
+        session = rig.store.session(tenant, AGENT)
+        return await erase_vectors(_Indexes(index or rig.index), session, "alice", ids, mode=EraseMode.PURGE,
+                                   whole_subject=False, counted=counted, defer=session.enqueue_vector_deletes)
     return clear
 
 

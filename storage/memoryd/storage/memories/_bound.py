@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.domain import AuditTag, EraseMode, ExtractionJob, ReadFilter, TenantPolicy, Turn
 
+from .._filters import Tenanted
 from ..keys import SubjectKeys, TenantKeys
 from ..keywords import TermHasher
 from ..postgres import Postgres, TenantConn
@@ -44,9 +45,10 @@ class VectorEraser(Protocol):
     """How an erase clears the vectors of what it erased (``IndexVectors``): given to the
     stores when the process has built its index set."""
 
-    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
+    async def erase(self, scope: Tenanted, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
                     counted: frozenset[str], defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
-        """Clear the vectors of ``ids`` (and of the whole subject); ``defer(subject, ids)``
+        """Clear the vectors of ``ids`` (and of the whole subject) in ``scope``'s tenant (the erase's
+        session); ``defer(subject, ids)``
         leaves their deletion to the outbox when the index cannot be reached."""
         ...
 

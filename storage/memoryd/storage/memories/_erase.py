@@ -21,7 +21,7 @@ from psycopg import sql
 
 from memoryd.domain import AuditTag, Change, EraseMode, EraseSelector, ErasureReceipt, ReadFilter, StoreCounts
 
-from ..postgres import audit
+from ..postgres import TenantConn, audit
 from .._filters import in_states, rules_condition
 from ..keywords import delete_terms
 from . import _erasure as erasure
@@ -129,7 +129,7 @@ async def erase(
         ids = [str(r["id"]) for r in rows]
         counted = frozenset(str(r["id"]) for r in rows if r["counted"])
         if mode is EraseMode.FORGET:
-            counts, answered = await forget_ids(conn, tenant, subject, ids, counted)
+            counts, answered = await forget_ids(conn, subject, ids, counted)
         else:
             counts, answered = await _purge(session, conn, ids, counted)
         counts = replace(counts, jobs=len(jobs))
@@ -180,7 +180,7 @@ async def erase(
     if mode is EraseMode.PURGE:
         parts.names.evict(session, subject)  # no purged key name stays in this process
         await _await_batches_in_flight(session, ids)
-    vectors = await parts.vectors.erase(tenant, subject, ids, mode=mode, whole_subject=selector.all_of_subject,
+    vectors = await parts.vectors.erase(session, subject, ids, mode=mode, whole_subject=selector.all_of_subject,
                                          counted=counted, defer=partial(enqueue_vector_deletes, session)) \
         if parts.vectors is not None else VectorErasure()
     answered = replace(answered, vectors=vectors.counted)
@@ -236,11 +236,12 @@ def _selection(session: Bound, subject: str, flt: ReadFilter, selector: EraseSel
     return sql.SQL(" AND ").join(parts), params
 
 
-async def forget_ids(conn: Any, tenant: str, subject: str, ids: list[str],
+async def forget_ids(conn: TenantConn, subject: str, ids: list[str],
                      counted: frozenset[str] = frozenset()) -> tuple[StoreCounts, StoreCounts]:
     """Forget the locked, active memories ``ids`` of ``subject`` in the caller's transaction
     (Erase FORGET, consolidation and the lifecycle sweeper): what went, and what went of
     the ``counted`` ids."""
+    tenant = conn.tenant
     if not ids:
         return StoreCounts(), StoreCounts()
     await conn.execute(

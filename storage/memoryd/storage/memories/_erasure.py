@@ -47,7 +47,7 @@ from psycopg.types.json import Jsonb
 
 from memoryd.domain import EraseMode, ErasureReceipt, Internal, ReadFilter, StoreCounts, Unavailable
 
-from .._filters import read_conditions
+from .._filters import Tenanted, read_conditions
 from ._bound import Bound, Indexes, VectorErasure
 
 
@@ -335,15 +335,15 @@ class IndexVectors:
     def __init__(self, indexes: Indexes) -> None:
         self._indexes = indexes
 
-    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
+    async def erase(self, scope: Tenanted, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
                     counted: frozenset[str], defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
         # Deleted, compacted out of the index's files and checked; left to the outbox (and the
         # receipt not verified) while the index is down.
-        return await erase_vectors(self._indexes, tenant, subject, ids, mode=mode, whole_subject=whole_subject,
+        return await erase_vectors(self._indexes, scope, subject, ids, mode=mode, whole_subject=whole_subject,
                                    defer=defer, counted=counted)
 
 
-async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,
+async def erase_vectors(indexes: Indexes | None, scope: Tenanted, subject: str, ids: list[str], *, mode: EraseMode,
                         whole_subject: bool, defer: Callable[[str, list[str]], Awaitable[None]],
                         counted: frozenset[str] | None = None,
                         compacted: Mapping[str, bool | None] | None = None) -> VectorErasure:
@@ -366,7 +366,7 @@ async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids:
     try:
         for target in indexes.targets():  # every model's collection, not just the active one
             index = target.index
-            own = index.partition(tenant)
+            own = index.partition(scope.tenant)
             gone = await own.delete(first) if first else 0
             counted_deleted += gone
             gone += await own.delete(rest) if rest else 0

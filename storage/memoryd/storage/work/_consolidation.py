@@ -107,7 +107,7 @@ class Consolidations:
             forgotten: list[str] = []
             if result.outcome is not Outcome.PENDING:
                 forgotten = list(fragment_ids)
-                await forget_ids(conn, tenant, subject, forgotten)
+                await forget_ids(conn, subject, forgotten)
             await audit.append(conn, AGENT, subject, ACTION, [result.memory_id, *forgotten], AuditTag(),
                                {"memory": result.memory_id, "outcome": result.outcome.value,
                                 "fragments": forgotten, **(details or {})})

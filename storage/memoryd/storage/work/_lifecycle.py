@@ -43,7 +43,7 @@ from ..postgres import counters
 from ..keywords import fold_stats
 from .._loops import periodic
 from ..memories import forget_ids
-from ..postgres import Postgres
+from ..postgres import Postgres, TenantConn
 
 _log = logging.getLogger("memoryd.storage.lifecycle")
 AGENT = "memoryd"
@@ -75,13 +75,13 @@ async def lifecycle_tenants(queue: Postgres) -> list[str]:
         return [r["tenant_id"] for r in await cur.fetchall()]
 
 
-async def _forget(conn: Any, tenant: str, rows: list[dict[str, Any]], action: str, now: datetime) -> int:
+async def _forget(conn: TenantConn, rows: list[dict[str, Any]], action: str, now: datetime) -> int:
     """Forget the claimed ``rows`` (id, subject), audit them per subject and count them."""
     by_subject: dict[str, list[str]] = defaultdict(list)
     for row in rows:
         by_subject[row["subject"]].append(str(row["id"]))
     for subject, ids in by_subject.items():
-        await forget_ids(conn, tenant, subject, ids)
+        await forget_ids(conn, subject, ids)
         await audit.append(conn, AGENT, subject, action, ids, AuditTag(), {"now": now.isoformat()})
     await counters.bump(conn, {_COUNTER[action]: len(rows)})
     return len(rows)
@@ -134,7 +134,7 @@ class LifecycleSweeper:
                 cur = await conn.execute(query, (*params, self._batch))
                 rows = await cur.fetchall()
                 if rows:
-                    done += await _forget(conn, tenant, rows, action, now)
+                    done += await _forget(conn, rows, action, now)
             if len(rows) < self._batch:
                 return done
 
@@ -161,7 +161,7 @@ class LifecycleSweeper:
                     continue
                 candidates = sorted((r for r in rows if not r["pinned"]), key=lambda r: self.value(r, now))
                 if candidates[:excess]:
-                    done += await _forget(conn, tenant, candidates[:excess], EVICT, now)
+                    done += await _forget(conn, candidates[:excess], EVICT, now)
         return done
 
     def value(self, row: Mapping[str, Any], now: datetime) -> tuple[float, datetime, str]:
