@@ -269,15 +269,11 @@ class Postgres:
     async def _transaction(self, tenant: str | None,
                            pipelined: bool = False) -> AsyncIterator[Connection]:
         try:
-            async with self._pool.connection() as conn:
-                if pipelined:
-                    async with _pipelined_transaction(conn, tenant):
-                        yield conn
-                else:
-                    async with conn.transaction():
-                        if tenant is not None:
-                            await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
-                        yield conn
+            async with self._pool.connection() as conn, \
+                    (_pipelined_transaction(conn) if pipelined else conn.transaction()):
+                if tenant is not None:
+                    await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
+                yield conn
         except MemorydError:
             raise
         except (PoolTimeout, psycopg.Error) as exc:
@@ -303,15 +299,13 @@ class Postgres:
 
 
 @asynccontextmanager
-async def _pipelined_transaction(conn: Connection, tenant: str | None) -> AsyncIterator[None]:
-    """BEGIN, the tenant, the body and COMMIT in one pipeline. Written out rather than
+async def _pipelined_transaction(conn: Connection) -> AsyncIterator[None]:
+    """BEGIN, the body (the tenant first) and COMMIT in one pipeline. Written out rather than
     ``conn.transaction()``, which in pipeline mode syncs after BEGIN and again before COMMIT:
     two round trips that wait for nothing."""
     try:
         async with conn.pipeline():
             await conn.execute("BEGIN")
-            if tenant is not None:
-                await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
             yield
             await conn.execute("COMMIT")
     except BaseException:
