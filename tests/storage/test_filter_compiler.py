@@ -99,8 +99,8 @@ async def test_both_stores_admit_exactly_what_the_rules_allow(corpus, rules, inc
         corpus.index.collection, filter=expression, output_fields=["id"], limit=1000))}
     assert admitted == exact
 
-    hits = [memory_id for memory_id, _, _ in await corpus.index.partition(corpus.tenant).search(flt, blend(0, 1, 0.0), limit,
-                                                                       NOW)]
+    own = corpus.index.partition(corpus.tenant)
+    hits = [memory_id for memory_id, _, _ in await own.search(flt, blend(0, 1, 0.0), limit, NOW)]
     assert hits == [i for i in corpus.order if i in exact][:limit]
 
 

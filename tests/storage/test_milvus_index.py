@@ -113,8 +113,8 @@ async def index(open_index: Callable[..., MilvusIndex]) -> MilvusIndex:
 
 async def found(index: MilvusIndex, tenant: str, flt: ReadFilter, *, now: datetime = NOW,
                 vector: list[float] | None = None, limit: int = 100) -> set[str]:
-    return {memory_id for memory_id, _, _ in await index.partition(tenant).search(labelled(flt), vector or axis(0), limit,
-                                                                 now)}
+    own = index.partition(tenant)
+    return {memory_id for memory_id, _, _ in await own.search(labelled(flt), vector or axis(0), limit, now)}
 
 
 async def seed(index: MilvusIndex, tenant: str, *items: IndexedMemory, vector: list[float] | None = None) -> None:
@@ -136,7 +136,8 @@ async def test_search_returns_the_nearest_vectors_first_with_cosine_similarity(i
     assert scores[1] == pytest.approx(0.5 ** 0.5, abs=1e-5)
     assert scores[2] == pytest.approx(0.0, abs=1e-5)
     assert hits[0][2] == pytest.approx(axis(0), abs=1e-6)
-    assert [memory_id for memory_id, _, _ in await index.partition(tenant).search(everything(), axis(0), 1, NOW)] == [near.id]
+    nearest = await index.partition(tenant).search(everything(), axis(0), 1, NOW)
+    assert [memory_id for memory_id, _, _ in nearest] == [near.id]
 
 
 async def test_vectors_count_and_delete_work_by_id(index: MilvusIndex) -> None:

@@ -177,7 +177,8 @@ class TenantKeys:
         """
         for _ in range(3):
             cur = await conn.execute(
-                "SELECT wrapped FROM subject_keys WHERE tenant_id = %s AND subject = %s FOR SHARE", (self.tenant, subject)
+                "SELECT wrapped FROM subject_keys WHERE tenant_id = %s AND subject = %s FOR SHARE",
+                (self.tenant, subject),
             )
             row = await cur.fetchone()
             if row is not None:
@@ -243,7 +244,8 @@ class TenantKeys:
 
     async def destroy(self, conn: Any, subject: str) -> int:
         """Delete the subject's key row (crypto-shredding) and drop it from the cache."""
-        cur = await conn.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject = %s", (self.tenant, subject))
+        cur = await conn.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject = %s",
+                                 (self.tenant, subject))
         self.evict(subject)
         return int(cur.rowcount)
 
