@@ -430,7 +430,7 @@ class _ClearingStep:
     def __init__(self, clear: Callable[[list[str], frozenset[str]], Any]) -> None:
         self._clear = clear
 
-    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: Any, whole_subject: bool,
+    async def erase(self, scope: Any, subject: str, ids: list[str], *, mode: Any, whole_subject: bool,
                     counted: frozenset[str], defer: Any) -> Any:
         return await self._clear(ids, counted)
 

@@ -95,15 +95,15 @@ async def probe(owner_dsn: str, memories: int, others: int, repeats: int) -> Non
             for _ in range(repeats):
                 async with db.tenant_tx(tenant) as conn:
                     began = time.perf_counter()
-                    hits = len(await keyword_search(conn, tenant, flt, query, hasher, 20, now, kept=kept))
+                    hits = len(await keyword_search(conn, flt, query, hasher, 20, now, kept=kept))
                     timings.append((time.perf_counter() - began) * 1000)
             timings.sort()
             p95 = timings[int(0.95 * (len(timings) - 1))]
             print(f"{name:<18} {'kept' if kept else 'scanned':<9} {len(set(tokenize(query))):>5} {hits:>5} "
                   f"{statistics.median(timings):>10.2f} {p95:>8.2f} {timings[-1]:>8.2f}")
-    statement, params = bm25_statement(tenant, flt, hasher.counts(tokenize(QUERIES["three words"])), 20, now)
     async with db.tenant_tx(tenant) as conn:
-        cur = await conn.execute(b"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + statement.as_bytes(conn), params)
+        statement, params = bm25_statement(conn, flt, hasher.counts(tokenize(QUERIES["three words"])), 20, now)
+        cur = await conn.execute(b"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + statement.as_bytes(conn.conn), params)
         print("\nplan of 'three words':")
         print("\n".join(row["QUERY PLAN"] for row in await cur.fetchall()))
     await db.close()

@@ -49,7 +49,7 @@ async def measure(index: MilvusIndex, flt: ReadFilter, rng: random.Random, now: 
     for n in range(3 + SEARCHES):
         started = time.perf_counter()
         try:
-            await index.search("t", flt, unit_vector(rng), TOP, now)
+            await index.partition("t").search(flt, unit_vector(rng), TOP, now)
         except Unavailable:
             pass  # gave up at Recall's budget: counted at the time it took
         if n >= 3:

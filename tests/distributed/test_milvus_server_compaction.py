@@ -33,10 +33,10 @@ async def test_compact_on_a_milvus_server_rewrites_the_segment_and_cannot_read_i
     try:
         tenant, ms = unique("t"), [memory(key=f"key-{i}") for i in range(3)]
         for i, m in enumerate(ms):
-            await index.upsert(tenant, [m], [random_vector(i)])
-        vectors = await index.vectors(tenant, [m.id for m in ms])
-        await index.delete(tenant, [ms[0].id, ms[1].id])
-        assert await index.count(tenant) == 1  # read strongly: the delete is seen at once
+            await index.partition(tenant).upsert([m], [random_vector(i)])
+        vectors = await index.partition(tenant).vectors([m.id for m in ms])
+        await index.partition(tenant).delete([ms[0].id, ms[1].id])
+        assert await index.partition(tenant).count() == 1  # read strongly: the delete is seen at once
 
         assert await index.compact()  # flushed, compacted, and the job reported Completed
 

@@ -4,6 +4,7 @@ PostgreSQL and Milvus: tests/storage/test_filter_compiler.py."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,6 +17,6 @@ NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 def test_a_filter_that_was_not_labelled_is_refused_by_both_compilers():
     flt = ReadFilter(subject="alice", rules=((Category.FACT, ("*",)),))
     with pytest.raises(Internal):
-        read_conditions("t", flt)
+        read_conditions(SimpleNamespace(tenant="t"), flt)
     with pytest.raises(Internal):
-        filter_expression("t", flt, NOW)
+        filter_expression(SimpleNamespace(tenant="t"), flt, NOW)

@@ -83,7 +83,7 @@ def stored_vectors(database: str, uri: Path, tenant: str, ids: list[str]) -> dic
     async def read() -> dict[str, list[float]]:
         index = MilvusIndex(str(uri), model_id=row[0], dim=row[1])
         try:
-            return await index.vectors(tenant, ids)
+            return await index.partition(tenant).vectors(ids)
         finally:
             await index.close()
 

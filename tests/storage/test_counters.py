@@ -175,5 +175,5 @@ async def test_every_kind_of_writer_counts_into_the_one_table(store: Stores, dat
                                                     if k.startswith(("lifecycle.", "conflicts."))}
     # Metrics read every counter with the active memories, in one pipelined transaction.
     async with store.db.tenant_tx(tenant, pipelined=True) as conn:
-        read = await tenant_metrics(conn, tenant)
+        read = await tenant_metrics(conn)
     assert (read.active, read.counts) == (1, every)

@@ -52,9 +52,9 @@ class _Indexes:
 def _clearing(rig: Rig, tenant: str, index: MilvusIndex | None = None) -> Any:
     """How the server's erase clears the vectors (``IndexVectors``), on ``index``."""
     async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
-        return await erase_vectors(_Indexes(index or rig.index), tenant, "alice", ids, mode=EraseMode.PURGE,
-                                   whole_subject=False, counted=counted,
-                                   defer=rig.store.session(tenant, AGENT).enqueue_vector_deletes)
+        session = rig.store.session(tenant, AGENT)
+        return await erase_vectors(_Indexes(index or rig.index), session, "alice", ids, mode=EraseMode.PURGE,
+                                   whole_subject=False, counted=counted, defer=session.enqueue_vector_deletes)
     return clear
 
 
@@ -127,11 +127,11 @@ async def test_a_receipt_answered_while_the_index_was_down_is_verified_once_it_i
     # round compacts, then finds the vector, deletes it and verifies the receipt — but that
     # delete came after the round's compaction, so the files wait for the next round.
     stray = IndexedMemory(purged, "alice", "subject", "", "fact", "", (), datetime.now(UTC), None)
-    await rig.index.upsert(tenant, [stray], [FakeEmbedder.vector("stray")])
-    assert await rig.index.count(tenant, ids=[purged]) == 1
+    await rig.index.partition(tenant).upsert([stray], [FakeEmbedder.vector("stray")])
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 1
     await _due_now(rig, tenant)
     assert await worker.rechecks.recheck_once() == 0
-    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 0
     [row] = await _rechecks(rig, tenant)
     assert row["last_error"] == "the index files' compaction is not confirmed yet"
     assert 0 < row["due_in"] <= 60  # type: ignore[operator]  # the next round (a minute apart)
@@ -141,7 +141,7 @@ async def test_a_receipt_answered_while_the_index_was_down_is_verified_once_it_i
     await _due_now(rig, tenant)
     assert await worker.rechecks.recheck_once() == 1
     assert await rig.index.residue([purged]) == set()  # compacted out of the files too
-    assert await rig.index.count(tenant, ids=[kept]) == 1  # the subject's other memory stays
+    assert await rig.index.partition(tenant).count(ids=[kept]) == 1  # the subject's other memory stays
     assert await _rechecks(rig, tenant) == []
     checks = await rig.owner_rows("SELECT verified, vectors, recheck FROM erasure_checks WHERE tenant_id = %s "
                                   "AND erase_id = %s ORDER BY checked_at", tenant, erase_id)
@@ -255,7 +255,7 @@ async def test_purges_on_a_vector_server_answer_before_compaction_and_one_round_
     for receipt in receipts:
         assert receipt.verified and receipt.pending == ("vector_store_files",)
         assert "vector_store_files" in receipt.unchecked
-    assert await rig.index.count(tenant, ids=[first, second]) == 0  # deleted and read back
+    assert await rig.index.partition(tenant).count(ids=[first, second]) == 0  # deleted and read back
     queued = await rig.owner_rows("SELECT next_attempt_at, EXTRACT(EPOCH FROM next_attempt_at - now()) AS due_in "
                                   "FROM erasure_rechecks WHERE tenant_id = %s", tenant)
     # Both due at the start of the next round (a minute apart by default), the same moment.
@@ -266,7 +266,7 @@ async def test_purges_on_a_vector_server_answer_before_compaction_and_one_round_
     assert await worker.rechecks.recheck_once() == 2
     assert len(compactions) == 1  # one compaction for the round
     assert await rig.index.residue([first, second]) == set()
-    assert await rig.index.count(tenant, ids=[kept]) == 1
+    assert await rig.index.partition(tenant).count(ids=[kept]) == 1
     assert await _rechecks(rig, tenant) == []
     again = await _purge(rig, tenant, first)  # the retry reads the log: confirmed
     assert (again.erase_id, again.verified, again.pending) == (receipts[0].erase_id, True, ())
@@ -322,7 +322,7 @@ async def test_a_purge_of_only_memories_the_caller_cannot_list_reads_like_a_purg
             await rig.store.session(tenant, AGENT).erase("alice", everything(), EraseSelector(key="home_city"),
                                   EraseMode.FORGET, reason="asked")
             await drain(worker)
-            await rig.index.upsert(tenant, [IndexedMemory(memory_id, "alice", "subject", "", "fact", "", (),
+            await rig.index.partition(tenant).upsert([IndexedMemory(memory_id, "alice", "subject", "", "fact", "", (),
                                                           datetime.now(UTC), None)], [FakeEmbedder.vector("late")])
         purge = ("alice", everything(), EraseSelector(key="home_city"), EraseMode.PURGE)
         first = await with_vectors(rig.store, _clearing(rig, tenant)).session(tenant, AGENT).erase(*purge,

@@ -60,7 +60,7 @@ async def corpus(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Asy
             rows[result.memory_id] = (draft.category, draft.key, "" if scope is Scope.ORG else "alice")
     order = list(rows)
     indexed = {m.id: m for m, _ in await store.session(tenant).index_rows(order)}
-    await index.upsert(tenant, [indexed[i] for i in order], [blend(0, 1, n / 100) for n in range(len(order))])
+    await index.partition(tenant).upsert([indexed[i] for i in order], [blend(0, 1, n / 100) for n in range(len(order))])
     yield Corpus(store, index, tenant, rows, order)
     await index.close()
     release_lite_server(path)
@@ -94,13 +94,13 @@ async def test_both_stores_admit_exactly_what_the_rules_allow(corpus, rules, inc
     listed = await corpus.store.session(corpus.tenant).list(flt, Page(size=1000))
     assert {m.id for m in listed.memories} == exact
 
-    expression = filter_expression(corpus.tenant, flt, NOW)
+    expression = filter_expression(corpus, flt, NOW)
     admitted = {str(r["id"]) for r in await corpus.index._run(lambda: corpus.index._connect().query(
         corpus.index.collection, filter=expression, output_fields=["id"], limit=1000))}
     assert admitted == exact
 
-    hits = [memory_id for memory_id, _, _ in await corpus.index.search(corpus.tenant, flt, blend(0, 1, 0.0), limit,
-                                                                       NOW)]
+    own = corpus.index.partition(corpus.tenant)
+    hits = [memory_id for memory_id, _, _ in await own.search(flt, blend(0, 1, 0.0), limit, NOW)]
     assert hits == [i for i in corpus.order if i in exact][:limit]
 
 
@@ -114,7 +114,7 @@ async def test_the_index_and_the_tables_hold_labels_not_key_or_tag_names(corpus,
     assert all(t not in KEYS + ["shared"] and len(t) == 32 for r in rows for t in r["tags"])
     flt = await corpus.store.session(corpus.tenant).labelled(ReadFilter(
         subject="alice", rules=((Category.FACT, ("billing*",)),), tags=("shared",)))
-    expression = filter_expression(corpus.tenant, flt, NOW)
+    expression = filter_expression(corpus, flt, NOW)
     assert "billing" not in expression and "shared" not in expression and "like" not in expression
 
 

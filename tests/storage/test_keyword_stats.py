@@ -36,9 +36,10 @@ def _store(db: Postgres) -> Stores:
 
 
 async def _totals_of(db: Postgres, tenant: str, flt: ReadFilter, now: datetime, *, kept: bool) -> tuple[float, float]:
-    flt = await _store(db).session(tenant).labelled(flt)
+    session = _store(db).session(tenant)
+    flt = await session.labelled(flt)
     owners = [flt.subject, ""] if flt.include_org else [flt.subject]
-    query, params = _totals(tenant, flt, owners, now, kept)
+    query, params = _totals(session, flt, owners, now, kept)
     async with db.tenant_tx(tenant) as conn:
         cur = await conn.execute(query, params)
         row = await cur.fetchone()
@@ -50,7 +51,7 @@ async def _scores(db: Postgres, tenant: str, flt: ReadFilter, query: str, now: d
                   *, kept: bool) -> list[tuple[str, float]]:
     flt = await _store(db).session(tenant).labelled(flt)
     async with db.tenant_tx(tenant) as conn:
-        return await keyword_search(conn, tenant, flt, query, HASHER, 50, now, kept=kept)
+        return await keyword_search(conn, flt, query, HASHER, 50, now, kept=kept)
 
 
 async def _rows(db: Postgres, tenant: str) -> list[dict[str, Any]]:
@@ -169,13 +170,13 @@ async def test_folding_leaves_one_row_per_group_and_the_same_totals(db: Postgres
     before = await _totals_of(db, tenant, everything, now, kept=True)
     assert len(await _rows(db, tenant)) > 2
     async with db.tenant_tx(tenant) as conn:
-        assert await fold_stats(conn, tenant) > 0
+        assert await fold_stats(conn) > 0
     rows = await _rows(db, tenant)
     # One row for the events; the decision, written and forgotten, sums to nothing and goes.
     assert [(r["category"], r["docs"]) for r in rows] == [("event", 5)]
     assert await _totals_of(db, tenant, everything, now, kept=True) == before == (5.0, before[1])
     async with db.tenant_tx(tenant) as conn:
-        assert await fold_stats(conn, tenant) == 0  # nothing left to fold
+        assert await fold_stats(conn) == 0  # nothing left to fold
 
 
 async def test_writes_fold_their_subject_so_a_search_sums_few_rows(db: Postgres) -> None:
@@ -203,7 +204,7 @@ async def test_folding_beside_concurrent_writes_loses_no_count(db: Postgres) -> 
     async def folds() -> None:
         for _ in range(15):
             async with db.tenant_tx(tenant) as conn:
-                await fold_stats(conn, tenant)
+                await fold_stats(conn)
             await asyncio.sleep(0.005)
 
     await asyncio.gather(writes(), folds())

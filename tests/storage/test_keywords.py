@@ -17,6 +17,7 @@ import pytest
 
 from memoryd.domain import Category, Draft, EraseMode, EraseSelector, Internal, KeywordHit, ReadFilter, Scope
 from memoryd.storage import LocalKeyProvider, Postgres, Stores
+from memoryd.storage.postgres import TenantConn
 from memoryd.storage.keywords._bm25 import B, K1, keyword_search
 from memoryd.storage.keywords._keywords import TermHasher, delete_terms, replace_terms, tokenize
 
@@ -38,7 +39,7 @@ async def _remember(db: Postgres, tenant: str, subject: str, text: str, category
     [result] = await _store(db).session(tenant, "agent-1").write(subject, [draft])
     owner = "" if draft.scope is Scope.ORG else subject
     async with db.tenant_tx(tenant) as conn:
-        await replace_terms(conn, tenant, owner, result.memory_id, draft.key, draft.text, HASHER)
+        await replace_terms(conn, owner, result.memory_id, draft.key, draft.text, HASHER)
     return result.memory_id
 
 
@@ -46,7 +47,7 @@ async def _search(db: Postgres, tenant: str, query: str, flt: ReadFilter | None 
                   now: datetime | None = None) -> list[KeywordHit]:
     flt = await _store(db).session(tenant).labelled(flt or ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
-        return await keyword_search(conn, tenant, flt, query, HASHER, limit, now or datetime.now(UTC))
+        return await keyword_search(conn, flt, query, HASHER, limit, now or datetime.now(UTC))
 
 
 async def _ids(db: Postgres, tenant: str, query: str, flt: ReadFilter | None = None) -> list[str]:
@@ -129,7 +130,7 @@ async def test_a_keyword_search_is_never_a_prepared_statement(db: Postgres) -> N
     flt = await _store(db).session(tenant).labelled(ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
         for _ in range(8):
-            assert [hit.memory_id for hit in await keyword_search(conn, tenant, flt, "tea", HASHER, 10,
+            assert [hit.memory_id for hit in await keyword_search(conn, flt, "tea", HASHER, 10,
                                                                   datetime.now(UTC))] == [tea]
         cur = await conn.execute("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE %s",
                                  ("%memory_terms%",))
@@ -173,7 +174,8 @@ async def test_other_tenants_and_other_subjects_are_never_returned(db: Postgres)
     # Naming the other tenant in the filter does not reach it either: RLS holds the tenant.
     flt = await _store(db).session(tenant).labelled(ReadFilter(subject="alice", rules=EVERYTHING))
     async with db.tenant_tx(tenant) as conn:
-        assert await keyword_search(conn, other_tenant, flt, "window", HASHER, 10, datetime.now(UTC)) == []
+        misbound = TenantConn(conn.conn, other_tenant)  # the other tenant named, this one's transaction
+        assert await keyword_search(misbound, flt, "window", HASHER, 10, datetime.now(UTC)) == []
 
 
 async def test_scores_depend_only_on_memories_the_read_may_see(db: Postgres) -> None:
@@ -251,7 +253,7 @@ async def test_replace_terms_replaces_the_old_terms_and_sets_doc_len(db: Postgre
     tenant = unique("kw")
     memory_id = await _remember(db, tenant, "alice", "drinks tea", Category.PREFERENCE, key="drink")
     async with db.tenant_tx(tenant) as conn:
-        length = await replace_terms(conn, tenant, "alice", memory_id, "drink", "drinks black coffee", HASHER)
+        length = await replace_terms(conn, "alice", memory_id, "drink", "drinks black coffee", HASHER)
         cur = await conn.execute("SELECT doc_len FROM memories WHERE tenant_id = %s AND id = %s", (tenant, memory_id))
         row = await cur.fetchone()
     assert length == len(tokenize("drink drinks black coffee")) == row["doc_len"] == 4
@@ -264,7 +266,7 @@ async def test_replace_terms_refuses_a_memory_of_another_subject(db: Postgres) -
     memory_id = await _remember(db, tenant, "alice", "drinks tea")
     with pytest.raises(Internal):
         async with db.tenant_tx(tenant) as conn:
-            await replace_terms(conn, tenant, "bob", memory_id, "", "drinks tea", HASHER)
+            await replace_terms(conn, "bob", memory_id, "", "drinks tea", HASHER)
 
 
 async def test_delete_terms_removes_the_rows_of_the_given_memories(db: Postgres) -> None:
@@ -272,8 +274,8 @@ async def test_delete_terms_removes_the_rows_of_the_given_memories(db: Postgres)
     gone = await _remember(db, tenant, "alice", "plays chess on sundays")
     kept = await _remember(db, tenant, "alice", "plays chess badly")
     async with db.tenant_tx(tenant) as conn:
-        assert await delete_terms(conn, tenant, [gone]) == len(set(tokenize("plays chess on sundays")))
-        assert await delete_terms(conn, tenant, []) == 0
+        assert await delete_terms(conn, [gone]) == len(set(tokenize("plays chess on sundays")))
+        assert await delete_terms(conn, []) == 0
     assert await _ids(db, tenant, "chess") == [kept]
 
 

@@ -113,12 +113,12 @@ async def index(open_index: Callable[..., MilvusIndex]) -> MilvusIndex:
 
 async def found(index: MilvusIndex, tenant: str, flt: ReadFilter, *, now: datetime = NOW,
                 vector: list[float] | None = None, limit: int = 100) -> set[str]:
-    return {memory_id for memory_id, _, _ in await index.search(tenant, labelled(flt), vector or axis(0), limit,
-                                                                 now)}
+    own = index.partition(tenant)
+    return {memory_id for memory_id, _, _ in await own.search(labelled(flt), vector or axis(0), limit, now)}
 
 
 async def seed(index: MilvusIndex, tenant: str, *items: IndexedMemory, vector: list[float] | None = None) -> None:
-    await index.upsert(tenant, list(items), [vector or axis(0) for _ in items])
+    await index.partition(tenant).upsert(list(items), [vector or axis(0) for _ in items])
 
 
 # --- one tenant: upsert, search, vectors, count, delete ----------------------------------------
@@ -126,9 +126,9 @@ async def seed(index: MilvusIndex, tenant: str, *items: IndexedMemory, vector: l
 async def test_search_returns_the_nearest_vectors_first_with_cosine_similarity(index: MilvusIndex) -> None:
     tenant = unique("t")
     near, middle, far = memory(), memory(), memory()
-    await index.upsert(tenant, [far, near, middle], [axis(1), axis(0), blend(0, 1, 0.5)])
+    await index.partition(tenant).upsert([far, near, middle], [axis(1), axis(0), blend(0, 1, 0.5)])
 
-    hits = await index.search(tenant, everything(), axis(0), 10, NOW)
+    hits = await index.partition(tenant).search(everything(), axis(0), 10, NOW)
 
     assert [memory_id for memory_id, _, _ in hits] == [near.id, middle.id, far.id]
     scores = [score for _, score, _ in hits]
@@ -136,27 +136,28 @@ async def test_search_returns_the_nearest_vectors_first_with_cosine_similarity(i
     assert scores[1] == pytest.approx(0.5 ** 0.5, abs=1e-5)
     assert scores[2] == pytest.approx(0.0, abs=1e-5)
     assert hits[0][2] == pytest.approx(axis(0), abs=1e-6)
-    assert [memory_id for memory_id, _, _ in await index.search(tenant, everything(), axis(0), 1, NOW)] == [near.id]
+    nearest = await index.partition(tenant).search(everything(), axis(0), 1, NOW)
+    assert [memory_id for memory_id, _, _ in nearest] == [near.id]
 
 
 async def test_vectors_count_and_delete_work_by_id(index: MilvusIndex) -> None:
     tenant = unique("t")
     first, second, third = memory(), memory(), memory()
-    await index.upsert(tenant, [first, second, third], [axis(0), axis(1), axis(2)])
+    await index.partition(tenant).upsert([first, second, third], [axis(0), axis(1), axis(2)])
 
-    got = await index.vectors(tenant, [first.id, third.id, str(uuid.uuid4())])
+    got = await index.partition(tenant).vectors([first.id, third.id, str(uuid.uuid4())])
     assert set(got) == {first.id, third.id}
     assert got[first.id] == pytest.approx(axis(0), abs=1e-6)
     assert got[third.id] == pytest.approx(axis(2), abs=1e-6)
-    assert await index.count(tenant) == 3
-    assert await index.count(tenant, ids=[first.id, second.id]) == 2
-    assert await index.count(tenant, ids=[]) == 0
-    assert await index.vectors(tenant, []) == {}
+    assert await index.partition(tenant).count() == 3
+    assert await index.partition(tenant).count(ids=[first.id, second.id]) == 2
+    assert await index.partition(tenant).count(ids=[]) == 0
+    assert await index.partition(tenant).vectors([]) == {}
 
-    assert await index.delete(tenant, [first.id]) == 1
-    assert await index.delete(tenant, []) == 0
-    assert await index.count(tenant) == 2
-    assert await index.vectors(tenant, [first.id]) == {}
+    assert await index.partition(tenant).delete([first.id]) == 1
+    assert await index.partition(tenant).delete([]) == 0
+    assert await index.partition(tenant).count() == 2
+    assert await index.partition(tenant).vectors([first.id]) == {}
     assert first.id not in await found(index, tenant, everything())
 
 
@@ -165,10 +166,10 @@ async def test_upsert_of_an_existing_id_replaces_its_vector_and_fields(index: Mi
     item = memory(key="diet", category="preference", tags=("food",))
     await seed(index, tenant, item, vector=axis(0))
 
-    await index.upsert(tenant, [replace(item, key="cuisine", tags=("cooking",))], [axis(3)])
+    await index.partition(tenant).upsert([replace(item, key="cuisine", tags=("cooking",))], [axis(3)])
 
-    assert await index.count(tenant) == 1
-    assert (await index.vectors(tenant, [item.id]))[item.id] == pytest.approx(axis(3), abs=1e-6)
+    assert await index.partition(tenant).count() == 1
+    assert (await index.partition(tenant).vectors([item.id]))[item.id] == pytest.approx(axis(3), abs=1e-6)
     assert await found(index, tenant, everything(keys=("diet",))) == set()
     assert await found(index, tenant, everything(tags=("food",))) == set()
     assert await found(index, tenant, everything(keys=("cuisine",), tags=("cooking",))) == {item.id}
@@ -185,8 +186,8 @@ async def test_writing_a_memory_again_without_sealing_leaves_one_row_with_the_ne
     await index.upsert_tenants({tenant: ([replace(item, key="cuisine")], [axis(3)])}, seal=False)
 
     for _ in range(2):  # before and after the seal
-        assert await index.count(tenant) == 1
-        assert (await index.vectors(tenant, [item.id]))[item.id] == pytest.approx(axis(3), abs=1e-6)
+        assert await index.partition(tenant).count() == 1
+        assert (await index.partition(tenant).vectors([item.id]))[item.id] == pytest.approx(axis(3), abs=1e-6)
         assert await found(index, tenant, everything(keys=("diet",))) == set()
         assert await found(index, tenant, everything(keys=("cuisine",))) == {item.id}
         await index.seal()
@@ -197,10 +198,10 @@ async def test_delete_subject_removes_only_that_subjects_vectors(index: MilvusIn
     alice, bob = memory(subject="alice"), memory(subject="bob")
     await seed(index, tenant, alice, bob)
 
-    assert await index.delete_subject(tenant, "alice") == 1
+    assert await index.partition(tenant).delete_subject("alice") == 1
 
-    assert await index.count(tenant, subject="alice") == 0
-    assert await index.count(tenant, subject="bob") == 1
+    assert await index.partition(tenant).count(subject="alice") == 0
+    assert await index.partition(tenant).count(subject="bob") == 1
 
 
 async def test_count_by_ids_and_subject_counts_either(index: MilvusIndex) -> None:
@@ -209,10 +210,10 @@ async def test_count_by_ids_and_subject_counts_either(index: MilvusIndex) -> Non
     alice, bob, carol = memory(subject="alice"), memory(subject="bob"), memory(subject="carol")
     await seed(index, tenant, alice, bob, carol)
 
-    assert await index.count(tenant, ids=[bob.id], subject="alice") == 2
-    assert await index.count(tenant, ids=[], subject="alice") == 1
-    assert await index.count(tenant, ids=[]) == 0
-    assert await index.count(tenant) == 3
+    assert await index.partition(tenant).count(ids=[bob.id], subject="alice") == 2
+    assert await index.partition(tenant).count(ids=[], subject="alice") == 1
+    assert await index.partition(tenant).count(ids=[]) == 0
+    assert await index.partition(tenant).count() == 3
 
 
 async def test_a_tenant_that_never_wrote_has_nothing(index: MilvusIndex) -> None:
@@ -220,10 +221,10 @@ async def test_a_tenant_that_never_wrote_has_nothing(index: MilvusIndex) -> None
     stranger = unique("t")
 
     assert await found(index, stranger, everything()) == set()
-    assert await index.count(stranger) == 0
-    assert await index.vectors(stranger, [str(uuid.uuid4())]) == {}
-    assert await index.delete(stranger, [str(uuid.uuid4())]) == 0
-    assert await index.delete_subject(stranger, "alice") == 0
+    assert await index.partition(stranger).count() == 0
+    assert await index.partition(stranger).vectors([str(uuid.uuid4())]) == {}
+    assert await index.partition(stranger).delete([str(uuid.uuid4())]) == 0
+    assert await index.partition(stranger).delete_subject("alice") == 0
 
 
 @pytest.mark.parametrize(
@@ -232,8 +233,8 @@ async def test_a_tenant_that_never_wrote_has_nothing(index: MilvusIndex) -> None
 async def test_upsert_refuses_vectors_that_do_not_fit(index: MilvusIndex, vectors: list[list[float]]) -> None:
     tenant = unique("t")
     with pytest.raises(Internal):
-        await index.upsert(tenant, [memory()], vectors)
-    assert await index.count(tenant) == 0
+        await index.partition(tenant).upsert([memory()], vectors)
+    assert await index.partition(tenant).count() == 0
 
 
 # --- tenant isolation ------------------------------------------------------------------------
@@ -252,16 +253,16 @@ async def test_tenants_with_identical_vectors_never_see_each_others_ids(
 
     for tenant, own, other in ((a, a_ids, b_ids), (b, b_ids, a_ids)):
         assert await found(index, tenant, everything(include_org=True)) == set(own)
-        assert await index.vectors(tenant, other) == {}
-        assert set(await index.vectors(tenant, own + other)) == set(own)
-        assert await index.count(tenant) == 3
-        assert await index.count(tenant, ids=other) == 0
-        assert await index.count(tenant, subject="alice") == 2
+        assert await index.partition(tenant).vectors(other) == {}
+        assert set(await index.partition(tenant).vectors(own + other)) == set(own)
+        assert await index.partition(tenant).count() == 3
+        assert await index.partition(tenant).count(ids=other) == 0
+        assert await index.partition(tenant).count(subject="alice") == 2
 
-    assert await index.delete(b, a_ids) == 0
-    assert await index.delete_subject(b, "alice") == 2  # B's own two subject vectors
-    assert await index.count(a) == 3
-    assert set(await index.vectors(a, a_ids)) == set(a_ids)
+    assert await index.partition(b).delete(a_ids) == 0
+    assert await index.partition(b).delete_subject("alice") == 2  # B's own two subject vectors
+    assert await index.partition(a).count() == 3
+    assert set(await index.partition(a).vectors(a_ids)) == set(a_ids)
     assert await found(index, a, everything(include_org=True)) == set(a_ids)
 
 
@@ -294,9 +295,9 @@ async def test_each_model_has_its_own_collection_in_the_same_store(open_index: C
     await seed(small, tenant, item)
 
     assert small.collection != large.collection
-    assert await large.count(tenant) == 0
-    assert await large.search(tenant, everything(), [1.0, 0.0, 0.0, 0.0], 10, NOW) == []
-    assert await small.count(tenant) == 1
+    assert await large.partition(tenant).count() == 0
+    assert await large.partition(tenant).search(everything(), [1.0, 0.0, 0.0, 0.0], 10, NOW) == []
+    assert await small.partition(tenant).count() == 1
 
 
 def test_partition_names_are_per_tenant_and_hide_the_tenant_id() -> None:
@@ -320,9 +321,9 @@ async def test_a_second_index_on_the_same_store_sees_tenants_the_first_created(
     await seed(writer, tenant, item)
 
     assert await found(reader, tenant, everything()) == {item.id}
-    assert await reader.count(tenant, ids=[item.id]) == 1
-    assert await reader.delete(tenant, [item.id]) == 1
-    assert await writer.count(tenant, ids=[item.id]) == 0
+    assert await reader.partition(tenant).count(ids=[item.id]) == 1
+    assert await reader.partition(tenant).delete([item.id]) == 1
+    assert await writer.partition(tenant).count(ids=[item.id]) == 0
 
 
 # --- the read filter as a Milvus expression ------------------------------------------------------
@@ -426,15 +427,15 @@ async def test_reads_straight_from_milvus_lite_answer_what_pymilvus_answers(
     tenant = unique("t")
     items = {name: memory(**fields) for name, fields in SEEDED.items()}
     vectors = [blend(i % DIM, (i + 3) % DIM, 0.1 + 0.07 * i) for i in range(len(items))]
-    await index.upsert(tenant, list(items.values()), vectors)
+    await index.partition(tenant).upsert(list(items.values()), vectors)
     await seed(index, unique("t"), *(replace(m, id=str(uuid.uuid4())) for m in items.values()))
     ids = [m.id for m in items.values()] + [str(uuid.uuid4())]
     filters = [everything(), everything(include_org=True, any_session=True), everything(tags=("travel",)),
                ReadFilter(subject="alice", rules=((Category.FACT, ("*_city",)),))]
 
     async def answers() -> tuple[list[list[tuple[str, float, list[float]]]], dict[str, list[float]]]:
-        found = [await index.search(tenant, labelled(flt), blend(1, 2, 0.3), 5, NOW) for flt in filters]
-        return found, await index.vectors(tenant, ids)
+        found = [await index.partition(tenant).search(labelled(flt), blend(1, 2, 0.3), 5, NOW) for flt in filters]
+        return found, await index.partition(tenant).vectors(ids)
 
     assert index._engine() is not None
     direct = await answers()
@@ -567,11 +568,11 @@ async def test_a_tenant_value_never_reaches_another_tenant(
 
     for tenant in (f'{victim}" or tenant != "', '" or true or "', f"{victim}\\"):
         assert await found(index, tenant, everything()) == set()
-        assert await index.count(tenant) == 0
-        assert await index.vectors(tenant, [item.id]) == {}
-        assert await index.delete(tenant, [item.id]) == 0
-        assert await index.delete_subject(tenant, "alice") == 0
-    assert await index.count(victim, ids=[item.id]) == 1
+        assert await index.partition(tenant).count() == 0
+        assert await index.partition(tenant).vectors([item.id]) == {}
+        assert await index.partition(tenant).delete([item.id]) == 0
+        assert await index.partition(tenant).delete_subject("alice") == 0
+    assert await index.partition(victim).count(ids=[item.id]) == 1
 
 
 @pytest.mark.parametrize(
@@ -582,25 +583,25 @@ async def test_an_id_value_never_widens_vectors_count_or_delete(index: MilvusInd
     item = memory()
     await seed(index, tenant, item)
 
-    assert await index.vectors(tenant, [value]) == {}
-    assert await index.count(tenant, ids=[value]) == 0
-    assert await index.delete(tenant, [value]) == 0
-    assert await index.delete_subject(tenant, '" or true or "') == 0
-    assert await index.count(tenant, subject='alice" or subject != "') == 0
-    assert await index.count(tenant) == 1
+    assert await index.partition(tenant).vectors([value]) == {}
+    assert await index.partition(tenant).count(ids=[value]) == 0
+    assert await index.partition(tenant).delete([value]) == 0
+    assert await index.partition(tenant).delete_subject('" or true or "') == 0
+    assert await index.partition(tenant).count(subject='alice" or subject != "') == 0
+    assert await index.partition(tenant).count() == 1
 
 
 CONTROL_CASES: list[tuple[str, Callable[[MilvusIndex, str], Awaitable[object]]]] = [
-    ("tag-newline", lambda ix, t: ix.search(t, everything(tags=("a\nb",)), axis(0), 5, NOW)),
-    ("key-nul", lambda ix, t: ix.search(t, everything(keys=("a\x00",)), axis(0), 5, NOW)),
-    ("subject-unit-separator", lambda ix, t: ix.search(t, everything(subject="alice\x1f"), axis(0), 5, NOW)),
-    ("session-delete-char", lambda ix, t: ix.search(t, everything(session_id="s\x7f"), axis(0), 5, NOW)),
-    ("tenant-carriage-return", lambda ix, t: ix.search(t + "\r", everything(), axis(0), 5, NOW)),
-    ("delete-id", lambda ix, t: ix.delete(t, ["x\n"])),
-    ("delete-subject", lambda ix, t: ix.delete_subject(t, "alice\n")),
-    ("count-subject", lambda ix, t: ix.count(t, subject="\x1b[31m")),
-    ("count-ids", lambda ix, t: ix.count(t, ids=["\x00"])),
-    ("vectors-id", lambda ix, t: ix.vectors(t, ["\x07"])),
+    ("tag-newline", lambda ix, t: ix.partition(t).search(everything(tags=("a\nb",)), axis(0), 5, NOW)),
+    ("key-nul", lambda ix, t: ix.partition(t).search(everything(keys=("a\x00",)), axis(0), 5, NOW)),
+    ("subject-unit-separator", lambda ix, t: ix.partition(t).search(everything(subject="alice\x1f"), axis(0), 5, NOW)),
+    ("session-delete-char", lambda ix, t: ix.partition(t).search(everything(session_id="s\x7f"), axis(0), 5, NOW)),
+    ("tenant-carriage-return", lambda ix, t: ix.partition(t + "\r").search(everything(), axis(0), 5, NOW)),
+    ("delete-id", lambda ix, t: ix.partition(t).delete(["x\n"])),
+    ("delete-subject", lambda ix, t: ix.partition(t).delete_subject("alice\n")),
+    ("count-subject", lambda ix, t: ix.partition(t).count(subject="\x1b[31m")),
+    ("count-ids", lambda ix, t: ix.partition(t).count(ids=["\x00"])),
+    ("vectors-id", lambda ix, t: ix.partition(t).vectors(["\x07"])),
 ]
 
 
@@ -612,7 +613,7 @@ async def test_control_characters_are_refused(index: MilvusIndex,
 
     with pytest.raises(Internal):
         await call(index, tenant)
-    assert await index.count(tenant) == 1  # nothing was deleted, and the index still works
+    assert await index.partition(tenant).count() == 1  # nothing was deleted, and the index still works
 
 
 # --- reopening, routing, unreachable and remote Milvus -------------------------------------------
@@ -631,12 +632,12 @@ async def test_reopening_the_same_file_still_finds_the_data(tmp_path: Path) -> N
     second = MilvusIndex(str(path), model_id=MODEL, dim=DIM)
     try:
         assert await found(second, tenant, everything(keys=("home_city",))) == {item.id}
-        assert await second.count(tenant) == 1
-        assert (await second.vectors(tenant, [item.id]))[item.id] == pytest.approx(axis(0), abs=1e-6)
+        assert await second.partition(tenant).count() == 1
+        assert (await second.partition(tenant).vectors([item.id]))[item.id] == pytest.approx(axis(0), abs=1e-6)
         # Writing again after a reopen (the tenant's partition already exists) works too.
         another = memory()
         await seed(second, tenant, another, vector=axis(1))
-        assert await second.count(tenant) == 2
+        assert await second.partition(tenant).count() == 2
     finally:
         await second.close()
         release_lite_server(path)
@@ -650,7 +651,7 @@ async def test_partition_key_mode_keeps_its_own_collection(open_index: Callable[
 
     assert by_key.collection == by_partition.collection + "_pk"
     assert await found(by_key, tenant, everything()) == {item.id}
-    assert await by_partition.count(tenant) == 0
+    assert await by_partition.partition(tenant).count() == 0
 
 
 def test_an_unknown_routing_mode_is_refused() -> None:
@@ -660,12 +661,12 @@ def test_an_unknown_routing_mode_is_refused() -> None:
 
 UNREACHABLE_CALLS: list[tuple[str, Callable[[MilvusIndex], Awaitable[object]]]] = [
     ("ping", lambda ix: ix.ping()),
-    ("upsert", lambda ix: ix.upsert("t", [memory()], [axis(0)])),
-    ("search", lambda ix: ix.search("t", everything(), axis(0), 5, NOW)),
-    ("vectors", lambda ix: ix.vectors("t", [str(uuid.uuid4())])),
-    ("count", lambda ix: ix.count("t")),
-    ("delete", lambda ix: ix.delete("t", [str(uuid.uuid4())])),
-    ("delete-subject", lambda ix: ix.delete_subject("t", "alice")),
+    ("upsert", lambda ix: ix.partition("t").upsert([memory()], [axis(0)])),
+    ("search", lambda ix: ix.partition("t").search(everything(), axis(0), 5, NOW)),
+    ("vectors", lambda ix: ix.partition("t").vectors([str(uuid.uuid4())])),
+    ("count", lambda ix: ix.partition("t").count()),
+    ("delete", lambda ix: ix.partition("t").delete([str(uuid.uuid4())])),
+    ("delete-subject", lambda ix: ix.partition("t").delete_subject("alice")),
 ]
 
 
@@ -737,15 +738,15 @@ async def test_a_remote_milvus_lite_server_serves_upsert_and_search(tmp_path: Pa
         try:
             a, b = unique("t"), unique("t")
             near, far, other = memory(key="home_city"), memory(), memory()
-            await index.upsert(a, [near, far], [axis(0), axis(1)])
+            await index.partition(a).upsert([near, far], [axis(0), axis(1)])
             await seed(index, b, other)
 
-            hits = await index.search(a, everything(), axis(0), 10, NOW)
+            hits = await index.partition(a).search(everything(), axis(0), 10, NOW)
             assert [memory_id for memory_id, _, _ in hits] == [near.id, far.id]
             assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
             assert await found(index, a, everything(keys=("home_city",))) == {near.id}
-            assert await index.count(a) == 2
-            assert await index.vectors(a, [other.id]) == {}
+            assert await index.partition(a).count() == 2
+            assert await index.partition(a).vectors([other.id]) == {}
         finally:
             await index.close()
     finally:
@@ -785,13 +786,13 @@ async def test_compact_removes_deleted_rows_from_every_file_of_milvus_lite(
     neighbour = memory(subject="subject-gone-7f3a", key="key-neighbour")
     vectors = {m.id: random_vector(i) for i, m in enumerate([*gone, kept, neighbour])}
     for m in [*gone, kept]:  # one segment per write, as the outbox seals them
-        await index.upsert(tenant, [m], [vectors[m.id]])
-    await index.upsert(tenant, [gone[0]], [vectors[gone[0].id]])  # a re-index: an older copy too
-    await index.upsert(other, [neighbour], [vectors[neighbour.id]])
-    stored = await index.vectors(tenant, [m.id for m in gone])
+        await index.partition(tenant).upsert([m], [vectors[m.id]])
+    await index.partition(tenant).upsert([gone[0]], [vectors[gone[0].id]])  # a re-index: an older copy too
+    await index.partition(other).upsert([neighbour], [vectors[neighbour.id]])
+    stored = await index.partition(tenant).vectors([m.id for m in gone])
 
-    await index.delete(tenant, [gone[0].id])
-    await index.delete_subject(tenant, "subject-gone-7f3a")
+    await index.partition(tenant).delete([gone[0].id])
+    await index.partition(tenant).delete_subject("subject-gone-7f3a")
     # A delete alone is a tombstone: the rows are still in the files, and the log says in
     # which kind of file (not which ids, nor which partition).
     assert await index.residue([m.id for m in gone]) == {m.id for m in gone}
@@ -810,16 +811,16 @@ async def test_compact_removes_deleted_rows_from_every_file_of_milvus_lite(
         assert m.key.encode() not in on_disk and m.tags[0].encode() not in on_disk
         assert struct.pack(f"<{DIM}f", *stored[m.id]) not in on_disk
     assert struct.pack(f"<{DIM}f", *vectors[kept.id]) in on_disk
-    assert await index.count(tenant) == 1
-    assert await index.vectors(other, [neighbour.id]) == {neighbour.id: pytest.approx(vectors[neighbour.id])}
+    assert await index.partition(tenant).count() == 1
+    assert await index.partition(other).vectors([neighbour.id]) == {neighbour.id: pytest.approx(vectors[neighbour.id])}
     assert await found(index, tenant, everything("subject-kept-2b9c")) == {kept.id}
 
     # Reopened (the tombstones are gone from disk too): nothing deleted comes back.
     await index.close()  # by hand: open_index would close it again
     release_lite_server(tmp_path / "m.db")
     reopened = open_index(routing=routing)
-    assert await reopened.count(tenant) == 1
-    assert await reopened.vectors(tenant, [m.id for m in gone]) == {}
+    assert await reopened.partition(tenant).count() == 1
+    assert await reopened.partition(tenant).vectors([m.id for m in gone]) == {}
     assert await found(reopened, tenant, everything("subject-kept-2b9c")) == {kept.id}
 
 
@@ -837,7 +838,7 @@ async def test_a_sidecar_built_for_a_compacted_segment_is_removed_before_the_che
     index = open_index()
     tenant = unique("t")
     kept, gone = memory(subject="subject-kept"), memory(subject="subject-gone")
-    await index.upsert(tenant, [kept], [random_vector(1)])  # creates and loads the collection
+    await index.partition(tenant).upsert([kept], [random_vector(1)])  # creates and loads the collection
     collection = lite.lite_collection(index.uri, index.collection)
     collection._wait_for_bg(timeout=30)
     may_build, built, may_finish = threading.Event(), threading.Event(), threading.Event()
@@ -855,8 +856,8 @@ async def test_a_sidecar_built_for_a_compacted_segment_is_removed_before_the_che
 
     collection._build_or_load_segment_index = held_build
     try:
-        await index.upsert(tenant, [gone], [random_vector(2)])  # sealed: the build starts and waits
-        await index.delete(tenant, [gone.id])
+        await index.partition(tenant).upsert([gone], [random_vector(2)])  # sealed: the build starts and waits
+        await index.partition(tenant).delete([gone.id])
         assert await index.compact()  # the segment is rewritten while its build is in flight
         may_build.set()
         assert await asyncio.to_thread(built.wait, 30)
@@ -874,7 +875,7 @@ async def test_a_sidecar_built_for_a_compacted_segment_is_removed_before_the_che
         collection._build_or_load_segment_index = build
     sidecars = {p.name.split(".")[0] for p in (tmp_path / "m.db").rglob("*.idx")}
     assert sidecars <= {p.stem for p in (tmp_path / "m.db").rglob("*.parquet")}
-    assert set(await index.vectors(tenant, [kept.id, gone.id])) == {kept.id}
+    assert set(await index.partition(tenant).vectors([kept.id, gone.id])) == {kept.id}
 
 
 async def test_compact_on_a_milvus_lite_server_is_not_taken_at_its_word(tmp_path: Path) -> None:
@@ -890,7 +891,7 @@ async def test_compact_on_a_milvus_lite_server_is_not_taken_at_its_word(tmp_path
         try:
             tenant, m = unique("t"), memory()
             await seed(index, tenant, m)
-            await index.delete(tenant, [m.id])
+            await index.partition(tenant).delete([m.id])
             assert not await index.compact()
             assert await index.residue([m.id]) is None
             assert m.id.encode() in file_bytes(tmp_path / "remote")  # what it would have left

@@ -226,7 +226,7 @@ def everything(subject: str = "alice", **fields: Any) -> ReadFilter:
 
 
 async def found(rig: Rig, tenant: str, flt: ReadFilter, vector: list[float] | None = None) -> set[str]:
-    hits = await rig.index.search(tenant, await rig.store.session(tenant).labelled(flt),
+    hits = await rig.index.partition(tenant).search(await rig.store.session(tenant).labelled(flt),
                                   vector or [1.0] + [0.0] * (DIM - 1), 100, datetime.now(UTC))
     return {memory_id for memory_id, _, _ in hits}
 
@@ -254,8 +254,8 @@ async def test_draining_indexes_every_written_memory_and_empties_the_outbox(rig:
     assert await rig.outbox(tenant) == []
     lag = await worker.lag()
     assert (lag.pending, lag.dead) == (0, 0)
-    assert await rig.index.count(tenant) == 6
-    vectors = await rig.index.vectors(tenant, [*ids, org_id])
+    assert await rig.index.partition(tenant).count() == 6
+    vectors = await rig.index.partition(tenant).vectors([*ids, org_id])
     for memory_id, draft in zip([*ids, org_id], [*drafts, org_draft], strict=True):
         assert vectors[memory_id] == pytest.approx(rig.vector_of(draft.key, draft.text), abs=1e-6)
         assert rig.embedder.embedded[embedding_text(draft.key, draft.text)] == 1
@@ -335,17 +335,17 @@ async def test_an_update_re_embeds_the_memory(rig: Rig) -> None:
     [memory_id] = await rig.write(tenant, Draft(Category.PREFERENCE, "vegetarian", key="diet", tags=("food",)))
     worker = await rig.worker()
     await drain(worker)
-    before = (await rig.index.vectors(tenant, [memory_id]))[memory_id]
+    before = (await rig.index.partition(tenant).vectors([memory_id]))[memory_id]
 
     [result] = await rig.store.session(tenant, AGENT).write("alice", [Draft(Category.PREFERENCE, "vegan", key="diet",
                                                                       tags=("cooking",))])
     assert (result.memory_id, result.outcome) == (memory_id, Outcome.UPDATED)
     assert await drain(worker) == 1
 
-    after = (await rig.index.vectors(tenant, [memory_id]))[memory_id]
+    after = (await rig.index.partition(tenant).vectors([memory_id]))[memory_id]
     assert after == pytest.approx(rig.vector_of("diet", "vegan"), abs=1e-6)
     assert after != pytest.approx(before, abs=1e-3)
-    assert await rig.index.count(tenant) == 1
+    assert await rig.index.partition(tenant).count() == 1
     assert rig.embedder.embedded[embedding_text("diet", "vegetarian")] == 1
     assert rig.embedder.embedded[embedding_text("diet", "vegan")] == 1
     assert await found(rig, tenant, everything(tags=("cooking",))) == {memory_id}
@@ -363,11 +363,11 @@ async def test_forget_deletes_the_vector_through_the_worker(rig: Rig) -> None:
                                     EraseMode.FORGET)
     assert receipt.counts.memories == 1
     assert [(r["memory_id"], r["op"]) for r in await rig.outbox(tenant)] == [(uuid.UUID(forgotten), "delete")]
-    assert await rig.index.count(tenant, ids=[forgotten]) == 1  # not yet: the worker does it
+    assert await rig.index.partition(tenant).count(ids=[forgotten]) == 1  # not yet: the worker does it
 
     assert await drain(worker) == 1
-    assert await rig.index.count(tenant, ids=[forgotten]) == 0
-    assert await rig.index.count(tenant, ids=[kept]) == 1
+    assert await rig.index.partition(tenant).count(ids=[forgotten]) == 0
+    assert await rig.index.partition(tenant).count(ids=[kept]) == 1
     assert await rig.outbox(tenant) == []
     assert sum(rig.embedder.embedded.values()) == 2  # the delete embedded nothing
 
@@ -384,7 +384,7 @@ async def test_a_memory_whose_content_is_unavailable_is_neither_embedded_nor_ret
     assert await drain(worker) == 2
 
     assert await rig.outbox(tenant) == []  # settled, not spinning or dead-lettered
-    assert set(await rig.index.vectors(tenant, [lost, kept])) == {kept}
+    assert set(await rig.index.partition(tenant).vectors([lost, kept])) == {kept}
     assert embedding_text("home_city", "lives in Lyon") not in rig.embedder.embedded
 
 
@@ -396,7 +396,7 @@ async def test_a_memory_forgotten_before_draining_is_never_embedded(rig: Rig) ->
     worker = await rig.worker()
 
     assert await drain(worker) == 1
-    assert await rig.index.count(tenant) == 0
+    assert await rig.index.partition(tenant).count() == 0
     assert not rig.embedder.embedded
     assert await rig.outbox(tenant) == []
 
@@ -412,14 +412,14 @@ async def test_purge_leaves_the_vector_until_its_delete_is_enqueued_and_drained(
                                     EraseMode.PURGE)
     assert receipt.counts.memories == 1
     assert await rig.outbox(tenant) == []  # PURGE removes the memory's outbox rows with it
-    assert await rig.index.count(tenant, ids=[purged]) == 1  # the vector is only cleared by the erase itself
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 1  # the vector is only cleared by the erase itself
 
     await rig.store.session(tenant, AGENT).enqueue_vector_deletes("alice", [purged])
     assert [(r["memory_id"], r["op"]) for r in await rig.outbox(tenant)] == [(uuid.UUID(purged), "delete")]
     assert await drain(worker) == 1
 
-    assert await rig.index.count(tenant, ids=[purged]) == 0
-    assert await rig.index.count(tenant, ids=[kept]) == 1
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 0
+    assert await rig.index.partition(tenant).count(ids=[kept]) == 1
     assert await rig.outbox(tenant) == []
     assert sum(rig.embedder.embedded.values()) == 2
 
@@ -445,7 +445,7 @@ async def test_a_purges_queued_deletion_is_not_due_while_the_purge_clears_the_in
     receipt = await session.erase("alice", everything(), EraseSelector(ids=(purged,)), EraseMode.PURGE)
     assert claimed == [0]
     assert (receipt.counts.memories, receipt.verified) == (1, True)
-    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 0
     assert await rig.index.residue([purged]) == set()  # no tombstone written after the compaction
     assert await rig.outbox(tenant) == []
 
@@ -465,7 +465,7 @@ async def test_a_purge_that_never_cleared_the_index_leaves_the_deletion_to_a_wor
     assert await drain(worker) == 0  # not due yet
     await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
     assert await drain(worker) == 1
-    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 0
     assert await rig.outbox(tenant) == []
 
 
@@ -474,14 +474,14 @@ async def test_a_row_whose_memory_no_longer_exists_leads_to_a_delete(rig: Rig, o
     tenant = unique("tenant")
     ghost = str(uuid.uuid4())
     stale = IndexedMemory(ghost, "alice", "subject", "", "fact", "home_city", (), datetime.now(UTC), None)
-    await rig.index.upsert(tenant, [stale], [FakeEmbedder.vector("stale")])
+    await rig.index.partition(tenant).upsert([stale], [FakeEmbedder.vector("stale")])
     async with rig.app.tenant_tx(tenant) as conn:
-        await enqueue_index(conn, tenant, ghost, "alice", op)
+        await enqueue_index(conn, ghost, "alice", op)
     worker = await rig.worker()
 
     assert await drain(worker) == 1
 
-    assert await rig.index.count(tenant, ids=[ghost]) == 0
+    assert await rig.index.partition(tenant).count(ids=[ghost]) == 0
     assert await rig.outbox(tenant) == []
     assert not rig.embedder.embedded
 
@@ -503,7 +503,7 @@ async def test_an_embedder_failure_schedules_a_retry_with_exponential_backoff(ri
     lag = await worker.lag()
     assert (lag.pending, lag.dead) == (1, 0)
     assert lag.oldest_pending_seconds >= 0
-    assert await rig.index.count(tenant) == 0
+    assert await rig.index.partition(tenant).count() == 0
 
     await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
     assert await worker.drain_once() == 1
@@ -514,7 +514,7 @@ async def test_an_embedder_failure_schedules_a_retry_with_exponential_backoff(ri
     await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
     assert await worker.drain_once() == 1
     assert await rig.outbox(tenant) == []
-    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert await rig.index.partition(tenant).count(ids=[memory_id]) == 1
 
 
 async def test_after_max_attempts_a_row_is_dead_until_replayed(rig: Rig) -> None:
@@ -543,7 +543,7 @@ async def test_after_max_attempts_a_row_is_dead_until_replayed(rig: Rig) -> None
     assert await drain(worker) == 2
 
     assert await rig.outbox(tenant) == []
-    assert await rig.index.count(tenant, ids=ids) == 2
+    assert await rig.index.partition(tenant).count(ids=ids) == 2
     lag = await worker.lag()
     assert (lag.pending, lag.dead) == (0, 0)
     assert await worker.replay_dead() == 0
@@ -560,10 +560,10 @@ async def test_a_failing_tenant_does_not_hold_back_another_in_the_same_batch(rig
 
     assert await worker.drain_once() == 2
 
-    assert await rig.index.count(healthy, ids=[healthy_id]) == 1
+    assert await rig.index.partition(healthy).count(ids=[healthy_id]) == 1
     assert await rig.outbox(healthy) == []
     assert [r["attempts"] for r in await rig.outbox(failing)] == [1]
-    assert await rig.index.count(failing, ids=[failed_id]) == 0
+    assert await rig.index.partition(failing).count(ids=[failed_id]) == 0
 
 
 async def test_an_unreachable_index_spends_no_attempts(rig: Rig) -> None:
@@ -584,7 +584,7 @@ async def test_an_unreachable_index_spends_no_attempts(rig: Rig) -> None:
     assert await rig.owner_rows("SELECT * FROM index_routes WHERE tenant_id = %s", tenant) == []
 
     assert await drain(await rig.worker()) == 1
-    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert await rig.index.partition(tenant).count(ids=[memory_id]) == 1
     assert await rig.outbox(tenant) == []
 
 
@@ -617,7 +617,7 @@ async def test_a_memory_merged_past_the_index_tag_capacity_is_still_indexed(rig:
     await drain_like_run(worker)
 
     assert await rig.outbox(tenant) == []
-    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert await rig.index.partition(tenant).count(ids=[memory_id]) == 1
     assert await found(rig, tenant, everything(tags=("a00", "b19"))) == {memory_id}
 
 
@@ -633,7 +633,7 @@ async def test_a_row_the_index_rejects_does_not_stall_other_tenants(rig: Rig) ->
     assert await rig.outbox(healthy) == []
     # An item the index refuses is not an outage: the index is not reported down for it.
     await rig.index.ping()
-    assert await rig.index.count(healthy, ids=[healthy_id]) == 1
+    assert await rig.index.partition(healthy).count(ids=[healthy_id]) == 1
 
 
 # --- concurrency -----------------------------------------------------------------------------
@@ -662,7 +662,7 @@ async def test_two_workers_draining_concurrently_settle_every_row_exactly_once(r
     assert sum(rig.embedder.embedded.values()) == 60
     for tenant in tenants:
         assert await rig.outbox(tenant) == []
-        assert await rig.index.count(tenant) == 30
+        assert await rig.index.partition(tenant).count() == 30
 
 
 # --- leases: nothing is locked while a batch is embedded and written ----------------------------
@@ -683,8 +683,8 @@ async def held_at_the_embedder(rig: Rig, worker: OutboxWorker) -> tuple[asyncio.
 def clearing(rig: Rig, tenant: str) -> Any:
     """An erase's clearing of the vectors, as the server's: delete them, then count what is left."""
     async def clear(ids: list[str], counted: frozenset[str]) -> VectorErasure:
-        deleted = await rig.index.delete(tenant, ids)
-        return VectorErasure(deleted, await rig.index.count(tenant, ids=ids) == 0, counted=deleted)
+        deleted = await rig.index.partition(tenant).delete(ids)
+        return VectorErasure(deleted, await rig.index.partition(tenant).count(ids=ids) == 0, counted=deleted)
     return clear
 
 
@@ -737,7 +737,7 @@ async def test_a_purge_while_the_batch_is_embedded_does_not_wait_and_nothing_of_
 
     gate.set()
     assert await draining == 1
-    assert await rig.index.count(tenant, ids=[purged]) == 0  # the worker wrote nothing for it
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 0  # the worker wrote nothing for it
     assert await rig.outbox(tenant) == []  # and queued nothing again: there was nothing to undo
 
 
@@ -758,9 +758,9 @@ async def test_a_purge_while_the_vector_is_written_waits_for_it_and_then_clears_
     assert await draining == 1
     receipt = await asyncio.wait_for(erasing, timeout=30)
     assert (receipt.counts.memories, receipt.verified) == (1, True)
-    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 0
     await drain(worker)
-    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 0
     assert await rig.outbox(tenant) == []
 
 
@@ -803,11 +803,11 @@ async def test_a_purge_does_not_wait_for_ever_for_a_stuck_write_and_its_vector_s
     assert not receipt.verified  # the stuck write may still land: the receipt cannot vouch
     gate.set()
     assert await draining == 1  # it wrote the vector of a memory purged meanwhile ...
-    assert await rig.index.count(tenant, ids=[purged]) == 1
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 1
     # ... found its claim taken away, and queued the deletion again (due a little later)
     await rig.owner_rows("UPDATE outbox SET next_attempt_at = now() WHERE tenant_id = %s RETURNING id", tenant)
     await drain(worker)
-    assert await rig.index.count(tenant, ids=[purged]) == 0
+    assert await rig.index.partition(tenant).count(ids=[purged]) == 0
     assert await rig.outbox(tenant) == []
 
 
@@ -821,11 +821,11 @@ async def test_a_row_claimed_again_after_its_lease_ran_out_is_not_written_by_the
     assert await other.drain_once() == 1  # the row, claimed anew and indexed
     # Its memory then goes behind the queue's back, vector and all.
     await rig.owner_rows("DELETE FROM memories WHERE tenant_id = %s RETURNING id", tenant)
-    await rig.index.delete(tenant, [memory_id])
+    await rig.index.partition(tenant).delete([memory_id])
 
     gate.set()
     assert await draining == 1  # its claim was taken over while it embedded: it writes nothing
-    assert await rig.index.count(tenant, ids=[memory_id]) == 0
+    assert await rig.index.partition(tenant).count(ids=[memory_id]) == 0
     assert await rig.outbox(tenant) == []
 
 
@@ -839,13 +839,13 @@ async def test_a_newer_state_written_first_by_another_worker_is_not_overwritten_
     assert result.outcome is Outcome.UPDATED
     rig.embedder.gate = None
     assert await fast.drain_once() == 1  # the newer row, indexed first
-    assert (await rig.index.vectors(tenant, [memory_id]))[memory_id] == pytest.approx(
+    assert (await rig.index.partition(tenant).vectors([memory_id]))[memory_id] == pytest.approx(
         rig.vector_of("diet", "vegan"), abs=1e-6)
     gate.set()
     assert await draining == 1  # the older state lands last ...
 
     await drain(slow)  # ... and the memory is queued again, so the index ends at the current state
-    assert (await rig.index.vectors(tenant, [memory_id]))[memory_id] == pytest.approx(
+    assert (await rig.index.partition(tenant).vectors([memory_id]))[memory_id] == pytest.approx(
         rig.vector_of("diet", "vegan"), abs=1e-6)
     assert await rig.outbox(tenant) == []
 
@@ -865,7 +865,7 @@ async def test_a_row_written_while_its_memory_is_indexed_is_not_settled_with_the
 
     assert [r["id"] for r in await rig.outbox(tenant)] == newer  # only the claimed row was settled
     assert await drain(worker) == 1
-    assert (await rig.index.vectors(tenant, [memory_id]))[memory_id] == pytest.approx(
+    assert (await rig.index.partition(tenant).vectors([memory_id]))[memory_id] == pytest.approx(
         rig.vector_of("diet", "vegan"), abs=1e-6)
 
 
@@ -881,12 +881,12 @@ async def test_rows_whose_lease_ran_out_are_claimed_by_another_worker_and_settle
     rig.embedder.gate = None
     assert await other.drain_once() == 1
     assert await rig.outbox(tenant) == []
-    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert await rig.index.partition(tenant).count(ids=[memory_id]) == 1
 
     gate.set()
     assert await draining == 1  # it finishes too: nothing of it is settled twice, nothing queued again
     assert await rig.outbox(tenant) == []
-    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert await rig.index.partition(tenant).count(ids=[memory_id]) == 1
 
 
 async def test_the_rows_of_a_worker_that_dies_mid_batch_are_free_again_within_ten_seconds(rig: Rig) -> None:
@@ -914,7 +914,7 @@ async def test_a_batch_at_work_keeps_its_lease_however_long_it_takes(rig: Rig) -
     gate.set()
     assert await draining == 1
     assert await rig.outbox(tenant) == []
-    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert await rig.index.partition(tenant).count(ids=[memory_id]) == 1
     assert sum(rig.embedder.embedded.values()) == 1  # embedded once: nobody took the batch over
 
 
@@ -936,7 +936,7 @@ async def test_a_batch_stuck_past_the_hold_limit_is_taken_over_when_its_lease_ru
     gate.set()
     assert await draining == 1  # the stuck worker finishes late and settles nothing twice
     assert await rig.outbox(tenant) == []
-    assert await rig.index.count(tenant, ids=[memory_id]) == 1
+    assert await rig.index.partition(tenant).count(ids=[memory_id]) == 1
 
 
 async def test_a_second_worker_takes_the_next_batch_while_the_first_is_embedding(rig: Rig) -> None:
@@ -951,7 +951,7 @@ async def test_a_second_worker_takes_the_next_batch_while_the_first_is_embedding
     gate.set()
     assert await draining == 2
     assert await rig.outbox(tenant) == []
-    assert await rig.index.count(tenant, ids=ids) == 4
+    assert await rig.index.partition(tenant).count(ids=ids) == 4
     assert sum(rig.embedder.embedded.values()) == 4
 
 
@@ -996,7 +996,7 @@ async def test_wait_indexed_returns_true_once_a_running_worker_drains(rig: Rig) 
         stop.set()
         await asyncio.wait_for(running, timeout=60)
 
-    assert await rig.index.count(tenant, ids=ids) == 1
+    assert await rig.index.partition(tenant).count(ids=ids) == 1
     assert await rig.outbox(tenant) == []
 
 
@@ -1017,7 +1017,7 @@ async def test_wait_indexed_returns_false_on_timeout_when_nothing_drains(rig: Ri
 
     assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=0.3) is False
     assert len(await rig.outbox(tenant)) == 1
-    assert await rig.index.count(tenant) == 0
+    assert await rig.index.partition(tenant).count() == 0
 
 
 # --- no index to write yet ---------------------------------------------------------------------
@@ -1061,7 +1061,7 @@ async def test_a_worker_that_cannot_write_every_models_index_leaves_the_work_que
         assert await drain(worker) == 2
         assert await rig.outbox(tenant) == []
         assert await woken_by(rig.store, worker).session(tenant).wait_indexed(ids, timeout=0) is True
-        assert set(await rig.index.vectors(tenant, ids)) == set(ids)
+        assert set(await rig.index.partition(tenant).vectors(ids)) == set(ids)
         routes = await rig.owner_rows("SELECT collection FROM index_routes WHERE tenant_id = %s", tenant)
         assert {r["collection"] for r in routes} == {t.index.collection for t in indexes.targets()}
         assert len(routes) == 2

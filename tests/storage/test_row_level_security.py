@@ -135,3 +135,16 @@ async def test_worker_role_sees_outbox_ids_of_every_tenant_but_no_memory_content
         assert (await (await conn.execute("SELECT current_user")).fetchone())[0] == WORKER_ROLE
     async with await psycopg.AsyncConnection.connect(postgres.owner_dsn, autocommit=True) as owner:
         await owner.execute("DELETE FROM outbox WHERE tenant_id = %s", (a,))
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+async def test_a_tenant_transaction_carries_the_tenant_row_level_security_shows(store, pipelined):
+    # What works inside a tenant transaction takes the tenant from it (``TenantConn``), so the
+    # two must be one: in a plain and in a pipelined transaction, the tenant RLS is set to.
+    tenant = await _seed(store)
+    async with store.db.tenant_tx(tenant, pipelined=pipelined) as conn:
+        cur = await conn.execute("SELECT current_setting('memoryd.tenant') AS tenant, "
+                                 "(SELECT count(*) FROM memories) AS memories")
+        row = await cur.fetchone()
+    assert conn.tenant == row["tenant"] == tenant
+    assert row["memories"] == 1  # its own memory only

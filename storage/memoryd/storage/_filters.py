@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from psycopg import sql
 
@@ -102,10 +102,18 @@ def visibility_conditions(flt: ReadFilter) -> tuple[list[sql.Composable], list[A
     return parts, params
 
 
-def read_conditions(tenant: str, flt: ReadFilter, *,
+class Tenanted(Protocol):
+    """What a read is made in — a tenant's transaction (``TenantConn``), session or index
+    partition — as the filter compilers name its tenant."""
+
+    @property
+    def tenant(self) -> str: ...
+
+
+def read_conditions(scope: Tenanted, flt: ReadFilter, *,
                     live_at: datetime | None = None) -> tuple[sql.Composable, list[Any]]:
-    """The WHERE clause of a read: tenant (besides RLS), subject/org/session, the filter, and
-    with ``live_at`` liveness at that time (``LIVE_AT``).
+    """The WHERE clause of a read in ``scope``: its tenant (besides RLS), subject/org/session,
+    the filter, and with ``live_at`` liveness at that time (``LIVE_AT``).
 
     Every read path uses this one function, so a filter field cannot be forgotten on one path.
     """
@@ -113,7 +121,7 @@ def read_conditions(tenant: str, flt: ReadFilter, *,
     rules, params = rules_condition(flt)
     seen, seen_params = visibility_conditions(flt)
     parts: list[sql.Composable] = [sql.SQL("tenant_id = %s"), rules, *seen]
-    params = [tenant, *params, *seen_params]
+    params = [scope.tenant, *params, *seen_params]
     if flt.categories:
         parts.append(sql.SQL("category = ANY(%s)"))
         params.append([c.value for c in flt.categories])
@@ -135,14 +143,14 @@ def read_conditions(tenant: str, flt: ReadFilter, *,
     return sql.SQL(" AND ").join(parts), params
 
 
-def filter_expression(tenant: str, flt: ReadFilter, now: datetime) -> str:
-    """The labelled read filter as a Milvus boolean expression (filter first, then search):
+def filter_expression(scope: Tenanted, flt: ReadFilter, now: datetime) -> str:
+    """The labelled read filter in ``scope``'s tenant as a Milvus boolean expression (filter first, then search):
     the same predicate as ``read_conditions``, over the labels the index stores in its
     ``key`` and ``tags`` fields ("" for no key)."""
     labels = labels_of(flt)
     # Times are whole seconds in the index, rounded so the index keeps a little more than
     # Postgres would, never less (valid_until and updated_at are stored rounded down).
-    parts = [f"tenant == {literal(tenant)}", 'status == "active"',
+    parts = [f"tenant == {literal(scope.tenant)}", 'status == "active"',
              f"(valid_until == 0 or valid_until >= {math.floor(now.timestamp())})"]
     if flt.include_org:
         parts.append(f'(subject == {literal(flt.subject)} or (subject == "" and scope == "org"))')

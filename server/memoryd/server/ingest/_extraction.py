@@ -399,7 +399,7 @@ class ExtractionWorker:
                 # category, then search; ``finish`` checks the hit against the same filter.
                 flt = await self._jobs.session(job).labelled(ReadFilter(
                     subject=job.subject, categories=(category,), rules=read_rules_of(view, category)))
-                hits = await index.search(job.tenant, flt, vectors[n], 1, now)
+                hits = await index.partition(job.tenant).search(flt, vectors[n], 1, now)
                 if hits and hits[0][1] >= threshold:
                     plans[i] = replace(plans[i], merge_into=hits[0][0], merge_filter=flt)
         except MemorydError as exc:

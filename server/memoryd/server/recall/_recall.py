@@ -125,11 +125,17 @@ class RecallStore(Protocol):
     async def named_entities(self, flt: ReadFilter, tags: list[str], now: datetime) -> set[str]: ...
 
 
-class DenseIndex(Protocol):
-    async def search(self, tenant: str, flt: ReadFilter, vector: list[float], limit: int,
+class DensePartition(Protocol):
+    """One tenant's vectors (``memoryd.storage.IndexPartition``)."""
+
+    async def search(self, flt: ReadFilter, vector: list[float], limit: int,
                      now: datetime) -> list[tuple[str, float, list[float]]]: ...
 
-    async def vectors(self, tenant: str, ids: list[str]) -> dict[str, list[float]]: ...
+    async def vectors(self, ids: list[str]) -> dict[str, list[float]]: ...
+
+
+class DenseIndex(Protocol):
+    def partition(self, tenant: str) -> DensePartition: ...
 
 
 @dataclass
@@ -411,7 +417,7 @@ class Recaller:
         try:
             with self._tracer.start_as_current_span("memoryd.vector_fetch",
                                                     attributes={"memoryd.candidates": len(ids)}):
-                return await channel[0].vectors(tenant, ids)
+                return await channel[0].partition(tenant).vectors(ids)
         except Unavailable:
             return {}  # those candidates are scored on keywords alone; MMR falls back to text
 
@@ -432,7 +438,7 @@ class Recaller:
     async def _search(self, index: DenseIndex, tenant: str, flt: ReadFilter, vector: list[float], limit: int,
                       now: datetime) -> list[tuple[str, float, list[float]]]:
         with self._tracer.start_as_current_span("memoryd.vector_search") as span:
-            hits = await index.search(tenant, flt, vector, limit, now)
+            hits = await index.partition(tenant).search(flt, vector, limit, now)
             span.set_attribute("memoryd.hits", len(hits))
         return hits
 

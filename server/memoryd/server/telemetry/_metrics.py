@@ -263,7 +263,7 @@ class MetricsRefresher:
         parse_failures = outage_retries = 0
         for tenant in tenants:
             async with self._db.tenant_tx(tenant, pipelined=True) as conn:
-                read = await tenant_metrics(conn, tenant)
+                read = await tenant_metrics(conn)
             active[tenant] = read.active
             for name, reason in FORGOTTEN.items():
                 forgotten[reason] = forgotten.get(reason, 0) + read.counts.get(name, 0)

@@ -2,8 +2,8 @@
 destruction is crypto-shredding.
 """
 
-from ._envelope import DataKey, SubjectKeys, WRAPPED_KEY_COLUMN, open_row
+from ._envelope import DataKey, SubjectKeys, TenantKeys, WRAPPED_KEY_COLUMN, open_row
 from ._keys import LocalKeyProvider, load_or_create_master_key
 
-__all__ = ["DataKey", "LocalKeyProvider", "SubjectKeys", "WRAPPED_KEY_COLUMN", "load_or_create_master_key",
-           "open_row"]
+__all__ = ["DataKey", "LocalKeyProvider", "SubjectKeys", "TenantKeys", "WRAPPED_KEY_COLUMN",
+           "load_or_create_master_key", "open_row"]

@@ -26,6 +26,7 @@ import json
 import os
 import re
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -134,26 +135,40 @@ WRAPPED_KEY_COLUMN = ("(SELECT k.wrapped FROM subject_keys k WHERE k.tenant_id =
 
 
 class SubjectKeys:
-    """Reads, creates and destroys subjects' key rows, and caches unwrapped keys."""
+    """Subjects' key rows, through one tenant's key ring (``of``), and the unwrapped keys'
+    cache they share."""
 
     def __init__(self, provider: KeyProvider, cache_size: int = 4096) -> None:
         self._provider = provider
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple[str, str, bytes], DataKey] = OrderedDict()
 
-    async def _unwrap(self, tenant: str, subject: str, wrapped: bytes) -> DataKey:
+    def of(self, tenant: str) -> TenantKeys:
+        """``tenant``'s key ring: reads, creates and destroys that tenant's subjects' key rows."""
+        return TenantKeys(self, tenant)
+
+
+@dataclass(frozen=True)
+class TenantKeys:
+    """One tenant's subjects' key rows (``SubjectKeys.of``), read in that tenant's transaction."""
+
+    ring: SubjectKeys
+    tenant: str
+
+    async def _unwrap(self, subject: str, wrapped: bytes) -> DataKey:
+        ring, tenant = self.ring, self.tenant
         slot = (tenant, subject, hashlib.sha256(wrapped).digest())
-        key = self._cache.get(slot)
+        key = ring._cache.get(slot)
         if key is not None:
-            self._cache.move_to_end(slot)
+            ring._cache.move_to_end(slot)
             return key
-        key = DataKey(tenant, subject, await self._provider.unwrap(tenant, subject, wrapped))
-        self._cache[slot] = key
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        key = DataKey(tenant, subject, await ring._provider.unwrap(tenant, subject, wrapped))
+        ring._cache[slot] = key
+        if len(ring._cache) > ring._cache_size:
+            ring._cache.popitem(last=False)
         return key
 
-    async def for_write(self, conn: Any, tenant: str, subject: str) -> DataKey:
+    async def for_write(self, conn: Any, subject: str) -> DataKey:
         """The subject's data key, created if it has none, in the caller's transaction.
 
         The row is read ``FOR SHARE`` and stays locked until commit, so a PURGE of the
@@ -162,49 +177,50 @@ class SubjectKeys:
         """
         for _ in range(3):
             cur = await conn.execute(
-                "SELECT wrapped FROM subject_keys WHERE tenant_id = %s AND subject = %s FOR SHARE", (tenant, subject)
+                "SELECT wrapped FROM subject_keys WHERE tenant_id = %s AND subject = %s FOR SHARE",
+                (self.tenant, subject),
             )
             row = await cur.fetchone()
             if row is not None:
-                return await self._unwrap(tenant, subject, bytes(row["wrapped"]))
+                return await self._unwrap(subject, bytes(row["wrapped"]))
             fresh = os.urandom(DATA_KEY_BYTES)
-            wrapped = await self._provider.wrap(tenant, subject, fresh)
+            wrapped = await self.ring._provider.wrap(self.tenant, subject, fresh)
             cur = await conn.execute(
                 "INSERT INTO subject_keys (tenant_id, subject, wrapped, key_id) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT DO NOTHING RETURNING subject",
-                (tenant, subject, wrapped, self._provider.key_id),
+                (self.tenant, subject, wrapped, self.ring._provider.key_id),
             )
             if await cur.fetchone() is not None:
-                return await self._unwrap(tenant, subject, wrapped)
+                return await self._unwrap(subject, wrapped)
             # A concurrent writer created it first: read theirs (FOR SHARE, next round).
         raise DataKeyUnavailable("the data key of this subject is being replaced; retry")
 
-    async def for_read(self, conn: Any, tenant: str, subjects: set[str]) -> dict[str, DataKey | None]:
+    async def for_read(self, conn: Any, subjects: set[str]) -> dict[str, DataKey | None]:
         """The data keys of ``subjects`` that exist and unwrap; None for the others."""
         keys: dict[str, DataKey | None] = dict.fromkeys(subjects)
         if not subjects:
             return keys
         cur = await conn.execute(
             "SELECT subject, wrapped FROM subject_keys WHERE tenant_id = %s AND subject = ANY(%s)",
-            (tenant, sorted(subjects)),
+            (self.tenant, sorted(subjects)),
         )
         for row in await cur.fetchall():
             try:
-                keys[row["subject"]] = await self._unwrap(tenant, row["subject"], bytes(row["wrapped"]))
+                keys[row["subject"]] = await self._unwrap(row["subject"], bytes(row["wrapped"]))
             except DataKeyUnavailable:
                 pass  # its memories read as content_unavailable; everything else is unaffected
         return keys
 
-    async def open_rows(self, conn: Any, tenant: str, rows: list[dict[str, Any]],
+    async def open_rows(self, conn: Any, rows: list[dict[str, Any]],
                         id_column: str = "id") -> list[dict[str, Any]]:
         """Decrypt ``rows`` (each with subject, text, data, text_ct, data_ct) in the caller's
         transaction, in slices (``Slices``: 500 rows of large memories take ~25 ms)."""
         sealed = {r["subject"] for r in rows
                   if any(r.get(c) is not None for c in ("text_ct", "data_ct", "key_ct", "tags_ct"))}
-        keys = await self.for_read(conn, tenant, sealed)
+        keys = await self.for_read(conn, sealed)
         return await sliced(rows, lambda r: open_row(r, keys.get(r["subject"]), id_column))
 
-    async def open_with_keys(self, tenant: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def open_with_keys(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Decrypt ``rows`` that carry their subject's wrapped key in ``wrapped_key`` (read in
         the same statement, ``WRAPPED_KEY_COLUMN``): no second query for the keys. A row whose
         key row is gone (crypto-shredded) or does not unwrap reads as content_unavailable."""
@@ -218,7 +234,7 @@ class SubjectKeys:
                 slot = (row["subject"], bytes(wrapped))
                 if slot not in keys:
                     try:
-                        keys[slot] = await self._unwrap(tenant, row["subject"], slot[1])
+                        keys[slot] = await self._unwrap(row["subject"], slot[1])
                     except DataKeyUnavailable:
                         keys[slot] = None
                 key = keys[slot]
@@ -226,12 +242,14 @@ class SubjectKeys:
             await slices.give_way()
         return opened
 
-    async def destroy(self, conn: Any, tenant: str, subject: str) -> int:
+    async def destroy(self, conn: Any, subject: str) -> int:
         """Delete the subject's key row (crypto-shredding) and drop it from the cache."""
-        cur = await conn.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject = %s", (tenant, subject))
-        self.evict(tenant, subject)
+        cur = await conn.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject = %s",
+                                 (self.tenant, subject))
+        self.evict(subject)
         return int(cur.rowcount)
 
-    def evict(self, tenant: str, subject: str) -> None:
-        for slot in [s for s in self._cache if s[0] == tenant and s[1] == subject]:
-            del self._cache[slot]
+    def evict(self, subject: str) -> None:
+        cache = self.ring._cache
+        for slot in [s for s in cache if s[0] == self.tenant and s[1] == subject]:
+            del cache[slot]

@@ -58,10 +58,6 @@ def load_master_key(path: Path) -> bytes:
     return key
 
 
-def _aad(tenant: str, subject: str) -> bytes:
-    return tenant.encode() + b"\x00" + subject.encode()
-
-
 class LocalKeyProvider:
     """A ``KeyProvider`` whose tenant keys are HKDF-derived from a local master key."""
 
@@ -90,7 +86,9 @@ class LocalKeyProvider:
         """What every process of a deployment compares at start-up (see migration 0010)."""
         return hmac.new(self._master, b"memoryd secret fingerprint", hashlib.sha256).digest()
 
-    def _tenant_key(self, tenant: str) -> AESGCM:
+    def _sealing(self, tenant: str, subject: str) -> tuple[AESGCM, bytes]:
+        """The tenant's key (derived once, kept while few tenants are active) and the
+        associated data that binds a wrapped key to (tenant, subject)."""
         key = self._tenant_keys.get(tenant)
         if key is None:
             if len(self._tenant_keys) > 10_000:
@@ -98,17 +96,18 @@ class LocalKeyProvider:
             derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                            info=_TENANT_INFO + tenant.encode()).derive(self._master)
             key = self._tenant_keys[tenant] = AESGCM(derived)
-        return key
+        return key, tenant.encode() + b"\x00" + subject.encode()
 
     async def wrap(self, tenant: str, subject: str, data_key: bytes) -> bytes:
         nonce = os.urandom(NONCE_BYTES)
-        return nonce + self._tenant_key(tenant).encrypt(nonce, data_key, _aad(tenant, subject))
+        key, aad = self._sealing(tenant, subject)
+        return nonce + key.encrypt(nonce, data_key, aad)
 
     async def unwrap(self, tenant: str, subject: str, wrapped: bytes) -> bytes:
         if len(wrapped) <= NONCE_BYTES:
             raise DataKeyUnavailable()
+        key, aad = self._sealing(tenant, subject)
         try:
-            return self._tenant_key(tenant).decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:],
-                                                    _aad(tenant, subject))
+            return key.decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], aad)
         except InvalidTag:
             raise DataKeyUnavailable() from None

@@ -17,9 +17,9 @@ from psycopg.rows import tuple_row
 
 from memoryd.domain import Category, KeywordHit, ReadFilter
 
-from .._filters import labels_of, read_conditions, visibility_conditions
+from .._filters import Tenanted, labels_of, read_conditions, visibility_conditions
 from ._keywords import TermHasher, tokenize
-from ..postgres import Connection
+from ..postgres import TenantConn
 
 # BM25 parameters: Anserini's defaults for short passages. Memories are short; on LoCoMo
 # (bench/RESULTS.md) these beat the Lucene defaults (1.2, 0.75) by about one point of recall@10.
@@ -52,20 +52,20 @@ _FOLD_TENANT = _FOLD.format(
 _FOLD_OWNERS = _FOLD.format(owners="AND subject = ANY(%(owners)s)", due=f"count(*) > {FOLD_AT}")
 
 
-async def fold_stats(conn: Connection, tenant: str) -> int:
+async def fold_stats(conn: TenantConn) -> int:
     """Fold the tenant's kept BM25 counts (``keyword_stats``: rows of changes, appended by the
     writes) into one row per group, dropping groups left with nothing; return how many rows
     went (the lifecycle sweep)."""
-    cur = await conn.execute(_FOLD_TENANT, {"tenant": tenant})
+    cur = await conn.execute(_FOLD_TENANT, {"tenant": conn.tenant})
     row = await cur.fetchone()
     return int(row["removed"]) if row else 0
 
 
-async def fold_owners_stats(conn: Connection, tenant: str, owners: Sequence[str]) -> None:
+async def fold_owners_stats(conn: TenantConn, owners: Sequence[str]) -> None:
     """Fold the kept counts of ``owners`` (subjects, '' for the organisation) that have more
     than FOLD_AT rows, in the caller's transaction (a Write's, as its last statement: sent,
     not waited for)."""
-    await conn.execute(_FOLD_OWNERS, {"tenant": tenant, "owners": sorted(set(owners))})
+    await conn.execute(_FOLD_OWNERS, {"tenant": conn.tenant, "owners": sorted(set(owners))})
 
 
 # FILTER FIRST: a memory counts only if it passes the shared read WHERE clause and is active
@@ -150,14 +150,14 @@ WHERE {live} AND subject = ANY(%s) AND category = ANY(%s) AND key_label = ANY(%b
 _SUMMED = sql.SQL("SELECT COALESCE(sum(n), 0)::float8 AS n, COALESCE(sum(len), 0)::float8 AS len FROM ({}) AS parts")
 
 
-def _totals(tenant: str, flt: ReadFilter, owners: list[str], now: datetime,
+def _totals(scope: Tenanted, flt: ReadFilter, owners: list[str], now: datetime,
             kept: bool) -> tuple[sql.Composable, list[Any]]:
     """The ``totals`` subquery of a keyword search and its parameters — from the kept counts
     when ``kept`` and the read fits them (whole categories), else by a scan."""
-    live, live_params = read_conditions(tenant, flt, live_at=now)
+    live, live_params = read_conditions(scope, flt, live_at=now)
     if not kept or flt.keys or flt.tags or flt.updated_after is not None or flt.updated_before is not None:
         return _SCANNED.format(live=live), live_params
-    where, params = read_conditions(tenant, flt)
+    where, params = read_conditions(scope, flt)
     rules = labels_of(flt).rules
     wanted = {c.value for c in flt.categories or Category}
     whole = sorted({c.value for c, labels in rules if labels is None} & wanted)
@@ -167,7 +167,7 @@ def _totals(tenant: str, flt: ReadFilter, owners: list[str], now: datetime,
     if whole:
         seen, seen_params = visibility_conditions(flt)
         parts += [_WHOLE.format(seen=sql.SQL(" AND ").join(seen)), _LAPSED.format(where=where)]
-        values += [tenant, *seen_params, whole, *params, owners, whole, now]
+        values += [scope.tenant, *seen_params, whole, *params, owners, whole, now]
     if some:
         parts.append(_SOME.format(live=live))
         values += [*live_params, owners, sorted({c for c, _ in some}),
@@ -176,24 +176,23 @@ def _totals(tenant: str, flt: ReadFilter, owners: list[str], now: datetime,
 
 
 def bm25_statement(
-    tenant: str, flt: ReadFilter, terms: Counter[int], limit: int, now: datetime, *, kept: bool = True
+    scope: Tenanted, flt: ReadFilter, terms: Counter[int], limit: int, now: datetime, *, kept: bool = True
 ) -> tuple[sql.Composed, list[Any]]:
     """The one SQL statement of a keyword search and its parameters (bench/keyword_probe.py
     EXPLAINs it). ``kept=False`` counts N and avgdl by a scan even where kept counts fit: the
     reference the tests hold the kept counts to."""
-    live, params = read_conditions(tenant, flt, live_at=now)
+    live, params = read_conditions(scope, flt, live_at=now)
     # The postings index narrows to the subject's (and, if asked for, the organisation's) rows;
     # the LATERAL check on each memory alone decides what may match.
     owners = [flt.subject, ""] if flt.include_org else [flt.subject]
     hashes = list(terms)
-    totals, totals_params = _totals(tenant, flt, owners, now, kept)
+    totals, totals_params = _totals(scope, flt, owners, now, kept)
     return _BM25.format(totals=totals, live=live), [*totals_params, hashes, list(terms.values()),
-                                                     *params, tenant, owners, hashes, limit]
+                                                     *params, scope.tenant, owners, hashes, limit]
 
 
 async def keyword_search(
-    conn: Connection,
-    tenant: str,
+    conn: TenantConn,
     flt: ReadFilter,
     query: str,
     hasher: TermHasher,
@@ -214,7 +213,7 @@ async def keyword_search(
     terms = hasher.counts(tokenize(query))
     if not terms or limit <= 0:
         return []
-    statement, params = bm25_statement(tenant, flt, terms, limit, now, kept=kept)
+    statement, params = bm25_statement(conn, flt, terms, limit, now, kept=kept)
     async with conn.cursor(row_factory=tuple_row) as cur:
         # Never a prepared statement: a plan made for one tenant's size must not serve another's.
         await cur.execute(statement, params, prepare=False)

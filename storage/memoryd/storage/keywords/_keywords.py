@@ -26,7 +26,7 @@ import snowballstemmer
 
 from memoryd.domain import Internal
 
-from ..postgres import Connection
+from ..postgres import TenantConn
 from ._segmenter_cache import default_cache_dir, prefix_dictionary
 
 # Han ideographs (CJK Unified, extension A, compatibility, extensions B–F). Runs of them are
@@ -136,11 +136,19 @@ class TermHasher:
         if not 16 <= len(secret) <= 64:
             raise ValueError("the term hashing secret must be 16 to 64 bytes")
         self._secret = secret
+        self._tenants: dict[str, TermHasher] = {}
 
     def for_tenant(self, tenant: str) -> TermHasher:
         """A hasher keyed for one tenant: the same word hashes differently in every tenant, so
-        term frequencies cannot be compared across tenants either."""
-        return TermHasher(hashlib.blake2b(tenant.encode("utf-8"), key=self._secret, person=b"memoryd-terms").digest())
+        term frequencies cannot be compared across tenants either. Derived once, kept while
+        few tenants are active."""
+        hasher = self._tenants.get(tenant)
+        if hasher is None:
+            if len(self._tenants) > 10_000:
+                self._tenants.clear()
+            hasher = self._tenants[tenant] = TermHasher(
+                hashlib.blake2b(tenant.encode("utf-8"), key=self._secret, person=b"memoryd-terms").digest())
+        return hasher
 
     def term(self, token: str) -> int:
         """First 8 bytes of BLAKE2b(token, key=secret), as a Postgres ``bigint``."""
@@ -164,8 +172,7 @@ class TermHasher:
 
 
 async def write_terms(
-    conn: Connection,
-    tenant: str,
+    conn: TenantConn,
     memories: Sequence[tuple[str, str, str, str]],
     hasher: TermHasher,
     *,
@@ -181,6 +188,7 @@ async def write_terms(
     (``check_terms_written``) that each one is this tenant's and its owner's — after the
     statements are sent, so a pipelined write waits for nothing here.
     """
+    tenant = conn.tenant
     owners = [owner for owner, _, _, _ in memories]
     ids = [memory_id for _, memory_id, _, _ in memories]
     # Tokenizing 100 texts of 8 KiB takes 0.2-1 s (the more words new to the stem cache, the
@@ -228,8 +236,7 @@ async def check_terms_written(cur: psycopg.AsyncCursor[Any], memories: int) -> N
 
 
 async def replace_terms(
-    conn: Connection,
-    tenant: str,
+    conn: TenantConn,
     subject: str,
     memory_id: str,
     key: str,
@@ -238,12 +245,13 @@ async def replace_terms(
 ) -> int:
     """``write_terms`` for one memory; returns its document length. A memory that is not this
     tenant's and ``subject``'s is refused rather than indexed under the wrong owner."""
-    await check_terms_written(await write_terms(conn, tenant, [(subject, memory_id, key, text)], hasher), 1)
+    await check_terms_written(await write_terms(conn, [(subject, memory_id, key, text)], hasher), 1)
     return len(tokenize(f"{key} {text}"))
 
 
-async def delete_terms(conn: Connection, tenant: str, memory_ids: Sequence[str]) -> int:
+async def delete_terms(conn: TenantConn, memory_ids: Sequence[str]) -> int:
     """Remove the memories' terms (forget/purge); return the number of term rows removed."""
+    tenant = conn.tenant
     if not memory_ids:
         return 0
     cur = await conn.execute(

@@ -27,9 +27,9 @@ from psycopg.rows import dict_row
 
 from memoryd.domain import DataKeyUnavailable
 
-from ..keys import DataKey, SubjectKeys
+from ..keys import DataKey, SubjectKeys, TenantKeys
 from ..keywords import TermHasher
-from ..postgres import WORKER_ROLE, Postgres, PostgresSettings
+from ..postgres import WORKER_ROLE, Postgres, PostgresSettings, TenantConn
 from ._trust import TAGS_FIELD
 from ._write_batch import enqueue_index
 
@@ -73,37 +73,38 @@ async def plaintext_tenants(settings: PostgresSettings) -> list[str]:
     return sorted(found)
 
 
-async def _key(conn: Any, keys: SubjectKeys, tenant: str, subject: str,
+async def _key(conn: TenantConn, keys: TenantKeys, subject: str,
                held: dict[str, DataKey | None]) -> DataKey | None:
     if subject not in held:
         try:
-            held[subject] = await keys.for_write(conn, tenant, subject)
+            held[subject] = await keys.for_write(conn, subject)
         except DataKeyUnavailable:
             held[subject] = None
     return held[subject]
 
 
-async def _with_keys(conn: Any, keys: SubjectKeys, tenant: str,
+async def _with_keys(conn: TenantConn, keys: TenantKeys,
                      rows: list[dict[str, Any]]) -> tuple[list[tuple[dict[str, Any], DataKey]], int]:
     """``rows`` with their subjects' data keys; how many were skipped (no key to unwrap)."""
     held: dict[str, DataKey | None] = {}
     ready = []
     for row in rows:
-        key = await _key(conn, keys, tenant, row["subject"], held)
+        key = await _key(conn, keys, row["subject"], held)
         if key is not None:
             ready.append((row, key))
     return ready, len(rows) - len(ready)
 
 
-async def seal_memories(conn: Any, keys: SubjectKeys, tenant: str, after: str, limit: int) -> tuple[int, int, str]:
+async def seal_memories(conn: TenantConn, keys: TenantKeys, after: str, limit: int) -> tuple[int, int, str]:
     """Seal up to ``limit`` plaintext memories with id > ``after``: (sealed, skipped, last id)."""
+    tenant = conn.tenant
     cur = await conn.execute(
         "SELECT id, subject, text, data FROM memories WHERE tenant_id = %s AND text_ct IS NULL AND id > %s::uuid "
         "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
         (tenant, after, limit),
     )
     rows = await cur.fetchall()
-    ready, skipped = await _with_keys(conn, keys, tenant, rows)
+    ready, skipped = await _with_keys(conn, keys, rows)
     for row, key in ready:
         memory_id = str(row["id"])
         await conn.execute(
@@ -115,9 +116,10 @@ async def seal_memories(conn: Any, keys: SubjectKeys, tenant: str, after: str, l
     return len(ready), skipped, str(rows[-1]["id"]) if rows else ""
 
 
-async def seal_versions(conn: Any, keys: SubjectKeys, tenant: str, after: tuple[str, int],
+async def seal_versions(conn: TenantConn, keys: TenantKeys, after: tuple[str, int],
                         limit: int) -> tuple[int, int, tuple[str, int] | None]:
     """Seal up to ``limit`` plaintext versions after (memory id, version): (sealed, skipped, last)."""
+    tenant = conn.tenant
     cur = await conn.execute(
         "SELECT memory_id, version, subject, text, data FROM memory_versions WHERE tenant_id = %s "
         "AND text_ct IS NULL AND (memory_id, version) > (%s::uuid, %s) ORDER BY memory_id, version LIMIT %s "
@@ -125,7 +127,7 @@ async def seal_versions(conn: Any, keys: SubjectKeys, tenant: str, after: tuple[
         (tenant, after[0], after[1], limit),
     )
     rows = await cur.fetchall()
-    ready, skipped = await _with_keys(conn, keys, tenant, rows)
+    ready, skipped = await _with_keys(conn, keys, rows)
     for row, key in ready:
         memory_id = str(row["memory_id"])
         await conn.execute(
@@ -146,12 +148,13 @@ _LABEL_QUERIES = {
 }
 
 
-async def label_rows(conn: Any, keys: SubjectKeys, hasher: TermHasher, tenant: str, table: str,
+async def label_rows(conn: TenantConn, keys: TenantKeys, hasher: TermHasher, table: str,
                      limit: int) -> tuple[int, int]:
     """Label and seal the plaintext keys and tags of up to ``limit`` rows of ``table``
     (memories or memory_versions): (labelled, skipped). Skipped rows keep their plaintext."""
+    tenant = conn.tenant
     cur = await conn.execute(_LABEL_QUERIES[table], (tenant, limit))
-    ready, skipped = await _with_keys(conn, keys, tenant, await cur.fetchall())
+    ready, skipped = await _with_keys(conn, keys, await cur.fetchall())
     for row, key in ready:
         memory_id, tags = str(row["memory_id"]), sorted(set(row["tags"]))
         values = (hasher.label(row["key"]), key.seal_key(memory_id, row["key"]), [hasher.label(t) for t in tags],
@@ -160,7 +163,7 @@ async def label_rows(conn: Any, keys: SubjectKeys, hasher: TermHasher, tenant: s
             await conn.execute("UPDATE memories SET key_label = %s, key_ct = %s, tag_labels = %s, tags_ct = %s, "
                                "key = '', tags = '{}' WHERE tenant_id = %s AND id = %s", (*values, tenant, memory_id))
             if row["status"] == "active":
-                await enqueue_index(conn, tenant, memory_id, row["subject"], "upsert")
+                await enqueue_index(conn, memory_id, row["subject"], "upsert")
         else:
             await conn.execute("UPDATE memory_versions SET key_label = %s, key_ct = %s, tag_labels = %s, "
                                "tags_ct = %s, key = '', tags = '{}' WHERE tenant_id = %s AND memory_id = %s "
@@ -168,11 +171,12 @@ async def label_rows(conn: Any, keys: SubjectKeys, hasher: TermHasher, tenant: s
     return len(ready), skipped
 
 
-async def seal_pending_tags(conn: Any, keys: SubjectKeys, tenant: str, limit: int) -> tuple[int, int]:
+async def seal_pending_tags(conn: TenantConn, keys: TenantKeys, limit: int) -> tuple[int, int]:
     """Seal the plaintext tags of up to ``limit`` pending values: (sealed, skipped)."""
+    tenant = conn.tenant
     cur = await conn.execute("SELECT id, subject, tags FROM pending_values WHERE tenant_id = %s AND tags <> '{}' "
                              "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED", (tenant, limit))
-    ready, skipped = await _with_keys(conn, keys, tenant, await cur.fetchall())
+    ready, skipped = await _with_keys(conn, keys, await cur.fetchall())
     for row, key in ready:
         pending_id = str(row["id"])
         tags_ct = key.seal(pending_id, TAGS_FIELD, json.dumps(sorted(set(row["tags"]))).encode())
@@ -181,9 +185,8 @@ async def seal_pending_tags(conn: Any, keys: SubjectKeys, tenant: str, limit: in
     return len(ready), skipped
 
 
-async def _label_tenant(db: Postgres, keys: SubjectKeys, hasher: TermHasher, tenant: str,
-                        batch_size: int) -> tuple[int, int]:
-    """Label every plaintext key and tag of ``tenant``: (labelled, skipped).
+async def _label_tenant(db: Postgres, keys: TenantKeys, hasher: TermHasher, batch_size: int) -> tuple[int, int]:
+    """Label every plaintext key and tag of the key ring's tenant: (labelled, skipped).
 
     Each batch takes the first rows still holding plaintext; a batch whose rows were all
     skipped (their key cannot be unwrapped) ends that table, as would a batch of none.
@@ -191,11 +194,11 @@ async def _label_tenant(db: Postgres, keys: SubjectKeys, hasher: TermHasher, ten
     labelled = skipped = 0
     for table in ("memories", "memory_versions", "pending_values"):
         while True:
-            async with db.tenant_tx(tenant) as conn:
+            async with db.tenant_tx(keys.tenant) as conn:
                 if table == "pending_values":
-                    done, missed = await seal_pending_tags(conn, keys, tenant, batch_size)
+                    done, missed = await seal_pending_tags(conn, keys, batch_size)
                 else:
-                    done, missed = await label_rows(conn, keys, hasher, tenant, table, batch_size)
+                    done, missed = await label_rows(conn, keys, hasher, table, batch_size)
             labelled, skipped = labelled + done, skipped + missed
             if not done:
                 break
@@ -207,18 +210,19 @@ async def seal_plaintext(settings: PostgresSettings, db: Postgres, keys: Subject
     """Seal every plaintext row of every tenant, ``batch_size`` rows per transaction."""
     report = SealReport()
     for tenant in await plaintext_tenants(settings):
+        ring = keys.of(tenant)
         memories = versions = skipped = 0
         after = _FIRST_ID
         while after:
             async with db.tenant_tx(tenant) as conn:
-                sealed, missed, after = await seal_memories(conn, keys, tenant, after, batch_size)
+                sealed, missed, after = await seal_memories(conn, ring, after, batch_size)
             memories, skipped = memories + sealed, skipped + missed
         position: tuple[str, int] | None = (_FIRST_ID, 0)
         while position is not None:
             async with db.tenant_tx(tenant) as conn:
-                sealed, missed, position = await seal_versions(conn, keys, tenant, position, batch_size)
+                sealed, missed, position = await seal_versions(conn, ring, position, batch_size)
             versions, skipped = versions + sealed, skipped + missed
-        labelled, missed = await _label_tenant(db, keys, hasher_for(tenant), tenant, batch_size)
+        labelled, missed = await _label_tenant(db, ring, hasher_for(tenant), batch_size)
         skipped += missed
         if memories or versions or labelled or skipped:
             report = SealReport(report.tenants + 1, report.memories + memories, report.versions + versions,

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.domain import AuditTag, EraseMode, ExtractionJob, ReadFilter, TenantPolicy, Turn
 
-from ..keys import SubjectKeys
+from .._filters import Tenanted
+from ..keys import SubjectKeys, TenantKeys
 from ..keywords import TermHasher
-from ..postgres import Postgres
+from ..postgres import Postgres, TenantConn
 from ._labels import KeyNames, label_filter
 
 if TYPE_CHECKING:
@@ -44,9 +45,10 @@ class VectorEraser(Protocol):
     """How an erase clears the vectors of what it erased (``IndexVectors``): given to the
     stores when the process has built its index set."""
 
-    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
+    async def erase(self, scope: Tenanted, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
                     counted: frozenset[str], defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
-        """Clear the vectors of ``ids`` (and of the whole subject); ``defer(subject, ids)``
+        """Clear the vectors of ``ids`` (and of the whole subject) in ``scope``'s tenant (the erase's
+        session); ``defer(subject, ids)``
         leaves their deletion to the outbox when the index cannot be reached."""
         ...
 
@@ -98,19 +100,9 @@ class StoreParts:
     outbox: IndexWork | None = None
     jobs: JobDesk | None = None
     names: KeyNames = field(init=False)
-    hashers: dict[str, TermHasher] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.names = KeyNames(self.keys)
-
-    def hasher_of(self, tenant: str) -> TermHasher:
-        """The tenant's keyword term hasher (derived once, kept while few tenants are active)."""
-        hasher = self.hashers.get(tenant)
-        if hasher is None:
-            if len(self.hashers) > 10_000:
-                self.hashers.clear()
-            hasher = self.hashers[tenant] = self.root_hasher.for_tenant(tenant)
-        return hasher
 
 
 class Bound:
@@ -122,19 +114,20 @@ class Bound:
         self.agent = agent
 
     @property
-    def keys(self) -> SubjectKeys:
-        return self.parts.keys
+    def keys(self) -> TenantKeys:
+        """This tenant's key ring."""
+        return self.parts.keys.of(self.tenant)
 
     @property
     def hasher(self) -> TermHasher:
-        return self.parts.hasher_of(self.tenant)
+        return self.parts.root_hasher.for_tenant(self.tenant)
 
     @property
     def policy(self) -> TenantPolicy:
         return self.parts.policy_for(self.tenant)
 
     @asynccontextmanager
-    async def transaction(self, *, pipelined: bool = False) -> AsyncIterator[Any]:
+    async def transaction(self, *, pipelined: bool = False) -> AsyncIterator[TenantConn]:
         """A transaction with this tenant set (row level security on); ``Postgres.tenant_tx``."""
         async with self.parts.db.tenant_tx(self.tenant, pipelined=pipelined) as conn:
             yield conn
@@ -142,4 +135,4 @@ class Bound:
     async def label(self, conn: Any, flt: ReadFilter) -> ReadFilter:
         """``flt`` with its key and tag labels (``_labels``); ``conn`` is used only if the
         filter names keys or tags and has no labels yet."""
-        return await label_filter(conn, self.parts.names, self.hasher, self.tenant, flt)
+        return await label_filter(conn, self.parts.names, self.hasher, flt)

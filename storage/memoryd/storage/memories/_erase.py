@@ -21,7 +21,7 @@ from psycopg import sql
 
 from memoryd.domain import AuditTag, Change, EraseMode, EraseSelector, ErasureReceipt, ReadFilter, StoreCounts
 
-from ..postgres import audit
+from ..postgres import TenantConn, audit
 from .._filters import in_states, rules_condition
 from ..keywords import delete_terms
 from . import _erasure as erasure
@@ -129,13 +129,13 @@ async def erase(
         ids = [str(r["id"]) for r in rows]
         counted = frozenset(str(r["id"]) for r in rows if r["counted"])
         if mode is EraseMode.FORGET:
-            counts, answered = await forget_ids(conn, tenant, subject, ids, counted)
+            counts, answered = await forget_ids(conn, subject, ids, counted)
         else:
             counts, answered = await _purge(session, conn, ids, counted)
         counts = replace(counts, jobs=len(jobs))
         answered = replace(answered, jobs=jobs.count(agent))
         if shred and not await _subject_rows_left(session, conn, subject):
-            destroyed = await session.keys.destroy(conn, tenant, subject)
+            destroyed = await session.keys.destroy(conn, subject)
             counts, answered = replace(counts, keys=destroyed), replace(answered, keys=destroyed)
         mentions = None
         if selector.all_of_subject and subject and flt.include_org:
@@ -161,7 +161,7 @@ async def erase(
                                    "SELECT %s, unnest(%s::uuid[]), %s, 'delete', "
                                    "now() + make_interval(secs => %s)",
                                    (tenant, ids, subject, PURGE_FALLBACK_SECONDS))
-            await audit.append(conn, tenant, agent, subject, f"erase.{mode.value}", ids, tag,
+            await audit.append(conn, agent, subject, f"erase.{mode.value}", ids, tag,
                          {"selector": described, "reason": reason})
             erase_id = await erasure.log_erase(session, conn, subject, described, mode, reason, counts,
                                                answered, counted, started, ids, digest, mentions)
@@ -178,9 +178,9 @@ async def erase(
                                                       replay.receipt.started_at, replay.receipt.organisation_mentions)
         counted = frozenset(replay.counted)
     if mode is EraseMode.PURGE:
-        parts.names.evict(tenant, subject)  # no purged key name stays in this process
+        parts.names.evict(session, subject)  # no purged key name stays in this process
         await _await_batches_in_flight(session, ids)
-    vectors = await parts.vectors.erase(tenant, subject, ids, mode=mode, whole_subject=selector.all_of_subject,
+    vectors = await parts.vectors.erase(session, subject, ids, mode=mode, whole_subject=selector.all_of_subject,
                                          counted=counted, defer=partial(enqueue_vector_deletes, session)) \
         if parts.vectors is not None else VectorErasure()
     answered = replace(answered, vectors=vectors.counted)
@@ -236,11 +236,12 @@ def _selection(session: Bound, subject: str, flt: ReadFilter, selector: EraseSel
     return sql.SQL(" AND ").join(parts), params
 
 
-async def forget_ids(conn: Any, tenant: str, subject: str, ids: list[str],
+async def forget_ids(conn: TenantConn, subject: str, ids: list[str],
                      counted: frozenset[str] = frozenset()) -> tuple[StoreCounts, StoreCounts]:
     """Forget the locked, active memories ``ids`` of ``subject`` in the caller's transaction
     (Erase FORGET, consolidation and the lifecycle sweeper): what went, and what went of
     the ``counted`` ids."""
+    tenant = conn.tenant
     if not ids:
         return StoreCounts(), StoreCounts()
     await conn.execute(
@@ -251,11 +252,11 @@ async def forget_ids(conn: Any, tenant: str, subject: str, ids: list[str],
     dropped, counted_dropped = await _deleted(
         conn, sql.SQL("DELETE FROM outbox WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND op = 'upsert' "
                       "RETURNING memory_id AS id"), (tenant, ids), counted)
-    await trust.discard(conn, tenant, ids)  # a forgotten memory has no value left to settle
+    await trust.discard(conn, ids)  # a forgotten memory has no value left to settle
     for memory_id in ids:
-        await record_version(conn, tenant, memory_id, Change.FORGOTTEN)
+        await record_version(conn, memory_id, Change.FORGOTTEN)
         # A forgotten memory must leave the vector index as well.
-        await enqueue_index(conn, tenant, memory_id, subject, "delete")
+        await enqueue_index(conn, memory_id, subject, "delete")
     return (StoreCounts(memories=len(ids), outbox=dropped),
             StoreCounts(memories=len(counted), outbox=counted_dropped))
 
@@ -303,7 +304,7 @@ async def _purge(session: Bound, conn: Any, ids: list[str],
         return StoreCounts(), StoreCounts()
     tenant = session.tenant
     gone: dict[str, tuple[int, int]] = {}
-    await delete_terms(conn, tenant, ids)
+    await delete_terms(conn, ids)
     await erasure.drop_write_records(session, conn, ids)
     for table, column in (("outbox", "memory_id"), ("memory_versions", "memory_id"), ("memories", "id")):
         # Rows whose vectors a worker is writing right now stay: the erase waits for them
@@ -402,7 +403,7 @@ async def enqueue_vector_deletes(session: Bound, subject: str, ids: list[str]) -
     """Leave the index's deletions to the outbox worker (the index was unreachable)."""
     async with session.transaction() as conn:
         for memory_id in ids:
-            await enqueue_index(conn, session.tenant, memory_id, subject, "delete")
+            await enqueue_index(conn, memory_id, subject, "delete")
 
 
 class Erasing(Bound):

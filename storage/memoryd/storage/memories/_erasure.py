@@ -47,7 +47,7 @@ from psycopg.types.json import Jsonb
 
 from memoryd.domain import EraseMode, ErasureReceipt, Internal, ReadFilter, StoreCounts, Unavailable
 
-from .._filters import read_conditions
+from .._filters import Tenanted, read_conditions
 from ._bound import Bound, Indexes, VectorErasure
 
 
@@ -276,12 +276,12 @@ async def organisation_mentions(session: Bound, conn: Any, flt: ReadFilter, subj
     """How many of the organisation's live memories that ``flt`` reads name ``subject``: what an
     erase of the subject leaves behind about it. Their content is opened to look (the
     organisation's data key), in the erase's transaction."""
-    tenant, keys = session.tenant, session.keys
-    where, params = read_conditions(tenant, replace(flt, include_org=True), live_at=now)
+    keys = session.keys
+    where, params = read_conditions(session, replace(flt, include_org=True), live_at=now)
     cur = await conn.execute(
         sql.SQL("SELECT id, subject, key, text, data, tags, key_ct, text_ct, data_ct, tags_ct FROM memories "
                 "WHERE {where} AND subject = '' AND scope = 'org'").format(where=where), params)
-    rows = await keys.open_rows(conn, tenant, await cur.fetchall())
+    rows = await keys.open_rows(conn, await cur.fetchall())
     pattern = naming(subject)
     return sum(1 for row in rows if not row["content_unavailable"] and names_subject(pattern, row))
 
@@ -335,15 +335,15 @@ class IndexVectors:
     def __init__(self, indexes: Indexes) -> None:
         self._indexes = indexes
 
-    async def erase(self, tenant: str, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
+    async def erase(self, scope: Tenanted, subject: str, ids: list[str], *, mode: EraseMode, whole_subject: bool,
                     counted: frozenset[str], defer: Callable[[str, list[str]], Awaitable[None]]) -> VectorErasure:
         # Deleted, compacted out of the index's files and checked; left to the outbox (and the
         # receipt not verified) while the index is down.
-        return await erase_vectors(self._indexes, tenant, subject, ids, mode=mode, whole_subject=whole_subject,
+        return await erase_vectors(self._indexes, scope, subject, ids, mode=mode, whole_subject=whole_subject,
                                    defer=defer, counted=counted)
 
 
-async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids: list[str], *, mode: EraseMode,
+async def erase_vectors(indexes: Indexes | None, scope: Tenanted, subject: str, ids: list[str], *, mode: EraseMode,
                         whole_subject: bool, defer: Callable[[str, list[str]], Awaitable[None]],
                         counted: frozenset[str] | None = None,
                         compacted: Mapping[str, bool | None] | None = None) -> VectorErasure:
@@ -366,11 +366,12 @@ async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids:
     try:
         for target in indexes.targets():  # every model's collection, not just the active one
             index = target.index
-            gone = await index.delete(tenant, first) if first else 0
+            own = index.partition(scope.tenant)
+            gone = await own.delete(first) if first else 0
             counted_deleted += gone
-            gone += await index.delete(tenant, rest) if rest else 0
+            gone += await own.delete(rest) if rest else 0
             if whole_subject:
-                gone += await index.delete_subject(tenant, subject)
+                gone += await own.delete_subject(subject)
             deleted += gone
             if compacted is not None:
                 files = compacted.get(index.collection, False) if not gone else False
@@ -381,7 +382,7 @@ async def erase_vectors(indexes: Indexes | None, tenant: str, subject: str, ids:
                     files = False  # logged by the index; the rows are deleted, the files unknown
             else:
                 files = False  # the next round's
-            left += await index.count(tenant, ids=ids, subject=subject if whole_subject else None)
+            left += await own.count(ids=ids, subject=subject if whole_subject else None)
             if not files:
                 missed.add(VECTOR_FILES)
                 later = later or files is False  # None: never confirmable here (a milvus-lite server)

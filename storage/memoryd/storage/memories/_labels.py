@@ -22,15 +22,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from psycopg.rows import tuple_row
 
 from memoryd.domain import Category, FilterLabels, Glob, ReadFilter, Slices
 
+from .._filters import Tenanted
 from ..keys import SubjectKeys
 from ..keywords import TermHasher
+from ..postgres import TenantConn
 
 
 def _is_glob(pattern: str) -> bool:
@@ -66,11 +67,12 @@ class KeyNames:
         self._size = subjects
         self._cache: OrderedDict[tuple[str, str], _Subject] = OrderedDict()
 
-    async def matcher(self, conn: Any, tenant: str, subjects: list[str],
+    async def matcher(self, conn: TenantConn, subjects: list[str],
                       patterns: Iterable[str]) -> Callable[[str], frozenset[str]]:
         """Labels (hex) of the key names of ``subjects``' memories (any status) each of the globs
         ``patterns`` matches. A name whose data key is gone is left out (its memories read as
         content_unavailable, so no glob can match them)."""
+        tenant = conn.tenant
         async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
             await cur.execute(
                 "SELECT subject, key_label FROM memories WHERE tenant_id = %s AND subject = ANY(%s) "
@@ -87,7 +89,7 @@ class KeyNames:
             if entry.names.keys() != labels:  # names came or went: keep what is still there
                 names = {label: name for label, name in entry.names.items() if label in labels}
                 unknown = labels - names.keys()
-                entry = _Subject(names | (await self._open(conn, tenant, subject, sorted(unknown)) if unknown else {}))
+                entry = _Subject(names | (await self._open(conn, subject, sorted(unknown)) if unknown else {}))
             self._cache[(tenant, subject)] = entry
             held.append(entry)
         while len(self._cache) > self._size:
@@ -97,8 +99,9 @@ class KeyNames:
             await entry.match(patterns, slices)
         return lambda pattern: frozenset().union(*(entry.matches[pattern] for entry in held))
 
-    async def _open(self, conn: Any, tenant: str, subject: str, labels: list[bytes]) -> dict[bytes, str]:
-        key = (await self._keys.for_read(conn, tenant, {subject}))[subject]
+    async def _open(self, conn: TenantConn, subject: str, labels: list[bytes]) -> dict[bytes, str]:
+        tenant = conn.tenant
+        key = (await self._keys.of(tenant).for_read(conn, {subject}))[subject]
         if key is None:
             return {}
         cur = await conn.execute(
@@ -114,8 +117,8 @@ class KeyNames:
                 continue
         return opened
 
-    def evict(self, tenant: str, subject: str) -> None:
-        self._cache.pop((tenant, subject), None)
+    def evict(self, owner: Tenanted, subject: str) -> None:
+        self._cache.pop((owner.tenant, subject), None)
 
 
 def globs_of(flt: ReadFilter) -> set[str]:
@@ -151,7 +154,7 @@ def _nothing(pattern: str) -> frozenset[str]:
     return frozenset()
 
 
-async def label_filter(conn: Any, names: KeyNames, hasher: TermHasher, tenant: str,
+async def label_filter(conn: TenantConn, names: KeyNames, hasher: TermHasher,
                        flt: ReadFilter) -> ReadFilter:
     """``flt`` with its labels; the same filter if it has them already. ``conn`` (the
     tenant's transaction) is used only if ``needs_names(flt)``."""
@@ -160,5 +163,5 @@ async def label_filter(conn: Any, names: KeyNames, hasher: TermHasher, tenant: s
     matching: Callable[[str], frozenset[str]] = _nothing
     if globs := globs_of(flt):
         subjects = sorted({flt.subject, ""} if flt.include_org else {flt.subject})
-        matching = await names.matcher(conn, tenant, subjects, globs)
+        matching = await names.matcher(conn, subjects, globs)
     return replace(flt, labels=labels_for(flt, lambda value: hasher.label(value).hex(), matching))

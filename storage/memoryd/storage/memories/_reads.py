@@ -57,10 +57,9 @@ class Reading(Bound):
     async def keyword_search(self, flt: ReadFilter, query: str, limit: int,
                              now: datetime) -> list[KeywordHit]:
         """The keyword channel: BM25 over the filtered memories' term hashes."""
-        tenant = self.tenant
         async with self.transaction(pipelined=True) as conn:
             flt = await self.label(conn, flt)
-            return await keyword_search(conn, tenant, flt, query, self.hasher, limit, now)
+            return await keyword_search(conn, flt, query, self.hasher, limit, now)
 
     async def fetch(self, flt: ReadFilter, ids: list[str], now: datetime) -> list[Memory]:
         """The active, unexpired rows among ``ids`` that pass the filter — how every hit of an
@@ -84,7 +83,7 @@ class Reading(Bound):
         # One transaction, pipelined: the places, then the rows.
         async with self.transaction(pipelined=True) as conn:
             flt = await self.label(conn, flt)
-            where, params = read_conditions(tenant, flt, live_at=now)
+            where, params = read_conditions(self, flt, live_at=now)
             sides = [(sql.SQL(_WRITTEN_NEXT_TO).format(where=where, side=sql.SQL(side), order=sql.SQL(order),
                                                        direction=sql.Literal(direction), anchor=sql.Literal(i)),
                       [*params, tenant, anchor, tenant, anchor, limit])
@@ -111,14 +110,13 @@ class Reading(Bound):
         """Those of ``tags`` that some active, unexpired memory passing the filter carries: how
         recall learns which entities a query names (``domain.named_spans``) among what the
         caller may read, and nothing of the rest."""
-        tenant = self.tenant
         if not tags:
             return set()
         hasher = self.hasher
         by_label = {hasher.label(tag): tag for tag in tags}
         # Pipelined: on the query's way to its embedding, so BEGIN and the tenant go with it.
         async with self.transaction(pipelined=True) as conn:
-            where, params = read_conditions(tenant, await self.label(conn, flt), live_at=now)
+            where, params = read_conditions(self, await self.label(conn, flt), live_at=now)
             # One probe of the tag index per label (migration 0020), stopping at the first
             # memory that carries it: a tag on half a subject's memories costs no more than one
             # on a single memory.
@@ -140,9 +138,8 @@ class Reading(Bound):
                            values: list[Any]) -> list[Memory]:
         """The live memories that pass the filter and ``which`` (its one placeholder: ``values``),
         in ``conn``'s transaction."""
-        tenant = self.tenant
         # One statement: the rows, their subject's wrapped key, and whether any has pending values.
-        where, params = read_conditions(tenant, await self.label(conn, flt), live_at=now)
+        where, params = read_conditions(self, await self.label(conn, flt), live_at=now)
         query = sql.SQL(
             "SELECT {cols}, {wrapped}, EXISTS (SELECT 1 FROM pending_values p WHERE p.tenant_id = "
             "memories.tenant_id AND p.memory_id = memories.id) AS has_pending FROM memories "
@@ -151,16 +148,15 @@ class Reading(Bound):
         cur = await conn.execute(query, [*params, values])
         rows = await cur.fetchall()
         pending = any([row.pop("has_pending") for row in rows])
-        memories = [memory_from_row(row) for row in await self.keys.open_with_keys(tenant, rows)]
+        memories = [memory_from_row(row) for row in await self.keys.open_with_keys(rows)]
         return await with_pending(self, conn, memories) if pending else memories
 
     async def list(self, flt: ReadFilter, page: Page, now: datetime | None = None) -> Listing:
         """One page of memories, most recently updated first (keyset pagination). An active
         memory past its time to live is not listed (the sweeper soon marks it forgotten)."""
-        tenant = self.tenant
         async with self.transaction() as conn:
             flt = await self.label(conn, flt)
-            where, params = read_conditions(tenant, flt)
+            where, params = read_conditions(self, flt)
             states, state_params = in_states(flt, now or datetime.now(UTC))
             clauses = [where, states]
             params += state_params
@@ -175,7 +171,7 @@ class Reading(Bound):
                 cols=sql.SQL(MEMORY_COLUMNS), where=sql.SQL(" AND ").join(clauses), order=sql.SQL(order)
             )
             cur = await conn.execute(query, [*params, page.size + 1])
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await self.keys.open_rows(conn, await cur.fetchall())
             memories = await with_pending(self, conn, [memory_from_row(r) for r in rows[: page.size]])
         return Listing(memories, has_more=len(rows) > page.size)
 
@@ -183,9 +179,8 @@ class Reading(Bound):
                       size: int) -> tuple[builtins.list[MemoryVersion], bool]:
         """Versions of one memory the filter allows, newest first, while the memory itself is
         in one of the filter's statuses (``in_states``). NotFound if there is none."""
-        tenant = self.tenant
         async with self.transaction() as conn:
-            where, params = read_conditions(tenant, await self.label(conn, flt))
+            where, params = read_conditions(self, await self.label(conn, flt))
             states, state_params = in_states(flt, datetime.now(UTC), table="m")
             query = sql.SQL(
                 "SELECT * FROM memory_versions WHERE {where} AND memory_id = %s AND version < %s "
@@ -194,7 +189,7 @@ class Reading(Bound):
             ).format(where=where, states=states)
             cur = await conn.execute(query, [*params, memory_id, after_version or 2**31 - 1, *state_params,
                                              size + 1])
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall(), id_column="memory_id")
+            rows = await self.keys.open_rows(conn, await cur.fetchall(), id_column="memory_id")
             versions = [version_from_row(r) for r in rows[:size]]
             # The pending values belong to the current value: shown on the active version.
             pending = await trust.load(self, conn, [memory_id])
@@ -219,6 +214,6 @@ class Reading(Bound):
                 f"AND category = ANY(%s) AND {LIVE_NOW} ORDER BY id",
                 (tenant, subject, self.hasher.label("timezone"), [c.value for c in categories]),
             )
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await self.keys.open_rows(conn, await cur.fetchall())
         return [(Category(r["category"]), r["text"].strip(), r["updated_at"]) for r in rows
                 if not r["content_unavailable"]]

@@ -73,7 +73,7 @@ def _index_row(r: dict[str, Any]) -> tuple[IndexedMemory, str | None]:
 
 
 async def _current(conn: Any, session: Bound, flt: ReadFilter, memory_id: str) -> dict[str, Any] | None:
-    where, params = read_conditions(session.tenant, flt)
+    where, params = read_conditions(session, flt)
     cur = await conn.execute(
         sql.SQL("SELECT {cols} FROM memories WHERE {where} AND id = %s AND {live} AND key_label <> '\\x' "
                 "FOR UPDATE").format(cols=sql.SQL(MEMORY_COLUMNS), where=where, live=sql.SQL(LIVE_NOW)),
@@ -94,11 +94,11 @@ async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilte
     row = await _current(conn, session, flt, memory_id)
     if row is None:
         raise NotFound("no such keyed memory for this subject")
-    opened = (await keys.open_rows(conn, tenant, [row]))[0]
+    opened = (await keys.open_rows(conn, [row]))[0]
     owner = row["subject"]
     details: dict[str, Any] = {"resolution": resolution.value}
     if resolution is Resolution.KEEP_CURRENT:
-        dropped = await trust.discard(conn, tenant, [memory_id], pending_id)
+        dropped = await trust.discard(conn, [memory_id], pending_id)
         if not dropped:
             raise NotFound("this memory has no such pending value" if pending_id else "this memory has no pending values")
         details["discarded"] = dropped
@@ -109,13 +109,13 @@ async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilte
         writer = session.item_writer(conn, subject, agent=held.agent)
         result = await writer.accept(row, held.draft, owner, held.trust)
         details.update(accepted=held.id, version=result.version)
-    await counters.bump(conn, tenant, {counters.CONFLICTS_RESOLVED: 1})
-    await audit.append(conn, tenant, agent, subject, "resolve_conflict", [memory_id], tag, details)
+    await counters.bump(conn, {counters.CONFLICTS_RESOLVED: 1})
+    await audit.append(conn, agent, subject, "resolve_conflict", [memory_id], tag, details)
     cur = await conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = %s AND id = %s",
                              (tenant, memory_id))
     after = await cur.fetchone()
     assert after is not None
-    memory = memory_from_row((await keys.open_rows(conn, tenant, [after]))[0])
+    memory = memory_from_row((await keys.open_rows(conn, [after]))[0])
     return (await trust.with_pending(session, conn, [memory]))[0]
 
 
@@ -131,10 +131,10 @@ class StoreSession(Reading, Erasing):
 
         async def key_for(owner: str) -> DataKey:
             if owner not in held:
-                held[owner] = await self.keys.for_write(conn, self.tenant, owner)
+                held[owner] = await self.keys.for_write(conn, owner)
             return held[owner]
 
-        return ItemWriter(conn, self.tenant, agent or self.agent, subject, self.hasher, key_for, self.policy)
+        return ItemWriter(conn, agent or self.agent, subject, self.hasher, key_for, self.policy)
 
     async def write(
         self,
@@ -180,7 +180,7 @@ class StoreSession(Reading, Erasing):
 
     async def _write(self, subject: str, drafts: builtins.list[Draft], *, blind: builtins.list[bool] | None,
                      idempotency_key: str, request_hash: bytes, tag: AuditTag) -> Written:
-        tenant, agent, session = self.tenant, self.agent, self
+        agent, session = self.agent, self
         # Pipelined: the statements below wait for Postgres only where they read an answer —
         # the data key, the rows the items meet, the audit chain's head — and the commit.
         async with session.transaction(pipelined=True) as conn:
@@ -195,7 +195,7 @@ class StoreSession(Reading, Erasing):
             if idempotency_key:
                 await store_idempotent_response(session, conn, idempotency_key, write_response(results))
             queued = await unindexed(session, conn, results, writer.enqueued)
-            await audit.append(conn, tenant, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
+            await audit.append(conn, agent, subject, "write", [r.memory_id for r in results if r.memory_id],
                                tag, {"outcomes": [r.outcome.value for r in results]})
             await writer.finish()
             return Written(results, await queued())
@@ -228,7 +228,7 @@ class StoreSession(Reading, Erasing):
                     (list(counts), list(counts.values()), tenant),
                 )
             for agent, subject, action, ids, tag in events:
-                await audit.append(conn, tenant, agent, subject, action, ids, tag)
+                await audit.append(conn, agent, subject, action, ids, tag)
 
     async def resolve_conflict(self, subject: str, flt: ReadFilter, memory_id: str,
                                resolution: Resolution, pending_id: str, tag: AuditTag = AuditTag()) -> Memory:
@@ -249,7 +249,7 @@ class StoreSession(Reading, Erasing):
                 "AND status = 'active'",
                 (tenant, ids),
             )
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await self.keys.open_rows(conn, await cur.fetchall())
         return [_index_row(r) for r in rows]
 
     async def index_page(self, after_id: str | None,
@@ -262,7 +262,7 @@ class StoreSession(Reading, Erasing):
                 "AND id > %s::uuid ORDER BY id LIMIT %s",
                 (tenant, after_id or "00000000-0000-0000-0000-000000000000", limit),
             )
-            rows = await self.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await self.keys.open_rows(conn, await cur.fetchall())
         return [_index_row(r) for r in rows]
 
     async def count_active(self) -> int:
@@ -274,9 +274,8 @@ class StoreSession(Reading, Erasing):
         return int(row["n"]) if row else 0
 
     async def verify_audit(self) -> audit.ChainReport:
-        tenant = self.tenant
         async with self.transaction() as conn:
-            return await audit.verify(conn, tenant)
+            return await audit.verify(conn)
 
     async def erasures(self, *, limit: int = 50, unverified_only: bool = False) -> builtins.list[dict[str, Any]]:
         """The tenant's latest erasures with their checks (``_erasure.history``), for operators."""
@@ -285,9 +284,8 @@ class StoreSession(Reading, Erasing):
 
     async def lifecycle_counts(self) -> dict[str, int]:
         """The tenant's lifecycle and conflict counters (``_counters``)."""
-        tenant = self.tenant
         async with self.transaction() as conn:
-            return await counters.read(conn, tenant, counters.LIFECYCLE_FAMILIES)
+            return await counters.read(conn, counters.LIFECYCLE_FAMILIES)
 
     async def wait_indexed(self, ids: builtins.list[str], timeout: float) -> bool:
         """Wait until no index work is pending for ``ids``; False if it did not happen in time.
@@ -382,6 +380,8 @@ class Stores:
         """The tenant's lifecycle and trust policy (TTLs, trust levels), asked for per write."""
         return self.parts.policy_for
 
-    def term_hasher(self, tenant: str) -> TermHasher:
-        """The tenant's keyword term hasher (sealing rows written before keys were labelled)."""
-        return self.parts.hasher_of(tenant)
+    @property
+    def term_hasher(self) -> Callable[[str], TermHasher]:
+        """A tenant's keyword term hasher, given the tenant (sealing rows written before keys
+        were labelled): ``TermHasher.for_tenant``."""
+        return self.parts.root_hasher.for_tenant

@@ -22,6 +22,7 @@ from cryptography.exceptions import InvalidTag
 from memoryd.domain import DataKeyUnavailable, Draft, Memory, PendingValue, SourceKind, Stability, Status
 
 from ..keys import DataKey
+from ..postgres import TenantConn
 from ._rows import joined_turns, source_turns, turn_values
 
 if TYPE_CHECKING:
@@ -46,13 +47,14 @@ class HeldValue:
     trust: float
 
 
-async def hold(conn: Any, tenant: str, key: DataKey, memory_id: str, owner: str, draft: Draft, agent: str,
+async def hold(conn: TenantConn, key: DataKey, memory_id: str, owner: str, draft: Draft, agent: str,
                trust: float, digest: bytes) -> str:
     """Keep ``draft`` as a pending value of ``memory_id``; the id of the pending value.
 
     The same text from the same kind of source is kept once (its latest write wins, and it
     answers to the turns of both).
     """
+    tenant = conn.tenant
     cur = await conn.execute(
         "DELETE FROM pending_values WHERE tenant_id = %s AND memory_id = %s AND text_hash = %s "
         "AND source_kind = %s RETURNING id, source_turn_id, source_turn_ids",
@@ -78,8 +80,9 @@ async def hold(conn: Any, tenant: str, key: DataKey, memory_id: str, owner: str,
     return pending_id
 
 
-async def settle(conn: Any, tenant: str, memory_id: str, trust: float) -> int:
+async def settle(conn: TenantConn, memory_id: str, trust: float) -> int:
     """Drop the memory's pending values trusted no more than ``trust``; how many."""
+    tenant = conn.tenant
     cur = await conn.execute(
         "DELETE FROM pending_values WHERE tenant_id = %s AND memory_id = %s AND trust <= %s",
         (tenant, memory_id, trust),
@@ -87,8 +90,9 @@ async def settle(conn: Any, tenant: str, memory_id: str, trust: float) -> int:
     return int(cur.rowcount)
 
 
-async def discard(conn: Any, tenant: str, memory_ids: list[str], pending_id: str = "") -> int:
+async def discard(conn: TenantConn, memory_ids: list[str], pending_id: str = "") -> int:
     """Drop the pending values of ``memory_ids`` (only ``pending_id`` if given); how many."""
+    tenant = conn.tenant
     if pending_id:
         cur = await conn.execute(
             "DELETE FROM pending_values WHERE tenant_id = %s AND memory_id = ANY(%s::uuid[]) AND id = %s",
@@ -128,7 +132,7 @@ async def take(session: Bound, conn: Any, memory: Memory, pending_id: str) -> He
     row = await cur.fetchone()
     if row is None:
         return None
-    key = await keys.for_write(conn, tenant, row["subject"])
+    key = await keys.for_write(conn, row["subject"])
     text, data, tags, unavailable = _open(row, key)
     if unavailable:
         raise DataKeyUnavailable("the pending value cannot be decrypted")
@@ -153,7 +157,7 @@ async def load(session: Bound, conn: Any, memory_ids: list[str]) -> dict[str, li
     rows = await cur.fetchall()
     if not rows:
         return {}
-    opened = await keys.for_read(conn, tenant, {r["subject"] for r in rows})
+    opened = await keys.for_read(conn, {r["subject"] for r in rows})
     out: dict[str, list[PendingValue]] = defaultdict(list)
     for row in rows:
         text, data, _, unavailable = _open(row, opened.get(row["subject"]))

@@ -28,7 +28,7 @@ from memoryd.domain import Change
 from ..postgres import counters
 from ..keywords import fold_owners_stats
 from ..keywords import TermHasher, check_terms_written, write_terms
-from ..postgres import Connection
+from ..postgres import TenantConn
 
 VERSION_COLUMNS = (
     "tenant_id, memory_id, version, change, subject, scope, session_id, category, key, text, data, "
@@ -82,8 +82,8 @@ _CLOSE_FACT = (
 class WriteBatch:
     """The queued writes of one tenant's items, in the caller's transaction."""
 
-    def __init__(self, tenant: str, hasher: TermHasher) -> None:
-        self._tenant = tenant
+    def __init__(self, conn: TenantConn, hasher: TermHasher) -> None:
+        self._tenant = conn.tenant
         self._hasher = hasher
         self._clear()
         # Cursors whose answers are checked once the connection has synced (``check``).
@@ -128,7 +128,7 @@ class WriteBatch:
         self._versions.append((memory_id, change))
         self._index.append((memory_id, owner))
 
-    async def flush(self, conn: Connection) -> None:
+    async def flush(self, conn: TenantConn) -> None:
         """Send what is queued, one statement per kind; no answer is waited for (``check``)."""
         if not self:
             return
@@ -145,7 +145,7 @@ class WriteBatch:
                     await cur.executemany(_CLOSE_FACT, self._closed_facts)
             if self._settles:
                 ids, levels = zip(*self._settles, strict=True)
-                await counters.bump(conn, tenant, counters.Counted(
+                await counters.bump(conn, counters.Counted(
                     counters.CONFLICTS_SETTLED,
                     "DELETE FROM pending_values p USING unnest(%s::uuid[], %s::float8[]) AS s(id, t) "
                     "WHERE p.tenant_id = %s AND p.memory_id = s.id AND p.trust <= s.t RETURNING 1",
@@ -166,13 +166,13 @@ class WriteBatch:
                     (versioned, [c.value for _, c in self._versions], tenant),
                 )
             if self._index:
-                await enqueue_many(conn, tenant, self._index, "upsert", fresh=self._fresh)
+                await enqueue_many(conn, self._index, "upsert", fresh=self._fresh)
                 self.enqueued.update(m for m, _ in self._index)
-                await fold_owners_stats(conn, tenant, [owner for _, owner in self._index])
+                await fold_owners_stats(conn, [owner for _, owner in self._index])
         self._clear()
 
-    async def _replace_terms(self, conn: Connection) -> None:
-        cur = await write_terms(conn, self._tenant, self._terms, self._hasher, fresh=self._fresh)
+    async def _replace_terms(self, conn: TenantConn) -> None:
+        cur = await write_terms(conn, self._terms, self._hasher, fresh=self._fresh)
         self._unchecked.append((cur, len({memory_id for _, memory_id, _, _ in self._terms})))
 
     async def check(self) -> None:
@@ -183,17 +183,19 @@ class WriteBatch:
             await check_terms_written(cur, expected)
 
 
-def pipeline(conn: Connection) -> AbstractAsyncContextManager[Any]:
+def pipeline(tx: TenantConn) -> AbstractAsyncContextManager[Any]:
     """A pipeline for the statements that follow, unless the connection is in one already
     (then leaving a nested one would sync: a round trip that waits for nothing)."""
+    conn = tx.conn
     return nullcontext() if conn.pgconn.pipeline_status != pq.PipelineStatus.OFF else conn.pipeline()
 
 
-async def enqueue_many(conn: Connection, tenant: str, work: list[tuple[str, str]], op: str, *,
+async def enqueue_many(conn: TenantConn, work: list[tuple[str, str]], op: str, *,
                        fresh: set[str] | frozenset[str] = frozenset()) -> None:
     """Queue index work (memory id, owner) for the outbox worker, folding the memories'
     earlier pending rows (``_writes.enqueue_index``, for many memories at once); ``fresh``
     memories were created in this transaction and have none."""
+    tenant = conn.tenant
     ids = [m for m, _ in work]
     if older := [m for m in ids if m not in fresh]:
         await conn.execute(
@@ -209,12 +211,13 @@ async def enqueue_many(conn: Connection, tenant: str, work: list[tuple[str, str]
     )
 
 
-async def record_version(conn: Connection, tenant: str, memory_id: str, change: Change) -> None:
+async def record_version(conn: TenantConn, memory_id: str, change: Change) -> None:
     """Snapshot the memory's current row as a version, and mark older versions superseded.
 
     The version keeps the memory's ciphertext and labels as they are: it was sealed for the
     same memory id and field, so the subject's data key opens it there too.
     """
+    tenant = conn.tenant
     await conn.execute(
         "UPDATE memory_versions SET status = 'superseded' "
         "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
@@ -224,10 +227,10 @@ async def record_version(conn: Connection, tenant: str, memory_id: str, change: 
                        ([memory_id], [change.value], tenant))
 
 
-async def enqueue_index(conn: Connection, tenant: str, memory_id: str, subject: str, op: str) -> None:
+async def enqueue_index(conn: TenantConn, memory_id: str, subject: str, op: str) -> None:
     """Queue index work for the outbox worker, folding the memory's earlier pending rows.
 
     Rows a worker holds are skipped, not waited for: a write never waits for a batch of
     embeddings. The worker re-reads the current row, so a row left over is harmless.
     """
-    await enqueue_many(conn, tenant, [(memory_id, subject)], op)
+    await enqueue_many(conn, [(memory_id, subject)], op)

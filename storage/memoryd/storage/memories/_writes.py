@@ -30,7 +30,7 @@ from . import _trust as trust
 from ..keys import DataKey, open_row
 from .._filters import LIVE_NOW
 from ..keywords import TermHasher
-from ..postgres import Connection
+from ..postgres import TenantConn
 from ._rows import MEMORY_COLUMNS, joined_turns, same_value, source_turns, stored_trust, turn_values
 from ._write_batch import (
     ADD_TURNS,
@@ -54,7 +54,7 @@ class Written:
     unindexed: frozenset[str]
 
 
-async def unindexed(session: Bound, conn: Connection, results: list[WriteResult],
+async def unindexed(session: Bound, conn: TenantConn, results: list[WriteResult],
                     enqueued: frozenset[str] = frozenset()) -> Callable[[], Awaitable[frozenset[str]]]:
     """Ask which ids of ``results`` have outbox rows (pending or dead), in the caller's
     transaction; the answer is read by awaiting the returned call (in a pipelined
@@ -75,7 +75,7 @@ async def unindexed(session: Bound, conn: Connection, results: list[WriteResult]
     return answer
 
 
-async def claim_idempotency(session: Bound, conn: Connection, key: str, request_hash: bytes) -> Any:
+async def claim_idempotency(session: Bound, conn: TenantConn, key: str, request_hash: bytes) -> Any:
     """Claim ``key`` for this request (a Write of items, or the queuing of an extraction job):
     None for the first attempt, else the first attempt's stored response. A concurrent first
     attempt holds the key's row lock until it commits, so a retry waits for it and then reads
@@ -99,7 +99,7 @@ async def claim_idempotency(session: Bound, conn: Connection, key: str, request_
     return row["response"]
 
 
-async def store_idempotent_response(session: Bound, conn: Connection, key: str, response: Any) -> None:
+async def store_idempotent_response(session: Bound, conn: TenantConn, key: str, response: Any) -> None:
     tenant, agent = session.tenant, session.agent  # of the request that claimed ``key``
     await conn.execute(
         "UPDATE idempotency_keys SET response = %s WHERE tenant_id = %s AND agent = %s AND key = %s",
@@ -190,8 +190,9 @@ class ItemWriter:
     writes they decide are sent together (``WriteBatch``).
     """
 
-    def __init__(self, conn: Connection, tenant: str, agent: str, subject: str,
+    def __init__(self, conn: TenantConn, agent: str, subject: str,
                  hasher: TermHasher, key_for: KeyFor, policy: TenantPolicy = TenantPolicy()) -> None:
+        tenant = conn.tenant
         self._conn = conn
         self._policy = policy
         self._tenant = tenant
@@ -199,7 +200,7 @@ class ItemWriter:
         self._subject = subject
         self._hasher = hasher
         self._key_for = key_for
-        self._batch = WriteBatch(tenant, hasher)
+        self._batch = WriteBatch(conn, hasher)
 
     async def write(self, draft: Draft, *, blind: bool = False) -> WriteResult:
         """Apply ``draft``'s category policy (``write_all`` of one item), its writes sent and checked."""
@@ -318,9 +319,9 @@ class ItemWriter:
             return WriteResult(memory_id, Outcome.UNCHANGED, "same as the current value", current["version"])
         if level < held:
             # Never silently replace a more trusted value: keep this one pending beside it.
-            await trust.hold(self._conn, self._tenant, item.key, memory_id, item.owner, draft, self._agent, level,
+            await trust.hold(self._conn, item.key, memory_id, item.owner, draft, self._agent, level,
                              item.digest)
-            await counters.bump(self._conn, self._tenant, {counters.CONFLICTS_PENDING: 1})
+            await counters.bump(self._conn, {counters.CONFLICTS_PENDING: 1})
             return WriteResult(memory_id, Outcome.PENDING,
                                f"a {draft.source_kind.value} source (trust {level:g}) is trusted less than the current "
                                f"value's (trust {held:g}): kept as a pending value until a write of higher trust "

@@ -21,6 +21,8 @@ from psycopg.types.json import Jsonb
 
 from memoryd.domain import AuditTag
 
+from ._postgres import TenantConn
+
 GENESIS = b"\x00" * 32
 
 
@@ -34,14 +36,14 @@ def event_hash(prev: bytes, at: datetime, agent: str, subject: str, action: str,
     return hashlib.sha256(prev + body).digest()
 
 
-async def append(conn: Any, tenant: str, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag,
+async def append(conn: TenantConn, agent: str, subject: str, action: str, ids: list[str], tag: AuditTag,
                  details: dict[str, Any] | None = None) -> None:
     """Append one event to the tenant's chain, inside the caller's transaction. The view
     version the caller acted through, if any, is recorded in ``details["view"]``."""
     details = dict(details or {})
     if tag.view_version is not None:
         details["view"] = tag.view_version
-    request_id, trace_id = tag.request_id, tag.trace_id
+    request_id, trace_id, tenant = tag.request_id, tag.trace_id, conn.tenant
     await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", ("memoryd-audit\x1f" + tenant,))
     cur = await conn.execute(
         "SELECT hash FROM audit_log WHERE tenant_id = %s ORDER BY seq DESC LIMIT 1", (tenant,)
@@ -69,10 +71,10 @@ class ChainReport:
         return self.broken_at is None
 
 
-async def verify(conn: Any, tenant: str) -> ChainReport:
+async def verify(conn: TenantConn) -> ChainReport:
     cur = await conn.execute(
         "SELECT seq, at, agent, subject, action, memory_ids, request_id, trace_id, details, prev_hash, hash "
-        "FROM audit_log WHERE tenant_id = %s ORDER BY seq", (tenant,)
+        "FROM audit_log WHERE tenant_id = %s ORDER BY seq", (conn.tenant,)
     )
     prev, events, unchained = GENESIS, 0, 0
     async for row in cur:

@@ -22,6 +22,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._postgres import TenantConn
+
 EXPIRED = "lifecycle.expired"
 FORGOTTEN_STALE = "lifecycle.forgotten_stale"
 EVICTED = "lifecycle.evicted"
@@ -58,7 +60,7 @@ class Counted:
     params: tuple[Any, ...] = ()
 
 
-async def bump(conn: Any, tenant: str, counts: Mapping[str, int] | Counted) -> None:
+async def bump(conn: TenantConn, counts: Mapping[str, int] | Counted) -> None:
     """Add ``counts`` (name → how many, or one ``Counted``) to the tenant's counters inside
     the caller's transaction, in one statement. Counters only go up: amounts below 1 add
     nothing.
@@ -68,17 +70,17 @@ async def bump(conn: Any, tenant: str, counts: Mapping[str, int] | Counted) -> N
     after it. A counter bumped on both sides of that lock could deadlock two transactions.
     """
     if isinstance(counts, Counted):
-        await conn.execute(f"WITH counted AS ({counts.statement}) {_ROWS}", (*counts.params, tenant, counts.name))
+        await conn.execute(f"WITH counted AS ({counts.statement}) {_ROWS}", (*counts.params, conn.tenant, counts.name))
         return
     # In name order, so two transactions bumping the same counters lock them in one order.
     names = sorted(name for name, n in counts.items() if n > 0)
     if names:
-        await conn.execute(_AMOUNTS, (tenant, names, [counts[name] for name in names]))
+        await conn.execute(_AMOUNTS, (conn.tenant, names, [counts[name] for name in names]))
 
 
-async def read(conn: Any, tenant: str, families: Collection[str] = ()) -> dict[str, int]:
+async def read(conn: TenantConn, families: Collection[str] = ()) -> dict[str, int]:
     """The tenant's counters, or only those of ``families`` (``"lifecycle"``: ``lifecycle.*``)."""
-    cur = await conn.execute("SELECT name, value FROM pipeline_counts WHERE tenant_id = %s", (tenant,))
+    cur = await conn.execute("SELECT name, value FROM pipeline_counts WHERE tenant_id = %s", (conn.tenant,))
     return {r["name"]: int(r["value"]) for r in await cur.fetchall()
             if not families or r["name"].split(".", 1)[0] in families}
 
@@ -91,13 +93,13 @@ class TenantMetrics:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-async def tenant_metrics(conn: Any, tenant: str) -> TenantMetrics:
+async def tenant_metrics(conn: TenantConn) -> TenantMetrics:
     """The tenant's active memories and its counters, inside the tenant's transaction (in a
     pipelined one, both statements go in one round trip)."""
     active = await conn.execute(
-        "SELECT count(*) AS active FROM memories WHERE tenant_id = %s AND status = 'active'", (tenant,)
+        "SELECT count(*) AS active FROM memories WHERE tenant_id = %s AND status = 'active'", (conn.tenant,)
     )
-    counts = await read(conn, tenant)
+    counts = await read(conn)
     row = await active.fetchone()
     assert row is not None
     return TenantMetrics(int(row["active"]), counts)

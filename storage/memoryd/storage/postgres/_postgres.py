@@ -8,9 +8,10 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import psycopg
+from psycopg.abc import Params, QueryNoTemplate
 from psycopg import errors as pg_errors
 from psycopg import pq
 from psycopg.rows import DictRow, dict_row
@@ -147,6 +148,24 @@ class _QuietReconnects(logging.Filter):
 logging.getLogger("psycopg.pool").addFilter(_QuietReconnects())
 
 
+@dataclass(frozen=True, slots=True)
+class TenantConn:
+    """The connection of one tenant's transaction, bound to that tenant: made once by
+    ``Postgres.tenant_tx``, so what works inside the transaction is given the tenant with the
+    connection instead of as a loose string. It answers ``execute`` and ``cursor`` like the
+    connection."""
+
+    conn: Connection
+    tenant: str
+
+    async def execute(self, query: QueryNoTemplate, params: Params | None = None, *, prepare: bool | None = None,
+                      binary: bool = False) -> psycopg.AsyncCursor[DictRow]:
+        return await self.conn.execute(query, params, prepare=prepare, binary=binary)
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return self.conn.cursor(*args, **kwargs)
+
+
 class Postgres:
     """A pool of connections as the app role, handing out tenant-scoped transactions."""
 
@@ -215,7 +234,7 @@ class Postgres:
         await self._pool.close()
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant: str, *, pipelined: bool = False) -> AsyncIterator[Connection]:
+    async def tenant_tx(self, tenant: str, *, pipelined: bool = False) -> AsyncIterator[TenantConn]:
         """A transaction in which row level security shows only ``tenant``'s rows.
 
         Any driver error becomes a domain error; the transaction is rolled back, so a failed
@@ -229,7 +248,7 @@ class Postgres:
         if not tenant:
             raise Internal("tenant_tx needs a tenant")
         async with self._transaction(tenant, pipelined) as conn:
-            yield conn
+            yield TenantConn(conn, tenant)
 
     @asynccontextmanager
     async def worker_tx(self) -> AsyncIterator[Connection]:
@@ -250,15 +269,11 @@ class Postgres:
     async def _transaction(self, tenant: str | None,
                            pipelined: bool = False) -> AsyncIterator[Connection]:
         try:
-            async with self._pool.connection() as conn:
-                if pipelined:
-                    async with _pipelined_transaction(conn, tenant):
-                        yield conn
-                else:
-                    async with conn.transaction():
-                        if tenant is not None:
-                            await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
-                        yield conn
+            async with self._pool.connection() as conn, \
+                    (_pipelined_transaction(conn) if pipelined else conn.transaction()):
+                if tenant is not None:
+                    await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
+                yield conn
         except MemorydError:
             raise
         except (PoolTimeout, psycopg.Error) as exc:
@@ -284,15 +299,13 @@ class Postgres:
 
 
 @asynccontextmanager
-async def _pipelined_transaction(conn: Connection, tenant: str | None) -> AsyncIterator[None]:
-    """BEGIN, the tenant, the body and COMMIT in one pipeline. Written out rather than
+async def _pipelined_transaction(conn: Connection) -> AsyncIterator[None]:
+    """BEGIN, the body (the tenant first) and COMMIT in one pipeline. Written out rather than
     ``conn.transaction()``, which in pipeline mode syncs after BEGIN and again before COMMIT:
     two round trips that wait for nothing."""
     try:
         async with conn.pipeline():
             await conn.execute("BEGIN")
-            if tenant is not None:
-                await conn.execute("SELECT set_config('memoryd.tenant', %s, true)", (tenant,))
             yield
             await conn.execute("COMMIT")
     except BaseException:

@@ -36,7 +36,7 @@ class PostgresRevocations:
                 "ON CONFLICT (tenant_id, jti) DO NOTHING", (tenant, token_id, expires_at, revoked_by, reason))
             if cur.rowcount != 1:
                 return False
-            await audit.append(conn, tenant, revoked_by, "", "token.revoke", [], tag,
+            await audit.append(conn, revoked_by, "", "token.revoke", [], tag,
                                {"jti": token_id, "expires_at": expires_at.isoformat() if expires_at else None,
                                 "reason": reason})
             return True
@@ -63,6 +63,6 @@ class PostgresTokenLedger:
     async def record_issue(self, tenant: str, issued_by: str, *, token_id: str, agent: str, roles: list[str],
                            subject: str, expires_at: datetime, reason: str = "", tag: AuditTag = AuditTag()) -> None:
         async with self._db.tenant_tx(tenant) as conn:
-            await audit.append(conn, tenant, issued_by, subject, "token.issue", [], tag,
+            await audit.append(conn, issued_by, subject, "token.issue", [], tag,
                                {"jti": token_id, "agent": agent, "roles": sorted(roles),
                                 "expires_at": expires_at.isoformat(), "reason": reason})

@@ -8,14 +8,13 @@ is appended to the tenant's audit chain in the same transaction.
 
 from __future__ import annotations
 
-from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from memoryd.domain import AuditTag, FailedPrecondition, View, ViewChange
 
 from . import _audit as audit
-from ._postgres import Postgres
+from ._postgres import Postgres, TenantConn
 
 
 class PostgresViewStore:
@@ -24,14 +23,14 @@ class PostgresViewStore:
 
     async def get(self, tenant: str, agent: str) -> View | None:
         async with self._db.tenant_tx(tenant) as conn:
-            return await _current(conn, tenant, agent)
+            return await _current(conn, agent)
 
     async def put(self, tenant: str, admin: str, view: View, *, expected_version: int = 0,
                   tag: AuditTag = AuditTag()) -> ViewChange:
         async with self._db.tenant_tx(tenant) as conn:
-            await _lock(conn, tenant, view.agent)
-            latest = await _latest_version(conn, tenant, view.agent)
-            current = await _current(conn, tenant, view.agent)
+            await _lock(conn, view.agent)
+            latest = await _latest_version(conn, view.agent)
+            current = await _current(conn, view.agent)
             if expected_version and expected_version != (current.version if current else 0):
                 raise FailedPrecondition(
                     f"the view of agent '{view.agent}' is at version {current.version if current else 0}, "
@@ -44,7 +43,7 @@ class PostgresViewStore:
                 "INSERT INTO agent_views (tenant_id, agent, version, definition, changed_by, request_id) "
                 "VALUES (%s, %s, %s, %s, %s, %s)",
                 (tenant, view.agent, version, Jsonb(definition), admin, tag.request_id))
-            await audit.append(conn, tenant, admin, "", "view.put", [], tag,
+            await audit.append(conn, admin, "", "view.put", [], tag,
                                {"agent": view.agent, "version": version, "definition": definition})
             return ViewChange(View.from_definition(view.agent, definition, version), True, current)
 
@@ -52,28 +51,28 @@ class PostgresViewStore:
         """Store ``view`` only if the agent has never had one in the tenant. A deleted view
         counts: its deletion is a row too, and an admin's "no view" must stay so."""
         async with self._db.tenant_tx(tenant) as conn:
-            await _lock(conn, tenant, view.agent)
-            if await _latest_version(conn, tenant, view.agent):
+            await _lock(conn, view.agent)
+            if await _latest_version(conn, view.agent):
                 return False
             definition = view.definition()
             await conn.execute(
                 "INSERT INTO agent_views (tenant_id, agent, version, definition, changed_by) VALUES (%s, %s, 1, %s, %s)",
                 (tenant, view.agent, Jsonb(definition), admin))
-            await audit.append(conn, tenant, admin, "", "view.put", [], AuditTag(),
+            await audit.append(conn, admin, "", "view.put", [], AuditTag(),
                                {"agent": view.agent, "version": 1, "definition": definition})
             return True
 
     async def delete(self, tenant: str, admin: str, agent: str, *, tag: AuditTag = AuditTag()) -> bool:
         async with self._db.tenant_tx(tenant) as conn:
-            await _lock(conn, tenant, agent)
-            current = await _current(conn, tenant, agent)
+            await _lock(conn, agent)
+            current = await _current(conn, agent)
             if current is None:
                 return False
-            version = await _latest_version(conn, tenant, agent) + 1
+            version = await _latest_version(conn, agent) + 1
             await conn.execute(
                 "INSERT INTO agent_views (tenant_id, agent, version, definition, changed_by, request_id) "
                 "VALUES (%s, %s, %s, NULL, %s, %s)", (tenant, agent, version, admin, tag.request_id))
-            await audit.append(conn, tenant, admin, "", "view.delete", [], tag,
+            await audit.append(conn, admin, "", "view.delete", [], tag,
                                {"agent": agent, "version": version})
             return True
 
@@ -91,19 +90,22 @@ class PostgresViewStore:
         return views, len(rows) > limit
 
 
-async def _lock(conn: Any, tenant: str, agent: str) -> None:
+async def _lock(conn: TenantConn, agent: str) -> None:
     """Serialises changes of one agent's view, so versions never collide."""
+    tenant = conn.tenant
     await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 2))", ("memoryd-view\x1f" + tenant + "\x1f" + agent,))
 
 
-async def _latest_version(conn: Any, tenant: str, agent: str) -> int:
+async def _latest_version(conn: TenantConn, agent: str) -> int:
+    tenant = conn.tenant
     cur = await conn.execute("SELECT COALESCE(max(version), 0) AS v FROM agent_views WHERE tenant_id = %s AND agent = %s",
                              (tenant, agent))
     row = await cur.fetchone()
     return int(row["v"]) if row else 0
 
 
-async def _current(conn: Any, tenant: str, agent: str) -> View | None:
+async def _current(conn: TenantConn, agent: str) -> View | None:
+    tenant = conn.tenant
     cur = await conn.execute(
         "SELECT version, definition FROM agent_views WHERE tenant_id = %s AND agent = %s ORDER BY version DESC LIMIT 1",
         (tenant, agent))

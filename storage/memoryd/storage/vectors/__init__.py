@@ -2,7 +2,7 @@
 partition per tenant, and physical removal of deleted vectors from Lite's files.
 """
 
-from ._milvus import MilvusIndex
+from ._milvus import IndexPartition, MilvusIndex
 from ._records import IndexedMemory, collection_name, embedding_text, partition_name
 
-__all__ = ["IndexedMemory", "MilvusIndex", "collection_name", "embedding_text", "partition_name"]
+__all__ = ["IndexPartition", "IndexedMemory", "MilvusIndex", "collection_name", "embedding_text", "partition_name"]

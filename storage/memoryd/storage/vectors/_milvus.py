@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
@@ -226,11 +227,15 @@ class MilvusIndex:
         """
         return lite.lite_collection(self.uri, self.collection)
 
-    def _partition(self, client: Any, tenant: str, create: bool) -> list[str] | None:
-        """The partitions to name for ``tenant`` (None in partition-key mode)."""
+    def partition(self, tenant: str) -> IndexPartition:
+        """The index as ``tenant``'s: every call of the view reads and writes its vectors only."""
+        return IndexPartition(self, tenant, partition_name(tenant))
+
+    def _partition(self, client: Any, part: IndexPartition, create: bool) -> list[str] | None:
+        """The partitions to name for ``part``'s tenant (None in partition-key mode)."""
         if self.routing == "partition_key":
             return None
-        name = partition_name(tenant)
+        name = part.name
         if name not in self._partitions:
             # Another process (a replica, a worker, a reindex) may have created it since we
             # connected: ask Milvus before concluding the tenant has nothing.
@@ -243,11 +248,6 @@ class MilvusIndex:
 
     async def ping(self) -> None:
         await self._run(lambda: self._connect().get_load_state(self.collection, timeout=CALL_TIMEOUT))
-
-    async def upsert(self, tenant: str, items: list[IndexedMemory], vectors: list[list[float]], *,
-                     seal: bool = True) -> None:
-        """Insert or replace the items' vectors, and read them back before returning."""
-        await self.upsert_tenants({tenant: (items, vectors)}, seal=seal)
 
     async def upsert_tenants(self, batch: dict[str, tuple[list[IndexedMemory], list[list[float]]]], *,
                              seal: bool = True) -> None:
@@ -267,15 +267,6 @@ class MilvusIndex:
             if len(items) != len(vectors) or any(len(v) != self.dim for v in vectors):
                 raise Internal("vector count or dimension does not match the index")
 
-        def rows_of(tenant: str, items: list[IndexedMemory], vectors: list[list[float]]) -> list[dict[str, Any]]:
-            return [
-                {"id": m.id, "tenant": tenant, "subject": m.subject, "scope": m.scope, "session_id": m.session_id,
-                 "category": m.category, "key": m.key, "tags": list(m.tags), "status": "active",
-                 "updated_at": math.floor(m.updated_at.timestamp()),
-                 "valid_until": math.floor(m.valid_until.timestamp()) if m.valid_until else 0, "vec": vector}
-                for m, vector in zip(items, vectors)
-            ]
-
         wanted = {(t, m.id) for t, (items, _) in batch.items() for m in items}
 
         def call() -> set[tuple[str, str]]:
@@ -287,8 +278,13 @@ class MilvusIndex:
             replace_by_insert = lite.lite_collection(self.uri, self.collection) is not None
             partitions: list[str] = []
             for tenant, (items, vectors) in batch.items():
-                rows, ids = rows_of(tenant, items, vectors), [m.id for m in items]
-                named = self._partition(client, tenant, create=True)
+                ids = [m.id for m in items]
+                rows = [{"id": m.id, "tenant": tenant, "subject": m.subject, "scope": m.scope,
+                         "session_id": m.session_id, "category": m.category, "key": m.key, "tags": list(m.tags),
+                         "status": "active", "updated_at": math.floor(m.updated_at.timestamp()),
+                         "valid_until": math.floor(m.valid_until.timestamp()) if m.valid_until else 0, "vec": vector}
+                        for m, vector in zip(items, vectors)]
+                named = self._partition(client, self.partition(tenant), create=True)
                 if named is None:
                     # Partition-key routing: a Milvus 2.3 server's upsert ignores the partition
                     # key and puts the rows where no tenant-filtered search looks; delete and
@@ -323,50 +319,6 @@ class MilvusIndex:
         segments itself)."""
         if self._seal:
             await self._run(lambda: self._connect().flush(self.collection, timeout=CALL_TIMEOUT))
-
-    async def delete(self, tenant: str, ids: list[str]) -> int:
-        if not ids:
-            return 0
-        expr = f"tenant == {literal(tenant)} and id in {literal_list(ids)}"
-        return await self._run(lambda: self._delete(tenant, expr))
-
-    async def delete_subject(self, tenant: str, subject: str) -> int:
-        expr = f"tenant == {literal(tenant)} and subject == {literal(subject)}"
-        return await self._run(lambda: self._delete(tenant, expr))
-
-    def _delete(self, tenant: str, expr: str) -> int:
-        client = self._connect()
-        partitions = self._partition(client, tenant, create=False)
-        if partitions == []:
-            return 0
-        result = client.delete(self.collection, filter=expr, partition_name=partitions[0] if partitions else None,
-                               timeout=CALL_TIMEOUT)
-        if self._seal:
-            client.flush(self.collection, timeout=CALL_TIMEOUT)
-        return int(result.get("delete_count", 0)) if isinstance(result, dict) else len(result or [])
-
-    async def count(self, tenant: str, *, ids: list[str] | None = None, subject: str | None = None) -> int:
-        """How many vectors of ``tenant`` remain: of ``ids``, of ``subject`` ('' is the
-        organisation's), or of either when both are given (one strong read, not two: a purge
-        of a whole subject checks both)."""
-        which = ([f"id in {literal_list(ids)}"] if ids else []) + (
-            [f"subject == {literal(subject)}"] if subject is not None else [])
-        if ids is not None and not which:
-            return 0
-        expr = f"tenant == {literal(tenant)}" + (f" and ({' or '.join(which)})" if which else "")
-
-        def call() -> int:
-            client = self._connect()
-            partitions = self._partition(client, tenant, create=False)
-            if partitions == []:
-                return 0
-            # Strong: a Milvus server answers a default (bounded) read from before a delete it
-            # has just acknowledged — a purge's check would count the deleted vectors.
-            rows = client.query(self.collection, filter=expr, output_fields=["count(*)"], partition_names=partitions,
-                                timeout=CALL_TIMEOUT, consistency_level="Strong")
-            return int(rows[0]["count(*)"]) if rows else 0
-
-        return await self._run(call)
 
     async def compact(self, timeout: float = COMPACTION_TIMEOUT) -> bool | None:
         """Remove deleted rows physically from the index's files: True once that is known done,
@@ -429,53 +381,6 @@ class MilvusIndex:
             _log.warning("purged ids still in Milvus Lite files of kinds: %s", ", ".join(sorted(kinds)))
         return found
 
-    async def search(self, tenant: str, flt: ReadFilter, vector: list[float], limit: int,
-                     now: datetime) -> list[tuple[str, float, list[float]]]:
-        """(id, cosine similarity, vector) of the ``limit`` nearest memories that pass the
-        labelled filter (``_filters.filter_expression``, filter first: exact, so the hits are
-        the nearest of exactly what the filter admits, whatever else the partition holds)."""
-        expr = filter_expression(tenant, flt, now)
-
-        def call() -> list[tuple[str, float, list[float]]]:
-            client = self._connect()
-            partitions = self._partition(client, tenant, create=False)
-            if partitions == []:
-                return []
-            engine = self._engine()
-            if engine is not None:
-                hits = engine.search([vector], top_k=min(limit, MAX_SEARCH_LIMIT), metric_type="COSINE",
-                                     partition_names=partitions, expr=expr, output_fields=["vec"])[0]
-            else:
-                hits = client.search(self.collection, [vector], limit=min(limit, MAX_SEARCH_LIMIT), filter=expr,
-                                     output_fields=["vec"], partition_names=partitions,
-                                     search_params={"metric_type": "COSINE"}, timeout=SEARCH_TIMEOUT)[0]
-            return [(str(h["id"]), float(h["distance"]), list(h["entity"]["vec"])) for h in hits]
-
-        return await self._run(call, budget=RECALL_BUDGET)
-
-    async def vectors(self, tenant: str, ids: list[str]) -> dict[str, list[float]]:
-        if not ids:
-            return {}
-        # A pure primary-key expression, the tenant checked on each row returned instead: Milvus
-        # Lite answers `id in [...]` alone from its key index (~1 ms) but scans the whole
-        # partition for any other expression (~18 ms at 10k rows of one tenant).
-        expr = f"id in {literal_list(ids)}"
-
-        def call() -> dict[str, list[float]]:
-            client = self._connect()
-            partitions = self._partition(client, tenant, create=False)
-            if partitions == []:
-                return {}
-            engine = self._engine()
-            if engine is not None:
-                rows = engine.get(list(ids), partition_names=partitions, output_fields=["id", "tenant", "vec"])
-            else:
-                rows = client.query(self.collection, filter=expr, output_fields=["id", "tenant", "vec"],
-                                    partition_names=partitions, timeout=SEARCH_TIMEOUT)
-            return {str(r["id"]): list(r["vec"]) for r in rows if r.get("tenant") == tenant}
-
-        return await self._run(call, budget=RECALL_BUDGET)
-
     async def close(self) -> None:
         def call() -> None:
             if self._client is not None:
@@ -486,3 +391,108 @@ class MilvusIndex:
             await asyncio.get_running_loop().run_in_executor(self._executor, call)
         finally:
             self._executor.shutdown(wait=True)
+
+
+@dataclass(frozen=True)
+class IndexPartition:
+    """One tenant's vectors in the index (``MilvusIndex.partition``): each call names the
+    tenant's partition and filters on the tenant in its expression too."""
+
+    index: MilvusIndex
+    tenant: str
+    name: str  # of its partition (``partition_name``)
+
+    async def upsert(self, items: list[IndexedMemory], vectors: list[list[float]], *, seal: bool = True) -> None:
+        """Insert or replace the items' vectors, and read them back before returning."""
+        await self.index.upsert_tenants({self.tenant: (items, vectors)}, seal=seal)
+
+    async def delete(self, ids: list[str]) -> int:
+        if not ids:
+            return 0
+        expr = f"tenant == {literal(self.tenant)} and id in {literal_list(ids)}"
+        return await self.index._run(lambda: self._delete(expr))
+
+    async def delete_subject(self, subject: str) -> int:
+        expr = f"tenant == {literal(self.tenant)} and subject == {literal(subject)}"
+        return await self.index._run(lambda: self._delete(expr))
+
+    def _delete(self, expr: str) -> int:
+        client = self.index._connect()
+        partitions = self.index._partition(client, self, create=False)
+        if partitions == []:
+            return 0
+        result = client.delete(self.index.collection, filter=expr, partition_name=partitions[0] if partitions else None,
+                               timeout=CALL_TIMEOUT)
+        if self.index._seal:
+            client.flush(self.index.collection, timeout=CALL_TIMEOUT)
+        return int(result.get("delete_count", 0)) if isinstance(result, dict) else len(result or [])
+
+    async def count(self, *, ids: list[str] | None = None, subject: str | None = None) -> int:
+        """How many vectors of the tenant remain: of ``ids``, of ``subject`` ('' is the
+        organisation's), or of either when both are given (one strong read, not two: a purge
+        of a whole subject checks both)."""
+        which = ([f"id in {literal_list(ids)}"] if ids else []) + (
+            [f"subject == {literal(subject)}"] if subject is not None else [])
+        if ids is not None and not which:
+            return 0
+        expr = f"tenant == {literal(self.tenant)}" + (f" and ({' or '.join(which)})" if which else "")
+
+        def call() -> int:
+            client = self.index._connect()
+            partitions = self.index._partition(client, self, create=False)
+            if partitions == []:
+                return 0
+            # Strong: a Milvus server answers a default (bounded) read from before a delete it
+            # has just acknowledged — a purge's check would count the deleted vectors.
+            rows = client.query(self.index.collection, filter=expr, output_fields=["count(*)"],
+                                partition_names=partitions, timeout=CALL_TIMEOUT, consistency_level="Strong")
+            return int(rows[0]["count(*)"]) if rows else 0
+
+        return await self.index._run(call)
+
+    async def search(self, flt: ReadFilter, vector: list[float], limit: int,
+                     now: datetime) -> list[tuple[str, float, list[float]]]:
+        """(id, cosine similarity, vector) of the ``limit`` nearest memories that pass the
+        labelled filter (``_filters.filter_expression``, filter first: exact, so the hits are
+        the nearest of exactly what the filter admits, whatever else the partition holds)."""
+        expr = filter_expression(self, flt, now)
+
+        def call() -> list[tuple[str, float, list[float]]]:
+            client = self.index._connect()
+            partitions = self.index._partition(client, self, create=False)
+            if partitions == []:
+                return []
+            engine = self.index._engine()
+            if engine is not None:
+                hits = engine.search([vector], top_k=min(limit, MAX_SEARCH_LIMIT), metric_type="COSINE",
+                                     partition_names=partitions, expr=expr, output_fields=["vec"])[0]
+            else:
+                hits = client.search(self.index.collection, [vector], limit=min(limit, MAX_SEARCH_LIMIT), filter=expr,
+                                     output_fields=["vec"], partition_names=partitions,
+                                     search_params={"metric_type": "COSINE"}, timeout=SEARCH_TIMEOUT)[0]
+            return [(str(h["id"]), float(h["distance"]), list(h["entity"]["vec"])) for h in hits]
+
+        return await self.index._run(call, budget=RECALL_BUDGET)
+
+    async def vectors(self, ids: list[str]) -> dict[str, list[float]]:
+        if not ids:
+            return {}
+        # A pure primary-key expression, the tenant checked on each row returned instead: Milvus
+        # Lite answers `id in [...]` alone from its key index (~1 ms) but scans the whole
+        # partition for any other expression (~18 ms at 10k rows of one tenant).
+        expr = f"id in {literal_list(ids)}"
+
+        def call() -> dict[str, list[float]]:
+            client = self.index._connect()
+            partitions = self.index._partition(client, self, create=False)
+            if partitions == []:
+                return {}
+            engine = self.index._engine()
+            if engine is not None:
+                rows = engine.get(list(ids), partition_names=partitions, output_fields=["id", "tenant", "vec"])
+            else:
+                rows = client.query(self.index.collection, filter=expr, output_fields=["id", "tenant", "vec"],
+                                    partition_names=partitions, timeout=SEARCH_TIMEOUT)
+            return {str(r["id"]): list(r["vec"]) for r in rows if r.get("tenant") == self.tenant}
+
+        return await self.index._run(call, budget=RECALL_BUDGET)

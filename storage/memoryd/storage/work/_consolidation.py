@@ -77,7 +77,7 @@ class Consolidations:
                 "ORDER BY created_at, id",
                 (tenant, subject, now, now, EPISODIC),
             )
-            rows = await session.keys.open_rows(conn, tenant, await cur.fetchall())
+            rows = await session.keys.open_rows(conn, await cur.fetchall())
         return [Fragment(str(r["id"]), Category(r["category"]), r["text"], float(r["importance"]), r["at"])
                 for r in rows if not r["content_unavailable"] and r["text"].strip()]
 
@@ -87,7 +87,7 @@ class Consolidations:
         a fragment changed since it was read."""
         tenant = session.tenant
         async with session.transaction() as conn:
-            key = await session.keys.for_write(conn, tenant, subject)
+            key = await session.keys.for_write(conn, subject)
             cur = await conn.execute(
                 "SELECT id, source_turn_id, source_turn_ids FROM memories WHERE tenant_id = %s AND subject = %s "
                 f"AND scope = 'subject' AND id = ANY(%s::uuid[]) AND {LIVE_NOW} AND NOT pinned AND category = ANY(%s) "
@@ -107,15 +107,15 @@ class Consolidations:
             forgotten: list[str] = []
             if result.outcome is not Outcome.PENDING:
                 forgotten = list(fragment_ids)
-                await forget_ids(conn, tenant, subject, forgotten)
-            await audit.append(conn, tenant, AGENT, subject, ACTION, [result.memory_id, *forgotten], AuditTag(),
+                await forget_ids(conn, subject, forgotten)
+            await audit.append(conn, AGENT, subject, ACTION, [result.memory_id, *forgotten], AuditTag(),
                                {"memory": result.memory_id, "outcome": result.outcome.value,
                                 "fragments": forgotten, **(details or {})})
-            await counters.bump(conn, tenant, {"consolidation.groups": 1, "consolidation.fragments": len(forgotten),
+            await counters.bump(conn, {"consolidation.groups": 1, "consolidation.fragments": len(forgotten),
                                                "consolidation.pending": int(result.outcome is Outcome.PENDING)})
             return Consolidated(result, tuple(forgotten))
 
     async def count(self, session: StoreSession, counts: Mapping[str, int]) -> None:
         """Count what a pass did not write (skips, parse failures, outages, drops)."""
         async with session.transaction() as conn:
-            await counters.bump(conn, session.tenant, counts)
+            await counters.bump(conn, counts)

@@ -120,10 +120,11 @@ class ErasureRechecks:
             tenant, erase_id = row["tenant_id"], row["erase_id"]
             try:
                 # The purged ids only, not the whole subject: what it wrote since was not erased.
-                vectors = await erase_vectors(_Targets(lambda: targets), tenant, purged.subject, purged.ids,
+                session = self._store.session(tenant, "")
+                vectors = await erase_vectors(_Targets(lambda: targets), session, purged.subject, purged.ids,
                                               mode=EraseMode.PURGE, whole_subject=False, defer=_still_down,
                                               counted=purged.counted, compacted=compacted)
-                verified = await self._store.session(tenant, "").record_recheck(erase_id, purged.ids, vectors)
+                verified = await session.record_recheck(erase_id, purged.ids, vectors)
             except Unavailable as exc:
                 # The index is down again: every erase left waits longer, untried.
                 await self._later([r for r, _ in ready[i:]], f"index unreachable: {exc.message}")

@@ -47,7 +47,7 @@ from .._filters import LIVE_NOW, read_conditions
 from ..models import BreakerPosition, ModelBreaker
 from ..models import ModelSlots, Slot
 from ..memories import NO_SUCH_JOB, claim_idempotency, store_idempotent_response
-from ..postgres import Connection, Postgres
+from ..postgres import Postgres, TenantConn
 from ._queue import WorkQueue
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class ExtractionJobs:
                     if not isinstance(first, dict) or not first.get("extraction_job_id"):
                         raise IdempotencyKeyReused()  # the key wrote items
                     return str(first["extraction_job_id"])
-            key = await session.keys.for_write(conn, tenant, subject)
+            key = await session.keys.for_write(conn, subject)
             job_id = str(uuid.uuid4())
             await conn.execute(
                 "INSERT INTO extraction_jobs (tenant_id, id, subject, agent, turns_ct, turn_count, request_id, "
@@ -154,9 +154,9 @@ class ExtractionJobs:
             )
             if idempotency_key:
                 await store_idempotent_response(session, conn, idempotency_key, {"extraction_job_id": job_id})
-            await audit.append(conn, tenant, agent, subject, "extraction.queued", [], tag,
+            await audit.append(conn, agent, subject, "extraction.queued", [], tag,
                                {"job": job_id, "turns": len(turns)})
-            await counters.bump(conn, tenant, {counters.JOBS_QUEUED: 1})
+            await counters.bump(conn, {counters.JOBS_QUEUED: 1})
             return job_id
 
     async def claim(self, lease_seconds: float, slots: ModelSlots | None = None,
@@ -227,7 +227,7 @@ class ExtractionJobs:
             if row is None or row["state"] != "running" or row["turns_ct"] is None:
                 return None
             subject = row["subject"]
-            key: DataKey | None = (await self._store.keys.for_read(conn, tenant, {subject}))[subject]
+            key: DataKey | None = (await self._store.keys.of(tenant).for_read(conn, {subject}))[subject]
         try:
             if key is None:
                 raise InvalidTag()
@@ -265,7 +265,7 @@ class ExtractionJobs:
                 (reason[:500], delay_seconds, job.tenant, job.id),
             )
             if await cur.fetchone() is not None:
-                await counters.bump(conn, job.tenant, {counters.EXTRACTION_OUTAGE_RETRIES: 1})
+                await counters.bump(conn, {counters.EXTRACTION_OUTAGE_RETRIES: 1})
 
     async def release(self, tenant: str, job_id: str) -> None:
         """Give a claimed job back untried (the worker is stopping)."""
@@ -290,9 +290,9 @@ class ExtractionJobs:
             if row is None:
                 return
             tag = AuditTag(row["request_id"], row["trace_id"], row["view_version"])
-            await audit.append(conn, tenant, row["agent"], row["subject"], "extraction.failed", [], tag,
+            await audit.append(conn, row["agent"], row["subject"], "extraction.failed", [], tag,
                                {"job": job_id, "error": error[:500]})
-            await counters.bump(conn, tenant, {counters.JOBS_FAILED: 1, **(counts or {})})
+            await counters.bump(conn, {counters.JOBS_FAILED: 1, **(counts or {})})
 
     async def finish(self, job: ClaimedJob, plans: list[PlannedItem], dropped: Mapping[str, int], *,
                      view_version: int | None, counts: Mapping[str, int] | None = None) -> list[WriteResult] | None:
@@ -301,7 +301,7 @@ class ExtractionJobs:
         tenant, subject = job.tenant, job.subject
         tag = AuditTag(job.tag.request_id, job.tag.trace_id, view_version)
         async with self._db.tenant_tx(tenant) as conn:
-            key = await self._store.keys.for_write(conn, tenant, subject)  # before the job row: Erase's order
+            key = await self._store.keys.of(tenant).for_write(conn, subject)  # before the job row: Erase's order
             cur = await conn.execute(
                 "SELECT state FROM extraction_jobs WHERE tenant_id = %s AND id = %s FOR UPDATE", (tenant, job.id)
             )
@@ -313,7 +313,7 @@ class ExtractionJobs:
             results: list[WriteResult] = []
             for plan in plans:
                 target = plan.merge_into
-                if target and not await self._still_readable(conn, tenant, target, plan.merge_filter):
+                if target and not await self._still_readable(conn, target, plan.merge_filter):
                     target = ""
                 if plan.same_as is not None and results[plan.same_as].memory_id:
                     target = results[plan.same_as].memory_id
@@ -327,23 +327,22 @@ class ExtractionJobs:
             )
             ids = [r.memory_id for r in results if r.memory_id]
             if results:
-                await audit.append(conn, tenant, job.agent, subject, "write", ids, tag,
+                await audit.append(conn, job.agent, subject, "write", ids, tag,
                                    {"outcomes": [r.outcome.value for r in results], "job": job.id})
-            await audit.append(conn, tenant, job.agent, subject, "extraction.succeeded", ids, tag,
+            await audit.append(conn, job.agent, subject, "extraction.succeeded", ids, tag,
                                {"job": job.id, "dropped": dict(dropped)})
-            await counters.bump(conn, tenant, {counters.JOBS_SUCCEEDED: 1, "extraction.items_written": len(results),
+            await counters.bump(conn, {counters.JOBS_SUCCEEDED: 1, "extraction.items_written": len(results),
                                                **{f"extraction.dropped.{k}": v for k, v in dropped.items()},
                                                **(counts or {})})
             return results
 
     @staticmethod
-    async def _still_readable(conn: Connection, tenant: str, memory_id: str,
-                              flt: ReadFilter | None) -> bool:
+    async def _still_readable(conn: TenantConn, memory_id: str, flt: ReadFilter | None) -> bool:
         """Whether the index's hit ``memory_id`` passes ``flt`` in Postgres now (the index may
         lag behind Postgres); locked, so it stays so until the merge."""
         if flt is None:
             return False
-        where, params = read_conditions(tenant, flt)  # labelled by the dedup search that found it
+        where, params = read_conditions(conn, flt)  # labelled by the dedup search that found it
         query = sql.SQL("SELECT 1 FROM memories WHERE {where} AND id = %s::uuid AND {live} FOR UPDATE").format(
             where=where, live=sql.SQL(LIVE_NOW))
         cur = await conn.execute(query, [*params, memory_id])

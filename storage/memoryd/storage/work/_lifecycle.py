@@ -32,8 +32,10 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from memoryd.domain import AuditTag, Category, TenantPolicy, last_use, recency_at
@@ -43,7 +45,7 @@ from ..postgres import counters
 from ..keywords import fold_stats
 from .._loops import periodic
 from ..memories import forget_ids
-from ..postgres import Postgres
+from ..postgres import Postgres, TenantConn
 
 _log = logging.getLogger("memoryd.storage.lifecycle")
 AGENT = "memoryd"
@@ -53,6 +55,8 @@ _EPISODIC = [c.value for c in Category if c.episodic]
 # Who created a memory (migration 0023); a row written by a server of the version before has no
 # creator recorded, and its last writer stands in.
 _CREATOR = "COALESCE(created_by, agent)"
+# Opens a transaction of the tenant being swept (``Postgres.tenant_tx`` with the tenant bound).
+TenantTx = Callable[[], AbstractAsyncContextManager[TenantConn]]
 
 
 @dataclass(frozen=True)
@@ -75,15 +79,15 @@ async def lifecycle_tenants(queue: Postgres) -> list[str]:
         return [r["tenant_id"] for r in await cur.fetchall()]
 
 
-async def _forget(conn: Any, tenant: str, rows: list[dict[str, Any]], action: str, now: datetime) -> int:
+async def _forget(conn: TenantConn, rows: list[dict[str, Any]], action: str, now: datetime) -> int:
     """Forget the claimed ``rows`` (id, subject), audit them per subject and count them."""
     by_subject: dict[str, list[str]] = defaultdict(list)
     for row in rows:
         by_subject[row["subject"]].append(str(row["id"]))
     for subject, ids in by_subject.items():
-        await forget_ids(conn, tenant, subject, ids)
-        await audit.append(conn, tenant, AGENT, subject, action, ids, AuditTag(), {"now": now.isoformat()})
-    await counters.bump(conn, tenant, {_COUNTER[action]: len(rows)})
+        await forget_ids(conn, subject, ids)
+        await audit.append(conn, AGENT, subject, action, ids, AuditTag(), {"now": now.isoformat()})
+    await counters.bump(conn, {_COUNTER[action]: len(rows)})
     return len(rows)
 
 
@@ -111,57 +115,60 @@ class LifecycleSweeper:
 
     async def sweep_tenant(self, tenant: str, now: datetime) -> SweepReport:
         policy = self._policy_for(tenant)
+        tx = partial(self._db.tenant_tx, tenant)  # each batch its own transaction of the tenant
         expired = await self._claim_loop(
-            tenant, EXPIRE, now,
+            tx, EXPIRE, now,
             "SELECT id, subject FROM memories WHERE tenant_id = %s AND status = 'active' AND NOT pinned "
             "AND expires_at <= %s ORDER BY expires_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
             (tenant, now))
         stale = await self._claim_loop(
-            tenant, FORGET_STALE, now,
+            tx, FORGET_STALE, now,
             "SELECT id, subject FROM memories WHERE tenant_id = %s AND status = 'active' AND NOT pinned "
             "AND importance < %s AND GREATEST(updated_at, last_access_at) < %s ORDER BY id LIMIT %s "
             "FOR UPDATE SKIP LOCKED",
             (tenant, policy.stale_importance, now - timedelta(days=policy.stale_days)))
-        evicted = await self._evict(tenant, policy.episodic_cap, now)
-        async with self._db.tenant_tx(tenant) as conn:
-            await fold_stats(conn, tenant)  # after the forgetting above, which adds rows of its own
+        evicted = await self._evict(tx, policy.episodic_cap, now)
+        async with tx() as conn:
+            await fold_stats(conn)  # after the forgetting above, which adds rows of its own
         return SweepReport(1, expired, stale, evicted)
 
-    async def _claim_loop(self, tenant: str, action: str, now: datetime, query: str, params: tuple[Any, ...]) -> int:
+    async def _claim_loop(self, tx: TenantTx, action: str, now: datetime, query: str,
+                          params: tuple[Any, ...]) -> int:
         done = 0
         while True:
-            async with self._db.tenant_tx(tenant) as conn:
+            async with tx() as conn:
                 cur = await conn.execute(query, (*params, self._batch))
                 rows = await cur.fetchall()
                 if rows:
-                    done += await _forget(conn, tenant, rows, action, now)
+                    done += await _forget(conn, rows, action, now)
             if len(rows) < self._batch:
                 return done
 
-    async def _evict(self, tenant: str, cap: int, now: datetime) -> int:
+    async def _evict(self, tx: TenantTx, cap: int, now: datetime) -> int:
         """Per subject, each creator's episodic memories over ``cap``: only ever what that agent
         created itself (``_CREATOR``), so repeating another agent's memory (a merge, which makes
         the repeater its last writer) and then flooding cannot get it evicted."""
-        async with self._db.tenant_tx(tenant) as conn:
+        async with tx() as conn:
             cur = await conn.execute(
                 f"SELECT subject, {_CREATOR} AS creator FROM memories WHERE tenant_id = %s AND status = 'active' "
-                f"AND category = ANY(%s) GROUP BY subject, {_CREATOR} HAVING count(*) > %s", (tenant, _EPISODIC, cap))
+                f"AND category = ANY(%s) GROUP BY subject, {_CREATOR} HAVING count(*) > %s",
+                (conn.tenant, _EPISODIC, cap))
             crowded = [(r["subject"], r["creator"]) for r in await cur.fetchall()]
         done = 0
         for subject, creator in crowded:
-            async with self._db.tenant_tx(tenant) as conn:
+            async with tx() as conn:
                 cur = await conn.execute(
                     "SELECT id, subject, category, importance, pinned, updated_at, last_access_at FROM memories "
                     f"WHERE tenant_id = %s AND subject = %s AND {_CREATOR} = %s AND status = 'active' "
                     "AND category = ANY(%s) FOR UPDATE",
-                    (tenant, subject, creator, _EPISODIC))
+                    (conn.tenant, subject, creator, _EPISODIC))
                 rows = await cur.fetchall()
                 excess = len(rows) - cap
                 if excess <= 0:
                     continue
                 candidates = sorted((r for r in rows if not r["pinned"]), key=lambda r: self.value(r, now))
                 if candidates[:excess]:
-                    done += await _forget(conn, tenant, candidates[:excess], EVICT, now)
+                    done += await _forget(conn, candidates[:excess], EVICT, now)
         return done
 
     def value(self, row: Mapping[str, Any], now: datetime) -> tuple[float, datetime, str]:

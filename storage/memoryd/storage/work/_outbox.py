@@ -384,7 +384,7 @@ class OutboxWorker:
                     self._unsealed[target.index.collection] = target.index
                 for tenant, w in work.items():
                     if w.gone:
-                        await target.index.delete(tenant, w.gone)
+                        await target.index.partition(tenant).delete(w.gone)
             except Unavailable as exc:
                 raise _IndexDown(exc) from exc
         return work

@@ -71,7 +71,7 @@ async def reindex(owner_dsn: str, queue: Postgres, store: Stores, target: IndexT
             readable = [(m, text) for m, text in page if text is not None]
             if readable:
                 vectors = await target.embedder.embed_passages([t for _, t in readable])
-                await target.index.upsert(tenant, [m for m, _ in readable], vectors)
+                await target.index.partition(tenant).upsert([m for m, _ in readable], vectors)
             after = page[-1][0].id
             await _save(queue, model_id, tenant, after, done=False)
             written += len(page)
