@@ -26,7 +26,7 @@ import psycopg
 from _probe_db import run_probe
 
 from memoryd.domain import Category, Draft, ReadFilter
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
+from memoryd.storage import LocalKeyProvider, Postgres, PostgresSettings, Stores
 from memoryd.storage.keywords._keywords import TermHasher
 
 ASKED = ["entity:ana", "entity:bo", "entity:when", "entity:did", "entity:the party", "entity:paris"]
@@ -36,29 +36,31 @@ RULES = tuple((c, ("*",)) for c in Category)
 async def probe(owner_dsn: str, memories: int, repeats: int) -> None:
     db = Postgres(PostgresSettings(owner_dsn, pool_max=2))
     await db.open()
-    store = PostgresMemoryStore(db, TermHasher(b"probe-secret-0123456789abcdef"), LocalKeyProvider(os.urandom(32)))
+    store = Stores(db, TermHasher(b"probe-secret-0123456789abcdef"), LocalKeyProvider(os.urandom(32)))
     tenant, subject = "probe", "s"
+    session = store.session(tenant, "agent")
     for start in range(0, memories, 500):
         drafts = [Draft(Category.EVENT, f"Turn {i}: we talked about the weather and the garden, note {i * 7}",
                         tags=(("entity:ana",) if i % 4 == 0 else ("entity:bo",) if i % 4 == 1 else ()))
                   for i in range(start, min(start + 500, memories))]
-        await store.write(tenant, "agent", subject, drafts)
+        await session.write(subject, drafts)
     async with await psycopg.AsyncConnection.connect(owner_dsn, autocommit=True) as owner:
         await owner.execute("ANALYZE memories")  # as autovacuum would, as the table's owner
     flt = ReadFilter(subject=subject, rules=RULES)
-    found = await store.named_entities(tenant, flt, ASKED, datetime.now(UTC))
+    found = await session.named_entities(flt, ASKED, datetime.now(UTC))
     times = []
     for _ in range(repeats):
         began = time.perf_counter()
-        await store.named_entities(tenant, flt, ASKED, datetime.now(UTC))
+        await session.named_entities(flt, ASKED, datetime.now(UTC))
         times.append((time.perf_counter() - began) * 1000)
     if os.environ.get("EXPLAIN"):
         from psycopg import sql
 
         from memoryd.storage._filters import read_conditions
-        hasher = store._hasher(tenant)
+        hasher = session.hasher
+        labelled = await session.labelled(flt)
         async with db.tenant_tx(tenant) as conn:
-            where, params = read_conditions(tenant, await store._label(conn, tenant, flt), live_at=datetime.now(UTC))
+            where, params = read_conditions(conn, labelled, live_at=datetime.now(UTC))
             query = sql.SQL(
                 "EXPLAIN (ANALYZE, COSTS ON) SELECT label FROM unnest(%b::bytea[]) AS label WHERE EXISTS "
                 "(SELECT 1 FROM memories WHERE tag_labels @> ARRAY[label] AND {where})"

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 import psycopg
 
 from memoryd.domain import Category, Draft, Page, ReadFilter
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
+from memoryd.storage import LocalKeyProvider, Postgres, PostgresSettings, Stores
 from _probe_db import run_probe  # bench/, the folder of this script
 from memoryd.storage.keywords._keywords import TermHasher
 
@@ -43,28 +43,29 @@ async def timed(repeats: int, call) -> tuple[float, float]:
 async def probe(owner_dsn: str, sizes: list[int], repeats: int) -> None:
     db = Postgres(PostgresSettings(owner_dsn, pool_max=2))
     await db.open()
-    store = PostgresMemoryStore(db, TermHasher(b"probe-secret-0123456789abcdef"), LocalKeyProvider(os.urandom(32)))
+    store = Stores(db, TermHasher(b"probe-secret-0123456789abcdef"), LocalKeyProvider(os.urandom(32)))
     print(f"{'keys':>6} {'read':<28} {'median ms':>10} {'p95 ms':>8}")
     for size in sizes:
         tenant = f"probe-{uuid.uuid4().hex[:8]}"
+        session = store.session(tenant, "probe")
         names = [f"{('billing', 'home', 'misc', 'travel')[n % 4]}_{n}" for n in range(size)]
         for start in range(0, size, 250):
             drafts = [Draft(Category.FACT if names[n].startswith("home") else Category.PREFERENCE, f"value {n}",
                             key=names[n])
                       for n in range(start, min(start + 250, size))]
-            await store.write(tenant, "probe", "probed", drafts)
+            await session.write("probed", drafts)
         async with await psycopg.AsyncConnection.connect(owner_dsn, autocommit=True) as owner:
             await owner.execute("VACUUM ANALYZE memories")
         now, page = datetime.now(UTC), Page(size=20)
         every, globbed = ReadFilter(subject="probed", rules=EVERYTHING), ReadFilter(subject="probed", rules=GLOBS)
-        resolved = await store.labelled(tenant, globbed)
+        resolved = await session.labelled(globbed)
         for label, call in (
-            ("recall_keys, view *", lambda: store.recall_keys(tenant, every, ["billing_1", "home_2"], now)),  # noqa: B023 (called at once)
-            ("recall_keys, view with globs", lambda: store.recall_keys(tenant, globbed, ["billing_1", "home_2"], now)),  # noqa: B023 (called at once)
-            ("list 20, view *", lambda: store.list(tenant, every, page)),  # noqa: B023 (called at once)
-            ("list 20, view with globs", lambda: store.list(tenant, globbed, page)),  # noqa: B023 (called at once)
-            ("list 20, globs resolved", lambda: store.list(tenant, resolved, page)),  # noqa: B023 (called at once)
-            ("resolve the globs alone", lambda: store.labelled(tenant, globbed)),  # noqa: B023 (called at once)
+            ("recall_keys, view *", lambda: session.recall_keys(every, ["billing_1", "home_2"], now)),  # noqa: B023 (called at once)
+            ("recall_keys, view with globs", lambda: session.recall_keys(globbed, ["billing_1", "home_2"], now)),  # noqa: B023 (called at once)
+            ("list 20, view *", lambda: session.list(every, page)),  # noqa: B023 (called at once)
+            ("list 20, view with globs", lambda: session.list(globbed, page)),  # noqa: B023 (called at once)
+            ("list 20, globs resolved", lambda: session.list(resolved, page)),  # noqa: B023 (called at once)
+            ("resolve the globs alone", lambda: session.labelled(globbed)),  # noqa: B023 (called at once)
         ):
             median, p95 = await timed(repeats, call)
             print(f"{size:>6} {label:<28} {median:>10.2f} {p95:>8.2f}")

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 import psycopg
 
 from memoryd.domain import Category, Draft, ReadFilter
-from memoryd.storage import LocalKeyProvider, Postgres, PostgresMemoryStore, PostgresSettings
+from memoryd.storage import LocalKeyProvider, Postgres, PostgresSettings, Stores
 from _probe_db import run_probe  # bench/, the folder of this script
 from memoryd.storage.keywords._bm25 import bm25_statement, keyword_search
 from memoryd.storage.keywords._keywords import TermHasher, tokenize, warm_up
@@ -59,17 +59,17 @@ def sentence(rng: random.Random) -> str:
     return " ".join(words)
 
 
-async def load(store: PostgresMemoryStore, tenant: str, subject: str, count: int, rng: random.Random) -> None:
+async def load(store: Stores, tenant: str, subject: str, count: int, rng: random.Random) -> None:
     """Write ``count`` memories through the store, whose write path indexes their terms."""
     for start in range(0, count, 250):
         drafts = [Draft(Category.EVENT, f"{sentence(rng)} #{start + i}") for i in range(min(250, count - start))]
-        await store.write(tenant, "probe", subject, drafts)
+        await store.session(tenant, "probe").write(subject, drafts)
 
 
 async def probe(owner_dsn: str, memories: int, others: int, repeats: int) -> None:
     db = Postgres(PostgresSettings(owner_dsn, pool_max=2))
     await db.open()
-    store = PostgresMemoryStore(db, TermHasher(b"probe-secret-0123456789abcdef"), LocalKeyProvider(os.urandom(32)))
+    store = Stores(db, TermHasher(b"probe-secret-0123456789abcdef"), LocalKeyProvider(os.urandom(32)))
     tenant, rng = f"probe-{uuid.uuid4().hex[:8]}", random.Random(7)
     began = time.perf_counter()
     warm_up()
@@ -83,9 +83,10 @@ async def probe(owner_dsn: str, memories: int, others: int, repeats: int) -> Non
         await owner.execute("VACUUM ANALYZE memory_terms")
     print(f"loaded {memories} memories x {others + 1} subjects in {time.perf_counter() - began:.1f} s")
     # The probed subject gets one memory with the rare word.
-    await store.write(tenant, "probe", "probed", [Draft(Category.EVENT, "bought a kumquat tree for the customer")])
-    hasher = store.term_hasher(tenant)
-    flt, now = await store.labelled(tenant, ReadFilter(subject="probed", rules=EVERYTHING)), datetime.now(UTC)
+    session = store.session(tenant, "probe")
+    await session.write("probed", [Draft(Category.EVENT, "bought a kumquat tree for the customer")])
+    hasher = session.hasher
+    flt, now = await session.labelled(ReadFilter(subject="probed", rules=EVERYTHING)), datetime.now(UTC)
     # N and avgdl from the counts the writes keep (what Recall does), and by a scan of the
     # subject's memories (what reads narrowed by keys, tags or time do).
     print(f"{'query':<18} {'N, avgdl':<9} {'terms':>5} {'hits':>5} {'median ms':>10} {'p95 ms':>8} {'max ms':>8}")

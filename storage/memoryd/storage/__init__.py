@@ -53,7 +53,7 @@ from .work import IndexTarget, OutboxLag, OutboxWorker, outbox_lag
 from .postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
 from ._loops import backoff, idle, periodic
 from .work import WorkQueue
-from .work import ReindexReport, activate, reindex
+from .work import ReindexReport, activate, active_model, reindex
 from .postgres import PostgresRevocations, PostgresTokenLedger
 from .memories import StoreSession
 from .work import LargeTenants
@@ -114,6 +114,7 @@ __all__ = [
     "WorkQueue",
     "Written",
     "activate",
+    "active_model",
     "erase_vectors",
     "available",
     "backoff",

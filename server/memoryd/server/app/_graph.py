@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from memoryd.domain import DEFAULT_SIMILARITY, Embedder, FailedPrecondition, Unavailable, View
 from memoryd.storage import (
+    active_model,
     Consolidations,
     ExtractionJobs,
     IndexSet,
@@ -286,11 +287,8 @@ class Graph:
         """A consolidator on the configured extraction model, embedding with the active index's
         model (what the extraction worker's dedup uses), else the configured one if no index is
         active yet; None if the active model is not one this process can run."""
-        async with self.queue.catalog_tx() as conn:
-            cur = await conn.execute("SELECT model_id FROM index_models WHERE active")
-            row = await cur.fetchone()
-        embedders = self.embedders()
-        embedder = embedders.get(row["model_id"]) if row is not None else embedders.configured
+        active, embedders = await active_model(self.queue), self.embedders()
+        embedder = embedders.get(active) if active is not None else embedders.configured
         if embedder is None:
             return None
         await embedder.warm_up()

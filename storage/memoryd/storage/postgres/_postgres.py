@@ -226,7 +226,7 @@ class Postgres:
         except pg_errors.InsufficientPrivilege as exc:
             raise FailedPrecondition(
                 f"the owner's login may not SET ROLE {self.role}: give {self.role} a login of its own in {setting} "
-                "(README: Database roles)") from exc
+                '(docs/scaling.md, "Database roles")') from exc
         except psycopg.OperationalError as exc:
             raise connect_failure(exc, self.role, setting if login else "MEMORYD_POSTGRES_DSN") from exc
 

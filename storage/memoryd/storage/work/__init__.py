@@ -18,11 +18,11 @@ from ._jobs import (
 from ._lifecycle import LifecycleSweeper, SweepReport, lifecycle_tenants
 from ._outbox import IndexTarget, OutboxLag, OutboxWorker, outbox_lag
 from ._queue import WorkQueue
-from ._reindex import ReindexReport, activate, reindex
+from ._reindex import ReindexReport, activate, active_model, reindex
 from ._tenant_size import LargeTenants
 
 __all__ = ["Claim", "ClaimedJob", "Consolidated", "Consolidations", "ErasureRechecks", "ExtractionJobs",
            "Fragment", "IndexSet", "IndexTarget", "LargeTenants", "LifecycleSweeper", "ModelOutage",
            "OutboxLag", "OutboxWorker", "PlannedItem", "ReindexReport", "SweepReport", "WorkQueue",
-           "activate", "lifecycle_tenants", "model_outage", "outbox_lag",
+           "activate", "active_model", "lifecycle_tenants", "model_outage", "outbox_lag",
            "pending_job_tenants", "reindex"]

@@ -39,6 +39,15 @@ async def activate(dsn: str, model_id: str) -> None:
                            (model_id,))
 
 
+async def active_model(catalog: Postgres) -> str | None:
+    """The embedding model Recall searches (``index_models``' active row), or None before any
+    collection was made active."""
+    async with catalog.catalog_tx() as conn:
+        cur = await conn.execute("SELECT model_id FROM index_models WHERE active")
+        row = await cur.fetchone()
+    return str(row["model_id"]) if row is not None else None
+
+
 async def reindex(owner_dsn: str, queue: Postgres, store: Stores, target: IndexTarget, *,
                   settle_seconds: float, batch_size: int = 64, progress: Progress | None = None) -> ReindexReport:
     """Backfill ``target`` from Postgres and make it the model Recall uses."""

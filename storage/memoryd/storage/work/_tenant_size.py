@@ -63,7 +63,7 @@ class LargeTenants:
                 _log.warning(
                     "tenant %s has %d memories, more than %d (MEMORYD_LITE_TENANT_WARNING): Milvus Lite "
                     "searches a tenant's memories inside this process and slows down as they grow; "
-                    "put large tenants on a Milvus server (MEMORYD_MILVUS_URI, README: Large tenants "
+                    "put large tenants on a Milvus server (MEMORYD_MILVUS_URI, docs/scaling.md: Large tenants "
                     "belong on a Milvus server)", tenant, size, self.limit)
 
     async def size(self, tenant: str) -> int:
