@@ -1,4 +1,4 @@
-"""Probe: the entity look-up (``PostgresMemoryStore.named_entities``) on one large subject.
+"""Probe: the entity look-up (``StoreSession.named_entities``) on one large subject.
 
 Recall asks which of the ``entity:`` tags its query's words could name are carried by a
 memory the caller may read. One subject of ``--memories`` memories, a quarter tagged with
