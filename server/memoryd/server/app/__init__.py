@@ -4,19 +4,10 @@ the ``memoryd worker`` process.
 """
 
 from ._app import ADDR_SETTING, Memoryd, StartedServer
-from ._compose import (
-    Embedders,
-    Opened,
-    configured_embedder,
-    keyword_hasher,
-    open_database,
-    open_stores,
-    prepare_postgres,
-)
+from ._compose import open_database
 from ._graph import DEMO_TENANT, Graph, open_graph
 from ._listen import SharedPort, reserve_shared_port
 from ._worker import WatchedOutboxWorker, WorkerHealth, WorkerProcess
 
-__all__ = ["ADDR_SETTING", "DEMO_TENANT", "Embedders", "Graph", "Memoryd", "Opened", "SharedPort", "StartedServer",
-           "WatchedOutboxWorker", "WorkerHealth", "WorkerProcess", "configured_embedder", "keyword_hasher",
-           "open_database", "open_graph", "open_stores", "prepare_postgres", "reserve_shared_port"]
+__all__ = ["ADDR_SETTING", "DEMO_TENANT", "Graph", "Memoryd", "SharedPort", "StartedServer", "WatchedOutboxWorker",
+           "WorkerHealth", "WorkerProcess", "open_database", "open_graph", "reserve_shared_port"]
