@@ -36,7 +36,7 @@ from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import token_admin_service_pb2 as tokens
 
-from memoryd.server._auth import ROLES
+from ._auth import ROLES
 
 D = TypeVar("D")
 # A generated enum class: protoc's stubs type each enum field with it (an int subclass whose

@@ -21,7 +21,7 @@ from memoryd.storage import require_embedded_parts
 from memoryd.v1 import memory_service_pb2, memory_service_pb2_grpc, view_admin_service_pb2, view_admin_service_pb2_grpc
 from memoryd.v1 import token_admin_service_pb2, token_admin_service_pb2_grpc
 
-from memoryd.server._auth import TokenVerifier, issue_token
+from .._auth import TokenVerifier, issue_token
 from ._graph import DEMO_AGENT, DEMO_TENANT, Graph, open_graph
 from .._config import Config
 from ..rpc import MemoryService, TokenAdminService, ViewAdminService
@@ -29,7 +29,7 @@ from ..rpc import ChainInterceptor, build_chain
 from ._listen import NO_PORT_SHARING, SHARED_PORT, ListenError, listen, require_free_address
 from ..telemetry import configure_logging
 from ..telemetry import Metrics
-from memoryd.server.credentials import TlsSettings
+from ..credentials import TlsSettings
 from ._readiness import Readiness
 from ..telemetry import tracer, tracer_provider
 from ..usecases import Services

@@ -34,7 +34,7 @@ from memoryd.storage import (
 )
 
 from .._config import Config
-from memoryd.server.credentials import (
+from ..credentials import (
     KeyFiles,
     Secrets,
     load_secrets,

@@ -53,7 +53,7 @@ from ..recall import Recaller
 from ..telemetry import Metrics, MetricsRefresher
 from ..usecases import AccessRecorder, Services, TokenMint
 from ..views import ViewRegistry
-from memoryd.server.credentials import PageTokens, RevocationList
+from ..credentials import PageTokens, RevocationList
 from ._compose import Embedders, Opened, configured_embedder, open_stores, worker_pool
 from ._worker import WatchedOutboxWorker
 

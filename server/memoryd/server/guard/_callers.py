@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from memoryd.domain import PermissionDenied, View
 
-from memoryd.server._auth import Principal
+from .._auth import Principal
 from ._rules import Guard
 
 

@@ -52,7 +52,7 @@ from memoryd.domain import (
     policy_for,
 )
 
-from memoryd.server._auth import Principal
+from .._auth import Principal
 
 # The field a request must be able to see to select memories by it (READ filters, erase
 # selectors, look-ups by id): the answer tells which memories hold the value.

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from memoryd.domain import FieldViolation, InvalidArgument, PermissionDenied
 
-from memoryd.server._auth import Principal
+from .._auth import Principal
 
 DEFAULT_LIFETIME_SECONDS = 3600
 

@@ -33,12 +33,12 @@ from memoryd.domain import (
     Unauthenticated,
 )
 
-from memoryd.server._auth import Principal, TokenVerifier
+from .._auth import Principal, TokenVerifier
 from .._config import Config
 from ._errors import to_status
 from ..telemetry import log_access
 from ..telemetry import SERVER_ERRORS, Metrics
-from memoryd.server.credentials import peer_principal
+from ..credentials import peer_principal
 from ._caller import Caller, reset_caller, set_caller
 from ..usecases import Services
 from ..telemetry import caller_context, current_trace_id

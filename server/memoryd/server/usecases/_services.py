@@ -15,7 +15,7 @@ from memoryd.storage import Stores, StoreSession
 from .._config import Scoring
 from ..ingest import ExtractionWorker
 from ..telemetry import Metrics
-from memoryd.server.credentials import PageTokens
+from ..credentials import PageTokens
 from ._access import AccessRecorder
 from ..recall import Recaller
 from ..views import ViewRegistry

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from memoryd.domain import AuditTag
 from memoryd.v1 import token_admin_service_pb2 as tokens
 
-from memoryd.server._auth import Principal
-from memoryd.server._auth import issue_token as sign_token
+from .._auth import Principal
+from .._auth import issue_token as sign_token
 from ._services import TokenMint
 from ..validation import IssueTokenCommand
 from .. import present

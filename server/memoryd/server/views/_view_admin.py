@@ -15,8 +15,8 @@ from memoryd.domain import AuditTag, NotFound, View, ViewChange, ViewStore
 from memoryd.v1 import view_admin_service_pb2 as admin
 
 from .. import present
-from memoryd.server._auth import Principal
-from memoryd.server.credentials import PageTokens
+from .._auth import Principal
+from ..credentials import PageTokens
 from ..telemetry import current_trace_id
 from ..validation import AgentCommand, ListViewsCommand, PutViewCommand
 
