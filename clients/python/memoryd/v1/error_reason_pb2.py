@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemoryd/v1/error_reason.proto\x12\nmemoryd.v1*\xbb\x05\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45RROR_REASON_TOKEN_MISSING\x10\x01\x12\x1e\n\x1a\x45RROR_REASON_TOKEN_INVALID\x10\x02\x12\x1e\n\x1a\x45RROR_REASON_TOKEN_EXPIRED\x10\x03\x12$\n ERROR_REASON_SUBJECT_NOT_ALLOWED\x10\x04\x12\x1e\n\x1a\x45RROR_REASON_ROLE_REQUIRED\x10\x05\x12\x1c\n\x18\x45RROR_REASON_VIEW_DENIED\x10\x06\x12 \n\x1c\x45RROR_REASON_INVALID_REQUEST\x10\x07\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x08\x12\'\n#ERROR_REASON_IDEMPOTENCY_KEY_REUSED\x10\t\x12*\n&ERROR_REASON_EXTRACTION_NOT_CONFIGURED\x10\n\x12 \n\x1c\x45RROR_REASON_NOT_IMPLEMENTED\x10\x0b\x12\"\n\x1e\x45RROR_REASON_STORE_UNAVAILABLE\x10\x0c\x12\x19\n\x15\x45RROR_REASON_INTERNAL\x10\r\x12\x1d\n\x19\x45RROR_REASON_VIEW_MISSING\x10\x0e\x12%\n!ERROR_REASON_DATA_KEY_UNAVAILABLE\x10\x0f\x12&\n\"ERROR_REASON_VIEW_VERSION_CONFLICT\x10\x10\x12 \n\x1c\x45RROR_REASON_ARCHIVE_INVALID\x10\x11\x12%\n!ERROR_REASON_SERVER_MISCONFIGURED\x10\x12\x12\x1f\n\x1b\x45RROR_REASON_LIMIT_EXCEEDED\x10\x13\x42R\n\x0e\x64\x65v.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemoryd/v1/error_reason.proto\x12\nmemoryd.v1*\xff\x05\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45RROR_REASON_TOKEN_MISSING\x10\x01\x12\x1e\n\x1a\x45RROR_REASON_TOKEN_INVALID\x10\x02\x12\x1e\n\x1a\x45RROR_REASON_TOKEN_EXPIRED\x10\x03\x12$\n ERROR_REASON_SUBJECT_NOT_ALLOWED\x10\x04\x12\x1e\n\x1a\x45RROR_REASON_ROLE_REQUIRED\x10\x05\x12\x1c\n\x18\x45RROR_REASON_VIEW_DENIED\x10\x06\x12 \n\x1c\x45RROR_REASON_INVALID_REQUEST\x10\x07\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x08\x12\'\n#ERROR_REASON_IDEMPOTENCY_KEY_REUSED\x10\t\x12*\n&ERROR_REASON_EXTRACTION_NOT_CONFIGURED\x10\n\x12 \n\x1c\x45RROR_REASON_NOT_IMPLEMENTED\x10\x0b\x12\"\n\x1e\x45RROR_REASON_STORE_UNAVAILABLE\x10\x0c\x12\x19\n\x15\x45RROR_REASON_INTERNAL\x10\r\x12\x1d\n\x19\x45RROR_REASON_VIEW_MISSING\x10\x0e\x12%\n!ERROR_REASON_DATA_KEY_UNAVAILABLE\x10\x0f\x12&\n\"ERROR_REASON_VIEW_VERSION_CONFLICT\x10\x10\x12 \n\x1c\x45RROR_REASON_ARCHIVE_INVALID\x10\x11\x12%\n!ERROR_REASON_SERVER_MISCONFIGURED\x10\x12\x12\x1f\n\x1b\x45RROR_REASON_LIMIT_EXCEEDED\x10\x13\x12\x1f\n\x1b\x45RROR_REASON_CURSOR_EXPIRED\x10\x14\x12!\n\x1d\x45RROR_REASON_TOO_MANY_STREAMS\x10\x15\x42R\n\x0e\x64\x65v.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\016dev.memoryd.v1P\001Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1'
   _globals['_ERRORREASON']._serialized_start=46
-  _globals['_ERRORREASON']._serialized_end=745
+  _globals['_ERRORREASON']._serialized_end=813
 # @@protoc_insertion_point(module_scope)

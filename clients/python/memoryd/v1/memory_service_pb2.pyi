@@ -66,6 +66,15 @@ class ConflictResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONFLICT_RESOLUTION_UNSPECIFIED: _ClassVar[ConflictResolution]
     CONFLICT_RESOLUTION_KEEP_CURRENT: _ClassVar[ConflictResolution]
     CONFLICT_RESOLUTION_ACCEPT_PENDING: _ClassVar[ConflictResolution]
+
+class MemoryChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MEMORY_CHANGE_KIND_UNSPECIFIED: _ClassVar[MemoryChangeKind]
+    MEMORY_CHANGE_KIND_CREATED: _ClassVar[MemoryChangeKind]
+    MEMORY_CHANGE_KIND_CHANGED: _ClassVar[MemoryChangeKind]
+    MEMORY_CHANGE_KIND_FORGOTTEN: _ClassVar[MemoryChangeKind]
+    MEMORY_CHANGE_KIND_ERASED: _ClassVar[MemoryChangeKind]
+    MEMORY_CHANGE_KIND_SUBJECT_ERASED: _ClassVar[MemoryChangeKind]
 CONSISTENCY_UNSPECIFIED: Consistency
 CONSISTENCY_INDEX_ASYNC: Consistency
 CONSISTENCY_WAIT_INDEXED: Consistency
@@ -99,22 +108,30 @@ EXTRACTION_JOB_STATE_WAITING: ExtractionJobState
 CONFLICT_RESOLUTION_UNSPECIFIED: ConflictResolution
 CONFLICT_RESOLUTION_KEEP_CURRENT: ConflictResolution
 CONFLICT_RESOLUTION_ACCEPT_PENDING: ConflictResolution
+MEMORY_CHANGE_KIND_UNSPECIFIED: MemoryChangeKind
+MEMORY_CHANGE_KIND_CREATED: MemoryChangeKind
+MEMORY_CHANGE_KIND_CHANGED: MemoryChangeKind
+MEMORY_CHANGE_KIND_FORGOTTEN: MemoryChangeKind
+MEMORY_CHANGE_KIND_ERASED: MemoryChangeKind
+MEMORY_CHANGE_KIND_SUBJECT_ERASED: MemoryChangeKind
 
 class WriteRequest(_message.Message):
-    __slots__ = ("subject", "items", "turns", "idempotency_key", "consistency", "turn_mode")
+    __slots__ = ("subject", "items", "turns", "idempotency_key", "consistency", "turn_mode", "session_id")
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     TURNS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
     TURN_MODE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     subject: str
     items: _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryDraft]
     turns: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Turn]
     idempotency_key: str
     consistency: Consistency
     turn_mode: TurnMode
-    def __init__(self, subject: _Optional[str] = ..., items: _Optional[_Iterable[_Union[_memory_pb2.MemoryDraft, _Mapping]]] = ..., turns: _Optional[_Iterable[_Union[_memory_pb2.Turn, _Mapping]]] = ..., idempotency_key: _Optional[str] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., turn_mode: _Optional[_Union[TurnMode, str]] = ...) -> None: ...
+    session_id: str
+    def __init__(self, subject: _Optional[str] = ..., items: _Optional[_Iterable[_Union[_memory_pb2.MemoryDraft, _Mapping]]] = ..., turns: _Optional[_Iterable[_Union[_memory_pb2.Turn, _Mapping]]] = ..., idempotency_key: _Optional[str] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., turn_mode: _Optional[_Union[TurnMode, str]] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class WriteResult(_message.Message):
     __slots__ = ("memory_id", "outcome", "reason", "version")
@@ -443,3 +460,81 @@ class ImportMemoriesResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[WriteResult]
     def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("subject", "all_subjects", "categories", "include_org", "cursor")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    ALL_SUBJECTS_FIELD_NUMBER: _ClassVar[int]
+    CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_ORG_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    all_subjects: bool
+    categories: _containers.RepeatedScalarFieldContainer[_memory_pb2.Category]
+    include_org: bool
+    cursor: str
+    def __init__(self, subject: _Optional[str] = ..., all_subjects: _Optional[bool] = ..., categories: _Optional[_Iterable[_Union[_memory_pb2.Category, str]]] = ..., include_org: _Optional[bool] = ..., cursor: _Optional[str] = ...) -> None: ...
+
+class WatchResponse(_message.Message):
+    __slots__ = ("cursor", "change", "heartbeat")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    change: MemoryChange
+    heartbeat: WatchHeartbeat
+    def __init__(self, cursor: _Optional[str] = ..., change: _Optional[_Union[MemoryChange, _Mapping]] = ..., heartbeat: _Optional[_Union[WatchHeartbeat, _Mapping]] = ...) -> None: ...
+
+class MemoryChange(_message.Message):
+    __slots__ = ("kind", "memory")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    kind: MemoryChangeKind
+    memory: _memory_pb2.Memory
+    def __init__(self, kind: _Optional[_Union[MemoryChangeKind, str]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class WatchHeartbeat(_message.Message):
+    __slots__ = ("server_time",)
+    SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
+    server_time: _timestamp_pb2.Timestamp
+    def __init__(self, server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class EndSessionRequest(_message.Message):
+    __slots__ = ("subject", "session_id")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    session_id: str
+    def __init__(self, subject: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class EndSessionResponse(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: SessionSnapshot
+    def __init__(self, snapshot: _Optional[_Union[SessionSnapshot, _Mapping]] = ...) -> None: ...
+
+class ResumeSessionRequest(_message.Message):
+    __slots__ = ("subject", "session_id")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    session_id: str
+    def __init__(self, subject: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class ResumeSessionResponse(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: SessionSnapshot
+    def __init__(self, snapshot: _Optional[_Union[SessionSnapshot, _Mapping]] = ...) -> None: ...
+
+class SessionSnapshot(_message.Message):
+    __slots__ = ("session_id", "summary", "explicit", "inferred")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    EXPLICIT_FIELD_NUMBER: _ClassVar[int]
+    INFERRED_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    summary: _memory_pb2.Memory
+    explicit: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    inferred: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    def __init__(self, session_id: _Optional[str] = ..., summary: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., explicit: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., inferred: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...

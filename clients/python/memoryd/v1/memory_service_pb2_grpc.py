@@ -82,6 +82,21 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesResponse.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/memoryd.v1.MemoryService/Watch',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.WatchRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.WatchResponse.FromString,
+                _registered_method=True)
+        self.EndSession = channel.unary_unary(
+                '/memoryd.v1.MemoryService/EndSession',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.EndSessionRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.EndSessionResponse.FromString,
+                _registered_method=True)
+        self.ResumeSession = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ResumeSession',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ResumeSessionRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ResumeSessionResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -160,6 +175,34 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Watch streams the changes to one subject's memories (or, for a token bound to no subject,
+        to every subject's) that the caller's view reads, in the order they were committed, each
+        presented exactly as a read presents it. A change the view cannot see, a hidden field's
+        included, sends nothing. Every message carries a cursor; a Watch from a cursor delivers
+        every later change exactly once, on any replica and after restarts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndSession(self, request, context):
+        """EndSession ends a session of one subject and stores its snapshot: the memories written in
+        it, those extracted from its turns, and a short summary (a SCOPE_SESSION CONTEXT memory),
+        all under the tenant's snapshot time to live (24 hours by default).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSession(self, request, context):
+        """ResumeSession returns the latest session snapshot of a subject that the caller's view
+        reads, written by any agent on any device, so a new session starts where the last stopped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -207,6 +250,21 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ImportMemories,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesResponse.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.WatchRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.WatchResponse.SerializeToString,
+            ),
+            'EndSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndSession,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.EndSessionRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.EndSessionResponse.SerializeToString,
+            ),
+            'ResumeSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSession,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ResumeSessionRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ResumeSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -455,6 +513,87 @@ class MemoryService:
             '/memoryd.v1.MemoryService/ImportMemories',
             memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.ImportMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/Watch',
+            memoryd_dot_v1_dot_memory__service__pb2.WatchRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.WatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/EndSession',
+            memoryd_dot_v1_dot_memory__service__pb2.EndSessionRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.EndSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ResumeSession',
+            memoryd_dot_v1_dot_memory__service__pb2.ResumeSessionRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ResumeSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -77,6 +77,13 @@ const (
 	// server (RESOURCE_EXHAUSTED), such as the most memories or bytes one export archive may hold;
 	// the message names the limit. Retrying the same request does not help: ask for less.
 	ErrorReason_ERROR_REASON_LIMIT_EXCEEDED ErrorReason = 19
+	// ERROR_REASON_CURSOR_EXPIRED: a Watch cursor points before the oldest change the server
+	// still keeps (FAILED_PRECONDITION). Read the current state with MemoryView, then Watch
+	// without a cursor.
+	ErrorReason_ERROR_REASON_CURSOR_EXPIRED ErrorReason = 20
+	// ERROR_REASON_TOO_MANY_STREAMS: the tenant (or the agent) already has as many open Watch
+	// streams as the server allows (RESOURCE_EXHAUSTED); retry once one has closed.
+	ErrorReason_ERROR_REASON_TOO_MANY_STREAMS ErrorReason = 21
 )
 
 // Enum value maps for ErrorReason.
@@ -102,6 +109,8 @@ var (
 		17: "ERROR_REASON_ARCHIVE_INVALID",
 		18: "ERROR_REASON_SERVER_MISCONFIGURED",
 		19: "ERROR_REASON_LIMIT_EXCEEDED",
+		20: "ERROR_REASON_CURSOR_EXPIRED",
+		21: "ERROR_REASON_TOO_MANY_STREAMS",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":               0,
@@ -124,6 +133,8 @@ var (
 		"ERROR_REASON_ARCHIVE_INVALID":           17,
 		"ERROR_REASON_SERVER_MISCONFIGURED":      18,
 		"ERROR_REASON_LIMIT_EXCEEDED":            19,
+		"ERROR_REASON_CURSOR_EXPIRED":            20,
+		"ERROR_REASON_TOO_MANY_STREAMS":          21,
 	}
 )
 
@@ -159,7 +170,7 @@ var File_memoryd_v1_error_reason_proto protoreflect.FileDescriptor
 const file_memoryd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
 	"\x1dmemoryd/v1/error_reason.proto\x12\n" +
-	"memoryd.v1*\xbb\x05\n" +
+	"memoryd.v1*\xff\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_TOKEN_MISSING\x10\x01\x12\x1e\n" +
@@ -181,7 +192,9 @@ const file_memoryd_v1_error_reason_proto_rawDesc = "" +
 	"\"ERROR_REASON_VIEW_VERSION_CONFLICT\x10\x10\x12 \n" +
 	"\x1cERROR_REASON_ARCHIVE_INVALID\x10\x11\x12%\n" +
 	"!ERROR_REASON_SERVER_MISCONFIGURED\x10\x12\x12\x1f\n" +
-	"\x1bERROR_REASON_LIMIT_EXCEEDED\x10\x13BR\n" +
+	"\x1bERROR_REASON_LIMIT_EXCEEDED\x10\x13\x12\x1f\n" +
+	"\x1bERROR_REASON_CURSOR_EXPIRED\x10\x14\x12!\n" +
+	"\x1dERROR_REASON_TOO_MANY_STREAMS\x10\x15BR\n" +
 	"\x0edev.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
 
 var (

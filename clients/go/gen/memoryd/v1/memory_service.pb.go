@@ -456,6 +456,74 @@ func (ConflictResolution) EnumDescriptor() ([]byte, []int) {
 	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{6}
 }
 
+// MemoryChangeKind says what happened to a memory.
+type MemoryChangeKind int32
+
+const (
+	// MEMORY_CHANGE_KIND_UNSPECIFIED is never sent.
+	MemoryChangeKind_MEMORY_CHANGE_KIND_UNSPECIFIED MemoryChangeKind = 0
+	// MEMORY_CHANGE_KIND_CREATED: the memory was written for the first time.
+	MemoryChangeKind_MEMORY_CHANGE_KIND_CREATED MemoryChangeKind = 1
+	// MEMORY_CHANGE_KIND_CHANGED: a new version changed something the caller's view shows.
+	MemoryChangeKind_MEMORY_CHANGE_KIND_CHANGED MemoryChangeKind = 2
+	// MEMORY_CHANGE_KIND_FORGOTTEN: the memory was forgotten (erased softly, or its time to
+	// live ran out).
+	MemoryChangeKind_MEMORY_CHANGE_KIND_FORGOTTEN MemoryChangeKind = 3
+	// MEMORY_CHANGE_KIND_ERASED: the memory was purged; only the fields that identify it are
+	// set, as the view shows them.
+	MemoryChangeKind_MEMORY_CHANGE_KIND_ERASED MemoryChangeKind = 4
+	// MEMORY_CHANGE_KIND_SUBJECT_ERASED: every memory of the subject was purged; only the
+	// memory's subject is set, if the view shows it.
+	MemoryChangeKind_MEMORY_CHANGE_KIND_SUBJECT_ERASED MemoryChangeKind = 5
+)
+
+// Enum value maps for MemoryChangeKind.
+var (
+	MemoryChangeKind_name = map[int32]string{
+		0: "MEMORY_CHANGE_KIND_UNSPECIFIED",
+		1: "MEMORY_CHANGE_KIND_CREATED",
+		2: "MEMORY_CHANGE_KIND_CHANGED",
+		3: "MEMORY_CHANGE_KIND_FORGOTTEN",
+		4: "MEMORY_CHANGE_KIND_ERASED",
+		5: "MEMORY_CHANGE_KIND_SUBJECT_ERASED",
+	}
+	MemoryChangeKind_value = map[string]int32{
+		"MEMORY_CHANGE_KIND_UNSPECIFIED":    0,
+		"MEMORY_CHANGE_KIND_CREATED":        1,
+		"MEMORY_CHANGE_KIND_CHANGED":        2,
+		"MEMORY_CHANGE_KIND_FORGOTTEN":      3,
+		"MEMORY_CHANGE_KIND_ERASED":         4,
+		"MEMORY_CHANGE_KIND_SUBJECT_ERASED": 5,
+	}
+)
+
+func (x MemoryChangeKind) Enum() *MemoryChangeKind {
+	p := new(MemoryChangeKind)
+	*p = x
+	return p
+}
+
+func (x MemoryChangeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MemoryChangeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_memoryd_v1_memory_service_proto_enumTypes[7].Descriptor()
+}
+
+func (MemoryChangeKind) Type() protoreflect.EnumType {
+	return &file_memoryd_v1_memory_service_proto_enumTypes[7]
+}
+
+func (x MemoryChangeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MemoryChangeKind.Descriptor instead.
+func (MemoryChangeKind) EnumDescriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{7}
+}
+
 // WriteRequest writes ready-made items, or raw turns for extraction, for one subject.
 type WriteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -472,7 +540,12 @@ type WriteRequest struct {
 	// consistency says when to return relative to indexing.
 	Consistency Consistency `protobuf:"varint,5,opt,name=consistency,proto3,enum=memoryd.v1.Consistency" json:"consistency,omitempty"`
 	// turn_mode says what to do with turns; ignored for items.
-	TurnMode      TurnMode `protobuf:"varint,6,opt,name=turn_mode,json=turnMode,proto3,enum=memoryd.v1.TurnMode" json:"turn_mode,omitempty"`
+	TurnMode TurnMode `protobuf:"varint,6,opt,name=turn_mode,json=turnMode,proto3,enum=memoryd.v1.TurnMode" json:"turn_mode,omitempty"`
+	// session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+	// of letters, digits and `._:@-`): its items, and the memories extracted from its turns,
+	// join that session's snapshot when the session ends (EndSession, or the tenant's idle
+	// timeout). It does not change the items' scope.
+	SessionId     string `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -547,6 +620,13 @@ func (x *WriteRequest) GetTurnMode() TurnMode {
 		return x.TurnMode
 	}
 	return TurnMode_TURN_MODE_UNSPECIFIED
+}
+
+func (x *WriteRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 // WriteResult is the outcome of one item, in the order of the request's items.
@@ -2650,19 +2730,592 @@ func (x *ImportMemoriesResponse) GetResults() []*WriteResult {
 	return nil
 }
 
+// WatchRequest opens a stream of changes.
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// subject whose memories to watch. Required unless all_subjects is set; it must then be
+	// empty.
+	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// all_subjects watches every subject of the tenant; only a token bound to no subject may
+	// ask for it.
+	AllSubjects bool `protobuf:"varint,2,opt,name=all_subjects,json=allSubjects,proto3" json:"all_subjects,omitempty"`
+	// categories, if set, keeps only changes to memories of these categories.
+	Categories []Category `protobuf:"varint,3,rep,packed,name=categories,proto3,enum=memoryd.v1.Category" json:"categories,omitempty"`
+	// include_org also streams changes to organisation memories (SCOPE_ORG) the view reads.
+	IncludeOrg bool `protobuf:"varint,4,opt,name=include_org,json=includeOrg,proto3" json:"include_org,omitempty"`
+	// cursor, if set, resumes after the message that carried it: every later change is
+	// delivered exactly once and nothing before it. It is bound to the caller and to this
+	// request's subject, all_subjects, categories and include_org, grants nothing by itself,
+	// and the view is applied again to every change. Without a cursor the stream starts with
+	// the changes committed after the call. A cursor older than the server's change log keeps
+	// (7 days by default) fails with FAILED_PRECONDITION and reason CURSOR_EXPIRED: read the
+	// current state with MemoryView, then Watch without a cursor.
+	Cursor        string `protobuf:"bytes,5,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *WatchRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetAllSubjects() bool {
+	if x != nil {
+		return x.AllSubjects
+	}
+	return false
+}
+
+func (x *WatchRequest) GetCategories() []Category {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetIncludeOrg() bool {
+	if x != nil {
+		return x.IncludeOrg
+	}
+	return false
+}
+
+func (x *WatchRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+// WatchResponse is one change, or a heartbeat when nothing the caller sees has changed for a
+// while (15 s by default, a server setting).
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cursor resumes the stream after this message; opaque, never empty.
+	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// event is what happened.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchResponse_Change
+	//	*WatchResponse_Heartbeat
+	Event         isWatchResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *WatchResponse) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchResponse) GetEvent() isWatchResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetChange() *MemoryChange {
+	if x != nil {
+		if x, ok := x.Event.(*WatchResponse_Change); ok {
+			return x.Change
+		}
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetHeartbeat() *WatchHeartbeat {
+	if x != nil {
+		if x, ok := x.Event.(*WatchResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isWatchResponse_Event interface {
+	isWatchResponse_Event()
+}
+
+type WatchResponse_Change struct {
+	// change is a change to a memory the caller's view reads.
+	Change *MemoryChange `protobuf:"bytes,2,opt,name=change,proto3,oneof"`
+}
+
+type WatchResponse_Heartbeat struct {
+	// heartbeat says the stream is alive and nothing the caller sees has changed.
+	Heartbeat *WatchHeartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*WatchResponse_Change) isWatchResponse_Event() {}
+
+func (*WatchResponse_Heartbeat) isWatchResponse_Event() {}
+
+// MemoryChange is one change a Watch delivers.
+type MemoryChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind says what happened.
+	Kind MemoryChangeKind `protobuf:"varint,1,opt,name=kind,proto3,enum=memoryd.v1.MemoryChangeKind" json:"kind,omitempty"`
+	// memory as a read would present it after the change, with only the caller's visible
+	// fields set.
+	Memory        *Memory `protobuf:"bytes,2,opt,name=memory,proto3" json:"memory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemoryChange) Reset() {
+	*x = MemoryChange{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemoryChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemoryChange) ProtoMessage() {}
+
+func (x *MemoryChange) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemoryChange.ProtoReflect.Descriptor instead.
+func (*MemoryChange) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *MemoryChange) GetKind() MemoryChangeKind {
+	if x != nil {
+		return x.Kind
+	}
+	return MemoryChangeKind_MEMORY_CHANGE_KIND_UNSPECIFIED
+}
+
+func (x *MemoryChange) GetMemory() *Memory {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
+// WatchHeartbeat keeps an idle stream alive.
+type WatchHeartbeat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// server_time is the server's clock when the heartbeat was sent.
+	ServerTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchHeartbeat) Reset() {
+	*x = WatchHeartbeat{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchHeartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchHeartbeat) ProtoMessage() {}
+
+func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
+func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *WatchHeartbeat) GetServerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ServerTime
+	}
+	return nil
+}
+
+// EndSessionRequest ends a session.
+type EndSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// subject is required.
+	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// session_id is the session to end: required, like WriteRequest.session_id.
+	SessionId     string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndSessionRequest) Reset() {
+	*x = EndSessionRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndSessionRequest) ProtoMessage() {}
+
+func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndSessionRequest.ProtoReflect.Descriptor instead.
+func (*EndSessionRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *EndSessionRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *EndSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// EndSessionResponse is the snapshot the session ended with.
+type EndSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot as the caller's view shows it.
+	Snapshot      *SessionSnapshot `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndSessionResponse) Reset() {
+	*x = EndSessionResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndSessionResponse) ProtoMessage() {}
+
+func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndSessionResponse.ProtoReflect.Descriptor instead.
+func (*EndSessionResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *EndSessionResponse) GetSnapshot() *SessionSnapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+// ResumeSessionRequest asks for the snapshot to resume from.
+type ResumeSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// subject is required.
+	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// session_id, if set, asks for that session's snapshot; otherwise the latest one.
+	SessionId     string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSessionRequest) Reset() {
+	*x = ResumeSessionRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSessionRequest) ProtoMessage() {}
+
+func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
+func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ResumeSessionRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *ResumeSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// ResumeSessionResponse is the snapshot to resume from. A subject with no snapshot the caller
+// reads (none stored, all expired, or none the view shows) fails with NOT_FOUND.
+type ResumeSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot as the caller's view shows it.
+	Snapshot      *SessionSnapshot `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSessionResponse) Reset() {
+	*x = ResumeSessionResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSessionResponse) ProtoMessage() {}
+
+func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
+func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ResumeSessionResponse) GetSnapshot() *SessionSnapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+// SessionSnapshot is what a session left for the next one: memories, so views, erasure,
+// export and audit apply to it as to any other.
+type SessionSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id is the session the snapshot is of.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// summary is the session's summary (at most 50 Chinese characters or 30 English words), a
+	// SCOPE_SESSION CONTEXT memory with key "session.summary", written by the configured
+	// extraction model or, without one, taken from the session's own words. Unset when the
+	// caller's view does not read it.
+	Summary *Memory `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	// explicit are the memories the user asked to keep during the session (source kind INPUT),
+	// most recent first, those the caller's view reads.
+	Explicit []*Memory `protobuf:"bytes,3,rep,name=explicit,proto3" json:"explicit,omitempty"`
+	// inferred are the memories extracted from the session's turns (source kind INFERENCE),
+	// most recent first, those the caller's view reads.
+	Inferred      []*Memory `protobuf:"bytes,4,rep,name=inferred,proto3" json:"inferred,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionSnapshot) Reset() {
+	*x = SessionSnapshot{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionSnapshot) ProtoMessage() {}
+
+func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionSnapshot.ProtoReflect.Descriptor instead.
+func (*SessionSnapshot) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SessionSnapshot) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SessionSnapshot) GetSummary() *Memory {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+func (x *SessionSnapshot) GetExplicit() []*Memory {
+	if x != nil {
+		return x.Explicit
+	}
+	return nil
+}
+
+func (x *SessionSnapshot) GetInferred() []*Memory {
+	if x != nil {
+		return x.Inferred
+	}
+	return nil
+}
+
 var File_memoryd_v1_memory_service_proto protoreflect.FileDescriptor
 
 const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1fmemoryd/v1/memory_service.proto\x12\n" +
-	"memoryd.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/memory.proto\"\xec\x02\n" +
+	"memoryd.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/memory.proto\"\xb8\x03\n" +
 	"\fWriteRequest\x12E\n" +
 	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12-\n" +
 	"\x05items\x18\x02 \x03(\v2\x17.memoryd.v1.MemoryDraftR\x05items\x121\n" +
 	"\x05turns\x18\x03 \x03(\v2\x10.memoryd.v1.TurnB\t\xbaH\x06\x92\x01\x03\x10\xc8\x01R\x05turns\x121\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tB\b\xbaH\x05r\x03(\x80\x01R\x0eidempotencyKey\x12C\n" +
 	"\vconsistency\x18\x05 \x01(\x0e2\x17.memoryd.v1.ConsistencyB\b\xbaH\x05\x82\x01\x02\x10\x01R\vconsistency\x12;\n" +
-	"\tturn_mode\x18\x06 \x01(\x0e2\x14.memoryd.v1.TurnModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\bturnMode\"\x90\x01\n" +
+	"\tturn_mode\x18\x06 \x01(\x0e2\x14.memoryd.v1.TurnModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\bturnMode\x12J\n" +
+	"\n" +
+	"session_id\x18\a \x01(\tB+\xbaH(\xd8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\tsessionId\"\x90\x01\n" +
 	"\vWriteResult\x12\x1b\n" +
 	"\tmemory_id\x18\x01 \x01(\tR\bmemoryId\x122\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x18.memoryd.v1.WriteOutcomeR\aoutcome\x12\x16\n" +
@@ -2847,7 +3500,45 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\xd8\x01\x01r\x05 \b(\x80\bR\n" +
 	"passphrase\"K\n" +
 	"\x16ImportMemoriesResponse\x121\n" +
-	"\aresults\x18\x01 \x03(\v2\x17.memoryd.v1.WriteResultR\aresults*e\n" +
+	"\aresults\x18\x01 \x03(\v2\x17.memoryd.v1.WriteResultR\aresults\"\x82\x02\n" +
+	"\fWatchRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xd8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12!\n" +
+	"\fall_subjects\x18\x02 \x01(\bR\vallSubjects\x12E\n" +
+	"\n" +
+	"categories\x18\x03 \x03(\x0e2\x14.memoryd.v1.CategoryB\x0f\xbaH\f\x92\x01\t\"\a\x82\x01\x04\x10\x01 \x00R\n" +
+	"categories\x12\x1f\n" +
+	"\vinclude_org\x18\x04 \x01(\bR\n" +
+	"includeOrg\x12 \n" +
+	"\x06cursor\x18\x05 \x01(\tB\b\xbaH\x05r\x03(\x80\bR\x06cursor\"\xa0\x01\n" +
+	"\rWatchResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x122\n" +
+	"\x06change\x18\x02 \x01(\v2\x18.memoryd.v1.MemoryChangeH\x00R\x06change\x12:\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x1a.memoryd.v1.WatchHeartbeatH\x00R\theartbeatB\a\n" +
+	"\x05event\"l\n" +
+	"\fMemoryChange\x120\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1c.memoryd.v1.MemoryChangeKindR\x04kind\x12*\n" +
+	"\x06memory\x18\x02 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\"M\n" +
+	"\x0eWatchHeartbeat\x12;\n" +
+	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"serverTime\"\xa6\x01\n" +
+	"\x11EndSessionRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12J\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\tsessionId\"M\n" +
+	"\x12EndSessionResponse\x127\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x1b.memoryd.v1.SessionSnapshotR\bsnapshot\"\xa9\x01\n" +
+	"\x14ResumeSessionRequest\x12E\n" +
+	"\asubject\x18\x01 \x01(\tB+\xbaH(\xc8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\asubject\x12J\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tB+\xbaH(\xd8\x01\x01r#(\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:@-]*$R\tsessionId\"P\n" +
+	"\x15ResumeSessionResponse\x127\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x1b.memoryd.v1.SessionSnapshotR\bsnapshot\"\xbe\x01\n" +
+	"\x0fSessionSnapshot\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
+	"\asummary\x18\x02 \x01(\v2\x12.memoryd.v1.MemoryR\asummary\x12.\n" +
+	"\bexplicit\x18\x03 \x03(\v2\x12.memoryd.v1.MemoryR\bexplicit\x12.\n" +
+	"\binferred\x18\x04 \x03(\v2\x12.memoryd.v1.MemoryR\binferred*e\n" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONSISTENCY_INDEX_ASYNC\x10\x01\x12\x1c\n" +
@@ -2888,7 +3579,14 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x12ConflictResolution\x12#\n" +
 	"\x1fCONFLICT_RESOLUTION_UNSPECIFIED\x10\x00\x12$\n" +
 	" CONFLICT_RESOLUTION_KEEP_CURRENT\x10\x01\x12&\n" +
-	"\"CONFLICT_RESOLUTION_ACCEPT_PENDING\x10\x022\xd3\x05\n" +
+	"\"CONFLICT_RESOLUTION_ACCEPT_PENDING\x10\x02*\xde\x01\n" +
+	"\x10MemoryChangeKind\x12\"\n" +
+	"\x1eMEMORY_CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aMEMORY_CHANGE_KIND_CREATED\x10\x01\x12\x1e\n" +
+	"\x1aMEMORY_CHANGE_KIND_CHANGED\x10\x02\x12 \n" +
+	"\x1cMEMORY_CHANGE_KIND_FORGOTTEN\x10\x03\x12\x1d\n" +
+	"\x19MEMORY_CHANGE_KIND_ERASED\x10\x04\x12%\n" +
+	"!MEMORY_CHANGE_KIND_SUBJECT_ERASED\x10\x052\xb6\a\n" +
 	"\rMemoryService\x12<\n" +
 	"\x05Write\x12\x18.memoryd.v1.WriteRequest\x1a\x19.memoryd.v1.WriteResponse\x12?\n" +
 	"\x06Recall\x12\x19.memoryd.v1.RecallRequest\x1a\x1a.memoryd.v1.RecallResponse\x12<\n" +
@@ -2900,7 +3598,11 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x10GetExtractionJob\x12#.memoryd.v1.GetExtractionJobRequest\x1a$.memoryd.v1.GetExtractionJobResponse\x12Z\n" +
 	"\x0fResolveConflict\x12\".memoryd.v1.ResolveConflictRequest\x1a#.memoryd.v1.ResolveConflictResponse\x12W\n" +
 	"\x0eExportMemories\x12!.memoryd.v1.ExportMemoriesRequest\x1a\".memoryd.v1.ExportMemoriesResponse\x12W\n" +
-	"\x0eImportMemories\x12!.memoryd.v1.ImportMemoriesRequest\x1a\".memoryd.v1.ImportMemoriesResponseBR\n" +
+	"\x0eImportMemories\x12!.memoryd.v1.ImportMemoriesRequest\x1a\".memoryd.v1.ImportMemoriesResponse\x12>\n" +
+	"\x05Watch\x12\x18.memoryd.v1.WatchRequest\x1a\x19.memoryd.v1.WatchResponse0\x01\x12K\n" +
+	"\n" +
+	"EndSession\x12\x1d.memoryd.v1.EndSessionRequest\x1a\x1e.memoryd.v1.EndSessionResponse\x12T\n" +
+	"\rResumeSession\x12 .memoryd.v1.ResumeSessionRequest\x1a!.memoryd.v1.ResumeSessionResponseBR\n" +
 	"\x0edev.memoryd.v1P\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1b\x06proto3"
 
 var (
@@ -2915,8 +3617,8 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 	return file_memoryd_v1_memory_service_proto_rawDescData
 }
 
-var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(Consistency)(0),                 // 0: memoryd.v1.Consistency
 	(WriteOutcome)(0),                // 1: memoryd.v1.WriteOutcome
@@ -2925,107 +3627,134 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(ChangeKind)(0),                  // 4: memoryd.v1.ChangeKind
 	(ExtractionJobState)(0),          // 5: memoryd.v1.ExtractionJobState
 	(ConflictResolution)(0),          // 6: memoryd.v1.ConflictResolution
-	(*WriteRequest)(nil),             // 7: memoryd.v1.WriteRequest
-	(*WriteResult)(nil),              // 8: memoryd.v1.WriteResult
-	(*WriteResponse)(nil),            // 9: memoryd.v1.WriteResponse
-	(*ScoreWeights)(nil),             // 10: memoryd.v1.ScoreWeights
-	(*RecallRequest)(nil),            // 11: memoryd.v1.RecallRequest
-	(*ScoredMemory)(nil),             // 12: memoryd.v1.ScoredMemory
-	(*RecallResponse)(nil),           // 13: memoryd.v1.RecallResponse
-	(*MemoryIds)(nil),                // 14: memoryd.v1.MemoryIds
-	(*EraseRequest)(nil),             // 15: memoryd.v1.EraseRequest
-	(*StoreCounts)(nil),              // 16: memoryd.v1.StoreCounts
-	(*ErasureReceipt)(nil),           // 17: memoryd.v1.ErasureReceipt
-	(*EraseResponse)(nil),            // 18: memoryd.v1.EraseResponse
-	(*MemoryViewRequest)(nil),        // 19: memoryd.v1.MemoryViewRequest
-	(*MemoryViewResponse)(nil),       // 20: memoryd.v1.MemoryViewResponse
-	(*GetHistoryRequest)(nil),        // 21: memoryd.v1.GetHistoryRequest
-	(*MemoryVersion)(nil),            // 22: memoryd.v1.MemoryVersion
-	(*GetHistoryResponse)(nil),       // 23: memoryd.v1.GetHistoryResponse
-	(*DroppedCount)(nil),             // 24: memoryd.v1.DroppedCount
-	(*ExtractionJob)(nil),            // 25: memoryd.v1.ExtractionJob
-	(*GetExtractionJobRequest)(nil),  // 26: memoryd.v1.GetExtractionJobRequest
-	(*GetExtractionJobResponse)(nil), // 27: memoryd.v1.GetExtractionJobResponse
-	(*ResolveConflictRequest)(nil),   // 28: memoryd.v1.ResolveConflictRequest
-	(*ResolveConflictResponse)(nil),  // 29: memoryd.v1.ResolveConflictResponse
-	(*ExportMemoriesRequest)(nil),    // 30: memoryd.v1.ExportMemoriesRequest
-	(*ExportMemoriesResponse)(nil),   // 31: memoryd.v1.ExportMemoriesResponse
-	(*ImportMemoriesRequest)(nil),    // 32: memoryd.v1.ImportMemoriesRequest
-	(*ImportMemoriesResponse)(nil),   // 33: memoryd.v1.ImportMemoriesResponse
-	(*MemoryDraft)(nil),              // 34: memoryd.v1.MemoryDraft
-	(*Turn)(nil),                     // 35: memoryd.v1.Turn
-	(*MemoryFilter)(nil),             // 36: memoryd.v1.MemoryFilter
-	(*Memory)(nil),                   // 37: memoryd.v1.Memory
-	(Category)(0),                    // 38: memoryd.v1.Category
-	(Scope)(0),                       // 39: memoryd.v1.Scope
-	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
-	(MemoryStatus)(0),                // 41: memoryd.v1.MemoryStatus
-	(*View)(nil),                     // 42: memoryd.v1.View
+	(MemoryChangeKind)(0),            // 7: memoryd.v1.MemoryChangeKind
+	(*WriteRequest)(nil),             // 8: memoryd.v1.WriteRequest
+	(*WriteResult)(nil),              // 9: memoryd.v1.WriteResult
+	(*WriteResponse)(nil),            // 10: memoryd.v1.WriteResponse
+	(*ScoreWeights)(nil),             // 11: memoryd.v1.ScoreWeights
+	(*RecallRequest)(nil),            // 12: memoryd.v1.RecallRequest
+	(*ScoredMemory)(nil),             // 13: memoryd.v1.ScoredMemory
+	(*RecallResponse)(nil),           // 14: memoryd.v1.RecallResponse
+	(*MemoryIds)(nil),                // 15: memoryd.v1.MemoryIds
+	(*EraseRequest)(nil),             // 16: memoryd.v1.EraseRequest
+	(*StoreCounts)(nil),              // 17: memoryd.v1.StoreCounts
+	(*ErasureReceipt)(nil),           // 18: memoryd.v1.ErasureReceipt
+	(*EraseResponse)(nil),            // 19: memoryd.v1.EraseResponse
+	(*MemoryViewRequest)(nil),        // 20: memoryd.v1.MemoryViewRequest
+	(*MemoryViewResponse)(nil),       // 21: memoryd.v1.MemoryViewResponse
+	(*GetHistoryRequest)(nil),        // 22: memoryd.v1.GetHistoryRequest
+	(*MemoryVersion)(nil),            // 23: memoryd.v1.MemoryVersion
+	(*GetHistoryResponse)(nil),       // 24: memoryd.v1.GetHistoryResponse
+	(*DroppedCount)(nil),             // 25: memoryd.v1.DroppedCount
+	(*ExtractionJob)(nil),            // 26: memoryd.v1.ExtractionJob
+	(*GetExtractionJobRequest)(nil),  // 27: memoryd.v1.GetExtractionJobRequest
+	(*GetExtractionJobResponse)(nil), // 28: memoryd.v1.GetExtractionJobResponse
+	(*ResolveConflictRequest)(nil),   // 29: memoryd.v1.ResolveConflictRequest
+	(*ResolveConflictResponse)(nil),  // 30: memoryd.v1.ResolveConflictResponse
+	(*ExportMemoriesRequest)(nil),    // 31: memoryd.v1.ExportMemoriesRequest
+	(*ExportMemoriesResponse)(nil),   // 32: memoryd.v1.ExportMemoriesResponse
+	(*ImportMemoriesRequest)(nil),    // 33: memoryd.v1.ImportMemoriesRequest
+	(*ImportMemoriesResponse)(nil),   // 34: memoryd.v1.ImportMemoriesResponse
+	(*WatchRequest)(nil),             // 35: memoryd.v1.WatchRequest
+	(*WatchResponse)(nil),            // 36: memoryd.v1.WatchResponse
+	(*MemoryChange)(nil),             // 37: memoryd.v1.MemoryChange
+	(*WatchHeartbeat)(nil),           // 38: memoryd.v1.WatchHeartbeat
+	(*EndSessionRequest)(nil),        // 39: memoryd.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),       // 40: memoryd.v1.EndSessionResponse
+	(*ResumeSessionRequest)(nil),     // 41: memoryd.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),    // 42: memoryd.v1.ResumeSessionResponse
+	(*SessionSnapshot)(nil),          // 43: memoryd.v1.SessionSnapshot
+	(*MemoryDraft)(nil),              // 44: memoryd.v1.MemoryDraft
+	(*Turn)(nil),                     // 45: memoryd.v1.Turn
+	(*MemoryFilter)(nil),             // 46: memoryd.v1.MemoryFilter
+	(*Memory)(nil),                   // 47: memoryd.v1.Memory
+	(Category)(0),                    // 48: memoryd.v1.Category
+	(Scope)(0),                       // 49: memoryd.v1.Scope
+	(*timestamppb.Timestamp)(nil),    // 50: google.protobuf.Timestamp
+	(MemoryStatus)(0),                // 51: memoryd.v1.MemoryStatus
+	(*View)(nil),                     // 52: memoryd.v1.View
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	34, // 0: memoryd.v1.WriteRequest.items:type_name -> memoryd.v1.MemoryDraft
-	35, // 1: memoryd.v1.WriteRequest.turns:type_name -> memoryd.v1.Turn
+	44, // 0: memoryd.v1.WriteRequest.items:type_name -> memoryd.v1.MemoryDraft
+	45, // 1: memoryd.v1.WriteRequest.turns:type_name -> memoryd.v1.Turn
 	0,  // 2: memoryd.v1.WriteRequest.consistency:type_name -> memoryd.v1.Consistency
 	2,  // 3: memoryd.v1.WriteRequest.turn_mode:type_name -> memoryd.v1.TurnMode
 	1,  // 4: memoryd.v1.WriteResult.outcome:type_name -> memoryd.v1.WriteOutcome
-	8,  // 5: memoryd.v1.WriteResponse.results:type_name -> memoryd.v1.WriteResult
-	24, // 6: memoryd.v1.WriteResponse.dropped:type_name -> memoryd.v1.DroppedCount
-	36, // 7: memoryd.v1.RecallRequest.filter:type_name -> memoryd.v1.MemoryFilter
-	10, // 8: memoryd.v1.RecallRequest.weights:type_name -> memoryd.v1.ScoreWeights
-	35, // 9: memoryd.v1.RecallRequest.context:type_name -> memoryd.v1.Turn
-	37, // 10: memoryd.v1.ScoredMemory.memory:type_name -> memoryd.v1.Memory
-	12, // 11: memoryd.v1.RecallResponse.memories:type_name -> memoryd.v1.ScoredMemory
-	14, // 12: memoryd.v1.EraseRequest.ids:type_name -> memoryd.v1.MemoryIds
-	38, // 13: memoryd.v1.EraseRequest.category:type_name -> memoryd.v1.Category
+	9,  // 5: memoryd.v1.WriteResponse.results:type_name -> memoryd.v1.WriteResult
+	25, // 6: memoryd.v1.WriteResponse.dropped:type_name -> memoryd.v1.DroppedCount
+	46, // 7: memoryd.v1.RecallRequest.filter:type_name -> memoryd.v1.MemoryFilter
+	11, // 8: memoryd.v1.RecallRequest.weights:type_name -> memoryd.v1.ScoreWeights
+	45, // 9: memoryd.v1.RecallRequest.context:type_name -> memoryd.v1.Turn
+	47, // 10: memoryd.v1.ScoredMemory.memory:type_name -> memoryd.v1.Memory
+	13, // 11: memoryd.v1.RecallResponse.memories:type_name -> memoryd.v1.ScoredMemory
+	15, // 12: memoryd.v1.EraseRequest.ids:type_name -> memoryd.v1.MemoryIds
+	48, // 13: memoryd.v1.EraseRequest.category:type_name -> memoryd.v1.Category
 	3,  // 14: memoryd.v1.EraseRequest.mode:type_name -> memoryd.v1.EraseMode
-	39, // 15: memoryd.v1.EraseRequest.scope:type_name -> memoryd.v1.Scope
+	49, // 15: memoryd.v1.EraseRequest.scope:type_name -> memoryd.v1.Scope
 	3,  // 16: memoryd.v1.ErasureReceipt.mode:type_name -> memoryd.v1.EraseMode
-	16, // 17: memoryd.v1.ErasureReceipt.counts:type_name -> memoryd.v1.StoreCounts
-	40, // 18: memoryd.v1.ErasureReceipt.started_at:type_name -> google.protobuf.Timestamp
-	40, // 19: memoryd.v1.ErasureReceipt.finished_at:type_name -> google.protobuf.Timestamp
-	17, // 20: memoryd.v1.EraseResponse.receipt:type_name -> memoryd.v1.ErasureReceipt
-	36, // 21: memoryd.v1.MemoryViewRequest.filter:type_name -> memoryd.v1.MemoryFilter
-	41, // 22: memoryd.v1.MemoryViewRequest.statuses:type_name -> memoryd.v1.MemoryStatus
-	37, // 23: memoryd.v1.MemoryViewResponse.memories:type_name -> memoryd.v1.Memory
-	42, // 24: memoryd.v1.MemoryViewResponse.view:type_name -> memoryd.v1.View
-	37, // 25: memoryd.v1.MemoryVersion.memory:type_name -> memoryd.v1.Memory
+	17, // 17: memoryd.v1.ErasureReceipt.counts:type_name -> memoryd.v1.StoreCounts
+	50, // 18: memoryd.v1.ErasureReceipt.started_at:type_name -> google.protobuf.Timestamp
+	50, // 19: memoryd.v1.ErasureReceipt.finished_at:type_name -> google.protobuf.Timestamp
+	18, // 20: memoryd.v1.EraseResponse.receipt:type_name -> memoryd.v1.ErasureReceipt
+	46, // 21: memoryd.v1.MemoryViewRequest.filter:type_name -> memoryd.v1.MemoryFilter
+	51, // 22: memoryd.v1.MemoryViewRequest.statuses:type_name -> memoryd.v1.MemoryStatus
+	47, // 23: memoryd.v1.MemoryViewResponse.memories:type_name -> memoryd.v1.Memory
+	52, // 24: memoryd.v1.MemoryViewResponse.view:type_name -> memoryd.v1.View
+	47, // 25: memoryd.v1.MemoryVersion.memory:type_name -> memoryd.v1.Memory
 	4,  // 26: memoryd.v1.MemoryVersion.change:type_name -> memoryd.v1.ChangeKind
-	40, // 27: memoryd.v1.MemoryVersion.recorded_at:type_name -> google.protobuf.Timestamp
-	22, // 28: memoryd.v1.GetHistoryResponse.versions:type_name -> memoryd.v1.MemoryVersion
+	50, // 27: memoryd.v1.MemoryVersion.recorded_at:type_name -> google.protobuf.Timestamp
+	23, // 28: memoryd.v1.GetHistoryResponse.versions:type_name -> memoryd.v1.MemoryVersion
 	5,  // 29: memoryd.v1.ExtractionJob.state:type_name -> memoryd.v1.ExtractionJobState
-	8,  // 30: memoryd.v1.ExtractionJob.results:type_name -> memoryd.v1.WriteResult
-	24, // 31: memoryd.v1.ExtractionJob.dropped:type_name -> memoryd.v1.DroppedCount
-	40, // 32: memoryd.v1.ExtractionJob.created_at:type_name -> google.protobuf.Timestamp
-	40, // 33: memoryd.v1.ExtractionJob.finished_at:type_name -> google.protobuf.Timestamp
-	40, // 34: memoryd.v1.ExtractionJob.next_attempt_at:type_name -> google.protobuf.Timestamp
-	40, // 35: memoryd.v1.ExtractionJob.waiting_since:type_name -> google.protobuf.Timestamp
-	25, // 36: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
+	9,  // 30: memoryd.v1.ExtractionJob.results:type_name -> memoryd.v1.WriteResult
+	25, // 31: memoryd.v1.ExtractionJob.dropped:type_name -> memoryd.v1.DroppedCount
+	50, // 32: memoryd.v1.ExtractionJob.created_at:type_name -> google.protobuf.Timestamp
+	50, // 33: memoryd.v1.ExtractionJob.finished_at:type_name -> google.protobuf.Timestamp
+	50, // 34: memoryd.v1.ExtractionJob.next_attempt_at:type_name -> google.protobuf.Timestamp
+	50, // 35: memoryd.v1.ExtractionJob.waiting_since:type_name -> google.protobuf.Timestamp
+	26, // 36: memoryd.v1.GetExtractionJobResponse.job:type_name -> memoryd.v1.ExtractionJob
 	6,  // 37: memoryd.v1.ResolveConflictRequest.resolution:type_name -> memoryd.v1.ConflictResolution
-	37, // 38: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
-	8,  // 39: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
-	7,  // 40: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
-	11, // 41: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	15, // 42: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
-	19, // 43: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
-	21, // 44: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
-	26, // 45: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
-	28, // 46: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
-	30, // 47: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
-	32, // 48: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
-	9,  // 49: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
-	13, // 50: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	18, // 51: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
-	20, // 52: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
-	23, // 53: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
-	27, // 54: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
-	29, // 55: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
-	31, // 56: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
-	33, // 57: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
-	49, // [49:58] is the sub-list for method output_type
-	40, // [40:49] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	47, // 38: memoryd.v1.ResolveConflictResponse.memory:type_name -> memoryd.v1.Memory
+	9,  // 39: memoryd.v1.ImportMemoriesResponse.results:type_name -> memoryd.v1.WriteResult
+	48, // 40: memoryd.v1.WatchRequest.categories:type_name -> memoryd.v1.Category
+	37, // 41: memoryd.v1.WatchResponse.change:type_name -> memoryd.v1.MemoryChange
+	38, // 42: memoryd.v1.WatchResponse.heartbeat:type_name -> memoryd.v1.WatchHeartbeat
+	7,  // 43: memoryd.v1.MemoryChange.kind:type_name -> memoryd.v1.MemoryChangeKind
+	47, // 44: memoryd.v1.MemoryChange.memory:type_name -> memoryd.v1.Memory
+	50, // 45: memoryd.v1.WatchHeartbeat.server_time:type_name -> google.protobuf.Timestamp
+	43, // 46: memoryd.v1.EndSessionResponse.snapshot:type_name -> memoryd.v1.SessionSnapshot
+	43, // 47: memoryd.v1.ResumeSessionResponse.snapshot:type_name -> memoryd.v1.SessionSnapshot
+	47, // 48: memoryd.v1.SessionSnapshot.summary:type_name -> memoryd.v1.Memory
+	47, // 49: memoryd.v1.SessionSnapshot.explicit:type_name -> memoryd.v1.Memory
+	47, // 50: memoryd.v1.SessionSnapshot.inferred:type_name -> memoryd.v1.Memory
+	8,  // 51: memoryd.v1.MemoryService.Write:input_type -> memoryd.v1.WriteRequest
+	12, // 52: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	16, // 53: memoryd.v1.MemoryService.Erase:input_type -> memoryd.v1.EraseRequest
+	20, // 54: memoryd.v1.MemoryService.MemoryView:input_type -> memoryd.v1.MemoryViewRequest
+	22, // 55: memoryd.v1.MemoryService.GetHistory:input_type -> memoryd.v1.GetHistoryRequest
+	27, // 56: memoryd.v1.MemoryService.GetExtractionJob:input_type -> memoryd.v1.GetExtractionJobRequest
+	29, // 57: memoryd.v1.MemoryService.ResolveConflict:input_type -> memoryd.v1.ResolveConflictRequest
+	31, // 58: memoryd.v1.MemoryService.ExportMemories:input_type -> memoryd.v1.ExportMemoriesRequest
+	33, // 59: memoryd.v1.MemoryService.ImportMemories:input_type -> memoryd.v1.ImportMemoriesRequest
+	35, // 60: memoryd.v1.MemoryService.Watch:input_type -> memoryd.v1.WatchRequest
+	39, // 61: memoryd.v1.MemoryService.EndSession:input_type -> memoryd.v1.EndSessionRequest
+	41, // 62: memoryd.v1.MemoryService.ResumeSession:input_type -> memoryd.v1.ResumeSessionRequest
+	10, // 63: memoryd.v1.MemoryService.Write:output_type -> memoryd.v1.WriteResponse
+	14, // 64: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	19, // 65: memoryd.v1.MemoryService.Erase:output_type -> memoryd.v1.EraseResponse
+	21, // 66: memoryd.v1.MemoryService.MemoryView:output_type -> memoryd.v1.MemoryViewResponse
+	24, // 67: memoryd.v1.MemoryService.GetHistory:output_type -> memoryd.v1.GetHistoryResponse
+	28, // 68: memoryd.v1.MemoryService.GetExtractionJob:output_type -> memoryd.v1.GetExtractionJobResponse
+	30, // 69: memoryd.v1.MemoryService.ResolveConflict:output_type -> memoryd.v1.ResolveConflictResponse
+	32, // 70: memoryd.v1.MemoryService.ExportMemories:output_type -> memoryd.v1.ExportMemoriesResponse
+	34, // 71: memoryd.v1.MemoryService.ImportMemories:output_type -> memoryd.v1.ImportMemoriesResponse
+	36, // 72: memoryd.v1.MemoryService.Watch:output_type -> memoryd.v1.WatchResponse
+	40, // 73: memoryd.v1.MemoryService.EndSession:output_type -> memoryd.v1.EndSessionResponse
+	42, // 74: memoryd.v1.MemoryService.ResumeSession:output_type -> memoryd.v1.ResumeSessionResponse
+	63, // [63:75] is the sub-list for method output_type
+	51, // [51:63] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -3045,13 +3774,17 @@ func file_memoryd_v1_memory_service_proto_init() {
 		(*EraseRequest_AllOfSubject)(nil),
 	}
 	file_memoryd_v1_memory_service_proto_msgTypes[10].OneofWrappers = []any{}
+	file_memoryd_v1_memory_service_proto_msgTypes[28].OneofWrappers = []any{
+		(*WatchResponse_Change)(nil),
+		(*WatchResponse_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   27,
+			NumEnums:      8,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,9 @@ const (
 	MemoryService_ResolveConflict_FullMethodName  = "/memoryd.v1.MemoryService/ResolveConflict"
 	MemoryService_ExportMemories_FullMethodName   = "/memoryd.v1.MemoryService/ExportMemories"
 	MemoryService_ImportMemories_FullMethodName   = "/memoryd.v1.MemoryService/ImportMemories"
+	MemoryService_Watch_FullMethodName            = "/memoryd.v1.MemoryService/Watch"
+	MemoryService_EndSession_FullMethodName       = "/memoryd.v1.MemoryService/EndSession"
+	MemoryService_ResumeSession_FullMethodName    = "/memoryd.v1.MemoryService/ResumeSession"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -63,6 +66,19 @@ type MemoryServiceClient interface {
 	// ImportMemories writes the memories of an archive made by ExportMemories to a subject,
 	// through the same policies and view checks as Write.
 	ImportMemories(ctx context.Context, in *ImportMemoriesRequest, opts ...grpc.CallOption) (*ImportMemoriesResponse, error)
+	// Watch streams the changes to one subject's memories (or, for a token bound to no subject,
+	// to every subject's) that the caller's view reads, in the order they were committed, each
+	// presented exactly as a read presents it. A change the view cannot see, a hidden field's
+	// included, sends nothing. Every message carries a cursor; a Watch from a cursor delivers
+	// every later change exactly once, on any replica and after restarts.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+	// EndSession ends a session of one subject and stores its snapshot: the memories written in
+	// it, those extracted from its turns, and a short summary (a SCOPE_SESSION CONTEXT memory),
+	// all under the tenant's snapshot time to live (24 hours by default).
+	EndSession(ctx context.Context, in *EndSessionRequest, opts ...grpc.CallOption) (*EndSessionResponse, error)
+	// ResumeSession returns the latest session snapshot of a subject that the caller's view
+	// reads, written by any agent on any device, so a new session starts where the last stopped.
+	ResumeSession(ctx context.Context, in *ResumeSessionRequest, opts ...grpc.CallOption) (*ResumeSessionResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -163,6 +179,45 @@ func (c *memoryServiceClient) ImportMemories(ctx context.Context, in *ImportMemo
 	return out, nil
 }
 
+func (c *memoryServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MemoryService_ServiceDesc.Streams[0], MemoryService_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MemoryService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
+func (c *memoryServiceClient) EndSession(ctx context.Context, in *EndSessionRequest, opts ...grpc.CallOption) (*EndSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndSessionResponse)
+	err := c.cc.Invoke(ctx, MemoryService_EndSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) ResumeSession(ctx context.Context, in *ResumeSessionRequest, opts ...grpc.CallOption) (*ResumeSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeSessionResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ResumeSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
@@ -196,6 +251,19 @@ type MemoryServiceServer interface {
 	// ImportMemories writes the memories of an archive made by ExportMemories to a subject,
 	// through the same policies and view checks as Write.
 	ImportMemories(context.Context, *ImportMemoriesRequest) (*ImportMemoriesResponse, error)
+	// Watch streams the changes to one subject's memories (or, for a token bound to no subject,
+	// to every subject's) that the caller's view reads, in the order they were committed, each
+	// presented exactly as a read presents it. A change the view cannot see, a hidden field's
+	// included, sends nothing. Every message carries a cursor; a Watch from a cursor delivers
+	// every later change exactly once, on any replica and after restarts.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	// EndSession ends a session of one subject and stores its snapshot: the memories written in
+	// it, those extracted from its turns, and a short summary (a SCOPE_SESSION CONTEXT memory),
+	// all under the tenant's snapshot time to live (24 hours by default).
+	EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error)
+	// ResumeSession returns the latest session snapshot of a subject that the caller's view
+	// reads, written by any agent on any device, so a new session starts where the last stopped.
+	ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -232,6 +300,15 @@ func (UnimplementedMemoryServiceServer) ExportMemories(context.Context, *ExportM
 }
 func (UnimplementedMemoryServiceServer) ImportMemories(context.Context, *ImportMemoriesRequest) (*ImportMemoriesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ImportMemories not implemented")
+}
+func (UnimplementedMemoryServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedMemoryServiceServer) EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndSession not implemented")
+}
+func (UnimplementedMemoryServiceServer) ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeSession not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 func (UnimplementedMemoryServiceServer) testEmbeddedByValue()                       {}
@@ -416,6 +493,53 @@ func _MemoryService_ImportMemories_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MemoryServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MemoryService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
+func _MemoryService_EndSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).EndSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_EndSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).EndSession(ctx, req.(*EndSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_ResumeSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ResumeSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ResumeSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ResumeSession(ctx, req.(*ResumeSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MemoryService_ServiceDesc is the grpc.ServiceDesc for MemoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -459,7 +583,21 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ImportMemories",
 			Handler:    _MemoryService_ImportMemories_Handler,
 		},
+		{
+			MethodName: "EndSession",
+			Handler:    _MemoryService_EndSession_Handler,
+		},
+		{
+			MethodName: "ResumeSession",
+			Handler:    _MemoryService_ResumeSession_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _MemoryService_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "memoryd/v1/memory_service.proto",
 }

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memoryd/v1/memory_service.proto.
  */
 export const file_memoryd_v1_memory_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9tZW1vcnlkL3YxL21lbW9yeV9zZXJ2aWNlLnByb3RvEgptZW1vcnlkLnYxIq4CCgxXcml0ZVJlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJMgBARImCgVpdGVtcxgCIAMoCzIXLm1lbW9yeWQudjEuTWVtb3J5RHJhZnQSKgoFdHVybnMYAyADKAsyEC5tZW1vcnlkLnYxLlR1cm5CCbpIBpIBAxDIARIhCg9pZGVtcG90ZW5jeV9rZXkYBCABKAlCCLpIBXIDKIABEjYKC2NvbnNpc3RlbmN5GAUgASgOMhcubWVtb3J5ZC52MS5Db25zaXN0ZW5jeUIIukgFggECEAESMQoJdHVybl9tb2RlGAYgASgOMhQubWVtb3J5ZC52MS5UdXJuTW9kZUIIukgFggECEAEibAoLV3JpdGVSZXN1bHQSEQoJbWVtb3J5X2lkGAEgASgJEikKB291dGNvbWUYAiABKA4yGC5tZW1vcnlkLnYxLldyaXRlT3V0Y29tZRIOCgZyZWFzb24YAyABKAkSDwoHdmVyc2lvbhgEIAEoAyKQAQoNV3JpdGVSZXNwb25zZRIoCgdyZXN1bHRzGAEgAygLMhcubWVtb3J5ZC52MS5Xcml0ZVJlc3VsdBIZChFleHRyYWN0aW9uX2pvYl9pZBgCIAEoCRIPCgdpbmRleGVkGAMgASgIEikKB2Ryb3BwZWQYBCADKAsyGC5tZW1vcnlkLnYxLkRyb3BwZWRDb3VudCKzAQoMU2NvcmVXZWlnaHRzEigKCnNpbWlsYXJpdHkYASABKAJCD7pIDAoKHQAAgD8tAAAAAEgAiAEBEiUKB3JlY2VuY3kYAiABKAJCD7pIDAoKHQAAgD8tAAAAAEgBiAEBEigKCmltcG9ydGFuY2UYAyABKAJCD7pIDAoKHQAAgD8tAAAAAEgCiAEBQg0KC19zaW1pbGFyaXR5QgoKCF9yZWNlbmN5Qg0KC19pbXBvcnRhbmNlIrsDCg1SZWNhbGxSZXF1ZXN0EjwKB3N1YmplY3QYASABKAlCK7pIKHIjKIABMh5eW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC1dKiTIAQESDQoFcXVlcnkYAiABKAkSPQoEa2V5cxgDIAMoCUIvukgskgEpIidyJRABKIABMh5eW0EtWmEtejAtOV1bQS1aYS16MC05Ll86Ly1dKiQSKAoGZmlsdGVyGAQgASgLMhgubWVtb3J5ZC52MS5NZW1vcnlGaWx0ZXISFgoFdG9wX2sYBSABKAVCB7pIBBoCKAASHQoMdG9rZW5fYnVkZ2V0GAYgASgFQge6SAQaAigAEikKB3dlaWdodHMYByABKAsyGC5tZW1vcnlkLnYxLlNjb3JlV2VpZ2h0cxIUCgxyZW5kZXJfYmxvY2sYCCABKAgSKwoNbWluX3JlbGV2YW5jZRgJIAEoAkIPukgMCgodAACAPy0AAAAASACIAQESGgoSZXhjbHVkZV9uZWlnaGJvdXJzGAogASgIEiEKB2NvbnRleHQYCyADKAsyEC5tZW1vcnlkLnYxLlR1cm5CEAoOX21pbl9yZWxldmFuY2UiswIKDFNjb3JlZE1lbW9yeRIiCgZtZW1vcnkYASABKAsyEi5tZW1vcnlkLnYxLk1lbW9yeRINCgVzY29yZRgCIAEoAhISCgpzaW1pbGFyaXR5GAMgASgCEg8KB3JlY2VuY3kYBCABKAISEgoKaW1wb3J0YW5jZRgFIAEoAhIUCgxrZXl3b3JkX3JhbmsYBiABKAUSEgoKZGVuc2VfcmFuaxgHIAEoBRIRCglyZWxldmFuY2UYCCABKAISEwoGY29zaW5lGAkgASgCSACIAQESGQoRa2V5d29yZF9yZWxldmFuY2UYCiABKAISFAoMbmVpZ2hib3VyX29mGAsgASgJEhQKDG5hbWVkX2VudGl0eRgMIAEoCRITCgtlbnRpdHlfbGlmdBgNIAEoAkIJCgdfY29zaW5lInYKDlJlY2FsbFJlc3BvbnNlEioKCG1lbW9yaWVzGAEgAygLMhgubWVtb3J5ZC52MS5TY29yZWRNZW1vcnkSDQoFYmxvY2sYAiABKAkSEAoIZGVncmFkZWQYAyABKAgSFwoPZGVncmFkZWRfcmVhc29uGAQgASgJIikKCU1lbW9yeUlkcxIcCgNpZHMYASADKAlCD7pIDJIBCQgBIgVyA7ABASLRAwoMRXJhc2VSZXF1ZXN0EjwKB3N1YmplY3QYASABKAlCK7pIKHIjKIABMh5eW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC1dKiTYAQESJAoDaWRzGAIgASgLMhUubWVtb3J5ZC52MS5NZW1vcnlJZHNIABI5CgNrZXkYAyABKAlCKrpIJ3IlEAEogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzovLV0qJEgAEkUKDnNvdXJjZV90dXJuX2lkGAQgASgJQiu6SChyJhABKIABMh9eW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC8tXSokSAASNAoIY2F0ZWdvcnkYBSABKA4yFC5tZW1vcnlkLnYxLkNhdGVnb3J5Qgq6SAeCAQQQASAASAASGAoOYWxsX29mX3N1YmplY3QYBiABKAhIABIwCgRtb2RlGAcgASgOMhUubWVtb3J5ZC52MS5FcmFzZU1vZGVCC7pICIIBAhAByAEBEhgKBnJlYXNvbhgIIAEoCUIIukgFcgMogAQSLAoFc2NvcGUYCSABKA4yES5tZW1vcnlkLnYxLlNjb3BlQgq6SAeCAQQQASADQhEKCHNlbGVjdG9yEgW6SAIIASJuCgtTdG9yZUNvdW50cxIQCghtZW1vcmllcxgBIAEoAxIQCgh2ZXJzaW9ucxgCIAEoAxIOCgZvdXRib3gYAyABKAMSDwoHdmVjdG9ycxgEIAEoAxIMCgRqb2JzGAUgASgDEgwKBGtleXMYBiABKAMixQIKDkVyYXN1cmVSZWNlaXB0EhAKCGVyYXNlX2lkGAEgASgJEiMKBG1vZGUYAiABKA4yFS5tZW1vcnlkLnYxLkVyYXNlTW9kZRInCgZjb3VudHMYAyABKAsyFy5tZW1vcnlkLnYxLlN0b3JlQ291bnRzEhAKCHZlcmlmaWVkGAQgASgIEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl1bmNoZWNrZWQYByADKAkSIgoVb3JnYW5pc2F0aW9uX21lbnRpb25zGAggASgDSACIAQESDwoHcGVuZGluZxgJIAMoCUIYChZfb3JnYW5pc2F0aW9uX21lbnRpb25zIjwKDUVyYXNlUmVzcG9uc2USKwoHcmVjZWlwdBgBIAEoCzIaLm1lbW9yeWQudjEuRXJhc3VyZVJlY2VpcHQi8gEKEU1lbW9yeVZpZXdSZXF1ZXN0EjwKB3N1YmplY3QYASABKAlCK7pIKHIjKIABMh5eW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC1dKiTIAQESKAoGZmlsdGVyGAIgASgLMhgubWVtb3J5ZC52MS5NZW1vcnlGaWx0ZXISOwoIc3RhdHVzZXMYAyADKA4yGC5tZW1vcnlkLnYxLk1lbW9yeVN0YXR1c0IPukgMkgEJIgeCAQQQASAAEhoKCXBhZ2Vfc2l6ZRgEIAEoBUIHukgEGgIoABIcCgpwYWdlX3Rva2VuGAUgASgJQgi6SAVyAyiACCJzChJNZW1vcnlWaWV3UmVzcG9uc2USJAoIbWVtb3JpZXMYASADKAsyEi5tZW1vcnlkLnYxLk1lbW9yeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSHgoEdmlldxgDIAEoCzIQLm1lbW9yeWQudjEuVmlldyKrAQoRR2V0SGlzdG9yeVJlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJMgBARIeCgltZW1vcnlfaWQYAiABKAlCC7pICHIDsAEByAEBEhoKCXBhZ2Vfc2l6ZRgDIAEoBUIHukgEGgIoABIcCgpwYWdlX3Rva2VuGAQgASgJQgi6SAVyAyiACCKMAQoNTWVtb3J5VmVyc2lvbhIiCgZtZW1vcnkYASABKAsyEi5tZW1vcnlkLnYxLk1lbW9yeRImCgZjaGFuZ2UYAiABKA4yFi5tZW1vcnlkLnYxLkNoYW5nZUtpbmQSLwoLcmVjb3JkZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIloKEkdldEhpc3RvcnlSZXNwb25zZRIrCgh2ZXJzaW9ucxgBIAMoCzIZLm1lbW9yeWQudjEuTWVtb3J5VmVyc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiLQoMRHJvcHBlZENvdW50Eg4KBnJlYXNvbhgBIAEoCRINCgVjb3VudBgCIAEoAyKpAwoNRXh0cmFjdGlvbkpvYhIKCgJpZBgBIAEoCRIPCgdzdWJqZWN0GAIgASgJEi0KBXN0YXRlGAMgASgOMh4ubWVtb3J5ZC52MS5FeHRyYWN0aW9uSm9iU3RhdGUSDQoFdHVybnMYBCABKAUSEAoIYXR0ZW1wdHMYBSABKAUSDQoFZXJyb3IYBiABKAkSKAoHcmVzdWx0cxgHIAMoCzIXLm1lbW9yeWQudjEuV3JpdGVSZXN1bHQSKQoHZHJvcHBlZBgIIAMoCzIYLm1lbW9yeWQudjEuRHJvcHBlZENvdW50Ei4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9uZXh0X2F0dGVtcHRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDXdhaXRpbmdfc2luY2UYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInQKF0dldEV4dHJhY3Rpb25Kb2JSZXF1ZXN0EjwKB3N1YmplY3QYASABKAlCK7pIKHIjKIABMh5eW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC1dKiTIAQESGwoGam9iX2lkGAIgASgJQgu6SAhyA7ABAcgBASJCChhHZXRFeHRyYWN0aW9uSm9iUmVzcG9uc2USJgoDam9iGAEgASgLMhkubWVtb3J5ZC52MS5FeHRyYWN0aW9uSm9iItgBChZSZXNvbHZlQ29uZmxpY3RSZXF1ZXN0EjwKB3N1YmplY3QYASABKAlCK7pIKHIjKIABMh5eW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC1dKiTIAQESHgoJbWVtb3J5X2lkGAIgASgJQgu6SAhyA7ABAcgBARI/CgpyZXNvbHV0aW9uGAMgASgOMh4ubWVtb3J5ZC52MS5Db25mbGljdFJlc29sdXRpb25CC7pICIIBAhAByAEBEh8KCnBlbmRpbmdfaWQYBCABKAlCC7pICHIDsAEB2AEBIj0KF1Jlc29sdmVDb25mbGljdFJlc3BvbnNlEiIKBm1lbW9yeRgBIAEoCzISLm1lbW9yeWQudjEuTWVtb3J5IngKFUV4cG9ydE1lbW9yaWVzUmVxdWVzdBI8CgdzdWJqZWN0GAEgASgJQiu6SChyIyiAATIeXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXSokyAEBEiEKCnBhc3NwaHJhc2UYAiABKAlCDbpICnIFIAgogAjYAQEiOwoWRXhwb3J0TWVtb3JpZXNSZXNwb25zZRIPCgdhcmNoaXZlGAEgASgMEhAKCG1lbW9yaWVzGAIgASgDIpEBChVJbXBvcnRNZW1vcmllc1JlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJMgBARIXCgdhcmNoaXZlGAIgASgMQga6SAPIAQESIQoKcGFzc3BocmFzZRgDIAEoCUINukgKcgUgCCiACNgBASJCChZJbXBvcnRNZW1vcmllc1Jlc3BvbnNlEigKB3Jlc3VsdHMYASADKAsyFy5tZW1vcnlkLnYxLldyaXRlUmVzdWx0KmUKC0NvbnNpc3RlbmN5EhsKF0NPTlNJU1RFTkNZX1VOU1BFQ0lGSUVEEAASGwoXQ09OU0lTVEVOQ1lfSU5ERVhfQVNZTkMQARIcChhDT05TSVNURU5DWV9XQUlUX0lOREVYRUQQAiqKAgoMV3JpdGVPdXRjb21lEh0KGVdSSVRFX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVXUklURV9PVVRDT01FX0NSRUFURUQQARIZChVXUklURV9PVVRDT01FX1VQREFURUQQAhIbChdXUklURV9PVVRDT01FX1ZFUlNJT05FRBADEhgKFFdSSVRFX09VVENPTUVfTUVSR0VEEAQSGwoXV1JJVEVfT1VUQ09NRV9VTkNIQU5HRUQQBRIaChZXUklURV9PVVRDT01FX1JFSkVDVEVEEAYSGQoVV1JJVEVfT1VUQ09NRV9QRU5ESU5HEAcSGgoWV1JJVEVfT1VUQ09NRV9BQ0NFUFRFRBAIKlEKCFR1cm5Nb2RlEhkKFVRVUk5fTU9ERV9VTlNQRUNJRklFRBAAEhUKEVRVUk5fTU9ERV9FWFRSQUNUEAESEwoPVFVSTl9NT0RFX0NIVU5LEAIqVAoJRXJhc2VNb2RlEhoKFkVSQVNFX01PREVfVU5TUEVDSUZJRUQQABIVChFFUkFTRV9NT0RFX0ZPUkdFVBABEhQKEEVSQVNFX01PREVfUFVSR0UQAiqpAQoKQ2hhbmdlS2luZBIbChdDSEFOR0VfS0lORF9VTlNQRUNJRklFRBAAEhcKE0NIQU5HRV9LSU5EX0NSRUFURUQQARIXChNDSEFOR0VfS0lORF9VUERBVEVEEAISGQoVQ0hBTkdFX0tJTkRfVkVSU0lPTkVEEAMSFgoSQ0hBTkdFX0tJTkRfTUVSR0VEEAQSGQoVQ0hBTkdFX0tJTkRfRk9SR09UVEVOEAUq5AEKEkV4dHJhY3Rpb25Kb2JTdGF0ZRIkCiBFWFRSQUNUSU9OX0pPQl9TVEFURV9VTlNQRUNJRklFRBAAEh8KG0VYVFJBQ1RJT05fSk9CX1NUQVRFX1FVRVVFRBABEiAKHEVYVFJBQ1RJT05fSk9CX1NUQVRFX1JVTk5JTkcQAhIiCh5FWFRSQUNUSU9OX0pPQl9TVEFURV9TVUNDRUVERUQQAxIfChtFWFRSQUNUSU9OX0pPQl9TVEFURV9GQUlMRUQQBBIgChxFWFRSQUNUSU9OX0pPQl9TVEFURV9XQUlUSU5HEAUqhwEKEkNvbmZsaWN0UmVzb2x1dGlvbhIjCh9DT05GTElDVF9SRVNPTFVUSU9OX1VOU1BFQ0lGSUVEEAASJAogQ09ORkxJQ1RfUkVTT0xVVElPTl9LRUVQX0NVUlJFTlQQARImCiJDT05GTElDVF9SRVNPTFVUSU9OX0FDQ0VQVF9QRU5ESU5HEAIy0wUKDU1lbW9yeVNlcnZpY2USPAoFV3JpdGUSGC5tZW1vcnlkLnYxLldyaXRlUmVxdWVzdBoZLm1lbW9yeWQudjEuV3JpdGVSZXNwb25zZRI/CgZSZWNhbGwSGS5tZW1vcnlkLnYxLlJlY2FsbFJlcXVlc3QaGi5tZW1vcnlkLnYxLlJlY2FsbFJlc3BvbnNlEjwKBUVyYXNlEhgubWVtb3J5ZC52MS5FcmFzZVJlcXVlc3QaGS5tZW1vcnlkLnYxLkVyYXNlUmVzcG9uc2USSwoKTWVtb3J5VmlldxIdLm1lbW9yeWQudjEuTWVtb3J5Vmlld1JlcXVlc3QaHi5tZW1vcnlkLnYxLk1lbW9yeVZpZXdSZXNwb25zZRJLCgpHZXRIaXN0b3J5Eh0ubWVtb3J5ZC52MS5HZXRIaXN0b3J5UmVxdWVzdBoeLm1lbW9yeWQudjEuR2V0SGlzdG9yeVJlc3BvbnNlEl0KEEdldEV4dHJhY3Rpb25Kb2ISIy5tZW1vcnlkLnYxLkdldEV4dHJhY3Rpb25Kb2JSZXF1ZXN0GiQubWVtb3J5ZC52MS5HZXRFeHRyYWN0aW9uSm9iUmVzcG9uc2USWgoPUmVzb2x2ZUNvbmZsaWN0EiIubWVtb3J5ZC52MS5SZXNvbHZlQ29uZmxpY3RSZXF1ZXN0GiMubWVtb3J5ZC52MS5SZXNvbHZlQ29uZmxpY3RSZXNwb25zZRJXCg5FeHBvcnRNZW1vcmllcxIhLm1lbW9yeWQudjEuRXhwb3J0TWVtb3JpZXNSZXF1ZXN0GiIubWVtb3J5ZC52MS5FeHBvcnRNZW1vcmllc1Jlc3BvbnNlElcKDkltcG9ydE1lbW9yaWVzEiEubWVtb3J5ZC52MS5JbXBvcnRNZW1vcmllc1JlcXVlc3QaIi5tZW1vcnlkLnYxLkltcG9ydE1lbW9yaWVzUmVzcG9uc2VCUgoOZGV2Lm1lbW9yeWQudjFQAVo+Z2l0aHViLmNvbS9tZW1vcnlkL21lbW9yeWQvY2xpZW50cy9nby9nZW4vbWVtb3J5ZC92MTttZW1vcnlkdjFiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_timestamp, file_memoryd_v1_memory]);
+  fileDesc("Ch9tZW1vcnlkL3YxL21lbW9yeV9zZXJ2aWNlLnByb3RvEgptZW1vcnlkLnYxIu8CCgxXcml0ZVJlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJMgBARImCgVpdGVtcxgCIAMoCzIXLm1lbW9yeWQudjEuTWVtb3J5RHJhZnQSKgoFdHVybnMYAyADKAsyEC5tZW1vcnlkLnYxLlR1cm5CCbpIBpIBAxDIARIhCg9pZGVtcG90ZW5jeV9rZXkYBCABKAlCCLpIBXIDKIABEjYKC2NvbnNpc3RlbmN5GAUgASgOMhcubWVtb3J5ZC52MS5Db25zaXN0ZW5jeUIIukgFggECEAESMQoJdHVybl9tb2RlGAYgASgOMhQubWVtb3J5ZC52MS5UdXJuTW9kZUIIukgFggECEAESPwoKc2Vzc2lvbl9pZBgHIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJNgBASJsCgtXcml0ZVJlc3VsdBIRCgltZW1vcnlfaWQYASABKAkSKQoHb3V0Y29tZRgCIAEoDjIYLm1lbW9yeWQudjEuV3JpdGVPdXRjb21lEg4KBnJlYXNvbhgDIAEoCRIPCgd2ZXJzaW9uGAQgASgDIpABCg1Xcml0ZVJlc3BvbnNlEigKB3Jlc3VsdHMYASADKAsyFy5tZW1vcnlkLnYxLldyaXRlUmVzdWx0EhkKEWV4dHJhY3Rpb25fam9iX2lkGAIgASgJEg8KB2luZGV4ZWQYAyABKAgSKQoHZHJvcHBlZBgEIAMoCzIYLm1lbW9yeWQudjEuRHJvcHBlZENvdW50IrMBCgxTY29yZVdlaWdodHMSKAoKc2ltaWxhcml0eRgBIAEoAkIPukgMCgodAACAPy0AAAAASACIAQESJQoHcmVjZW5jeRgCIAEoAkIPukgMCgodAACAPy0AAAAASAGIAQESKAoKaW1wb3J0YW5jZRgDIAEoAkIPukgMCgodAACAPy0AAAAASAKIAQFCDQoLX3NpbWlsYXJpdHlCCgoIX3JlY2VuY3lCDQoLX2ltcG9ydGFuY2UiuwMKDVJlY2FsbFJlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJMgBARINCgVxdWVyeRgCIAEoCRI9CgRrZXlzGAMgAygJQi+6SCySASkiJ3IlEAEogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzovLV0qJBIoCgZmaWx0ZXIYBCABKAsyGC5tZW1vcnlkLnYxLk1lbW9yeUZpbHRlchIWCgV0b3BfaxgFIAEoBUIHukgEGgIoABIdCgx0b2tlbl9idWRnZXQYBiABKAVCB7pIBBoCKAASKQoHd2VpZ2h0cxgHIAEoCzIYLm1lbW9yeWQudjEuU2NvcmVXZWlnaHRzEhQKDHJlbmRlcl9ibG9jaxgIIAEoCBIrCg1taW5fcmVsZXZhbmNlGAkgASgCQg+6SAwKCh0AAIA/LQAAAABIAIgBARIaChJleGNsdWRlX25laWdoYm91cnMYCiABKAgSIQoHY29udGV4dBgLIAMoCzIQLm1lbW9yeWQudjEuVHVybkIQCg5fbWluX3JlbGV2YW5jZSKzAgoMU2NvcmVkTWVtb3J5EiIKBm1lbW9yeRgBIAEoCzISLm1lbW9yeWQudjEuTWVtb3J5Eg0KBXNjb3JlGAIgASgCEhIKCnNpbWlsYXJpdHkYAyABKAISDwoHcmVjZW5jeRgEIAEoAhISCgppbXBvcnRhbmNlGAUgASgCEhQKDGtleXdvcmRfcmFuaxgGIAEoBRISCgpkZW5zZV9yYW5rGAcgASgFEhEKCXJlbGV2YW5jZRgIIAEoAhITCgZjb3NpbmUYCSABKAJIAIgBARIZChFrZXl3b3JkX3JlbGV2YW5jZRgKIAEoAhIUCgxuZWlnaGJvdXJfb2YYCyABKAkSFAoMbmFtZWRfZW50aXR5GAwgASgJEhMKC2VudGl0eV9saWZ0GA0gASgCQgkKB19jb3NpbmUidgoOUmVjYWxsUmVzcG9uc2USKgoIbWVtb3JpZXMYASADKAsyGC5tZW1vcnlkLnYxLlNjb3JlZE1lbW9yeRINCgVibG9jaxgCIAEoCRIQCghkZWdyYWRlZBgDIAEoCBIXCg9kZWdyYWRlZF9yZWFzb24YBCABKAkiKQoJTWVtb3J5SWRzEhwKA2lkcxgBIAMoCUIPukgMkgEJCAEiBXIDsAEBItEDCgxFcmFzZVJlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJNgBARIkCgNpZHMYAiABKAsyFS5tZW1vcnlkLnYxLk1lbW9yeUlkc0gAEjkKA2tleRgDIAEoCUIqukgnciUQASiAATIeXltBLVphLXowLTldW0EtWmEtejAtOS5fOi8tXSokSAASRQoOc291cmNlX3R1cm5faWQYBCABKAlCK7pIKHImEAEogAEyH15bQS1aYS16MC05XVtBLVphLXowLTkuXzpALy1dKiRIABI0CghjYXRlZ29yeRgFIAEoDjIULm1lbW9yeWQudjEuQ2F0ZWdvcnlCCrpIB4IBBBABIABIABIYCg5hbGxfb2Zfc3ViamVjdBgGIAEoCEgAEjAKBG1vZGUYByABKA4yFS5tZW1vcnlkLnYxLkVyYXNlTW9kZUILukgIggECEAHIAQESGAoGcmVhc29uGAggASgJQgi6SAVyAyiABBIsCgVzY29wZRgJIAEoDjIRLm1lbW9yeWQudjEuU2NvcGVCCrpIB4IBBBABIANCEQoIc2VsZWN0b3ISBbpIAggBIm4KC1N0b3JlQ291bnRzEhAKCG1lbW9yaWVzGAEgASgDEhAKCHZlcnNpb25zGAIgASgDEg4KBm91dGJveBgDIAEoAxIPCgd2ZWN0b3JzGAQgASgDEgwKBGpvYnMYBSABKAMSDAoEa2V5cxgGIAEoAyLFAgoORXJhc3VyZVJlY2VpcHQSEAoIZXJhc2VfaWQYASABKAkSIwoEbW9kZRgCIAEoDjIVLm1lbW9yeWQudjEuRXJhc2VNb2RlEicKBmNvdW50cxgDIAEoCzIXLm1lbW9yeWQudjEuU3RvcmVDb3VudHMSEAoIdmVyaWZpZWQYBCABKAgSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXVuY2hlY2tlZBgHIAMoCRIiChVvcmdhbmlzYXRpb25fbWVudGlvbnMYCCABKANIAIgBARIPCgdwZW5kaW5nGAkgAygJQhgKFl9vcmdhbmlzYXRpb25fbWVudGlvbnMiPAoNRXJhc2VSZXNwb25zZRIrCgdyZWNlaXB0GAEgASgLMhoubWVtb3J5ZC52MS5FcmFzdXJlUmVjZWlwdCLyAQoRTWVtb3J5Vmlld1JlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJMgBARIoCgZmaWx0ZXIYAiABKAsyGC5tZW1vcnlkLnYxLk1lbW9yeUZpbHRlchI7CghzdGF0dXNlcxgDIAMoDjIYLm1lbW9yeWQudjEuTWVtb3J5U3RhdHVzQg+6SAySAQkiB4IBBBABIAASGgoJcGFnZV9zaXplGAQgASgFQge6SAQaAigAEhwKCnBhZ2VfdG9rZW4YBSABKAlCCLpIBXIDKIAIInMKEk1lbW9yeVZpZXdSZXNwb25zZRIkCghtZW1vcmllcxgBIAMoCzISLm1lbW9yeWQudjEuTWVtb3J5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIeCgR2aWV3GAMgASgLMhAubWVtb3J5ZC52MS5WaWV3IqsBChFHZXRIaXN0b3J5UmVxdWVzdBI8CgdzdWJqZWN0GAEgASgJQiu6SChyIyiAATIeXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXSokyAEBEh4KCW1lbW9yeV9pZBgCIAEoCUILukgIcgOwAQHIAQESGgoJcGFnZV9zaXplGAMgASgFQge6SAQaAigAEhwKCnBhZ2VfdG9rZW4YBCABKAlCCLpIBXIDKIAIIowBCg1NZW1vcnlWZXJzaW9uEiIKBm1lbW9yeRgBIAEoCzISLm1lbW9yeWQudjEuTWVtb3J5EiYKBmNoYW5nZRgCIAEoDjIWLm1lbW9yeWQudjEuQ2hhbmdlS2luZBIvCgtyZWNvcmRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWgoSR2V0SGlzdG9yeVJlc3BvbnNlEisKCHZlcnNpb25zGAEgAygLMhkubWVtb3J5ZC52MS5NZW1vcnlWZXJzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSItCgxEcm9wcGVkQ291bnQSDgoGcmVhc29uGAEgASgJEg0KBWNvdW50GAIgASgDIqkDCg1FeHRyYWN0aW9uSm9iEgoKAmlkGAEgASgJEg8KB3N1YmplY3QYAiABKAkSLQoFc3RhdGUYAyABKA4yHi5tZW1vcnlkLnYxLkV4dHJhY3Rpb25Kb2JTdGF0ZRINCgV0dXJucxgEIAEoBRIQCghhdHRlbXB0cxgFIAEoBRINCgVlcnJvchgGIAEoCRIoCgdyZXN1bHRzGAcgAygLMhcubWVtb3J5ZC52MS5Xcml0ZVJlc3VsdBIpCgdkcm9wcGVkGAggAygLMhgubWVtb3J5ZC52MS5Ecm9wcGVkQ291bnQSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD25leHRfYXR0ZW1wdF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNd2FpdGluZ19zaW5jZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoXR2V0RXh0cmFjdGlvbkpvYlJlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJMgBARIbCgZqb2JfaWQYAiABKAlCC7pICHIDsAEByAEBIkIKGEdldEV4dHJhY3Rpb25Kb2JSZXNwb25zZRImCgNqb2IYASABKAsyGS5tZW1vcnlkLnYxLkV4dHJhY3Rpb25Kb2Ii2AEKFlJlc29sdmVDb25mbGljdFJlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJMgBARIeCgltZW1vcnlfaWQYAiABKAlCC7pICHIDsAEByAEBEj8KCnJlc29sdXRpb24YAyABKA4yHi5tZW1vcnlkLnYxLkNvbmZsaWN0UmVzb2x1dGlvbkILukgIggECEAHIAQESHwoKcGVuZGluZ19pZBgEIAEoCUILukgIcgOwAQHYAQEiPQoXUmVzb2x2ZUNvbmZsaWN0UmVzcG9uc2USIgoGbWVtb3J5GAEgASgLMhIubWVtb3J5ZC52MS5NZW1vcnkieAoVRXhwb3J0TWVtb3JpZXNSZXF1ZXN0EjwKB3N1YmplY3QYASABKAlCK7pIKHIjKIABMh5eW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC1dKiTIAQESIQoKcGFzc3BocmFzZRgCIAEoCUINukgKcgUgCCiACNgBASI7ChZFeHBvcnRNZW1vcmllc1Jlc3BvbnNlEg8KB2FyY2hpdmUYASABKAwSEAoIbWVtb3JpZXMYAiABKAMikQEKFUltcG9ydE1lbW9yaWVzUmVxdWVzdBI8CgdzdWJqZWN0GAEgASgJQiu6SChyIyiAATIeXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXSokyAEBEhcKB2FyY2hpdmUYAiABKAxCBrpIA8gBARIhCgpwYXNzcGhyYXNlGAMgASgJQg26SApyBSAIKIAI2AEBIkIKFkltcG9ydE1lbW9yaWVzUmVzcG9uc2USKAoHcmVzdWx0cxgBIAMoCzIXLm1lbW9yeWQudjEuV3JpdGVSZXN1bHQizAEKDFdhdGNoUmVxdWVzdBI8CgdzdWJqZWN0GAEgASgJQiu6SChyIyiAATIeXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXSok2AEBEhQKDGFsbF9zdWJqZWN0cxgCIAEoCBI5CgpjYXRlZ29yaWVzGAMgAygOMhQubWVtb3J5ZC52MS5DYXRlZ29yeUIPukgMkgEJIgeCAQQQASAAEhMKC2luY2x1ZGVfb3JnGAQgASgIEhgKBmN1cnNvchgFIAEoCUIIukgFcgMogAgihQEKDVdhdGNoUmVzcG9uc2USDgoGY3Vyc29yGAEgASgJEioKBmNoYW5nZRgCIAEoCzIYLm1lbW9yeWQudjEuTWVtb3J5Q2hhbmdlSAASLwoJaGVhcnRiZWF0GAMgASgLMhoubWVtb3J5ZC52MS5XYXRjaEhlYXJ0YmVhdEgAQgcKBWV2ZW50Il4KDE1lbW9yeUNoYW5nZRIqCgRraW5kGAEgASgOMhwubWVtb3J5ZC52MS5NZW1vcnlDaGFuZ2VLaW5kEiIKBm1lbW9yeRgCIAEoCzISLm1lbW9yeWQudjEuTWVtb3J5IkEKDldhdGNoSGVhcnRiZWF0Ei8KC3NlcnZlcl90aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKSAQoRRW5kU2Vzc2lvblJlcXVlc3QSPAoHc3ViamVjdBgBIAEoCUIrukgociMogAEyHl5bQS1aYS16MC05XVtBLVphLXowLTkuXzpALV0qJMgBARI/CgpzZXNzaW9uX2lkGAIgASgJQiu6SChyIyiAATIeXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXSokyAEBIkMKEkVuZFNlc3Npb25SZXNwb25zZRItCghzbmFwc2hvdBgBIAEoCzIbLm1lbW9yeWQudjEuU2Vzc2lvblNuYXBzaG90IpUBChRSZXN1bWVTZXNzaW9uUmVxdWVzdBI8CgdzdWJqZWN0GAEgASgJQiu6SChyIyiAATIeXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXSokyAEBEj8KCnNlc3Npb25faWQYAiABKAlCK7pIKHIjKIABMh5eW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC1dKiTYAQEiRgoVUmVzdW1lU2Vzc2lvblJlc3BvbnNlEi0KCHNuYXBzaG90GAEgASgLMhsubWVtb3J5ZC52MS5TZXNzaW9uU25hcHNob3QilgEKD1Nlc3Npb25TbmFwc2hvdBISCgpzZXNzaW9uX2lkGAEgASgJEiMKB3N1bW1hcnkYAiABKAsyEi5tZW1vcnlkLnYxLk1lbW9yeRIkCghleHBsaWNpdBgDIAMoCzISLm1lbW9yeWQudjEuTWVtb3J5EiQKCGluZmVycmVkGAQgAygLMhIubWVtb3J5ZC52MS5NZW1vcnkqZQoLQ29uc2lzdGVuY3kSGwoXQ09OU0lTVEVOQ1lfVU5TUEVDSUZJRUQQABIbChdDT05TSVNURU5DWV9JTkRFWF9BU1lOQxABEhwKGENPTlNJU1RFTkNZX1dBSVRfSU5ERVhFRBACKooCCgxXcml0ZU91dGNvbWUSHQoZV1JJVEVfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFVdSSVRFX09VVENPTUVfQ1JFQVRFRBABEhkKFVdSSVRFX09VVENPTUVfVVBEQVRFRBACEhsKF1dSSVRFX09VVENPTUVfVkVSU0lPTkVEEAMSGAoUV1JJVEVfT1VUQ09NRV9NRVJHRUQQBBIbChdXUklURV9PVVRDT01FX1VOQ0hBTkdFRBAFEhoKFldSSVRFX09VVENPTUVfUkVKRUNURUQQBhIZChVXUklURV9PVVRDT01FX1BFTkRJTkcQBxIaChZXUklURV9PVVRDT01FX0FDQ0VQVEVEEAgqUQoIVHVybk1vZGUSGQoVVFVSTl9NT0RFX1VOU1BFQ0lGSUVEEAASFQoRVFVSTl9NT0RFX0VYVFJBQ1QQARITCg9UVVJOX01PREVfQ0hVTksQAipUCglFcmFzZU1vZGUSGgoWRVJBU0VfTU9ERV9VTlNQRUNJRklFRBAAEhUKEUVSQVNFX01PREVfRk9SR0VUEAESFAoQRVJBU0VfTU9ERV9QVVJHRRACKqkBCgpDaGFuZ2VLaW5kEhsKF0NIQU5HRV9LSU5EX1VOU1BFQ0lGSUVEEAASFwoTQ0hBTkdFX0tJTkRfQ1JFQVRFRBABEhcKE0NIQU5HRV9LSU5EX1VQREFURUQQAhIZChVDSEFOR0VfS0lORF9WRVJTSU9ORUQQAxIWChJDSEFOR0VfS0lORF9NRVJHRUQQBBIZChVDSEFOR0VfS0lORF9GT1JHT1RURU4QBSrkAQoSRXh0cmFjdGlvbkpvYlN0YXRlEiQKIEVYVFJBQ1RJT05fSk9CX1NUQVRFX1VOU1BFQ0lGSUVEEAASHwobRVhUUkFDVElPTl9KT0JfU1RBVEVfUVVFVUVEEAESIAocRVhUUkFDVElPTl9KT0JfU1RBVEVfUlVOTklORxACEiIKHkVYVFJBQ1RJT05fSk9CX1NUQVRFX1NVQ0NFRURFRBADEh8KG0VYVFJBQ1RJT05fSk9CX1NUQVRFX0ZBSUxFRBAEEiAKHEVYVFJBQ1RJT05fSk9CX1NUQVRFX1dBSVRJTkcQBSqHAQoSQ29uZmxpY3RSZXNvbHV0aW9uEiMKH0NPTkZMSUNUX1JFU09MVVRJT05fVU5TUEVDSUZJRUQQABIkCiBDT05GTElDVF9SRVNPTFVUSU9OX0tFRVBfQ1VSUkVOVBABEiYKIkNPTkZMSUNUX1JFU09MVVRJT05fQUNDRVBUX1BFTkRJTkcQAireAQoQTWVtb3J5Q2hhbmdlS2luZBIiCh5NRU1PUllfQ0hBTkdFX0tJTkRfVU5TUEVDSUZJRUQQABIeChpNRU1PUllfQ0hBTkdFX0tJTkRfQ1JFQVRFRBABEh4KGk1FTU9SWV9DSEFOR0VfS0lORF9DSEFOR0VEEAISIAocTUVNT1JZX0NIQU5HRV9LSU5EX0ZPUkdPVFRFThADEh0KGU1FTU9SWV9DSEFOR0VfS0lORF9FUkFTRUQQBBIlCiFNRU1PUllfQ0hBTkdFX0tJTkRfU1VCSkVDVF9FUkFTRUQQBTK2BwoNTWVtb3J5U2VydmljZRI8CgVXcml0ZRIYLm1lbW9yeWQudjEuV3JpdGVSZXF1ZXN0GhkubWVtb3J5ZC52MS5Xcml0ZVJlc3BvbnNlEj8KBlJlY2FsbBIZLm1lbW9yeWQudjEuUmVjYWxsUmVxdWVzdBoaLm1lbW9yeWQudjEuUmVjYWxsUmVzcG9uc2USPAoFRXJhc2USGC5tZW1vcnlkLnYxLkVyYXNlUmVxdWVzdBoZLm1lbW9yeWQudjEuRXJhc2VSZXNwb25zZRJLCgpNZW1vcnlWaWV3Eh0ubWVtb3J5ZC52MS5NZW1vcnlWaWV3UmVxdWVzdBoeLm1lbW9yeWQudjEuTWVtb3J5Vmlld1Jlc3BvbnNlEksKCkdldEhpc3RvcnkSHS5tZW1vcnlkLnYxLkdldEhpc3RvcnlSZXF1ZXN0Gh4ubWVtb3J5ZC52MS5HZXRIaXN0b3J5UmVzcG9uc2USXQoQR2V0RXh0cmFjdGlvbkpvYhIjLm1lbW9yeWQudjEuR2V0RXh0cmFjdGlvbkpvYlJlcXVlc3QaJC5tZW1vcnlkLnYxLkdldEV4dHJhY3Rpb25Kb2JSZXNwb25zZRJaCg9SZXNvbHZlQ29uZmxpY3QSIi5tZW1vcnlkLnYxLlJlc29sdmVDb25mbGljdFJlcXVlc3QaIy5tZW1vcnlkLnYxLlJlc29sdmVDb25mbGljdFJlc3BvbnNlElcKDkV4cG9ydE1lbW9yaWVzEiEubWVtb3J5ZC52MS5FeHBvcnRNZW1vcmllc1JlcXVlc3QaIi5tZW1vcnlkLnYxLkV4cG9ydE1lbW9yaWVzUmVzcG9uc2USVwoOSW1wb3J0TWVtb3JpZXMSIS5tZW1vcnlkLnYxLkltcG9ydE1lbW9yaWVzUmVxdWVzdBoiLm1lbW9yeWQudjEuSW1wb3J0TWVtb3JpZXNSZXNwb25zZRI+CgVXYXRjaBIYLm1lbW9yeWQudjEuV2F0Y2hSZXF1ZXN0GhkubWVtb3J5ZC52MS5XYXRjaFJlc3BvbnNlMAESSwoKRW5kU2Vzc2lvbhIdLm1lbW9yeWQudjEuRW5kU2Vzc2lvblJlcXVlc3QaHi5tZW1vcnlkLnYxLkVuZFNlc3Npb25SZXNwb25zZRJUCg1SZXN1bWVTZXNzaW9uEiAubWVtb3J5ZC52MS5SZXN1bWVTZXNzaW9uUmVxdWVzdBohLm1lbW9yeWQudjEuUmVzdW1lU2Vzc2lvblJlc3BvbnNlQlIKDmRldi5tZW1vcnlkLnYxUAFaPmdpdGh1Yi5jb20vbWVtb3J5ZC9tZW1vcnlkL2NsaWVudHMvZ28vZ2VuL21lbW9yeWQvdjE7bWVtb3J5ZHYxYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_timestamp, file_memoryd_v1_memory]);
 
 /**
  * WriteRequest writes ready-made items, or raw turns for extraction, for one subject.
@@ -67,6 +67,16 @@ export type WriteRequest = Message<"memoryd.v1.WriteRequest"> & {
    * @generated from field: memoryd.v1.TurnMode turn_mode = 6;
    */
   turnMode: TurnMode;
+
+  /**
+   * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+   * of letters, digits and `._:@-`): its items, and the memories extracted from its turns,
+   * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+   * timeout). It does not change the items' scope.
+   *
+   * @generated from field: string session_id = 7;
+   */
+  sessionId: string;
 };
 
 /**
@@ -1312,6 +1322,305 @@ export const ImportMemoriesResponseSchema: GenMessage<ImportMemoriesResponse> = 
   messageDesc(file_memoryd_v1_memory_service, 26);
 
 /**
+ * WatchRequest opens a stream of changes.
+ *
+ * @generated from message memoryd.v1.WatchRequest
+ */
+export type WatchRequest = Message<"memoryd.v1.WatchRequest"> & {
+  /**
+   * subject whose memories to watch. Required unless all_subjects is set; it must then be
+   * empty.
+   *
+   * @generated from field: string subject = 1;
+   */
+  subject: string;
+
+  /**
+   * all_subjects watches every subject of the tenant; only a token bound to no subject may
+   * ask for it.
+   *
+   * @generated from field: bool all_subjects = 2;
+   */
+  allSubjects: boolean;
+
+  /**
+   * categories, if set, keeps only changes to memories of these categories.
+   *
+   * @generated from field: repeated memoryd.v1.Category categories = 3;
+   */
+  categories: Category[];
+
+  /**
+   * include_org also streams changes to organisation memories (SCOPE_ORG) the view reads.
+   *
+   * @generated from field: bool include_org = 4;
+   */
+  includeOrg: boolean;
+
+  /**
+   * cursor, if set, resumes after the message that carried it: every later change is
+   * delivered exactly once and nothing before it. It is bound to the caller and to this
+   * request's subject, all_subjects, categories and include_org, grants nothing by itself,
+   * and the view is applied again to every change. Without a cursor the stream starts with
+   * the changes committed after the call. A cursor older than the server's change log keeps
+   * (7 days by default) fails with FAILED_PRECONDITION and reason CURSOR_EXPIRED: read the
+   * current state with MemoryView, then Watch without a cursor.
+   *
+   * @generated from field: string cursor = 5;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message memoryd.v1.WatchRequest.
+ * Use `create(WatchRequestSchema)` to create a new message.
+ */
+export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
+  messageDesc(file_memoryd_v1_memory_service, 27);
+
+/**
+ * WatchResponse is one change, or a heartbeat when nothing the caller sees has changed for a
+ * while (15 s by default, a server setting).
+ *
+ * @generated from message memoryd.v1.WatchResponse
+ */
+export type WatchResponse = Message<"memoryd.v1.WatchResponse"> & {
+  /**
+   * cursor resumes the stream after this message; opaque, never empty.
+   *
+   * @generated from field: string cursor = 1;
+   */
+  cursor: string;
+
+  /**
+   * event is what happened.
+   *
+   * @generated from oneof memoryd.v1.WatchResponse.event
+   */
+  event: {
+    /**
+     * change is a change to a memory the caller's view reads.
+     *
+     * @generated from field: memoryd.v1.MemoryChange change = 2;
+     */
+    value: MemoryChange;
+    case: "change";
+  } | {
+    /**
+     * heartbeat says the stream is alive and nothing the caller sees has changed.
+     *
+     * @generated from field: memoryd.v1.WatchHeartbeat heartbeat = 3;
+     */
+    value: WatchHeartbeat;
+    case: "heartbeat";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message memoryd.v1.WatchResponse.
+ * Use `create(WatchResponseSchema)` to create a new message.
+ */
+export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
+  messageDesc(file_memoryd_v1_memory_service, 28);
+
+/**
+ * MemoryChange is one change a Watch delivers.
+ *
+ * @generated from message memoryd.v1.MemoryChange
+ */
+export type MemoryChange = Message<"memoryd.v1.MemoryChange"> & {
+  /**
+   * kind says what happened.
+   *
+   * @generated from field: memoryd.v1.MemoryChangeKind kind = 1;
+   */
+  kind: MemoryChangeKind;
+
+  /**
+   * memory as a read would present it after the change, with only the caller's visible
+   * fields set.
+   *
+   * @generated from field: memoryd.v1.Memory memory = 2;
+   */
+  memory?: Memory | undefined;
+};
+
+/**
+ * Describes the message memoryd.v1.MemoryChange.
+ * Use `create(MemoryChangeSchema)` to create a new message.
+ */
+export const MemoryChangeSchema: GenMessage<MemoryChange> = /*@__PURE__*/
+  messageDesc(file_memoryd_v1_memory_service, 29);
+
+/**
+ * WatchHeartbeat keeps an idle stream alive.
+ *
+ * @generated from message memoryd.v1.WatchHeartbeat
+ */
+export type WatchHeartbeat = Message<"memoryd.v1.WatchHeartbeat"> & {
+  /**
+   * server_time is the server's clock when the heartbeat was sent.
+   *
+   * @generated from field: google.protobuf.Timestamp server_time = 1;
+   */
+  serverTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message memoryd.v1.WatchHeartbeat.
+ * Use `create(WatchHeartbeatSchema)` to create a new message.
+ */
+export const WatchHeartbeatSchema: GenMessage<WatchHeartbeat> = /*@__PURE__*/
+  messageDesc(file_memoryd_v1_memory_service, 30);
+
+/**
+ * EndSessionRequest ends a session.
+ *
+ * @generated from message memoryd.v1.EndSessionRequest
+ */
+export type EndSessionRequest = Message<"memoryd.v1.EndSessionRequest"> & {
+  /**
+   * subject is required.
+   *
+   * @generated from field: string subject = 1;
+   */
+  subject: string;
+
+  /**
+   * session_id is the session to end: required, like WriteRequest.session_id.
+   *
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message memoryd.v1.EndSessionRequest.
+ * Use `create(EndSessionRequestSchema)` to create a new message.
+ */
+export const EndSessionRequestSchema: GenMessage<EndSessionRequest> = /*@__PURE__*/
+  messageDesc(file_memoryd_v1_memory_service, 31);
+
+/**
+ * EndSessionResponse is the snapshot the session ended with.
+ *
+ * @generated from message memoryd.v1.EndSessionResponse
+ */
+export type EndSessionResponse = Message<"memoryd.v1.EndSessionResponse"> & {
+  /**
+   * snapshot as the caller's view shows it.
+   *
+   * @generated from field: memoryd.v1.SessionSnapshot snapshot = 1;
+   */
+  snapshot?: SessionSnapshot | undefined;
+};
+
+/**
+ * Describes the message memoryd.v1.EndSessionResponse.
+ * Use `create(EndSessionResponseSchema)` to create a new message.
+ */
+export const EndSessionResponseSchema: GenMessage<EndSessionResponse> = /*@__PURE__*/
+  messageDesc(file_memoryd_v1_memory_service, 32);
+
+/**
+ * ResumeSessionRequest asks for the snapshot to resume from.
+ *
+ * @generated from message memoryd.v1.ResumeSessionRequest
+ */
+export type ResumeSessionRequest = Message<"memoryd.v1.ResumeSessionRequest"> & {
+  /**
+   * subject is required.
+   *
+   * @generated from field: string subject = 1;
+   */
+  subject: string;
+
+  /**
+   * session_id, if set, asks for that session's snapshot; otherwise the latest one.
+   *
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message memoryd.v1.ResumeSessionRequest.
+ * Use `create(ResumeSessionRequestSchema)` to create a new message.
+ */
+export const ResumeSessionRequestSchema: GenMessage<ResumeSessionRequest> = /*@__PURE__*/
+  messageDesc(file_memoryd_v1_memory_service, 33);
+
+/**
+ * ResumeSessionResponse is the snapshot to resume from. A subject with no snapshot the caller
+ * reads (none stored, all expired, or none the view shows) fails with NOT_FOUND.
+ *
+ * @generated from message memoryd.v1.ResumeSessionResponse
+ */
+export type ResumeSessionResponse = Message<"memoryd.v1.ResumeSessionResponse"> & {
+  /**
+   * snapshot as the caller's view shows it.
+   *
+   * @generated from field: memoryd.v1.SessionSnapshot snapshot = 1;
+   */
+  snapshot?: SessionSnapshot | undefined;
+};
+
+/**
+ * Describes the message memoryd.v1.ResumeSessionResponse.
+ * Use `create(ResumeSessionResponseSchema)` to create a new message.
+ */
+export const ResumeSessionResponseSchema: GenMessage<ResumeSessionResponse> = /*@__PURE__*/
+  messageDesc(file_memoryd_v1_memory_service, 34);
+
+/**
+ * SessionSnapshot is what a session left for the next one: memories, so views, erasure,
+ * export and audit apply to it as to any other.
+ *
+ * @generated from message memoryd.v1.SessionSnapshot
+ */
+export type SessionSnapshot = Message<"memoryd.v1.SessionSnapshot"> & {
+  /**
+   * session_id is the session the snapshot is of.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * summary is the session's summary (at most 50 Chinese characters or 30 English words), a
+   * SCOPE_SESSION CONTEXT memory with key "session.summary", written by the configured
+   * extraction model or, without one, taken from the session's own words. Unset when the
+   * caller's view does not read it.
+   *
+   * @generated from field: memoryd.v1.Memory summary = 2;
+   */
+  summary?: Memory | undefined;
+
+  /**
+   * explicit are the memories the user asked to keep during the session (source kind INPUT),
+   * most recent first, those the caller's view reads.
+   *
+   * @generated from field: repeated memoryd.v1.Memory explicit = 3;
+   */
+  explicit: Memory[];
+
+  /**
+   * inferred are the memories extracted from the session's turns (source kind INFERENCE),
+   * most recent first, those the caller's view reads.
+   *
+   * @generated from field: repeated memoryd.v1.Memory inferred = 4;
+   */
+  inferred: Memory[];
+};
+
+/**
+ * Describes the message memoryd.v1.SessionSnapshot.
+ * Use `create(SessionSnapshotSchema)` to create a new message.
+ */
+export const SessionSnapshotSchema: GenMessage<SessionSnapshot> = /*@__PURE__*/
+  messageDesc(file_memoryd_v1_memory_service, 35);
+
+/**
  * Consistency says when Write returns relative to indexing for recall by meaning.
  *
  * @generated from enum memoryd.v1.Consistency
@@ -1648,6 +1957,64 @@ export const ConflictResolutionSchema: GenEnum<ConflictResolution> = /*@__PURE__
   enumDesc(file_memoryd_v1_memory_service, 6);
 
 /**
+ * MemoryChangeKind says what happened to a memory.
+ *
+ * @generated from enum memoryd.v1.MemoryChangeKind
+ */
+export enum MemoryChangeKind {
+  /**
+   * MEMORY_CHANGE_KIND_UNSPECIFIED is never sent.
+   *
+   * @generated from enum value: MEMORY_CHANGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * MEMORY_CHANGE_KIND_CREATED: the memory was written for the first time.
+   *
+   * @generated from enum value: MEMORY_CHANGE_KIND_CREATED = 1;
+   */
+  CREATED = 1,
+
+  /**
+   * MEMORY_CHANGE_KIND_CHANGED: a new version changed something the caller's view shows.
+   *
+   * @generated from enum value: MEMORY_CHANGE_KIND_CHANGED = 2;
+   */
+  CHANGED = 2,
+
+  /**
+   * MEMORY_CHANGE_KIND_FORGOTTEN: the memory was forgotten (erased softly, or its time to
+   * live ran out).
+   *
+   * @generated from enum value: MEMORY_CHANGE_KIND_FORGOTTEN = 3;
+   */
+  FORGOTTEN = 3,
+
+  /**
+   * MEMORY_CHANGE_KIND_ERASED: the memory was purged; only the fields that identify it are
+   * set, as the view shows them.
+   *
+   * @generated from enum value: MEMORY_CHANGE_KIND_ERASED = 4;
+   */
+  ERASED = 4,
+
+  /**
+   * MEMORY_CHANGE_KIND_SUBJECT_ERASED: every memory of the subject was purged; only the
+   * memory's subject is set, if the view shows it.
+   *
+   * @generated from enum value: MEMORY_CHANGE_KIND_SUBJECT_ERASED = 5;
+   */
+  SUBJECT_ERASED = 5,
+}
+
+/**
+ * Describes the enum memoryd.v1.MemoryChangeKind.
+ */
+export const MemoryChangeKindSchema: GenEnum<MemoryChangeKind> = /*@__PURE__*/
+  enumDesc(file_memoryd_v1_memory_service, 7);
+
+/**
  * MemoryService is the agents' interface to memoryd. The tenant and the calling agent are
  * taken from the caller's credential only; every call is confined to that tenant and to the
  * agent's view. A failed call writes nothing.
@@ -1751,6 +2118,43 @@ export const MemoryService: GenService<{
     methodKind: "unary";
     input: typeof ImportMemoriesRequestSchema;
     output: typeof ImportMemoriesResponseSchema;
+  },
+  /**
+   * Watch streams the changes to one subject's memories (or, for a token bound to no subject,
+   * to every subject's) that the caller's view reads, in the order they were committed, each
+   * presented exactly as a read presents it. A change the view cannot see, a hidden field's
+   * included, sends nothing. Every message carries a cursor; a Watch from a cursor delivers
+   * every later change exactly once, on any replica and after restarts.
+   *
+   * @generated from rpc memoryd.v1.MemoryService.Watch
+   */
+  watch: {
+    methodKind: "server_streaming";
+    input: typeof WatchRequestSchema;
+    output: typeof WatchResponseSchema;
+  },
+  /**
+   * EndSession ends a session of one subject and stores its snapshot: the memories written in
+   * it, those extracted from its turns, and a short summary (a SCOPE_SESSION CONTEXT memory),
+   * all under the tenant's snapshot time to live (24 hours by default).
+   *
+   * @generated from rpc memoryd.v1.MemoryService.EndSession
+   */
+  endSession: {
+    methodKind: "unary";
+    input: typeof EndSessionRequestSchema;
+    output: typeof EndSessionResponseSchema;
+  },
+  /**
+   * ResumeSession returns the latest session snapshot of a subject that the caller's view
+   * reads, written by any agent on any device, so a new session starts where the last stopped.
+   *
+   * @generated from rpc memoryd.v1.MemoryService.ResumeSession
+   */
+  resumeSession: {
+    methodKind: "unary";
+    input: typeof ResumeSessionRequestSchema;
+    output: typeof ResumeSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_memoryd_v1_memory_service, 0);

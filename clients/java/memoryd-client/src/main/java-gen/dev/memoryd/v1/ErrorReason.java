@@ -187,6 +187,25 @@ public enum ErrorReason
    * <code>ERROR_REASON_LIMIT_EXCEEDED = 19;</code>
    */
   ERROR_REASON_LIMIT_EXCEEDED(19),
+  /**
+   * <pre>
+   * ERROR_REASON_CURSOR_EXPIRED: a Watch cursor points before the oldest change the server
+   * still keeps (FAILED_PRECONDITION). Read the current state with MemoryView, then Watch
+   * without a cursor.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CURSOR_EXPIRED = 20;</code>
+   */
+  ERROR_REASON_CURSOR_EXPIRED(20),
+  /**
+   * <pre>
+   * ERROR_REASON_TOO_MANY_STREAMS: the tenant (or the agent) already has as many open Watch
+   * streams as the server allows (RESOURCE_EXHAUSTED); retry once one has closed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOO_MANY_STREAMS = 21;</code>
+   */
+  ERROR_REASON_TOO_MANY_STREAMS(21),
   UNRECOGNIZED(-1),
   ;
 
@@ -369,6 +388,25 @@ public enum ErrorReason
    * <code>ERROR_REASON_LIMIT_EXCEEDED = 19;</code>
    */
   public static final int ERROR_REASON_LIMIT_EXCEEDED_VALUE = 19;
+  /**
+   * <pre>
+   * ERROR_REASON_CURSOR_EXPIRED: a Watch cursor points before the oldest change the server
+   * still keeps (FAILED_PRECONDITION). Read the current state with MemoryView, then Watch
+   * without a cursor.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CURSOR_EXPIRED = 20;</code>
+   */
+  public static final int ERROR_REASON_CURSOR_EXPIRED_VALUE = 20;
+  /**
+   * <pre>
+   * ERROR_REASON_TOO_MANY_STREAMS: the tenant (or the agent) already has as many open Watch
+   * streams as the server allows (RESOURCE_EXHAUSTED); retry once one has closed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOO_MANY_STREAMS = 21;</code>
+   */
+  public static final int ERROR_REASON_TOO_MANY_STREAMS_VALUE = 21;
 
 
   public final int getNumber() {
@@ -415,6 +453,8 @@ public enum ErrorReason
       case 17: return ERROR_REASON_ARCHIVE_INVALID;
       case 18: return ERROR_REASON_SERVER_MISCONFIGURED;
       case 19: return ERROR_REASON_LIMIT_EXCEEDED;
+      case 20: return ERROR_REASON_CURSOR_EXPIRED;
+      case 21: return ERROR_REASON_TOO_MANY_STREAMS;
       default: return null;
     }
   }

@@ -36,7 +36,7 @@ public final class ErrorReasonOuterClass extends com.google.protobuf.GeneratedFi
   static {
     java.lang.String[] descriptorData = {
       "\n\035memoryd/v1/error_reason.proto\022\nmemoryd" +
-      ".v1*\273\005\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
+      ".v1*\377\005\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
       "ECIFIED\020\000\022\036\n\032ERROR_REASON_TOKEN_MISSING\020" +
       "\001\022\036\n\032ERROR_REASON_TOKEN_INVALID\020\002\022\036\n\032ERR" +
       "OR_REASON_TOKEN_EXPIRED\020\003\022$\n ERROR_REASO" +
@@ -53,9 +53,11 @@ public final class ErrorReasonOuterClass extends com.google.protobuf.GeneratedFi
       "&\n\"ERROR_REASON_VIEW_VERSION_CONFLICT\020\020\022" +
       " \n\034ERROR_REASON_ARCHIVE_INVALID\020\021\022%\n!ERR" +
       "OR_REASON_SERVER_MISCONFIGURED\020\022\022\037\n\033ERRO" +
-      "R_REASON_LIMIT_EXCEEDED\020\023BR\n\016dev.memoryd" +
-      ".v1P\001Z>github.com/memoryd/memoryd/client" +
-      "s/go/gen/memoryd/v1;memorydv1b\006proto3"
+      "R_REASON_LIMIT_EXCEEDED\020\023\022\037\n\033ERROR_REASO" +
+      "N_CURSOR_EXPIRED\020\024\022!\n\035ERROR_REASON_TOO_M" +
+      "ANY_STREAMS\020\025BR\n\016dev.memoryd.v1P\001Z>githu" +
+      "b.com/memoryd/memoryd/clients/go/gen/mem" +
+      "oryd/v1;memorydv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,

@@ -297,6 +297,99 @@ public final class MemoryServiceGrpc {
     return getImportMemoriesMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.memoryd.v1.WatchRequest,
+      dev.memoryd.v1.WatchResponse> getWatchMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "Watch",
+      requestType = dev.memoryd.v1.WatchRequest.class,
+      responseType = dev.memoryd.v1.WatchResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.SERVER_STREAMING)
+  public static io.grpc.MethodDescriptor<dev.memoryd.v1.WatchRequest,
+      dev.memoryd.v1.WatchResponse> getWatchMethod() {
+    io.grpc.MethodDescriptor<dev.memoryd.v1.WatchRequest, dev.memoryd.v1.WatchResponse> getWatchMethod;
+    if ((getWatchMethod = MemoryServiceGrpc.getWatchMethod) == null) {
+      synchronized (MemoryServiceGrpc.class) {
+        if ((getWatchMethod = MemoryServiceGrpc.getWatchMethod) == null) {
+          MemoryServiceGrpc.getWatchMethod = getWatchMethod =
+              io.grpc.MethodDescriptor.<dev.memoryd.v1.WatchRequest, dev.memoryd.v1.WatchResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.SERVER_STREAMING)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "Watch"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.memoryd.v1.WatchRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.memoryd.v1.WatchResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new MemoryServiceMethodDescriptorSupplier("Watch"))
+              .build();
+        }
+      }
+    }
+    return getWatchMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.memoryd.v1.EndSessionRequest,
+      dev.memoryd.v1.EndSessionResponse> getEndSessionMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "EndSession",
+      requestType = dev.memoryd.v1.EndSessionRequest.class,
+      responseType = dev.memoryd.v1.EndSessionResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.memoryd.v1.EndSessionRequest,
+      dev.memoryd.v1.EndSessionResponse> getEndSessionMethod() {
+    io.grpc.MethodDescriptor<dev.memoryd.v1.EndSessionRequest, dev.memoryd.v1.EndSessionResponse> getEndSessionMethod;
+    if ((getEndSessionMethod = MemoryServiceGrpc.getEndSessionMethod) == null) {
+      synchronized (MemoryServiceGrpc.class) {
+        if ((getEndSessionMethod = MemoryServiceGrpc.getEndSessionMethod) == null) {
+          MemoryServiceGrpc.getEndSessionMethod = getEndSessionMethod =
+              io.grpc.MethodDescriptor.<dev.memoryd.v1.EndSessionRequest, dev.memoryd.v1.EndSessionResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "EndSession"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.memoryd.v1.EndSessionRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.memoryd.v1.EndSessionResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new MemoryServiceMethodDescriptorSupplier("EndSession"))
+              .build();
+        }
+      }
+    }
+    return getEndSessionMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.memoryd.v1.ResumeSessionRequest,
+      dev.memoryd.v1.ResumeSessionResponse> getResumeSessionMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ResumeSession",
+      requestType = dev.memoryd.v1.ResumeSessionRequest.class,
+      responseType = dev.memoryd.v1.ResumeSessionResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.memoryd.v1.ResumeSessionRequest,
+      dev.memoryd.v1.ResumeSessionResponse> getResumeSessionMethod() {
+    io.grpc.MethodDescriptor<dev.memoryd.v1.ResumeSessionRequest, dev.memoryd.v1.ResumeSessionResponse> getResumeSessionMethod;
+    if ((getResumeSessionMethod = MemoryServiceGrpc.getResumeSessionMethod) == null) {
+      synchronized (MemoryServiceGrpc.class) {
+        if ((getResumeSessionMethod = MemoryServiceGrpc.getResumeSessionMethod) == null) {
+          MemoryServiceGrpc.getResumeSessionMethod = getResumeSessionMethod =
+              io.grpc.MethodDescriptor.<dev.memoryd.v1.ResumeSessionRequest, dev.memoryd.v1.ResumeSessionResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ResumeSession"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.memoryd.v1.ResumeSessionRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.memoryd.v1.ResumeSessionResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new MemoryServiceMethodDescriptorSupplier("ResumeSession"))
+              .build();
+        }
+      }
+    }
+    return getResumeSessionMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -461,6 +554,43 @@ public final class MemoryServiceGrpc {
         io.grpc.stub.StreamObserver<dev.memoryd.v1.ImportMemoriesResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getImportMemoriesMethod(), responseObserver);
     }
+
+    /**
+     * <pre>
+     * Watch streams the changes to one subject's memories (or, for a token bound to no subject,
+     * to every subject's) that the caller's view reads, in the order they were committed, each
+     * presented exactly as a read presents it. A change the view cannot see, a hidden field's
+     * included, sends nothing. Every message carries a cursor; a Watch from a cursor delivers
+     * every later change exactly once, on any replica and after restarts.
+     * </pre>
+     */
+    default void watch(dev.memoryd.v1.WatchRequest request,
+        io.grpc.stub.StreamObserver<dev.memoryd.v1.WatchResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getWatchMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * EndSession ends a session of one subject and stores its snapshot: the memories written in
+     * it, those extracted from its turns, and a short summary (a SCOPE_SESSION CONTEXT memory),
+     * all under the tenant's snapshot time to live (24 hours by default).
+     * </pre>
+     */
+    default void endSession(dev.memoryd.v1.EndSessionRequest request,
+        io.grpc.stub.StreamObserver<dev.memoryd.v1.EndSessionResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getEndSessionMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * ResumeSession returns the latest session snapshot of a subject that the caller's view
+     * reads, written by any agent on any device, so a new session starts where the last stopped.
+     * </pre>
+     */
+    default void resumeSession(dev.memoryd.v1.ResumeSessionRequest request,
+        io.grpc.stub.StreamObserver<dev.memoryd.v1.ResumeSessionResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getResumeSessionMethod(), responseObserver);
+    }
   }
 
   /**
@@ -605,6 +735,46 @@ public final class MemoryServiceGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getImportMemoriesMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * Watch streams the changes to one subject's memories (or, for a token bound to no subject,
+     * to every subject's) that the caller's view reads, in the order they were committed, each
+     * presented exactly as a read presents it. A change the view cannot see, a hidden field's
+     * included, sends nothing. Every message carries a cursor; a Watch from a cursor delivers
+     * every later change exactly once, on any replica and after restarts.
+     * </pre>
+     */
+    public void watch(dev.memoryd.v1.WatchRequest request,
+        io.grpc.stub.StreamObserver<dev.memoryd.v1.WatchResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncServerStreamingCall(
+          getChannel().newCall(getWatchMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * EndSession ends a session of one subject and stores its snapshot: the memories written in
+     * it, those extracted from its turns, and a short summary (a SCOPE_SESSION CONTEXT memory),
+     * all under the tenant's snapshot time to live (24 hours by default).
+     * </pre>
+     */
+    public void endSession(dev.memoryd.v1.EndSessionRequest request,
+        io.grpc.stub.StreamObserver<dev.memoryd.v1.EndSessionResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getEndSessionMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * ResumeSession returns the latest session snapshot of a subject that the caller's view
+     * reads, written by any agent on any device, so a new session starts where the last stopped.
+     * </pre>
+     */
+    public void resumeSession(dev.memoryd.v1.ResumeSessionRequest request,
+        io.grpc.stub.StreamObserver<dev.memoryd.v1.ResumeSessionResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getResumeSessionMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -724,6 +894,45 @@ public final class MemoryServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getImportMemoriesMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * Watch streams the changes to one subject's memories (or, for a token bound to no subject,
+     * to every subject's) that the caller's view reads, in the order they were committed, each
+     * presented exactly as a read presents it. A change the view cannot see, a hidden field's
+     * included, sends nothing. Every message carries a cursor; a Watch from a cursor delivers
+     * every later change exactly once, on any replica and after restarts.
+     * </pre>
+     */
+    @io.grpc.ExperimentalApi("https://github.com/grpc/grpc-java/issues/10918")
+    public io.grpc.stub.BlockingClientCall<?, dev.memoryd.v1.WatchResponse>
+        watch(dev.memoryd.v1.WatchRequest request) {
+      return io.grpc.stub.ClientCalls.blockingV2ServerStreamingCall(
+          getChannel(), getWatchMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * EndSession ends a session of one subject and stores its snapshot: the memories written in
+     * it, those extracted from its turns, and a short summary (a SCOPE_SESSION CONTEXT memory),
+     * all under the tenant's snapshot time to live (24 hours by default).
+     * </pre>
+     */
+    public dev.memoryd.v1.EndSessionResponse endSession(dev.memoryd.v1.EndSessionRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getEndSessionMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * ResumeSession returns the latest session snapshot of a subject that the caller's view
+     * reads, written by any agent on any device, so a new session starts where the last stopped.
+     * </pre>
+     */
+    public dev.memoryd.v1.ResumeSessionResponse resumeSession(dev.memoryd.v1.ResumeSessionRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getResumeSessionMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -842,6 +1051,44 @@ public final class MemoryServiceGrpc {
     public dev.memoryd.v1.ImportMemoriesResponse importMemories(dev.memoryd.v1.ImportMemoriesRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getImportMemoriesMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Watch streams the changes to one subject's memories (or, for a token bound to no subject,
+     * to every subject's) that the caller's view reads, in the order they were committed, each
+     * presented exactly as a read presents it. A change the view cannot see, a hidden field's
+     * included, sends nothing. Every message carries a cursor; a Watch from a cursor delivers
+     * every later change exactly once, on any replica and after restarts.
+     * </pre>
+     */
+    public java.util.Iterator<dev.memoryd.v1.WatchResponse> watch(
+        dev.memoryd.v1.WatchRequest request) {
+      return io.grpc.stub.ClientCalls.blockingServerStreamingCall(
+          getChannel(), getWatchMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * EndSession ends a session of one subject and stores its snapshot: the memories written in
+     * it, those extracted from its turns, and a short summary (a SCOPE_SESSION CONTEXT memory),
+     * all under the tenant's snapshot time to live (24 hours by default).
+     * </pre>
+     */
+    public dev.memoryd.v1.EndSessionResponse endSession(dev.memoryd.v1.EndSessionRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getEndSessionMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * ResumeSession returns the latest session snapshot of a subject that the caller's view
+     * reads, written by any agent on any device, so a new session starts where the last stopped.
+     * </pre>
+     */
+    public dev.memoryd.v1.ResumeSessionResponse resumeSession(dev.memoryd.v1.ResumeSessionRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getResumeSessionMethod(), getCallOptions(), request);
     }
   }
 
@@ -971,6 +1218,31 @@ public final class MemoryServiceGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getImportMemoriesMethod(), getCallOptions()), request);
     }
+
+    /**
+     * <pre>
+     * EndSession ends a session of one subject and stores its snapshot: the memories written in
+     * it, those extracted from its turns, and a short summary (a SCOPE_SESSION CONTEXT memory),
+     * all under the tenant's snapshot time to live (24 hours by default).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.memoryd.v1.EndSessionResponse> endSession(
+        dev.memoryd.v1.EndSessionRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getEndSessionMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * ResumeSession returns the latest session snapshot of a subject that the caller's view
+     * reads, written by any agent on any device, so a new session starts where the last stopped.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.memoryd.v1.ResumeSessionResponse> resumeSession(
+        dev.memoryd.v1.ResumeSessionRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getResumeSessionMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_WRITE = 0;
@@ -982,6 +1254,9 @@ public final class MemoryServiceGrpc {
   private static final int METHODID_RESOLVE_CONFLICT = 6;
   private static final int METHODID_EXPORT_MEMORIES = 7;
   private static final int METHODID_IMPORT_MEMORIES = 8;
+  private static final int METHODID_WATCH = 9;
+  private static final int METHODID_END_SESSION = 10;
+  private static final int METHODID_RESUME_SESSION = 11;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -1035,6 +1310,18 @@ public final class MemoryServiceGrpc {
         case METHODID_IMPORT_MEMORIES:
           serviceImpl.importMemories((dev.memoryd.v1.ImportMemoriesRequest) request,
               (io.grpc.stub.StreamObserver<dev.memoryd.v1.ImportMemoriesResponse>) responseObserver);
+          break;
+        case METHODID_WATCH:
+          serviceImpl.watch((dev.memoryd.v1.WatchRequest) request,
+              (io.grpc.stub.StreamObserver<dev.memoryd.v1.WatchResponse>) responseObserver);
+          break;
+        case METHODID_END_SESSION:
+          serviceImpl.endSession((dev.memoryd.v1.EndSessionRequest) request,
+              (io.grpc.stub.StreamObserver<dev.memoryd.v1.EndSessionResponse>) responseObserver);
+          break;
+        case METHODID_RESUME_SESSION:
+          serviceImpl.resumeSession((dev.memoryd.v1.ResumeSessionRequest) request,
+              (io.grpc.stub.StreamObserver<dev.memoryd.v1.ResumeSessionResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -1117,6 +1404,27 @@ public final class MemoryServiceGrpc {
               dev.memoryd.v1.ImportMemoriesRequest,
               dev.memoryd.v1.ImportMemoriesResponse>(
                 service, METHODID_IMPORT_MEMORIES)))
+        .addMethod(
+          getWatchMethod(),
+          io.grpc.stub.ServerCalls.asyncServerStreamingCall(
+            new MethodHandlers<
+              dev.memoryd.v1.WatchRequest,
+              dev.memoryd.v1.WatchResponse>(
+                service, METHODID_WATCH)))
+        .addMethod(
+          getEndSessionMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.memoryd.v1.EndSessionRequest,
+              dev.memoryd.v1.EndSessionResponse>(
+                service, METHODID_END_SESSION)))
+        .addMethod(
+          getResumeSessionMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.memoryd.v1.ResumeSessionRequest,
+              dev.memoryd.v1.ResumeSessionResponse>(
+                service, METHODID_RESUME_SESSION)))
         .build();
   }
 
@@ -1174,6 +1482,9 @@ public final class MemoryServiceGrpc {
               .addMethod(getResolveConflictMethod())
               .addMethod(getExportMemoriesMethod())
               .addMethod(getImportMemoriesMethod())
+              .addMethod(getWatchMethod())
+              .addMethod(getEndSessionMethod())
+              .addMethod(getResumeSessionMethod())
               .build();
         }
       }

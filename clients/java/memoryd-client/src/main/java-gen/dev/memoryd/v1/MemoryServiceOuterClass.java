@@ -161,6 +161,51 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_memoryd_v1_ImportMemoriesResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_memoryd_v1_WatchRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_memoryd_v1_WatchRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_memoryd_v1_WatchResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_memoryd_v1_WatchResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_memoryd_v1_MemoryChange_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_memoryd_v1_MemoryChange_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_memoryd_v1_WatchHeartbeat_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_memoryd_v1_WatchHeartbeat_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_memoryd_v1_EndSessionRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_memoryd_v1_EndSessionRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_memoryd_v1_EndSessionResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_memoryd_v1_EndSessionResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_memoryd_v1_ResumeSessionRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_memoryd_v1_ResumeSessionRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_memoryd_v1_ResumeSessionResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_memoryd_v1_ResumeSessionResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_memoryd_v1_SessionSnapshot_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_memoryd_v1_SessionSnapshot_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -173,173 +218,213 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       "\n\037memoryd/v1/memory_service.proto\022\nmemor" +
       "yd.v1\032\033buf/validate/validate.proto\032\037goog" +
       "le/protobuf/timestamp.proto\032\027memoryd/v1/" +
-      "memory.proto\"\256\002\n\014WriteRequest\022<\n\007subject" +
+      "memory.proto\"\357\002\n\014WriteRequest\022<\n\007subject" +
       "\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9" +
       "._:@-]*$\310\001\001\022&\n\005items\030\002 \003(\0132\027.memoryd.v1." +
       "MemoryDraft\022*\n\005turns\030\003 \003(\0132\020.memoryd.v1." +
       "TurnB\t\272H\006\222\001\003\020\310\001\022!\n\017idempotency_key\030\004 \001(\t" +
       "B\010\272H\005r\003(\200\001\0226\n\013consistency\030\005 \001(\0162\027.memory" +
       "d.v1.ConsistencyB\010\272H\005\202\001\002\020\001\0221\n\tturn_mode\030" +
-      "\006 \001(\0162\024.memoryd.v1.TurnModeB\010\272H\005\202\001\002\020\001\"l\n" +
-      "\013WriteResult\022\021\n\tmemory_id\030\001 \001(\t\022)\n\007outco" +
-      "me\030\002 \001(\0162\030.memoryd.v1.WriteOutcome\022\016\n\006re" +
-      "ason\030\003 \001(\t\022\017\n\007version\030\004 \001(\003\"\220\001\n\rWriteRes" +
-      "ponse\022(\n\007results\030\001 \003(\0132\027.memoryd.v1.Writ" +
-      "eResult\022\031\n\021extraction_job_id\030\002 \001(\t\022\017\n\007in" +
-      "dexed\030\003 \001(\010\022)\n\007dropped\030\004 \003(\0132\030.memoryd.v" +
-      "1.DroppedCount\"\263\001\n\014ScoreWeights\022(\n\nsimil" +
-      "arity\030\001 \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\000\210\001\001\022%\n\007rec" +
-      "ency\030\002 \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\001\210\001\001\022(\n\nimpo" +
-      "rtance\030\003 \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\002\210\001\001B\r\n\013_s" +
-      "imilarityB\n\n\010_recencyB\r\n\013_importance\"\273\003\n" +
-      "\rRecallRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200" +
-      "\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\r\n\005" +
-      "query\030\002 \001(\t\022=\n\004keys\030\003 \003(\tB/\272H,\222\001)\"\'r%\020\001(" +
-      "\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:/-]*$\022(\n\006fi" +
-      "lter\030\004 \001(\0132\030.memoryd.v1.MemoryFilter\022\026\n\005" +
-      "top_k\030\005 \001(\005B\007\272H\004\032\002(\000\022\035\n\014token_budget\030\006 \001" +
-      "(\005B\007\272H\004\032\002(\000\022)\n\007weights\030\007 \001(\0132\030.memoryd.v" +
-      "1.ScoreWeights\022\024\n\014render_block\030\010 \001(\010\022+\n\r" +
-      "min_relevance\030\t \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\000\210\001" +
-      "\001\022\032\n\022exclude_neighbours\030\n \001(\010\022!\n\007context" +
-      "\030\013 \003(\0132\020.memoryd.v1.TurnB\020\n\016_min_relevan" +
-      "ce\"\263\002\n\014ScoredMemory\022\"\n\006memory\030\001 \001(\0132\022.me" +
-      "moryd.v1.Memory\022\r\n\005score\030\002 \001(\002\022\022\n\nsimila" +
-      "rity\030\003 \001(\002\022\017\n\007recency\030\004 \001(\002\022\022\n\nimportanc" +
-      "e\030\005 \001(\002\022\024\n\014keyword_rank\030\006 \001(\005\022\022\n\ndense_r" +
-      "ank\030\007 \001(\005\022\021\n\trelevance\030\010 \001(\002\022\023\n\006cosine\030\t" +
-      " \001(\002H\000\210\001\001\022\031\n\021keyword_relevance\030\n \001(\002\022\024\n\014" +
-      "neighbour_of\030\013 \001(\t\022\024\n\014named_entity\030\014 \001(\t" +
-      "\022\023\n\013entity_lift\030\r \001(\002B\t\n\007_cosine\"v\n\016Reca" +
-      "llResponse\022*\n\010memories\030\001 \003(\0132\030.memoryd.v" +
-      "1.ScoredMemory\022\r\n\005block\030\002 \001(\t\022\020\n\010degrade" +
-      "d\030\003 \001(\010\022\027\n\017degraded_reason\030\004 \001(\t\")\n\tMemo" +
-      "ryIds\022\034\n\003ids\030\001 \003(\tB\017\272H\014\222\001\t\010\001\"\005r\003\260\001\001\"\321\003\n\014" +
-      "EraseRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012" +
-      "\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\330\001\001\022$\n\003id" +
-      "s\030\002 \001(\0132\025.memoryd.v1.MemoryIdsH\000\0229\n\003key\030" +
-      "\003 \001(\tB*\272H\'r%\020\001(\200\0012\036^[A-Za-z0-9][A-Za-z0-" +
-      "9._:/-]*$H\000\022E\n\016source_turn_id\030\004 \001(\tB+\272H(" +
-      "r&\020\001(\200\0012\037^[A-Za-z0-9][A-Za-z0-9._:@/-]*$" +
-      "H\000\0224\n\010category\030\005 \001(\0162\024.memoryd.v1.Catego" +
-      "ryB\n\272H\007\202\001\004\020\001 \000H\000\022\030\n\016all_of_subject\030\006 \001(\010" +
-      "H\000\0220\n\004mode\030\007 \001(\0162\025.memoryd.v1.EraseModeB" +
-      "\013\272H\010\202\001\002\020\001\310\001\001\022\030\n\006reason\030\010 \001(\tB\010\272H\005r\003(\200\004\022," +
-      "\n\005scope\030\t \001(\0162\021.memoryd.v1.ScopeB\n\272H\007\202\001\004" +
-      "\020\001 \003B\021\n\010selector\022\005\272H\002\010\001\"n\n\013StoreCounts\022\020" +
-      "\n\010memories\030\001 \001(\003\022\020\n\010versions\030\002 \001(\003\022\016\n\006ou" +
-      "tbox\030\003 \001(\003\022\017\n\007vectors\030\004 \001(\003\022\014\n\004jobs\030\005 \001(" +
-      "\003\022\014\n\004keys\030\006 \001(\003\"\305\002\n\016ErasureReceipt\022\020\n\010er" +
-      "ase_id\030\001 \001(\t\022#\n\004mode\030\002 \001(\0162\025.memoryd.v1." +
-      "EraseMode\022\'\n\006counts\030\003 \001(\0132\027.memoryd.v1.S" +
-      "toreCounts\022\020\n\010verified\030\004 \001(\010\022.\n\nstarted_" +
-      "at\030\005 \001(\0132\032.google.protobuf.Timestamp\022/\n\013" +
-      "finished_at\030\006 \001(\0132\032.google.protobuf.Time" +
-      "stamp\022\021\n\tunchecked\030\007 \003(\t\022\"\n\025organisation" +
-      "_mentions\030\010 \001(\003H\000\210\001\001\022\017\n\007pending\030\t \003(\tB\030\n" +
-      "\026_organisation_mentions\"<\n\rEraseResponse" +
-      "\022+\n\007receipt\030\001 \001(\0132\032.memoryd.v1.ErasureRe" +
-      "ceipt\"\362\001\n\021MemoryViewRequest\022<\n\007subject\030\001" +
-      " \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._" +
-      ":@-]*$\310\001\001\022(\n\006filter\030\002 \001(\0132\030.memoryd.v1.M" +
-      "emoryFilter\022;\n\010statuses\030\003 \003(\0162\030.memoryd." +
-      "v1.MemoryStatusB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022\032\n\tpage" +
-      "_size\030\004 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_token\030\005 \001(\t" +
-      "B\010\272H\005r\003(\200\010\"s\n\022MemoryViewResponse\022$\n\010memo" +
-      "ries\030\001 \003(\0132\022.memoryd.v1.Memory\022\027\n\017next_p" +
-      "age_token\030\002 \001(\t\022\036\n\004view\030\003 \001(\0132\020.memoryd." +
-      "v1.View\"\253\001\n\021GetHistoryRequest\022<\n\007subject" +
-      "\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9" +
-      "._:@-]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001" +
-      "\310\001\001\022\032\n\tpage_size\030\003 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_" +
-      "token\030\004 \001(\tB\010\272H\005r\003(\200\010\"\214\001\n\rMemoryVersion\022" +
-      "\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.Memory\022&\n\006c" +
-      "hange\030\002 \001(\0162\026.memoryd.v1.ChangeKind\022/\n\013r" +
-      "ecorded_at\030\003 \001(\0132\032.google.protobuf.Times" +
-      "tamp\"Z\n\022GetHistoryResponse\022+\n\010versions\030\001" +
-      " \003(\0132\031.memoryd.v1.MemoryVersion\022\027\n\017next_" +
-      "page_token\030\002 \001(\t\"-\n\014DroppedCount\022\016\n\006reas" +
-      "on\030\001 \001(\t\022\r\n\005count\030\002 \001(\003\"\251\003\n\rExtractionJo" +
-      "b\022\n\n\002id\030\001 \001(\t\022\017\n\007subject\030\002 \001(\t\022-\n\005state\030" +
-      "\003 \001(\0162\036.memoryd.v1.ExtractionJobState\022\r\n" +
-      "\005turns\030\004 \001(\005\022\020\n\010attempts\030\005 \001(\005\022\r\n\005error\030" +
-      "\006 \001(\t\022(\n\007results\030\007 \003(\0132\027.memoryd.v1.Writ" +
-      "eResult\022)\n\007dropped\030\010 \003(\0132\030.memoryd.v1.Dr" +
-      "oppedCount\022.\n\ncreated_at\030\t \001(\0132\032.google." +
-      "protobuf.Timestamp\022/\n\013finished_at\030\n \001(\0132" +
-      "\032.google.protobuf.Timestamp\0223\n\017next_atte" +
-      "mpt_at\030\013 \001(\0132\032.google.protobuf.Timestamp" +
-      "\0221\n\rwaiting_since\030\014 \001(\0132\032.google.protobu" +
-      "f.Timestamp\"t\n\027GetExtractionJobRequest\022<" +
-      "\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][" +
-      "A-Za-z0-9._:@-]*$\310\001\001\022\033\n\006job_id\030\002 \001(\tB\013\272H" +
-      "\010r\003\260\001\001\310\001\001\"B\n\030GetExtractionJobResponse\022&\n" +
-      "\003job\030\001 \001(\0132\031.memoryd.v1.ExtractionJob\"\330\001" +
-      "\n\026ResolveConflictRequest\022<\n\007subject\030\001 \001(" +
-      "\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-" +
-      "]*$\310\001\001\022\036\n\tmemory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\022?" +
-      "\n\nresolution\030\003 \001(\0162\036.memoryd.v1.Conflict" +
-      "ResolutionB\013\272H\010\202\001\002\020\001\310\001\001\022\037\n\npending_id\030\004 " +
-      "\001(\tB\013\272H\010r\003\260\001\001\330\001\001\"=\n\027ResolveConflictRespo" +
-      "nse\022\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.Memory\"" +
-      "x\n\025ExportMemoriesRequest\022<\n\007subject\030\001 \001(" +
-      "\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-" +
-      "]*$\310\001\001\022!\n\npassphrase\030\002 \001(\tB\r\272H\nr\005 \010(\200\010\330\001" +
-      "\001\";\n\026ExportMemoriesResponse\022\017\n\007archive\030\001" +
-      " \001(\014\022\020\n\010memories\030\002 \001(\003\"\221\001\n\025ImportMemorie" +
-      "sRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A" +
-      "-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\027\n\007archiv" +
-      "e\030\002 \001(\014B\006\272H\003\310\001\001\022!\n\npassphrase\030\003 \001(\tB\r\272H\n" +
-      "r\005 \010(\200\010\330\001\001\"B\n\026ImportMemoriesResponse\022(\n\007" +
-      "results\030\001 \003(\0132\027.memoryd.v1.WriteResult*e" +
-      "\n\013Consistency\022\033\n\027CONSISTENCY_UNSPECIFIED" +
-      "\020\000\022\033\n\027CONSISTENCY_INDEX_ASYNC\020\001\022\034\n\030CONSI" +
-      "STENCY_WAIT_INDEXED\020\002*\212\002\n\014WriteOutcome\022\035" +
-      "\n\031WRITE_OUTCOME_UNSPECIFIED\020\000\022\031\n\025WRITE_O" +
-      "UTCOME_CREATED\020\001\022\031\n\025WRITE_OUTCOME_UPDATE" +
-      "D\020\002\022\033\n\027WRITE_OUTCOME_VERSIONED\020\003\022\030\n\024WRIT" +
-      "E_OUTCOME_MERGED\020\004\022\033\n\027WRITE_OUTCOME_UNCH" +
-      "ANGED\020\005\022\032\n\026WRITE_OUTCOME_REJECTED\020\006\022\031\n\025W" +
-      "RITE_OUTCOME_PENDING\020\007\022\032\n\026WRITE_OUTCOME_" +
-      "ACCEPTED\020\010*Q\n\010TurnMode\022\031\n\025TURN_MODE_UNSP" +
-      "ECIFIED\020\000\022\025\n\021TURN_MODE_EXTRACT\020\001\022\023\n\017TURN" +
-      "_MODE_CHUNK\020\002*T\n\tEraseMode\022\032\n\026ERASE_MODE" +
-      "_UNSPECIFIED\020\000\022\025\n\021ERASE_MODE_FORGET\020\001\022\024\n" +
-      "\020ERASE_MODE_PURGE\020\002*\251\001\n\nChangeKind\022\033\n\027CH" +
-      "ANGE_KIND_UNSPECIFIED\020\000\022\027\n\023CHANGE_KIND_C" +
-      "REATED\020\001\022\027\n\023CHANGE_KIND_UPDATED\020\002\022\031\n\025CHA" +
-      "NGE_KIND_VERSIONED\020\003\022\026\n\022CHANGE_KIND_MERG" +
-      "ED\020\004\022\031\n\025CHANGE_KIND_FORGOTTEN\020\005*\344\001\n\022Extr" +
-      "actionJobState\022$\n EXTRACTION_JOB_STATE_U" +
-      "NSPECIFIED\020\000\022\037\n\033EXTRACTION_JOB_STATE_QUE" +
-      "UED\020\001\022 \n\034EXTRACTION_JOB_STATE_RUNNING\020\002\022" +
-      "\"\n\036EXTRACTION_JOB_STATE_SUCCEEDED\020\003\022\037\n\033E" +
-      "XTRACTION_JOB_STATE_FAILED\020\004\022 \n\034EXTRACTI" +
-      "ON_JOB_STATE_WAITING\020\005*\207\001\n\022ConflictResol" +
-      "ution\022#\n\037CONFLICT_RESOLUTION_UNSPECIFIED" +
-      "\020\000\022$\n CONFLICT_RESOLUTION_KEEP_CURRENT\020\001" +
-      "\022&\n\"CONFLICT_RESOLUTION_ACCEPT_PENDING\020\002" +
-      "2\323\005\n\rMemoryService\022<\n\005Write\022\030.memoryd.v1" +
-      ".WriteRequest\032\031.memoryd.v1.WriteResponse" +
-      "\022?\n\006Recall\022\031.memoryd.v1.RecallRequest\032\032." +
-      "memoryd.v1.RecallResponse\022<\n\005Erase\022\030.mem" +
-      "oryd.v1.EraseRequest\032\031.memoryd.v1.EraseR" +
-      "esponse\022K\n\nMemoryView\022\035.memoryd.v1.Memor" +
-      "yViewRequest\032\036.memoryd.v1.MemoryViewResp" +
-      "onse\022K\n\nGetHistory\022\035.memoryd.v1.GetHisto" +
-      "ryRequest\032\036.memoryd.v1.GetHistoryRespons" +
-      "e\022]\n\020GetExtractionJob\022#.memoryd.v1.GetEx" +
-      "tractionJobRequest\032$.memoryd.v1.GetExtra" +
-      "ctionJobResponse\022Z\n\017ResolveConflict\022\".me" +
-      "moryd.v1.ResolveConflictRequest\032#.memory" +
-      "d.v1.ResolveConflictResponse\022W\n\016ExportMe" +
-      "mories\022!.memoryd.v1.ExportMemoriesReques" +
-      "t\032\".memoryd.v1.ExportMemoriesResponse\022W\n" +
-      "\016ImportMemories\022!.memoryd.v1.ImportMemor" +
-      "iesRequest\032\".memoryd.v1.ImportMemoriesRe" +
-      "sponseBR\n\016dev.memoryd.v1P\001Z>github.com/m" +
-      "emoryd/memoryd/clients/go/gen/memoryd/v1" +
-      ";memorydv1b\006proto3"
+      "\006 \001(\0162\024.memoryd.v1.TurnModeB\010\272H\005\202\001\002\020\001\022?\n" +
+      "\nsession_id\030\007 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9" +
+      "][A-Za-z0-9._:@-]*$\330\001\001\"l\n\013WriteResult\022\021\n" +
+      "\tmemory_id\030\001 \001(\t\022)\n\007outcome\030\002 \001(\0162\030.memo" +
+      "ryd.v1.WriteOutcome\022\016\n\006reason\030\003 \001(\t\022\017\n\007v" +
+      "ersion\030\004 \001(\003\"\220\001\n\rWriteResponse\022(\n\007result" +
+      "s\030\001 \003(\0132\027.memoryd.v1.WriteResult\022\031\n\021extr" +
+      "action_job_id\030\002 \001(\t\022\017\n\007indexed\030\003 \001(\010\022)\n\007" +
+      "dropped\030\004 \003(\0132\030.memoryd.v1.DroppedCount\"" +
+      "\263\001\n\014ScoreWeights\022(\n\nsimilarity\030\001 \001(\002B\017\272H" +
+      "\014\n\n\035\000\000\200?-\000\000\000\000H\000\210\001\001\022%\n\007recency\030\002 \001(\002B\017\272H\014" +
+      "\n\n\035\000\000\200?-\000\000\000\000H\001\210\001\001\022(\n\nimportance\030\003 \001(\002B\017\272" +
+      "H\014\n\n\035\000\000\200?-\000\000\000\000H\002\210\001\001B\r\n\013_similarityB\n\n\010_r" +
+      "ecencyB\r\n\013_importance\"\273\003\n\rRecallRequest\022" +
+      "<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9]" +
+      "[A-Za-z0-9._:@-]*$\310\001\001\022\r\n\005query\030\002 \001(\t\022=\n\004" +
+      "keys\030\003 \003(\tB/\272H,\222\001)\"\'r%\020\001(\200\0012\036^[A-Za-z0-9" +
+      "][A-Za-z0-9._:/-]*$\022(\n\006filter\030\004 \001(\0132\030.me" +
+      "moryd.v1.MemoryFilter\022\026\n\005top_k\030\005 \001(\005B\007\272H" +
+      "\004\032\002(\000\022\035\n\014token_budget\030\006 \001(\005B\007\272H\004\032\002(\000\022)\n\007" +
+      "weights\030\007 \001(\0132\030.memoryd.v1.ScoreWeights\022" +
+      "\024\n\014render_block\030\010 \001(\010\022+\n\rmin_relevance\030\t" +
+      " \001(\002B\017\272H\014\n\n\035\000\000\200?-\000\000\000\000H\000\210\001\001\022\032\n\022exclude_ne" +
+      "ighbours\030\n \001(\010\022!\n\007context\030\013 \003(\0132\020.memory" +
+      "d.v1.TurnB\020\n\016_min_relevance\"\263\002\n\014ScoredMe" +
+      "mory\022\"\n\006memory\030\001 \001(\0132\022.memoryd.v1.Memory" +
+      "\022\r\n\005score\030\002 \001(\002\022\022\n\nsimilarity\030\003 \001(\002\022\017\n\007r" +
+      "ecency\030\004 \001(\002\022\022\n\nimportance\030\005 \001(\002\022\024\n\014keyw" +
+      "ord_rank\030\006 \001(\005\022\022\n\ndense_rank\030\007 \001(\005\022\021\n\tre" +
+      "levance\030\010 \001(\002\022\023\n\006cosine\030\t \001(\002H\000\210\001\001\022\031\n\021ke" +
+      "yword_relevance\030\n \001(\002\022\024\n\014neighbour_of\030\013 " +
+      "\001(\t\022\024\n\014named_entity\030\014 \001(\t\022\023\n\013entity_lift" +
+      "\030\r \001(\002B\t\n\007_cosine\"v\n\016RecallResponse\022*\n\010m" +
+      "emories\030\001 \003(\0132\030.memoryd.v1.ScoredMemory\022" +
+      "\r\n\005block\030\002 \001(\t\022\020\n\010degraded\030\003 \001(\010\022\027\n\017degr" +
+      "aded_reason\030\004 \001(\t\")\n\tMemoryIds\022\034\n\003ids\030\001 " +
+      "\003(\tB\017\272H\014\222\001\t\010\001\"\005r\003\260\001\001\"\321\003\n\014EraseRequest\022<\n" +
+      "\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A" +
+      "-Za-z0-9._:@-]*$\330\001\001\022$\n\003ids\030\002 \001(\0132\025.memor" +
+      "yd.v1.MemoryIdsH\000\0229\n\003key\030\003 \001(\tB*\272H\'r%\020\001(" +
+      "\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:/-]*$H\000\022E\n\016" +
+      "source_turn_id\030\004 \001(\tB+\272H(r&\020\001(\200\0012\037^[A-Za" +
+      "-z0-9][A-Za-z0-9._:@/-]*$H\000\0224\n\010category\030" +
+      "\005 \001(\0162\024.memoryd.v1.CategoryB\n\272H\007\202\001\004\020\001 \000H" +
+      "\000\022\030\n\016all_of_subject\030\006 \001(\010H\000\0220\n\004mode\030\007 \001(" +
+      "\0162\025.memoryd.v1.EraseModeB\013\272H\010\202\001\002\020\001\310\001\001\022\030\n" +
+      "\006reason\030\010 \001(\tB\010\272H\005r\003(\200\004\022,\n\005scope\030\t \001(\0162\021" +
+      ".memoryd.v1.ScopeB\n\272H\007\202\001\004\020\001 \003B\021\n\010selecto" +
+      "r\022\005\272H\002\010\001\"n\n\013StoreCounts\022\020\n\010memories\030\001 \001(" +
+      "\003\022\020\n\010versions\030\002 \001(\003\022\016\n\006outbox\030\003 \001(\003\022\017\n\007v" +
+      "ectors\030\004 \001(\003\022\014\n\004jobs\030\005 \001(\003\022\014\n\004keys\030\006 \001(\003" +
+      "\"\305\002\n\016ErasureReceipt\022\020\n\010erase_id\030\001 \001(\t\022#\n" +
+      "\004mode\030\002 \001(\0162\025.memoryd.v1.EraseMode\022\'\n\006co" +
+      "unts\030\003 \001(\0132\027.memoryd.v1.StoreCounts\022\020\n\010v" +
+      "erified\030\004 \001(\010\022.\n\nstarted_at\030\005 \001(\0132\032.goog" +
+      "le.protobuf.Timestamp\022/\n\013finished_at\030\006 \001" +
+      "(\0132\032.google.protobuf.Timestamp\022\021\n\tunchec" +
+      "ked\030\007 \003(\t\022\"\n\025organisation_mentions\030\010 \001(\003" +
+      "H\000\210\001\001\022\017\n\007pending\030\t \003(\tB\030\n\026_organisation_" +
+      "mentions\"<\n\rEraseResponse\022+\n\007receipt\030\001 \001" +
+      "(\0132\032.memoryd.v1.ErasureReceipt\"\362\001\n\021Memor" +
+      "yViewRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012" +
+      "\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022(\n\006fi" +
+      "lter\030\002 \001(\0132\030.memoryd.v1.MemoryFilter\022;\n\010" +
+      "statuses\030\003 \003(\0162\030.memoryd.v1.MemoryStatus" +
+      "B\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022\032\n\tpage_size\030\004 \001(\005B\007\272H" +
+      "\004\032\002(\000\022\034\n\npage_token\030\005 \001(\tB\010\272H\005r\003(\200\010\"s\n\022M" +
+      "emoryViewResponse\022$\n\010memories\030\001 \003(\0132\022.me" +
+      "moryd.v1.Memory\022\027\n\017next_page_token\030\002 \001(\t" +
+      "\022\036\n\004view\030\003 \001(\0132\020.memoryd.v1.View\"\253\001\n\021Get" +
+      "HistoryRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200" +
+      "\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\036\n\t" +
+      "memory_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\022\032\n\tpage_siz" +
+      "e\030\003 \001(\005B\007\272H\004\032\002(\000\022\034\n\npage_token\030\004 \001(\tB\010\272H" +
+      "\005r\003(\200\010\"\214\001\n\rMemoryVersion\022\"\n\006memory\030\001 \001(\013" +
+      "2\022.memoryd.v1.Memory\022&\n\006change\030\002 \001(\0162\026.m" +
+      "emoryd.v1.ChangeKind\022/\n\013recorded_at\030\003 \001(" +
+      "\0132\032.google.protobuf.Timestamp\"Z\n\022GetHist" +
+      "oryResponse\022+\n\010versions\030\001 \003(\0132\031.memoryd." +
+      "v1.MemoryVersion\022\027\n\017next_page_token\030\002 \001(" +
+      "\t\"-\n\014DroppedCount\022\016\n\006reason\030\001 \001(\t\022\r\n\005cou" +
+      "nt\030\002 \001(\003\"\251\003\n\rExtractionJob\022\n\n\002id\030\001 \001(\t\022\017" +
+      "\n\007subject\030\002 \001(\t\022-\n\005state\030\003 \001(\0162\036.memoryd" +
+      ".v1.ExtractionJobState\022\r\n\005turns\030\004 \001(\005\022\020\n" +
+      "\010attempts\030\005 \001(\005\022\r\n\005error\030\006 \001(\t\022(\n\007result" +
+      "s\030\007 \003(\0132\027.memoryd.v1.WriteResult\022)\n\007drop" +
+      "ped\030\010 \003(\0132\030.memoryd.v1.DroppedCount\022.\n\nc" +
+      "reated_at\030\t \001(\0132\032.google.protobuf.Timest" +
+      "amp\022/\n\013finished_at\030\n \001(\0132\032.google.protob" +
+      "uf.Timestamp\0223\n\017next_attempt_at\030\013 \001(\0132\032." +
+      "google.protobuf.Timestamp\0221\n\rwaiting_sin" +
+      "ce\030\014 \001(\0132\032.google.protobuf.Timestamp\"t\n\027" +
+      "GetExtractionJobRequest\022<\n\007subject\030\001 \001(\t" +
+      "B+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]" +
+      "*$\310\001\001\022\033\n\006job_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\"B\n\030Ge" +
+      "tExtractionJobResponse\022&\n\003job\030\001 \001(\0132\031.me" +
+      "moryd.v1.ExtractionJob\"\330\001\n\026ResolveConfli" +
+      "ctRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[" +
+      "A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022\036\n\tmemor" +
+      "y_id\030\002 \001(\tB\013\272H\010r\003\260\001\001\310\001\001\022?\n\nresolution\030\003 " +
+      "\001(\0162\036.memoryd.v1.ConflictResolutionB\013\272H\010" +
+      "\202\001\002\020\001\310\001\001\022\037\n\npending_id\030\004 \001(\tB\013\272H\010r\003\260\001\001\330\001" +
+      "\001\"=\n\027ResolveConflictResponse\022\"\n\006memory\030\001" +
+      " \001(\0132\022.memoryd.v1.Memory\"x\n\025ExportMemori" +
+      "esRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[" +
+      "A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022!\n\npassp" +
+      "hrase\030\002 \001(\tB\r\272H\nr\005 \010(\200\010\330\001\001\";\n\026ExportMemo" +
+      "riesResponse\022\017\n\007archive\030\001 \001(\014\022\020\n\010memorie" +
+      "s\030\002 \001(\003\"\221\001\n\025ImportMemoriesRequest\022<\n\007sub" +
+      "ject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-" +
+      "z0-9._:@-]*$\310\001\001\022\027\n\007archive\030\002 \001(\014B\006\272H\003\310\001\001" +
+      "\022!\n\npassphrase\030\003 \001(\tB\r\272H\nr\005 \010(\200\010\330\001\001\"B\n\026I" +
+      "mportMemoriesResponse\022(\n\007results\030\001 \003(\0132\027" +
+      ".memoryd.v1.WriteResult\"\314\001\n\014WatchRequest" +
+      "\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9" +
+      "][A-Za-z0-9._:@-]*$\330\001\001\022\024\n\014all_subjects\030\002" +
+      " \001(\010\0229\n\ncategories\030\003 \003(\0162\024.memoryd.v1.Ca" +
+      "tegoryB\017\272H\014\222\001\t\"\007\202\001\004\020\001 \000\022\023\n\013include_org\030\004" +
+      " \001(\010\022\030\n\006cursor\030\005 \001(\tB\010\272H\005r\003(\200\010\"\205\001\n\rWatch" +
+      "Response\022\016\n\006cursor\030\001 \001(\t\022*\n\006change\030\002 \001(\013" +
+      "2\030.memoryd.v1.MemoryChangeH\000\022/\n\theartbea" +
+      "t\030\003 \001(\0132\032.memoryd.v1.WatchHeartbeatH\000B\007\n" +
+      "\005event\"^\n\014MemoryChange\022*\n\004kind\030\001 \001(\0162\034.m" +
+      "emoryd.v1.MemoryChangeKind\022\"\n\006memory\030\002 \001" +
+      "(\0132\022.memoryd.v1.Memory\"A\n\016WatchHeartbeat" +
+      "\022/\n\013server_time\030\001 \001(\0132\032.google.protobuf." +
+      "Timestamp\"\222\001\n\021EndSessionRequest\022<\n\007subje" +
+      "ct\030\001 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A-Za-z0" +
+      "-9._:@-]*$\310\001\001\022?\n\nsession_id\030\002 \001(\tB+\272H(r#" +
+      "(\200\0012\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\"C" +
+      "\n\022EndSessionResponse\022-\n\010snapshot\030\001 \001(\0132\033" +
+      ".memoryd.v1.SessionSnapshot\"\225\001\n\024ResumeSe" +
+      "ssionRequest\022<\n\007subject\030\001 \001(\tB+\272H(r#(\200\0012" +
+      "\036^[A-Za-z0-9][A-Za-z0-9._:@-]*$\310\001\001\022?\n\nse" +
+      "ssion_id\030\002 \001(\tB+\272H(r#(\200\0012\036^[A-Za-z0-9][A" +
+      "-Za-z0-9._:@-]*$\330\001\001\"F\n\025ResumeSessionResp" +
+      "onse\022-\n\010snapshot\030\001 \001(\0132\033.memoryd.v1.Sess" +
+      "ionSnapshot\"\226\001\n\017SessionSnapshot\022\022\n\nsessi" +
+      "on_id\030\001 \001(\t\022#\n\007summary\030\002 \001(\0132\022.memoryd.v" +
+      "1.Memory\022$\n\010explicit\030\003 \003(\0132\022.memoryd.v1." +
+      "Memory\022$\n\010inferred\030\004 \003(\0132\022.memoryd.v1.Me" +
+      "mory*e\n\013Consistency\022\033\n\027CONSISTENCY_UNSPE" +
+      "CIFIED\020\000\022\033\n\027CONSISTENCY_INDEX_ASYNC\020\001\022\034\n" +
+      "\030CONSISTENCY_WAIT_INDEXED\020\002*\212\002\n\014WriteOut" +
+      "come\022\035\n\031WRITE_OUTCOME_UNSPECIFIED\020\000\022\031\n\025W" +
+      "RITE_OUTCOME_CREATED\020\001\022\031\n\025WRITE_OUTCOME_" +
+      "UPDATED\020\002\022\033\n\027WRITE_OUTCOME_VERSIONED\020\003\022\030" +
+      "\n\024WRITE_OUTCOME_MERGED\020\004\022\033\n\027WRITE_OUTCOM" +
+      "E_UNCHANGED\020\005\022\032\n\026WRITE_OUTCOME_REJECTED\020" +
+      "\006\022\031\n\025WRITE_OUTCOME_PENDING\020\007\022\032\n\026WRITE_OU" +
+      "TCOME_ACCEPTED\020\010*Q\n\010TurnMode\022\031\n\025TURN_MOD" +
+      "E_UNSPECIFIED\020\000\022\025\n\021TURN_MODE_EXTRACT\020\001\022\023" +
+      "\n\017TURN_MODE_CHUNK\020\002*T\n\tEraseMode\022\032\n\026ERAS" +
+      "E_MODE_UNSPECIFIED\020\000\022\025\n\021ERASE_MODE_FORGE" +
+      "T\020\001\022\024\n\020ERASE_MODE_PURGE\020\002*\251\001\n\nChangeKind" +
+      "\022\033\n\027CHANGE_KIND_UNSPECIFIED\020\000\022\027\n\023CHANGE_" +
+      "KIND_CREATED\020\001\022\027\n\023CHANGE_KIND_UPDATED\020\002\022" +
+      "\031\n\025CHANGE_KIND_VERSIONED\020\003\022\026\n\022CHANGE_KIN" +
+      "D_MERGED\020\004\022\031\n\025CHANGE_KIND_FORGOTTEN\020\005*\344\001" +
+      "\n\022ExtractionJobState\022$\n EXTRACTION_JOB_S" +
+      "TATE_UNSPECIFIED\020\000\022\037\n\033EXTRACTION_JOB_STA" +
+      "TE_QUEUED\020\001\022 \n\034EXTRACTION_JOB_STATE_RUNN" +
+      "ING\020\002\022\"\n\036EXTRACTION_JOB_STATE_SUCCEEDED\020" +
+      "\003\022\037\n\033EXTRACTION_JOB_STATE_FAILED\020\004\022 \n\034EX" +
+      "TRACTION_JOB_STATE_WAITING\020\005*\207\001\n\022Conflic" +
+      "tResolution\022#\n\037CONFLICT_RESOLUTION_UNSPE" +
+      "CIFIED\020\000\022$\n CONFLICT_RESOLUTION_KEEP_CUR" +
+      "RENT\020\001\022&\n\"CONFLICT_RESOLUTION_ACCEPT_PEN" +
+      "DING\020\002*\336\001\n\020MemoryChangeKind\022\"\n\036MEMORY_CH" +
+      "ANGE_KIND_UNSPECIFIED\020\000\022\036\n\032MEMORY_CHANGE" +
+      "_KIND_CREATED\020\001\022\036\n\032MEMORY_CHANGE_KIND_CH" +
+      "ANGED\020\002\022 \n\034MEMORY_CHANGE_KIND_FORGOTTEN\020" +
+      "\003\022\035\n\031MEMORY_CHANGE_KIND_ERASED\020\004\022%\n!MEMO" +
+      "RY_CHANGE_KIND_SUBJECT_ERASED\020\0052\266\007\n\rMemo" +
+      "ryService\022<\n\005Write\022\030.memoryd.v1.WriteReq" +
+      "uest\032\031.memoryd.v1.WriteResponse\022?\n\006Recal" +
+      "l\022\031.memoryd.v1.RecallRequest\032\032.memoryd.v" +
+      "1.RecallResponse\022<\n\005Erase\022\030.memoryd.v1.E" +
+      "raseRequest\032\031.memoryd.v1.EraseResponse\022K" +
+      "\n\nMemoryView\022\035.memoryd.v1.MemoryViewRequ" +
+      "est\032\036.memoryd.v1.MemoryViewResponse\022K\n\nG" +
+      "etHistory\022\035.memoryd.v1.GetHistoryRequest" +
+      "\032\036.memoryd.v1.GetHistoryResponse\022]\n\020GetE" +
+      "xtractionJob\022#.memoryd.v1.GetExtractionJ" +
+      "obRequest\032$.memoryd.v1.GetExtractionJobR" +
+      "esponse\022Z\n\017ResolveConflict\022\".memoryd.v1." +
+      "ResolveConflictRequest\032#.memoryd.v1.Reso" +
+      "lveConflictResponse\022W\n\016ExportMemories\022!." +
+      "memoryd.v1.ExportMemoriesRequest\032\".memor" +
+      "yd.v1.ExportMemoriesResponse\022W\n\016ImportMe" +
+      "mories\022!.memoryd.v1.ImportMemoriesReques" +
+      "t\032\".memoryd.v1.ImportMemoriesResponse\022>\n" +
+      "\005Watch\022\030.memoryd.v1.WatchRequest\032\031.memor" +
+      "yd.v1.WatchResponse0\001\022K\n\nEndSession\022\035.me" +
+      "moryd.v1.EndSessionRequest\032\036.memoryd.v1." +
+      "EndSessionResponse\022T\n\rResumeSession\022 .me" +
+      "moryd.v1.ResumeSessionRequest\032!.memoryd." +
+      "v1.ResumeSessionResponseBR\n\016dev.memoryd." +
+      "v1P\001Z>github.com/memoryd/memoryd/clients" +
+      "/go/gen/memoryd/v1;memorydv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -353,7 +438,7 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
     internal_static_memoryd_v1_WriteRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_WriteRequest_descriptor,
-        new java.lang.String[] { "Subject", "Items", "Turns", "IdempotencyKey", "Consistency", "TurnMode", });
+        new java.lang.String[] { "Subject", "Items", "Turns", "IdempotencyKey", "Consistency", "TurnMode", "SessionId", });
     internal_static_memoryd_v1_WriteResult_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_memoryd_v1_WriteResult_fieldAccessorTable = new
@@ -510,6 +595,60 @@ public final class MemoryServiceOuterClass extends com.google.protobuf.Generated
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_memoryd_v1_ImportMemoriesResponse_descriptor,
         new java.lang.String[] { "Results", });
+    internal_static_memoryd_v1_WatchRequest_descriptor =
+      getDescriptor().getMessageType(27);
+    internal_static_memoryd_v1_WatchRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_memoryd_v1_WatchRequest_descriptor,
+        new java.lang.String[] { "Subject", "AllSubjects", "Categories", "IncludeOrg", "Cursor", });
+    internal_static_memoryd_v1_WatchResponse_descriptor =
+      getDescriptor().getMessageType(28);
+    internal_static_memoryd_v1_WatchResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_memoryd_v1_WatchResponse_descriptor,
+        new java.lang.String[] { "Cursor", "Change", "Heartbeat", "Event", });
+    internal_static_memoryd_v1_MemoryChange_descriptor =
+      getDescriptor().getMessageType(29);
+    internal_static_memoryd_v1_MemoryChange_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_memoryd_v1_MemoryChange_descriptor,
+        new java.lang.String[] { "Kind", "Memory", });
+    internal_static_memoryd_v1_WatchHeartbeat_descriptor =
+      getDescriptor().getMessageType(30);
+    internal_static_memoryd_v1_WatchHeartbeat_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_memoryd_v1_WatchHeartbeat_descriptor,
+        new java.lang.String[] { "ServerTime", });
+    internal_static_memoryd_v1_EndSessionRequest_descriptor =
+      getDescriptor().getMessageType(31);
+    internal_static_memoryd_v1_EndSessionRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_memoryd_v1_EndSessionRequest_descriptor,
+        new java.lang.String[] { "Subject", "SessionId", });
+    internal_static_memoryd_v1_EndSessionResponse_descriptor =
+      getDescriptor().getMessageType(32);
+    internal_static_memoryd_v1_EndSessionResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_memoryd_v1_EndSessionResponse_descriptor,
+        new java.lang.String[] { "Snapshot", });
+    internal_static_memoryd_v1_ResumeSessionRequest_descriptor =
+      getDescriptor().getMessageType(33);
+    internal_static_memoryd_v1_ResumeSessionRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_memoryd_v1_ResumeSessionRequest_descriptor,
+        new java.lang.String[] { "Subject", "SessionId", });
+    internal_static_memoryd_v1_ResumeSessionResponse_descriptor =
+      getDescriptor().getMessageType(34);
+    internal_static_memoryd_v1_ResumeSessionResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_memoryd_v1_ResumeSessionResponse_descriptor,
+        new java.lang.String[] { "Snapshot", });
+    internal_static_memoryd_v1_SessionSnapshot_descriptor =
+      getDescriptor().getMessageType(35);
+    internal_static_memoryd_v1_SessionSnapshot_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_memoryd_v1_SessionSnapshot_descriptor,
+        new java.lang.String[] { "SessionId", "Summary", "Explicit", "Inferred", });
     descriptor.resolveAllFeaturesImmutable();
     build.buf.validate.ValidateProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();

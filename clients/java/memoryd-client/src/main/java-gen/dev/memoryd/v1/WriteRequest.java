@@ -38,6 +38,7 @@ private static final long serialVersionUID = 0L;
     idempotencyKey_ = "";
     consistency_ = 0;
     turnMode_ = 0;
+    sessionId_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -330,6 +331,59 @@ private static final long serialVersionUID = 0L;
     return result == null ? dev.memoryd.v1.TurnMode.UNRECOGNIZED : result;
   }
 
+  public static final int SESSION_ID_FIELD_NUMBER = 7;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object sessionId_ = "";
+  /**
+   * <pre>
+   * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+   * of letters, digits and `._:&#64;-`): its items, and the memories extracted from its turns,
+   * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+   * timeout). It does not change the items' scope.
+   * </pre>
+   *
+   * <code>string session_id = 7 [(.buf.validate.field) = { ... }</code>
+   * @return The sessionId.
+   */
+  @java.lang.Override
+  public java.lang.String getSessionId() {
+    java.lang.Object ref = sessionId_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      sessionId_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+   * of letters, digits and `._:&#64;-`): its items, and the memories extracted from its turns,
+   * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+   * timeout). It does not change the items' scope.
+   * </pre>
+   *
+   * <code>string session_id = 7 [(.buf.validate.field) = { ... }</code>
+   * @return The bytes for sessionId.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getSessionIdBytes() {
+    java.lang.Object ref = sessionId_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      sessionId_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -361,6 +415,9 @@ private static final long serialVersionUID = 0L;
     }
     if (turnMode_ != dev.memoryd.v1.TurnMode.TURN_MODE_UNSPECIFIED.getNumber()) {
       output.writeEnum(6, turnMode_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(sessionId_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 7, sessionId_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -398,6 +455,9 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeEnumSize(6, turnMode_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(sessionId_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(7, sessionId_);
+    }
     return size;
   }
   @java.lang.Override
@@ -432,6 +492,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getIdempotencyKey())) return false;
     if (consistency_ != other.consistency_) return false;
     if (turnMode_ != other.turnMode_) return false;
+    if (!getSessionId()
+        .equals(other.getSessionId())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -459,6 +521,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + consistency_;
     hash = (37 * hash) + TURN_MODE_FIELD_NUMBER;
     hash = (53 * hash) + turnMode_;
+    hash = (37 * hash) + SESSION_ID_FIELD_NUMBER;
+    hash = (53 * hash) + getSessionId().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -612,6 +676,7 @@ private static final long serialVersionUID = 0L;
       idempotencyKey_ = "";
       consistency_ = 0;
       turnMode_ = 0;
+      sessionId_ = "";
       return this;
     }
 
@@ -678,6 +743,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000020) != 0)) {
         result.turnMode_ = turnMode_;
+      }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.sessionId_ = sessionId_;
       }
     }
 
@@ -761,6 +829,11 @@ private static final long serialVersionUID = 0L;
       if (other.turnMode_ != 0) {
         setTurnModeValue(other.getTurnModeValue());
       }
+      if (!other.getSessionId().isEmpty()) {
+        sessionId_ = other.sessionId_;
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -833,6 +906,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 48
+            case 58: {
+              sessionId_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 58
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1808,6 +1886,113 @@ private static final long serialVersionUID = 0L;
     public Builder clearTurnMode() {
       bitField0_ = (bitField0_ & ~0x00000020);
       turnMode_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object sessionId_ = "";
+    /**
+     * <pre>
+     * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+     * of letters, digits and `._:&#64;-`): its items, and the memories extracted from its turns,
+     * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+     * timeout). It does not change the items' scope.
+     * </pre>
+     *
+     * <code>string session_id = 7 [(.buf.validate.field) = { ... }</code>
+     * @return The sessionId.
+     */
+    public java.lang.String getSessionId() {
+      java.lang.Object ref = sessionId_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        sessionId_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+     * of letters, digits and `._:&#64;-`): its items, and the memories extracted from its turns,
+     * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+     * timeout). It does not change the items' scope.
+     * </pre>
+     *
+     * <code>string session_id = 7 [(.buf.validate.field) = { ... }</code>
+     * @return The bytes for sessionId.
+     */
+    public com.google.protobuf.ByteString
+        getSessionIdBytes() {
+      java.lang.Object ref = sessionId_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        sessionId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+     * of letters, digits and `._:&#64;-`): its items, and the memories extracted from its turns,
+     * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+     * timeout). It does not change the items' scope.
+     * </pre>
+     *
+     * <code>string session_id = 7 [(.buf.validate.field) = { ... }</code>
+     * @param value The sessionId to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSessionId(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      sessionId_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+     * of letters, digits and `._:&#64;-`): its items, and the memories extracted from its turns,
+     * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+     * timeout). It does not change the items' scope.
+     * </pre>
+     *
+     * <code>string session_id = 7 [(.buf.validate.field) = { ... }</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSessionId() {
+      sessionId_ = getDefaultInstance().getSessionId();
+      bitField0_ = (bitField0_ & ~0x00000040);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+     * of letters, digits and `._:&#64;-`): its items, and the memories extracted from its turns,
+     * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+     * timeout). It does not change the items' scope.
+     * </pre>
+     *
+     * <code>string session_id = 7 [(.buf.validate.field) = { ... }</code>
+     * @param value The bytes for sessionId to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSessionIdBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      sessionId_ = value;
+      bitField0_ |= 0x00000040;
       onChanged();
       return this;
     }

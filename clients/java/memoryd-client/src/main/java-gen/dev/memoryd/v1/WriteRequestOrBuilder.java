@@ -179,4 +179,30 @@ public interface WriteRequestOrBuilder extends
    * @return The turnMode.
    */
   dev.memoryd.v1.TurnMode getTurnMode();
+
+  /**
+   * <pre>
+   * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+   * of letters, digits and `._:&#64;-`): its items, and the memories extracted from its turns,
+   * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+   * timeout). It does not change the items' scope.
+   * </pre>
+   *
+   * <code>string session_id = 7 [(.buf.validate.field) = { ... }</code>
+   * @return The sessionId.
+   */
+  java.lang.String getSessionId();
+  /**
+   * <pre>
+   * session_id, if set, names the conversation session this write belongs to (1 to 128 bytes
+   * of letters, digits and `._:&#64;-`): its items, and the memories extracted from its turns,
+   * join that session's snapshot when the session ends (EndSession, or the tenant's idle
+   * timeout). It does not change the items' scope.
+   * </pre>
+   *
+   * <code>string session_id = 7 [(.buf.validate.field) = { ... }</code>
+   * @return The bytes for sessionId.
+   */
+  com.google.protobuf.ByteString
+      getSessionIdBytes();
 }
