@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -246,7 +246,8 @@ class Graph:
         worker role."""
         if self._sweeper is None:
             self._sweeper = LifecycleSweeper(self.db, await self.worker_db(small=True), self.config.policy_for,
-                                             self.config.scoring.half_life_days)
+                                             self.config.scoring.half_life_days,
+                                             change_retention=timedelta(days=self.config.watch.retention_days))
         return self._sweeper
 
     def jobs(self) -> ExtractionJobs:
