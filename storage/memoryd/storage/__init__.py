@@ -50,7 +50,8 @@ from .postgres import (
 )
 from .vectors import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
 from .work import IndexTarget, OutboxLag, OutboxWorker, outbox_lag
-from .postgres import APP_ROLE, WORKER_ROLE, ChangeListener, PoolStats, Postgres, PostgresSettings
+from .postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
+from .work import ChangeListener
 from ._loops import backoff, idle, periodic
 from .work import WorkQueue
 from .work import ReindexReport, activate, active_model, reindex

@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from memoryd.domain import DEFAULT_SIMILARITY, Embedder, FailedPrecondition, Unavailable, View
 from memoryd.storage import (
+    ChangeListener,
     active_model,
     Consolidations,
     ExtractionJobs,
@@ -51,7 +52,7 @@ from .._config import Config
 from ..ingest import Consolidator, ExtractionWorker, consolidator, extraction_worker
 from ..recall import Recaller
 from ..telemetry import Metrics, MetricsRefresher
-from ..usecases import AccessRecorder, Services, TokenMint
+from ..usecases import AccessRecorder, Services, TokenMint, WatchHub
 from ..views import ViewRegistry
 from ..credentials import PageTokens, RevocationList
 from ._compose import Embedders, Opened, configured_embedder, open_stores, worker_pool
@@ -313,6 +314,13 @@ class Graph:
         self._parts.push_async_callback(index.close)
         return IndexTarget(index, made)
 
+    def watch_hub(self) -> WatchHub:
+        """The server's Watch streams, woken by the one LISTEN connection of the process (run
+        until the graph closes)."""
+        hub = WatchHub(self.config.watch)
+        self.run(ChangeListener(self.settings, hub.wake, hub.wake_all).run)
+        return hub
+
     def verifier(self) -> TokenVerifier:
         """The server's token verifier: the deployment's verification keys and its tenants'
         revocations."""
@@ -372,6 +380,7 @@ class Graph:
             metrics=self._metrics,
             tokens=TokenMint(self.secrets.signing_key, PostgresTokenLedger(self.db)),
             policy_for=config.policy_for,
+            watch=self.watch_hub(),
         )
         # The reference sentences relevance is measured against, embedded now, beside start-up,
         # rather than inside the first Recall (which then waited seconds for them).

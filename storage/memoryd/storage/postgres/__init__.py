@@ -8,7 +8,6 @@ from . import _counters as counters
 from ._counters import TenantMetrics, tenant_metrics
 from ._embedded import EmbeddedPostgres, MissingExtra, require_embedded_parts
 from ._fingerprints import require_fingerprint
-from ._listen import ChangeListener
 from ._migrate import (
     Migration,
     available,
@@ -21,7 +20,7 @@ from ._postgres import APP_ROLE, Connection, PoolStats, Postgres, PostgresSettin
 from ._revocations import PostgresRevocations, PostgresTokenLedger
 from ._views import PostgresViewStore
 
-__all__ = ["APP_ROLE", "ChangeListener", "Connection", "EmbeddedPostgres", "Migration", "MissingExtra", "PoolStats", "TenantConn",
+__all__ = ["APP_ROLE", "Connection", "EmbeddedPostgres", "Migration", "MissingExtra", "PoolStats", "TenantConn",
            "Postgres", "PostgresRevocations", "PostgresSettings", "PostgresTokenLedger", "PostgresViewStore",
            "TenantMetrics", "WORKER_ROLE", "audit", "available", "counters", "migrate",
            "register_index_model", "require_current_schema", "require_embedded_parts", "require_fingerprint",

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import psycopg
 
 from .._loops import backoff, stopped_within
-from ._postgres import APP_ROLE, PostgresSettings
+from ..postgres import APP_ROLE, PostgresSettings
 
 CHANNEL = "memoryd_changes"
 # How often the listening loop looks at the stop event while no notification comes.
