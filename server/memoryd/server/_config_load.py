@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from memoryd.domain import Category, SourceKind, TenantPolicy
 
-from ._config import PII_MODES, Config, Scoring, default_half_lives
+from ._config import PII_MODES, Config, Scoring, Watch, default_half_lives
 
 
 _ENV = {
@@ -195,6 +195,9 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
             document = tomllib.load(handle)
         limits = dict(document.pop("limits", {}))
         watch = dict(document.pop("watch", {}))
+        unknown_watch = set(watch) - {f.name for f in fields(Watch)}
+        if unknown_watch:
+            raise ValueError(f"unknown watch keys in {path}: {', '.join(sorted(unknown_watch))}")
         scoring = _scoring(dict(document.pop("scoring", {})))
         policies = _policies(dict(document.pop("policy", {})))
         encryption = dict(document.pop("encryption", {}))
