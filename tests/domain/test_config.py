@@ -141,3 +141,25 @@ def test_a_config_checks_itself_however_it_is_made(changes, message):
         Config(**changes)
     with pytest.raises(ValueError, match=message):
         replace(Config(), **changes)
+
+
+def test_the_watch_settings_come_from_their_section(tmp_path):
+    path = tmp_path / "memoryd.toml"
+    path.write_text("[watch]\nretention_days = 2\npoll_seconds = 0.25\nmax_streams_per_tenant = 50\n")
+    watch = load(path, env={}).watch
+    assert (watch.retention_days, watch.poll_seconds, watch.heartbeat_seconds, watch.max_streams_per_tenant) == (
+        2.0, 0.25, 15.0, 50)
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [("[watch]\ncadence = 1\n", "unknown watch keys"), ("[watch]\npoll_seconds = 0\n", "watch.poll_seconds"),
+     ("[watch]\nretention_days = 0\n", "watch.retention_days"),
+     ("[watch]\nmax_streams_per_tenant = 0\n", "watch.max_streams_per_tenant")],
+    ids=["unknown-key", "no-poll", "no-retention", "no-streams"],
+)
+def test_bad_watch_settings_are_refused(tmp_path, document, message):
+    path = tmp_path / "memoryd.toml"
+    path.write_text(document)
+    with pytest.raises(ValueError, match=message):
+        load(path, env={})
