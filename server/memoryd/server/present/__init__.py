@@ -24,6 +24,7 @@ from ._present import (
     memory_for,
     receipt,
     scored,
+    snapshot,
     tie_key,
     version,
     view,
@@ -31,5 +32,5 @@ from ._present import (
 )
 
 __all__ = ["BLOCK_FOOTER", "BLOCK_HEADER", "answer", "block", "dropped_counts", "extraction_job", "issued_token",
-           "masked_result", "memory", "memory_for", "pending", "receipt", "render_block", "scored", "tie_key",
+           "masked_result", "memory", "memory_for", "pending", "receipt", "render_block", "scored", "snapshot", "tie_key",
            "timestamp", "version", "view", "write_results"]
