@@ -265,3 +265,15 @@ def test_a_bound_credential_reaches_only_its_own_subjects_sessions(connect):
                             ("EndSession", svc.EndSessionRequest(subject=subject, session_id="s1"))):
         failure = fails(bound.call, method, request)
         assert (failure.code, failure.reason) == (grpc.StatusCode.PERMISSION_DENIED, "SUBJECT_NOT_ALLOWED")
+
+
+def test_the_session_id_is_part_of_what_an_idempotency_key_stands_for(agent):
+    subject = unique("subject")
+    item = draft("fact", "Lives in Lyon", "home_city")
+    first = agent.write(subject, item, session_id="s1", idempotency_key="k1")
+    assert agent.write(subject, item, session_id="s1", idempotency_key="k1") == first
+    failure = fails(agent.write, subject, item, session_id="s2", idempotency_key="k1")
+    assert failure.code == grpc.StatusCode.FAILED_PRECONDITION
+    end(agent, subject, "s2")  # the refused retry joined nothing to s2
+    assert fails(agent.call, "ResumeSession", svc.ResumeSessionRequest(subject=subject)).code == \
+        grpc.StatusCode.NOT_FOUND
