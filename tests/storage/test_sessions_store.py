@@ -97,3 +97,19 @@ async def test_idle_sweeps_on_several_workers_share_sessions_without_claiming_on
     await session.write("alice", [Draft(Category.EVENT, "one more thing")], session_id=first.session_id)
     assert not await session.end_session("alice", first.session_id, None, blind=True, expires_at=later,
                                          idle_since=first.last_active_at)
+
+
+async def test_a_session_whose_snapshot_expired_is_forgotten_and_its_memories_stay(postgres, store):
+    tenant = unique("sessions")
+    session = store.session(tenant, "agent-1")
+    [written] = await session.write("alice", [Draft(Category.FACT, "lives in Lyon", key="home_city")],
+                                    session_id="s1")
+    await session.write("alice", [Draft(Category.FACT, "works nights", key="shift")], session_id="s2")
+    now = datetime.now(UTC)
+    assert await session.end_session("alice", "s1", None, blind=True, expires_at=now + timedelta(minutes=1))
+    assert await session.end_session("alice", "s2", None, blind=True, expires_at=now + timedelta(hours=1))
+    assert await store.session(tenant).drop_expired_sessions(now + timedelta(minutes=2)) == 1
+    assert owner_sql(postgres, "SELECT session_id FROM sessions WHERE tenant_id = %s", (tenant,)) == [
+        {"session_id": "s2"}]
+    flt = ReadFilter(subject="alice", rules=EVERYTHING)
+    assert [m.id for m in await session.fetch(flt, [written.memory_id], now)] == [written.memory_id]

@@ -94,7 +94,8 @@ async def end_idle_sessions(services: Services, tenant: str, session_of: Callabl
     """End ``tenant``'s sessions idle longer than its policy's timeout as of ``now``, each as
     EndSession by the session's last writer would, with that agent's current view; an agent
     with no view, or one that may not write the summary, leaves none (the session still ends).
-    How many ended."""
+    Sessions whose snapshot expired are forgotten first. How many ended."""
+    await session_of(tenant, "").drop_expired_sessions(now)
     timeout = services.policy_for(tenant).session_idle_timeout_minutes
     if timeout <= 0:
         return 0

@@ -18,8 +18,10 @@ CREATE TABLE sessions (
     claimed_until   timestamptz,                     -- an idle sweep's lease on an open session
     PRIMARY KEY (tenant_id, subject, session_id)
 );
--- The idle sweep: a tenant's open sessions, least recently active first.
+-- The idle sweep: a tenant's open sessions, least recently active first; and its ended ones
+-- whose snapshot expired (their rows go).
 CREATE INDEX sessions_idle ON sessions (tenant_id, last_active_at) WHERE ended_at IS NULL;
+CREATE INDEX sessions_expiry ON sessions (tenant_id, expires_at) WHERE ended_at IS NOT NULL;
 
 CREATE TABLE session_memories (
     tenant_id       text        NOT NULL,
@@ -50,9 +52,9 @@ BEGIN
 END
 $$;
 
--- The worker role lists the tenants with open sessions for the idle sweep (tenant ids only);
--- the sweep itself runs as memoryd_app with the tenant set.
-GRANT SELECT (tenant_id, ended_at) ON sessions TO memoryd_worker;
+-- The worker role lists the tenants with open sessions or expired snapshots for the idle sweep
+-- (tenant ids only); the sweep itself runs as memoryd_app with the tenant set.
+GRANT SELECT (tenant_id, ended_at, expires_at) ON sessions TO memoryd_worker;
 CREATE POLICY sessions_worker ON sessions TO memoryd_worker USING (true);
 
 -- The job queued by a Write with a session_id links what it writes to that session.

@@ -31,19 +31,20 @@ from ...postgres import Postgres
 from ..._filters import read_conditions
 from .._reads import Reading
 
-# The reader's live members of a session and the session they make "the latest": the ended,
-# unexpired session (or the one asked for) whose newest member the filter reads is the newest,
-# ties by session id. One statement; the members come back newest first.
+# The reader's live members of a session and the session they make "the latest": among the
+# ended, unexpired sessions (or the one asked for), the one whose newest member the filter
+# reads is the newest, ties by session id. One statement; the members come back newest first.
 _MEMBERS = """
-WITH readable AS (
-    SELECT id, updated_at, source_kind FROM memories WHERE {where}
-    AND id IN (SELECT memory_id FROM session_memories WHERE tenant_id = %s AND subject = %s {one})
-), chosen AS (
-    SELECT l.session_id, max(r.updated_at) AS newest FROM readable r
-    JOIN session_memories l ON l.tenant_id = %s AND l.subject = %s AND l.memory_id = r.id
+WITH candidates AS (
+    SELECT l.session_id, l.memory_id FROM session_memories l
     JOIN sessions s ON s.tenant_id = l.tenant_id AND s.subject = l.subject AND s.session_id = l.session_id
-    WHERE {ended} {one_l}
-    GROUP BY l.session_id ORDER BY newest DESC, l.session_id DESC LIMIT 1
+    WHERE l.tenant_id = %s AND l.subject = %s AND {ended} {one_l}
+), readable AS (
+    SELECT id, updated_at, source_kind FROM memories WHERE {where}
+    AND id IN (SELECT memory_id FROM candidates)
+), chosen AS (
+    SELECT c.session_id, max(r.updated_at) AS newest FROM readable r JOIN candidates c ON c.memory_id = r.id
+    GROUP BY c.session_id ORDER BY newest DESC, c.session_id DESC LIMIT 1
 )
 SELECT c.session_id, r.id::text AS id, r.source_kind FROM chosen c
 JOIN session_memories l ON l.tenant_id = %s AND l.subject = %s AND l.session_id = c.session_id
@@ -85,9 +86,11 @@ async def drop_subject_sessions(conn: Any, subject: str) -> int:
 
 
 async def open_session_tenants(queue: Postgres) -> list[str]:
-    """The tenants with an open session (through the worker role: tenant ids only)."""
+    """The tenants with an open session or an expired snapshot: what the idle sweep visits
+    (through the worker role: tenant ids only)."""
     async with queue.worker_tx() as conn:
-        cur = await conn.execute("SELECT DISTINCT tenant_id FROM sessions WHERE ended_at IS NULL ORDER BY tenant_id")
+        cur = await conn.execute("SELECT DISTINCT tenant_id FROM sessions WHERE ended_at IS NULL OR expires_at < now() "
+                                 "ORDER BY tenant_id")
         return [r["tenant_id"] for r in await cur.fetchall()]
 
 
@@ -109,13 +112,10 @@ class SessionSnapshots(Reading):
         async with self.transaction(pipelined=True) as conn:
             flt = await self.label(conn, flt)
             where, params = read_conditions(self, flt, live_at=now)
-            one, one_l, asked = sql.SQL(""), sql.SQL(""), []
-            if session_id:
-                one, one_l, asked = sql.SQL("AND session_id = %s"), sql.SQL("AND l.session_id = %s"), [session_id]
+            one_l, asked = (sql.SQL("AND l.session_id = %s"), [session_id]) if session_id else (sql.SQL(""), [])
             ended_at = (sql.SQL("s.ended_at IS NOT NULL AND s.expires_at > %s"), [now]) if ended else (sql.SQL("true"), [])
-            query = sql.SQL(_MEMBERS).format(where=where, one=one, one_l=one_l, ended=ended_at[0])
-            cur = await conn.execute(query, [*params, tenant, subject, *asked, tenant, subject, *ended_at[1], *asked,
-                                             tenant, subject])
+            query = sql.SQL(_MEMBERS).format(where=where, one_l=one_l, ended=ended_at[0])
+            cur = await conn.execute(query, [tenant, subject, *ended_at[1], *asked, *params, tenant, subject])
             rows = await cur.fetchall()
             if not rows:
                 return None
@@ -163,6 +163,14 @@ class SessionSnapshots(Reading):
             "(SELECT memory_id FROM session_memories WHERE tenant_id = %s AND subject = %s AND session_id = %s)",
             (summary_id or None, expires_at, expires_at, expires_at, tenant, tenant, subject, session_id))
         return True
+
+    async def drop_expired_sessions(self, now: datetime) -> int:
+        """Forget the sessions whose snapshot expired before ``now`` (no resume can return them):
+        their rows and links go, the memories stay with their own lifetimes. How many."""
+        async with self.transaction() as conn:
+            cur = await conn.execute("DELETE FROM sessions WHERE tenant_id = %s AND ended_at IS NOT NULL "
+                                     "AND expires_at < %s RETURNING 1", (self.tenant, now))
+            return len(await cur.fetchall())
 
     async def claim_idle_sessions(self, idle_seconds: float, now: datetime, *, lease_seconds: float = 300.0,
                                   limit: int = 100) -> list[IdleSession]:
