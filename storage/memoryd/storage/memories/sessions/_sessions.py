@@ -46,9 +46,9 @@ WITH candidates AS (
     SELECT c.session_id, max(r.updated_at) AS newest FROM readable r JOIN candidates c ON c.memory_id = r.id
     GROUP BY c.session_id ORDER BY newest DESC, c.session_id DESC LIMIT 1
 )
-SELECT c.session_id, r.id::text AS id, r.source_kind FROM chosen c
-JOIN session_memories l ON l.tenant_id = %s AND l.subject = %s AND l.session_id = c.session_id
-JOIN readable r ON r.id = l.memory_id ORDER BY r.updated_at DESC, r.id DESC
+SELECT c.session_id, r.id::text AS id, r.source_kind FROM chosen
+JOIN candidates c ON c.session_id = chosen.session_id JOIN readable r ON r.id = c.memory_id
+ORDER BY r.updated_at DESC, r.id DESC
 """
 
 
@@ -115,7 +115,7 @@ class SessionSnapshots(Reading):
             one_l, asked = (sql.SQL("AND l.session_id = %s"), [session_id]) if session_id else (sql.SQL(""), [])
             ended_at = (sql.SQL("s.ended_at IS NOT NULL AND s.expires_at > %s"), [now]) if ended else (sql.SQL("true"), [])
             query = sql.SQL(_MEMBERS).format(where=where, one_l=one_l, ended=ended_at[0])
-            cur = await conn.execute(query, [tenant, subject, *ended_at[1], *asked, *params, tenant, subject])
+            cur = await conn.execute(query, [tenant, subject, *ended_at[1], *asked, *params])
             rows = await cur.fetchall()
             if not rows:
                 return None
