@@ -99,12 +99,24 @@ def test_tenant_policy_defaults_and_per_tenant_overrides(tmp_path):
     '[policy.trust]\ngossip = 0.1\n',
     '[policy.tenants.acme]\nstale_days = 0\n',
     '[policy]\nmerge_similarity = 0.3\n',
-], ids=["zone", "confidence", "cap-type", "unknown-key", "category", "source-kind", "tenant-stale", "merge"])
+    '[policy]\nsession_snapshot_ttl_hours = 0\n',
+    '[policy.tenants.acme]\nsession_idle_timeout_minutes = -1\n',
+], ids=["zone", "confidence", "cap-type", "unknown-key", "category", "source-kind", "tenant-stale", "merge",
+        "snapshot-ttl", "tenant-idle-timeout"])
 def test_bad_policy_tables_are_refused_with_their_place(tmp_path, table):
     path = tmp_path / "memoryd.toml"
     path.write_text(table)
     with pytest.raises(ValueError, match="policy"):
         load(path, env={})
+
+
+def test_session_snapshots_live_a_day_and_idle_sessions_end_after_30_minutes_unless_configured(tmp_path):
+    path = tmp_path / "memoryd.toml"
+    path.write_text("[policy.tenants.acme]\nsession_snapshot_ttl_hours = 2\nsession_idle_timeout_minutes = 0\n")
+    config = load(path, env={})
+    assert (config.policy.session_snapshot_ttl_hours, config.policy.session_idle_timeout_minutes) == (24.0, 30.0)
+    acme = config.policy_for("acme")
+    assert (acme.session_snapshot_ttl_hours, acme.session_idle_timeout_minutes) == (2.0, 0.0)
 
 
 def test_the_lifecycle_sweeper_runs_every_minute_unless_configured_otherwise():

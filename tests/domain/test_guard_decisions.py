@@ -355,6 +355,51 @@ def test_queueing_an_extraction(v: View, expected: Any):
     assert decide(lambda: Guard(AGENT, v).may_queue_extraction()) == expected
 
 
+# -- session snapshots (EndSession, ResumeSession) ---------------------------------------------
+
+SNAPSHOT_NEEDS = ("a session snapshot needs a view that shows the fields category, key, provenance, session_id, "
+                  "updated_at; this agent's view hides ")
+SNAPSHOT = [
+    pytest.param(AGENT, PARTIAL, "alice", ReadFilter("alice", any_session=True, rules=rules_of(PARTIAL)),
+                 id="every-session-within-the-view-rules"),
+    pytest.param(BOUND, FULL, "alice", ReadFilter("alice", any_session=True, rules=rules_of(FULL)),
+                 id="bound-credential-its-own-subject"),
+    pytest.param(BOUND, FULL, "bob", denied("this credential is bound to another subject", "SUBJECT_NOT_ALLOWED"),
+                 id="bound-credential-another-subject"),
+    *(pytest.param(AGENT, view(hide=(f,)), "alice", denied(SNAPSHOT_NEEDS + f), id=f"{f}-hidden")
+      for f in ("session_id", "category", "key", "provenance", "updated_at")),
+    pytest.param(AGENT, view(hide=("session_id", "key")), "alice", denied(SNAPSHOT_NEEDS + "key, session_id"),
+                 id="every-hidden-one-named"),
+]
+
+
+@pytest.mark.parametrize(("principal", "v", "subject", "expected"), SNAPSHOT)
+def test_a_session_snapshot(principal: Principal, v: View, subject: str, expected: Any):
+    assert decide(lambda: Guard(principal, v).snapshot_filter(subject)) == expected
+
+
+SUMMARY = Draft(C.CONTEXT, "-", scope=Scope.SESSION, session_id="s1", key="session.summary",
+                source_kind=SourceKind.INFERENCE)
+NOT_A_SUMMARY = denied("no write rule of this agent's view allows category 'context' with the key 'session.summary', "
+                       "which a session's summary is written under")
+SUMMARIES = [
+    pytest.param(FULL, WriteItem(SUMMARY, True, True), id="written-and-read"),
+    pytest.param(view(read=(ViewRule(C.FACT),)), WriteItem(SUMMARY, False, False), id="written-blind"),
+    pytest.param(view(write=(ViewRule(C.CONTEXT, ("session.*",)),)), WriteItem(SUMMARY, True, True),
+                 id="write-rule-by-glob"),
+    # An inference is the least a view may assert: a view capped at it still writes the summary.
+    pytest.param(view(max_kind=SourceKind.INFERENCE), WriteItem(SUMMARY, True, True), id="capped-at-inference"),
+    pytest.param(view(write=(ViewRule(C.CONTEXT, ("topic",)),)), NOT_A_SUMMARY, id="key-not-written"),
+    pytest.param(view(write=(ViewRule(C.FACT),)), NOT_A_SUMMARY, id="category-not-written"),
+    pytest.param(view(write=()), NOT_A_SUMMARY, id="no-write-rule"),
+]
+
+
+@pytest.mark.parametrize(("v", "expected"), SUMMARIES)
+def test_writing_a_sessions_summary(v: View, expected: Any):
+    assert decide(lambda: Guard(AGENT, v).admit_summary(SUMMARY)) == expected
+
+
 # -- the change check (ResolveConflict) -------------------------------------------------------
 
 STORED = Memory("m1", "alice", Scope.SUBJECT, "", C.FACT, "home_city", "Paris", None, 0.5, 1.0, Stability.STABLE,

@@ -213,6 +213,7 @@ texts = st.one_of(
     st.builds(lambda c, n: c * n, st.characters(codec="utf-8"), st.sampled_from([9_000, 300_000])),
 )
 subjects = st.one_of(st.just(SUBJECT), st.just(SUBJECT), texts)
+session_ids = st.one_of(st.just(""), st.just("chat-1"), texts)
 int32s = st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([0, 1, -1, 2**31 - 1, -(2**31)]))
 floats = st.one_of(st.floats(width=32), st.sampled_from([math.nan, math.inf, -math.inf, 0.0, 1.0, -0.0, 1e30]))
 enums = st.one_of(st.integers(0, 8), st.integers(-(2**31), 2**31 - 1))
@@ -336,6 +337,7 @@ def test_write(world: World, data: st.DataObject) -> None:
         items=data.draw(st.lists(drafts(), max_size=4)),
         turns=data.draw(st.lists(turns, max_size=3)),
         idempotency_key=data.draw(st.one_of(st.just(""), texts)),
+        session_id=data.draw(session_ids),
     )
     _set_enum(request, "consistency", data.draw(enums))
     _set_enum(request, "turn_mode", data.draw(enums))
@@ -372,6 +374,14 @@ def test_memory_view_and_history(world: World, data: st.DataObject) -> None:
                                     memory_id=data.draw(st.one_of(st.sampled_from(world.ids), texts)),
                                     page_size=data.draw(int32s), page_token=data.draw(tokens))
     world.send("GetHistory", history)
+
+
+@FUZZ
+@given(data=st.data())
+def test_sessions(world: World, data: st.DataObject) -> None:
+    world.send("EndSession", svc.EndSessionRequest(subject=data.draw(subjects), session_id=data.draw(session_ids)))
+    world.send("ResumeSession", svc.ResumeSessionRequest(subject=data.draw(subjects),
+                                                         session_id=data.draw(session_ids)))
 
 
 @FUZZ
@@ -648,7 +658,8 @@ def _baselines(world: World) -> dict[str, Message]:
                    visible_fields=["key", "text"], description="a view")
     archive, passphrase = world.archives[1]
     return {
-        "Write": svc.WriteRequest(subject="user-fuzz-ctl", items=[session_draft], idempotency_key="idem-ctl"),
+        "Write": svc.WriteRequest(subject="user-fuzz-ctl", items=[session_draft], idempotency_key="idem-ctl",
+                                  session_id="s-1"),
         "WriteTurns": svc.WriteRequest(subject="user-fuzz-ctl", turns=[pb.Turn(turn_id="t-1", speaker="user",
                                                                                text="hello")]),
         "Recall": svc.RecallRequest(subject=SUBJECT, query="tea", keys=["home_city"], filter=recall_filter),
@@ -670,6 +681,8 @@ def _baselines(world: World) -> dict[str, Message]:
         "EraseTurn": svc.EraseRequest(subject="user-fuzz-ctl", source_turn_id="t-9", mode=svc.ERASE_MODE_FORGET),
         "EraseIds": svc.EraseRequest(subject="user-fuzz-ctl", ids=svc.MemoryIds(ids=[world.ids[0]]),
                                      mode=svc.ERASE_MODE_FORGET),
+        "EndSession": svc.EndSessionRequest(subject="user-fuzz-ctl", session_id="s-1"),
+        "ResumeSession": svc.ResumeSessionRequest(subject=SUBJECT, session_id="s-1"),
         "PutView": admin.PutViewRequest(view=view),
         "GetView": admin.GetViewRequest(agent="ctl-agent"),
         "ListViews": admin.ListViewsRequest(page_token="x"),
@@ -692,7 +705,8 @@ def _string_fields(message: Message, path: str = "") -> Iterator[tuple[str, Mess
 
 @pytest.mark.parametrize("case", ["Write", "WriteTurns", "Recall", "RecallContext", "MemoryView", "GetHistory",
                                   "GetExtractionJob", "ResolveConflict", "ExportMemories", "ImportMemories", "EraseKey",
-                                  "EraseTurn", "EraseIds", "PutView", "GetView", "ListViews", "DeleteView"])
+                                  "EraseTurn", "EraseIds", "EndSession", "ResumeSession", "PutView", "GetView",
+                                  "ListViews", "DeleteView"])
 def test_a_control_character_in_any_string_field_is_never_internal(world: World, case: str) -> None:
     baseline = _baselines(world)[case]
     method = {"WriteTurns": "Write", "RecallContext": "Recall", "EraseKey": "Erase", "EraseTurn": "Erase",

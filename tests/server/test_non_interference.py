@@ -14,6 +14,8 @@ also meets a second world whose memories it reads were written in the opposite o
 changed again in fields it hides only (a new version and update time each), and which holds
 a forgotten memory inside its rules: memories it ranks equal (constraints under one key,
 keys looked up together) must come in the same order, and erase receipts count the same.
+Every seeded memory joins one session, which the seeder ends (its summary a context memory the
+agent never reads), so ResumeSession and EndSession meet a snapshot built from both.
 Then the agent makes the same random calls of every MemoryService RPC in both worlds —
 filters and erase selectors on fields it may not see included, and Recalls from a
 conversation (a context) as well as from a query. The answers must be
@@ -42,6 +44,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 from ..support import Agent, draft, failure, full_view, rule, unique
 
 SUBJECT = "alice"
+SESSION = "chat"  # every seeded memory joins it; the seeder ends it (its summary: a context the agent never reads)
 VISIBLE_TEXTS = ["Pays by bank transfer", "Lives in Lyon near the river", "Prefers tea in the morning",
                  "Complained about a late parcel", "Asked for a refund of order 1042"]
 HIDDEN_TEXTS = ["Has type 2 diabetes", "Secret offshore billing account", "Pays by bank transfer",
@@ -65,7 +68,7 @@ UNCOMPARED = {"created_at", "updated_at", "last_access_at", "expires_at", "valid
 # What the agent reads: billing_* and iban facts, every preference and event. It may also write
 # `secret_*` facts it cannot read (a write-only key) and constraints it cannot read.
 READ = [rule("fact", "billing_*", "iban"), rule("preference"), rule("event"), rule("constraint", "allergy")]
-WRITE = [*READ, rule("fact", "secret_*"), rule("constraint")]
+WRITE = [*READ, rule("fact", "secret_*"), rule("constraint"), rule("context", "session.summary")]
 FIELD_SETS = {
     "all": None,
     "no-importance-pinned": ["id", "key", "text", "category", "tags", "version", "status", "updated_at",
@@ -133,6 +136,10 @@ calls = st.lists(st.one_of(
     st.tuples(st.just("import")),
     st.tuples(st.just("resolve"), st.integers(0, 4)),
     st.tuples(st.just("job")),
+    # The session every seeded memory was written in, ended by the seeder: resumed, and ended
+    # again by the agent (its summary, which it writes blind, made of what it reads).
+    st.tuples(st.just("resume"), st.sampled_from(["", SESSION])),
+    st.tuples(st.just("end_session")),
     # A conversation instead of a query (latest turn last, the user's): its turns name the
     # hidden memories' words and entities as the queries do.
     st.tuples(st.just("recall_context"), st.lists(st.sampled_from(QUERIES), min_size=1, max_size=3).map(tuple),
@@ -240,6 +247,10 @@ def run(agent: Agent, norm: Normaliser, call: tuple[Any, ...]) -> Any:
                 return "no such id"
             response = agent.call("ResolveConflict", svc.ResolveConflictRequest(
                 subject=SUBJECT, memory_id=norm.order[call[1]], resolution=svc.CONFLICT_RESOLUTION_KEEP_CURRENT))
+        elif kind == "resume":
+            response = agent.call("ResumeSession", svc.ResumeSessionRequest(subject=SUBJECT, session_id=call[1]))
+        elif kind == "end_session":
+            response = agent.call("EndSession", svc.EndSessionRequest(subject=SUBJECT, session_id=SESSION))
         else:  # a job id the agent never queued
             response = agent.call("GetExtractionJob", svc.GetExtractionJobRequest(
                 subject=SUBJECT, job_id="00000000-0000-4000-8000-000000000000"))
@@ -303,6 +314,22 @@ def worlds(connect):
                                      Item("constraint", "allergy", "Pays by bank transfer", 0.5, False)],
          hidden=[], hidden_values=[(0.5, False)] * 4,
          calls=[("recall_keys", "allergy"), ("recall_keys_all",), ("list_filtered", "statuses")])
+# A session's snapshot, resumed and ended again, behind views that show what a snapshot needs
+# (and one that does not): the hidden memories of the session, and the summary the seeder made
+# of them, change nothing.
+@example(fields="all", visible=[Item("preference", "drink", "Prefers tea in the morning", 0.5, False),
+                                Item("event", "", "Complained about a late parcel", 0.9, False)],
+         hidden=[Item("fact", "diagnosis", "Has type 2 diabetes", 0.5, False),
+                 Item("decision", "", "Internal fraud flag raised", 0.5, False)],
+         hidden_values=[(0.5, False)] * 4, calls=[("resume", ""), ("end_session",), ("resume", "chat")])
+@example(fields="no-importance-pinned",
+         visible=[Item("fact", "iban", "Pays by bank transfer", 0.1, True),
+                  Item("event", "", "Asked for a refund of order 1042", 0.5, False)],
+         hidden=[Item("fact", "billing-offshore", "Secret offshore billing account", 0.9, False)],
+         hidden_values=[(0.5, False)] * 4, calls=[("end_session",), ("resume", "")])
+@example(fields="narrow", visible=[Item("preference", "drink", "Prefers tea in the morning", 0.5, False)],
+         hidden=[Item("fact", "diagnosis", "Has type 2 diabetes", 0.5, False)],
+         hidden_values=[(0.5, False)] * 4, calls=[("resume", ""), ("end_session",)])
 # The second world of a view that hides status holds a forgotten event: a purge of every event
 # must count the same in both.
 @example(fields="no-times", visible=[Item("event", "", "Complained about a late parcel", 0.5, False)],
@@ -318,7 +345,7 @@ def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, vis
                    or last[(i.category, i.key)] == n]
     turns = list(enumerate(visible))
     for n, item in turns:
-        seed_a.write(SUBJECT, item.draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        seed_a.write(SUBJECT, item.draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED, session_id=SESSION)
 
     def other(n: int, item: Item, again: bool = False) -> Item:
         if not masks_importance:
@@ -337,11 +364,13 @@ def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, vis
         return Item(item.category, item.key, item.text, importance, pinned, item.entity)
 
     for place, (n, item) in enumerate(turns[::-1] if reordered else turns):
-        seed_b.write(SUBJECT, other(n, item).draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        seed_b.write(SUBJECT, other(n, item).draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED,
+                     session_id=SESSION)
         if place < len(hidden):  # between the turns it may read: neighbours must skip it
-            seed_b.write(SUBJECT, hidden[place].draft(f"h{place}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+            seed_b.write(SUBJECT, hidden[place].draft(f"h{place}"), consistency=svc.CONSISTENCY_WAIT_INDEXED,
+                         session_id=SESSION)
     for n, item in enumerate(hidden[len(visible):], start=len(visible)):
-        seed_b.write(SUBJECT, item.draft(f"h{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
+        seed_b.write(SUBJECT, item.draft(f"h{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED, session_id=SESSION)
     if reordered:
         # Changed again in hidden fields only: a new version and update time for each memory
         # (a constraint's repeat changes nothing), and one memory forgotten.
@@ -349,6 +378,8 @@ def test_what_an_agent_cannot_read_never_changes_its_answers(worlds, fields, vis
             seed_b.write(SUBJECT, other(n, item, again=True).draft(f"v{n}"), consistency=svc.CONSISTENCY_WAIT_INDEXED)
         gone = seed_b.write(SUBJECT, draft("event", FORGOTTEN_TEXT), consistency=svc.CONSISTENCY_WAIT_INDEXED)
         seed_b.erase(SUBJECT, mode=svc.ERASE_MODE_FORGET, ids=svc.MemoryIds(ids=[gone.results[0].memory_id]))
+    for seeder in (seed_a, seed_b):
+        seeder.call("EndSession", svc.EndSessionRequest(subject=SUBJECT, session_id=SESSION))
     norm_a, norm_b = Normaliser(), Normaliser()
     for call in calls:
         answer_a = run(probe_a, norm_a, call)

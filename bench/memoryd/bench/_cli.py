@@ -19,6 +19,7 @@ from .injections import add_injections_command
 from .madial import add_madial_command
 from .quick import add_quick_command
 from .load import add_scale_command
+from .sessions import add_sessions_command
 from ._run_options import add_run_options, add_server_options
 from memoryd.cli import connection_options, tls_settings
 
@@ -75,6 +76,7 @@ def add_bench_commands(commands: Any) -> None:
     add_madial_command(benchmarks, DEFAULT_TOKEN_FILE)
     add_extraction_command(benchmarks)
     add_injections_command(benchmarks)
+    add_sessions_command(benchmarks)
 
     load = benchmarks.add_parser(
         "load", help="closed-loop load: 80%% Recall, 15%% Write, 5%% MemoryView/Erase across many tenants",

@@ -41,7 +41,10 @@ from ._model import (
     FilterLabels,
     ReadFilter,
     Resolution,
+    SESSION_SUMMARY_KEY,
+    IdleSession,
     Scope,
+    SessionSnapshot,
     SourceKind,
     Stability,
     Status,
@@ -62,6 +65,9 @@ from ._topics import DEFAULT_SIMILARITY, topic_groups
 from ._view import ERASE_SELECTORS, MEMORY_FIELDS, Glob, View, ViewChange, ViewRule
 
 __all__ = [
+    "SESSION_SUMMARY_KEY",
+    "IdleSession",
+    "SessionSnapshot",
     "CONTRACT",
     "SLICE_SECONDS",
     "Slices",

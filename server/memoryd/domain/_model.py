@@ -367,6 +367,7 @@ class StoreCounts:
     vectors: int = 0
     jobs: int = 0
     keys: int = 0
+    sessions: int = 0  # a subject's session rows (their links go with them); never in a receipt
 
 
 @dataclass(frozen=True)
@@ -405,3 +406,33 @@ class Page:
 class Listing:
     memories: list[Memory] = field(default_factory=list)
     has_more: bool = False
+
+
+# The key of a session's summary: a SCOPE_SESSION CONTEXT memory, one current value per session.
+SESSION_SUMMARY_KEY = "session.summary"
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    """What an ended session left, as far as one reader's filter reads it: its summary (if
+    read), the memories the user asked to keep (INPUT) and those inferred (INFERENCE), each
+    list newest first."""
+
+    session_id: str
+    summary: Memory | None = None
+    explicit: tuple[Memory, ...] = ()
+    inferred: tuple[Memory, ...] = ()
+
+    @property
+    def memories(self) -> list[Memory]:
+        return [*([self.summary] if self.summary else []), *self.explicit, *self.inferred]
+
+
+@dataclass(frozen=True)
+class IdleSession:
+    """An open session an idle sweep claimed: who wrote in it last, and when."""
+
+    subject: str
+    session_id: str
+    agent: str
+    last_active_at: datetime

@@ -49,6 +49,10 @@ class TenantPolicy:
     ttl_days: Mapping[Category, float | None] = field(default_factory=_default_ttl_days)
     # Session-scoped memories live this long, whatever their category.
     session_ttl_hours: float = 24.0
+    # An ended session's snapshot (its summary, and its session-scoped memories) lives this long.
+    session_snapshot_ttl_hours: float = 24.0
+    # An open session nobody wrote in for this long is ended as EndSession would; 0: never.
+    session_idle_timeout_minutes: float = 30.0
     # Memories not recalled for this long, with importance below stale_importance, are forgotten.
     stale_days: float = 90.0
     stale_importance: float = 0.3

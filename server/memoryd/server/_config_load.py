@@ -160,6 +160,9 @@ def _policy(section: dict[str, Any], base: TenantPolicy, where: str) -> TenantPo
         raise ValueError(f"{where}: min_confidence, stale_importance and min_relevance must be between 0 and 1")
     if policy.episodic_cap < 1 or policy.stale_days <= 0 or policy.session_ttl_hours <= 0:
         raise ValueError(f"{where}: episodic_cap, stale_days and session_ttl_hours must be positive")
+    if policy.session_snapshot_ttl_hours <= 0 or policy.session_idle_timeout_minutes < 0:
+        raise ValueError(f"{where}: session_snapshot_ttl_hours must be positive and session_idle_timeout_minutes "
+                         "0 (never) or more")
     return policy
 
 

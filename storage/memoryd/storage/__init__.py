@@ -60,8 +60,10 @@ from .memories import StoreSession
 from .work import LargeTenants
 from .postgres import PostgresViewStore
 from .memories import Written
+from .memories import open_session_tenants
 
 __all__ = [
+    "open_session_tenants",
     "APP_ROLE",
     "WORKER_ROLE",
     "BreakerPosition",

@@ -5,7 +5,7 @@ Each command builds a request from flags (or takes a whole request as JSON with
 TLS, mutual TLS) and the token options are the shared ones of ``_connect``; the token comes
 from ``--token``, ``$MEMORYD_TOKEN`` or ``--token-file`` (default: the embedded default's demo
 agent token). ``view`` and ``history`` print one page, or with ``--all`` every page as one
-response.
+response. ``end-session`` and ``resume-session`` print the session's snapshot.
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ def add_client_commands(commands: Any) -> None:
     write.add_argument("--idempotency-key", default="", help="a retry with the same key returns the first answer")
     write.add_argument("--print-id", action="store_true", help="print only the memory id")
     write.add_argument("--wait", action="store_true", help="return once the memory is searchable by meaning")
+    write.add_argument("--session-id", default="", help="the conversation session the memory joins (its snapshot "
+                                                        "is stored when the session ends)")
     write.set_defaults(run=_write)
 
     recall = client("recall", "recall memories by meaning and words (--query) and/or by key (repeat --key)")
@@ -89,6 +91,14 @@ def add_client_commands(commands: Any) -> None:
     erase.add_argument("--reason", default="", help="recorded in the erasure receipt and the audit log")
     erase.set_defaults(run=_erase)
 
+    end = client("end-session", "end a session and store its snapshot: its memories and a short summary")
+    end.add_argument("--session-id", default="", help="the session to end")
+    end.set_defaults(run=_end_session)
+
+    resume = client("resume-session", "print the latest session snapshot of a subject, to continue where it stopped")
+    resume.add_argument("--session-id", default="", help="that session's snapshot instead of the latest")
+    resume.set_defaults(run=_resume_session)
+
 
 def _category(name: str) -> int:
     from memoryd.server import CATEGORY
@@ -98,7 +108,8 @@ def _category(name: str) -> int:
 
 def _write(args: argparse.Namespace) -> int:
     request = svc.WriteRequest(subject=args.subject, idempotency_key=args.idempotency_key,
-                               consistency=svc.CONSISTENCY_WAIT_INDEXED if args.wait else svc.CONSISTENCY_INDEX_ASYNC)
+                               consistency=svc.CONSISTENCY_WAIT_INDEXED if args.wait else svc.CONSISTENCY_INDEX_ASYNC,
+                               session_id=args.session_id)
     item = request.items.add(category=_category(args.category), key=args.key, text=args.text, tags=args.tag)
     if args.importance is not None:
         item.importance = args.importance
@@ -143,6 +154,14 @@ def _erase(args: argparse.Namespace) -> int:
     elif args.all:
         request.all_of_subject = True
     return _call(args, "Erase", request)
+
+
+def _end_session(args: argparse.Namespace) -> int:
+    return _call(args, "EndSession", svc.EndSessionRequest(subject=args.subject, session_id=args.session_id))
+
+
+def _resume_session(args: argparse.Namespace) -> int:
+    return _call(args, "ResumeSession", svc.ResumeSessionRequest(subject=args.subject, session_id=args.session_id))
 
 
 def _call(args: argparse.Namespace, method: str, request: Any, *, print_id: bool = False, items: str = "") -> int:

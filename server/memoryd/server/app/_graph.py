@@ -42,6 +42,8 @@ from memoryd.storage import (
     PostgresViewStore,
     embedder_from_config,
     keywords_warm_up,
+    open_session_tenants,
+    periodic,
     register_index_model,
     require_embedded_parts,
     seal_plaintext,
@@ -49,10 +51,10 @@ from memoryd.storage import (
 
 from .._auth import TokenVerifier
 from .._config import Config
-from ..ingest import Consolidator, ExtractionWorker, consolidator, extraction_worker
+from ..ingest import Consolidator, ExtractionWorker, consolidator, extraction_worker, summarizer
 from ..recall import Recaller
 from ..telemetry import Metrics, MetricsRefresher
-from ..usecases import AccessRecorder, Services, TokenMint, WatchHub
+from ..usecases import AccessRecorder, Services, TokenMint, WatchHub, end_idle_sessions
 from ..views import ViewRegistry
 from ..credentials import PageTokens, RevocationList
 from ._compose import Embedders, Opened, configured_embedder, open_stores, worker_pool
@@ -109,6 +111,7 @@ class Graph:
         self._access: AccessRecorder | None = None
         self._views: ViewRegistry | None = None
         self._extraction: ExtractionWorker | None = None
+        self._services: Services | None = None
         if metrics is not None:
             metrics.watch_pool(self.db)
 
@@ -382,11 +385,33 @@ class Graph:
             tokens=TokenMint(self.secrets.signing_key, PostgresTokenLedger(self.db)),
             policy_for=config.policy_for,
             watch=self.watch_hub(),
+            summarizer=summarizer(config),
         )
+        if services.summarizer is not None:
+            self._parts.callback(services.summarizer.close)
+        self._services = services
+        if config.lifecycle_interval_seconds > 0:  # idle sessions end on the lifecycle's beat
+            self.run(lambda stop: periodic(stop, config.lifecycle_interval_seconds, self._end_idle_sessions,
+                                           what="idle session sweep"))
         # The reference sentences relevance is measured against, embedded now, beside start-up,
         # rather than inside the first Recall (which then waited seconds for them).
         self.run(_ignoring_stop(services.recaller.warm_up))
         return services
+
+    async def end_idle_sessions(self, now: datetime) -> int:
+        """End the sessions of every tenant idle past its policy's timeout as of ``now``
+        (``usecases.end_idle_sessions``), with the services ``services`` built; how many."""
+        if self._services is None:
+            raise RuntimeError("the services are not built: idle sessions are ended by a server")
+        ended = 0
+        for tenant in await open_session_tenants(await self.worker_db(small=True)):
+            ended += await end_idle_sessions(self._services, tenant, self.store.session, now)
+        return ended
+
+    async def _end_idle_sessions(self) -> None:
+        ended = await self.end_idle_sessions(datetime.now(UTC))
+        if ended:
+            _log.info("ended %d idle session(s)", ended)
 
 
 def _ignoring_stop(work: Callable[[], Awaitable[Any]]) -> Callable[[asyncio.Event], Awaitable[Any]]:

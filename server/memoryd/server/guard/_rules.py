@@ -63,6 +63,9 @@ ASKED_FIELDS = {
     "category": "category", "memory_id": "id",
 }
 
+# What a session snapshot is built on (``Guard.snapshot_filter``).
+SNAPSHOT_FIELDS = frozenset({"session_id", "category", "key", "provenance", "updated_at"})
+
 # The fields a write compares with what is stored, by the category's policy: a caller must see
 # all of them (for a category and key it reads) for its item to be found equal or merged.
 COMPARED_FIELDS = {
@@ -261,6 +264,30 @@ class Guard:
         if not {"text", "data", "trust", "provenance", "pending"} <= self.visible:
             raise PermissionDenied("resolving a conflict needs a view that shows the values it settles: the fields "
                                    "text, data, trust, provenance and pending")
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def snapshot_filter(self, subject: str) -> ReadFilter:
+        """What a session snapshot (EndSession's answer, ResumeSession) may read: the subject's
+        memories the view reads, in every session. A snapshot groups memories by session,
+        singles out the summary by its category and key, splits the rest by source kind and
+        orders them — and the latest session — by time, so the view must show every field
+        that takes (``SNAPSHOT_FIELDS``): otherwise the answer would tell what it hides."""
+        self.check_subject(subject)
+        missing = sorted(SNAPSHOT_FIELDS - self.visible)
+        if missing:
+            raise PermissionDenied("a session snapshot needs a view that shows the fields "
+                                   f"{', '.join(sorted(SNAPSHOT_FIELDS))}; this agent's view hides {', '.join(missing)}")
+        return self._within_rules(ReadFilter(subject=subject, any_session=True))
+
+    def admit_summary(self, draft: Draft) -> WriteItem:
+        """EndSession writes the session's summary as this caller: its view must allow writing
+        it (its category and key, as Write checks; the source kind is an inference, which
+        every view may assert)."""
+        if not self.view.may_write(draft.category, draft.key):
+            raise PermissionDenied(f"no write rule of this agent's view allows category '{draft.category.value}' "
+                                   f"with the key '{draft.key}', which a session's summary is written under")
+        return write_item(self.view, draft)
 
     # -- erase ------------------------------------------------------------------------------
 

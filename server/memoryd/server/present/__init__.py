@@ -26,6 +26,7 @@ from ._present import (
     memory_for,
     receipt,
     scored,
+    snapshot,
     tie_key,
     version,
     view,
@@ -34,4 +35,4 @@ from ._present import (
 
 __all__ = ["BLOCK_FOOTER", "BLOCK_HEADER", "answer", "block", "change", "changed", "dropped_counts", "erased",
            "extraction_job", "heartbeat", "issued_token", "masked_result", "memory", "memory_for", "pending", "receipt",
-           "render_block", "scored", "tie_key", "timestamp", "version", "view", "write_results"]
+           "render_block", "scored", "snapshot", "tie_key", "timestamp", "version", "view", "write_results"]

@@ -23,6 +23,7 @@ from memoryd.domain import (
     MemoryVersion,
     Outcome,
     ScoreParts,
+    SessionSnapshot,
     View,
     WriteResult,
     blind_answer,
@@ -133,6 +134,18 @@ def version(guard: Guard, v: MemoryVersion) -> svc.MemoryVersion:
         out.change = CHANGE_KIND.to_proto[v.change]
     if "updated_at" in guard.visible:
         out.recorded_at.CopyFrom(timestamp(v.recorded_at))
+    return out
+
+
+def snapshot(guard: Guard, session_id: str, s: SessionSnapshot | None) -> svc.SessionSnapshot:
+    """A session snapshot as ``guard``'s view reads it (``Guard.snapshot_filter``): each memory
+    masked as a read masks it; ``None`` (nothing read) is the session alone."""
+    out = svc.SessionSnapshot(session_id=session_id if s is None else s.session_id)
+    if s is not None:
+        if s.summary is not None:
+            out.summary.CopyFrom(memory(s.summary, guard.visible))
+        out.explicit.extend(memory(m, guard.visible) for m in s.explicit)
+        out.inferred.extend(memory(m, guard.visible) for m in s.inferred)
     return out
 
 

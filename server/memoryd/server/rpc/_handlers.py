@@ -23,6 +23,7 @@ from ..usecases import CallContext, Services
 from ..usecases import validate_export, validate_import
 from ..validation import (
     validate_agent,
+    validate_end_session,
     validate_erase,
     validate_get_extraction_job,
     validate_history,
@@ -32,6 +33,7 @@ from ..validation import (
     validate_put_view,
     validate_recall,
     validate_resolve_conflict,
+    validate_resume_session,
     validate_watch,
     validate_write,
 )
@@ -91,6 +93,14 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
         async for message in usecases.watch(self._context(context), validate_watch(request, self._limits),
                                             caller.renew):
             yield message
+
+
+    async def EndSession(self, request: svc.EndSessionRequest, context: Context) -> svc.EndSessionResponse:
+        return await usecases.end_session(self._context(context), validate_end_session(request, self._limits))
+
+    async def ResumeSession(self, request: svc.ResumeSessionRequest,
+                            context: Context) -> svc.ResumeSessionResponse:
+        return await usecases.resume_session(self._context(context), validate_resume_session(request, self._limits))
 
 
 class ViewAdminService(admin_grpc.ViewAdminServiceServicer):

@@ -9,10 +9,12 @@ from ._tokens import AdminCall
 from ._tokens import issue as issue_token
 from ._services import CallContext, Services, TokenMint
 from ._streams import WatchHub
+from ._sessions import end_idle_sessions, end_session, resume_session
 from ._transfer import validate_export, validate_import
 from ._watch import watch
 from ._write import import_archive, write
 
-__all__ = ["AccessRecorder", "AdminCall", "CallContext", "Services", "TokenMint", "erase", "export", "extraction_job",
+__all__ = ["AccessRecorder", "AdminCall", "CallContext", "Services", "TokenMint", "end_idle_sessions", "end_session",
+           "erase", "export", "extraction_job", "resume_session",
            "history", "import_archive", "issue_token", "memory_view", "recall", "resolve_conflict", "validate_export",
            "validate_import", "watch", "WatchHub", "write"]

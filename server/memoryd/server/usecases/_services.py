@@ -13,7 +13,7 @@ from memoryd.domain import AuditTag, TenantPolicy
 from memoryd.storage import Stores, StoreSession
 
 from .._config import Scoring
-from ..ingest import ExtractionWorker
+from ..ingest import ChatSummarizer, ExtractionWorker
 from ..telemetry import Metrics
 from ..credentials import PageTokens
 from ._access import AccessRecorder
@@ -56,6 +56,7 @@ class Services:
     tokens: TokenMint | None = None  # IssueToken's signing key and audit ledger
     policy_for: Callable[[str], TenantPolicy] = lambda tenant: TenantPolicy()
     watch: WatchHub | None = None  # the open Watch streams and their wake-ups
+    summarizer: ChatSummarizer | None = None  # EndSession's model (the extraction model's endpoint), if configured
 
 
 @dataclass(frozen=True)

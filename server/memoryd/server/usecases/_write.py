@@ -35,7 +35,8 @@ async def write(ctx: CallContext, cmd: WriteCommand) -> svc.WriteResponse:
     written = await ctx.session.write_with_index_state(cmd.subject, [i.draft for i in items],
                                                        blind=[i.blind for i in items],
                                                        idempotency_key=cmd.idempotency_key,
-                                                       request_hash=cmd.request_hash, tag=ctx.tag)
+                                                       request_hash=cmd.request_hash, tag=ctx.tag,
+                                                       session_id=cmd.session_id)
     results = written.results
     answers = [present.answer(ctx.guard, item, result) for item, result in zip(items, results, strict=True)]
     if cmd.wait_indexed:  # everything written, so a reader finds it; how long it takes is timing
@@ -77,7 +78,7 @@ async def _queue_extraction(ctx: CallContext, cmd: WriteCommand) -> svc.WriteRes
                                  reason="EXTRACTION_NOT_CONFIGURED")
     ctx.guard.may_queue_extraction()
     job_id = await ctx.session.queue_extraction(cmd.subject, cmd.turns, idempotency_key=cmd.idempotency_key,
-                                              request_hash=cmd.request_hash, tag=ctx.tag)
+                                              request_hash=cmd.request_hash, tag=ctx.tag, session_id=cmd.session_id)
     if services.extraction is not None:
         services.extraction.wakeup.set()
     return svc.WriteResponse(extraction_job_id=job_id)

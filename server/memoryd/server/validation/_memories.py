@@ -41,6 +41,7 @@ class WriteCommand:
     wait_indexed: bool
     turns: tuple[Turn, ...] = ()
     chunk: bool = False  # TURN_MODE_CHUNK: store the turns as chunks; else extract memories from them
+    session_id: str = ""  # the session the items (or what is extracted from the turns) join
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,9 @@ def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
         check.fail("items", f"must have at most {limits.max_items} entries")
         check.done()
     drafts = [draft_from_message(check, f"items[{i}]", item) for i, item in enumerate(request.items)]
+    for i, item in enumerate(request.items):  # the request's session is the one a session item belongs to
+        if request.session_id and item.session_id and item.session_id != request.session_id:
+            check.fail(f"items[{i}].session_id", "must be the request's session_id when both are set")
     turns, chunk = check_turns(check, request) if not request.items else ((), False)
     key = request.idempotency_key
     wait_indexed = bool(check.enum("consistency", request.consistency, CONSISTENCY.to_domain))
@@ -138,7 +142,7 @@ def validate_write(request: svc.WriteRequest, limits: Limits) -> WriteCommand:
     # The hash of the deterministic encoding tells a retry from a different request.
     digest = hashlib.sha256(request.SerializeToString(deterministic=True)).digest()
     return WriteCommand(subject, [d for d in drafts if d is not None], key, digest, bool(request.turns),
-                        wait_indexed, turns, chunk)
+                        wait_indexed, turns, chunk, request.session_id)
 
 
 def _filter(check: Checker, flt: pb.MemoryFilter, subject: str) -> ReadFilter:

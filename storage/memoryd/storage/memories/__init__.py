@@ -10,7 +10,8 @@ from ._erasure import NEXT_ROUND, Purged, erase_vectors
 from ._rows import joined_turns, source_turns
 from ._session import NO_SUCH_JOB, Stores, StoreSession
 from ._writes import Written, claim_idempotency, store_idempotent_response
+from .sessions import drop_subject_sessions, join_session, open_session_tenants
 
 __all__ = ["NEXT_ROUND", "NO_SUCH_JOB", "PURGE_FALLBACK_SECONDS", "IndexTarget", "Indexes", "Purged", "SealReport",
-           "StoreSession", "Stores", "VectorErasure", "Written", "claim_idempotency", "erase_vectors", "forget_ids",
-           "joined_turns", "seal_plaintext", "source_turns", "store_idempotent_response"]
+           "StoreSession", "Stores", "VectorErasure", "Written", "claim_idempotency", "drop_subject_sessions", "erase_vectors", "forget_ids", "join_session",
+           "joined_turns", "open_session_tenants", "seal_plaintext", "source_turns", "store_idempotent_response"]

@@ -28,6 +28,7 @@ from . import _erasure as erasure
 from . import _trust as trust
 from ._bound import Bound, VectorErasure
 from ._write_batch import enqueue_index, record_version
+from .sessions import drop_subject_sessions
 
 
 _log = logging.getLogger("memoryd.storage.memories")
@@ -134,6 +135,8 @@ async def erase(
             counts, answered = await _purge(session, conn, ids, counted)
         counts = replace(counts, jobs=len(jobs))
         answered = replace(answered, jobs=jobs.count(agent))
+        if shred:  # the subject's sessions and what they link (the linked memories are the rows above)
+            counts = replace(counts, sessions=await drop_subject_sessions(conn, subject))
         if shred and not await _subject_rows_left(session, conn, subject):
             destroyed = await session.keys.destroy(conn, subject)
             await _erase_subject_changes(session, conn, subject)
@@ -365,7 +368,7 @@ async def _verify(session: Bound, conn: Any, subject: str, flt: ReadFilter, sele
                     [tenant, subject],
                 ))
         if selector.all_of_subject:
-            for table in ("subject_keys", "extraction_jobs", "keyword_stats"):
+            for table in ("subject_keys", "extraction_jobs", "keyword_stats", "sessions", "session_memories"):
                 checks.append((sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND subject = %s").format(
                     t=sql.Identifier(table)), [tenant, subject]))
             # The change log keeps only the row that says the subject was erased (and what

@@ -17,6 +17,7 @@ import asyncio
 import builtins
 import contextlib
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from psycopg import sql
@@ -31,6 +32,7 @@ from memoryd.domain import (
     NotFound,
     ReadFilter,
     Resolution,
+    Scope,
     TenantPolicy,
     Turn,
     WriteResult,
@@ -46,7 +48,7 @@ from . import _trust as trust
 from ._bound import Bound, Indexes, IndexWork, JobDesk, StoreParts, VectorEraser
 from ._erase import ERASURE_ROUND_SECONDS, Erasing
 from ._erasure import IndexVectors
-from ._reads import Reading
+from .sessions import SessionSnapshots, join_session
 from ._rows import MEMORY_COLUMNS, memory_from_row
 from ._writes import (ItemWriter, Written, claim_idempotency, store_idempotent_response, unindexed, write_response,
                       written_before)
@@ -119,7 +121,11 @@ async def resolve(conn: Any, session: StoreSession, subject: str, flt: ReadFilte
     return (await trust.with_pending(session, conn, [memory]))[0]
 
 
-class StoreSession(Reading, Erasing):
+class _WrittenSince(Exception):
+    """An idle session was written in after the sweep claimed it: its end is rolled back."""
+
+
+class StoreSession(SessionSnapshots, Erasing):
     """One tenant's and one agent's session (``agent`` '' for the service's own work)."""
 
     def item_writer(self, conn: Any, subject: str, *, agent: str | None = None,
@@ -145,6 +151,7 @@ class StoreSession(Reading, Erasing):
         idempotency_key: str = "",
         request_hash: bytes = b"",
         tag: AuditTag = AuditTag(),
+        session_id: str = "",
     ) -> list[WriteResult]:
         """Apply every draft's conflict policy in one transaction: all items or none.
 
@@ -153,7 +160,7 @@ class StoreSession(Reading, Erasing):
         """
         written = await self.write_with_index_state(subject, drafts, blind=blind,
                                                     idempotency_key=idempotency_key, request_hash=request_hash,
-                                                    tag=tag)
+                                                    tag=tag, session_id=session_id)
         return written.results
 
     async def write_with_index_state(
@@ -165,12 +172,14 @@ class StoreSession(Reading, Erasing):
         idempotency_key: str = "",
         request_hash: bytes = b"",
         tag: AuditTag = AuditTag(),
+        session_id: str = "",
     ) -> Written:
         """``write``, also telling which written memories still have index work queued —
         read in the same transaction, so answering ``indexed`` takes no second one. This
-        process's outbox worker is woken for the work once it is committed."""
+        process's outbox worker is woken for the work once it is committed. ``session_id``:
+        the subject's memories written join that session (``join_session``)."""
         written = await self._write(subject, drafts, blind=blind, idempotency_key=idempotency_key,
-                                    request_hash=request_hash, tag=tag)
+                                    request_hash=request_hash, tag=tag, session_id=session_id)
         self._nudge_outbox()
         return written
 
@@ -179,7 +188,7 @@ class StoreSession(Reading, Erasing):
             self.parts.outbox.wakeup.set()
 
     async def _write(self, subject: str, drafts: builtins.list[Draft], *, blind: builtins.list[bool] | None,
-                     idempotency_key: str, request_hash: bytes, tag: AuditTag) -> Written:
+                     idempotency_key: str, request_hash: bytes, tag: AuditTag, session_id: str = "") -> Written:
         agent, session = self.agent, self
         # Pipelined: the statements below wait for Postgres only where they read an answer —
         # the data key, the rows the items meet, the audit chain's head — and the commit.
@@ -192,6 +201,10 @@ class StoreSession(Reading, Erasing):
             writer = session.item_writer(conn, subject)
             flags = blind or [False] * len(drafts)
             results = await writer.write_all(drafts, flags)
+            if session_id:  # the subject's own memories: the organisation's belong to no session of it
+                await join_session(conn, agent, subject, session_id,
+                                   [r.memory_id for r, d in zip(results, drafts, strict=True)
+                                    if r.memory_id and d.scope is not Scope.ORG])
             if idempotency_key:
                 await store_idempotent_response(session, conn, idempotency_key, write_response(results))
             queued = await unindexed(session, conn, results, writer.enqueued)
@@ -199,6 +212,32 @@ class StoreSession(Reading, Erasing):
                                tag, {"outcomes": [r.outcome.value for r in results]})
             await writer.finish()
             return Written(results, await queued())
+
+    async def end_session(self, subject: str, session_id: str, summary: Draft | None, *, blind: bool,
+                          expires_at: datetime, tag: AuditTag = AuditTag(),
+                          idle_since: datetime | None = None) -> bool:
+        """End ``subject``'s session ``session_id`` in one transaction: write its ``summary``
+        (if any) as this agent's Write would (``blind`` as the guard decided), then
+        ``close_session``. ``idle_since``: the idle sweep's claim; False (nothing written) if
+        the session was written in since."""
+        try:
+            async with self.transaction() as conn:
+                summary_id = ""
+                if summary is not None:
+                    writer = self.item_writer(conn, subject)
+                    [result] = await writer.write_all([summary], [blind])
+                    await writer.finish()
+                    summary_id = result.memory_id
+                    await audit.append(conn, self.agent, subject, "write", [summary_id], tag,
+                                       {"outcomes": [result.outcome.value]})
+                if not await self.close_session(conn, subject, session_id, expires_at, summary_id, idle_since):
+                    raise _WrittenSince()
+                await audit.append(conn, self.agent, subject, "session.end", [summary_id] if summary_id else [], tag,
+                                   {"session_id": session_id, "idle": idle_since is not None})
+        except _WrittenSince:
+            return False
+        self._nudge_outbox()
+        return True
 
     async def pending_index_work(self, ids: list[str]) -> tuple[int, int]:
         """(pending, dead) outbox rows for ``ids``."""
@@ -315,12 +354,13 @@ class StoreSession(Reading, Erasing):
             delay = min(delay * 2, 0.25)
 
     async def queue_extraction(self, subject: str, turns: tuple[Turn, ...], *, idempotency_key: str = "",
-                               request_hash: bytes = b"", tag: AuditTag = AuditTag()) -> str:
-        """Queue ``turns`` of ``subject`` for extraction as this agent's job; its id."""
+                               request_hash: bytes = b"", tag: AuditTag = AuditTag(), session_id: str = "") -> str:
+        """Queue ``turns`` of ``subject`` for extraction as this agent's job; its id. What it
+        writes joins ``session_id``, if set."""
         if self.parts.jobs is None:
             raise Internal("this process queues no extraction jobs")
         return await self.parts.jobs.enqueue(self, subject, turns, idempotency_key=idempotency_key,
-                                             request_hash=request_hash, tag=tag)
+                                             request_hash=request_hash, tag=tag, session_id=session_id)
 
     async def extraction_job(self, subject: str, job_id: str) -> ExtractionJob:
         """This agent's job ``job_id`` of ``subject``; NotFound for any other, alike."""

@@ -46,7 +46,7 @@ from ..keys import DataKey
 from .._filters import LIVE_NOW, read_conditions
 from ..models import BreakerPosition, ModelBreaker
 from ..models import ModelSlots, Slot
-from ..memories import NO_SUCH_JOB, claim_idempotency, store_idempotent_response
+from ..memories import NO_SUCH_JOB, claim_idempotency, join_session, store_idempotent_response
 from ..postgres import Postgres, TenantConn
 from ._queue import WorkQueue
 
@@ -86,6 +86,7 @@ class ClaimedJob:
     tag: AuditTag
     outages: int = 0  # the attempts that met a model outage (they do not use up max_attempts)
     waiting_since: datetime | None = None  # the job's first model outage
+    session_id: str = ""  # what the job writes joins this session of the subject ('' for none)
 
 
 @dataclass(frozen=True)
@@ -133,9 +134,11 @@ class ExtractionJobs:
         return self._store
 
     async def enqueue(self, session: StoreSession, subject: str, turns: tuple[Turn, ...], *,
-                      idempotency_key: str = "", request_hash: bytes = b"", tag: AuditTag = AuditTag()) -> str:
+                      idempotency_key: str = "", request_hash: bytes = b"", tag: AuditTag = AuditTag(),
+                      session_id: str = "") -> str:
         """Queue a job of ``session``'s agent with ``turns`` sealed; return its id (the first
-        one's, for a retry: the idempotency claim is a Write's, ``claim_idempotency``)."""
+        one's, for a retry: the idempotency claim is a Write's, ``claim_idempotency``). What it
+        writes will join ``session_id``, if set."""
         tenant, agent = session.tenant, session.agent
         async with session.transaction() as conn:
             if idempotency_key:
@@ -148,9 +151,9 @@ class ExtractionJobs:
             job_id = str(uuid.uuid4())
             await conn.execute(
                 "INSERT INTO extraction_jobs (tenant_id, id, subject, agent, turns_ct, turn_count, request_id, "
-                "trace_id, view_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "trace_id, view_version, session_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (tenant, job_id, subject, agent, key.seal(job_id, TURNS_FIELD, _turns_json(turns)), len(turns),
-                 tag.request_id, tag.trace_id, tag.view_version),
+                 tag.request_id, tag.trace_id, tag.view_version, session_id),
             )
             if idempotency_key:
                 await store_idempotent_response(session, conn, idempotency_key, {"extraction_job_id": job_id})
@@ -219,7 +222,7 @@ class ExtractionJobs:
         async with self._db.tenant_tx(tenant) as conn:
             cur = await conn.execute(
                 "SELECT subject, agent, state, attempts, outages, waiting_since, turns_ct, request_id, trace_id, "
-                "view_version "
+                "view_version, session_id "
                 "FROM extraction_jobs WHERE tenant_id = %s AND id = %s",
                 (tenant, job_id),
             )
@@ -237,7 +240,7 @@ class ExtractionJobs:
         turns = tuple(Turn(t["turn_id"], t["speaker"], t["text"], datetime.fromisoformat(t["time"])) for t in raw)
         return ClaimedJob(tenant, job_id, subject, row["agent"], row["attempts"], turns,
                           AuditTag(row["request_id"], row["trace_id"], row["view_version"]), row["outages"],
-                          row["waiting_since"])
+                          row["waiting_since"], row["session_id"])
 
     def session(self, job: ClaimedJob) -> StoreSession:
         """The session the job's work reads and writes through: its tenant, its agent."""
@@ -326,6 +329,8 @@ class ExtractionJobs:
                 (Jsonb(_results_json(shown)), Jsonb(dict(dropped)), tenant, job.id),
             )
             ids = [r.memory_id for r in results if r.memory_id]
+            if job.session_id:
+                await join_session(conn, job.agent, subject, job.session_id, ids, reopen=False)
             if results:
                 await audit.append(conn, job.agent, subject, "write", ids, tag,
                                    {"outcomes": [r.outcome.value for r in results], "job": job.id})
