@@ -114,6 +114,20 @@ class Watch:
         if call is not None:
             call.cancel()
 
+    def wait_open(self, timeout: float | None = None) -> bool:
+        """Open the stream now, and wait until the server has accepted it (its response headers
+        arrived): a change committed after that is delivered. False if that took longer than
+        ``timeout`` seconds. An error the server answered with is raised by the next ``next()``."""
+        call = self._current()
+        accepted = threading.Event()
+
+        def headers() -> None:
+            call.initial_metadata()  # returns when the headers arrive or the call ends; no timeout
+            accepted.set()
+
+        threading.Thread(target=headers, name="memoryd-watch-open", daemon=True).start()
+        return accepted.wait(timeout)
+
     def __next__(self) -> svc.WatchResponse:
         while not self._closing.is_set():
             call = self._current()
@@ -197,11 +211,23 @@ class AsyncWatch:
         if call is not None:
             call.cancel()
 
+    async def wait_open(self, timeout: float | None = None) -> bool:
+        """As :meth:`Watch.wait_open`."""
+        call = await self._current()
+        try:
+            await asyncio.wait_for(asyncio.shield(call.initial_metadata()), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _current(self) -> Any:
+        if self._call is None:
+            self._call = await self._open_call(self._resume.request())
+        return self._call
+
     async def __anext__(self) -> svc.WatchResponse:
         while not self._closed:
-            if self._call is None:
-                self._call = await self._open_call(self._resume.request())
-            call = self._call
+            call = await self._current()
             try:
                 message = await asyncio.wait_for(call.read(), self._resume.stall)
             except TimeoutError:  # silence: the connection may be half-open
