@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -64,10 +64,18 @@ class AsyncMemorydClient:
                  options: list[tuple[str, Any]] | None = None, heartbeat_interval: float | None = WATCH_HEARTBEAT,
                  channel: grpc.aio.Channel | None = None) -> None:
         self._owns_channel = channel is None
+        # A watch that went silent re-opens on a connection of its own (the client's may be the
+        # dead one); only possible when the client made its channel.
+        self._connect: Callable[[], grpc.aio.Channel] | None = None
         if channel is None:
             opts = list(options or []) + (tls.channel_options() if tls else [])
-            channel = (grpc.aio.secure_channel(target, tls.channel_credentials(), options=opts) if tls
-                       else grpc.aio.insecure_channel(target, options=opts))
+
+            def connect(*extra: tuple[str, Any]) -> grpc.aio.Channel:
+                return (grpc.aio.secure_channel(target, tls.channel_credentials(), options=[*opts, *extra]) if tls
+                        else grpc.aio.insecure_channel(target, options=[*opts, *extra]))
+
+            channel = connect()
+            self._connect = lambda: connect(("grpc.use_local_subchannel_pool", 1))
         self.channel = channel
         self.token = token
         self.timeout = timeout
@@ -211,13 +219,15 @@ class AsyncMemorydClient:
                 async for event in changes:
                     print(event.change.kind, event.change.memory.text, changes.cursor)
         """
-        async def open_stream(opening: svc.WatchRequest) -> Any:
+        async def open_stream(opening: svc.WatchRequest, channel: Any) -> Any:
+            stub = self._memory if channel is None else svc_grpc.MemoryServiceStub(channel)
             # No timeout: the stream lives until the caller closes it.
-            return self._memory.Watch(opening, metadata=metadata_for(await self._token(), trace_metadata()))
+            return stub.Watch(opening, metadata=metadata_for(await self._token(), trace_metadata()))
 
         return AsyncWatch(open_stream, build_request(svc.WatchRequest, request, fields), policy=self.retry,
                           heartbeats=heartbeats,
-                          heartbeat_interval=self.heartbeat_interval if heartbeat_interval is None else heartbeat_interval)
+                          heartbeat_interval=self.heartbeat_interval if heartbeat_interval is None else heartbeat_interval,
+                          connect=self._connect)
 
     async def end_session(self, request: svc.EndSessionRequest | None = None, /, *, timeout: float | None = None,
                           **fields: Any) -> svc.EndSessionResponse:

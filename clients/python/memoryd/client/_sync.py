@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
@@ -72,10 +72,18 @@ class MemorydClient:
                  options: list[tuple[str, Any]] | None = None, heartbeat_interval: float | None = WATCH_HEARTBEAT,
                  channel: grpc.Channel | None = None) -> None:
         self._owns_channel = channel is None
+        # A watch that went silent re-opens on a connection of its own (the client's may be the
+        # dead one); only possible when the client made its channel.
+        self._connect: Callable[[], grpc.Channel] | None = None
         if channel is None:
             opts = list(options or []) + (tls.channel_options() if tls else [])
-            channel = (grpc.secure_channel(target, tls.channel_credentials(), options=opts) if tls
-                       else grpc.insecure_channel(target, options=opts))
+
+            def connect(*extra: tuple[str, Any]) -> grpc.Channel:
+                return (grpc.secure_channel(target, tls.channel_credentials(), options=[*opts, *extra]) if tls
+                        else grpc.insecure_channel(target, options=[*opts, *extra]))
+
+            channel = connect()
+            self._connect = lambda: connect(("grpc.use_local_subchannel_pool", 1))
         self.channel = channel
         self.token = token
         self.timeout = timeout
@@ -218,13 +226,15 @@ class MemorydClient:
                     print(event.change.kind, event.change.memory.key, event.change.memory.text)
                     save(changes.cursor)  # client.watch(..., cursor=saved) resumes after it
         """
-        def open_stream(opening: svc.WatchRequest) -> Any:
+        def open_stream(opening: svc.WatchRequest, channel: Any) -> Any:
+            stub = self._memory if channel is None else svc_grpc.MemoryServiceStub(channel)
             # No timeout: the stream lives until the caller closes it.
-            return self._memory.Watch(opening, metadata=metadata_for(self._token(), trace_metadata()))
+            return stub.Watch(opening, metadata=metadata_for(self._token(), trace_metadata()))
 
         return Watch(open_stream, build_request(svc.WatchRequest, request, fields), policy=self.retry,
                      heartbeats=heartbeats,
-                     heartbeat_interval=self.heartbeat_interval if heartbeat_interval is None else heartbeat_interval)
+                     heartbeat_interval=self.heartbeat_interval if heartbeat_interval is None else heartbeat_interval,
+                     connect=self._connect)
 
     def end_session(self, request: svc.EndSessionRequest | None = None, /, *, timeout: float | None = None,
                     **fields: Any) -> svc.EndSessionResponse:

@@ -4,8 +4,9 @@ A Watch stream lives for hours; connections do not. The iterator remembers the c
 last message it received and re-opens the stream from it when the server goes away
 (UNAVAILABLE), when the stream ends without an error before the caller closed it, or when
 nothing — not even a heartbeat — arrived for ``WATCH_STALL_FACTOR`` heartbeat intervals (a
-half-open connection never fails by itself). The server delivers every change after a cursor
-exactly once, so a re-open loses nothing and repeats nothing. Any other error ends the
+half-open connection never fails by itself: after silence the stream re-opens on a new
+connection when the client made its own channel). The server delivers every change after a
+cursor exactly once, so a re-open loses nothing and repeats nothing. Any other error ends the
 iteration with the client's typed error.
 """
 
@@ -81,14 +82,18 @@ class Watch:
     closes the watch.
     """
 
-    def __init__(self, opener: Callable[[svc.WatchRequest], Any], request: svc.WatchRequest, *,
-                 policy: RetryPolicy, heartbeats: bool, heartbeat_interval: float | None) -> None:
+    def __init__(self, opener: Callable[[svc.WatchRequest, grpc.Channel | None], Any], request: svc.WatchRequest, *,
+                 policy: RetryPolicy, heartbeats: bool, heartbeat_interval: float | None,
+                 connect: Callable[[], grpc.Channel] | None = None) -> None:
         self._open_call = opener
         self._resume = _Resume(request, policy, heartbeats, heartbeat_interval)
+        self._connect = connect
+        self._channel: grpc.Channel | None = None  # its own, after a silence; None: the client's
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._call: Any = None
         self._stalled: Any = None  # the call the watchdog cancelled for silence
+        self._reading = False  # silence counts only while waiting for the server
         self._last = time.monotonic()
         self._watchdog: threading.Thread | None = None
 
@@ -111,8 +116,11 @@ class Watch:
         self._closing.set()
         with self._lock:
             call, self._call = self._call, None
+            channel, self._channel = self._channel, None
         if call is not None:
             call.cancel()
+        if channel is not None:
+            channel.close()
 
     def wait_open(self, timeout: float | None = None) -> bool:
         """Open the stream now, and wait until the server has accepted it (its response headers
@@ -131,6 +139,7 @@ class Watch:
     def __next__(self) -> svc.WatchResponse:
         while not self._closing.is_set():
             call = self._current()
+            self._waiting(True)
             try:
                 message: svc.WatchResponse = next(call)
             except StopIteration:  # ended without an error: resume, unless the caller closed it
@@ -139,22 +148,24 @@ class Watch:
                 self._drop(call)
                 if self._closing.is_set():
                     break
-                if not (call is self._stalled or self._resume.resumes_after(error.code())):
+                if call is self._stalled:
+                    self._reconnect()
+                elif not self._resume.resumes_after(error.code()):
                     self.close()
                     raise from_rpc_error(error) from None
             else:
-                self._last = time.monotonic()
                 if self._resume.received(message):
                     return message
                 continue
+            finally:
+                self._waiting(False)
             self._closing.wait(self._resume.backoff())
         raise StopIteration
 
     def _current(self) -> Any:
         with self._lock:
             if self._call is None:
-                self._call = self._open_call(self._resume.request())
-                self._last = time.monotonic()
+                self._call = self._open_call(self._resume.request(), self._channel)
             if self._watchdog is None and self._resume.stall:
                 self._watchdog = threading.Thread(target=self._watch_for_silence, args=(self._resume.stall,),
                                                   name="memoryd-watch-stall", daemon=True)
@@ -167,12 +178,26 @@ class Watch:
             if self._call is call:
                 self._call = None
 
+    def _waiting(self, reading: bool) -> None:
+        with self._lock:
+            self._reading, self._last = reading, time.monotonic()
+
+    def _reconnect(self) -> None:
+        """After silence: the next open goes over a new connection of the watch's own."""
+        if self._connect is None:
+            return
+        fresh = self._connect()
+        with self._lock:
+            old, self._channel = self._channel, fresh
+        if old is not None:
+            old.close()
+
     def _watch_for_silence(self, stall: float) -> None:
         # One thread per watch: the blocking iterator has no read timeout, so silence is
         # noticed here and the silent call cancelled, which wakes the reader to re-open.
         while not self._closing.wait(max(0.0, self._last + stall - time.monotonic())):
             with self._lock:
-                if self._call is not None and time.monotonic() - self._last >= stall:
+                if self._reading and self._call is not None and time.monotonic() - self._last >= stall:
                     self._stalled = self._call
                     self._call.cancel()
                     self._last = time.monotonic()
@@ -183,10 +208,13 @@ class AsyncWatch:
     <memoryd.client.AsyncMemorydClient.watch>`: ``async for`` over it, ``await close()`` (or
     ``async with``) to end it; ``cursor`` as in :class:`Watch`."""
 
-    def __init__(self, opener: Callable[[svc.WatchRequest], Awaitable[Any]], request: svc.WatchRequest, *,
-                 policy: RetryPolicy, heartbeats: bool, heartbeat_interval: float | None) -> None:
+    def __init__(self, opener: Callable[[svc.WatchRequest, grpc.aio.Channel | None], Awaitable[Any]],
+                 request: svc.WatchRequest, *, policy: RetryPolicy, heartbeats: bool,
+                 heartbeat_interval: float | None, connect: Callable[[], grpc.aio.Channel] | None = None) -> None:
         self._open_call = opener
         self._resume = _Resume(request, policy, heartbeats, heartbeat_interval)
+        self._connect = connect
+        self._channel: grpc.aio.Channel | None = None  # its own, after a silence; None: the client's
         self._closed = False
         self._call: Any = None
 
@@ -208,8 +236,11 @@ class AsyncWatch:
         """Cancel the stream and end the iteration; safe to call twice."""
         self._closed = True
         call, self._call = self._call, None
+        channel, self._channel = self._channel, None
         if call is not None:
             call.cancel()
+        if channel is not None:
+            await channel.close()
 
     async def wait_open(self, timeout: float | None = None) -> bool:
         """As :meth:`Watch.wait_open`."""
@@ -222,7 +253,7 @@ class AsyncWatch:
 
     async def _current(self) -> Any:
         if self._call is None:
-            self._call = await self._open_call(self._resume.request())
+            self._call = await self._open_call(self._resume.request(), self._channel)
         return self._call
 
     async def __anext__(self) -> svc.WatchResponse:
@@ -232,6 +263,10 @@ class AsyncWatch:
                 message = await asyncio.wait_for(call.read(), self._resume.stall)
             except TimeoutError:  # silence: the connection may be half-open
                 call.cancel()
+                if self._connect is not None:
+                    old, self._channel = self._channel, self._connect()
+                    if old is not None:
+                        await old.close()
             except asyncio.CancelledError:
                 if not self._closed:  # our task was cancelled, not the stream closed
                     raise
