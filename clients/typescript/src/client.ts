@@ -282,6 +282,12 @@ async function* viewsOf(
 
 type RawWatch = (request: RequestOf<typeof WatchRequestSchema>, options?: CallOptions) => AsyncIterable<WatchResponse>;
 
+/** A connection of a watch's own: opened after a silence, since the client's may be the half-open one. */
+interface OwnConnection {
+  watch: RawWatch;
+  close(): void;
+}
+
 /**
  * WatchStream is what `client.watch()` returns: the changes of a Watch, as an async iterable that
  * resumes by itself. It remembers the cursor of the last message received (`cursor`: persist it,
@@ -298,8 +304,17 @@ export class WatchStream implements AsyncIterableIterator<WatchResponse> {
   #opened: () => void = () => {};
   readonly #open = new Promise<void>((resolve) => (this.#opened = resolve));
   #ahead: Promise<IteratorResult<WatchResponse, void>> | undefined;
+  #own: OwnConnection | undefined;
+  readonly #connect: (() => OwnConnection) | undefined;
 
-  constructor(raw: RawWatch, request: RequestOf<typeof WatchRequestSchema>, defaults: Defaults, options: WatchOptions) {
+  constructor(
+    raw: RawWatch,
+    request: RequestOf<typeof WatchRequestSchema>,
+    defaults: Defaults,
+    options: WatchOptions,
+    connect?: () => OwnConnection,
+  ) {
+    this.#connect = connect;
     const init = isMessage(request, WatchRequestSchema) ? clone(WatchRequestSchema, request) : create(WatchRequestSchema, request);
     this.#cursor = init.cursor;
     options.signal?.addEventListener("abort", () => this.close(), { once: true });
@@ -315,6 +330,7 @@ export class WatchStream implements AsyncIterableIterator<WatchResponse> {
   /** close cancels the stream and ends the iteration; safe to call twice. */
   close(): void {
     this.#closing.abort();
+    this.#own?.close();
   }
 
   /**
@@ -403,6 +419,11 @@ export class WatchStream implements AsyncIterableIterator<WatchResponse> {
           this.close();
           throw failure;
         }
+        if (stalled && this.#connect) {
+          this.#own?.close();
+          this.#own = this.#connect();
+          raw = this.#own.watch;
+        }
       } finally {
         clearTimeout(timer);
         closing.removeEventListener("abort", cancel);
@@ -430,6 +451,11 @@ export function createMemorydClient(options: MemorydClientOptions): MemorydClien
   };
   const raw = createClient(MemoryService, transport);
   const memory = wrap(MemoryService, raw, defaults);
+  const connect = (): OwnConnection => {
+    const own = new Http2SessionManager(url, {}, nodeOptions);
+    const client = createClient(MemoryService, createGrpcTransport({ baseUrl: url, sessionManager: own }));
+    return { watch: client.watch, close: () => own.abort() };
+  };
   const admin = wrap(ViewAdminService, createClient(ViewAdminService, transport), defaults);
   const views: MemorydViewsClient = Object.assign(admin, {
     iterViews: (request?: RequestOf<typeof ListViewsRequestSchema>, callOptions?: CallOptions) =>
@@ -438,7 +464,7 @@ export function createMemorydClient(options: MemorydClientOptions): MemorydClien
   return Object.assign(memory, {
     views,
     watch: (request: RequestOf<typeof WatchRequestSchema>, watchOptions: WatchOptions = {}) =>
-      new WatchStream(raw.watch, request, defaults, watchOptions),
+      new WatchStream(raw.watch, request, defaults, watchOptions, connect),
     iterMemories: (request: RequestOf<typeof MemoryViewRequestSchema>, callOptions?: CallOptions) =>
       memoriesOf(memory, request, callOptions),
     close: () => sessionManager.abort(),

@@ -81,6 +81,10 @@ describe("watch", () => {
     client.close();
     assert.deepEqual(got.map((m) => m.cursor), ["c1", "c2", "c3"]);
     assert.deepEqual(cursors(), ["c0", "c1", "c2"]);
+    // After the silence, a connection of its own: the client's may be the half-open one.
+    const [first, second, third] = server.seen.map((s) => s.peer);
+    assert.equal(first, second);
+    assert.notEqual(third, second);
   });
 
   it("yields heartbeats when asked", async () => {

@@ -26,6 +26,8 @@ export interface Seen {
   metadata: grpc.Metadata;
   /** deadlineMs is how far away the call's deadline was when it arrived (Infinity: none). */
   deadlineMs: number;
+  /** peer is the client's address and port: a new port is a new connection. */
+  peer: string;
 }
 
 /** A handler answers one call (a response init, or it throws a StatusError). */
@@ -162,7 +164,7 @@ export class TestServer {
   }
 
   private async answer(name: string, output: DescMessage, call: grpc.ServerUnaryCall<unknown, unknown>) {
-    this.seen.push({ method: name, request: call.request, metadata: call.metadata, deadlineMs: deadlineMs(call) });
+    this.seen.push({ method: name, request: call.request, metadata: call.metadata, deadlineMs: deadlineMs(call), peer: call.getPeer() });
     if (this.unavailableLeft > 0) {
       this.unavailableLeft--;
       throw unavailable(this.unavailableDetails);
@@ -173,7 +175,7 @@ export class TestServer {
   }
 
   private async stream(name: string, output: DescMessage, call: grpc.ServerWritableStream<unknown, unknown>) {
-    this.seen.push({ method: name, request: call.request, metadata: call.metadata, deadlineMs: deadlineMs(call) });
+    this.seen.push({ method: name, request: call.request, metadata: call.metadata, deadlineMs: deadlineMs(call), peer: call.getPeer() });
     if (this.unavailableLeft > 0) {
       this.unavailableLeft--;
       throw unavailable(this.unavailableDetails);
