@@ -265,8 +265,12 @@ async def test_the_asyncio_watch_resumes_after_a_dropped_connection(planner: Mem
             after = await asyncio.to_thread(written, planner, subject, "Planner: done")
             received = [(await asyncio.wait_for(anext(changes), WAIT)).change.memory.id for _ in range(2)]
             assert received == [missed, after]
+            waiting = asyncio.create_task(anext(changes))
+            await asyncio.sleep(0)  # the task now waits for the server
         with pytest.raises(StopAsyncIteration):
-            await anext(changes)  # closed
+            await asyncio.wait_for(waiting, WAIT)  # closing the watch ended the pending read
+        with pytest.raises(StopAsyncIteration):
+            await anext(changes)
 
 
 def test_a_watch_outlives_a_server_killed_and_started_again(private_database: str, key_file: Path, tmp_path: Path):
