@@ -105,7 +105,10 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 
 // Client calls MemoryService and ViewAdminService. It is safe for concurrent use.
 type Client struct {
-	conn   *grpc.ClientConn // nil when built with New over a caller-owned connection
+	conn *grpc.ClientConn // nil when built with New over a caller-owned connection
+	// redial makes a new connection like conn (Dial only): a Watcher whose stream went silent
+	// reopens on one of its own, since the silent connection may be half-open.
+	redial func() (*grpc.ClientConn, error)
 	memory pb.MemoryServiceClient
 	admin  pb.ViewAdminServiceClient
 	opts   options
@@ -134,6 +137,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	}
 	c := New(conn, opts...)
 	c.conn = conn
+	c.redial = func() (*grpc.ClientConn, error) { return grpc.NewClient(target, dial...) }
 	return c, nil
 }
 

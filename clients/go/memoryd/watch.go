@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -39,7 +40,10 @@ func WithHeartbeats() WatchOption { return func(w *Watcher) { w.heartbeats = tru
 // may be called from any goroutine to stop a Next that is waiting.
 type Watcher struct {
 	c          *Client
-	ctx        context.Context // the watch's life: the context given to Watch, ended by Close
+	memory     pb.MemoryServiceClient // the client's, or over own after a silence
+	mu         sync.Mutex             // guards own against Close
+	own        *grpc.ClientConn       // the watch's own connection, once a stream went silent
+	ctx        context.Context        // the watch's life: the context given to Watch, ended by Close
 	stop       context.CancelCauseFunc
 	req        *pb.WatchRequest
 	heartbeats bool
@@ -54,12 +58,13 @@ type Watcher struct {
 // context: it holds at most one message (gRPC's flow control holds back the rest), so a slow
 // reader never makes the client buffer without bound.
 type liveStream struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	msgs    chan *pb.WatchResponse
-	done    chan struct{} // closed when the stream ended; err and trailer then say how
-	err     error
-	trailer metadata.MD
+	ctx      context.Context
+	cancel   context.CancelFunc
+	msgs     chan *pb.WatchResponse
+	accepted chan struct{} // closed when the response headers arrived, or the stream ended
+	done     chan struct{} // closed when the stream ended; err and trailer then say how
+	err      error
+	trailer  metadata.MD
 }
 
 // Watch opens a stream of the changes to req's subject (or, with AllSubjects, to every
@@ -82,7 +87,8 @@ func (c *Client) Watch(ctx context.Context, req *pb.WatchRequest, opts ...WatchO
 		return nil, errNilRequest
 	}
 	wctx, stop := context.WithCancelCause(withTraceContext(ctx, c.opts.propagator))
-	w := &Watcher{c: c, ctx: wctx, stop: stop, req: proto.Clone(req).(*pb.WatchRequest), cursor: req.GetCursor()}
+	w := &Watcher{c: c, memory: c.memory, ctx: wctx, stop: stop, req: proto.Clone(req).(*pb.WatchRequest),
+		cursor: req.GetCursor()}
 	for _, opt := range opts {
 		opt(w)
 	}
@@ -100,7 +106,35 @@ func (w *Watcher) Cursor() string { return w.cursor }
 // Close ends the watch and its stream; Next then returns ErrWatchClosed.
 func (w *Watcher) Close() error {
 	w.stop(ErrWatchClosed)
+	w.mu.Lock()
+	own := w.own
+	w.own = nil
+	w.mu.Unlock()
+	if own != nil {
+		return own.Close()
+	}
 	return nil
+}
+
+// WaitOpen waits until the server has accepted the watcher's stream (its response headers
+// arrived), so that a change committed after WaitOpen returns nil is delivered. A stream that
+// failed meanwhile also returns nil: Next says how, or resumes it. It returns ctx.Err() when
+// ctx ends first.
+func (w *Watcher) WaitOpen(ctx context.Context) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.live == nil {
+		if err := w.reopen(ctx); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-w.live.accepted:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Next waits for the next change (or heartbeat, WithHeartbeats) and returns it. ctx bounds
@@ -139,6 +173,9 @@ func (w *Watcher) Next(ctx context.Context) (*pb.WatchResponse, error) {
 			if !resumable(ended.err) {
 				return nil, w.end(toError(ended.err, ended.trailer, w.failures+1))
 			}
+			if errors.Is(ended.err, errStalled) {
+				w.reconnect()
+			}
 			w.failures++
 			w.retryDelay = 0
 			var merr *Error
@@ -149,10 +186,36 @@ func (w *Watcher) Next(ctx context.Context) (*pb.WatchResponse, error) {
 	}
 }
 
+// reconnect moves the watch to a new connection of its own (when the client dialled its own):
+// a silent stream may sit on a half-open connection, which gRPC keeps until TCP gives up, and
+// a stream reopened on it would go silent again.
+func (w *Watcher) reconnect() {
+	if w.c.redial == nil {
+		return
+	}
+	conn, err := w.c.redial()
+	if err != nil {
+		return // the next open goes over the old connection, and its failure is read as usual
+	}
+	w.mu.Lock()
+	old := w.own
+	if w.ctx.Err() != nil {
+		old, w.own = conn, nil // closed meanwhile
+	} else {
+		w.own = conn
+		w.memory = pb.NewMemoryServiceClient(conn)
+	}
+	w.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+}
+
 // end ends the watch with err, which every later Next returns.
 func (w *Watcher) end(err error) error {
 	w.err = err
-	w.stop(err)
+	w.stop(err) // first: the watch's cause is err, not ErrWatchClosed
+	_ = w.Close()
 	if w.live != nil {
 		w.live.cancel()
 		w.live = nil
@@ -201,11 +264,13 @@ func (w *Watcher) open() error {
 		req = proto.Clone(req).(*pb.WatchRequest)
 		req.Cursor = w.cursor
 	}
-	l := &liveStream{ctx: sctx, cancel: cancel, msgs: make(chan *pb.WatchResponse), done: make(chan struct{})}
+	l := &liveStream{ctx: sctx, cancel: cancel, msgs: make(chan *pb.WatchResponse),
+		accepted: make(chan struct{}), done: make(chan struct{})}
 	w.live = l
-	stream, err := w.c.memory.Watch(actx, req)
+	stream, err := w.memory.Watch(actx, req)
 	if err != nil {
 		l.err = err
+		close(l.accepted)
 		close(l.done)
 		return nil
 	}
@@ -217,10 +282,16 @@ func (w *Watcher) open() error {
 // it when nothing arrives for stall (0: never).
 func (l *liveStream) receive(stream grpc.ServerStreamingClient[pb.WatchResponse], stall time.Duration) {
 	defer close(l.done)
+	accepted := false
 	for {
 		var timer *time.Timer
 		if stall > 0 {
 			timer = time.AfterFunc(stall, l.cancel)
+		}
+		if !accepted {
+			_, _ = stream.Header() // returns when the server accepted the stream, or it ended
+			close(l.accepted)
+			accepted = true
 		}
 		resp, err := stream.Recv()
 		// Stop is false once the timer fired: the stream was cancelled for its silence (a

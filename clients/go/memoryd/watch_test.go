@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,5 +304,105 @@ func TestANilWatchRequestIsRefused(t *testing.T) {
 	c := startWatch(t, &watchLog{})
 	if _, err := c.Watch(context.Background(), nil); !errors.Is(err, errNilRequest) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// relay forwards TCP connections to a backend; freeze makes the connections open at that time
+// silent in both directions without closing them, as a half-open connection is.
+type relay struct {
+	lis    net.Listener
+	mu     sync.Mutex
+	frozen []*atomic.Bool
+	open   []*atomic.Bool
+}
+
+func startRelay(t *testing.T, backend string) *relay {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{lis: lis}
+	t.Cleanup(func() { _ = lis.Close() })
+	go func() {
+		for {
+			client, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", backend)
+			if err != nil {
+				_ = client.Close()
+				continue
+			}
+			t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+			frozen := &atomic.Bool{}
+			r.mu.Lock()
+			r.open = append(r.open, frozen)
+			r.mu.Unlock()
+			go pipe(client, server, frozen)
+			go pipe(server, client, frozen)
+		}
+	}()
+	return r
+}
+
+// pipe copies src to dst until either closes, dropping everything once frozen.
+func pipe(src, dst net.Conn, frozen *atomic.Bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		if frozen.Load() {
+			continue
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+func (r *relay) freeze() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.open {
+		f.Store(true)
+	}
+	return len(r.open)
+}
+
+func TestAStreamSilentOnAHalfOpenConnectionResumesOnANewOne(t *testing.T) {
+	log := &watchLog{events: []*pb.WatchResponse{event(1, false), event(2, false)}}
+	log.serve = func(int) (int, error) { return 1, errHang }
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer()
+	pb.RegisterMemoryServiceServer(server, log)
+	go func() { _ = server.Serve(lis) }()
+	t.Cleanup(server.Stop)
+	r := startRelay(t, lis.Addr().String())
+	c, err := Dial(r.lis.Addr().String(), WithHeartbeatInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	w, err := c.Watch(context.Background(), &pb.WatchRequest{Subject: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if got := texts(t, w, 1); got[0] != "memory c1" {
+		t.Fatalf("first change %v", got)
+	}
+	if n := r.freeze(); n != 1 {
+		t.Fatalf("%d connections through the relay before the freeze, want the client's one", n)
+	}
+	// The frozen connection never fails by itself: c2 comes only over a new connection.
+	if got := texts(t, w, 1); got[0] != "memory c2" {
+		t.Fatalf("after the freeze %v", got)
 	}
 }
