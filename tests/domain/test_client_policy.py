@@ -1,6 +1,6 @@
 """The Python client against the shared client policy (clients/conformance/policy.json): its
-deadline, retry policy, per-method retry rules and page iterators are the ones every memoryd
-client must have. Change the policy and this test says what the Python client must follow."""
+deadline, retry policy, per-method retry rules, page iterators and resuming watch are the ones
+every memoryd client must have. Change the policy and this test says what the Python client must follow."""
 
 from __future__ import annotations
 
@@ -14,7 +14,16 @@ import grpc
 import pytest
 from google.protobuf import symbol_database
 
-from memoryd.client import DEFAULT_TIMEOUT, AsyncMemorydClient, MemorydClient, RetryPolicy
+from memoryd.client import (
+    DEFAULT_TIMEOUT,
+    WATCH_HEARTBEAT,
+    WATCH_STALL_FACTOR,
+    AsyncMemorydClient,
+    AsyncWatch,
+    MemorydClient,
+    RetryPolicy,
+    Watch,
+)
 from memoryd.client._options import prepare
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import token_admin_service_pb2 as token_admin
@@ -87,6 +96,10 @@ def test_each_rpc_is_retried_exactly_when_the_policy_says(full_name: str):
     elif rule == "unless_expected_version":
         assert retryable
         assert not prepare(method, request_for(full_name, expected_version=3))[1]
+    elif rule == "resume":  # a stream: the watch iterator re-opens it, it is not replayed as a call
+        assert METHODS[full_name].server_streaming and not METHODS[full_name].client_streaming
+        assert inspect.signature(MemorydClient.watch).return_annotation in ("Watch", Watch)
+        assert inspect.signature(AsyncMemorydClient.watch).return_annotation in ("AsyncWatch", AsyncWatch)
     else:
         raise AssertionError(f"unknown retry rule {rule!r} for {full_name}: teach the Python client and this test")
 
@@ -97,3 +110,21 @@ def test_write_gets_one_idempotency_key_before_the_first_attempt_and_keeps_a_giv
     assert uuid.UUID(sent.idempotency_key) and not request.idempotency_key  # the caller's message is not changed
     given = svc.WriteRequest(subject="alice", idempotency_key="mine")
     assert prepare("Write", given)[0].idempotency_key == "mine"
+
+
+def test_only_the_resumed_rpcs_are_streams():
+    """A streaming RPC with a unary retry rule would be called like a unary one, and break."""
+    for full_name, method in METHODS.items():
+        assert (POLICY["methods"][full_name]["retry"] == "resume") == (method.server_streaming or method.client_streaming), \
+            full_name
+
+
+def test_the_watch_heartbeat_and_stall_factor_are_the_policys():
+    watch = POLICY["watch"]
+    assert WATCH_HEARTBEAT == watch["heartbeat_seconds"] and WATCH_STALL_FACTOR == watch["stall_factor"]
+    for client in (MemorydClient, AsyncMemorydClient):
+        assert inspect.signature(client).parameters["heartbeat_interval"].default == watch["heartbeat_seconds"]
+    # The iterator's silence limit is the factor times the interval it is given.
+    with MemorydClient("127.0.0.1:1", heartbeat_interval=2.0) as client:
+        assert client.watch(subject="alice")._resume.stall == WATCH_STALL_FACTOR * 2.0
+        assert client.watch(subject="alice", heartbeat_interval=0.5)._resume.stall == WATCH_STALL_FACTOR * 0.5

@@ -2,15 +2,28 @@
 // Prints one `ok <n> <name>` or `FAIL <n> <name>: <why>` line per step; exits 0 only if all passed.
 import { readFileSync } from "node:fs";
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
-import { createMemorydClient, grpcCodeName, toMemorydError, type MemorydClient } from "../src/client.js";
-import { MemoryService } from "../src/gen/memoryd/v1/memory_service_pb.js";
+import {
+  createMemorydClient,
+  grpcCodeName,
+  MemorydError,
+  toMemorydError,
+  type MemorydClient,
+  type WatchStream,
+} from "../src/client.js";
+import { MemoryService, WatchResponseSchema, type WatchResponse } from "../src/gen/memoryd/v1/memory_service_pb.js";
 
 interface Step {
   name: string;
   caller: string;
   rpc: string;
   request: JsonValue;
-  expect: {
+  /** open, next, none and close drive a watch (clients/conformance/README.md, "Watch steps"). */
+  open?: string;
+  next?: string;
+  none?: string;
+  close?: string;
+  seconds?: number;
+  expect?: {
     code: string;
     reason?: string;
     violations?: string[];
@@ -87,12 +100,13 @@ function sortedMultiset(values: JsonValue[]): string {
 
 function checkResponse(step: Step, response: JsonValue, vars: Vars): string[] {
   const problems: string[] = [];
-  for (const [path, raw] of Object.entries(step.expect.equals ?? {})) {
+  const expect = step.expect ?? { code: "OK" };
+  for (const [path, raw] of Object.entries(expect.equals ?? {})) {
     const expected = substitute(raw, vars);
     const actual = lookup(response, path);
     if (!same(actual, expected)) problems.push(`${path} is ${JSON.stringify(actual)}, want ${JSON.stringify(expected)}`);
   }
-  for (const [path, raw] of Object.entries(step.expect.texts ?? {})) {
+  for (const [path, raw] of Object.entries(expect.texts ?? {})) {
     const expected = substitute(raw, vars) as JsonValue[];
     const list = lookup(response, path);
     const texts = (Array.isArray(list) ? list : []).map((element) => lookup(element, "text"));
@@ -100,44 +114,33 @@ function checkResponse(step: Step, response: JsonValue, vars: Vars): string[] {
       problems.push(`texts of ${path} are ${JSON.stringify(texts)}, want ${JSON.stringify(expected)}`);
     }
   }
-  for (const [path, allowed] of Object.entries(step.expect.fields_within ?? {})) {
-    const list = lookup(response, path);
-    for (const [i, element] of (Array.isArray(list) ? list : []).entries()) {
+  for (const [path, allowed] of Object.entries(expect.fields_within ?? {})) {
+    const found = lookup(response, path);
+    // A repeated field's elements, or one message.
+    const elements = Array.isArray(found) ? found : found !== null && typeof found === "object" ? [found] : [];
+    for (const [i, element] of elements.entries()) {
       const extra = Object.keys(element as object).filter((name) => !allowed.includes(name));
-      if (extra.length) problems.push(`${path}[${i}] carries ${extra.join(", ")}`);
+      const where = Array.isArray(found) ? `${path}[${i}]` : path;
+      if (extra.length) problems.push(`${where} carries ${extra.join(", ")}`);
     }
   }
   return problems;
 }
 
-async function runStep(step: Step, clients: Map<string, MemorydClient>, config: Config, vars: Vars): Promise<string[]> {
-  const client = clients.get(step.caller);
-  if (!client) return [`unknown caller ${step.caller}`];
-  const method = MemoryService.methods.find((m) => m.name === step.rpc);
-  if (!method) return [`unknown rpc ${step.rpc}`];
-  const request = fromJson(method.input, substitute(step.request, { ...config.vars, ...vars }));
-  const call = (client as unknown as Record<string, (r: unknown) => Promise<unknown>>)[method.localName]!;
-  let response: JsonValue = null;
-  let code = "OK";
-  let reason = "";
-  let violations: string[] = [];
-  try {
-    response = toJson(method.output, (await call(request)) as never);
-  } catch (error) {
-    const failure = toMemorydError(error);
-    code = grpcCodeName(failure.code);
-    reason = failure.reason;
-    violations = failure.violations.map((v) => v.field);
-    if (step.expect.code !== code) return [`code is ${code} (${failure.message}), want ${step.expect.code}`];
+/** checkOutcome checks a step's expect against a response (JSON) or a failure; saves on success. */
+function checkOutcome(step: Step, response: JsonValue, failure: MemorydError | undefined, vars: Vars, config: Config): string[] {
+  const expect = step.expect ?? { code: "OK" };
+  const code = failure ? grpcCodeName(failure.code) : "OK";
+  if (expect.code !== code) {
+    return [failure ? `code is ${code} (${failure.message}), want ${expect.code}` : `code is ${code}, want ${expect.code}`];
   }
-  if (step.expect.code !== code) return [`code is ${code}, want ${step.expect.code}`];
   const problems: string[] = [];
-  if (step.expect.reason !== undefined && step.expect.reason !== reason) {
-    problems.push(`reason is ${JSON.stringify(reason)}, want ${JSON.stringify(step.expect.reason)}`);
+  if (expect.reason !== undefined && expect.reason !== (failure?.reason ?? "")) {
+    problems.push(`reason is ${JSON.stringify(failure?.reason ?? "")}, want ${JSON.stringify(expect.reason)}`);
   }
-  if (step.expect.violations !== undefined) {
-    const want = [...new Set(step.expect.violations)].sort();
-    const got = [...new Set(violations)].sort();
+  if (expect.violations !== undefined) {
+    const want = [...new Set(expect.violations)].sort();
+    const got = [...new Set((failure?.violations ?? []).map((v) => v.field))].sort();
     if (JSON.stringify(want) !== JSON.stringify(got)) {
       problems.push(`violations are ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
     }
@@ -150,6 +153,100 @@ async function runStep(step: Step, clients: Map<string, MemorydClient>, config: 
     }
   }
   return problems;
+}
+
+/** WAIT_MS bounds a `next` step's wait for a change and an `open` step's wait for the stream. */
+const WAIT_MS = 15_000;
+
+/** An open watch step: its stream, and the read still pending when a step stopped waiting for it. */
+class OpenWatch {
+  #pending: Promise<IteratorResult<WatchResponse, void>> | undefined;
+
+  constructor(readonly stream: WatchStream) {}
+
+  /** within reads the next change, or undefined when none came in time (the read stays pending for the next step). */
+  async within(ms: number): Promise<IteratorResult<WatchResponse, void> | undefined> {
+    const pending = (this.#pending ??= this.stream.next());
+    pending.catch(() => {}); // read by whichever step awaits it; never an unhandled rejection
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+    try {
+      const result = await Promise.race([pending, late]);
+      if (result !== undefined) this.#pending = undefined;
+      return result;
+    } catch (error) {
+      this.#pending = undefined;
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+async function readStep(step: Step, watches: Map<string, OpenWatch>, config: Config, vars: Vars): Promise<string[]> {
+  const name = step.next ?? step.none!;
+  const watch = watches.get(name);
+  if (!watch) return [`no open watch ${name}`];
+  const ms = step.next !== undefined ? WAIT_MS : (step.seconds ?? 0) * 1000;
+  let result: IteratorResult<WatchResponse, void> | undefined;
+  try {
+    result = await watch.within(ms);
+  } catch (error) {
+    return [`the stream failed: ${toMemorydError(error).message}`];
+  }
+  if (step.none !== undefined) {
+    if (result === undefined) return [];
+    return [result.done ? "the stream ended" : `expected nothing within ${step.seconds} s, got ${JSON.stringify(toJson(WatchResponseSchema, result.value))}`];
+  }
+  if (result === undefined) return [`no change within ${WAIT_MS / 1000} s`];
+  if (result.done) return ["the stream ended"];
+  return checkOutcome(step, toJson(WatchResponseSchema, result.value), undefined, vars, config);
+}
+
+async function openStep(step: Step, client: MemorydClient, request: unknown, watches: Map<string, OpenWatch>,
+                        config: Config, vars: Vars): Promise<string[]> {
+  const stream = client.watch(request as Parameters<MemorydClient["watch"]>[0]);
+  const watch = new OpenWatch(stream);
+  if ((step.expect?.code ?? "OK") !== "OK") {
+    // A bad request: its error comes with the first read.
+    let outcome: string[];
+    try {
+      const result = await watch.within(WAIT_MS);
+      const response = result && !result.done ? toJson(WatchResponseSchema, result.value) : null;
+      outcome = checkOutcome(step, response, undefined, vars, config);
+    } catch (error) {
+      outcome = checkOutcome(step, null, toMemorydError(error), vars, config);
+    }
+    stream.close();
+    return outcome;
+  }
+  if (!(await stream.waitOpen(WAIT_MS))) {
+    stream.close();
+    return [`the stream did not open within ${WAIT_MS / 1000} s`];
+  }
+  watches.set(step.open!, watch);
+  return [];
+}
+
+async function runStep(step: Step, clients: Map<string, MemorydClient>, watches: Map<string, OpenWatch>,
+                       config: Config, vars: Vars): Promise<string[]> {
+  if (step.next !== undefined || step.none !== undefined) return readStep(step, watches, config, vars);
+  if (step.close !== undefined) {
+    watches.get(step.close)?.stream.close();
+    return watches.delete(step.close) ? [] : [`no open watch ${step.close}`];
+  }
+  const client = clients.get(step.caller);
+  if (!client) return [`unknown caller ${step.caller}`];
+  const method = MemoryService.methods.find((m) => m.name === step.rpc);
+  if (!method) return [`unknown rpc ${step.rpc}`];
+  const request = fromJson(method.input, substitute(step.request, { ...config.vars, ...vars }));
+  if (step.open !== undefined) return openStep(step, client, request, watches, config, vars);
+  const call = (client as unknown as Record<string, (r: unknown) => Promise<unknown>>)[method.localName]!;
+  try {
+    return checkOutcome(step, toJson(method.output, (await call(request)) as never), undefined, vars, config);
+  } catch (error) {
+    return checkOutcome(step, null, toMemorydError(error), vars, config);
+  }
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -165,11 +262,12 @@ async function main(argv: string[]): Promise<number> {
     clients.set(caller, createMemorydClient({ target: config.target, token, timeoutMs: 60_000, retry: { maxAttempts: 1 } }));
   }
   const vars: Vars = {};
+  const watches = new Map<string, OpenWatch>();
   let failed = 0;
   for (const [i, step] of scenario.steps.entries()) {
     let problems: string[];
     try {
-      problems = await runStep(step, clients, config, vars);
+      problems = await runStep(step, clients, watches, config, vars);
     } catch (error) {
       problems = [error instanceof Error ? error.message : String(error)];
     }
@@ -180,6 +278,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`FAIL ${i + 1} ${step.name}: ${problems.join("; ").replace(/\n/g, " ")}\n`);
     }
   }
+  for (const watch of watches.values()) watch.stream.close();
   for (const client of clients.values()) client.close();
   return failed === 0 ? 0 : 1;
 }

@@ -2,16 +2,33 @@
 // bearer token (fixed, or from a provider asked before every attempt); W3C trace context from
 // the caller's OpenTelemetry span; a deadline per attempt; retries on UNAVAILABLE only (memoryd
 // promises nothing was written then) and only for methods a replay cannot apply twice (policy.ts);
-// page iterators; and errors as MemorydError with the google.rpc details decoded.
+// page iterators; a Watch iterator that resumes from its last cursor; and errors as MemorydError
+// with the google.rpc details decoded.
 import { randomUUID } from "node:crypto";
 import { clone, create, isMessage, type DescMessage, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type CallOptions, type Client } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import type { Memory, View } from "./gen/memoryd/v1/memory_pb.js";
-import { MemoryService, MemoryViewRequestSchema, WriteRequestSchema } from "./gen/memoryd/v1/memory_service_pb.js";
+import {
+  MemoryService,
+  MemoryViewRequestSchema,
+  WatchRequestSchema,
+  WriteRequestSchema,
+  type WatchRequest,
+  type WatchResponse,
+} from "./gen/memoryd/v1/memory_service_pb.js";
 import { ListViewsRequestSchema, ViewAdminService } from "./gen/memoryd/v1/view_admin_service_pb.js";
-import { backoffDelayMs, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, mayRetry, RETRY_CODES, type RetryPolicy } from "./policy.js";
+import {
+  backoffDelayMs,
+  DEFAULT_RETRY,
+  DEFAULT_TIMEOUT_MS,
+  mayRetry,
+  RETRY_CODES,
+  WATCH_HEARTBEAT_MS,
+  WATCH_STALL_FACTOR,
+  type RetryPolicy,
+} from "./policy.js";
 import { traceHeaders } from "./tracing.js";
 
 /** TLS settings; `true` means TLS with the system's trust store. cert + key make it mutual TLS. */
@@ -41,6 +58,11 @@ export interface MemorydClientOptions {
    */
   timeoutMs?: number;
   retry?: Partial<RetryPolicy>;
+  /**
+   * heartbeatIntervalMs is the server's heartbeat interval on an idle Watch (default 15 s): a
+   * watch that hears nothing for WATCH_STALL_FACTOR of them re-opens its stream (0: never).
+   */
+  heartbeatIntervalMs?: number;
 }
 
 /** One violated field of a google.rpc.BadRequest detail. */
@@ -154,8 +176,23 @@ export type MemorydViewsClient = Client<typeof ViewAdminService> & {
   iterViews(request?: RequestOf<typeof ListViewsRequestSchema>, options?: CallOptions): AsyncGenerator<View, void>;
 };
 
+/** The options of one watch: a call's (its `signal` closes the watch), and the iterator's own. */
+export interface WatchOptions extends Omit<CallOptions, "timeoutMs"> {
+  /** heartbeats also yields the heartbeats (each carries the current cursor); by default only changes. */
+  heartbeats?: boolean;
+  /** heartbeatIntervalMs overrides the client's for this watch. */
+  heartbeatIntervalMs?: number;
+}
+
 /** MemorydClient has every MemoryService RPC as a method, and ViewAdminService under `views`. */
-export type MemorydClient = Client<typeof MemoryService> & {
+export type MemorydClient = Omit<Client<typeof MemoryService>, "watch"> & {
+  /**
+   * watch streams the changes to a subject's memories that the caller's view reads, as a
+   * WatchStream: an async iterable that re-opens the stream from its last cursor when the
+   * connection drops, ends or goes silent. The stream has no deadline; `close()` (or the
+   * options' `signal`) ends it.
+   */
+  watch(request: RequestOf<typeof WatchRequestSchema>, options?: WatchOptions): WatchStream;
   readonly views: MemorydViewsClient;
   /** iterMemories yields every memory a MemoryView shows, following next_page_token page after page. */
   iterMemories(request: RequestOf<typeof MemoryViewRequestSchema>, options?: CallOptions): AsyncGenerator<Memory, void>;
@@ -172,6 +209,7 @@ interface Defaults {
   timeoutMs: number;
   retry: RetryPolicy;
   token: TokenProvider;
+  heartbeatIntervalMs: number;
 }
 
 type RawCall = (request: unknown, options?: CallOptions) => Promise<unknown>;
@@ -179,6 +217,7 @@ type RawCall = (request: unknown, options?: CallOptions) => Promise<unknown>;
 function wrap<S extends DescService>(service: S, raw: Client<S>, defaults: Defaults): Client<S> {
   const wrapped: Record<string, RawCall> = {};
   for (const method of service.methods) {
+    if (method.methodKind !== "unary") continue; // a stream is not replayed as a call (Watch: see WatchStream)
     const call = (raw as Record<string, RawCall>)[method.localName]!;
     const fullName = `${service.typeName}/${method.name}`;
     wrapped[method.localName] = async (request: unknown, options: CallOptions = {}) => {
@@ -241,6 +280,161 @@ async function* viewsOf(
   } while (next.pageToken);
 }
 
+type RawWatch = (request: RequestOf<typeof WatchRequestSchema>, options?: CallOptions) => AsyncIterable<WatchResponse>;
+
+/** A connection of a watch's own: opened after a silence, since the client's may be the half-open one. */
+interface OwnConnection {
+  watch: RawWatch;
+  close(): void;
+}
+
+/**
+ * WatchStream is what `client.watch()` returns: the changes of a Watch, as an async iterable that
+ * resumes by itself. It remembers the cursor of the last message received (`cursor`: persist it,
+ * and a later watch from it gets every change after it exactly once) and re-opens the stream
+ * from it, after the retry policy's backoff, when the stream fails with UNAVAILABLE, ends
+ * without an error, or is silent for WATCH_STALL_FACTOR heartbeat intervals. Any other failure
+ * is thrown as a MemorydError and ends the iteration. The token provider is asked before every
+ * (re-)open.
+ */
+export class WatchStream implements AsyncIterableIterator<WatchResponse> {
+  #cursor: string;
+  readonly #closing = new AbortController();
+  readonly #run: AsyncGenerator<WatchResponse, void>;
+  #opened: () => void = () => {};
+  readonly #open = new Promise<void>((resolve) => (this.#opened = resolve));
+  #ahead: Promise<IteratorResult<WatchResponse, void>> | undefined;
+  #own: OwnConnection | undefined;
+  readonly #connect: (() => OwnConnection) | undefined;
+
+  constructor(
+    raw: RawWatch,
+    request: RequestOf<typeof WatchRequestSchema>,
+    defaults: Defaults,
+    options: WatchOptions,
+    connect?: () => OwnConnection,
+  ) {
+    this.#connect = connect;
+    const init = isMessage(request, WatchRequestSchema) ? clone(WatchRequestSchema, request) : create(WatchRequestSchema, request);
+    this.#cursor = init.cursor;
+    options.signal?.addEventListener("abort", () => this.close(), { once: true });
+    if (options.signal?.aborted) this.close();
+    this.#run = this.#resume(raw, init, defaults, options);
+  }
+
+  /** cursor is the cursor of the last message received (the request's own before any). */
+  get cursor(): string {
+    return this.#cursor;
+  }
+
+  /** close cancels the stream and ends the iteration; safe to call twice. */
+  close(): void {
+    this.#closing.abort();
+    this.#own?.close();
+  }
+
+  /**
+   * waitOpen opens the stream now and resolves true once the server accepted it (its response
+   * headers arrived): a change committed after that is delivered. False after `timeoutMs`. An
+   * error the server answered with is thrown by the next `next()`.
+   */
+  async waitOpen(timeoutMs: number): Promise<boolean> {
+    const ahead = (this.#ahead ??= this.#run.next());
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+    const answered = ahead.then(
+      () => true,
+      () => true,
+    );
+    try {
+      return await Promise.race([this.#open.then(() => true), answered, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  next(): Promise<IteratorResult<WatchResponse, void>> {
+    const ahead = this.#ahead;
+    this.#ahead = undefined;
+    return ahead ?? this.#run.next();
+  }
+
+  async return(): Promise<IteratorResult<WatchResponse, void>> {
+    this.close();
+    return this.#run.return();
+  }
+
+  [Symbol.asyncIterator](): WatchStream {
+    return this;
+  }
+
+  async *#resume(raw: RawWatch, request: WatchRequest, defaults: Defaults, options: WatchOptions): AsyncGenerator<WatchResponse, void> {
+    const closing = this.#closing.signal;
+    const interval = options.heartbeatIntervalMs ?? defaults.heartbeatIntervalMs;
+    const stallMs = interval > 0 ? interval * WATCH_STALL_FACTOR : 0;
+    let reopens = 0; // since the last message received: the backoff's n
+    while (!closing.aborted) {
+      const attempt = new AbortController();
+      const cancel = () => attempt.abort();
+      closing.addEventListener("abort", cancel, { once: true });
+      let stalled = false;
+      let timer: NodeJS.Timeout | undefined;
+      // Silence is measured only while waiting for the server, not while the caller holds a message.
+      const arm = () => {
+        clearTimeout(timer);
+        if (stallMs > 0) timer = setTimeout(() => ((stalled = true), attempt.abort()), stallMs);
+      };
+      try {
+        const headers = new Headers(options.headers);
+        for (const [name, value] of Object.entries(await traceHeaders())) headers.set(name, value);
+        const token = await defaults.token();
+        if (token) headers.set("authorization", `Bearer ${token}`);
+        arm();
+        const opening = clone(WatchRequestSchema, request);
+        opening.cursor = this.#cursor;
+        const stream = raw(
+          opening,
+          {
+            ...options,
+            headers,
+            signal: attempt.signal,
+            onHeader: (received) => {
+              this.#opened();
+              options.onHeader?.(received);
+            },
+          },
+        );
+        for await (const message of stream) {
+          clearTimeout(timer);
+          reopens = 0;
+          if (message.cursor) this.#cursor = message.cursor;
+          if (message.event.case === "change" || options.heartbeats) yield message;
+          arm();
+        }
+      } catch (error) {
+        if (closing.aborted) return;
+        if (!(error instanceof ConnectError || error instanceof MemorydError)) throw error;
+        const failure = toMemorydError(error);
+        if (!(stalled || failure.retryable)) {
+          this.close();
+          throw failure;
+        }
+        if (stalled && this.#connect) {
+          this.#own?.close();
+          this.#own = this.#connect();
+          raw = this.#own.watch;
+        }
+      } finally {
+        clearTimeout(timer);
+        closing.removeEventListener("abort", cancel);
+      }
+      // Failed, ended or silent: come back from the last cursor.
+      reopens++;
+      if (!(await pause(backoffDelayMs(reopens, defaults.retry), closing))) return;
+    }
+  }
+}
+
 /** createMemorydClient connects to memoryd (lazily: the first call opens the connection). */
 export function createMemorydClient(options: MemorydClientOptions): MemorydClient {
   const tls = options.tls === true ? {} : options.tls || undefined;
@@ -253,8 +447,15 @@ export function createMemorydClient(options: MemorydClientOptions): MemorydClien
     timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     retry: { ...DEFAULT_RETRY, ...options.retry },
     token: typeof token === "function" ? token : () => token ?? "",
+    heartbeatIntervalMs: options.heartbeatIntervalMs ?? WATCH_HEARTBEAT_MS,
   };
-  const memory = wrap(MemoryService, createClient(MemoryService, transport), defaults);
+  const raw = createClient(MemoryService, transport);
+  const memory = wrap(MemoryService, raw, defaults);
+  const connect = (): OwnConnection => {
+    const own = new Http2SessionManager(url, {}, nodeOptions);
+    const client = createClient(MemoryService, createGrpcTransport({ baseUrl: url, sessionManager: own }));
+    return { watch: client.watch, close: () => own.abort() };
+  };
   const admin = wrap(ViewAdminService, createClient(ViewAdminService, transport), defaults);
   const views: MemorydViewsClient = Object.assign(admin, {
     iterViews: (request?: RequestOf<typeof ListViewsRequestSchema>, callOptions?: CallOptions) =>
@@ -262,6 +463,8 @@ export function createMemorydClient(options: MemorydClientOptions): MemorydClien
   });
   return Object.assign(memory, {
     views,
+    watch: (request: RequestOf<typeof WatchRequestSchema>, watchOptions: WatchOptions = {}) =>
+      new WatchStream(raw.watch, request, defaults, watchOptions, connect),
     iterMemories: (request: RequestOf<typeof MemoryViewRequestSchema>, callOptions?: CallOptions) =>
       memoriesOf(memory, request, callOptions),
     close: () => sessionManager.abort(),

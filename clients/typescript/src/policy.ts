@@ -31,9 +31,10 @@ export const RETRY_CODES: readonly string[] = Object.freeze(["UNAVAILABLE"]);
 /**
  * When a method may be retried: `always`; `never` (a replay could apply twice); or
  * `unless_expected_version` (PutView: a replay with a version fails on the version the first
- * attempt bumped, so only an unversioned PutView is retried).
+ * attempt bumped, so only an unversioned PutView is retried); `resume` (Watch, a stream: the
+ * client's watch iterator re-opens it from its last cursor instead of replaying the call).
  */
-export type RetryRule = "always" | "never" | "unless_expected_version";
+export type RetryRule = "always" | "never" | "unless_expected_version" | "resume";
 
 /** METHOD_RETRY is the retry rule of every RPC, by full method name (`memoryd.v1.MemoryService/Write`). */
 export const METHOD_RETRY: Readonly<Record<string, RetryRule>> = Object.freeze({
@@ -48,11 +49,21 @@ export const METHOD_RETRY: Readonly<Record<string, RetryRule>> = Object.freeze({
   "memoryd.v1.MemoryService/ResolveConflict": "never",
   "memoryd.v1.MemoryService/ExportMemories": "always",
   "memoryd.v1.MemoryService/ImportMemories": "never",
+  "memoryd.v1.MemoryService/Watch": "resume",
+  // Ending a session again rebuilds the same snapshot.
+  "memoryd.v1.MemoryService/EndSession": "always",
+  "memoryd.v1.MemoryService/ResumeSession": "always",
   "memoryd.v1.ViewAdminService/PutView": "unless_expected_version",
   "memoryd.v1.ViewAdminService/GetView": "always",
   "memoryd.v1.ViewAdminService/ListViews": "always",
   "memoryd.v1.ViewAdminService/DeleteView": "always",
 });
+
+/** WATCH_HEARTBEAT_MS is the server's default heartbeat interval on an idle Watch stream. */
+export const WATCH_HEARTBEAT_MS = 15_000;
+
+/** WATCH_STALL_FACTOR: a Watch stream silent for this many heartbeat intervals is taken for dead and re-opened. */
+export const WATCH_STALL_FACTOR = 3;
 
 /** mayRetry says whether this request to this method may be sent again after UNAVAILABLE. */
 export function mayRetry(method: string, request: unknown): boolean {

@@ -5,10 +5,18 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, beforeEach, describe, it } from "node:test";
 import type { DescService } from "@bufbuild/protobuf";
-import { createMemorydClient, type MemorydClient } from "../src/client.js";
+import { createMemorydClient, WatchStream, type MemorydClient } from "../src/client.js";
 import { MemoryService } from "../src/gen/memoryd/v1/memory_service_pb.js";
 import { ViewAdminService } from "../src/gen/memoryd/v1/view_admin_service_pb.js";
-import { backoffDelayMs, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, METHOD_RETRY, RETRY_CODES } from "../src/policy.js";
+import {
+  backoffDelayMs,
+  DEFAULT_RETRY,
+  DEFAULT_TIMEOUT_MS,
+  METHOD_RETRY,
+  RETRY_CODES,
+  WATCH_HEARTBEAT_MS,
+  WATCH_STALL_FACTOR,
+} from "../src/policy.js";
 import { TestServer } from "./support/grpc-server.js";
 
 interface Policy {
@@ -23,6 +31,7 @@ interface Policy {
   };
   methods: Record<string, { retry: string }>;
   page_iterators: string[];
+  watch: { heartbeat_seconds: number; stall_factor: number };
 }
 
 // build/test/policy.test.js → clients/conformance/policy.json
@@ -69,6 +78,18 @@ describe("policy.json", () => {
     for (const method of policy.page_iterators) assert.equal(typeof iterators[method], "function", method);
   });
 
+  it("streams exactly the methods it resumes, through a resuming watch with the policy's heartbeat and stall factor", () => {
+    const streams = MemoryService.methods.filter((m) => m.methodKind !== "unary").map((m) => `${MemoryService.typeName}/${m.name}`);
+    assert.deepEqual(streams, forClients.filter((name) => policy.methods[name]?.retry === "resume"));
+    assert.equal(WATCH_HEARTBEAT_MS, policy.watch.heartbeat_seconds * 1000);
+    assert.equal(WATCH_STALL_FACTOR, policy.watch.stall_factor);
+    const client = createMemorydClient({ target: "127.0.0.1:1" });
+    const watch = client.watch({ subject: "alice" });
+    assert.ok(watch instanceof WatchStream);
+    watch.close();
+    client.close();
+  });
+
   it("backs off min(max, initial * multiplier^(n-1)) scaled by a factor in [1 - jitter, 1]", () => {
     const ceilings = [100, 200, 400, 800, 1600, 2000, 2000];
     for (const [i, ceiling] of ceilings.entries()) {
@@ -107,7 +128,9 @@ describe("attempts per method against a server that answers UNAVAILABLE", () => 
     return target[desc.localName]!(request);
   };
 
-  const cases = forClients.map((name) => [name, policy.methods[name]!] as const).flatMap(([name, { retry }]) =>
+  // A stream is not a call to count attempts of: the watch tests cover how Watch re-opens.
+  const unary = forClients.filter((name) => policy.methods[name]?.retry !== "resume");
+  const cases = unary.map((name) => [name, policy.methods[name]!] as const).flatMap(([name, { retry }]) =>
     retry === "unless_expected_version"
       ? [
           { name, request: {}, retried: true, label: `${name} without expected_version` },

@@ -12,9 +12,10 @@ Both clients have one method per RPC of ``memoryd.v1.MemoryService`` and
 ``ViewAdminService`` (``write``, ``recall``, ``erase``, ``memory_view`` + ``iter_memories``,
 ``get_history``, ``get_extraction_job``, ``resolve_conflict``, ``export_memories``,
 ``import_memories``, ``put_view``, ``get_view``, ``list_views`` + ``iter_views``,
-``delete_view``); each takes the request message or its fields as keyword arguments.
+``delete_view``, ``end_session``, ``resume_session``); each takes the request message or its fields as keyword arguments.
 Calls have a default deadline, are retried with exponential backoff and jitter when UNAVAILABLE
-(only when that is safe), and raise the :class:`MemorydError` tree on failure. ``token=`` is a
+(only when that is safe), and raise the :class:`MemorydError` tree on failure. ``watch`` streams
+the changes a view reads through an iterator that resumes from its last cursor by itself. ``token=`` is a
 token or a provider called before every attempt; with ``opentelemetry-api`` installed, calls
 made inside an active span carry its W3C trace context (``traceparent``/``tracestate``).
 """
@@ -42,9 +43,10 @@ from ._errors import (
 )
 from ._options import DEFAULT_TIMEOUT, NO_RETRY, TLS, AsyncToken, RetryPolicy, Token
 from ._sync import MemorydClient
+from ._watch import WATCH_HEARTBEAT, WATCH_STALL_FACTOR, AsyncWatch, Watch
 
 __all__ = [
-    "AsyncMemorydClient", "MemorydClient", "TLS", "RetryPolicy", "NO_RETRY", "DEFAULT_TIMEOUT", "Token", "AsyncToken",
+    "AsyncMemorydClient", "MemorydClient", "Watch", "AsyncWatch", "WATCH_HEARTBEAT", "WATCH_STALL_FACTOR", "TLS", "RetryPolicy", "NO_RETRY", "DEFAULT_TIMEOUT", "Token", "AsyncToken",
     "MemorydError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated", "from_rpc_error",

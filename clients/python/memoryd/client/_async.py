@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -22,6 +22,7 @@ from ._errors import from_rpc_error
 from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, metadata_for, prepare, wrong_reply
 from ._sync import build_request
 from ._tracing import trace_metadata
+from ._watch import WATCH_HEARTBEAT, AsyncWatch
 
 __all__ = ["AsyncMemorydClient"]
 
@@ -53,21 +54,33 @@ class AsyncMemorydClient:
         timeout: default seconds per attempt of a call (each method takes ``timeout=`` too).
         retry: the :class:`RetryPolicy` for UNAVAILABLE.
         options: extra gRPC channel options.
+        heartbeat_interval: the server's heartbeat interval in seconds; a :meth:`watch` silent for
+            three of them is re-opened (None: never).
         channel: an existing channel to use instead (the client will not close it).
     """
 
     def __init__(self, target: str = "", *, token: AsyncToken = None, tls: TLS | None = None,
                  timeout: float | None = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-                 options: list[tuple[str, Any]] | None = None, channel: grpc.aio.Channel | None = None) -> None:
+                 options: list[tuple[str, Any]] | None = None, heartbeat_interval: float | None = WATCH_HEARTBEAT,
+                 channel: grpc.aio.Channel | None = None) -> None:
         self._owns_channel = channel is None
+        # A watch that went silent re-opens on a connection of its own (the client's may be the
+        # dead one); only possible when the client made its channel.
+        self._connect: Callable[[], grpc.aio.Channel] | None = None
         if channel is None:
             opts = list(options or []) + (tls.channel_options() if tls else [])
-            channel = (grpc.aio.secure_channel(target, tls.channel_credentials(), options=opts) if tls
-                       else grpc.aio.insecure_channel(target, options=opts))
+
+            def connect(*extra: tuple[str, Any]) -> grpc.aio.Channel:
+                return (grpc.aio.secure_channel(target, tls.channel_credentials(), options=[*opts, *extra]) if tls
+                        else grpc.aio.insecure_channel(target, options=[*opts, *extra]))
+
+            channel = connect()
+            self._connect = lambda: connect(("grpc.use_local_subchannel_pool", 1))
         self.channel = channel
         self.token = token
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
+        self.heartbeat_interval = heartbeat_interval
         self._memory = svc_grpc.MemoryServiceStub(channel)
         self._admin = admin_grpc.ViewAdminServiceStub(channel)
         self._tokens = token_admin_grpc.TokenAdminServiceStub(channel)
@@ -194,6 +207,45 @@ class AsyncMemorydClient:
         ImportMemories no idempotency key)."""
         return await self._call(self._memory, "ImportMemories", svc.ImportMemoriesResponse,
                           build_request(svc.ImportMemoriesRequest, request, fields), timeout)
+
+    def watch(self, request: svc.WatchRequest | None = None, /, *, heartbeats: bool = False,
+              heartbeat_interval: float | None = None, **fields: Any) -> AsyncWatch:
+        """The changes to a subject's memories that the caller's view reads, as they are committed:
+        an async iterator that re-opens the stream from its last cursor when the connection drops
+        (see :class:`~memoryd.client.AsyncWatch`). It yields the ``WatchResponse`` of each change,
+        and of each heartbeat too with ``heartbeats=True``.
+
+            async with client.watch(subject="trip-7") as changes:
+                async for event in changes:
+                    print(event.change.kind, event.change.memory.text, changes.cursor)
+        """
+        async def open_stream(opening: svc.WatchRequest, channel: Any) -> Any:
+            stub = self._memory if channel is None else svc_grpc.MemoryServiceStub(channel)
+            # No timeout: the stream lives until the caller closes it.
+            return stub.Watch(opening, metadata=metadata_for(await self._token(), trace_metadata()))
+
+        return AsyncWatch(open_stream, build_request(svc.WatchRequest, request, fields), policy=self.retry,
+                          heartbeats=heartbeats,
+                          heartbeat_interval=self.heartbeat_interval if heartbeat_interval is None else heartbeat_interval,
+                          connect=self._connect)
+
+    async def end_session(self, request: svc.EndSessionRequest | None = None, /, *, timeout: float | None = None,
+                          **fields: Any) -> svc.EndSessionResponse:
+        """End a subject's session and store its snapshot; returns it as the caller's view shows it.
+
+            await client.end_session(subject="user-42", session_id="chat-2026-05-01")
+        """
+        return await self._call(self._memory, "EndSession", svc.EndSessionResponse,
+                                build_request(svc.EndSessionRequest, request, fields), timeout)
+
+    async def resume_session(self, request: svc.ResumeSessionRequest | None = None, /, *,
+                             timeout: float | None = None, **fields: Any) -> svc.ResumeSessionResponse:
+        """The latest session snapshot of a subject that the caller's view reads; NotFound when none.
+
+            snapshot = (await client.resume_session(subject="user-42")).snapshot
+        """
+        return await self._call(self._memory, "ResumeSession", svc.ResumeSessionResponse,
+                                build_request(svc.ResumeSessionRequest, request, fields), timeout)
 
     # --- ViewAdminService (tokens with the admin role) ------------------------------------
 

@@ -10,8 +10,10 @@ every step passed.
 from __future__ import annotations
 
 import json
+import queue
 import re
 import sys
+import threading
 from collections import Counter
 from typing import Any
 
@@ -22,10 +24,14 @@ from memoryd.v1 import memory_service_pb2 as svc
 from ._errors import MemorydError
 from ._options import RetryPolicy
 from ._sync import MemorydClient
+from ._watch import Watch
 
 _VAR = re.compile(r"\$\{([^}]+)\}")
 _SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _MISSING = object()
+_ENDED = object()
+WAIT = 15.0
+"""Seconds a ``next`` step waits for a change, and an ``open`` step for the stream to open."""
 
 
 def substitute(value: Any, names: dict[str, Any]) -> Any:
@@ -97,42 +103,128 @@ def check(step: dict[str, Any], response: dict[str, Any] | None, error: MemorydE
         if got_texts != Counter(substitute(wanted, names)):
             problems.append(f"{path} texts are {sorted(map(str, got_texts.elements()))}, expected {sorted(wanted)}")
     for path, allowed in expect.get("fields_within", {}).items():
-        for i, element in enumerate(lookup(document, path) or []):
+        found = lookup(document, path)
+        elements = [found] if isinstance(found, dict) else found or []  # a message, or a repeated field
+        for i, element in enumerate(elements):
             extra = sorted(set(element) - set(allowed))
             if extra:
-                problems.append(f"{path}[{i}] carries {extra}, only {allowed} allowed")
+                where = f"{path}[{i}]" if isinstance(found, list) else path
+                problems.append(f"{where} carries {extra}, only {allowed} allowed")
     return problems
+
+
+class _Stream:
+    """An open watch step: a thread reads the resuming iterator into a queue, so steps can wait
+    for the next change with a time limit."""
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+        self.received: queue.Queue[Any] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            for message in self.watch:
+                self.received.put(json_format.MessageToDict(message))
+        except Exception as failed:  # handed to the step that reads next
+            self.received.put(failed)
+        self.received.put(_ENDED)
+
+    def next(self, seconds: float) -> Any:
+        """The next change, an error, ``_ENDED``, or None when nothing came in time."""
+        try:
+            return self.received.get(timeout=seconds)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self.watch.close()
+        self._reader.join(WAIT)
+
+
+def _save(step: dict[str, Any], response: dict[str, Any] | None, names: dict[str, Any]) -> list[str]:
+    problems = []
+    for name, path in step.get("save", {}).items():
+        value = lookup(response or {}, path)
+        if value is None:
+            problems.append(f"nothing at {path} to save as {name}")
+        names[name] = value
+    return problems
+
+
+def _read_step(step: dict[str, Any], streams: dict[str, _Stream], names: dict[str, Any]) -> list[str]:
+    """A ``next`` or ``none`` step on an open watch."""
+    waiting = "next" in step
+    stream = streams[step["next"] if waiting else step["none"]]
+    seconds = WAIT if waiting else float(step["seconds"])
+    got = stream.next(seconds)
+    if not waiting:
+        return [] if got is None else [f"expected nothing within {seconds:g} s, got {json.dumps(got, default=str)}"]
+    if got is None:
+        return [f"no change within {WAIT:g} s"]
+    if got is _ENDED:
+        return ["the stream ended"]
+    if isinstance(got, Exception):
+        return [f"the stream failed: {got}"]
+    return check(step, got, None, names) or _save(step, got, names)
+
+
+def _open_step(step: dict[str, Any], client: MemorydClient, request: Any, streams: dict[str, _Stream],
+               names: dict[str, Any]) -> list[str]:
+    """An ``open`` step: start the client's resuming watch under the step's name. Expecting an
+    error, the first message is read to surface it; otherwise the step waits until the server
+    accepted the stream, so the next steps' writes reach it."""
+    watch = client.watch(request)
+    if step.get("expect", {}).get("code", "OK") != "OK":
+        stream = _Stream(watch)
+        got = stream.next(WAIT)
+        stream.close()
+        if isinstance(got, MemorydError):
+            return check(step, None, got, names)
+        return check(step, got if isinstance(got, dict) else None, None, names)
+    if not watch.wait_open(WAIT):
+        watch.close()
+        return [f"the stream did not open within {WAIT:g} s"]
+    streams[step["open"]] = _Stream(watch)
+    return []
+
+
+def _step(step: dict[str, Any], config: dict[str, Any], clients: dict[str, MemorydClient],
+          streams: dict[str, _Stream], names: dict[str, Any]) -> list[str]:
+    """Run one step; what did not hold."""
+    if "next" in step or "none" in step:
+        return _read_step(step, streams, names)
+    if "close" in step:
+        streams.pop(step["close"]).close()
+        return []
+    caller = step["caller"]
+    if caller not in clients:
+        token = config["tokens"][caller]
+        clients[caller] = MemorydClient(config["target"], token=token or None, retry=RetryPolicy(max_attempts=3))
+    method, request_type = _service_method(step["rpc"])
+    request = json_format.ParseDict(substitute(step.get("request", {}), names), request_type())
+    if "open" in step:
+        return _open_step(step, clients[caller], request, streams, names)
+    response: dict[str, Any] | None = None
+    error: MemorydError | None = None
+    try:
+        response = json_format.MessageToDict(getattr(clients[caller], method)(request))
+    except MemorydError as failed:
+        error = failed
+    return check(step, response, error, names) or _save(step, response, names)
 
 
 def run(scenario: dict[str, Any], config: dict[str, Any], out: Any = sys.stdout) -> bool:
     """Run every step; print one line each; return whether all passed."""
     names: dict[str, Any] = dict(config.get("vars", {}))
     clients: dict[str, MemorydClient] = {}
+    streams: dict[str, _Stream] = {}
     passed = True
     try:
         for n, step in enumerate(scenario["steps"], 1):
             try:
-                caller = step["caller"]
-                if caller not in clients:
-                    token = config["tokens"][caller]
-                    clients[caller] = MemorydClient(config["target"], token=token or None,
-                                                    retry=RetryPolicy(max_attempts=3))
-                method, request_type = _service_method(step["rpc"])
-                request = json_format.ParseDict(substitute(step.get("request", {}), names), request_type())
-                response: dict[str, Any] | None = None
-                error: MemorydError | None = None
-                try:
-                    message = getattr(clients[caller], method)(request)
-                    response = json_format.MessageToDict(message)
-                except MemorydError as failed:
-                    error = failed
-                problems = check(step, response, error, names)
-                if not problems:
-                    for name, path in step.get("save", {}).items():
-                        value = lookup(response or {}, path)
-                        if value is None:
-                            problems.append(f"nothing at {path} to save as {name}")
-                        names[name] = value
+                problems = _step(step, config, clients, streams, names)
             except Exception as broken:  # a malformed step fails that step, not the run
                 problems = [f"{type(broken).__name__}: {broken}"]
             if problems:
@@ -141,6 +233,8 @@ def run(scenario: dict[str, Any], config: dict[str, Any], out: Any = sys.stdout)
             else:
                 print(f"ok {n} {step['name']}", file=out, flush=True)
     finally:
+        for stream in streams.values():
+            stream.close()
         for client in clients.values():
             client.close()
     return passed

@@ -26,10 +26,22 @@ export interface Seen {
   metadata: grpc.Metadata;
   /** deadlineMs is how far away the call's deadline was when it arrived (Infinity: none). */
   deadlineMs: number;
+  /** peer is the client's address and port: a new port is a new connection. */
+  peer: string;
 }
 
 /** A handler answers one call (a response init, or it throws a StatusError). */
 export type Handler = (request: never, call: grpc.ServerUnaryCall<unknown, unknown>) => unknown;
+
+/**
+ * A StreamHandler answers one server-streaming call: it sends responses with `send`, then returns
+ * (the stream ends with OK) or throws a StatusError (the stream ends with that status).
+ */
+export type StreamHandler = (
+  request: never,
+  send: (response: object) => void,
+  call: grpc.ServerWritableStream<unknown, unknown>,
+) => Promise<void>;
 
 export interface StatusDetails {
   reason?: string;
@@ -86,6 +98,11 @@ export class StatusError extends Error {
 export const unavailable = (details: StatusDetails = {}) =>
   new StatusError(grpc.status.UNAVAILABLE, "store unavailable", { reason: "STORE_UNAVAILABLE", ...details });
 
+function deadlineMs(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>): number {
+  const deadline = call.getDeadline();
+  return (deadline instanceof Date ? deadline.getTime() : deadline) - Date.now();
+}
+
 /** A loopback memoryd stand-in: every method answers its empty response unless a handler says otherwise. */
 export class TestServer {
   readonly server = new grpc.Server();
@@ -97,6 +114,7 @@ export class TestServer {
   /** unavailableDetails are the details those UNAVAILABLE answers carry. */
   unavailableDetails: StatusDetails = {};
   handlers = new Map<string, Handler>();
+  streams = new Map<string, StreamHandler>();
 
   constructor() {
     for (const service of [MemoryService, ViewAdminService] as DescService[]) {
@@ -104,15 +122,29 @@ export class TestServer {
       const implementation: grpc.UntypedServiceImplementation = {};
       for (const method of service.methods) {
         const name = `${service.typeName}/${method.name}`;
+        const streaming = method.methodKind === "server_streaming";
         definition[method.localName] = {
           path: `/${name}`,
           requestStream: false,
-          responseStream: false,
+          responseStream: streaming,
           requestSerialize: (value) => Buffer.from(toBinary(method.input, value as MessageShape<DescMessage>)),
           requestDeserialize: (bytes: Buffer) => fromBinary(method.input, bytes),
           responseSerialize: (value) => Buffer.from(toBinary(method.output, value as MessageShape<DescMessage>)),
           responseDeserialize: (bytes: Buffer) => fromBinary(method.output, bytes),
         };
+        if (streaming) {
+          implementation[method.localName] = (call: grpc.ServerWritableStream<unknown, unknown>) => {
+            this.stream(name, method.output, call).then(
+              () => call.end(),
+              (error: unknown) => {
+                const failure =
+                  error instanceof StatusError ? error : new StatusError(grpc.status.INTERNAL, String(error));
+                call.emit("error", failure.toServiceError());
+              },
+            );
+          };
+          continue;
+        }
         implementation[method.localName] = (
           call: grpc.ServerUnaryCall<unknown, unknown>,
           callback: grpc.sendUnaryData<unknown>,
@@ -132,9 +164,7 @@ export class TestServer {
   }
 
   private async answer(name: string, output: DescMessage, call: grpc.ServerUnaryCall<unknown, unknown>) {
-    const deadline = call.getDeadline();
-    const at = deadline instanceof Date ? deadline.getTime() : deadline;
-    this.seen.push({ method: name, request: call.request, metadata: call.metadata, deadlineMs: at - Date.now() });
+    this.seen.push({ method: name, request: call.request, metadata: call.metadata, deadlineMs: deadlineMs(call), peer: call.getPeer() });
     if (this.unavailableLeft > 0) {
       this.unavailableLeft--;
       throw unavailable(this.unavailableDetails);
@@ -142,6 +172,18 @@ export class TestServer {
     const handler = this.handlers.get(name);
     const response = handler ? await handler(call.request as never, call) : {};
     return create(output, response as MessageInitShape<DescMessage>);
+  }
+
+  private async stream(name: string, output: DescMessage, call: grpc.ServerWritableStream<unknown, unknown>) {
+    this.seen.push({ method: name, request: call.request, metadata: call.metadata, deadlineMs: deadlineMs(call), peer: call.getPeer() });
+    if (this.unavailableLeft > 0) {
+      this.unavailableLeft--;
+      throw unavailable(this.unavailableDetails);
+    }
+    const handler = this.streams.get(name);
+    if (handler) {
+      await handler(call.request as never, (response) => call.write(create(output, response as MessageInitShape<DescMessage>)), call);
+    }
   }
 
   async start(): Promise<this> {
@@ -160,6 +202,7 @@ export class TestServer {
     this.unavailableLeft = 0;
     this.unavailableDetails = {};
     this.handlers.clear();
+    this.streams.clear();
   }
 
   /** header gives one metadata value of every call seen so far, null where absent. */
