@@ -269,8 +269,8 @@ func (r *runner) request(s step) ([]byte, error) {
 	return json.Marshal(request)
 }
 
-// open opens the client's resuming watch; with an expected error it reads the first message,
-// where a stream's error arrives, and checks it.
+// open opens the client's resuming watch and waits until the server accepted it; with an
+// expected error it reads the first message, where a stream's error arrives, and checks it.
 func (r *runner) open(s step) string {
 	c, ok := r.clients[s.Caller]
 	if !ok {
@@ -294,13 +294,18 @@ func (r *runner) open(s step) string {
 	if err != nil {
 		return r.check(s, nil, err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), changeWithin)
+	defer cancel()
 	if s.Expect.Code == "" || s.Expect.Code == "OK" {
+		// Once the server accepted the stream, a write in a later step is delivered.
+		if err := w.WaitOpen(ctx); err != nil {
+			_ = w.Close()
+			return fmt.Sprintf("the stream did not open within %v: %v", changeWithin, err)
+		}
 		r.watches[s.Open] = w
 		return r.check(s, nil, nil)
 	}
 	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), changeWithin)
-	defer cancel()
 	resp, err := w.Next(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Sprintf("want %s, got no error within %v", s.Expect.Code, changeWithin)
