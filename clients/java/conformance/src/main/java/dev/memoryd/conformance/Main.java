@@ -164,8 +164,9 @@ public final class Main {
   }
 
   /**
-   * Opens the client's resuming watch under the step's name; with an expected error, reads the
-   * first message, where a stream's error arrives, and checks it.
+   * Opens the client's resuming watch under the step's name and waits until the server accepted
+   * it; with an expected error, reads the first message, where a stream's error arrives, and
+   * checks it.
    */
   private String open(JsonObject step) throws InvalidProtocolBufferException {
     String name = step.get("open").getAsString();
@@ -180,6 +181,11 @@ public final class Main {
     Watcher w = client(step.get("caller").getAsString()).watch(request.build());
     JsonObject expect = step.has("expect") ? step.getAsJsonObject("expect") : new JsonObject();
     if (!expect.has("code") || expect.get("code").getAsString().equals("OK")) {
+      // Once the server accepted the stream, a write in a later step is delivered.
+      if (!w.awaitOpen(CHANGE_WITHIN)) {
+        w.close();
+        return "the stream did not open within " + CHANGE_WITHIN.toSeconds() + " s";
+      }
       watches.put(name, w);
       return check(step, null, null);
     }

@@ -62,6 +62,7 @@ import java.util.UUID;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
+import java.util.function.UnaryOperator;
 
 /**
  * A client for memoryd's {@code MemoryService} and {@code ViewAdminService}, following the policy
@@ -99,6 +100,8 @@ public final class MemorydClient implements AutoCloseable {
   private final ManagedChannel ownedChannel;
   private final ManagedChannel channel;
   private final Channel calls;
+  private final UnaryOperator<Channel> intercept;
+  private final Supplier<ManagedChannel> redial;
   private final CallOptions options;
   private final Duration deadline;
   private final int maxAttempts;
@@ -115,7 +118,10 @@ public final class MemorydClient implements AutoCloseable {
       this.ownedChannel = channel;
     }
     ClientInterceptor tracing = TraceContext.interceptorIfAvailable();
-    this.calls = tracing == null ? channel : ClientInterceptors.intercept(channel, tracing);
+    this.intercept = ch -> tracing == null ? ch : ClientInterceptors.intercept(ch, tracing);
+    this.calls = intercept.apply(channel);
+    // A watcher whose stream went silent reopens on a channel of its own, made like this one.
+    this.redial = b.channel != null ? null : () -> Grpc.newChannelBuilder(b.target, b.credentials()).build();
     this.options = b.tokens == null ? CallOptions.DEFAULT
         : CallOptions.DEFAULT.withCallCredentials(new BearerTokenCredentials(b.tokens));
     this.deadline = b.deadline;
@@ -209,12 +215,14 @@ public final class MemorydClient implements AutoCloseable {
    * returned). The stream has no deadline: close the watcher to end it.
    */
   public Watcher watch(WatchRequest request) {
-    return new Watcher(calls, options, request, false, heartbeatInterval, initialBackoff, maxBackoff);
+    return new Watcher(calls, redial, intercept, options, request, false, heartbeatInterval, initialBackoff,
+        maxBackoff);
   }
 
   /** As {@link #watch}, and the watcher returns the server's heartbeats too. */
   public Watcher watchWithHeartbeats(WatchRequest request) {
-    return new Watcher(calls, options, request, true, heartbeatInterval, initialBackoff, maxBackoff);
+    return new Watcher(calls, redial, intercept, options, request, true, heartbeatInterval, initialBackoff,
+        maxBackoff);
   }
 
   /** EndSession ends a session and returns its snapshot; retried (ending again rebuilds it). */

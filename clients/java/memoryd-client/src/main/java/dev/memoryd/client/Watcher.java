@@ -6,6 +6,7 @@ import dev.memoryd.v1.WatchResponse;
 import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ClientCall;
+import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import java.time.Duration;
@@ -16,6 +17,8 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import java.util.function.UnaryOperator;
 
 /**
  * A {@code Watch} stream that keeps itself open ({@link MemorydClient#watch}). It remembers the
@@ -46,8 +49,11 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
   /** How a stream ended: its status and trailers. */
   private record Ended(Status status, Metadata trailers) {}
 
-  private final Channel channel;
   private final CallOptions options;
+  private final Supplier<ManagedChannel> redial;  // null: on the caller's channel only
+  private final UnaryOperator<Channel> intercept;
+  private Channel channel;  // the client's, or over own after a silence
+  private ManagedChannel own;  // the watch's own channel, once a stream went silent (guarded by this)
   private final WatchRequest request;
   private final boolean heartbeats;
   private final long stallNanos;
@@ -62,9 +68,12 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
   private MemorydException failure;  // what ended the watch
   private WatchResponse pending;  // read by hasNext, returned by next
 
-  Watcher(Channel channel, CallOptions options, WatchRequest request, boolean heartbeats,
-      Duration heartbeatInterval, Duration initialBackoff, Duration maxBackoff) {
+  Watcher(Channel channel, Supplier<ManagedChannel> redial, UnaryOperator<Channel> intercept, CallOptions options,
+      WatchRequest request, boolean heartbeats, Duration heartbeatInterval, Duration initialBackoff,
+      Duration maxBackoff) {
     this.channel = channel;
+    this.redial = redial;
+    this.intercept = intercept;
     this.options = options;
     this.request = request;
     this.heartbeats = heartbeats;
@@ -79,6 +88,7 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
   private static final class Stream extends ClientCall.Listener<WatchResponse> {
     final ClientCall<WatchRequest, WatchResponse> call;
     final BlockingQueue<Object> events = new LinkedBlockingQueue<>();  // WatchResponse, then Ended
+    final CountDownLatch accepted = new CountDownLatch(1);  // the response headers came, or the end
     volatile long waitingSince;  // when the server was last asked for a message
 
     Stream(ClientCall<WatchRequest, WatchResponse> call) {
@@ -91,6 +101,11 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
     }
 
     @Override
+    public void onHeaders(Metadata headers) {
+      accepted.countDown();
+    }
+
+    @Override
     public void onMessage(WatchResponse message) {
       events.add(message);
     }
@@ -98,6 +113,7 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
     @Override
     public void onClose(Status status, Metadata trailers) {
       events.add(new Ended(status, trailers));
+      accepted.countDown();
     }
   }
 
@@ -142,6 +158,36 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
     return next;
   }
 
+  /**
+   * Waits until the server has accepted the watcher's stream (its response headers arrived), so
+   * that a change committed afterwards is delivered; at most {@code timeout}. True when it was
+   * accepted, or when it failed meanwhile (the next read says how, or resumes it); false when the
+   * time ran out first.
+   */
+  public boolean awaitOpen(Duration timeout) {
+    if (failure != null) {
+      throw failure;
+    }
+    long end = System.nanoTime() + timeout.toNanos();
+    while (live == null && !isClosed()) {
+      long now = System.nanoTime();
+      if (reopenAt - now <= 0) {
+        open();
+      } else if (end - now <= 0) {
+        return false;
+      } else {
+        await(Math.min(reopenAt - now, end - now));
+      }
+    }
+    Stream stream = live;
+    try {
+      return stream == null || stream.accepted.await(end - System.nanoTime(), TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
+  }
+
   /** Ends the watch and its stream; a read waiting in another thread returns. */
   @Override
   public void close() {
@@ -149,6 +195,23 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
     Stream stream = live;
     if (stream != null) {
       stream.call.cancel("the watcher was closed", null);
+    }
+    ManagedChannel mine;
+    synchronized (this) {
+      mine = own;
+      own = null;
+    }
+    if (mine != null) {
+      mine.shutdownNow();
+    }
+  }
+
+  /** Waits until the watcher closes or {@code nanos} pass. */
+  private void await(long nanos) {
+    try {
+      closed.await(nanos, TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
   }
 
@@ -175,10 +238,8 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
         if (!forever && end - now <= 0) {
           return null;
         }
-        try {
-          closed.await(forever ? left : Math.min(left, end - now), TimeUnit.NANOSECONDS);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
+        await(forever ? left : Math.min(left, end - now));
+        if (Thread.currentThread().isInterrupted()) {
           return null;
         }
         continue;
@@ -198,6 +259,7 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
           // Silent for too long (a half-open connection): open it again from the cursor.
           stream.call.cancel("nothing arrived, not even a heartbeat", null);
           live = null;
+          reconnect();
           scheduleReopen(null);
           continue;
         }
@@ -225,6 +287,31 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
         throw failure;
       }
       scheduleReopen(MemorydClient.retryDelay(ended.status().asRuntimeException(ended.trailers())));
+    }
+  }
+
+  /**
+   * Moves the watch to a channel of its own (when the client made its channel): a silent stream
+   * may sit on a half-open connection, which gRPC keeps until TCP gives up, and a stream reopened
+   * on it would go silent again.
+   */
+  private void reconnect() {
+    if (redial == null) {
+      return;
+    }
+    ManagedChannel fresh = redial.get();
+    ManagedChannel old;
+    synchronized (this) {
+      if (isClosed()) {
+        old = fresh;
+      } else {
+        old = own;
+        own = fresh;
+        channel = intercept.apply(fresh);
+      }
+    }
+    if (old != null) {
+      old.shutdownNow();
     }
   }
 

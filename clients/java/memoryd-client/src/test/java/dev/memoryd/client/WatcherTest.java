@@ -33,13 +33,21 @@ import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.protobuf.StatusProto;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.ServerCalls;
+import io.grpc.Grpc;
+import io.grpc.InsecureServerCredentials;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntFunction;
 import org.junit.jupiter.api.AfterEach;
@@ -218,6 +226,106 @@ class WatcherTest {
       assertFalse(waiting.get(20, TimeUnit.SECONDS), "a read waiting when the watcher closed returns");
       assertFalse(w.hasNext());
       assertNull(w.poll(Duration.ofMillis(1)));
+    }
+  }
+
+  @Test
+  void awaitOpenReturnsOnceTheServerAcceptedTheStream() {
+    log.add(event(1, false));
+    script = n -> new Script(1, HANG);
+    try (MemorydClient client = fast().build(); Watcher w = client.watch(alice())) {
+      assertTrue(w.awaitOpen(Duration.ofSeconds(20)));
+      assertEquals(List.of("memory c1"), texts(w, 1));
+    }
+  }
+
+  /**
+   * A TCP relay to a backend; {@link #freeze} silences the connections open at that time in both
+   * directions without closing them, as a half-open connection is.
+   */
+  private static final class Relay implements AutoCloseable {
+    final ServerSocket listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    final List<AtomicBoolean> frozen = Collections.synchronizedList(new ArrayList<>());
+    final List<Socket> sockets = Collections.synchronizedList(new ArrayList<>());
+
+    Relay(int backend) throws IOException {
+      Thread accept = new Thread(() -> {
+        while (!listener.isClosed()) {
+          try {
+            Socket client = listener.accept();
+            Socket server = new Socket(InetAddress.getLoopbackAddress(), backend);
+            sockets.add(client);
+            sockets.add(server);
+            AtomicBoolean silent = new AtomicBoolean();
+            frozen.add(silent);
+            pipe(client, server, silent);
+            pipe(server, client, silent);
+          } catch (IOException e) {
+            return;
+          }
+        }
+      });
+      accept.setDaemon(true);
+      accept.start();
+    }
+
+    private static void pipe(Socket from, Socket to, AtomicBoolean silent) {
+      Thread t = new Thread(() -> {
+        byte[] buf = new byte[32 * 1024];
+        try {
+          InputStream in = from.getInputStream();
+          OutputStream out = to.getOutputStream();
+          for (int n; (n = in.read(buf)) >= 0; ) {
+            if (!silent.get()) {
+              out.write(buf, 0, n);
+            }
+          }
+        } catch (IOException ignored) {
+          // a side closed: the pipe ends
+        }
+      });
+      t.setDaemon(true);
+      t.start();
+    }
+
+    int freeze() {
+      frozen.forEach(f -> f.set(true));
+      return frozen.size();
+    }
+
+    @Override
+    public void close() throws IOException {
+      listener.close();
+      for (Socket s : sockets) {
+        s.close();
+      }
+    }
+  }
+
+  @Test
+  void aStreamSilentOnAHalfOpenConnectionResumesOnANewOne() throws Exception {
+    log.add(event(1, false));
+    log.add(event(2, false));
+    script = n -> new Script(1, HANG);  // one event, then silence, on every stream
+    ServerServiceDefinition watch = ServerServiceDefinition.builder(MemoryServiceGrpc.SERVICE_NAME)
+        .addMethod(MemoryServiceGrpc.getWatchMethod(), ServerCalls.asyncServerStreamingCall((request, out) -> {
+          int from = request.getCursor().isEmpty() ? 0 : Integer.parseInt(request.getCursor().substring(1));
+          cursors.add(request.getCursor());
+          if (from < log.size()) {
+            out.onNext(log.get(from));
+          }
+        })).build();
+    Server tcp = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create()).addService(watch).build().start();
+    try (Relay relay = new Relay(tcp.getPort());
+        MemorydClient client = MemorydClient.newBuilder("127.0.0.1:" + relay.listener.getLocalPort())
+            .backoff(Duration.ofMillis(1), Duration.ofMillis(4)).heartbeatInterval(Duration.ofMillis(100)).build();
+        Watcher w = client.watch(alice())) {
+      assertEquals(List.of("memory c1"), texts(w, 1));
+      assertEquals(1, relay.freeze(), "the client's one connection is frozen");
+      // The frozen connection never fails by itself: c2 comes only over a new connection.
+      assertEquals(List.of("memory c2"), texts(w, 1));
+    } finally {
+      tcp.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
     }
   }
 }
