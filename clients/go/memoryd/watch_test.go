@@ -84,22 +84,7 @@ func (s *watchLog) requests() (cursors []string, auth [][]string) {
 // startWatch serves s on loopback and returns a client with a fast backoff.
 func startWatch(t *testing.T, s *watchLog, opts ...Option) *Client {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := grpc.NewServer()
-	pb.RegisterMemoryServiceServer(server, s)
-	go func() { _ = server.Serve(lis) }()
-	t.Cleanup(server.Stop)
-	fast := RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond,
-		Multiplier: 2, Jitter: 0.5}
-	c, err := Dial(lis.Addr().String(), append([]Option{WithRetryPolicy(fast)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return dialFast(t, listen(t, func(server *grpc.Server) { pb.RegisterMemoryServiceServer(server, s) }), opts...)
 }
 
 // texts reads n changes and returns their texts.
@@ -376,20 +361,8 @@ func (r *relay) freeze() int {
 func TestAStreamSilentOnAHalfOpenConnectionResumesOnANewOne(t *testing.T) {
 	log := &watchLog{events: []*pb.WatchResponse{event(1, false), event(2, false)}}
 	log.serve = func(int) (int, error) { return 1, errHang }
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := grpc.NewServer()
-	pb.RegisterMemoryServiceServer(server, log)
-	go func() { _ = server.Serve(lis) }()
-	t.Cleanup(server.Stop)
-	r := startRelay(t, lis.Addr().String())
-	c, err := Dial(r.lis.Addr().String(), WithHeartbeatInterval(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	r := startRelay(t, listen(t, func(server *grpc.Server) { pb.RegisterMemoryServiceServer(server, log) }))
+	c := dialFast(t, r.lis.Addr().String(), WithHeartbeatInterval(50*time.Millisecond))
 	w, err := c.Watch(context.Background(), &pb.WatchRequest{Subject: "alice"})
 	if err != nil {
 		t.Fatal(err)

@@ -21,8 +21,6 @@ import io.grpc.Context;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Server;
-import io.grpc.ServerCall;
-import io.grpc.ServerCallHandler;
 import io.grpc.ServerInterceptor;
 import io.grpc.ServerInterceptors;
 import io.grpc.ServerServiceDefinition;
@@ -88,14 +86,10 @@ class WatcherTest {
   @BeforeEach
   void start() throws IOException {
     String name = InProcessServerBuilder.generateName();
-    ServerInterceptor recordToken = new ServerInterceptor() {
-      @Override
-      public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata h, ServerCallHandler<Q, R> next) {
-        tokens.add(String.valueOf(h.get(AUTHORIZATION)));
-        deadlines.add(Context.current().getDeadline() != null);
-        return next.startCall(call, h);
-      }
-    };
+    ServerInterceptor recordToken = CallPolicyTest.beforeEachCall(h -> {
+      tokens.add(String.valueOf(h.get(AUTHORIZATION)));
+      deadlines.add(Context.current().getDeadline() != null);
+    });
     ServerServiceDefinition watch = ServerServiceDefinition.builder(MemoryServiceGrpc.SERVICE_NAME)
         .addMethod(MemoryServiceGrpc.getWatchMethod(), ServerCalls.asyncServerStreamingCall((request, out) -> {
           int n = cursors.size();
