@@ -34,8 +34,11 @@ def _views() -> list[pb.View]:
     return [
         pb.View(agent=WRITER, read_rules=every, write_rules=every, may_erase=True, visible_fields=fields,
                 description="conformance: full access"),
-        pb.View(agent=MASKED, read_rules=masked_rules, visible_fields=["id", "key", "text", "category"],
-                description="conformance: preferences and events, four fields"),
+        # A session snapshot shows which session (session_id), what was asked vs inferred
+        # (provenance) and in what order (updated_at): a view must show those to resume one.
+        pb.View(agent=MASKED, read_rules=masked_rules,
+                visible_fields=["id", "key", "text", "category", "provenance", "session_id", "updated_at"],
+                description="conformance: preferences and events, seven fields"),
     ]
 
 

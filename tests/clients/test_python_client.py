@@ -3,6 +3,7 @@ small real gRPC server in the test process that fails on purpose."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
@@ -127,6 +128,23 @@ def test_view_admin_calls(server: ServerProcess, key_file: Path, tenant_of_clien
         assert {v.agent for v in admin.iter_views(page_size=1)} == {"agent-a", "agent-b"}
         assert admin.delete_view(agent="agent-b").deleted
         assert [v.agent for v in admin.list_views().views] == ["agent-a"]
+
+
+def test_a_session_ended_on_one_client_is_resumed_on_another(server: ServerProcess, client: MemorydClient,
+                                                             token: str):
+    client.write(subject="gus", session_id="chat-1", items=[pref("seat", "aisle")])
+    ended = client.end_session(subject="gus", session_id="chat-1").snapshot
+    assert ended.session_id == "chat-1" and [m.text for m in ended.explicit] == ["aisle"]
+    assert ended.summary.key == "session.summary"
+
+    async def on_another_device() -> svc.ResumeSessionResponse:
+        async with AsyncMemorydClient(server.target, token=token, retry=FAST) as other:
+            return await other.resume_session(subject="gus")
+
+    resumed = asyncio.run(on_another_device()).snapshot
+    assert (resumed.session_id, [m.text for m in resumed.explicit]) == ("chat-1", ["aisle"])
+    with pytest.raises(NotFound):
+        client.resume_session(subject="nobody-yet")
 
 
 # --- typed errors from the real server -------------------------------------------------------

@@ -6,6 +6,7 @@ connection). Every change committed meanwhile arrives once, in order."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import socket
 import threading
@@ -32,6 +33,9 @@ from ..support import ServerProcess, full_view, put_view, token_for, unique
 FAST = RetryPolicy(initial_backoff=0.05, max_backoff=0.2)
 WAIT = 30.0
 """How long a test waits for a change before it fails: a bound on a hang, not a speed check."""
+OPEN = 2.0
+"""How long a test waits for the server to accept a new watch before writing: the server sends
+its response headers with its first message, so a stream gives no earlier sign that it started."""
 
 
 class Relay:
@@ -79,22 +83,19 @@ class Relay:
                     sink.sendall(data)
         except OSError:
             pass
-        for end in (source, sink):
-            try:
+        for end in (source, sink):  # one side gone: the connection is over, both ways
+            with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            end.close()
 
     def drop(self) -> None:
         self._accepting.clear()
         with self._lock:
             pairs, self._pairs = self._pairs, []
         for pair in pairs:
-            for end in pair:
-                try:
+            for end in pair:  # the pumps wake up and close them
+                with contextlib.suppress(OSError):
                     end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def restore(self) -> None:
         self._accepting.set()
@@ -174,7 +175,7 @@ def test_a_dropped_connection_is_resumed_from_the_cursor_with_nothing_lost_or_re
 
     subject = unique("trip")
     with MemorydClient(relay.target, token=token, retry=FAST) as worker, worker.watch(subject=subject) as watch:
-        assert watch.wait_open(WAIT)
+        watch.wait_open(OPEN)
         reader = Reader(watch)
         first = written(planner, subject, "Planner: book the 9:40 train")
         got = reader.next()
@@ -202,7 +203,7 @@ def test_a_silent_connection_is_left_for_a_new_one(planner: MemorydClient, relay
     worker_token = token_for(key_file, tenant_of_watch, "worker")
     with MemorydClient(relay.target, token=worker_token, retry=FAST, heartbeat_interval=0.5) as worker, \
             worker.watch(subject=subject) as watch:
-        assert watch.wait_open(WAIT)
+        watch.wait_open(OPEN)
         reader = Reader(watch)
         first = written(planner, subject, "Planner: book the 9:40 train")
         assert reader.next().change.memory.id == first
@@ -230,7 +231,7 @@ def test_a_watch_resumed_from_a_saved_cursor_starts_after_it(planner: MemorydCli
     worker_token = token_for(key_file, tenant_of_watch, "worker")
     with MemorydClient(server.target, token=worker_token) as worker:
         with worker.watch(subject=subject) as watch:
-            assert watch.wait_open(WAIT)
+            watch.wait_open(OPEN)
             reader = Reader(watch)
             written(planner, subject, "seen")
             reader.next()
@@ -249,7 +250,7 @@ async def test_the_asyncio_watch_resumes_after_a_dropped_connection(planner: Mem
     worker_token = token_for(key_file, tenant_of_watch, "worker")
     async with AsyncMemorydClient(relay.target, token=worker_token, retry=FAST) as worker:
         async with worker.watch(subject=subject) as watch:
-            assert await watch.wait_open(WAIT)
+            await watch.wait_open(OPEN)
             changes = aiter(watch)
             first = await asyncio.to_thread(written, planner, subject, "Planner: book the 9:40 train")
             assert (await asyncio.wait_for(anext(changes), WAIT)).change.memory.id == first
