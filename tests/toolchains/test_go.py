@@ -1,16 +1,22 @@
 """The Go client (clients/go) vets clean, passes its own tests (go test, against an in-process
-gRPC server) and installs into a fresh module the way its README says. Modules come from go.sum
-through the Go module proxy; the Go build cache keeps reruns fast. No Go toolchain means
-failure, never a skip."""
+gRPC server), keeps a watch through cut connections to a real server, and installs into a fresh
+module the way its README says. Modules come from go.sum through the Go module proxy; the Go
+build cache keeps reruns fast. No Go toolchain means failure, never a skip."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
-from ..support import full_view
+import grpc
+import pytest
+
+from memoryd.storage import EmbeddedPostgres
+
+from ..support import ServerProcess, full_view, put_view, server_env, token_for, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "clients" / "go"
@@ -108,3 +114,33 @@ def test_a_fresh_module_builds_the_readme_program_with_replace_and_runs_it(serve
     assert lines[:2] == ["Lyon", "home_city Lyon"], run.stdout
     code, reason, request_id = lines[2].split(" ")
     assert (code, reason) == ("PERMISSION_DENIED", "VIEW_DENIED") and request_id
+
+
+@pytest.fixture
+def fast_heartbeat_server(postgres: EmbeddedPostgres, key_file: Path, tmp_path: Path) -> Iterator[ServerProcess]:
+    """A server of the test's own whose idle streams get a heartbeat every second (so a
+    stream's first message, a heartbeat, comes soon and a silent connection shows in seconds)."""
+    config = tmp_path / "memoryd.toml"
+    config.write_text("[watch]\nheartbeat_seconds = 1\n")
+    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=postgres.owner_dsn,
+                     MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_CONFIG=str(config))
+    process = ServerProcess(env, tmp_path / "server.log").start()
+    yield process
+    process.stop()
+
+
+def test_the_go_watcher_resumes_against_a_real_server(fast_heartbeat_server: ServerProcess, key_file: Path):
+    """The Go Watcher against the real server through a relay its test cuts: a dropped
+    connection and then a silent one, each change committed meanwhile arriving once, in order
+    (memoryd/realserver_test.go)."""
+    tenant = unique("tenant")
+    with grpc.insecure_channel(fast_heartbeat_server.target) as channel:
+        put_view(channel, key_file, tenant, full_view("go-watcher"))
+    env = {**os.environ, "MEMORYD_TEST_TARGET": fast_heartbeat_server.target,
+           "MEMORYD_TEST_TOKEN": token_for(key_file, tenant, "go-watcher"), "MEMORYD_TEST_HEARTBEAT": "1s"}
+    go = shutil.which("go")
+    assert go, "the Go toolchain (go 1.26+) is needed for the Go client"
+    run = subprocess.run([go, "test", "-count=1", "-v", "-run", "^TestAWatchOnARealServer", "./memoryd"], cwd=MODULE,
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "--- PASS: TestAWatchOnARealServerResumesWithNothingLostOrRepeated" in run.stdout, run.stdout

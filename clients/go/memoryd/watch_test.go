@@ -293,12 +293,13 @@ func TestANilWatchRequestIsRefused(t *testing.T) {
 }
 
 // relay forwards TCP connections to a backend; freeze makes the connections open at that time
-// silent in both directions without closing them, as a half-open connection is.
+// silent in both directions without closing them, as a half-open connection is; drop closes
+// them, as a server going away does. New connections are forwarded either way.
 type relay struct {
-	lis    net.Listener
-	mu     sync.Mutex
-	frozen []*atomic.Bool
-	open   []*atomic.Bool
+	lis   net.Listener
+	mu    sync.Mutex
+	open  []*atomic.Bool
+	conns []net.Conn
 }
 
 func startRelay(t *testing.T, backend string) *relay {
@@ -324,6 +325,7 @@ func startRelay(t *testing.T, backend string) *relay {
 			frozen := &atomic.Bool{}
 			r.mu.Lock()
 			r.open = append(r.open, frozen)
+			r.conns = append(r.conns, client, server)
 			r.mu.Unlock()
 			go pipe(client, server, frozen)
 			go pipe(server, client, frozen)
@@ -347,6 +349,18 @@ func pipe(src, dst net.Conn, frozen *atomic.Bool) {
 			return
 		}
 	}
+}
+
+// drop closes every connection open now and returns how many there were.
+func (r *relay) drop() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		_ = c.Close()
+	}
+	n := len(r.conns) / 2
+	r.conns, r.open = nil, nil
+	return n
 }
 
 func (r *relay) freeze() int {
