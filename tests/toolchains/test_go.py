@@ -8,15 +8,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
-import pytest
 
-from memoryd.storage import EmbeddedPostgres
-
-from ..support import ServerProcess, full_view, put_view, server_env, token_for, unique
+from ..support import ServerProcess, full_view, put_view, token_for, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "clients" / "go"
@@ -114,19 +110,6 @@ def test_a_fresh_module_builds_the_readme_program_with_replace_and_runs_it(serve
     assert lines[:2] == ["Lyon", "home_city Lyon"], run.stdout
     code, reason, request_id = lines[2].split(" ")
     assert (code, reason) == ("PERMISSION_DENIED", "VIEW_DENIED") and request_id
-
-
-@pytest.fixture
-def fast_heartbeat_server(postgres: EmbeddedPostgres, key_file: Path, tmp_path: Path) -> Iterator[ServerProcess]:
-    """A server of the test's own whose idle streams get a heartbeat every second (so a
-    stream's first message, a heartbeat, comes soon and a silent connection shows in seconds)."""
-    config = tmp_path / "memoryd.toml"
-    config.write_text("[watch]\nheartbeat_seconds = 1\n")
-    env = server_env(MEMORYD_DATA_DIR=str(tmp_path), MEMORYD_POSTGRES_DSN=postgres.owner_dsn,
-                     MEMORYD_SIGNING_KEY_FILE=str(key_file), MEMORYD_CONFIG=str(config))
-    process = ServerProcess(env, tmp_path / "server.log").start()
-    yield process
-    process.stop()
 
 
 def test_the_go_watcher_resumes_against_a_real_server(fast_heartbeat_server: ServerProcess, key_file: Path):

@@ -235,9 +235,10 @@ class WatcherTest {
 
   /**
    * A TCP relay to a backend; {@link #freeze} silences the connections open at that time in both
-   * directions without closing them, as a half-open connection is.
+   * directions without closing them, as a half-open connection is; {@link #drop} closes them, as a
+   * server going away does. New connections are forwarded either way.
    */
-  private static final class Relay implements AutoCloseable {
+  static final class Relay implements AutoCloseable {
     final ServerSocket listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
     final List<AtomicBoolean> frozen = Collections.synchronizedList(new ArrayList<>());
     final List<Socket> sockets = Collections.synchronizedList(new ArrayList<>());
@@ -285,6 +286,19 @@ class WatcherTest {
     int freeze() {
       frozen.forEach(f -> f.set(true));
       return frozen.size();
+    }
+
+    int drop() throws IOException {
+      List<Socket> open;
+      synchronized (sockets) {
+        open = new ArrayList<>(sockets);
+        sockets.clear();
+        frozen.clear();
+      }
+      for (Socket s : open) {
+        s.close();
+      }
+      return open.size() / 2;
     }
 
     @Override
