@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
+import signal
 import socket
 import threading
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from memoryd.client import (
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..support import ServerProcess, full_view, put_view, token_for, unique
+from ..support import ServerProcess, full_view, put_view, server_env, token_for, unique
 
 FAST = RetryPolicy(initial_backoff=0.05, max_backoff=0.2)
 WAIT = 30.0
@@ -68,7 +69,11 @@ class Relay:
             if not self._accepting.is_set():
                 downstream.close()
                 continue
-            upstream = socket.create_connection(self._upstream)
+            try:
+                upstream = socket.create_connection(self._upstream)
+            except OSError:  # the server is down: so is the connection
+                downstream.close()
+                continue
             pair = (downstream, upstream)
             with self._lock:
                 self._pairs.append(pair)
@@ -260,5 +265,48 @@ async def test_the_asyncio_watch_resumes_after_a_dropped_connection(planner: Mem
             after = await asyncio.to_thread(written, planner, subject, "Planner: done")
             received = [(await asyncio.wait_for(anext(changes), WAIT)).change.memory.id for _ in range(2)]
             assert received == [missed, after]
+            waiting = asyncio.create_task(anext(changes))
+            await asyncio.sleep(0)  # the task now waits for the server
         with pytest.raises(StopAsyncIteration):
-            await anext(changes)  # closed
+            await asyncio.wait_for(waiting, WAIT)  # closing the watch ended the pending read
+        with pytest.raises(StopAsyncIteration):
+            await anext(changes)
+
+
+def test_a_watch_outlives_a_server_killed_and_started_again(private_database: str, key_file: Path, tmp_path: Path):
+    """The server process dies mid-stream (SIGKILL: no goodbye) and a new one starts on the same
+    address and database; changes are committed before the watch can reach it again (the relay
+    holds it off): it re-opens from its cursor and gets every change once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = server_env(MEMORYD_ADDR=f"127.0.0.1:{port}", MEMORYD_DATA_DIR=str(tmp_path / "data"),
+                     MEMORYD_POSTGRES_DSN=private_database, MEMORYD_SIGNING_KEY_FILE=str(key_file))
+    server = ServerProcess(env, tmp_path / "server.log").start()
+    relay = Relay(server.target)
+    try:
+        tenant = unique("watch-tenant")
+        with grpc.insecure_channel(server.target) as channel:
+            put_view(channel, key_file, tenant, full_view("planner"))
+            put_view(channel, key_file, tenant, full_view("worker"))
+        subject = unique("trip")
+        patient = RetryPolicy(max_attempts=40, initial_backoff=0.05, max_backoff=0.5)
+        relay = Relay(server.target)
+        with MemorydClient(server.target, token=token_for(key_file, tenant, "planner"), retry=patient) as planner, \
+                MemorydClient(relay.target, token=token_for(key_file, tenant, "worker"), retry=FAST) as worker, \
+                worker.watch(subject=subject) as watch:
+            watch.wait_open(OPEN)
+            reader = Reader(watch)
+            first = written(planner, subject, "Planner: book the 9:40 train")
+            assert reader.next().change.memory.id == first
+
+            server.stop(signal.SIGKILL)
+            relay.drop()
+            server.start()
+            missed = [written(planner, subject, f"Worker: step {n}") for n in range(2)]
+            relay.restore()
+            after = written(planner, subject, "Planner: done")
+            assert [reader.next().change.memory.id for _ in range(3)] == [*missed, after]
+    finally:
+        relay.close()
+        server.stop()

@@ -127,6 +127,8 @@ class Watch:
         arrived): a change committed after that is delivered. False if that took longer than
         ``timeout`` seconds. An error the server answered with is raised by the next ``next()``."""
         call = self._current()
+        if call is None:
+            return False
         accepted = threading.Event()
 
         def headers() -> None:
@@ -137,8 +139,7 @@ class Watch:
         return accepted.wait(timeout)
 
     def __next__(self) -> svc.WatchResponse:
-        while not self._closing.is_set():
-            call = self._current()
+        while (call := self._current()) is not None:
             self._waiting(True)
             try:
                 message: svc.WatchResponse = next(call)
@@ -163,7 +164,10 @@ class Watch:
         raise StopIteration
 
     def _current(self) -> Any:
+        """The open call (opened now if need be), or None once closed."""
         with self._lock:
+            if self._closing.is_set():  # checked under the lock close() takes: no call opens after it
+                return None
             if self._call is None:
                 self._call = self._open_call(self._resume.request(), self._channel)
             if self._watchdog is None and self._resume.stall:
@@ -245,6 +249,8 @@ class AsyncWatch:
     async def wait_open(self, timeout: float | None = None) -> bool:
         """As :meth:`Watch.wait_open`."""
         call = await self._current()
+        if call is None:
+            return False
         try:
             await asyncio.wait_for(asyncio.shield(call.initial_metadata()), timeout)
         except TimeoutError:
@@ -252,13 +258,17 @@ class AsyncWatch:
         return True
 
     async def _current(self) -> Any:
-        if self._call is None:
-            self._call = await self._open_call(self._resume.request(), self._channel)
-        return self._call
+        """The open call (opened now if need be), or None once closed."""
+        if self._call is None and not self._closed:
+            call = await self._open_call(self._resume.request(), self._channel)
+            if self._closed:  # closed while the token was fetched: that call is not wanted
+                call.cancel()
+                return None
+            self._call = call
+        return self._call if not self._closed else None
 
     async def __anext__(self) -> svc.WatchResponse:
-        while not self._closed:
-            call = await self._current()
+        while (call := await self._current()) is not None:
             try:
                 message = await asyncio.wait_for(call.read(), self._resume.stall)
             except TimeoutError:  # silence: the connection may be half-open
