@@ -51,6 +51,7 @@ type Watcher struct {
 	live       *liveStream   // the open stream, nil between a failure and the next open
 	failures   int           // opens in a row that delivered nothing
 	retryDelay time.Duration // the server's RetryInfo delay on the last failure
+	reopenAt   time.Time     // when the backoff before the next open ends (zero: not begun)
 	err        error         // what ended the watch
 }
 
@@ -233,9 +234,16 @@ func resumable(err error) bool {
 }
 
 // reopen waits the backoff the failures so far call for, then opens the stream from the cursor.
+// A wait that ctx cut short is resumed, not begun again, by the next call: short waits still
+// reach the open.
 func (w *Watcher) reopen(ctx context.Context) error {
 	if w.failures > 0 {
 		wait := max(w.c.opts.retry.Backoff(w.failures), w.retryDelay)
+		if w.reopenAt.IsZero() {
+			w.reopenAt = time.Now().Add(wait)
+		} else {
+			wait = max(time.Until(w.reopenAt), 0)
+		}
 		either, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(w.ctx, cancel)
 		err := w.c.opts.sleep(either, wait)
@@ -248,6 +256,7 @@ func (w *Watcher) reopen(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	w.reopenAt = time.Time{}
 	return w.open()
 }
 

@@ -44,7 +44,7 @@ class RealServerWatcherTest {
       List<String> got = new ArrayList<>();
       writer.write(event(subject, "one"));
       read(w, 1, got);
-      assertEquals(1, relay.drop(), "the watcher's one connection is dropped: it reopens from its cursor");
+      assertTrue(relay.drop() >= 1, "the watcher's connection is dropped: it reopens from its cursor");
       writer.write(event(subject, "two"));
       writer.write(event(subject, "three"));
       read(w, 2, got);
