@@ -34,6 +34,7 @@ type watchLog struct {
 	mu          sync.Mutex
 	cursors     []string   // the cursor of each request
 	auth        [][]string // the authorization of each request
+	traces      []string   // the traceparent of each request
 	hasDeadline []bool
 }
 
@@ -56,6 +57,7 @@ func (s *watchLog) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer
 	n := len(s.cursors)
 	s.cursors = append(s.cursors, req.GetCursor())
 	s.auth = append(s.auth, md.Get("authorization"))
+	s.traces = append(s.traces, strings.Join(md.Get("traceparent"), ","))
 	s.hasDeadline = append(s.hasDeadline, deadline)
 	s.mu.Unlock()
 	from := 0
@@ -150,6 +152,29 @@ func TestTheWatcherResumesFromTheLastCursorWithNoLossAndNoRepeat(t *testing.T) {
 		if has {
 			t.Fatalf("open %d had a deadline: a watch has none", i)
 		}
+	}
+}
+
+func TestEveryOpenCarriesTheTraceContextOfTheSpanThatWatched(t *testing.T) {
+	log := &watchLog{events: []*pb.WatchResponse{event(1, false), event(2, false)}}
+	log.serve = func(n int) (int, error) {
+		if n == 0 {
+			return 1, status.Error(codes.Unavailable, "restarting")
+		}
+		return 1, errHang
+	}
+	c := startWatch(t, log)
+	w, err := c.Watch(spanContext(t), &pb.WatchRequest{Subject: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	texts(t, w, 2)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	want := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	if len(log.traces) != 2 || log.traces[0] != want || log.traces[1] != want {
+		t.Fatalf("traceparents %q, want the span's on the open and the reopen", log.traces)
 	}
 }
 

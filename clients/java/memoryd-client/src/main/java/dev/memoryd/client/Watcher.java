@@ -17,6 +17,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 import java.util.function.UnaryOperator;
 
@@ -60,6 +61,7 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
   private final Duration initialBackoff;
   private final Duration maxBackoff;
   private final CountDownLatch closed = new CountDownLatch(1);
+  private final Consumer<Runnable> inWatchersTrace = TraceContext.captureIfAvailable();
 
   private volatile Stream live;  // the open stream; null between a failure and the next open
   private String cursor;
@@ -334,8 +336,15 @@ public final class Watcher implements Iterator<WatchResponse>, AutoCloseable {
     reopenAt = System.nanoTime() + wait.toNanos();
   }
 
-  /** Starts a stream from the cursor; the token provider runs as the call starts. */
+  /**
+   * Starts a stream from the cursor, in the trace of the span that watched; the token provider
+   * runs as the call starts.
+   */
   private void open() {
+    inWatchersTrace.accept(this::start);
+  }
+
+  private void start() {
     WatchRequest from = cursor.equals(request.getCursor()) ? request : request.toBuilder().setCursor(cursor).build();
     ClientCall<WatchRequest, WatchResponse> call = channel.newCall(MemoryServiceGrpc.getWatchMethod(), options);
     Stream stream = new Stream(call);

@@ -32,6 +32,11 @@ import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.protobuf.StatusProto;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.ServerCalls;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanContext;
+import io.opentelemetry.api.trace.TraceFlags;
+import io.opentelemetry.api.trace.TraceState;
+import io.opentelemetry.context.Scope;
 import io.grpc.Grpc;
 import io.grpc.InsecureServerCredentials;
 import java.io.IOException;
@@ -61,6 +66,8 @@ import org.junit.jupiter.api.Test;
 class WatcherTest {
   private static final Metadata.Key<String> AUTHORIZATION =
       Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+  private static final Metadata.Key<String> TRACEPARENT =
+      Metadata.Key.of("traceparent", Metadata.ASCII_STRING_MARSHALLER);
   /** A stream that stays silent until the client goes away. */
   private static final StatusRuntimeException HANG = Status.INTERNAL.withDescription("hang").asRuntimeException();
 
@@ -72,6 +79,7 @@ class WatcherTest {
   private final List<String> cursors = Collections.synchronizedList(new ArrayList<>());
   private final List<String> tokens = Collections.synchronizedList(new ArrayList<>());
   private final List<Boolean> deadlines = Collections.synchronizedList(new ArrayList<>());
+  private final List<String> traces = Collections.synchronizedList(new ArrayList<>());
   private Server server;
   private ManagedChannel channel;
 
@@ -90,6 +98,7 @@ class WatcherTest {
     ServerInterceptor recordToken = CallPolicyTest.beforeEachCall(h -> {
       tokens.add(String.valueOf(h.get(AUTHORIZATION)));
       deadlines.add(Context.current().getDeadline() != null);
+      traces.add(String.valueOf(h.get(TRACEPARENT)));
     });
     ServerServiceDefinition watch = ServerServiceDefinition.builder(MemoryServiceGrpc.SERVICE_NAME)
         .addMethod(MemoryServiceGrpc.getWatchMethod(), ServerCalls.asyncServerStreamingCall((request, out) -> {
@@ -164,6 +173,26 @@ class WatcherTest {
       assertEquals("c6", w.cursor());
       assertFalse(deadlines.contains(true), "a watch stream has no deadline");
     }
+  }
+
+  @Test
+  void everyOpenCarriesTheTraceContextOfTheSpanThatWatched() {
+    log.add(event(1, false));
+    log.add(event(2, false));
+    script = n -> n == 0 ? new Script(1, unavailable()) : new Script(1, HANG);
+    SpanContext span = SpanContext.create("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7",
+        TraceFlags.getSampled(), TraceState.getDefault());
+    try (MemorydClient client = fast().build()) {
+      Watcher w;
+      try (Scope ignored = Span.wrap(span).makeCurrent()) {
+        w = client.watch(alice());
+      }
+      try (w) {
+        assertEquals(List.of("memory c1", "memory c2"), texts(w, 2));  // read outside the span
+      }
+    }
+    String want = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assertEquals(List.of(want, want), traces, "the open and the reopen");
   }
 
   @Test
