@@ -1,7 +1,7 @@
 """The Go client (clients/go) vets clean, passes its own tests (go test, against an in-process
-gRPC server) and installs into a fresh module the way its README says. Modules come from go.sum
-through the Go module proxy; the Go build cache keeps reruns fast. No Go toolchain means
-failure, never a skip."""
+gRPC server), keeps a watch through cut connections to a real server, and installs into a fresh
+module the way its README says. Modules come from go.sum through the Go module proxy; the Go
+build cache keeps reruns fast. No Go toolchain means failure, never a skip."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..support import full_view
+import grpc
+
+from ..support import ServerProcess, full_view, put_view, token_for, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "clients" / "go"
@@ -108,3 +110,20 @@ def test_a_fresh_module_builds_the_readme_program_with_replace_and_runs_it(serve
     assert lines[:2] == ["Lyon", "home_city Lyon"], run.stdout
     code, reason, request_id = lines[2].split(" ")
     assert (code, reason) == ("PERMISSION_DENIED", "VIEW_DENIED") and request_id
+
+
+def test_the_go_watcher_resumes_against_a_real_server(fast_heartbeat_server: ServerProcess, key_file: Path):
+    """The Go Watcher against the real server through a relay its test cuts: a dropped
+    connection and then a silent one, each change committed meanwhile arriving once, in order
+    (memoryd/realserver_test.go)."""
+    tenant = unique("tenant")
+    with grpc.insecure_channel(fast_heartbeat_server.target) as channel:
+        put_view(channel, key_file, tenant, full_view("go-watcher"))
+    env = {**os.environ, "MEMORYD_TEST_TARGET": fast_heartbeat_server.target,
+           "MEMORYD_TEST_TOKEN": token_for(key_file, tenant, "go-watcher"), "MEMORYD_TEST_HEARTBEAT": "1s"}
+    go = shutil.which("go")
+    assert go, "the Go toolchain (go 1.26+) is needed for the Go client"
+    run = subprocess.run([go, "test", "-count=1", "-v", "-run", "^TestAWatchOnARealServer", "./memoryd"], cwd=MODULE,
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "--- PASS: TestAWatchOnARealServerResumesWithNothingLostOrRepeated" in run.stdout, run.stdout

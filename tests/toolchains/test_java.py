@@ -217,3 +217,18 @@ def test_a_consumer_project_resolves_the_installed_artifact_and_talks_to_memoryd
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert run.stdout.splitlines() == ["recalled Lyon", "listed 1", "refused INVALID_ARGUMENT INVALID_REQUEST"], \
         run.stdout + run.stderr[-2000:]
+
+
+def test_the_java_watcher_resumes_against_a_real_server(fast_heartbeat_server: ServerProcess, key_file: Path):
+    """The Java Watcher against the real server through a relay its test cuts: a dropped
+    connection and then a silent one, each change committed meanwhile arriving once, in order
+    (RealServerWatcherTest, which the build leaves out and this runs by name)."""
+    tenant = unique("tenant")
+    with grpc.insecure_channel(fast_heartbeat_server.target) as channel:
+        put_view(channel, key_file, tenant, full_view("java-watcher"))
+    report = LIBRARY / "target" / "surefire-reports" / "dev.memoryd.client.RealServerWatcherTest.txt"
+    report.unlink(missing_ok=True)
+    _mvn("test", "-Dtest=RealServerWatcherTest", f"-Dmemoryd.test.target={fast_heartbeat_server.target}",
+         f"-Dmemoryd.test.token={token_for(key_file, tenant, 'java-watcher')}", "-Dmemoryd.test.heartbeat=PT1S",
+         cwd=LIBRARY)
+    assert "Tests run: 1, Failures: 0, Errors: 0, Skipped: 0" in report.read_text(), report.read_text()

@@ -19,6 +19,9 @@
 //
 //   - page iterators over MemoryView (Memories) and ListViews (Views);
 //
+//   - a resuming Watcher over the Watch stream: it remembers the last cursor and opens the
+//     stream again from it when the stream breaks, ends or stalls;
+//
 //   - typed errors (*Error) carrying the ErrorInfo reason, the BadRequest violations and the
 //     request id.
 //
@@ -57,6 +60,7 @@ type options struct {
 	propagator  propagation.TextMapPropagator
 	dialOptions []grpc.DialOption
 	sleep       func(context.Context, time.Duration) error
+	heartbeat   time.Duration
 }
 
 // Option configures a Client.
@@ -89,6 +93,11 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // configurable: a call that could apply twice is never retried.
 func WithRetryPolicy(p RetryPolicy) Option { return func(o *options) { o.retry = p } }
 
+// WithHeartbeatInterval is the server's Watch heartbeat interval (default
+// DefaultHeartbeatInterval, 15 s, the server's default): a Watcher that receives nothing for
+// WatchStallFactor intervals opens its stream again.
+func WithHeartbeatInterval(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
+
 // WithDialOptions adds grpc dial options (Dial only).
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
@@ -96,7 +105,10 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 
 // Client calls MemoryService and ViewAdminService. It is safe for concurrent use.
 type Client struct {
-	conn   *grpc.ClientConn // nil when built with New over a caller-owned connection
+	conn *grpc.ClientConn // nil when built with New over a caller-owned connection
+	// redial makes a new connection like conn (Dial only): a Watcher whose stream went silent
+	// reopens on one of its own, since the silent connection may be half-open.
+	redial func() (*grpc.ClientConn, error)
 	memory pb.MemoryServiceClient
 	admin  pb.ViewAdminServiceClient
 	opts   options
@@ -104,7 +116,7 @@ type Client struct {
 
 func buildOptions(opts []Option) options {
 	o := options{timeout: DefaultTimeout, retry: DefaultRetryPolicy(), propagator: propagation.TraceContext{},
-		sleep: sleepCtx}
+		sleep: sleepCtx, heartbeat: DefaultHeartbeatInterval}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -125,6 +137,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	}
 	c := New(conn, opts...)
 	c.conn = conn
+	c.redial = func() (*grpc.ClientConn, error) { return grpc.NewClient(target, dial...) }
 	return c, nil
 }
 
@@ -197,6 +210,18 @@ func (c *Client) ExportMemories(ctx context.Context, req *pb.ExportMemoriesReque
 // key in the contract).
 func (c *Client) ImportMemories(ctx context.Context, req *pb.ImportMemoriesRequest, opts ...grpc.CallOption) (*pb.ImportMemoriesResponse, error) {
 	return invoke(ctx, c, pb.MemoryService_ImportMemories_FullMethodName, req, c.memory.ImportMemories, opts)
+}
+
+// EndSession ends a session of a subject and returns its snapshot as the caller's view shows
+// it. Retried on UNAVAILABLE: ending again rebuilds the same snapshot.
+func (c *Client) EndSession(ctx context.Context, req *pb.EndSessionRequest, opts ...grpc.CallOption) (*pb.EndSessionResponse, error) {
+	return invoke(ctx, c, pb.MemoryService_EndSession_FullMethodName, req, c.memory.EndSession, opts)
+}
+
+// ResumeSession returns the latest session snapshot of a subject (or the one of
+// req.SessionId) that the caller's view reads, written by any agent on any device.
+func (c *Client) ResumeSession(ctx context.Context, req *pb.ResumeSessionRequest, opts ...grpc.CallOption) (*pb.ResumeSessionResponse, error) {
+	return invoke(ctx, c, pb.MemoryService_ResumeSession_FullMethodName, req, c.memory.ResumeSession, opts)
 }
 
 // PutView stores an agent's view (tenant admins). It is retried only without an

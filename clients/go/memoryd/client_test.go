@@ -153,18 +153,32 @@ func (s *scripted) calls() int {
 // start serves srv on a loopback TCP port with a real gRPC server and dials it with Dial.
 func start(t *testing.T, srv *scripted, opts ...Option) *Client {
 	t.Helper()
+	return dialFast(t, listen(t, func(server *grpc.Server) {
+		pb.RegisterMemoryServiceServer(server, srv)
+		pb.RegisterViewAdminServiceServer(server, srv)
+	}), opts...)
+}
+
+// listen serves what register adds on a loopback TCP port with a real gRPC server.
+func listen(t *testing.T, register func(*grpc.Server)) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	server := grpc.NewServer()
-	pb.RegisterMemoryServiceServer(server, srv)
-	pb.RegisterViewAdminServiceServer(server, srv)
+	register(server)
 	go func() { _ = server.Serve(lis) }()
 	t.Cleanup(server.Stop)
+	return lis.Addr().String()
+}
+
+// dialFast dials target with Dial and a retry policy of milliseconds.
+func dialFast(t *testing.T, target string, opts ...Option) *Client {
+	t.Helper()
 	fast := RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond,
 		Multiplier: 2, Jitter: 0.5}
-	c, err := Dial(lis.Addr().String(), append([]Option{WithRetryPolicy(fast)}, opts...)...)
+	c, err := Dial(target, append([]Option{WithRetryPolicy(fast)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,3 +61,51 @@ func ExampleClient_Recall() {
 		fmt.Println(m.GetMemory().GetText(), m.GetRelevance())
 	}
 }
+
+// A worker acts on the decisions its view reads, resuming from the cursor it saved last time.
+func ExampleClient_Watch() {
+	c, err := memoryd.Dial("127.0.0.1:50051", memoryd.WithToken(os.Getenv("MEMORYD_TOKEN")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	saved, _ := os.ReadFile("worker.cursor") // empty the first time: changes from now on
+	w, err := c.Watch(context.Background(), &pb.WatchRequest{Subject: "alice",
+		Categories: []pb.Category{pb.Category_CATEGORY_DECISION}, Cursor: string(saved)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Close()
+	for {
+		resp, err := w.Next(context.Background())
+		if err != nil {
+			log.Fatal(err) // an *memoryd.Error the watcher cannot resume after, e.g. CURSOR_EXPIRED
+		}
+		fmt.Println(resp.GetChange().GetKind(), resp.GetChange().GetMemory().GetText())
+		if err := os.WriteFile("worker.cursor", []byte(w.Cursor()), 0o600); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// A session ended on one device and resumed on another.
+func ExampleClient_ResumeSession() {
+	c, err := memoryd.Dial("127.0.0.1:50051", memoryd.WithToken(os.Getenv("MEMORYD_TOKEN")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.EndSession(ctx, &pb.EndSessionRequest{Subject: "alice", SessionId: "trip-1"}); err != nil {
+		log.Fatal(err)
+	}
+	resumed, err := c.ResumeSession(ctx, &pb.ResumeSessionRequest{Subject: "alice"})
+	if err != nil {
+		log.Fatal(err) // NOT_FOUND when no snapshot the caller reads exists
+	}
+	snapshot := resumed.GetSnapshot()
+	fmt.Println(snapshot.GetSessionId(), snapshot.GetSummary().GetText())
+	for _, m := range snapshot.GetExplicit() {
+		fmt.Println("kept:", m.GetText())
+	}
+}

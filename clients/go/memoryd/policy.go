@@ -21,6 +21,13 @@ const (
 	DefaultMaxBackoff        = 2 * time.Second
 	DefaultBackoffMultiplier = 2.0
 	DefaultJitter            = 0.5
+
+	// DefaultHeartbeatInterval is how often an idle Watch stream gets a heartbeat, the server's
+	// default (WithHeartbeatInterval when the server is configured otherwise).
+	DefaultHeartbeatInterval = 15 * time.Second
+	// WatchStallFactor: a Watch stream on which nothing, not even a heartbeat, arrived for this
+	// many heartbeat intervals is taken for dead (a half-open connection) and opened again.
+	WatchStallFactor = 3
 )
 
 // retryCodes are the only status codes a call is retried on.
@@ -77,6 +84,9 @@ const (
 	retryAlways                retryRule = "always"
 	retryNever                 retryRule = "never"
 	retryUnlessExpectedVersion retryRule = "unless_expected_version"
+	// retryResume: a Watch stream is opened again from the last cursor received (Watcher),
+	// never replayed as a unary call.
+	retryResume retryRule = "resume"
 )
 
 // retryRules holds every RPC of the contract. A method missing here is never retried.
@@ -92,6 +102,10 @@ var retryRules = map[string]retryRule{
 	pb.MemoryService_ResolveConflict_FullMethodName:  retryNever, // no idempotency key: could apply twice
 	pb.MemoryService_ExportMemories_FullMethodName:   retryAlways,
 	pb.MemoryService_ImportMemories_FullMethodName:   retryNever, // no idempotency key: could import twice
+	pb.MemoryService_Watch_FullMethodName:            retryResume,
+	// EndSession: ending again rebuilds the same snapshot, so a replay has no second effect.
+	pb.MemoryService_EndSession_FullMethodName:    retryAlways,
+	pb.MemoryService_ResumeSession_FullMethodName: retryAlways,
 	// PutView with an expected_version: a replay would fail on the version the first attempt bumped.
 	pb.ViewAdminService_PutView_FullMethodName:    retryUnlessExpectedVersion,
 	pb.ViewAdminService_GetView_FullMethodName:    retryAlways,

@@ -30,6 +30,10 @@ type policy struct {
 		Retry string `json:"retry"`
 	} `json:"methods"`
 	PageIterators []string `json:"page_iterators"`
+	Watch         struct {
+		HeartbeatSeconds float64 `json:"heartbeat_seconds"`
+		StallFactor      int     `json:"stall_factor"`
+	} `json:"watch"`
 }
 
 func readPolicy(t *testing.T) policy {
@@ -67,6 +71,13 @@ func TestConstantsFollowThePolicy(t *testing.T) {
 	}
 	if o := buildOptions(nil); o.timeout != DefaultTimeout || o.retry != DefaultRetryPolicy() {
 		t.Errorf("a Client's defaults are not the policy's: %v %+v", o.timeout, o.retry)
+	}
+	if DefaultHeartbeatInterval != seconds(p.Watch.HeartbeatSeconds) || WatchStallFactor != p.Watch.StallFactor {
+		t.Errorf("watch heartbeat %v and stall factor %d, policy %vs and %d", DefaultHeartbeatInterval,
+			WatchStallFactor, p.Watch.HeartbeatSeconds, p.Watch.StallFactor)
+	}
+	if o := buildOptions(nil); o.heartbeat != DefaultHeartbeatInterval {
+		t.Errorf("a Client's heartbeat interval is %v, not the policy's", o.heartbeat)
 	}
 }
 
@@ -135,6 +146,9 @@ func TestRetryRulesDecideOnTheRequest(t *testing.T) {
 		{pb.MemoryService_ImportMemories_FullMethodName, &pb.ImportMemoriesRequest{}, false},
 		{pb.ViewAdminService_PutView_FullMethodName, &pb.PutViewRequest{}, true},
 		{pb.ViewAdminService_PutView_FullMethodName, &pb.PutViewRequest{ExpectedVersion: 3}, false},
+		{pb.MemoryService_EndSession_FullMethodName, &pb.EndSessionRequest{}, true},
+		// A Watch is resumed from its cursor by the Watcher, never replayed as a call.
+		{pb.MemoryService_Watch_FullMethodName, &pb.WatchRequest{}, false},
 		{"/memoryd.v1.MemoryService/NotInTheContract", &pb.RecallRequest{}, false},
 	} {
 		if got := mayRetry(tc.method, tc.req); got != tc.want {

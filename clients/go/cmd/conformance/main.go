@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -34,7 +35,21 @@ type step struct {
 	Request any               `json:"request"`
 	Expect  expect            `json:"expect"`
 	Save    map[string]string `json:"save"`
+	// A Watch step: open a watch under a name, read its next change, see none for Seconds, or
+	// close it.
+	Open    string  `json:"open"`
+	Next    string  `json:"next"`
+	None    string  `json:"none"`
+	Seconds float64 `json:"seconds"`
+	Close   string  `json:"close"`
 }
+
+// changeWithin is how long a "next" step waits for a change, openWithin how long an "open" step
+// waits for the server to accept the stream before it goes on.
+const (
+	changeWithin = 15 * time.Second
+	openWithin   = 2 * time.Second
+)
 
 type expect struct {
 	Code         string              `json:"code"`
@@ -75,6 +90,8 @@ var rpcs = map[string]rpcFunc{
 	"ResolveConflict":  call(func() *pb.ResolveConflictRequest { return &pb.ResolveConflictRequest{} }, (*memoryd.Client).ResolveConflict),
 	"ExportMemories":   call(func() *pb.ExportMemoriesRequest { return &pb.ExportMemoriesRequest{} }, (*memoryd.Client).ExportMemories),
 	"ImportMemories":   call(func() *pb.ImportMemoriesRequest { return &pb.ImportMemoriesRequest{} }, (*memoryd.Client).ImportMemories),
+	"EndSession":       call(func() *pb.EndSessionRequest { return &pb.EndSessionRequest{} }, (*memoryd.Client).EndSession),
+	"ResumeSession":    call(func() *pb.ResumeSessionRequest { return &pb.ResumeSessionRequest{} }, (*memoryd.Client).ResumeSession),
 }
 
 var placeholder = regexp.MustCompile(`\$\{([^}]*)\}`)
@@ -214,10 +231,21 @@ func set(xs []string) []string {
 type runner struct {
 	clients map[string]*memoryd.Client
 	values  map[string]any
+	watches map[string]*memoryd.Watcher
 }
 
 // run executes one step and returns why it failed ("" when it passed).
 func (r *runner) run(s step) string {
+	switch {
+	case s.Next != "":
+		return r.next(s)
+	case s.None != "":
+		return r.none(s)
+	case s.Close != "":
+		return r.close(s)
+	case s.Open != "":
+		return r.open(s)
+	}
 	c, ok := r.clients[s.Caller]
 	if !ok {
 		return fmt.Sprintf("unknown caller %q", s.Caller)
@@ -226,14 +254,120 @@ func (r *runner) run(s step) string {
 	if !ok {
 		return fmt.Sprintf("unknown rpc %q", s.RPC)
 	}
-	request, err := substitute(s.Request, r.values)
+	body, err := r.request(s)
 	if err != nil {
 		return err.Error()
 	}
-	body, _ := json.Marshal(request)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	resp, err := rpc(ctx, c, body)
+	return r.check(s, resp, err)
+}
+
+// request is the step's request JSON with its placeholders replaced.
+func (r *runner) request(s step) ([]byte, error) {
+	request, err := substitute(s.Request, r.values)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(request)
+}
+
+// open opens the client's resuming watch and waits (a little) until the server accepted it;
+// with an expected error it reads the first message, where a stream's error arrives, and
+// checks it.
+func (r *runner) open(s step) string {
+	c, ok := r.clients[s.Caller]
+	if !ok {
+		return fmt.Sprintf("unknown caller %q", s.Caller)
+	}
+	if s.RPC != "Watch" {
+		return fmt.Sprintf("an open step calls Watch, not %q", s.RPC)
+	}
+	if _, open := r.watches[s.Open]; open {
+		return fmt.Sprintf("watch %q is already open", s.Open)
+	}
+	body, err := r.request(s)
+	if err != nil {
+		return err.Error()
+	}
+	req := &pb.WatchRequest{}
+	if err := protojson.Unmarshal(body, req); err != nil {
+		return fmt.Sprintf("request is not a valid WatchRequest: %v", err)
+	}
+	w, err := c.Watch(context.Background(), req)
+	if err != nil {
+		return r.check(s, nil, err)
+	}
+	if s.Expect.Code == "" || s.Expect.Code == "OK" {
+		// Once the server accepted the stream, a write in a later step is delivered. A server
+		// that sends its headers only with its first message gives no earlier sign: go on.
+		accepted, cancel := context.WithTimeout(context.Background(), openWithin)
+		defer cancel()
+		_ = w.WaitOpen(accepted)
+		r.watches[s.Open] = w
+		return r.check(s, nil, nil)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), changeWithin)
+	defer cancel()
+	resp, err := w.Next(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("want %s, got no error within %v", s.Expect.Code, changeWithin)
+	}
+	return r.check(s, resp, err)
+}
+
+// next reads the watch's next change (heartbeats are skipped) and checks it.
+func (r *runner) next(s step) string {
+	w, ok := r.watches[s.Next]
+	if !ok {
+		return fmt.Sprintf("no open watch %q", s.Next)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), changeWithin)
+	defer cancel()
+	resp, err := w.Next(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("no change within %v", changeWithin)
+	}
+	return r.check(s, resp, err)
+}
+
+// none passes when no change arrives on the watch for the step's seconds.
+func (r *runner) none(s step) string {
+	w, ok := r.watches[s.None]
+	if !ok {
+		return fmt.Sprintf("no open watch %q", s.None)
+	}
+	if s.Seconds <= 0 {
+		return "a none step needs seconds > 0"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.Seconds*float64(time.Second)))
+	defer cancel()
+	resp, err := w.Next(ctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return ""
+	case err != nil:
+		return fmt.Sprintf("want no change, got %v", err)
+	default:
+		raw, _ := protojson.Marshal(resp)
+		return fmt.Sprintf("want no change within %vs, got %s", s.Seconds, raw)
+	}
+}
+
+func (r *runner) close(s step) string {
+	w, ok := r.watches[s.Close]
+	if !ok {
+		return fmt.Sprintf("no open watch %q", s.Close)
+	}
+	delete(r.watches, s.Close)
+	_ = w.Close()
+	return ""
+}
+
+// check compares a call's answer, or its error, with the step's expect and saves its values.
+func (r *runner) check(s step, resp proto.Message, err error) string {
 	got := "OK"
 	if err != nil {
 		if _, isStatus := status.FromError(err); !isStatus {
@@ -318,8 +452,7 @@ func (r *runner) run(s step) string {
 		for _, name := range s.Expect.FieldsWithin[path] {
 			allowed[name] = true
 		}
-		list, _ := items.([]any)
-		for i, item := range list {
+		for i, item := range elements(items) {
 			obj, _ := item.(map[string]any)
 			for name := range obj {
 				if !allowed[name] {
@@ -336,6 +469,18 @@ func (r *runner) run(s step) string {
 		r.values[name] = v
 	}
 	return ""
+}
+
+// elements are the items of a repeated field, or the one object of a message field.
+func elements(v any) []any {
+	switch v := v.(type) {
+	case []any:
+		return v
+	case map[string]any:
+		return []any{v}
+	default:
+		return nil
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -378,7 +523,7 @@ func main() {
 		os.Exit(2)
 	}
 	defer conn.Close()
-	r := &runner{clients: map[string]*memoryd.Client{}, values: map[string]any{}}
+	r := &runner{clients: map[string]*memoryd.Client{}, values: map[string]any{}, watches: map[string]*memoryd.Watcher{}}
 	for name, tok := range cfg.Tokens {
 		r.clients[name] = memoryd.New(conn, memoryd.WithToken(tok))
 	}
@@ -393,6 +538,9 @@ func main() {
 		} else {
 			fmt.Printf("ok %d %s\n", n+1, s.Name)
 		}
+	}
+	for _, w := range r.watches {
+		_ = w.Close()
 	}
 	if failed > 0 {
 		os.Exit(1)

@@ -43,3 +43,18 @@ func TestSubstituteReplacesPlaceholdersAndReportsUnknownOnes(t *testing.T) {
 		t.Fatal("want an error for an unknown name")
 	}
 }
+
+func TestFieldsWithinReadsAMessageFieldAsOneElement(t *testing.T) {
+	doc := decode(t, `{"change":{"kind":"MEMORY_CHANGE_KIND_CREATED","memory":{"text":"t","key":"k"}}}`)
+	memory, _ := lookup(doc, "change.memory")
+	if got := elements(memory); len(got) != 1 || !reflect.DeepEqual(got[0], decode(t, `{"text":"t","key":"k"}`)) {
+		t.Fatalf("change.memory: %v", got)
+	}
+	list, _ := lookup(decode(t, `{"memories":[{"text":"a"},{"text":"b"}]}`), "memories")
+	if got := elements(list); len(got) != 2 {
+		t.Fatalf("memories: %v", got)
+	}
+	if got := elements(nil); got != nil {
+		t.Fatalf("an absent field has no elements: %v", got)
+	}
+}

@@ -25,6 +25,8 @@ import java.util.function.BiFunction;
 import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import dev.memoryd.client.Watcher;
+import dev.memoryd.v1.EndSessionRequest;
 import dev.memoryd.v1.EraseRequest;
 import dev.memoryd.v1.ExportMemoriesRequest;
 import dev.memoryd.v1.GetExtractionJobRequest;
@@ -33,6 +35,9 @@ import dev.memoryd.v1.ImportMemoriesRequest;
 import dev.memoryd.v1.MemoryViewRequest;
 import dev.memoryd.v1.RecallRequest;
 import dev.memoryd.v1.ResolveConflictRequest;
+import dev.memoryd.v1.ResumeSessionRequest;
+import dev.memoryd.v1.WatchRequest;
+import dev.memoryd.v1.WatchResponse;
 import dev.memoryd.v1.WriteRequest;
 
 /**
@@ -49,23 +54,32 @@ public final class Main {
   /** A MemoryService method: its request's builder and the client call. */
   private record Rpc(Supplier<Message.Builder> builder, BiFunction<MemorydClient, Message, Message> call) {}
 
-  private static final Map<String, Rpc> RPCS = Map.of(
-      "Write", new Rpc(WriteRequest::newBuilder, (c, r) -> c.write((WriteRequest) r)),
-      "Recall", new Rpc(RecallRequest::newBuilder, (c, r) -> c.recall((RecallRequest) r)),
-      "Erase", new Rpc(EraseRequest::newBuilder, (c, r) -> c.erase((EraseRequest) r)),
-      "MemoryView", new Rpc(MemoryViewRequest::newBuilder, (c, r) -> c.memoryView((MemoryViewRequest) r)),
-      "GetHistory", new Rpc(GetHistoryRequest::newBuilder, (c, r) -> c.getHistory((GetHistoryRequest) r)),
-      "GetExtractionJob", new Rpc(GetExtractionJobRequest::newBuilder,
-          (c, r) -> c.getExtractionJob((GetExtractionJobRequest) r)),
-      "ResolveConflict", new Rpc(ResolveConflictRequest::newBuilder,
-          (c, r) -> c.resolveConflict((ResolveConflictRequest) r)),
-      "ExportMemories", new Rpc(ExportMemoriesRequest::newBuilder,
-          (c, r) -> c.exportMemories((ExportMemoriesRequest) r)),
-      "ImportMemories", new Rpc(ImportMemoriesRequest::newBuilder,
-          (c, r) -> c.importMemories((ImportMemoriesRequest) r)));
+  /** How long a {@code next} step waits for a change. */
+  private static final Duration CHANGE_WITHIN = Duration.ofSeconds(15);
+  /** How long an {@code open} step waits for the server to accept the stream before it goes on. */
+  private static final Duration OPEN_WITHIN = Duration.ofSeconds(2);
+
+  private static final Map<String, Rpc> RPCS = Map.ofEntries(
+      Map.entry("Write", new Rpc(WriteRequest::newBuilder, (c, r) -> c.write((WriteRequest) r))),
+      Map.entry("Recall", new Rpc(RecallRequest::newBuilder, (c, r) -> c.recall((RecallRequest) r))),
+      Map.entry("Erase", new Rpc(EraseRequest::newBuilder, (c, r) -> c.erase((EraseRequest) r))),
+      Map.entry("MemoryView", new Rpc(MemoryViewRequest::newBuilder, (c, r) -> c.memoryView((MemoryViewRequest) r))),
+      Map.entry("GetHistory", new Rpc(GetHistoryRequest::newBuilder, (c, r) -> c.getHistory((GetHistoryRequest) r))),
+      Map.entry("GetExtractionJob", new Rpc(GetExtractionJobRequest::newBuilder,
+          (c, r) -> c.getExtractionJob((GetExtractionJobRequest) r))),
+      Map.entry("ResolveConflict", new Rpc(ResolveConflictRequest::newBuilder,
+          (c, r) -> c.resolveConflict((ResolveConflictRequest) r))),
+      Map.entry("ExportMemories", new Rpc(ExportMemoriesRequest::newBuilder,
+          (c, r) -> c.exportMemories((ExportMemoriesRequest) r))),
+      Map.entry("ImportMemories", new Rpc(ImportMemoriesRequest::newBuilder,
+          (c, r) -> c.importMemories((ImportMemoriesRequest) r))),
+      Map.entry("EndSession", new Rpc(EndSessionRequest::newBuilder, (c, r) -> c.endSession((EndSessionRequest) r))),
+      Map.entry("ResumeSession", new Rpc(ResumeSessionRequest::newBuilder,
+          (c, r) -> c.resumeSession((ResumeSessionRequest) r))));
 
   private final Map<String, String> vars = new HashMap<>();
   private final Map<String, MemorydClient> clients = new HashMap<>();
+  private final Map<String, Watcher> watches = new HashMap<>();
   private final String target;
   private final JsonObject tokens;
 
@@ -105,6 +119,7 @@ public final class Main {
         System.out.flush();
       }
     } finally {
+      runner.watches.values().forEach(Watcher::close);
       runner.clients.values().forEach(MemorydClient::close);
     }
     System.exit(failed == 0 ? 0 : 1);
@@ -116,6 +131,23 @@ public final class Main {
 
   /** Runs one step; returns null when it passed, else why it failed. */
   private String run(JsonObject step) throws InvalidProtocolBufferException {
+    if (step.has("next")) {
+      return next(step);
+    }
+    if (step.has("none")) {
+      return none(step);
+    }
+    if (step.has("close")) {
+      Watcher w = watches.remove(step.get("close").getAsString());
+      if (w == null) {
+        return "no open watch " + step.get("close");
+      }
+      w.close();
+      return null;
+    }
+    if (step.has("open")) {
+      return open(step);
+    }
     String rpcName = step.get("rpc").getAsString();
     Rpc rpc = RPCS.get(rpcName);
     if (rpc == null) {
@@ -123,9 +155,6 @@ public final class Main {
     }
     Message.Builder builder = rpc.builder().get();
     JsonFormat.parser().merge(substitute(step.get("request")).toString(), builder);
-    JsonObject expect = step.getAsJsonObject("expect");
-    String wantCode = expect.has("code") ? expect.get("code").getAsString() : "OK";
-
     Message response = null;
     MemorydException error = null;
     try {
@@ -133,6 +162,84 @@ public final class Main {
     } catch (MemorydException e) {
       error = e;
     }
+    return check(step, response, error);
+  }
+
+  /**
+   * Opens the client's resuming watch under the step's name and waits (a little) until the server
+   * accepted it; with an expected error, reads the first message, where a stream's error arrives, and
+   * checks it.
+   */
+  private String open(JsonObject step) throws InvalidProtocolBufferException {
+    String name = step.get("open").getAsString();
+    if (!"Watch".equals(step.get("rpc").getAsString())) {
+      return "an open step calls Watch, not " + step.get("rpc");
+    }
+    if (watches.containsKey(name)) {
+      return "watch " + name + " is already open";
+    }
+    WatchRequest.Builder request = WatchRequest.newBuilder();
+    JsonFormat.parser().merge(substitute(step.get("request")).toString(), request);
+    Watcher w = client(step.get("caller").getAsString()).watch(request.build());
+    JsonObject expect = step.has("expect") ? step.getAsJsonObject("expect") : new JsonObject();
+    if (!expect.has("code") || expect.get("code").getAsString().equals("OK")) {
+      // Once the server accepted the stream, a write in a later step is delivered. A server that
+      // sends its headers only with its first message gives no earlier sign: go on.
+      w.awaitOpen(OPEN_WITHIN);
+      watches.put(name, w);
+      return check(step, null, null);
+    }
+    try (w) {
+      WatchResponse first = w.poll(CHANGE_WITHIN);
+      if (first == null) {
+        return "want " + expect.get("code").getAsString() + ", got no error within " + CHANGE_WITHIN.toSeconds() + " s";
+      }
+      return check(step, first, null);
+    } catch (MemorydException e) {
+      return check(step, null, e);
+    }
+  }
+
+  /** Reads the watch's next change (heartbeats are skipped) and checks it. */
+  private String next(JsonObject step) throws InvalidProtocolBufferException {
+    Watcher w = watches.get(step.get("next").getAsString());
+    if (w == null) {
+      return "no open watch " + step.get("next");
+    }
+    try {
+      WatchResponse change = w.poll(CHANGE_WITHIN);
+      if (change == null) {
+        return "no change within " + CHANGE_WITHIN.toSeconds() + " s";
+      }
+      return check(step, change, null);
+    } catch (MemorydException e) {
+      return check(step, null, e);
+    }
+  }
+
+  /** Passes when no change arrives on the watch for the step's seconds. */
+  private String none(JsonObject step) {
+    Watcher w = watches.get(step.get("none").getAsString());
+    if (w == null) {
+      return "no open watch " + step.get("none");
+    }
+    double seconds = step.has("seconds") ? step.get("seconds").getAsDouble() : 0;
+    if (seconds <= 0) {
+      return "a none step needs seconds > 0";
+    }
+    try {
+      WatchResponse change = w.poll(Duration.ofNanos((long) (seconds * 1e9)));
+      return change == null ? null : "want no change within " + seconds + " s, got " + change;
+    } catch (MemorydException e) {
+      return "want no change, got " + e.getMessage();
+    }
+  }
+
+  /** Compares a call's answer, or its error, with the step's expect and saves its values. */
+  private String check(JsonObject step, Message response, MemorydException error)
+      throws InvalidProtocolBufferException {
+    JsonObject expect = step.has("expect") ? step.getAsJsonObject("expect") : new JsonObject();
+    String wantCode = expect.has("code") ? expect.get("code").getAsString() : "OK";
     String gotCode = error == null ? "OK" : error.getCode().name();
     if (!gotCode.equals(wantCode)) {
       return "code " + gotCode + ", want " + wantCode + (error == null ? "" : " (" + error.getMessage() + ")");
@@ -276,10 +383,13 @@ public final class Main {
     return node == null ? JsonNull.INSTANCE : node;
   }
 
-  private static List<JsonElement> elements(JsonElement value) {
+  /** The items of a repeated field, or the one object of a message field (change.memory). */
+  static List<JsonElement> elements(JsonElement value) {
     List<JsonElement> out = new ArrayList<>();
     if (value != null && value.isJsonArray()) {
       value.getAsJsonArray().forEach(out::add);
+    } else if (value != null && value.isJsonObject()) {
+      out.add(value);
     }
     return out;
   }

@@ -32,4 +32,13 @@ class LookupTest {
     assertEquals(JsonNull.INSTANCE, Main.lookup(json, "results[1].version"));
     assertEquals(JsonNull.INSTANCE, Main.lookup(json, "receipt.counts.memories"));
   }
+
+  @Test
+  void fieldsWithinReadsAMessageFieldAsOneElement() {
+    JsonElement change = JsonParser.parseString(
+        "{\"change\": {\"kind\": \"MEMORY_CHANGE_KIND_CREATED\", \"memory\": {\"text\": \"t\", \"key\": \"k\"}}}");
+    assertEquals(1, Main.elements(Main.lookup(change, "change.memory")).size());
+    assertEquals(2, Main.elements(Main.lookup(json, "results")).size());
+    assertEquals(0, Main.elements(Main.lookup(json, "receipt")).size());
+  }
 }

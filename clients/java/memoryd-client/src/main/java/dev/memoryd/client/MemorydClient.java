@@ -5,6 +5,8 @@ import com.google.protobuf.InvalidProtocolBufferException;
 import com.google.rpc.RetryInfo;
 import dev.memoryd.v1.DeleteViewRequest;
 import dev.memoryd.v1.DeleteViewResponse;
+import dev.memoryd.v1.EndSessionRequest;
+import dev.memoryd.v1.EndSessionResponse;
 import dev.memoryd.v1.EraseRequest;
 import dev.memoryd.v1.EraseResponse;
 import dev.memoryd.v1.ExportMemoriesRequest;
@@ -29,8 +31,11 @@ import dev.memoryd.v1.RecallRequest;
 import dev.memoryd.v1.RecallResponse;
 import dev.memoryd.v1.ResolveConflictRequest;
 import dev.memoryd.v1.ResolveConflictResponse;
+import dev.memoryd.v1.ResumeSessionRequest;
+import dev.memoryd.v1.ResumeSessionResponse;
 import dev.memoryd.v1.View;
 import dev.memoryd.v1.ViewAdminServiceGrpc;
+import dev.memoryd.v1.WatchRequest;
 import dev.memoryd.v1.WriteRequest;
 import dev.memoryd.v1.WriteResponse;
 import io.grpc.CallOptions;
@@ -57,6 +62,7 @@ import java.util.UUID;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
+import java.util.function.UnaryOperator;
 
 /**
  * A client for memoryd's {@code MemoryService} and {@code ViewAdminService}, following the policy
@@ -77,6 +83,8 @@ import java.util.function.Supplier;
  *   <li>With the OpenTelemetry API on the classpath, each call carries the active span's W3C
  *       {@code traceparent}/{@code tracestate}; outside a span, nothing.
  *   <li>{@link #memoryViewAll} and {@link #listViewsAll} walk every page of a listing.
+ *   <li>{@link #watch} returns a {@link Watcher} that keeps the change stream open: it resumes
+ *       from the last cursor when the stream breaks, ends or stalls.
  * </ul>
  *
  * <p>A failed call throws {@link MemorydException} with the status code, the {@code ErrorInfo}
@@ -92,11 +100,14 @@ public final class MemorydClient implements AutoCloseable {
   private final ManagedChannel ownedChannel;
   private final ManagedChannel channel;
   private final Channel calls;
+  private final UnaryOperator<Channel> intercept;
+  private final Supplier<ManagedChannel> redial;
   private final CallOptions options;
   private final Duration deadline;
   private final int maxAttempts;
   private final Duration initialBackoff;
   private final Duration maxBackoff;
+  private final Duration heartbeatInterval;
 
   private MemorydClient(Builder b) {
     if (b.channel != null) {
@@ -107,13 +118,17 @@ public final class MemorydClient implements AutoCloseable {
       this.ownedChannel = channel;
     }
     ClientInterceptor tracing = TraceContext.interceptorIfAvailable();
-    this.calls = tracing == null ? channel : ClientInterceptors.intercept(channel, tracing);
+    this.intercept = ch -> tracing == null ? ch : ClientInterceptors.intercept(ch, tracing);
+    this.calls = intercept.apply(channel);
+    // A watcher whose stream went silent reopens on a channel of its own, made like this one.
+    this.redial = b.channel != null ? null : () -> Grpc.newChannelBuilder(b.target, b.credentials()).build();
     this.options = b.tokens == null ? CallOptions.DEFAULT
         : CallOptions.DEFAULT.withCallCredentials(new BearerTokenCredentials(b.tokens));
     this.deadline = b.deadline;
     this.maxAttempts = b.maxAttempts;
     this.initialBackoff = b.initialBackoff;
     this.maxBackoff = b.maxBackoff;
+    this.heartbeatInterval = b.heartbeatInterval;
   }
 
   /** A builder for a client of the memoryd at {@code target} ({@code host:port}). */
@@ -191,6 +206,36 @@ public final class MemorydClient implements AutoCloseable {
   /** ImportMemories stores exported memories; never retried (no idempotency key). */
   public ImportMemoriesResponse importMemories(ImportMemoriesRequest request) {
     return call(MemoryServiceGrpc.getImportMemoriesMethod(), request);
+  }
+
+  /**
+   * Watch opens a stream of the changes to the request's subject (or, with {@code all_subjects},
+   * every subject) that the caller's view reads, from its cursor if set, else from now; the
+   * {@link Watcher} returns the changes and resumes the stream by itself (heartbeats are read, not
+   * returned). The stream has no deadline: close the watcher to end it.
+   */
+  public Watcher watch(WatchRequest request) {
+    return new Watcher(calls, redial, intercept, options, request, false, heartbeatInterval, initialBackoff,
+        maxBackoff);
+  }
+
+  /** As {@link #watch}, and the watcher returns the server's heartbeats too. */
+  public Watcher watchWithHeartbeats(WatchRequest request) {
+    return new Watcher(calls, redial, intercept, options, request, true, heartbeatInterval, initialBackoff,
+        maxBackoff);
+  }
+
+  /** EndSession ends a session and returns its snapshot; retried (ending again rebuilds it). */
+  public EndSessionResponse endSession(EndSessionRequest request) {
+    return call(MemoryServiceGrpc.getEndSessionMethod(), request);
+  }
+
+  /**
+   * ResumeSession returns the latest session snapshot of a subject (or the one of the request's
+   * session id) that the caller's view reads, from any agent or device.
+   */
+  public ResumeSessionResponse resumeSession(ResumeSessionRequest request) {
+    return call(MemoryServiceGrpc.getResumeSessionMethod(), request);
   }
 
   // ---- ViewAdminService ----
@@ -273,7 +318,7 @@ public final class MemorydClient implements AutoCloseable {
   }
 
   /** The delay a {@code google.rpc.RetryInfo} detail asks for, or null. */
-  private static Duration retryDelay(StatusRuntimeException e) {
+  static Duration retryDelay(StatusRuntimeException e) {
     com.google.rpc.Status status = StatusProto.fromThrowable(e);
     if (status == null) {
       return null;
@@ -314,6 +359,7 @@ public final class MemorydClient implements AutoCloseable {
     private int maxAttempts = RetryPolicy.MAX_ATTEMPTS;
     private Duration initialBackoff = RetryPolicy.INITIAL_BACKOFF;
     private Duration maxBackoff = RetryPolicy.MAX_BACKOFF;
+    private Duration heartbeatInterval = RetryPolicy.DEFAULT_HEARTBEAT_INTERVAL;
 
     private Builder(String target, ManagedChannel channel) {
       this.target = target;
@@ -379,6 +425,19 @@ public final class MemorydClient implements AutoCloseable {
     public Builder backoff(Duration initial, Duration max) {
       this.initialBackoff = Objects.requireNonNull(initial, "initial");
       this.maxBackoff = Objects.requireNonNull(max, "max");
+      return this;
+    }
+
+    /**
+     * The server's {@code Watch} heartbeat interval (default {@link
+     * RetryPolicy#DEFAULT_HEARTBEAT_INTERVAL}, 15 s, the server's default): a {@link Watcher} that
+     * receives nothing for {@link RetryPolicy#WATCH_STALL_FACTOR} intervals opens its stream again.
+     */
+    public Builder heartbeatInterval(Duration interval) {
+      if (interval.isNegative() || interval.isZero()) {
+        throw new IllegalArgumentException("the heartbeat interval must be positive");
+      }
+      this.heartbeatInterval = interval;
       return this;
     }
 

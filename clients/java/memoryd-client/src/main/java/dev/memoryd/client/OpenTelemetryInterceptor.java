@@ -9,7 +9,9 @@ import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
 import io.opentelemetry.api.trace.propagation.W3CTraceContextPropagator;
 import io.opentelemetry.context.Context;
+import io.opentelemetry.context.Scope;
 import io.opentelemetry.context.propagation.TextMapSetter;
+import java.util.function.Consumer;
 
 /**
  * Injects the caller's {@link Context} (taken on the caller's thread, when the call is made) with
@@ -23,6 +25,16 @@ final class OpenTelemetryInterceptor implements ClientInterceptor {
       headers.put(Metadata.Key.of(key, Metadata.ASCII_STRING_MARSHALLER), value);
     }
   };
+
+  /** Runs what it is given with the context current now made current again. */
+  static Consumer<Runnable> capture() {
+    Context captured = Context.current();
+    return task -> {
+      try (Scope ignored = captured.makeCurrent()) {
+        task.run();
+      }
+    };
+  }
 
   @Override
   public <Q, R> ClientCall<Q, R> interceptCall(MethodDescriptor<Q, R> method, CallOptions options,

@@ -39,6 +39,13 @@ public final class RetryPolicy {
   public static final double MULTIPLIER = 2.0;
   /** The share of a backoff that is randomly cut: the wait is in [(1 - JITTER) * b, b]. */
   public static final double JITTER = 0.5;
+  /** How often the server sends a heartbeat on an idle {@code Watch} stream (its default). */
+  public static final Duration DEFAULT_HEARTBEAT_INTERVAL = Duration.ofSeconds(15);
+  /**
+   * A {@code Watch} stream on which nothing, not even a heartbeat, arrived for this many heartbeat
+   * intervals is taken for dead (a half-open connection) and opened again from its cursor.
+   */
+  public static final int WATCH_STALL_FACTOR = 3;
   /** The only status codes that are retried: the server was not reached or could not serve. */
   public static final Set<Status.Code> RETRY_CODES = Set.of(Status.Code.UNAVAILABLE);
 
@@ -50,7 +57,9 @@ public final class RetryPolicy {
     NEVER,
     /** PutView: retried only without {@code expected_version}; with one, a replay fails on the
      * version the first attempt bumped. */
-    UNLESS_EXPECTED_VERSION
+    UNLESS_EXPECTED_VERSION,
+    /** Watch: a stream, opened again from the last cursor received ({@link Watcher}), never replayed. */
+    RESUME
   }
 
   /** Every method the client calls, by full gRPC name ({@code memoryd.v1.MemoryService/Write}). */
@@ -69,6 +78,10 @@ public final class RetryPolicy {
     m.put(MemoryServiceGrpc.getResolveConflictMethod().getFullMethodName(), Rule.NEVER);
     m.put(MemoryServiceGrpc.getExportMemoriesMethod().getFullMethodName(), Rule.ALWAYS);
     m.put(MemoryServiceGrpc.getImportMemoriesMethod().getFullMethodName(), Rule.NEVER);
+    m.put(MemoryServiceGrpc.getWatchMethod().getFullMethodName(), Rule.RESUME);
+    // Ending a session again rebuilds the same snapshot: no second effect.
+    m.put(MemoryServiceGrpc.getEndSessionMethod().getFullMethodName(), Rule.ALWAYS);
+    m.put(MemoryServiceGrpc.getResumeSessionMethod().getFullMethodName(), Rule.ALWAYS);
     m.put(ViewAdminServiceGrpc.getPutViewMethod().getFullMethodName(), Rule.UNLESS_EXPECTED_VERSION);
     m.put(ViewAdminServiceGrpc.getGetViewMethod().getFullMethodName(), Rule.ALWAYS);
     m.put(ViewAdminServiceGrpc.getListViewsMethod().getFullMethodName(), Rule.ALWAYS);
@@ -86,7 +99,7 @@ public final class RetryPolicy {
     }
     return switch (rule) {
       case ALWAYS -> true;
-      case NEVER -> false;
+      case NEVER, RESUME -> false;
       case UNLESS_EXPECTED_VERSION -> ((PutViewRequest) request).getExpectedVersion() == 0;
     };
   }

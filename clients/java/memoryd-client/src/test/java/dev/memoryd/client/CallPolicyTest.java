@@ -60,6 +60,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiFunction;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 import java.util.stream.Collectors;
 import java.util.stream.StreamSupport;
@@ -94,16 +95,21 @@ class CallPolicyTest {
     return Metadata.Key.of(name, Metadata.ASCII_STRING_MARSHALLER);
   }
 
-  @BeforeEach
-  void start() throws IOException {
-    String name = InProcessServerBuilder.generateName();
-    ServerInterceptor recordHeaders = new ServerInterceptor() {
+  /** A server interceptor that hands each call's headers to {@code record} (in the call's context). */
+  static ServerInterceptor beforeEachCall(Consumer<Metadata> record) {
+    return new ServerInterceptor() {
       @Override
       public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata h, ServerCallHandler<Q, R> next) {
-        headers.add(h);
+        record.accept(h);
         return next.startCall(call, h);
       }
     };
+  }
+
+  @BeforeEach
+  void start() throws IOException {
+    String name = InProcessServerBuilder.generateName();
+    ServerInterceptor recordHeaders = beforeEachCall(headers::add);
     InProcessServerBuilder builder = InProcessServerBuilder.forName(name).directExecutor();
     for (ServiceDescriptor service : new ServiceDescriptor[] {
         MemoryServiceGrpc.getServiceDescriptor(), ViewAdminServiceGrpc.getServiceDescriptor()}) {

@@ -8,6 +8,7 @@ import com.google.gson.JsonParser;
 import com.google.protobuf.Message;
 import dev.memoryd.v1.MemoryServiceGrpc;
 import dev.memoryd.v1.ViewAdminServiceGrpc;
+import dev.memoryd.v1.WatchRequest;
 import io.grpc.MethodDescriptor;
 import io.grpc.ServiceDescriptor;
 import java.io.IOException;
@@ -51,6 +52,9 @@ class PolicyTest {
     Set<String> codes = new TreeSet<>();
     retry.getAsJsonArray("codes").forEach(c -> codes.add(c.getAsString()));
     assertEquals(codes, RetryPolicy.RETRY_CODES.stream().map(Enum::name).collect(Collectors.toCollection(TreeSet::new)));
+    JsonObject watch = policy.getAsJsonObject("watch");
+    assertEquals(nanos(watch.get("heartbeat_seconds").getAsDouble()), RetryPolicy.DEFAULT_HEARTBEAT_INTERVAL.toNanos());
+    assertEquals(watch.get("stall_factor").getAsInt(), RetryPolicy.WATCH_STALL_FACTOR);
   }
 
   @Test
@@ -59,6 +63,8 @@ class PolicyTest {
     MemorydClient.Builder builder = MemorydClient.newBuilder("127.0.0.1:1");
     assertEquals(Duration.ofNanos(nanos(policy.get("deadline_seconds").getAsDouble())), field(builder, "deadline"));
     assertEquals(policy.getAsJsonObject("retry").get("max_attempts").getAsInt(), field(builder, "maxAttempts"));
+    assertEquals(Duration.ofNanos(nanos(policy.getAsJsonObject("watch").get("heartbeat_seconds").getAsDouble())),
+        field(builder, "heartbeatInterval"));
   }
 
   private static Object field(Object o, String name) {
@@ -87,7 +93,14 @@ class PolicyTest {
     }
   }
 
-  /** The gRPC methods behind the client's public calls, by full name (Write → .../Write). */
+  /** The contract's server-streaming methods, which the client opens as a {@link Watcher}. */
+  static Set<String> streaming() {
+    return MemoryServiceGrpc.getServiceDescriptor().getMethods().stream()
+        .filter(m -> m.getType() == MethodDescriptor.MethodType.SERVER_STREAMING)
+        .map(MethodDescriptor::getFullMethodName).collect(Collectors.toCollection(TreeSet::new));
+  }
+
+  /** The gRPC unary methods behind the client's public calls, by full name (Write → .../Write). */
   static Map<String, MethodDescriptor<?, ?>> exposed() {
     Map<String, MethodDescriptor<?, ?>> byName = new TreeMap<>();
     for (ServiceDescriptor service : new ServiceDescriptor[] {
@@ -117,12 +130,25 @@ class PolicyTest {
     Set<String> contract = Stream.concat(MemoryServiceGrpc.getServiceDescriptor().getMethods().stream(),
         ViewAdminServiceGrpc.getServiceDescriptor().getMethods().stream())
         .map(MethodDescriptor::getFullMethodName).collect(Collectors.toCollection(TreeSet::new));
-    assertEquals(contract, exposed.keySet(), "the client exposes every RPC of the contract");
+    contract.removeAll(streaming());
+    assertEquals(contract, exposed.keySet(), "the client exposes every unary RPC of the contract");
+    assertEquals(Set.of(MemoryServiceGrpc.getWatchMethod().getFullMethodName()), streaming());
     assertEquals(new TreeSet<>(methods.keySet()), new TreeSet<>(RetryPolicy.METHODS.keySet()));
     for (String name : exposed.keySet()) {
       assertTrue(methods.has(name), name + " is missing from policy.json");
       String rule = methods.getAsJsonObject(name).get("retry").getAsString();
       assertEquals(RetryPolicy.Rule.valueOf(rule.toUpperCase()), RetryPolicy.METHODS.get(name), name);
+    }
+    for (String name : streaming()) {
+      assertEquals("resume", methods.getAsJsonObject(name).get("retry").getAsString(), name);
+      assertEquals(RetryPolicy.Rule.RESUME, RetryPolicy.METHODS.get(name), name);
+    }
+  }
+
+  @Test
+  void watchOpensAWatcher() throws NoSuchMethodException {
+    for (String name : new String[] {"watch", "watchWithHeartbeats"}) {
+      assertEquals(Watcher.class, MemorydClient.class.getMethod(name, WatchRequest.class).getReturnType(), name);
     }
   }
 
