@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from .._report import run_lines
 from ._watch import WatchResult
 
 
@@ -69,17 +70,11 @@ def text_report(result: WatchResult, settings: Mapping[str, str]) -> str:
 def markdown_report(result: WatchResult, before: Mapping[str, Any], after: Mapping[str, Any],
                     found: Mapping[str, str | None], settings: Mapping[str, str]) -> str:
     today = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    memory = before.get("memory_bytes")
-    version_text = ", ".join(f"{name} {value}" for name, value in found.items() if value)
     lines = [f"### Watch latency, {result.shape.get('replicas')} replica(s), {today}", "",
              "| " + " | ".join(HEADER) + " |", "|" + "---:|" * len(HEADER),
              "| " + " | ".join(_row(result)) + " |", "",
              *(f"- {line}" for line in facts(result, settings)),
-             f"- machine: {before.get('cpu')}, nproc {before.get('nproc')}, memory "
-             f"{'?' if memory is None else f'{memory / 2**30:.1f} GiB'}, {before.get('os')}, "
-             f"Python {before.get('python')}",
-             f"- load average (1/5/15 min): before {before.get('loadavg')}, after {after.get('loadavg')}",
-             f"- versions: {version_text}", ""]
+             *(f"- {line}" for line in run_lines(before, after, found)), ""]
     return "\n".join(lines)
 
 
