@@ -222,9 +222,12 @@ async def _lag_probe(samples: list[float], stop: asyncio.Event) -> None:
 async def _run(options: WatchOptions, servers: Servers, say: Callable[[str], None]) -> WatchResult:
     run = _Run(options, servers, say)
     result = WatchResult(options, servers.shape, run.tally)
-    channels = [grpc.aio.insecure_channel(servers.watch_target)
+    # A connection of its own per channel, as agents in separate processes would have: without
+    # it grpc shares one subchannel among channels to the same address.
+    own = [("grpc.use_local_subchannel_pool", 1)]
+    channels = [grpc.aio.insecure_channel(servers.watch_target, options=own)
                 for _ in range(-(-options.streams // options.streams_per_channel))]
-    write_channel = grpc.aio.insecure_channel(servers.write_target)
+    write_channel = grpc.aio.insecure_channel(servers.write_target, options=own)
     readers: list[asyncio.Task[None]] = []
     try:
         await run.put_views(write_channel)
