@@ -24,7 +24,7 @@ from ..support import unique
 
 TENANT_TABLES = ["memories", "memory_versions", "outbox", "audit_log", "erasure_log", "erasure_checks", "erasure_rechecks",
                  "idempotency_keys", "memory_terms", "index_routes", "subject_keys", "pending_values", "pipeline_counts", "revoked_tokens",
-                 "keyword_stats"]
+                 "keyword_stats", "memory_changes", "memory_change_horizon"]
 EVERYTHING = tuple((c, ("*",)) for c in Category)
 
 

@@ -249,6 +249,33 @@ class MemoryVersion:
     recorded_at: datetime
 
 
+class ChangeKind(enum.StrEnum):
+    """What one row of the change log says happened (Watch)."""
+
+    CREATED = "created"
+    CHANGED = "changed"
+    FORGOTTEN = "forgotten"
+    ERASED = "erased"
+    SUBJECT_ERASED = "subject_erased"
+
+
+@dataclass(frozen=True)
+class LoggedChange:
+    """One row of the change log, in commit order (``seq``). ``key`` is opened only for an
+    ERASED row (None: it could not be), whose memory can no longer be read; the others are
+    read as their version ``version``. A SUBJECT_ERASED row has no memory, category or key."""
+
+    seq: int
+    kind: ChangeKind
+    memory_id: str
+    subject: str
+    scope: Scope
+    session_id: str
+    category: Category | None
+    version: int
+    key: str | None = None
+
+
 @dataclass(frozen=True)
 class FilterLabels:
     """A read filter's key names, tags and key patterns as the stores hold them: keyed labels

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         Config as Config,
         Limits as Limits,
         Scoring as Scoring,
+        Watch as Watch,
     )
     from ._config_load import (
         load as load,
@@ -109,6 +110,7 @@ _WHERE = {
     "Config": "._config",
     "Limits": "._config",
     "Scoring": "._config",
+    "Watch": "._config",
     "load": "._config_load",
     "ConsolidationReport": ".ingest",
     "Consolidator": ".ingest",

@@ -48,6 +48,21 @@ class Limits:
     default_page_size: int = 50
 
 
+@dataclass(frozen=True)
+class Watch:
+    """[watch]: the change streams (MemoryService.Watch)."""
+
+    # How long the change log keeps a change: a cursor older than that gets CURSOR_EXPIRED.
+    retention_days: float = 7.0
+    # A stream re-reads the log at least this often even when no notification woke it, so
+    # delivery never depends on LISTEN/NOTIFY alone (bench/probes/watch_probe.py).
+    poll_seconds: float = 0.5
+    # An idle stream (nothing sent for this long) gets a heartbeat with its cursor.
+    heartbeat_seconds: float = 15.0
+    # Open streams per tenant, counted per server process (each replica has its own count).
+    max_streams_per_tenant: int = 1000
+
+
 def default_half_lives() -> dict[Category, float | None]:
     # Days after which a memory's recency score halves; None never decays.
     return {
@@ -203,6 +218,7 @@ class Config:
     log_format: str = "text"
     access_log: bool = True
     limits: Limits = field(default_factory=Limits)
+    watch: Watch = field(default_factory=Watch)
     scoring: Scoring = field(default_factory=Scoring)
     # [policy]: the default tenant policy; [policy.tenants.<tenant>]: per-tenant overrides.
     policy: TenantPolicy = field(default_factory=TenantPolicy)
@@ -284,6 +300,14 @@ def _check(config: Config) -> None:
         raise ValueError("lifecycle_interval_seconds must not be negative (0: no sweeper)")
     if config.index_ready_wait_seconds < 0:
         raise ValueError("index_ready_wait_seconds must not be negative (0: ready at once)")
+    watch = config.watch
+    if not 1 / 24 <= watch.retention_days <= 365:
+        raise ValueError("watch.retention_days must be between 1/24 (an hour) and 365")
+    if not 0.05 <= watch.poll_seconds <= 60 or not 0.1 <= watch.heartbeat_seconds <= 3600:
+        raise ValueError("watch.poll_seconds must be between 0.05 and 60, watch.heartbeat_seconds between 0.1 and "
+                         "3600")
+    if not 1 <= watch.max_streams_per_tenant <= 100_000:
+        raise ValueError("watch.max_streams_per_tenant must be between 1 and 100000")
     if not 0 <= config.view_cache_seconds <= 60:
         raise ValueError("view_cache_seconds must be between 0 and 60")
     if config.milvus_seal_writes not in ("auto", "true", "false"):

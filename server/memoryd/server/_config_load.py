@@ -186,6 +186,7 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     limits: dict[str, Any] = {}
+    watch: dict[str, Any] = {}
     scoring: Scoring | None = None
     policies: tuple[TenantPolicy, dict[str, TenantPolicy]] | None = None
     path = path or env.get("MEMORYD_CONFIG")
@@ -193,6 +194,7 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         with open(path, "rb") as handle:
             document = tomllib.load(handle)
         limits = dict(document.pop("limits", {}))
+        watch = dict(document.pop("watch", {}))
         scoring = _scoring(dict(document.pop("scoring", {})))
         policies = _policies(dict(document.pop("policy", {})))
         encryption = dict(document.pop("encryption", {}))
@@ -213,6 +215,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
     config = Config(**values)
     if limits:
         config = replace(config, limits=replace(config.limits, **limits))
+    if watch:
+        config = replace(config, watch=replace(config.watch, **watch))
     if scoring is not None:
         config = replace(config, scoring=scoring)
     if policies is not None:

@@ -23,6 +23,7 @@ from memoryd.domain import (
     ERASE_SELECTORS,
     Category,
     Change,
+    ChangeKind,
     EraseMode,
     JobState,
     Outcome,
@@ -45,8 +46,8 @@ P = TypeVar("P", bound=int)
 
 __all__ = [
     "CATEGORY", "CHANGE_KIND", "CONFLICT_RESOLUTION", "CONSISTENCY", "ERASE_MODE", "ERASE_SELECTOR",
-    "EXTRACTION_JOB_STATE", "MAPS", "MEMORY_STATUS", "SCOPE", "SOURCE_KIND", "STABILITY", "TOKEN_ROLE", "TURN_MODE",
-    "WRITE_OUTCOME", "EnumMap",
+    "EXTRACTION_JOB_STATE", "MAPS", "MEMORY_CHANGE_KIND", "MEMORY_STATUS", "SCOPE", "SOURCE_KIND", "STABILITY",
+    "TOKEN_ROLE", "TURN_MODE", "WRITE_OUTCOME", "EnumMap",
 ]
 
 
@@ -79,6 +80,7 @@ MEMORY_STATUS = _by_name(pb.MemoryStatus, "MEMORY_STATUS_", Status)
 ERASE_SELECTOR = _by_name(pb.EraseSelector, "ERASE_SELECTOR_", ERASE_SELECTORS, str.upper)
 WRITE_OUTCOME = _by_name(svc.WriteOutcome, "WRITE_OUTCOME_", Outcome)
 CHANGE_KIND = _by_name(svc.ChangeKind, "CHANGE_KIND_", Change)
+MEMORY_CHANGE_KIND = _by_name(svc.MemoryChangeKind, "MEMORY_CHANGE_KIND_", ChangeKind)
 ERASE_MODE = _by_name(svc.EraseMode, "ERASE_MODE_", EraseMode)
 EXTRACTION_JOB_STATE = _by_name(svc.ExtractionJobState, "EXTRACTION_JOB_STATE_", JobState)
 CONFLICT_RESOLUTION = _by_name(svc.ConflictResolution, "CONFLICT_RESOLUTION_", Resolution)
@@ -89,5 +91,5 @@ CONSISTENCY = EnumMap(svc.Consistency, {svc.CONSISTENCY_INDEX_ASYNC: False, svc.
 
 MAPS: tuple[EnumMap[Any, Any], ...] = (
     CATEGORY, SCOPE, SOURCE_KIND, STABILITY, MEMORY_STATUS, ERASE_SELECTOR, WRITE_OUTCOME, CHANGE_KIND, ERASE_MODE,
-    EXTRACTION_JOB_STATE, CONFLICT_RESOLUTION, TOKEN_ROLE, TURN_MODE, CONSISTENCY,
+    EXTRACTION_JOB_STATE, CONFLICT_RESOLUTION, TOKEN_ROLE, TURN_MODE, CONSISTENCY, MEMORY_CHANGE_KIND,
 )

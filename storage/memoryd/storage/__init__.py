@@ -51,6 +51,7 @@ from .postgres import (
 from .vectors import IndexedMemory, MilvusIndex, collection_name, embedding_text, partition_name
 from .work import IndexTarget, OutboxLag, OutboxWorker, outbox_lag
 from .postgres import APP_ROLE, WORKER_ROLE, PoolStats, Postgres, PostgresSettings
+from .work import ChangeListener
 from ._loops import backoff, idle, periodic
 from .work import WorkQueue
 from .work import ReindexReport, activate, active_model, reindex
@@ -65,6 +66,7 @@ __all__ = [
     "WORKER_ROLE",
     "BreakerPosition",
     "CachedQueryEmbedder",
+    "ChangeListener",
     "Claim",
     "ClaimedJob",
     "Consolidated",

@@ -32,7 +32,7 @@ from ..telemetry import Metrics
 from ..credentials import TlsSettings
 from ._readiness import Readiness
 from ..telemetry import tracer, tracer_provider
-from ..usecases import Services
+from ..usecases import Services, WatchHub
 
 _log = logging.getLogger("memoryd.server")
 
@@ -66,6 +66,7 @@ class Memoryd:
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
         self._readiness: asyncio.Task[None] | None = None
+        self._watch: WatchHub | None = None  # the open Watch streams, ended first at stop
         self._provider = tracer_provider(config, span_exporter)
         self.metrics = Metrics(config)
         self.metrics_port = 0
@@ -98,7 +99,9 @@ class Memoryd:
         self._graph, secrets = graph, graph.secrets
         _log.info("signing key %s (%d earlier key(s) still accepted), page secret v%d", secrets.signing_kid,
                   len(secrets.earlier_keys), secrets.pages.current_version)
-        server = self._grpc_server(await graph.services(tracer(self._provider)), graph.verifier())
+        services = await graph.services(tracer(self._provider))
+        self._watch = services.watch
+        server = self._grpc_server(services, graph.verifier())
         self._health = health.aio.HealthServicer()
         waits = bool(config.milvus_uri and graph.index_unanswered)
         readiness = Readiness(self._health, SERVICE_NAMES, wait=config.index_ready_wait_seconds if waits else 0.0)
@@ -150,6 +153,8 @@ class Memoryd:
         """Stop taking calls, let in-flight calls finish within the grace period, close stores."""
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
+        if self._watch is not None:
+            self._watch.close()  # streams never finish by themselves: they end now, UNAVAILABLE
         if self._server is not None:
             await self._server.stop(self.config.grace_seconds)
             self._server = None

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from memoryd.domain import DEFAULT_SIMILARITY, Embedder, FailedPrecondition, Unavailable, View
 from memoryd.storage import (
+    ChangeListener,
     active_model,
     Consolidations,
     ExtractionJobs,
@@ -51,7 +52,7 @@ from .._config import Config
 from ..ingest import Consolidator, ExtractionWorker, consolidator, extraction_worker
 from ..recall import Recaller
 from ..telemetry import Metrics, MetricsRefresher
-from ..usecases import AccessRecorder, Services, TokenMint
+from ..usecases import AccessRecorder, Services, TokenMint, WatchHub
 from ..views import ViewRegistry
 from ..credentials import PageTokens, RevocationList
 from ._compose import Embedders, Opened, configured_embedder, open_stores, worker_pool
@@ -246,7 +247,8 @@ class Graph:
         worker role."""
         if self._sweeper is None:
             self._sweeper = LifecycleSweeper(self.db, await self.worker_db(small=True), self.config.policy_for,
-                                             self.config.scoring.half_life_days)
+                                             self.config.scoring.half_life_days,
+                                             change_retention=timedelta(days=self.config.watch.retention_days))
         return self._sweeper
 
     def jobs(self) -> ExtractionJobs:
@@ -312,6 +314,13 @@ class Graph:
         self._parts.push_async_callback(index.close)
         return IndexTarget(index, made)
 
+    def watch_hub(self) -> WatchHub:
+        """The server's Watch streams, woken by the one LISTEN connection of the process (run
+        until the graph closes)."""
+        hub = WatchHub(self.config.watch)
+        self.run(ChangeListener(self.settings, hub.wake, hub.wake_all).run)
+        return hub
+
     def verifier(self) -> TokenVerifier:
         """The server's token verifier: the deployment's verification keys and its tenants'
         revocations."""
@@ -371,6 +380,7 @@ class Graph:
             metrics=self._metrics,
             tokens=TokenMint(self.secrets.signing_key, PostgresTokenLedger(self.db)),
             policy_for=config.policy_for,
+            watch=self.watch_hub(),
         )
         # The reference sentences relevance is measured against, embedded now, beside start-up,
         # rather than inside the first Recall (which then waited seconds for them).

@@ -66,9 +66,10 @@ class PageTokens:
                                 _associated(prefix, binding))
         return base64.urlsafe_b64encode(prefix + nonce + sealed).decode().rstrip("=")
 
-    def decode(self, token: str, binding: dict[str, Any]) -> dict[str, Any]:
-        """The position sealed in ``token``, if it was issued for exactly this ``binding``."""
-        refused = InvalidArgument(FieldViolation("page_token", "is invalid or was not issued for this request"))
+    def decode(self, token: str, binding: dict[str, Any], *, field: str = "page_token") -> dict[str, Any]:
+        """The position sealed in ``token``, if it was issued for exactly this ``binding``
+        (else InvalidArgument on ``field``, the request's field that carried it)."""
+        refused = InvalidArgument(FieldViolation(field, "is invalid or was not issued for this request"))
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         except (binascii.Error, ValueError):

@@ -41,6 +41,7 @@ from memoryd.domain import (
     Category,
     Draft,
     EraseSelector,
+    LoggedChange,
     Memory,
     PermissionDenied,
     Policy,
@@ -182,6 +183,37 @@ class Guard:
         if "version" not in self.visible:
             raise PermissionDenied("GetHistory needs a view that shows the field 'version'")
         return self.by_id_filter(subject)
+
+    # -- change streams ---------------------------------------------------------------------
+
+    def watch_filter(self, subject: str, all_subjects: bool, categories: tuple[Category, ...],
+                     include_org: bool) -> ReadFilter:
+        """What a Watch streams, decided as a read of the subject (every session) would be:
+        the same refusals, the same rules. Every subject's changes only for a credential bound
+        to none (``subject`` is then '')."""
+        if all_subjects and self.principal.subject:
+            raise PermissionDenied("a credential bound to a subject cannot watch every subject",
+                                   reason="SUBJECT_NOT_ALLOWED")
+        return self.read_filter(ReadFilter(subject=subject, categories=categories, include_org=include_org,
+                                           any_session=True))
+
+    def sees_erased(self, flt: ReadFilter, change: LoggedChange) -> bool:
+        """Whether the view read the purged memory ``change`` names, as ``flt`` (``watch_filter``)
+        would have: the organisation's only if asked for, the request's categories, and the
+        rules on its category and key. A key that cannot be opened any more is matched only by
+        a rule that allows every key of the category."""
+        if change.category is None or (change.scope is Scope.ORG and not flt.include_org):
+            return False
+        if flt.categories and change.category not in flt.categories:
+            return False
+        if change.key is None:
+            return any(r.category is change.category and "*" in r.key_patterns for r in self.view.read_rules)
+        return self.view.may_read(change.category, change.key)
+
+    def sees_subject_erased(self) -> bool:
+        """A subject's erasure is told to a watcher whose view reads anything at all: it may
+        have read some of what went."""
+        return bool(self.view.read_rules)
 
     def score_mask(self) -> ScoreMask:
         """Which stored fields may shape a recall's scores, order and budget."""

@@ -7,6 +7,7 @@ missing (a handler reached outside the interceptor chain).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
@@ -20,6 +21,9 @@ from ..guard import Guard
 class Caller:
     guard: Guard
     tag: AuditTag
+    # The caller resolved again as the chain resolved it (credential, revocations, view): how
+    # a long call (a Watch stream) sees a revoked token or a changed view.
+    renew: Callable[[], Awaitable[Guard]] | None = None
 
 
 _CURRENT: ContextVar[Caller | AdminScope | None] = ContextVar("memoryd_caller", default=None)

@@ -5,6 +5,7 @@ this module imports no store)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 from memoryd.domain import Internal
 from memoryd.v1 import memory_service_pb2 as svc
@@ -31,6 +32,7 @@ from ..validation import (
     validate_put_view,
     validate_recall,
     validate_resolve_conflict,
+    validate_watch,
     validate_write,
 )
 
@@ -81,6 +83,14 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
                               context: Context) -> svc.ResolveConflictResponse:
         return await usecases.resolve_conflict(self._context(context),
                                                validate_resolve_conflict(request, self._limits))
+
+    async def Watch(self, request: svc.WatchRequest, context: Context) -> AsyncIterator[svc.WatchResponse]:
+        caller = current_caller()
+        if caller.renew is None:
+            raise Internal("no way to renew the caller: the handler ran outside the interceptor chain")
+        async for message in usecases.watch(self._context(context), validate_watch(request, self._limits),
+                                            caller.renew):
+            yield message
 
 
 class ViewAdminService(admin_grpc.ViewAdminServiceServicer):

@@ -14,11 +14,12 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeVar, cast
 
 import grpc
+from google.protobuf import empty_pb2
 from google.protobuf.message import DecodeError, Message
 from opentelemetry import trace
 from opentelemetry.trace import Status as SpanStatus
@@ -43,7 +44,7 @@ from ._caller import Caller, reset_caller, set_caller
 from ..usecases import Services
 from ..telemetry import caller_context, current_trace_id
 from ..views import AdminScope
-from ..guard import check_admin, guard_for
+from ..guard import Guard, check_admin, guard_for
 
 PREFIX = "/memoryd.v1."
 ADMIN_SERVICES = ("/memoryd.v1.ViewAdminService/", "/memoryd.v1.TokenAdminService/")
@@ -199,14 +200,21 @@ class Authentication:
         self._trust_domain = trust_domain
 
     async def __call__(self, call: Call, next: Next) -> Message:
+        call.principal = await self.principal(call)
+        # A stream asks again while it runs: the same credential, checked the same way.
+        call.extra["authenticate"] = lambda: self.principal(call)
+        return await next(call)
+
+    async def principal(self, call: Call) -> Principal:
+        """The caller the call's credential names (now: a token may have expired or been
+        revoked since the call began)."""
         peer = peer_principal(call.context.auth_context(), self._trust_domain) if self._mtls else None
         values = call.metadata.get("authorization", ())
         if not values:
             if peer is None:
                 raise Unauthenticated("missing credential: send 'authorization: Bearer <token>'",
                                       reason="TOKEN_MISSING")
-            call.principal = peer
-            return await next(call)
+            return peer
         scheme, _, token = values[0].partition(" ")
         if len(values) != 1 or scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("the authorization metadata must be one 'Bearer <token>'")
@@ -215,8 +223,7 @@ class Authentication:
             raise Unauthenticated("the bearer token has been revoked", reason="TOKEN_INVALID")
         if peer is not None and (peer.tenant, peer.agent) != (principal.tenant, principal.agent):
             raise Unauthenticated("the token and the client certificate name different callers")
-        call.principal = principal
-        return await next(call)
+        return principal
 
 
 class CallerScopeStep:
@@ -240,14 +247,25 @@ class CallerScopeStep:
             check_admin(principal)
             scope = AdminScope(principal, self._services.views, self._services.page_tokens, call.request_id)
         else:
-            guard = guard_for(principal, await self._services.views.view_for(principal.tenant, principal.agent))
+            guard = await self._guard(principal)
+            authenticate = call.extra.get("authenticate")
+
+            async def renew() -> Guard:
+                if authenticate is None:
+                    raise Internal("caller scope without authentication")
+                return await self._guard(await authenticate())
+
             # Every audit event of the call names the request, its trace and the view version.
-            scope = Caller(guard, AuditTag(call.request_id, current_trace_id(), guard.view.version))
+            scope = Caller(guard, AuditTag(call.request_id, current_trace_id(), guard.view.version), renew)
         token = set_caller(scope)
         try:
             return await next(call)
         finally:
             reset_caller(token)
+
+
+    async def _guard(self, principal: Principal) -> Guard:
+        return guard_for(principal, await self._services.views.view_for(principal.tenant, principal.agent))
 
 
 class Validation:
@@ -302,7 +320,10 @@ def _lenient(deserialize: Callable[[bytes], object] | None) -> Callable[[bytes],
 
 
 class ChainInterceptor(grpc.aio.ServerInterceptor):
-    """Runs the chain around every unary memoryd.v1 handler."""
+    """Runs the chain around every memoryd.v1 handler: a unary one, or a server-streaming one
+    (Watch), whose whole stream runs inside the chain — one span, one access line and one
+    duration for the stream, its errors mapped by ``ErrorMapping`` even after messages were
+    sent, the caller's scope set while it runs."""
 
     def __init__(self, chain: Sequence[Interceptor]) -> None:
         self._chain = list(chain)
@@ -313,24 +334,52 @@ class ChainInterceptor(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[Req, Resp] | None:
         handler = await continuation(details)
         method = details.method
-        if handler is None or not method.startswith(PREFIX) or handler.unary_unary is None:
+        if handler is None or not method.startswith(PREFIX):
             return handler
-        inner = handler.unary_unary
         chain = self._chain
 
-        async def run(request: Message, context: Context) -> Message:
+        def call_of(request: Message, context: Context) -> Call:
             metadata: dict[str, tuple[str, ...]] = {}
             for key, value in details.invocation_metadata or ():
                 if isinstance(value, str):
                     metadata[key.lower()] = (*metadata.get(key.lower(), ()), value)
-            call = Call(method=method, request=request, context=context, metadata=metadata)
-            return await _run(chain, 0, call, inner)
+            return Call(method=method, request=request, context=context, metadata=metadata)
 
-        wrapped = grpc.unary_unary_rpc_method_handler(
-            run, request_deserializer=_lenient(handler.request_deserializer), response_serializer=handler.response_serializer
-        )
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def run(request: Message, context: Context) -> Message:
+                return await _run(chain, 0, call_of(request, context), inner)
+
+            wrapped = grpc.unary_unary_rpc_method_handler(
+                run, request_deserializer=_lenient(handler.request_deserializer),
+                response_serializer=handler.response_serializer)
+        elif handler.unary_stream is not None:
+            # grpc.aio serves async generators; its stubs type the handler as a sync one.
+            streaming = _writing(cast("Callable[..., AsyncIterator[Message]]", handler.unary_stream))
+
+            async def run_stream(request: Message, context: Context) -> None:
+                await _run(chain, 0, call_of(request, context), streaming)
+
+            wrapped = grpc.unary_stream_rpc_method_handler(
+                run_stream, request_deserializer=_lenient(handler.request_deserializer),
+                response_serializer=handler.response_serializer)
+        else:
+            return handler
         # The same messages in and out as the handler it wraps (grpc's stubs cannot say so).
         return cast("grpc.RpcMethodHandler[Req, Resp]", wrapped)
+
+
+def _writing(stream: Callable[..., AsyncIterator[Message]]) -> Callable[..., Awaitable[Message]]:
+    """A server-streaming handler as the chain's innermost step: each message written as it
+    comes (``context.write`` waits while the client is not reading: flow control), then an
+    empty answer for the steps around it (the stream's messages have gone already)."""
+    async def write_all(request: Message, context: Context) -> Message:
+        async for message in stream(request, context):
+            await context.write(message)
+        return empty_pb2.Empty()
+
+    return write_all
 
 
 async def _run(chain: Sequence[Interceptor], index: int, call: Call, inner: Callable[..., Any]) -> Message:

@@ -17,6 +17,7 @@ from ..ingest import ExtractionWorker
 from ..telemetry import Metrics
 from ..credentials import PageTokens
 from ._access import AccessRecorder
+from ._streams import WatchHub
 from ..recall import Recaller
 from ..views import ViewRegistry
 from ..guard import Guard
@@ -54,6 +55,7 @@ class Services:
     metrics: Metrics | None = None
     tokens: TokenMint | None = None  # IssueToken's signing key and audit ledger
     policy_for: Callable[[str], TenantPolicy] = lambda tenant: TenantPolicy()
+    watch: WatchHub | None = None  # the open Watch streams and their wake-ups
 
 
 @dataclass(frozen=True)

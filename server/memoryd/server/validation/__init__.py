@@ -8,7 +8,7 @@ enforces on the whole request first (``tests/domain/test_contract_limits.py`` ho
 written here. Modules: ``_checker`` (the collector and the field kinds), ``_schema`` (the
 annotations), ``_memories`` (Write,
 Recall, MemoryView, GetHistory, Erase), ``_turns`` (turns and extraction jobs), ``_conflicts``,
-``_tokens`` and ``_views`` (the admin services).
+``_watch``, ``_tokens`` and ``_views`` (the admin services).
 """
 
 from ._checker import Checker, uuid_field
@@ -29,6 +29,7 @@ from ._memories import (
 )
 from ._tokens import IssueTokenCommand, validate_issue_token
 from ._turns import JobCommand, validate_get_extraction_job
+from ._watch import WatchCommand, validate_watch
 from ._views import (
     AgentCommand,
     ListViewsCommand,
@@ -44,5 +45,6 @@ __all__ = [
     "JobCommand", "ListCommand", "ListViewsCommand", "PutViewCommand", "RecallCommand", "ResolveConflictCommand",
     "Weights", "WriteCommand", "draft_from_message", "read_view", "uuid_field", "validate_agent", "validate_erase",
     "validate_get_extraction_job", "validate_history", "validate_issue_token", "validate_list_views",
-    "validate_memory_view", "validate_put_view", "validate_recall", "validate_resolve_conflict", "validate_write",
+    "validate_memory_view", "validate_put_view", "validate_recall", "validate_resolve_conflict", "validate_watch",
+    "validate_write", "WatchCommand",
 ]

@@ -136,6 +136,7 @@ async def erase(
         answered = replace(answered, jobs=jobs.count(agent))
         if shred and not await _subject_rows_left(session, conn, subject):
             destroyed = await session.keys.destroy(conn, subject)
+            await _erase_subject_changes(session, conn, subject)
             counts, answered = replace(counts, keys=destroyed), replace(answered, keys=destroyed)
         mentions = None
         if selector.all_of_subject and subject and flt.include_org:
@@ -320,6 +321,15 @@ async def _purge(session: Bound, conn: Any, ids: list[str],
                         outbox=gone["outbox"][1]))
 
 
+async def _erase_subject_changes(session: Bound, conn: Any, subject: str) -> None:
+    """Nothing of an erased subject stays in the change log: its rows go (the erased rows
+    this purge has just logged among them), and one 'subject_erased' row says it went."""
+    tenant = session.tenant
+    await conn.execute("DELETE FROM memory_changes WHERE tenant_id = %s AND subject = %s", (tenant, subject))
+    await conn.execute("INSERT INTO memory_changes (tenant_id, subject, scope, kind) "
+                       "VALUES (%s, %s, %s, 'subject_erased')", (tenant, subject, "org" if not subject else "subject"))
+
+
 async def _subject_rows_left(session: Bound, conn: Any, subject: str) -> bool:
     tenant = session.tenant
     cur = await conn.execute(
@@ -358,6 +368,11 @@ async def _verify(session: Bound, conn: Any, subject: str, flt: ReadFilter, sele
             for table in ("subject_keys", "extraction_jobs", "keyword_stats"):
                 checks.append((sql.SQL("SELECT count(*) AS n FROM {t} WHERE tenant_id = %s AND subject = %s").format(
                     t=sql.Identifier(table)), [tenant, subject]))
+            # The change log keeps only the row that says the subject was erased (and what
+            # was written since: a later write is not the erased subject's).
+            checks.append((sql.SQL("SELECT count(*) AS n FROM memory_changes WHERE tenant_id = %s AND subject = %s "
+                                   "AND kind <> 'subject_erased' AND memory_id NOT IN (SELECT id FROM memories "
+                                   "WHERE tenant_id = %s AND subject = %s)"), [tenant, subject, tenant, subject]))
     for query, query_params in checks:
         cur = await conn.execute(query, query_params)
         row = await cur.fetchone()

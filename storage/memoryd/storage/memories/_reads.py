@@ -12,7 +12,10 @@ from typing import Any
 
 from psycopg import sql
 
-from memoryd.domain import Category, KeywordHit, Listing, Memory, MemoryVersion, NotFound, Page, ReadFilter, Status
+from cryptography.exceptions import InvalidTag
+
+from memoryd.domain import (Category, ChangeKind, FailedPrecondition, KeywordHit, Listing, LoggedChange, Memory,
+                            MemoryVersion, NotFound, Page, ReadFilter, Scope, Status)
 
 from .._filters import LIVE_NOW, in_states, read_conditions
 from ..keys import WRAPPED_KEY_COLUMN
@@ -35,6 +38,21 @@ _WRITTEN_NEXT_TO = (
     "AND seq {side} (SELECT seq FROM memories WHERE tenant_id = %s AND id = %s) "
     "ORDER BY seq {order} LIMIT %s"
 )
+
+
+# What a Watch whose cursor is older than the change log hears.
+CURSOR_EXPIRED_MESSAGE = ("this cursor is older than the changes the server keeps: read the current state with "
+                          "MemoryView, then Watch without a cursor")
+
+
+def _opened_key(key: Any, memory_id: str, sealed: bytes) -> str | None:
+    """An erased memory's key name, or None when its subject's data key cannot open it."""
+    if key is None:
+        return None
+    try:
+        return str(key.open_key(memory_id, sealed))
+    except (InvalidTag, UnicodeDecodeError):
+        return None
 
 
 class Reading(Bound):
@@ -199,6 +217,72 @@ class Reading(Bound):
             versions = [replace(v, memory=replace(v.memory, pending=tuple(pending[memory_id])))
                         if v.memory.status is Status.ACTIVE else v for v in versions]
         return versions, len(rows) > size
+
+    # -- the change log (migration 0029), as Watch reads it ---------------------------------
+
+    async def change_head(self) -> int:
+        """The tenant's last committed change (0: none yet): where a Watch without a cursor
+        starts."""
+        async with self.transaction() as conn:
+            cur = await conn.execute(
+                "SELECT GREATEST((SELECT max(seq) FROM memory_changes WHERE tenant_id = %s), "
+                "(SELECT seq FROM memory_change_horizon WHERE tenant_id = %s), 0) AS head",
+                (self.tenant, self.tenant))
+            row = await cur.fetchone()
+        return int(row["head"]) if row else 0
+
+    async def changes_after(self, after: int, subjects: builtins.list[str] | None,
+                            limit: int) -> builtins.list[LoggedChange]:
+        """Up to ``limit`` committed changes after ``after``, in commit order, of ``subjects``
+        (None: every subject's). FailedPrecondition CURSOR_EXPIRED if retention has pruned
+        changes after ``after``: the caller cannot be given every change after it."""
+        tenant = self.tenant
+        async with self.transaction() as conn:
+            cur = await conn.execute("SELECT seq FROM memory_change_horizon WHERE tenant_id = %s", (tenant,))
+            horizon = await cur.fetchone()
+            if horizon is not None and after < horizon["seq"]:
+                raise FailedPrecondition(CURSOR_EXPIRED_MESSAGE, reason="CURSOR_EXPIRED")
+            which = "" if subjects is None else "AND subject = ANY(%(subjects)s) "
+            cur = await conn.execute(
+                "SELECT seq, kind, memory_id, subject, scope, session_id, category, key_ct, version "
+                f"FROM memory_changes WHERE tenant_id = %(tenant)s AND seq > %(after)s {which}"
+                "ORDER BY seq LIMIT %(limit)s",
+                {"tenant": tenant, "after": after, "subjects": subjects, "limit": limit})
+            rows = await cur.fetchall()
+            erased = {r["subject"] for r in rows if r["kind"] == ChangeKind.ERASED and r["key_ct"] is not None}
+            keys = await self.keys.for_read(conn, erased) if erased else {}
+        changes = []
+        for r in rows:
+            kind = ChangeKind(r["kind"])
+            key: str | None = None
+            if kind is ChangeKind.ERASED:
+                key = "" if r["key_ct"] is None else _opened_key(keys.get(r["subject"]), str(r["memory_id"]),
+                                                                   r["key_ct"])
+            changes.append(LoggedChange(int(r["seq"]), kind, str(r["memory_id"] or ""), r["subject"], Scope(r["scope"]),
+                                        r["session_id"], Category(r["category"]) if r["category"] else None,
+                                        int(r["version"]), key))
+        return changes
+
+    async def change_versions(self, flt: ReadFilter,
+                              wanted: builtins.list[tuple[str, int]]) -> dict[tuple[str, int], Memory]:
+        """The versions ``wanted`` (memory id, version) that the filter reads, each as it was
+        when it was recorded (its status then: forgotten or active, not superseded since)."""
+        if not wanted:
+            return {}
+        async with self.transaction() as conn:
+            where, params = read_conditions(self, await self.label(conn, flt))
+            query = sql.SQL(
+                "SELECT * FROM memory_versions WHERE {where} AND (memory_id, version) IN "
+                "(SELECT * FROM unnest(%s::uuid[], %s::int[]))"
+            ).format(where=where)
+            cur = await conn.execute(query, [*params, [m for m, _ in wanted], [v for _, v in wanted]])
+            rows = await self.keys.open_rows(conn, await cur.fetchall(), id_column="memory_id")
+        found = {}
+        for row in rows:
+            version = version_from_row(row)
+            status = Status.FORGOTTEN if version.change.value == "forgotten" else Status.ACTIVE
+            found[(version.memory.id, version.memory.version)] = replace(version.memory, status=status)
+        return found
 
     async def subject_timezones(self, subject: str,
                                 categories: tuple[Category, ...]) -> builtins.list[tuple[Category, str, datetime]]:

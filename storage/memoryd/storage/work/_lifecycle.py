@@ -12,7 +12,9 @@ Per tenant, each with its own ``TenantPolicy``:
    last wrote the memory): a writer flooding a subject only ever evicts its own memories,
    never another agent's.
 
-Last, the tenant's kept BM25 counts are folded (``_bm25.fold_stats``), so a keyword
+Then the change log (Watch's, migration 0029) loses what is older than ``change_retention``:
+every change up to the newest one recorded before that time, whose seq becomes the tenant's
+horizon (a cursor below it can no longer resume). Last, the tenant's kept BM25 counts are folded (``_bm25.fold_stats``), so a keyword
 search sums one row per group instead of one per write.
 
 Forgetting is what a FORGET erase does (status 'forgotten', a 'forgotten' version, pending
@@ -91,16 +93,35 @@ async def _forget(conn: TenantConn, rows: list[dict[str, Any]], action: str, now
     return len(rows)
 
 
+async def prune_changes(conn: TenantConn, before: datetime) -> int:
+    """Drop the tenant's changes up to the newest one recorded before ``before`` and raise its
+    horizon to it; the highest seq pruned (0: none). Pruning by seq, not by time alone, leaves
+    no gap a cursor above the horizon could fall into. (A data-modifying WITH runs whether or
+    not the statement reads it.)"""
+    tenant = conn.tenant
+    cur = await conn.execute(
+        "WITH last AS (SELECT max(seq) AS seq FROM memory_changes WHERE tenant_id = %s AND at < %s), "
+        "gone AS (DELETE FROM memory_changes WHERE tenant_id = %s AND seq <= (SELECT seq FROM last) RETURNING 1) "
+        "INSERT INTO memory_change_horizon (tenant_id, seq) SELECT %s, seq FROM last "
+        "WHERE seq IS NOT NULL "
+        "ON CONFLICT (tenant_id) DO UPDATE SET seq = GREATEST(memory_change_horizon.seq, EXCLUDED.seq) RETURNING seq",
+        (tenant, before, tenant, tenant))
+    row = await cur.fetchone()
+    return int(row["seq"]) if row else 0
+
+
 class LifecycleSweeper:
     """Sweeps tenants with the app role ``db``; ``queue`` (the worker role) lists tenants."""
 
     def __init__(self, db: Postgres, queue: Postgres | None, policy_for: Callable[[str], TenantPolicy],
-                 half_lives: Mapping[Category, float | None], *, batch_size: int = 500) -> None:
+                 half_lives: Mapping[Category, float | None], *, batch_size: int = 500,
+                 change_retention: timedelta = timedelta(days=7)) -> None:
         self._db = db
         self._queue = queue
         self._policy_for = policy_for
         self._half_lives = half_lives
         self._batch = batch_size
+        self._change_retention = change_retention
 
     async def sweep(self, now: datetime, tenants: list[str] | None = None) -> SweepReport:
         """Sweep ``tenants`` (default: every tenant with memories) as of ``now``."""
@@ -128,6 +149,8 @@ class LifecycleSweeper:
             "FOR UPDATE SKIP LOCKED",
             (tenant, policy.stale_importance, now - timedelta(days=policy.stale_days)))
         evicted = await self._evict(tx, policy.episodic_cap, now)
+        async with tx() as conn:
+            await prune_changes(conn, now - self._change_retention)
         async with tx() as conn:
             await fold_stats(conn)  # after the forgetting above, which adds rows of its own
         return SweepReport(1, expired, stale, evicted)

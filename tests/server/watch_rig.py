@@ -1,0 +1,155 @@
+"""An in-process memoryd of a test's own for the Watch tests: a fresh database, a small
+heartbeat (so a stream's first message, a heartbeat, says it has started), and helpers to
+open streams, read them and write through the contract."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from memoryd.server import Config, Memoryd, Watch
+from memoryd.v1 import memory_pb2 as pb
+from memoryd.v1 import memory_service_pb2 as svc
+from memoryd.v1 import memory_service_pb2_grpc as svc_grpc
+from memoryd.v1 import view_admin_service_pb2 as admin
+from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
+
+from ..support import full_view, token_for, unique
+
+HEARTBEAT = 0.3
+
+
+def config_for(dsn: str, data_dir: Path, key_file: Path, **watch: Any) -> Config:
+    settings = Watch(**{"heartbeat_seconds": HEARTBEAT, "poll_seconds": 0.2, **watch})
+    return Config(data_dir=data_dir, addr="127.0.0.1:0", postgres_dsn=dsn, signing_key_file=str(key_file),
+                  watch=settings, view_cache_seconds=0.2, lifecycle_interval_seconds=0)
+
+
+@dataclass
+class Rig:
+    """A running server, a channel to it and a tenant of the test's own."""
+
+    app: Memoryd
+    channel: grpc.aio.Channel
+    key_file: Path
+    tenant: str = field(default_factory=lambda: unique("tenant"))
+
+    @property
+    def memory(self) -> svc_grpc.MemoryServiceStub:
+        return svc_grpc.MemoryServiceStub(self.channel)
+
+    def meta(self, agent: str = "agent-1", tenant: str | None = None, **claims: Any) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {token_for(self.key_file, tenant or self.tenant, agent, **claims)}"),)
+
+    async def put_view(self, view: pb.View, tenant: str | None = None) -> None:
+        await admin_grpc.ViewAdminServiceStub(self.channel).PutView(
+            admin.PutViewRequest(view=view), metadata=self.meta("ops", tenant, roles=("admin",)))
+
+    async def delete_view(self, agent: str) -> None:
+        await admin_grpc.ViewAdminServiceStub(self.channel).DeleteView(
+            admin.DeleteViewRequest(agent=agent), metadata=self.meta("ops", roles=("admin",)))
+
+    async def write(self, subject: str, *items: pb.MemoryDraft, agent: str = "writer",
+                    tenant: str | None = None) -> svc.WriteResponse:
+        return await self.memory.Write(svc.WriteRequest(subject=subject, items=list(items)),
+                                       metadata=self.meta(agent, tenant))
+
+    async def erase(self, request: svc.EraseRequest, agent: str = "writer",
+                    tenant: str | None = None) -> svc.EraseResponse:
+        return await self.memory.Erase(request, metadata=self.meta(agent, tenant))
+
+
+@asynccontextmanager
+async def running(config: Config, key_file: Path) -> AsyncIterator[Rig]:
+    app = Memoryd(config)
+    started = await app.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{started.port}") as channel:
+            rig = Rig(app, channel, key_file)
+            await rig.put_view(full_view("writer"))
+            yield rig
+    finally:
+        await app.stop()
+
+
+class Stream:
+    """One open Watch, read in the background into a queue (so a test can write meanwhile)."""
+
+    def __init__(self, rig: Rig, request: svc.WatchRequest, meta: tuple[tuple[str, str], ...]) -> None:
+        self.call = rig.memory.Watch(request, metadata=meta)
+        self.received: asyncio.Queue[svc.WatchResponse | grpc.aio.AioRpcError] = asyncio.Queue()
+        self._task = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for message in self.call:
+                await self.received.put(message)
+        except grpc.aio.AioRpcError as error:
+            await self.received.put(error)
+
+    async def next(self, timeout: float = 30.0) -> svc.WatchResponse:
+        got = await asyncio.wait_for(self.received.get(), timeout)
+        if isinstance(got, grpc.aio.AioRpcError):
+            raise got
+        return got
+
+    async def started(self) -> str:
+        """Wait for the first heartbeat: the stream is positioned; its cursor."""
+        while True:
+            message = await self.next()
+            if message.HasField("heartbeat"):
+                return message.cursor
+
+    async def changes(self, n: int, timeout: float = 30.0) -> list[svc.WatchResponse]:
+        """The next ``n`` changes (heartbeats skipped)."""
+        out: list[svc.WatchResponse] = []
+        while len(out) < n:
+            message = await self.next(timeout)
+            if message.HasField("change"):
+                out.append(message)
+        return out
+
+    async def quiet_until_heartbeat(self, beats: int = 2) -> list[svc.WatchResponse]:
+        """The changes that arrive before ``beats`` heartbeats in a row (the writes before
+        were delivered long before: the poll is shorter than a heartbeat)."""
+        out: list[svc.WatchResponse] = []
+        seen = 0
+        while seen < beats:
+            message = await self.next()
+            if message.HasField("heartbeat"):
+                seen += 1
+            else:
+                out.append(message)
+                seen = 0
+        return out
+
+    async def error(self, timeout: float = 30.0) -> grpc.aio.AioRpcError:
+        while True:
+            got = await asyncio.wait_for(self.received.get(), timeout)
+            if isinstance(got, grpc.aio.AioRpcError):
+                return got
+
+    def close(self) -> None:
+        self.call.cancel()
+        self._task.cancel()
+
+
+def watch(subject: str = "alice", **kwargs: Any) -> svc.WatchRequest:
+    return svc.WatchRequest(subject=subject, **kwargs)
+
+
+def stripped(message: svc.WatchResponse) -> svc.WatchResponse:
+    """The message without its cursor (sealed with a random nonce: two alike differ)."""
+    out = svc.WatchResponse()
+    out.CopyFrom(message)
+    out.ClearField("cursor")
+    return out
+
+
+__all__ = ["HEARTBEAT", "Rig", "Stream", "config_for", "replace", "running", "stripped", "watch"]
