@@ -84,8 +84,10 @@ def run_watch_command(args: argparse.Namespace) -> int:
                            drain=args.drain, ready_timeout=args.ready_timeout,
                            streams_per_channel=args.streams_per_channel)
     settings = dict(args.server_env)
-    recorded = {**settings, **({"config": Path(args.server_config).read_text().strip()} if args.server_config
-                               and Path(args.server_config).is_file() else {})}
+    config = Path(args.server_config) if args.server_config else None
+    # The file's settings on one line, so the report says what the servers ran with.
+    recorded = {**settings, **({"config": "; ".join(line.strip() for line in config.read_text().splitlines()
+                                                     if line.strip())} if config and config.is_file() else {})}
 
     def say(text: str) -> None:
         if not args.no_progress:

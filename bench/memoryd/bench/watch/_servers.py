@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .._locomo import BenchError
-from .._proc import resident
+from .._proc import children, cpu_seconds, resident, using
 from .._server import EmbeddedServer
 
 
@@ -36,8 +36,9 @@ class Servers:
     write_target: str
     key_path: Path
     shape: dict[str, Any]
-    pids: dict[str, int] = field(default_factory=dict)  # role -> process id, for resident sizes
+    pids: dict[str, int] = field(default_factory=dict)  # role -> process id, for resident sizes and CPU
     data_dir: Path | None = None  # an embedded server's, to find its PostgreSQL
+    postgres_dir: Path | None = None  # what PostgreSQL's processes name on their command lines
 
     def resident_bytes(self) -> dict[str, int | None]:
         sizes: dict[str, int | None] = {}
@@ -48,6 +49,19 @@ class Servers:
                 sizes[f"{role}_with_children"] = tree
         return sizes
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds used so far by each process of ``pids`` and by PostgreSQL's processes
+        (those running now: a backend that ended meanwhile is not counted; the servers' pools
+        keep theirs)."""
+        used = {role: cpu_seconds(pid) or 0.0 for role, pid in self.pids.items()}
+        if self.postgres_dir is not None:
+            # The postmaster names its data directory; its backends (children) name their database.
+            ours = set(self.pids.values())
+            postmasters = [pid for pid in using(self.postgres_dir) if pid not in ours]
+            backends = {child for pid in postmasters for child in children(pid)}
+            used["postgres"] = sum(cpu_seconds(pid) or 0.0 for pid in {*postmasters, *backends})
+        return used
+
 
 @contextlib.contextmanager
 def embedded(environment: Mapping[str, str], config_file: Path | None, start_timeout: float) -> Iterator[Servers]:
@@ -55,7 +69,7 @@ def embedded(environment: Mapping[str, str], config_file: Path | None, start_tim
         pids = {"server": server.pid} if server.pid is not None else {}
         yield Servers(server.target, server.target, server.signing_key_path,
                       {"replicas": 1, "kind": "embedded (PostgreSQL and Milvus Lite started by the server)"},
-                      pids, server.data_dir)
+                      pids, server.data_dir, server.data_dir)
 
 
 def existing(addrs: tuple[str, ...], key_file: Path) -> Servers:
@@ -107,7 +121,7 @@ def distributed(environment: Mapping[str, str], config_file: Path | None, say: A
                 (("watched_replica", watched), ("written_replica", written), ("worker", worker))}
         yield Servers(watched.target, written.target, root / "keys" / "signing.pem",
                       {"replicas": 2, "kind": "distributed lane (PostgreSQL server, Milvus standalone server, "
-                                              "two replicas, one worker)"}, pids)
+                                              "two replicas, one worker)"}, pids, postgres_dir=postgres.data)
     finally:
         if deployment is not None:
             deployment.stop_all()

@@ -85,6 +85,7 @@ class WatchResult:
     drain_seconds: float = 0.0
     lag_ms: list[float] = field(default_factory=list)
     cpu_share: float | None = None  # the bench process's CPU seconds per wall second while writing
+    server_cpu_share: dict[str, float] = field(default_factory=dict)  # the same, of each server process
     resident_bytes: dict[str, dict[str, int | None]] = field(default_factory=dict)
 
     @property
@@ -241,10 +242,12 @@ async def _run(options: WatchOptions, servers: Servers, say: Callable[[str], Non
         result.resident_bytes["before"] = servers.resident_bytes()
         stop = asyncio.Event()
         lag = asyncio.create_task(_lag_probe(result.lag_ms, stop))
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu, servers_cpu, wall = time.process_time(), servers.cpu_seconds(), time.perf_counter()
         await run.write_steadily(writer, result)
         result.write_seconds = time.perf_counter() - wall
         result.cpu_share = (time.process_time() - cpu) / result.write_seconds
+        result.server_cpu_share = {role: (used - servers_cpu.get(role, 0.0)) / result.write_seconds
+                                   for role, used in servers.cpu_seconds().items()}
         drained = time.perf_counter()
         await run.drain()
         result.drain_seconds = time.perf_counter() - drained

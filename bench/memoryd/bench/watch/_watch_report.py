@@ -51,6 +51,9 @@ def facts(result: WatchResult, settings: Mapping[str, str]) -> list[str]:
         f"the reading process (every stream, one asyncio loop): {100 * (result.cpu_share or 0):.0f} % of a core; "
         f"loop lag p50 {_ms(lag['p50'])} ms, p99 {_ms(lag['p99'])} ms, max {_ms(lag['max'])} ms",
     ]
+    if result.server_cpu_share:
+        lines.append("server CPU while writing (cores): " + ", ".join(
+            f"{role} {share:.2f}" for role, share in result.server_cpu_share.items()))
     before, after = result.resident_bytes.get("before", {}), result.resident_bytes.get("after", {})
     if before:
         lines.append("resident size: " + ", ".join(f"{role} {_mib(before.get(role))} → {_mib(after.get(role))}"
@@ -95,5 +98,6 @@ def json_report(result: WatchResult, before: Mapping[str, Any], after: Mapping[s
         "latency_ms": t.latency_ms(),
         "seconds": {"ready": result.ready_seconds, "writes": result.write_seconds, "drain": result.drain_seconds},
         "client": {"cpu_share": result.cpu_share, "loop_lag_ms": result.loop_lag()},
+        "server_cpu_share": result.server_cpu_share,
         "ok": result.ok,
     }
