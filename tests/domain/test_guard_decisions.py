@@ -20,6 +20,8 @@ import pytest
 from memoryd.domain import (
     MEMORY_FIELDS,
     Category,
+    ChangeKind,
+    LoggedChange,
     Draft,
     EraseSelector,
     Memory,
@@ -542,3 +544,56 @@ TOKENS = [
 @pytest.mark.parametrize(("principal", "cmd", "expected"), TOKENS)
 def test_a_minted_tokens_grant(principal: Principal, cmd: IssueTokenCommand, expected: Any):
     assert decide(lambda: token_grant(principal, cmd, NOW)) == expected
+
+
+# -- change streams (Watch) --------------------------------------------------------------------
+
+WATCH = [
+    pytest.param(AGENT, PARTIAL, "alice", False, (), False,
+                 ReadFilter("alice", any_session=True, rules=rules_of(PARTIAL)), id="a-subject-every-session"),
+    pytest.param(AGENT, FULL, "", True, (C.FACT,), True,
+                 ReadFilter("", categories=(C.FACT,), include_org=True, any_session=True, rules=rules_of(FULL)),
+                 id="every-subject-unbound"),
+    pytest.param(BOUND, FULL, "", True, (), False,
+                 denied("a credential bound to a subject cannot watch every subject", "SUBJECT_NOT_ALLOWED"),
+                 id="every-subject-bound"),
+    pytest.param(BOUND, FULL, "bob", False, (), False,
+                 denied("this credential is bound to another subject", "SUBJECT_NOT_ALLOWED"), id="bound-other-subject"),
+    pytest.param(AGENT, PARTIAL, "alice", False, (C.GOAL,), False,
+                 denied("no read rule of this agent's view covers the category 'goal'"), id="category-outside-rules"),
+    pytest.param(AGENT, view(hide=("scope",)), "alice", False, (), True, hidden("scope"), id="org-with-hidden-scope"),
+]
+
+
+@pytest.mark.parametrize(("principal", "v", "subject", "every", "categories", "org", "expected"), WATCH)
+def test_what_a_watch_streams(principal: Principal, v: View, subject: str, every: bool,
+                              categories: tuple[Category, ...], org: bool, expected: Any):
+    assert decide(lambda: Guard(principal, v).watch_filter(subject, every, categories, org)) == expected
+
+
+def _erased(category: Category | None, key: str | None, scope: Scope = Scope.SUBJECT) -> LoggedChange:
+    return LoggedChange(7, ChangeKind.ERASED, "m-1", "" if scope is Scope.ORG else "alice", scope, "", category, 1, key)
+
+
+SEES_ERASED = [
+    pytest.param(PARTIAL, (), False, _erased(C.FACT, "home_city"), True, id="key-matching-a-glob"),
+    pytest.param(PARTIAL, (), False, _erased(C.FACT, "iban"), False, id="key-outside-rules"),
+    pytest.param(PARTIAL, (C.EVENT,), False, _erased(C.FACT, "home_city"), False, id="not-a-requested-category"),
+    pytest.param(PARTIAL, (), False, _erased(C.EVENT, ""), True, id="episodic"),
+    pytest.param(PARTIAL, (), False, _erased(C.FACT, None), False, id="unopenable-key-under-a-glob"),
+    pytest.param(PARTIAL, (), False, _erased(C.EVENT, None), True, id="unopenable-key-under-every-key"),
+    pytest.param(FULL, (), False, _erased(C.FACT, "x", Scope.ORG), False, id="organisation-not-asked"),
+    pytest.param(FULL, (), True, _erased(C.FACT, "x", Scope.ORG), True, id="organisation-asked"),
+]
+
+
+@pytest.mark.parametrize(("v", "categories", "org", "change", "expected"), SEES_ERASED)
+def test_which_purged_memories_a_watcher_is_told_of(v: View, categories: tuple[Category, ...], org: bool,
+                                                     change: LoggedChange, expected: bool):
+    guard = Guard(AGENT, v)
+    assert guard.sees_erased(guard.watch_filter("alice", False, categories, org), change) is expected
+
+
+@pytest.mark.parametrize(("v", "expected"), [(FULL, True), (NO_READS, False)], ids=["reads-something", "reads-nothing"])
+def test_who_is_told_a_subject_was_erased(v: View, expected: bool):
+    assert Guard(AGENT, v).sees_subject_erased() is expected

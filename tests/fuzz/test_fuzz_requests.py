@@ -62,6 +62,10 @@ CLIENT_ERRORS = {
 }
 MEMORY_METHODS = [m.name for m in svc.DESCRIPTOR.services_by_name["MemoryService"].methods]
 ADMIN_METHODS = [m.name for m in admin.DESCRIPTOR.services_by_name["ViewAdminService"].methods]
+# Server-streaming methods (Watch): a stream that is still open when its short deadline runs out
+# was accepted; it never ends by itself.
+STREAMING = {m.name for m in svc.DESCRIPTOR.services_by_name["MemoryService"].methods if m.server_streaming}
+STREAM_SECONDS = 3
 REQUESTS = {
     **{m.name: m.input_type for m in svc.DESCRIPTOR.services_by_name["MemoryService"].methods},
     **{m.name: m.input_type for m in admin.DESCRIPTOR.services_by_name["ViewAdminService"].methods},
@@ -125,15 +129,24 @@ class World:
         service = "ViewAdminService" if method in ADMIN_METHODS else "MemoryService"
         payload = request if isinstance(request, bytes) else request.SerializeToString()
         # A generic call with identity serializers: the exact bytes go on the wire.
-        rpc = self.channel.unary_unary(f"/memoryd.v1.{service}/{method}")
+        path = f"/memoryd.v1.{service}/{method}"
         request_id = unique("fuzz").replace("-", "")
         before = self.snapshot()
+        metadata = (*caller.metadata, ("x-request-id", request_id))
         try:
-            rpc(payload, metadata=(*caller.metadata, ("x-request-id", request_id)), timeout=60)
+            if method in STREAMING:
+                for _ in self.channel.unary_stream(path)(payload, metadata=metadata, timeout=STREAM_SECONDS):
+                    pass
+            else:
+                self.channel.unary_unary(path)(payload, metadata=metadata, timeout=60)
             code = grpc.StatusCode.OK
         except grpc.RpcError as error:
             code = error.code()  # type: ignore[attr-defined]
             self.last_error = error
+        if method in STREAMING and code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            code = grpc.StatusCode.OK  # the stream was open
+        elif code != grpc.StatusCode.OK:
+            error = self.last_error
             assert code in CLIENT_ERRORS, f"{method} answered {code}: {error.details()}"  # type: ignore[attr-defined]
             after = self.snapshot()
             changed = {t for t in before if before[t] != after[t]}
@@ -604,11 +617,14 @@ def test_erase(world: World, data: st.DataObject) -> None:
 def test_bad_tokens(world: World, method: str, token: str) -> None:
     payload = GetMessageClass(REQUESTS[method])(subject=SUBJECT).SerializeToString() \
         if "subject" in REQUESTS[method].fields_by_name else b""
-    rpc = world.channel.unary_unary(f"/memoryd.v1.MemoryService/{method}")
+    path = f"/memoryd.v1.MemoryService/{method}"
     metadata = (("authorization", token),) if token.isascii() and token.isprintable() else ()
     before = world.snapshot()
     with pytest.raises(grpc.RpcError) as raised:
-        rpc(payload, metadata=metadata, timeout=60)
+        if method in STREAMING:
+            list(world.channel.unary_stream(path)(payload, metadata=metadata, timeout=60))
+        else:
+            world.channel.unary_unary(path)(payload, metadata=metadata, timeout=60)
     assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED, (method, raised.value.details())  # type: ignore[attr-defined]
     assert world.snapshot() == before
 
