@@ -48,6 +48,7 @@ async def _mode(dsn: str, tmp: Path, mode: str, streams: int, writes: int, poll:
     key_file = tmp / "signing.pem"
     load_or_create_signing_key(key_file)
     config = Config(data_dir=tmp / mode, addr="127.0.0.1:0", postgres_dsn=dsn, signing_key_file=str(key_file),
+                    keys_dir=str(tmp / "keys"), key_file=str(tmp / "master.key"),
                     watch=Watch(poll_seconds=poll, heartbeat_seconds=3600, max_streams_per_tenant=streams + 10),
                     lifecycle_interval_seconds=0)
     woken = WatchHub.wake

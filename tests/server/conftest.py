@@ -17,6 +17,7 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ..support import full_view, token_for, unique
+from .watch_rig import rig  # noqa: F401 (the Watch tests' server of their own)
 
 
 @dataclass

@@ -24,13 +24,6 @@ from .watch_rig import Rig, Stream, config_for, running, watch
 KIND = svc.MemoryChangeKind
 
 
-@pytest.fixture
-async def rig(private_database: str, key_file: Path, tmp_path: Path):
-    async with running(config_for(private_database, tmp_path, key_file), key_file) as started:
-        await started.put_view(full_view("agent-1"))
-        yield started
-
-
 def reason(error: grpc.aio.AioRpcError) -> str:
     status = rpc_status.from_call(error)  # type: ignore[arg-type]
     assert status is not None

@@ -4,23 +4,14 @@ what it sends — within the view cache time (0.2 s in these servers)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import grpc
-import pytest
 
 from memoryd.storage import Postgres, PostgresRevocations, PostgresSettings
 
 from ..support import draft, full_view, rule
 from .test_watch import reason
-from .watch_rig import Rig, Stream, config_for, running, watch
-
-
-@pytest.fixture
-async def rig(private_database: str, key_file: Path, tmp_path: Path):
-    async with running(config_for(private_database, tmp_path, key_file), key_file) as started:
-        await started.put_view(full_view("agent-1"))
-        yield started
+from .watch_rig import Rig, Stream, watch
 
 
 async def test_a_revoked_token_ends_the_stream_as_a_new_call_is_refused(rig: Rig, private_database: str):

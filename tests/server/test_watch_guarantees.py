@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
-import pytest
 from memoryd.domain import TenantPolicy
 
 from memoryd.server import Memoryd, Scoring
@@ -19,13 +18,6 @@ from memoryd.storage import LifecycleSweeper, Postgres, PostgresSettings
 from ..support import draft, full_view
 from .test_watch import reason
 from .watch_rig import Rig, Stream, config_for, running, watch
-
-
-@pytest.fixture
-async def rig(private_database: str, key_file: Path, tmp_path: Path):
-    async with running(config_for(private_database, tmp_path, key_file), key_file) as started:
-        await started.put_view(full_view("agent-1"))
-        yield started
 
 
 async def test_concurrent_writers_each_change_once_in_commit_order(rig: Rig, private_database: str):

@@ -13,25 +13,17 @@ the same rest (a memory purged since is not read again: only its erasure is told
 
 from __future__ import annotations
 
-from pathlib import Path
 
-import pytest
 
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import draft, full_view, rule, unique
-from .watch_rig import Rig, Stream, config_for, running, stripped, watch
+from .watch_rig import Rig, Stream, stripped, watch
 
 # The watcher reads billing_* facts and events, and not their importance, versions or times.
 PROBE = full_view("probe", read_rules=[rule("fact", "billing_*"), rule("event")],
                   visible_fields=["id", "key", "text", "category", "subject", "scope", "session_id", "status", "data",
                                   "tags", "confidence", "stability"])
-
-
-@pytest.fixture
-async def rig(private_database: str, key_file: Path, tmp_path: Path):
-    async with running(config_for(private_database, tmp_path, key_file), key_file) as started:
-        yield started
 
 
 async def _world(rig: Rig, tenant: str, hidden: bool) -> list[svc.WatchResponse]:

@@ -5,6 +5,7 @@ open streams, read them and write through the contract."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from memoryd.server import Config, Memoryd, Watch
 from memoryd.v1 import memory_pb2 as pb
@@ -78,6 +80,14 @@ async def running(config: Config, key_file: Path) -> AsyncIterator[Rig]:
         await app.stop()
 
 
+@pytest.fixture
+async def rig(private_database: str, key_file: Path, tmp_path: Path) -> AsyncIterator[Rig]:
+    """A server of the test's own, and agent-1 of its tenant with a full view."""
+    async with running(config_for(private_database, tmp_path, key_file), key_file) as started:
+        await started.put_view(full_view("agent-1"))
+        yield started
+
+
 class Stream:
     """One open Watch, read in the background into a queue (so a test can write meanwhile)."""
 
@@ -116,17 +126,19 @@ class Stream:
         return out
 
     async def quiet_until_heartbeat(self, beats: int = 2) -> list[svc.WatchResponse]:
-        """The changes that arrive before ``beats`` heartbeats in a row (the writes before
-        were delivered long before: the poll is shorter than a heartbeat)."""
+        """Every change up to ``beats`` heartbeats in a row sent after this call (their server
+        time says so: the server runs in this process). Between two such heartbeats the server
+        has read the log after the call, so every change committed before it has come."""
+        since = time.time()
         out: list[svc.WatchResponse] = []
         seen = 0
         while seen < beats:
             message = await self.next()
-            if message.HasField("heartbeat"):
-                seen += 1
-            else:
+            if not message.HasField("heartbeat"):
                 out.append(message)
                 seen = 0
+            elif message.heartbeat.server_time.ToMicroseconds() / 1e6 >= since:
+                seen += 1
         return out
 
     async def error(self, timeout: float = 30.0) -> grpc.aio.AioRpcError:
@@ -152,4 +164,4 @@ def stripped(message: svc.WatchResponse) -> svc.WatchResponse:
     return out
 
 
-__all__ = ["HEARTBEAT", "Rig", "Stream", "config_for", "replace", "running", "stripped", "watch"]
+__all__ = ["HEARTBEAT", "Rig", "Stream", "config_for", "replace", "rig", "running", "stripped", "watch"]

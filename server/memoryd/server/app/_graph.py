@@ -315,9 +315,10 @@ class Graph:
         return IndexTarget(index, made)
 
     def watch_hub(self) -> WatchHub:
-        """The server's Watch streams, woken by the one LISTEN connection of the process (run
-        until the graph closes)."""
+        """The server's Watch streams, woken by the one LISTEN connection of the process and by
+        the hub's poll (both run until the graph closes)."""
         hub = WatchHub(self.config.watch)
+        self.run(hub.run)  # the poll
         self.run(ChangeListener(self.settings, hub.wake, hub.wake_all).run)
         return hub
 

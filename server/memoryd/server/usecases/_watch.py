@@ -3,8 +3,9 @@ presents it, from a sealed cursor.
 
 Each stream pulls: it reads the change log (``StoreSession.changes_after``) from its own
 position, a page at a time, only when woken — by a notification for its tenant (the process's
-one LISTEN connection, ``WatchHub.wake``), by the poll (``Watch.poll_seconds``: delivery never
-rests on NOTIFY alone) or to send a heartbeat — and hands gRPC one message at a time, so a
+one LISTEN connection, ``WatchHub.wake``), by the hub's poll (``Watch.poll_seconds``: delivery
+never rests on NOTIFY alone) or to send a heartbeat — reads what streams woken with it share
+(``WatchHub.shared``), and hands gRPC one message at a time, so a
 reader that does not read holds at most a page in the server and falls behind in the log
 instead (flow control blocks the write).
 
@@ -25,6 +26,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from itertools import groupby
 
 from memoryd.domain import ChangeKind, FieldViolation, InvalidArgument, LoggedChange, ReadFilter, Unavailable
@@ -34,6 +36,7 @@ from .. import present
 from ..guard import Guard
 from ..validation import WatchCommand
 from ._services import CallContext
+from ._streams import WatchHub
 
 # The most changes a stream reads (and holds) at once.
 PAGE = 100
@@ -72,15 +75,17 @@ async def watch(ctx: CallContext, cmd: WatchCommand,
         last_sent = time.monotonic()
         while True:
             wakeup.clear()
-            changes = await ctx.session.changes_after(position, subjects, PAGE)
-            for change, event in await _shown(ctx, guard, flt, changes):
+            woken = hub.wakes
+            changes = await hub.shared((ctx.tenant, woken, position, cmd.all_subjects or tuple(subjects or ())),
+                                       partial(ctx.session.changes_after, position, subjects, PAGE))
+            for change, event in await _shown(ctx, hub, woken, guard, flt, changes):
                 position = change.seq
                 if event is not None:
                     yield present.changed(cursor(), event)
                     last_sent = time.monotonic()
             if len(changes) < PAGE:
-                idle = time.monotonic() - last_sent
-                wait = min(settings.poll_seconds, max(0.0, settings.heartbeat_seconds - idle))
+                # Woken by a notification or the hub's poll; at the latest, for the heartbeat.
+                wait = max(0.0, settings.heartbeat_seconds - (time.monotonic() - last_sent))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wakeup.wait(), timeout=wait)
             if hub.closing:
@@ -93,7 +98,7 @@ async def watch(ctx: CallContext, cmd: WatchCommand,
                 last_sent = time.monotonic()
 
 
-async def _shown(ctx: CallContext, guard: Guard, flt: ReadFilter,
+async def _shown(ctx: CallContext, hub: WatchHub, woken: int, guard: Guard, flt: ReadFilter,
                  changes: list[LoggedChange]) -> list[tuple[LoggedChange, svc.MemoryChange | None]]:
     """Each change with what the caller is sent of it (None: nothing)."""
     versions = {}
@@ -106,7 +111,8 @@ async def _shown(ctx: CallContext, guard: Guard, flt: ReadFilter,
             if c.kind is ChangeKind.CHANGED:
                 wanted.append((c.memory_id, c.version - 1))
         subject_flt = flt if subject == flt.subject or not subject else _for_subject(flt, subject)
-        versions.update(await ctx.session.change_versions(subject_flt, wanted))
+        versions.update(await hub.shared((ctx.tenant, woken, subject_flt, tuple(wanted)),
+                                         partial(ctx.session.change_versions, subject_flt, wanted)))
     shown: list[tuple[LoggedChange, svc.MemoryChange | None]] = []
     for c in changes:
         event = None

@@ -59,35 +59,37 @@ END
 $$;
 GRANT USAGE ON SEQUENCE memory_change_seq TO memoryd_app;
 
--- Each function sets the row's own tenant for its statements only (the SET clause restores it):
--- a statement run outside a tenant's transaction (the owner's maintenance) is logged too.
-CREATE FUNCTION memory_version_change() RETURNS trigger LANGUAGE plpgsql SET memoryd.tenant = '' AS $$
+-- A new version, or a deleted memory. The function sets the row's own tenant for its statement
+-- only (the SET clause restores it after): a statement run outside a tenant's transaction (the
+-- owner's maintenance) is logged too.
+CREATE FUNCTION memory_change_logged() RETURNS trigger LANGUAGE plpgsql SET memoryd.tenant = '' AS $$
+DECLARE
+    r record;
+    memory uuid;
+    kind text;
 BEGIN
-    PERFORM set_config('memoryd.tenant', NEW.tenant_id, true);
+    -- Each branch names only its own table's columns (a branch is planned when first run).
+    IF TG_OP = 'DELETE' THEN
+        r := OLD;
+        memory := OLD.id;
+        kind := 'erased';
+    ELSE
+        r := NEW;
+        memory := NEW.memory_id;
+        kind := CASE NEW.change WHEN 'created' THEN 'created' WHEN 'forgotten' THEN 'forgotten' ELSE 'changed' END;
+    END IF;
+    PERFORM set_config('memoryd.tenant', r.tenant_id, true);
     INSERT INTO memory_changes (tenant_id, memory_id, subject, scope, session_id, category, key_label, key_ct,
                                 kind, version)
-    VALUES (NEW.tenant_id, NEW.memory_id, NEW.subject, NEW.scope, NEW.session_id, NEW.category, NEW.key_label,
-            NEW.key_ct,
-            CASE NEW.change WHEN 'created' THEN 'created' WHEN 'forgotten' THEN 'forgotten' ELSE 'changed' END,
-            NEW.version);
+    VALUES (r.tenant_id, memory, r.subject, r.scope, r.session_id, r.category, r.key_label, r.key_ct, kind,
+            r.version);
     RETURN NULL;
 END
 $$;
 CREATE TRIGGER memory_versions_change AFTER INSERT ON memory_versions
-    FOR EACH ROW EXECUTE FUNCTION memory_version_change();
-
-CREATE FUNCTION memory_erased_change() RETURNS trigger LANGUAGE plpgsql SET memoryd.tenant = '' AS $$
-BEGIN
-    PERFORM set_config('memoryd.tenant', OLD.tenant_id, true);
-    INSERT INTO memory_changes (tenant_id, memory_id, subject, scope, session_id, category, key_label, key_ct,
-                                kind, version)
-    VALUES (OLD.tenant_id, OLD.id, OLD.subject, OLD.scope, OLD.session_id, OLD.category, OLD.key_label, OLD.key_ct,
-            'erased', OLD.version);
-    RETURN NULL;
-END
-$$;
+    FOR EACH ROW EXECUTE FUNCTION memory_change_logged();
 CREATE TRIGGER memories_erased_change AFTER DELETE ON memories
-    FOR EACH ROW EXECUTE FUNCTION memory_erased_change();
+    FOR EACH ROW EXECUTE FUNCTION memory_change_logged();
 
 -- At commit: the tenant's audit lock, then the row's place in the log, then the wake-up.
 -- A row deleted again in its own transaction (a subject's purge) matches nothing.
