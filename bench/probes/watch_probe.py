@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import random
 import resource
-import statistics
 import sys
 import tempfile
 import time

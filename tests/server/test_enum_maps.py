@@ -14,6 +14,7 @@ import pytest
 from memoryd.domain import (
     ERASE_SELECTORS,
     Category,
+    ChangeKind,
     Change,
     EraseMode,
     JobState,
@@ -34,6 +35,7 @@ from memoryd.server._enums import (
     ERASE_SELECTOR,
     EXTRACTION_JOB_STATE,
     MAPS,
+    MEMORY_CHANGE_KIND,
     MEMORY_STATUS,
     SCOPE,
     SOURCE_KIND,
@@ -66,6 +68,7 @@ CASES: list[tuple[EnumMap[Any], Any, set[Any]]] = [
     (TOKEN_ROLE, token_admin_service_pb2.TokenRole, set(ROLES)),
     (TURN_MODE, memory_service_pb2.TurnMode, {False, True}),  # chunk the turns?
     (CONSISTENCY, memory_service_pb2.Consistency, {False, True}),  # wait for the index?
+    (MEMORY_CHANGE_KIND, memory_service_pb2.MemoryChangeKind, set(ChangeKind)),
 ]
 
 

@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
 from grpc_status import rpc_status
 from google.rpc import error_details_pb2
@@ -162,6 +163,30 @@ async def test_a_heartbeat_with_a_cursor_arrives_on_an_idle_stream(rig: Rig):
     message = await stream.next()
     assert message.HasField("heartbeat") and message.heartbeat.server_time.seconds > 0 and message.cursor
     stream.close()
+
+
+async def test_a_stream_runs_through_the_interceptor_chain_and_is_audited_once(rig: Rig, private_database: str):
+    stream = Stream(rig, watch(), (*rig.meta(), ("x-request-id", "watch-req-1")))
+    await stream.started()
+    await rig.write("alice", draft("event", "seen"))
+    await stream.changes(1)
+    await stream.quiet_until_heartbeat()
+    stream.close()
+    refused = Stream(rig, watch("a b"), (*rig.meta(), ("x-request-id", "watch-req-2")))
+    error = await refused.error()
+    assert ("x-request-id", "watch-req-2") in tuple(error.trailing_metadata() or ())
+
+    def audited() -> list[tuple[str, list[str]]]:
+        with psycopg.connect(private_database) as conn:
+            return [(r[0], r[1]) for r in conn.execute(
+                "SELECT action, memory_ids::text[] FROM audit_log WHERE tenant_id = %s AND agent = 'agent-1'",
+                (rig.tenant,)).fetchall()]
+
+    for _ in range(300):  # the reads are recorded in batches, about once a second
+        if audited():
+            break
+        await asyncio.sleep(0.1)
+    assert audited() == [("read.watch", [])]
 
 
 async def test_a_subjects_erasure_leaves_one_event_and_nothing_of_the_subject(rig: Rig):

@@ -59,14 +59,16 @@ END
 $$;
 GRANT USAGE ON SEQUENCE memory_change_seq TO memoryd_app;
 
--- A new version, or a deleted memory. The function sets the row's own tenant for its statement
--- only (the SET clause restores it after): a statement run outside a tenant's transaction (the
--- owner's maintenance) is logged too.
-CREATE FUNCTION memory_change_logged() RETURNS trigger LANGUAGE plpgsql SET memoryd.tenant = '' AS $$
+-- A new version, or a deleted memory. Each function sets the row's own tenant for its own
+-- statements and puts the caller's back after them, so a statement run outside a tenant's
+-- transaction (the owner's maintenance) is logged too. (A function's SET clause would do it, but
+-- only a superuser may attach a setting of ours to a function.)
+CREATE FUNCTION memory_change_logged() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     r record;
     memory uuid;
     kind text;
+    caller text := current_setting('memoryd.tenant', true);
 BEGIN
     -- Each branch names only its own table's columns (a branch is planned when first run).
     IF TG_OP = 'DELETE' THEN
@@ -83,6 +85,7 @@ BEGIN
                                 kind, version)
     VALUES (r.tenant_id, memory, r.subject, r.scope, r.session_id, r.category, r.key_label, r.key_ct, kind,
             r.version);
+    PERFORM set_config('memoryd.tenant', coalesce(caller, ''), true);
     RETURN NULL;
 END
 $$;
@@ -93,13 +96,16 @@ CREATE TRIGGER memories_erased_change AFTER DELETE ON memories
 
 -- At commit: the tenant's audit lock, then the row's place in the log, then the wake-up.
 -- A row deleted again in its own transaction (a subject's purge) matches nothing.
-CREATE FUNCTION memory_change_number() RETURNS trigger LANGUAGE plpgsql SET memoryd.tenant = '' AS $$
+CREATE FUNCTION memory_change_number() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    caller text := current_setting('memoryd.tenant', true);
 BEGIN
     PERFORM set_config('memoryd.tenant', NEW.tenant_id, true);
     PERFORM pg_advisory_xact_lock(hashtextextended('memoryd-audit' || chr(31) || NEW.tenant_id, 1));
     UPDATE memory_changes SET seq = nextval('memory_change_seq')
         WHERE tenant_id = NEW.tenant_id AND change_id = NEW.change_id;
     PERFORM pg_notify('memoryd_changes', NEW.tenant_id);
+    PERFORM set_config('memoryd.tenant', coalesce(caller, ''), true);
     RETURN NULL;
 END
 $$;
