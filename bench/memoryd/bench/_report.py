@@ -107,6 +107,16 @@ def _gib(value: int | None) -> str:
     return "?" if value is None else f"{value / 2**30:.1f} GiB"
 
 
+def run_lines(before: Mapping[str, Any], after: Mapping[str, Any], found: Mapping[str, str | None]) -> list[str]:
+    """The machine, its load average before and after, and the versions: how a Markdown report
+    for RESULTS.md says where its figures come from."""
+    version_text = ", ".join(f"{name} {value}" for name, value in found.items() if value)
+    return [f"machine: {before.get('cpu')}, nproc {before.get('nproc')}, memory {_gib(before.get('memory_bytes'))}, "
+            f"{before.get('os')}, Python {before.get('python')}",
+            f"load average (1/5/15 min): before {before.get('loadavg')}, after {after.get('loadavg')}",
+            f"versions: {version_text}"]
+
+
 def _rows(result: LocomoResult) -> list[Row]:
     return [*result.summary.categories, result.summary.overall]
 
@@ -193,13 +203,9 @@ def markdown_report(result: LocomoResult, before: Mapping[str, Any], after: Mapp
     server = ("embedded (started by the benchmark)" if result.server.get("embedded")
               else f"external at {result.server.get('addr')}")
     setting_text = ", ".join(f"{k}={v}" for k, v in recorded.items())
-    version_text = ", ".join(f"{name} {value}" for name, value in found.items() if value)
     lines += [
         f"- server: {server}" + (f"; settings: {setting_text}" if setting_text else ""),
-        f"- machine: {before.get('cpu')}, nproc {before.get('nproc')}, memory {_gib(before.get('memory_bytes'))}, "
-        f"{before.get('os')}, Python {before.get('python')}",
-        f"- load average (1/5/15 min): before {before.get('loadavg')}, after {after.get('loadavg')}",
-        f"- versions: {version_text}",
+        *(f"- {line}" for line in run_lines(before, after, found)),
         f"- dataset: locomo10.json sha256 {dataset_sha256[:16]}…; run took {result.seconds:.0f} s",
         "",
     ]

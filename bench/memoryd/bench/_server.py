@@ -74,8 +74,12 @@ class EmbeddedServer:
 
     def __init__(self, *, start_timeout: float = 180.0, stop_timeout: float = 30.0,
                  environment: dict[str, str] | None = None,
-                 on_output: Callable[[str], None] | None = None, port: int = 0) -> None:
+                 on_output: Callable[[str], None] | None = None, port: int = 0,
+                 config_file: Path | None = None) -> None:
         self.start_timeout = start_timeout
+        # A memoryd TOML file for this server (sections such as [watch] have no environment
+        # variables); MEMORYD_CONFIG itself is not passed on from the environment.
+        self.config_file = config_file
         self.port = port  # on 127.0.0.1; 0: a free one, read from the server's "listening on" line
         # Settings for this server only (e.g. the embedder), over the inherited MEMORYD_* ones.
         self.environment = dict(environment or {})
@@ -127,6 +131,8 @@ class EmbeddedServer:
     def _start(self, folder: Path) -> None:
         data_dir = folder / "data"
         env, self.passed_on = server_environment({**os.environ, **self.environment}, data_dir, self.port)
+        if self.config_file is not None:
+            env["MEMORYD_CONFIG"] = str(self.config_file.resolve())
         with self.log_path.open("a") as log:  # the child keeps its own copy of the descriptor
             self._process = subprocess.Popen([sys.executable, "-m", "memoryd.cli", "serve"], env=env, cwd=folder,
                                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True)

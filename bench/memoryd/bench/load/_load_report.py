@@ -11,6 +11,7 @@ from typing import Any
 
 
 
+from .._report import run_lines
 from ._load import MIX, OPERATIONS, LoadResult
 
 
@@ -94,16 +95,10 @@ def markdown_report(result: LoadResult, before: Mapping[str, Any], after: Mappin
     server = ("embedded (started by the run)" if result.server.get("embedded")
               else f"external at {', '.join(result.server.get('addrs', []))}")
     setting_text = ", ".join(f"{k}={v}" for k, v in recorded.items())
-    version_text = ", ".join(f"{name} {value}" for name, value in found.items() if value)
-    memory = before.get("memory_bytes")
     lines = [f"### Load, {result.seconds / 60:.0f} min, {today}", "", *table(result, True), "",
              *(f"- {line}" for line in facts(result)),
              f"- server: {server}" + (f"; settings: {setting_text}" if setting_text else ""),
-             f"- machine: {before.get('cpu')}, nproc {before.get('nproc')}, memory "
-             f"{'?' if memory is None else f'{memory / 2**30:.1f} GiB'}, {before.get('os')}, "
-             f"Python {before.get('python')}",
-             f"- load average (1/5/15 min): before {before.get('loadavg')}, after {after.get('loadavg')}",
-             f"- versions: {version_text}", ""]
+             *(f"- {line}" for line in run_lines(before, after, found)), ""]
     return "\n".join(lines)
 
 
