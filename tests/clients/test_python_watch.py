@@ -180,7 +180,7 @@ def test_a_dropped_connection_is_resumed_from_the_cursor_with_nothing_lost_or_re
 
     subject = unique("trip")
     with MemorydClient(relay.target, token=token, retry=FAST) as worker, worker.watch(subject=subject) as watch:
-        watch.wait_open(OPEN)
+        assert watch.wait_open(OPEN)  # the server sends its headers once the start is fixed
         reader = Reader(watch)
         first = written(planner, subject, "Planner: book the 9:40 train")
         got = reader.next()
@@ -208,7 +208,7 @@ def test_a_silent_connection_is_left_for_a_new_one(planner: MemorydClient, relay
     worker_token = token_for(key_file, tenant_of_watch, "worker")
     with MemorydClient(relay.target, token=worker_token, retry=FAST, heartbeat_interval=0.5) as worker, \
             worker.watch(subject=subject) as watch:
-        watch.wait_open(OPEN)
+        assert watch.wait_open(OPEN)  # the server sends its headers once the start is fixed
         reader = Reader(watch)
         first = written(planner, subject, "Planner: book the 9:40 train")
         assert reader.next().change.memory.id == first
@@ -236,7 +236,7 @@ def test_a_watch_resumed_from_a_saved_cursor_starts_after_it(planner: MemorydCli
     worker_token = token_for(key_file, tenant_of_watch, "worker")
     with MemorydClient(server.target, token=worker_token) as worker:
         with worker.watch(subject=subject) as watch:
-            watch.wait_open(OPEN)
+            assert watch.wait_open(OPEN)
             reader = Reader(watch)
             written(planner, subject, "seen")
             reader.next()
@@ -255,7 +255,7 @@ async def test_the_asyncio_watch_resumes_after_a_dropped_connection(planner: Mem
     worker_token = token_for(key_file, tenant_of_watch, "worker")
     async with AsyncMemorydClient(relay.target, token=worker_token, retry=FAST) as worker:
         async with worker.watch(subject=subject) as watch:
-            await watch.wait_open(OPEN)
+            assert await watch.wait_open(OPEN)
             changes = aiter(watch)
             first = await asyncio.to_thread(written, planner, subject, "Planner: book the 9:40 train")
             assert (await asyncio.wait_for(anext(changes), WAIT)).change.memory.id == first
@@ -295,7 +295,7 @@ def test_a_watch_outlives_a_server_killed_and_started_again(private_database: st
         with MemorydClient(server.target, token=token_for(key_file, tenant, "planner"), retry=patient) as planner, \
                 MemorydClient(relay.target, token=token_for(key_file, tenant, "worker"), retry=FAST) as worker, \
                 worker.watch(subject=subject) as watch:
-            watch.wait_open(OPEN)
+            assert watch.wait_open(OPEN)
             reader = Reader(watch)
             first = written(planner, subject, "Planner: book the 9:40 train")
             assert reader.next().change.memory.id == first

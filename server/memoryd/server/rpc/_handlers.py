@@ -91,9 +91,8 @@ class MemoryService(svc_grpc.MemoryServiceServicer):
         if caller.renew is None:
             raise Internal("no way to renew the caller: the handler ran outside the interceptor chain")
         async for message in usecases.watch(self._context(context), validate_watch(request, self._limits),
-                                            caller.renew):
+                                            caller.renew, lambda: context.send_initial_metadata(())):
             yield message
-
 
     async def EndSession(self, request: svc.EndSessionRequest, context: Context) -> svc.EndSessionResponse:
         return await usecases.end_session(self._context(context), validate_end_session(request, self._limits))

@@ -48,8 +48,8 @@ def _binding(ctx: CallContext, cmd: WatchCommand) -> dict[str, object]:
             "c": sorted(c.value for c in cmd.categories), "o": cmd.include_org, "w": "watch"}
 
 
-async def watch(ctx: CallContext, cmd: WatchCommand,
-                renew: Callable[[], Awaitable[Guard]]) -> AsyncIterator[svc.WatchResponse]:
+async def watch(ctx: CallContext, cmd: WatchCommand, renew: Callable[[], Awaitable[Guard]],
+                opened: Callable[[], Awaitable[None]]) -> AsyncIterator[svc.WatchResponse]:
     hub = ctx.services.watch
     if hub is None:
         raise Unavailable("this server streams no changes")
@@ -72,6 +72,9 @@ async def watch(ctx: CallContext, cmd: WatchCommand,
 
     with hub.stream(ctx.tenant) as wakeup:
         ctx.record_read(cmd.subject, "read.watch", [])
+        # The start is fixed: say so now (response headers), not with the first change or the
+        # first heartbeat, so a client knows every later commit will reach it.
+        await opened()
         last_sent = time.monotonic()
         while True:
             wakeup.clear()
