@@ -227,3 +227,20 @@ async def test_streams_over_the_cap_are_refused(private_database: str, key_file:
             pytest.fail("no stream once one had closed")
         for stream in (*open_, later):
             stream.close()
+
+
+async def test_a_session_summary_arrives_with_the_expiry_a_read_shows(rig: Rig):
+    # EndSession sets the summary's expiry in the transaction that wrote it: the version the
+    # stream presents must carry it, as MemoryView does, not the version as first recorded.
+    stream = Stream(rig, watch(), rig.meta())
+    await stream.started()
+    await rig.memory.Write(svc.WriteRequest(subject="alice", session_id="chat-1",
+                                            items=[draft("preference", "window seats on long flights", key="seat")]),
+                           metadata=rig.meta("writer"))
+    ended = await rig.memory.EndSession(svc.EndSessionRequest(subject="alice", session_id="chat-1"),
+                                        metadata=rig.meta("writer"))
+    got = [m.change for m in await stream.changes(2)]
+    summary = next(c.memory for c in got if c.memory.key == "session.summary")
+    assert ended.snapshot.summary.expires_at.seconds > 0
+    assert summary.expires_at == ended.snapshot.summary.expires_at
+    stream.close()

@@ -157,6 +157,13 @@ class SessionSnapshots(Reading):
             return False
         if summary_id:
             await _link(conn, subject, session_id, [summary_id])
+            # The summary's version was recorded by this transaction, before its expiry was
+            # known: record the expiry there too, so what Watch and GetHistory show of that
+            # version is what a read shows.
+            await conn.execute(
+                "UPDATE memory_versions SET expires_at = %s WHERE tenant_id = %s AND memory_id = %s::uuid "
+                "AND version = (SELECT version FROM memories WHERE tenant_id = %s AND id = %s::uuid)",
+                (expires_at, tenant, summary_id, tenant, summary_id))
         await conn.execute(
             "UPDATE memories SET expires_at = CASE WHEN id = %s::uuid THEN %s ELSE LEAST(COALESCE(expires_at, %s), %s) END "
             "WHERE tenant_id = %s AND status = 'active' AND scope = 'session' AND NOT pinned AND id IN "
