@@ -186,14 +186,18 @@ class SessionSnapshots(Reading):
         workers share the work."""
         tenant = self.tenant
         async with self.transaction() as conn:
+            # The claim is a MATERIALIZED CTE: a subquery in FROM may be rescanned for each row
+            # the UPDATE joins (a nested loop on small tables), and each rescan locks the next
+            # rows it does not skip — one sweep then took more than `limit` and another none
+            # (seen once in CI under load).
             cur = await conn.execute(
-                "UPDATE sessions s SET claimed_until = now() + make_interval(secs => %s) FROM "
-                "(SELECT subject, session_id FROM sessions WHERE tenant_id = %s AND ended_at IS NULL "
-                "AND last_active_at < %s AND (claimed_until IS NULL OR claimed_until < now()) "
-                "ORDER BY last_active_at LIMIT %s FOR UPDATE SKIP LOCKED) c "
+                "WITH c AS MATERIALIZED (SELECT subject, session_id FROM sessions WHERE tenant_id = %s "
+                "AND ended_at IS NULL AND last_active_at < %s AND (claimed_until IS NULL OR claimed_until < now()) "
+                "ORDER BY last_active_at LIMIT %s FOR UPDATE SKIP LOCKED) "
+                "UPDATE sessions s SET claimed_until = now() + make_interval(secs => %s) FROM c "
                 "WHERE s.tenant_id = %s AND s.subject = c.subject AND s.session_id = c.session_id "
                 "RETURNING s.subject, s.session_id, s.agent, s.last_active_at",
-                (lease_seconds, tenant, now - timedelta(seconds=idle_seconds), limit, tenant))
+                (tenant, now - timedelta(seconds=idle_seconds), limit, lease_seconds, tenant))
             rows = await cur.fetchall()
         return [IdleSession(r["subject"], r["session_id"], r["agent"], r["last_active_at"]) for r in rows]
 
