@@ -78,9 +78,6 @@ class WatchHub:
             if not open_:
                 del self._streams[tenant]
 
-    def open_streams(self, tenant: str) -> int:
-        return len(self._streams.get(tenant, ()))
-
     def wake(self, tenant: str) -> None:
         """A change of ``tenant`` was committed (a notification)."""
         self.wakes += 1

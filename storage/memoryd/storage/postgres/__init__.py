@@ -16,12 +16,13 @@ from ._migrate import (
     require_current_schema,
     set_login_passwords,
 )
-from ._postgres import APP_ROLE, Connection, PoolStats, Postgres, PostgresSettings, TenantConn, WORKER_ROLE
+from ._postgres import (APP_ROLE, Connection, PoolStats, Postgres, PostgresSettings, TenantConn, WORKER_ROLE,
+                        role_connection)
 from ._revocations import PostgresRevocations, PostgresTokenLedger
 from ._views import PostgresViewStore
 
 __all__ = ["APP_ROLE", "Connection", "EmbeddedPostgres", "Migration", "MissingExtra", "PoolStats", "TenantConn",
            "Postgres", "PostgresRevocations", "PostgresSettings", "PostgresTokenLedger", "PostgresViewStore",
            "TenantMetrics", "WORKER_ROLE", "audit", "available", "counters", "migrate",
-           "register_index_model", "require_current_schema", "require_embedded_parts", "require_fingerprint",
+           "register_index_model", "require_current_schema", "role_connection", "require_embedded_parts", "require_fingerprint",
            "set_login_passwords", "tenant_metrics"]

@@ -166,6 +166,23 @@ class TenantConn:
         return self.conn.cursor(*args, **kwargs)
 
 
+def _login(settings: PostgresSettings, role: str) -> str:
+    """The role's own login, or '' when it connects through the owner's login and ``SET ROLE``."""
+    return settings.app_dsn if role == APP_ROLE else settings.worker_dsn
+
+
+@asynccontextmanager
+async def role_connection(settings: PostgresSettings, role: str = APP_ROLE) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """One autocommit connection as ``role``, made the way the pool makes its connections: the
+    role's own login, or the owner's with ``SET ROLE``."""
+    login = _login(settings, role)
+    async with await psycopg.AsyncConnection.connect(login or settings.dsn, autocommit=True,
+                                                     connect_timeout=5) as conn:
+        if not login:
+            await conn.execute(f"SET ROLE {role}")
+        yield conn
+
+
 class Postgres:
     """A pool of connections as the app role, handing out tenant-scoped transactions."""
 
@@ -174,7 +191,7 @@ class Postgres:
             raise ValueError(f"unknown role {role}")
         self._settings = settings
         self.role = role
-        login = settings.app_dsn if role == APP_ROLE else settings.worker_dsn
+        login = _login(settings, role)
         conninfo = login or settings.dsn
 
         async def configure(conn: Connection) -> None:
@@ -216,13 +233,11 @@ class Postgres:
         reason (the pool would only time out): a refused login, or an owner that may not
         ``SET ROLE`` (on PostgreSQL 15 a CREATEROLE owner is no member of the roles it
         creates; on 16+ it holds them WITH ADMIN but without SET)."""
-        login = self._settings.app_dsn if self.role == APP_ROLE else self._settings.worker_dsn
+        login = _login(self._settings, self.role)
         setting = "MEMORYD_POSTGRES_APP_DSN" if self.role == APP_ROLE else "MEMORYD_POSTGRES_WORKER_DSN"
         try:
-            async with await psycopg.AsyncConnection.connect(login or self._settings.dsn, autocommit=True,
-                                                             connect_timeout=5) as conn:
-                if not login:
-                    await conn.execute(f"SET ROLE {self.role}")
+            async with role_connection(self._settings, self.role):
+                pass
         except pg_errors.InsufficientPrivilege as exc:
             raise FailedPrecondition(
                 f"the owner's login may not SET ROLE {self.role}: give {self.role} a login of its own in {setting} "

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import psycopg
 
 from .._loops import backoff, stopped_within
-from ..postgres import APP_ROLE, PostgresSettings
+from ..postgres import APP_ROLE, PostgresSettings, role_connection
 
 CHANNEL = "memoryd_changes"
 # How often the listening loop looks at the stop event while no notification comes.
@@ -50,11 +50,7 @@ class ChangeListener:
                     return
 
     async def _listen(self, stop: asyncio.Event) -> None:
-        login = self._settings.app_dsn
-        async with await psycopg.AsyncConnection.connect(login or self._settings.dsn, autocommit=True,
-                                                         connect_timeout=5) as conn:
-            if not login:
-                await conn.execute(f"SET ROLE {APP_ROLE}")
+        async with role_connection(self._settings, APP_ROLE) as conn:
             await conn.execute(f"LISTEN {CHANNEL}")
             self.listening = True
             self._on_lost()  # changes committed before this LISTEN were not notified here
