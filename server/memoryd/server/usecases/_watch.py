@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from itertools import groupby
@@ -134,4 +135,4 @@ async def _shown(ctx: CallContext, hub: WatchHub, woken: int, guard: Guard, flt:
 
 def _for_subject(flt: ReadFilter, subject: str) -> ReadFilter:
     """The watch filter (of every subject) narrowed to one subject's memories."""
-    return ReadFilter(**{**flt.__dict__, "subject": subject, "labels": None})
+    return replace(flt, subject=subject, labels=None)
