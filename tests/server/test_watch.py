@@ -54,8 +54,11 @@ async def test_every_kind_of_change_is_delivered_as_a_read_shows_it(rig: Rig):
     await rig.write("alice", draft("fact", "lives in Paris", key="city"))
     await rig.erase(svc.EraseRequest(subject="alice", key="city", mode=svc.ERASE_MODE_FORGET))
     other = (await rig.write("alice", draft("event", "flew to Rome"))).results[0].memory_id
+    # Its creation is read before the purge: read after it, the creation is gone with its
+    # content (the next test), and only the erasure is told.
+    got = [m.change for m in await stream.changes(4)]
     await rig.erase(svc.EraseRequest(subject="alice", ids=svc.MemoryIds(ids=[other]), mode=svc.ERASE_MODE_PURGE))
-    got = [m.change for m in await stream.changes(5)]
+    got += [m.change for m in await stream.changes(1)]
     assert [c.kind for c in got] == [KIND.MEMORY_CHANGE_KIND_CREATED, KIND.MEMORY_CHANGE_KIND_CHANGED,
                                      KIND.MEMORY_CHANGE_KIND_FORGOTTEN, KIND.MEMORY_CHANGE_KIND_CREATED,
                                      KIND.MEMORY_CHANGE_KIND_ERASED]
@@ -72,6 +75,20 @@ async def test_every_kind_of_change_is_delivered_as_a_read_shows_it(rig: Rig):
     erased = got[4].memory
     assert (erased.id, erased.subject, erased.category, erased.text) == (other, "alice", pb.CATEGORY_EVENT, "")
     stream.close()
+
+
+async def test_a_memory_purged_before_a_stream_reads_it_is_told_only_as_erased(rig: Rig):
+    stream = Stream(rig, watch(), rig.meta())
+    cursor = await stream.started()
+    stream.close()
+    purged = (await rig.write("alice", draft("event", "flew to Rome"))).results[0].memory_id
+    await rig.erase(svc.EraseRequest(subject="alice", ids=svc.MemoryIds(ids=[purged]), mode=svc.ERASE_MODE_PURGE))
+    kept = (await rig.write("alice", draft("event", "flew to Oslo"))).results[0].memory_id
+    resumed = Stream(rig, watch(cursor=cursor), rig.meta())
+    got = [m.change for m in await resumed.changes(2)]
+    assert [(c.kind, c.memory.id, c.memory.text) for c in got] == [
+        (KIND.MEMORY_CHANGE_KIND_ERASED, purged, ""), (KIND.MEMORY_CHANGE_KIND_CREATED, kept, "flew to Oslo")]
+    resumed.close()
 
 
 async def test_the_field_mask_applies_and_a_hidden_field_change_sends_nothing(rig: Rig):

@@ -109,18 +109,25 @@ class Stream:
             raise got
         return got
 
-    async def started(self) -> str:
+    async def started(self, timeout: float = 30.0) -> str:
         """Wait for the first heartbeat: the stream is positioned; its cursor."""
+        deadline = time.monotonic() + timeout
         while True:
-            message = await self.next()
+            message = await self.next(max(0.0, deadline - time.monotonic()))
             if message.HasField("heartbeat"):
                 return message.cursor
 
     async def changes(self, n: int, timeout: float = 30.0) -> list[svc.WatchResponse]:
-        """The next ``n`` changes (heartbeats skipped)."""
+        """The next ``n`` changes (heartbeats skipped), all within ``timeout``: heartbeats keep
+        coming, so a change that never comes must fail the test, not wait for it forever."""
+        deadline = time.monotonic() + timeout
         out: list[svc.WatchResponse] = []
         while len(out) < n:
-            message = await self.next(timeout)
+            try:
+                message = await self.next(max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                got = [svc.MemoryChangeKind.Name(m.change.kind) for m in out]
+                raise AssertionError(f"{len(out)} of {n} changes came within {timeout} s: {got}") from None
             if message.HasField("change"):
                 out.append(message)
         return out
