@@ -9,7 +9,9 @@ the terminal keeps them whole and shrinks the columns that may be cut instead.
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +26,19 @@ MIN_CUT_WIDTH = 8
 class Column:
     header: str
     cut: bool = False  # may be cut with … to fit the width; otherwise always shown whole
+
+
+def terminal_width() -> int:
+    """$COLUMNS, else the width of the terminal standard output, error or input is on (``--table |
+    less`` still fits the terminal less draws on), else 80."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    for stream in (sys.__stdout__, sys.__stderr__, sys.__stdin__):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns if stream is not None else 80
+        except (OSError, ValueError):
+            continue
+    return shutil.get_terminal_size().columns
 
 
 def cell_width(text: str) -> int:
@@ -58,7 +73,7 @@ def one_line(text: str) -> str:
 
 def render(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None = None) -> str:
     """The rows under their headers, fitted to ``width`` cells (default: the terminal's)."""
-    total = width if width is not None else shutil.get_terminal_size().columns
+    total = width if width is not None else terminal_width()
     cells = [[one_line(value) for value in row] for row in rows]
     natural = [max([cell_width(c.header), *(cell_width(row[i]) for row in cells)]) for i, c in enumerate(columns)]
     widths = _fit(columns, natural, total - len(GAP) * (len(columns) - 1))

@@ -107,7 +107,7 @@ def _view(response: svc.MemoryViewResponse, args: argparse.Namespace) -> str:
     lines = [_memories(response.memories), *_more(response, "memories")]
     if getattr(args, "show_view", False) and response.HasField("view"):
         view = json_format.MessageToDict(response.view, preserving_proto_field_name=True)
-        lines += ["", yaml.safe_dump({"view": view}, sort_keys=False, allow_unicode=True).rstrip()]
+        lines += ["", yaml.safe_dump({"view": view}, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100).rstrip()]
     return "\n".join(lines)
 
 
