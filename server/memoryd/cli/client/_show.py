@@ -54,6 +54,7 @@ def show(args: argparse.Namespace, response: Message) -> None:
 def enum_name(message: Message, field: str) -> str:
     """An enum field's value without its prefix, in lower case (CATEGORY_FACT → fact)."""
     enum = message.DESCRIPTOR.fields_by_name[field].enum_type
+    assert enum is not None, field
     prefix = enum.values[0].name.removesuffix("UNSPECIFIED")
     return str(enum.values_by_number[getattr(message, field)].name).removeprefix(prefix).lower()
 
@@ -107,7 +108,8 @@ def _view(response: svc.MemoryViewResponse, args: argparse.Namespace) -> str:
     lines = [_memories(response.memories), *_more(response, "memories")]
     if getattr(args, "show_view", False) and response.HasField("view"):
         view = json_format.MessageToDict(response.view, preserving_proto_field_name=True)
-        lines += ["", yaml.safe_dump({"view": view}, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100).rstrip()]
+        lines += ["", yaml.safe_dump({"view": view}, sort_keys=False, allow_unicode=True, default_flow_style=None,
+                                     width=100).rstrip()]
     return "\n".join(lines)
 
 
