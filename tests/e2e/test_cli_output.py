@@ -124,3 +124,15 @@ def test_serve_listens_on_the_addr_it_is_given_over_memoryd_addr(private_databas
         assert health.returncode == 0 and health.stdout.strip().endswith("SERVING"), health.stderr
     finally:
         process.stop()
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    # `memoryd serve --help | head -3`: the pipe's reader has gone before the help is written.
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run([*MEMORYD, "serve", "--help"], cwd=ROOT, env=server_env(), stdout=writer,
+                                stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (141, "")

@@ -106,6 +106,16 @@ def _bench_missing(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        # The reader went away (`memoryd view | head`, `memoryd serve --help | head`): stop
+        # quietly, as other command-line tools do, and keep Python from complaining at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -133,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     except MemorydError as exc:  # a store refused to start or answer: its reason, one line
         report(exc.message, None)
         return 1
+    except BrokenPipeError:
+        raise  # main's: not a failure to report
     except (ValueError, OSError) as exc:
         report(str(exc) or type(exc).__name__, hint_for(exc))
         return 2
