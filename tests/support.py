@@ -104,6 +104,7 @@ class ServerProcess:
     output: list[str] = field(default_factory=list)
     cwd: Path = ROOT
     _reader: threading.Thread = field(default_factory=lambda: threading.Thread())
+    args: tuple[str, ...] = ()  # options of `memoryd serve`
 
     @property
     def target(self) -> str:
@@ -112,7 +113,7 @@ class ServerProcess:
     def start(self, timeout: float = 60.0) -> ServerProcess:
         with self.log_path.open("a") as log:  # the child keeps its own copy of the descriptor
             self.process = subprocess.Popen(
-                [*MEMORYD, "serve"], env=self.env, stdout=subprocess.PIPE, stderr=log, text=True, cwd=self.cwd
+                [*MEMORYD, "serve", *self.args], env=self.env, stdout=subprocess.PIPE, stderr=log, text=True, cwd=self.cwd
             )
         listening = threading.Event()
 

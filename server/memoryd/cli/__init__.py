@@ -32,6 +32,7 @@ from .client import add_client_commands
 from ._connect import connection_options, tls_settings
 from .admin import add_consolidate_command
 from ._errors import CliError, hint_for, report
+from ._groups import GroupedHelpParser
 from .client import add_health_command
 from .admin import add_index_commands
 from .admin import add_key_commands
@@ -62,7 +63,7 @@ def version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree (tests walk it: every option has help)."""
-    parser = argparse.ArgumentParser(
+    parser = GroupedHelpParser(
         prog="memoryd", description="Long-term memory for multi-agent systems over gRPC.",
         epilog="Run `memoryd COMMAND --help` for a command's options. Configuration: --config FILE, "
                "MEMORYD_CONFIG, MEMORYD_* variables (docs/configuration.md).")
@@ -70,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     parser.add_argument("--version", action="version", version=f"memoryd {version()} (contract memoryd.v1)",
                         help="print the version of memoryd and exit")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # The commands' own parsers are plain ones: only the root lists commands in groups.
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=argparse.ArgumentParser)
     add_admin_commands(commands)
     add_key_commands(commands)
     add_index_commands(commands)
@@ -103,6 +106,16 @@ def _bench_missing(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        # The reader went away (`memoryd view | head`, `memoryd serve --help | head`): stop
+        # quietly, as other command-line tools do, and keep Python from complaining at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -130,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     except MemorydError as exc:  # a store refused to start or answer: its reason, one line
         report(exc.message, None)
         return 1
+    except BrokenPipeError:
+        raise  # main's: not a failure to report
     except (ValueError, OSError) as exc:
         report(str(exc) or type(exc).__name__, hint_for(exc))
         return 2

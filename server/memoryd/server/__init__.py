@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         Watch as Watch,
     )
     from ._config_load import (
+        SETTING_VARIABLES as SETTING_VARIABLES,
         load as load,
     )
     from ._enums import (
@@ -112,6 +113,7 @@ _WHERE = {
     "Scoring": "._config",
     "Watch": "._config",
     "load": "._config_load",
+    "SETTING_VARIABLES": "._config_load",
     "ConsolidationReport": ".ingest",
     "Consolidator": ".ingest",
     "consolidator": ".ingest",

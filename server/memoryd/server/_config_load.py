@@ -1,5 +1,5 @@
 """Reading the configuration once at start-up: a TOML file, then MEMORYD_* environment variables
-over it (``_ENV``), coerced to the fields' types (``load``). ``Config`` checks itself.
+over it (``SETTING_VARIABLES``), coerced to the fields' types (``load``). ``Config`` checks itself.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from memoryd.domain import Category, SourceKind, TenantPolicy
 from ._config import PII_MODES, Config, Scoring, Watch, default_half_lives
 
 
-_ENV = {
+# Each setting's environment variable (``memoryd serve --help`` lists the main ones from here).
+SETTING_VARIABLES = {
     "MEMORYD_DATA_DIR": "data_dir",
     "MEMORYD_ADDR": "addr",
     "MEMORYD_PROCESSES": "processes",
@@ -212,7 +213,7 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         if unknown:
             raise ValueError(f"unknown configuration keys in {path}: {', '.join(sorted(unknown))}")
         values.update({k: _coerce(k, v) for k, v in document.items()})
-    for variable, name in _ENV.items():
+    for variable, name in SETTING_VARIABLES.items():
         if variable in env and env[variable] != "":
             try:
                 values[name] = _coerce(name, env[variable])

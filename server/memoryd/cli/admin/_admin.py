@@ -19,6 +19,7 @@ from .._data_dir import hold_data_dir
 from .._errors import CliError, report
 from ._keys import add_token_revoke
 from ._processes import ParentChannel, child_command, serve_processes
+from ._settings import SERVE_SETTINGS, SettingsHelp
 from ..client import add_token_issue, print_token
 
 if TYPE_CHECKING:
@@ -27,7 +28,13 @@ if TYPE_CHECKING:
 
 def add_admin_commands(commands: Any) -> None:
     serve = commands.add_parser("serve", help="run the server (an embedded PostgreSQL unless a MEMORYD_POSTGRES_*DSN "
-                                              "is set, Milvus Lite unless MEMORYD_MILVUS_URI is)")
+                                              "is set, Milvus Lite unless MEMORYD_MILVUS_URI is)",
+                                description="Run the server until SIGTERM or Ctrl-C. With no settings it runs an "
+                                            "embedded PostgreSQL and Milvus Lite under .memoryd and writes demo "
+                                            "tokens there.", add_help=False)
+    serve.add_argument("-h", "--help", action=SettingsHelp, settings=SERVE_SETTINGS)
+    serve.add_argument("--addr", metavar="HOST:PORT",
+                       help="listen here (default: $MEMORYD_ADDR, else the configuration's addr; see below)")
     serve.add_argument("--processes", type=int, metavar="N",
                        help="serve from N processes sharing the address, one per core; only with a PostgreSQL "
                             "server and a Milvus server (default: $MEMORYD_PROCESSES, else the configuration's "
@@ -81,6 +88,8 @@ async def _serve(args: argparse.Namespace) -> int:
     from memoryd.server import Memoryd, StartedServer, load
 
     config = load(args.config)
+    if args.addr is not None:  # over the variable and the file, as --addr is in every other command
+        config = replace(config, addr=args.addr)
     if args.processes is not None:
         config = replace(config, processes=args.processes)  # checked as the configuration is
     if config.processes > 1:

@@ -14,6 +14,7 @@ from .._context import open_storage
 from .._data_dir import hold_data_dir
 from .._errors import CliError, report
 from .._progress import Progress
+from ._settings import WORKER_SETTINGS, SettingsHelp
 
 if TYPE_CHECKING:
     from memoryd.server import Config
@@ -28,7 +29,8 @@ def add_index_commands(commands: Any) -> None:
         description="Embed written memories and put them into Milvus, beside any number of other workers. "
                     "With MEMORYD_WORKER_HEALTH_ADDR it answers grpc.health.v1 there (`memoryd health --addr`): "
                     "service '' is SERVING while PostgreSQL and Milvus answer and its loop turns, service "
-                    "'liveness' only checks the loop. MEMORYD_METRICS_ADDR serves its metrics.")
+                    "'liveness' only checks the loop. MEMORYD_METRICS_ADDR serves its metrics.", add_help=False)
+    worker.add_argument("-h", "--help", action=SettingsHelp, settings=WORKER_SETTINGS)
     worker.set_defaults(run=_worker)
 
     outbox = commands.add_parser("outbox", help="the index work queue")

@@ -1,7 +1,8 @@
 """A small client for the RPCs, for the README tour and for trying things by hand.
 
 Each command builds a request from flags (or takes a whole request as JSON with
-``--request``), calls the server and prints the response as JSON. The connection (address,
+``--request``), calls the server and prints the response: a table on a terminal, JSON with
+``--json`` or into a pipe (``_show``). The connection (address,
 TLS, mutual TLS) and the token options are the shared ones of ``_connect``; the token comes
 from ``--token``, ``$MEMORYD_TOKEN`` or ``--token-file`` (default: the embedded default's demo
 agent token). ``view`` and ``history`` print one page, or with ``--all`` every page as one
@@ -22,12 +23,13 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from .._connect import client_for, connection_options, token_options
 from .._errors import report_failure
+from ._show import output_options, show
 
 CATEGORY_NAMES = [c.value for c in Category]
 
 
 def add_client_commands(commands: Any) -> None:
-    parents = [connection_options(), token_options(admin=False)]
+    parents = [connection_options(), token_options(admin=False), output_options()]
 
     def client(name: str, help: str) -> argparse.ArgumentParser:
         parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
@@ -68,6 +70,8 @@ def add_client_commands(commands: Any) -> None:
 
     view = client("view", "list a subject's memories (MemoryView)")
     pages(view, "memories")
+    view.add_argument("--show-view", action="store_true",
+                      help="in the table, also show the agent's effective view (the JSON always holds it)")
     view.set_defaults(run=_view)
 
     history = client("history", "list the versions of one memory")
@@ -183,7 +187,7 @@ def _call(args: argparse.Namespace, method: str, request: Any, *, print_id: bool
     if print_id:
         print(response.results[0].memory_id)
     else:
-        print(json_format.MessageToJson(response, preserving_proto_field_name=True, indent=2, ensure_ascii=False))
+        show(args, response)
     return 0
 
 
