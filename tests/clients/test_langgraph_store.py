@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
-from langgraph.store.base import BaseStore, InvalidNamespaceError
+from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, PutOp
 from langgraph.store.memory import InMemoryStore
 
 from memoryd.client import MemorydClient, PermissionDenied
@@ -128,9 +128,9 @@ def test_a_value_that_is_not_json_is_refused_before_any_call(store: MemorydStore
 # --- search -----------------------------------------------------------------------------
 
 def fill(s: BaseStore) -> None:
-    for i in range(7):
-        for ns in [("a",), ("a", "b"), ("ab",), ("a", "c", "d")]:
-            s.put(ns, f"k{i}", {"i": i, "even": i % 2 == 0, "name": f"n{i}", "meta": {"tier": i // 3}})
+    """28 items in one batch (for MemorydStore, one Write)."""
+    s.batch([PutOp(ns, f"k{i}", {"i": i, "even": i % 2 == 0, "name": f"n{i}", "meta": {"tier": i // 3}})
+             for i in range(7) for ns in [("a",), ("a", "b"), ("ab",), ("a", "c", "d")]])
 
 
 def test_search_by_prefix_finds_what_the_reference_finds(store: MemorydStore):
@@ -257,7 +257,6 @@ async def test_async_operations_and_sync_ones_inside_a_running_loop(store: Memor
 
 
 def test_one_batch_reads_before_it_writes_like_the_reference(store: MemorydStore):
-    from langgraph.store.base import GetOp, PutOp
     answers = []
     for s in both(store):
         s.put(("docs",), "k", {"v": "old"})
