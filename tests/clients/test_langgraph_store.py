@@ -5,8 +5,10 @@ compared; the server's views through the store; a real StateGraph compiled with 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -18,7 +20,7 @@ from memoryd.client import MemorydClient, PermissionDenied
 from memoryd.client.langgraph import MemorydStore
 from memoryd.v1 import memory_pb2 as pb
 
-from ..support import Agent, ServerProcess, full_view, rule
+from ..support import ROOT, Agent, ServerProcess, full_view, rule
 
 Connect = Callable[..., Agent]
 
@@ -83,6 +85,8 @@ def test_put_again_replaces_the_value_keeps_created_at(store: MemorydStore):
     assert second.value == {"v": 2}
     assert second.created_at == first.created_at and second.updated_at > first.updated_at
     assert len(store.search(("docs",))) == 1
+    store.put(("docs",), "d1", {"v": 2})  # the same value again: memoryd's UNCHANGED
+    assert store.get(("docs",), "d1").updated_at == second.updated_at  # type: ignore[union-attr]
 
 
 def test_delete_removes_the_item_from_get_search_and_listing(store: MemorydStore):
@@ -405,3 +409,15 @@ def test_constructor_errors_say_what_is_wrong(client: MemorydClient):
         MemorydStore(client, subject="a", subject_at=1)
     with pytest.raises(ValueError, match="category"):
         MemorydStore(client, subject="a", category="event")
+
+
+def test_the_docs_example_runs(server: ServerProcess, connect: Connect, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]):
+    page = ROOT / "docs" / "langgraph.md"
+    section = page.read_text().split("\n## Example\n", 1)[1].split("\n## ", 1)[0]
+    [code, printed] = re.findall(r"```(?:python|text)\n(.*?)```", section, flags=re.S)
+    token_file = tmp_path / "demo-agent.token"
+    token_file.write_text(connect("demo-agent").token)
+    code = code.replace("127.0.0.1:50051", server.target).replace(".memoryd/tokens/demo-agent.token", str(token_file))
+    exec(compile(code, str(page), "exec"), {"__name__": "docs"})
+    assert capsys.readouterr().out == printed
