@@ -28,7 +28,7 @@ from langgraph.store.base import Item, MatchCondition, get_text_at_path, tokeniz
 
 __all__ = [
     "MARKER_TAG", "MAX_DEPTH", "MAX_KEY_BYTES", "MAX_TEXT_BYTES", "memory_key", "prefix_tag", "namespace_tags",
-    "value_text", "item_data", "StoredItem", "stored_item", "matches_filter", "namespace_matches", "EPOCH",
+    "value_text", "item_data", "stored_item", "matches_filter", "namespace_matches", "EPOCH",
 ]
 
 MARKER_TAG = "langgraph"
@@ -106,22 +106,7 @@ def item_data(namespace: Sequence[str], key: str, value: Mapping[str, Any], ttl:
     return data
 
 
-class StoredItem:
-    """A memory read back as a LangGraph item (``None`` from :func:`stored_item` if it is not one)."""
-
-    __slots__ = ("namespace", "key", "value", "created_at", "updated_at")
-
-    def __init__(self, namespace: tuple[str, ...], key: str, value: dict[str, Any], created_at: datetime,
-                 updated_at: datetime) -> None:
-        self.namespace, self.key, self.value = namespace, key, value
-        self.created_at, self.updated_at = created_at, updated_at
-
-    def item(self) -> Item:
-        return Item(value=self.value, key=self.key, namespace=self.namespace, created_at=self.created_at,
-                    updated_at=self.updated_at)
-
-
-def stored_item(memory: Any) -> StoredItem | None:
+def stored_item(memory: Any) -> Item | None:
     """The item a memory holds, or None for a memory the store did not write, whose ``data`` the
     caller's view hides, or whose TTL has run out."""
     if not memory.HasField("data") or "langgraph" not in memory.data.fields:
@@ -141,7 +126,7 @@ def stored_item(memory: Any) -> StoredItem | None:
         return None
     created = memory.created_at.ToDatetime(UTC) if memory.HasField("created_at") else EPOCH
     updated = memory.updated_at.ToDatetime(UTC) if memory.HasField("updated_at") else created
-    return StoredItem(namespace, key, value, created, updated)
+    return Item(value=value, key=key, namespace=namespace, created_at=created, updated_at=updated)
 
 
 def namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    Item,
     ListNamespacesOp,
     Op,
     PutOp,
@@ -25,7 +26,6 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from .._sync import MemorydClient
 from ._mapping import (
-    StoredItem,
     item_data,
     matches_filter,
     memory_key,
@@ -123,8 +123,7 @@ class MemorydStore(BaseStore):
         for subject, entries in gets.items():
             found = self._get(subject, [(tuple(op.namespace), op.key) for _, op in entries])
             for i, op in entries:
-                stored = found.get((tuple(op.namespace), op.key))
-                results[i] = stored.item() if stored else None
+                results[i] = found.get((tuple(op.namespace), op.key))
         self._apply(list(puts.values()))
         return results
 
@@ -150,10 +149,10 @@ class MemorydStore(BaseStore):
         return pb.MemoryFilter(categories=[self.category], tags=[prefix_tag(prefix)], keys=list(keys))
 
     def _get(self, subject: str, wanted: list[tuple[tuple[str, ...], str]]) -> dict[tuple[tuple[str, ...], str],
-                                                                                   StoredItem]:
+                                                                                   Item]:
         by_key = {memory_key(ns, key): (ns, key) for ns, key in wanted}
         keys = sorted(by_key)
-        found: dict[tuple[tuple[str, ...], str], StoredItem] = {}
+        found: dict[tuple[tuple[str, ...], str], Item] = {}
         for start in range(0, len(keys), _MAX_ITEMS):
             chunk = keys[start:start + _MAX_ITEMS]
             for memory in self.client.iter_memories(subject=subject, filter=self._filter((), chunk), page_size=_PAGE):
@@ -164,7 +163,7 @@ class MemorydStore(BaseStore):
                     found[(stored.namespace, stored.key)] = stored
         return found
 
-    def _scan(self, subject: str, prefix: Sequence[str]) -> Iterator[StoredItem]:
+    def _scan(self, subject: str, prefix: Sequence[str]) -> Iterator[Item]:
         """Every item under ``prefix`` of the subject the view reads, most recently updated first."""
         for memory in self.client.iter_memories(subject=subject, filter=self._filter(prefix), page_size=_PAGE):
             stored = stored_item(memory)
@@ -250,7 +249,7 @@ class MemorydStore(BaseStore):
         return draft
 
 
-def _search_item(stored: StoredItem, score: float | None) -> SearchItem:
+def _search_item(stored: Item, score: float | None) -> SearchItem:
     return SearchItem(namespace=stored.namespace, key=stored.key, value=stored.value, created_at=stored.created_at,
                       updated_at=stored.updated_at, score=score)
 
