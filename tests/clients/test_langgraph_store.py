@@ -16,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, PutOp
 from langgraph.store.memory import InMemoryStore
 
-from memoryd.client import MemorydClient, PermissionDenied
+from memoryd.client import InvalidArgument, MemorydClient, PermissionDenied
 from memoryd.client.langgraph import MemorydStore
 from memoryd.v1 import memory_pb2 as pb
 
@@ -127,6 +127,17 @@ def test_a_value_that_is_not_json_is_refused_before_any_call(store: MemorydStore
     with pytest.raises(TypeError, match="JSON"):
         store.put(("docs",), "d", {"when": object()})
     assert store.get(("docs",), "d") is None
+
+
+def test_values_past_memoryds_limits_fail_with_the_servers_reason(store: MemorydStore):
+    store.put(("docs",), "fits", {"text": "x" * 12_000})
+    assert store.get(("docs",), "fits").value == {"text": "x" * 12_000}  # type: ignore[union-attr]
+    with pytest.raises(InvalidArgument) as refused:
+        store.put(("docs",), "too-big", {"text": "x" * 20_000})
+    assert any("data" in field for field in refused.value.violations)
+    assert store.get(("docs",), "too-big") is None
+    with pytest.raises(ValueError, match="31 labels"):
+        store.put(tuple(f"l{i}" for i in range(32)), "deep", {"v": 1})
 
 
 # --- search -----------------------------------------------------------------------------
