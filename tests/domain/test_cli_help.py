@@ -8,7 +8,7 @@ import argparse
 from memoryd.cli import build_parser
 
 CLIENT_COMMANDS = ["write", "recall", "view", "history", "erase", "export", "import", "views apply", "views list",
-                   "views delete", "health", "token issue"]
+                   "views delete", "health", "token issue", "mcp"]
 CONNECTION = {"--addr", "--tls", "--tls-ca", "--tls-cert", "--tls-key", "--tls-server-name"}
 
 
