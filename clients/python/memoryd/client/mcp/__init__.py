@@ -44,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         run(settings_from(args))
-    except OptionError as error:
+    except (OptionError, OSError) as error:
         # stdout is the MCP channel on stdio: errors go to stderr only.
-        print(f"memoryd-mcp: error: {error.message}", file=sys.stderr)
-        if error.hint:
+        print(f"memoryd-mcp: error: {error}", file=sys.stderr)
+        if isinstance(error, OptionError) and error.hint:
             print(f"hint: {error.hint}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

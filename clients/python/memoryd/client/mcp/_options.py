@@ -35,7 +35,7 @@ def bridge_options() -> argparse.ArgumentParser:
                        help="stdio (default: the MCP host starts the bridge and talks over its stdin and stdout) "
                             "or streamable-http (the bridge listens on --http-addr)")
     group.add_argument("--http-addr", default=DEFAULT_HTTP_ADDR, metavar="HOST:PORT",
-                       help=f"where streamable-http listens (default: {DEFAULT_HTTP_ADDR}, loopback only); "
+                       help=f"where streamable-http listens (default: {DEFAULT_HTTP_ADDR}, on loopback); "
                             "its endpoint is http://HOST:PORT/mcp")
     return parent
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from google.protobuf.message import Message
 from mcp.server.mcpserver.exceptions import ToolError
@@ -174,8 +174,10 @@ def describe(error: MemorydError) -> str:
     """A failed call in one line for the model and its user: code, reason, the server's message,
     each bad field, and the request id to quote."""
     text = error.code.name + (f" ({error.reason})" if error.reason else "") + f": {error.message}"
-    if error.violations:
-        text += "; " + "; ".join(f"{field}: {why}" for field, why in error.violations.items())
+    # The server's message usually names its bad fields already: each is said once.
+    unsaid = [f"{field}: {why}" for field, why in error.violations.items() if f"{field}: {why}" not in error.message]
+    if unsaid:
+        text += "; " + "; ".join(unsaid)
     if error.code.name == "UNAVAILABLE":
         text += " (memoryd is not answering; try again later)"
     elif error.code.name == "UNAUTHENTICATED":
@@ -186,7 +188,7 @@ def describe(error: MemorydError) -> str:
 
 
 def _category(name: str) -> pb.Category:
-    return pb.Category(pb.Category.Value(f"CATEGORY_{name.upper()}"))
+    return cast(pb.Category, pb.Category.Value(f"CATEGORY_{name.upper()}"))
 
 
 def _enum(message: Message, field: str, prefix: str) -> str:
