@@ -53,7 +53,9 @@ def test_without_a_token_the_bridge_says_how_to_get_one(monkeypatch: pytest.Monk
 
 
 def test_without_the_sdk_the_bridge_names_the_extra(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setitem(sys.modules, "mcp", None)  # as if `pip install memoryd-client` without [mcp]
+    # As if `pip install memoryd-client` without [mcp] (also when another test loaded the SDK already).
+    for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")] + ["mcp"]:
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.delitem(sys.modules, "memoryd.client.mcp._server", raising=False)
     monkeypatch.delitem(sys.modules, "memoryd.client.mcp._tools", raising=False)
     with pytest.raises(OptionError) as refused:

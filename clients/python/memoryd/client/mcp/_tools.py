@@ -30,10 +30,6 @@ CategoryName = Literal["fact", "preference", "constraint", "goal", "context", "e
 
 Subject = Annotated[str, Field(description="Who the memories are about: a user or person id such as 'user-42' "
                                            "(letters, digits and ._:@-, at most 128 bytes)")]
-Key = Annotated[str, Field(description="A structured memory's name, such as 'home_city' or 'diet' (letters, digits "
-                                       "and ._:/-): writing the same key again replaces or versions its value")]
-Tags = Annotated[list[str], Field(description="Free labels, at most 32 of 1 to 64 bytes each")]
-Categories = Annotated[list[CategoryName], Field(description="Keep only memories of these categories")]
 
 
 class ContextTurn(BaseModel):
@@ -58,9 +54,12 @@ class MemoryTools:
             "fact (about the subject; a new value for its key is versioned), preference (last write wins), "
             "constraint (a rule they live under; accumulates), goal, context (short-lived), event (something "
             "that happened; no key), decision (no key)"))] = "fact",
-        key: Annotated[Key | None, Field(description="Optional name of a structured memory ('home_city'); not for "
-                                                     "event or decision. Without it the memory is free text")] = None,
-        tags: Annotated[Tags | None, Field(description="Optional labels, at most 32")] = None,
+        key: Annotated[str | None, Field(description=(
+            "Optional name of a structured memory, such as 'home_city' or 'diet' (letters, digits and ._:/-): "
+            "writing the same key again replaces or versions its value. Not for event or decision; without "
+            "it the memory is free text"))] = None,
+        tags: Annotated[list[str] | None, Field(description="Optional labels, at most 32 of 1 to 64 bytes "
+                                                            "each")] = None,
         importance: Annotated[float | None, Field(ge=0, le=1, description="Optional weight in recall, 0 to 1 "
                                                                           "(default 0.5)")] = None,
     ) -> dict[str, Any]:
@@ -94,7 +93,8 @@ class MemoryTools:
                                                                      "(default 10)")] = None,
         token_budget: Annotated[int | None, Field(ge=1, description="Optional cap on the estimated tokens of the "
                                                                     "memories' texts")] = None,
-        categories: Annotated[Categories | None, Field(description="Optional: only these categories")] = None,
+        categories: Annotated[list[CategoryName] | None, Field(description="Optional: only these "
+                                                                           "categories")] = None,
     ) -> dict[str, Any]:
         """Recall what memoryd knows about a subject that matters now: the memories best first
         (text, category, key, score, relevance and why each was chosen), and 'block', a
@@ -140,8 +140,10 @@ class MemoryTools:
     async def list_memories(
         self,
         subject: Subject,
-        categories: Annotated[Categories | None, Field(description="Optional: only these categories")] = None,
-        tags: Annotated[Tags | None, Field(description="Optional: only memories carrying all of these tags")] = None,
+        categories: Annotated[list[CategoryName] | None, Field(description="Optional: only these "
+                                                                           "categories")] = None,
+        tags: Annotated[list[str] | None, Field(description="Optional: only memories carrying all of these "
+                                                            "tags")] = None,
         keys: Annotated[list[str] | None, Field(description="Optional: only memories with one of these keys")] = None,
         include_org: Annotated[bool, Field(description="Also list the organisation's shared memories (scope "
                                                        "org)")] = False,
