@@ -20,25 +20,27 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult
 
-from memoryd.client import MemorydClient
+from memoryd.client import TLS, MemorydClient
 from memoryd.v1 import memory_pb2 as pb
 
-from ..support import MEMORYD, ServerProcess, free_port, full_view, put_view, rule, token_for, wait_until
+from ..support_tls import Authority
+from ..support import MEMORYD, ServerProcess, free_port, full_view, put_view, rule, token_for, unique, wait_until
 
 BRIDGE = str(Path(sys.executable).parent / "memoryd-mcp")
 
-Bridge = Callable[[str], AbstractAsyncContextManager[Client]]
+Bridge = Callable[..., AbstractAsyncContextManager[Client]]
 
 
 @pytest.fixture
 def bridge(server: ServerProcess, tmp_path: Path) -> Bridge:
-    """``bridge(token)``: an MCP client session with a ``memoryd-mcp`` it spawned over stdio,
-    configured as an MCP host configures it (environment variables only)."""
+    """``bridge(token, **variables)``: an MCP client session with a ``memoryd-mcp`` it spawned over
+    stdio, configured as an MCP host configures it (environment variables only; the suite's
+    server unless MEMORYD_ADDR says otherwise)."""
 
     @asynccontextmanager
-    async def spawn(token: str) -> AsyncIterator[Client]:
+    async def spawn(token: str, **variables: str) -> AsyncIterator[Client]:
         params = StdioServerParameters(command=BRIDGE, cwd=tmp_path,
-                                       env={"MEMORYD_ADDR": server.target, "MEMORYD_TOKEN": token})
+                                       env={"MEMORYD_ADDR": server.target, "MEMORYD_TOKEN": token, **variables})
         with (tmp_path / "bridge.log").open("a") as errlog:
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 yield client
@@ -176,6 +178,29 @@ async def test_bad_tool_input_gets_a_clear_error_before_any_call(bridge: Bridge,
     assert "category" in bad_category and "'fact'" in bad_category
     assert "top_k" in too_many and "100" in too_many
     assert "exactly one of memory_id or key" in both
+
+
+async def test_the_bridge_speaks_mutual_tls_from_the_variables_the_cli_reads(bridge: Bridge, tls_server: ServerProcess,
+                                                                             ca: Authority, key_file: Path,
+                                                                             tmp_path: Path):
+    tenant = unique("tenant")
+    ca_file = tls_server.env["MEMORYD_TLS_CLIENT_CA_FILE"]
+    admin, agent = ca.agent(tenant, "ops-admin"), ca.agent(tenant, "mcp-agent")
+    (tmp_path / "agent.pem").write_bytes(agent.cert_pem)
+    (tmp_path / "agent-key.pem").write_bytes(agent.key_pem)
+    with MemorydClient(tls_server.target, token=token_for(key_file, tenant, "ops-admin", roles=("admin",)),
+                       tls=TLS(ca_cert=ca_file, client_cert=admin.cert_pem, client_key=admin.key_pem,
+                               server_name="localhost")) as operator:
+        operator.put_view(view=full_view("mcp-agent"))
+    # No token: the agent's certificate names it.
+    async with bridge("", MEMORYD_ADDR=tls_server.target, MEMORYD_TLS_CA=ca_file, MEMORYD_TLS_SERVER_NAME="localhost",
+                      MEMORYD_TLS_CLIENT_CERT=str(tmp_path / "agent.pem"),
+                      MEMORYD_TLS_CLIENT_KEY=str(tmp_path / "agent-key.pem")) as client:
+        stored = answer(await client.call_tool("remember", {"subject": "dave", "text": "Dave drinks tea",
+                                                            "category": "preference", "key": "drink"}))
+        recalled = answer(await client.call_tool("recall", {"subject": "dave", "keys": ["drink"]}))
+    assert stored["outcome"] == "created"
+    assert [m["text"] for m in recalled["memories"]] == ["Dave drinks tea"]
 
 
 def test_the_bridge_without_a_token_stops_with_a_clear_error(server: ServerProcess, tmp_path: Path):
