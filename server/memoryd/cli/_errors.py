@@ -10,6 +10,7 @@ import grpc
 from google.rpc import error_details_pb2
 
 from memoryd.client import MemorydError, from_rpc_error
+from memoryd.client.cli import TOKEN_HINT
 
 
 class CliError(Exception):
@@ -19,10 +20,6 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
-
-
-TOKEN_HINT = ("a tenant admin mints one with `memoryd token issue --agent A` (or `--tenant T` where the signing key "
-              "is); pass it with --token, MEMORYD_TOKEN or --token-file")
 
 
 def report(message: str, hint: str = "") -> None:

@@ -4,7 +4,7 @@ argparse lists subcommands in one block; ``GroupedHelpParser`` (the root parser 
 one section per group of ``GROUPS`` instead, from the commands the parser has registered —
 each command is registered once, and this table only says where it is listed. A registered
 command no group names is listed under "other commands" (and tests/domain/test_cli_help.py
-fails); a name no command has registered (``mcp`` before its branch lands) is left out.
+fails); a name no command has registered is left out (and the test fails too).
 """
 
 from __future__ import annotations
