@@ -124,6 +124,8 @@ def json_report(result: LoadResult, before: Mapping[str, Any], after: Mapping[st
         "degraded": result.degraded,
         "calls_by_addr": dict(result.calls_by_addr),
         "p99_ms": {op: result.summary(op)["p99_ms"] for op in OPERATIONS},
+        # Every successful call's latency, so `memoryd bench plot` can redraw the distribution.
+        "samples_ms": {op: [round(x, 3) for x in result.ops[op].latencies_ms] for op in OPERATIONS},
         "throughput_per_second": (sum(len(s.latencies_ms) for s in result.ops.values()) / result.seconds
                                   if result.seconds else math.nan),
     }

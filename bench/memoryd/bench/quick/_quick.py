@@ -193,6 +193,8 @@ def _locomo_phase(options: QuickOptions, server: EmbeddedServer, collector: Span
     result.details["locomo"] = {
         "conversations": [c.sample_id for c in locomo.conversations], "questions": calls, "top_k": top_k,
         "latency_ms": dict(latency_ms), "recall": {str(k): v for k, v in locomo.summary.overall.recall.items()},
+        "categories": {row.label: {"scored": row.scored, "recall": {str(k): v for k, v in row.recall.items()}}
+                       for row in locomo.summary.categories},
         "writes": {"memories": locomo.writes.memories, "seconds": locomo.writes.seconds,
                    "per_second": locomo.writes.per_second, "consistency": "CONSISTENCY_WAIT_INDEXED",
                    "batch_size": options.locomo_batch},
