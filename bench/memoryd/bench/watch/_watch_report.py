@@ -98,6 +98,7 @@ def json_report(result: WatchResult, before: Mapping[str, Any], after: Mapping[s
         "latency_ms": t.latency_ms(),
         # Every delivered pair's latency, so `memoryd bench plot` can redraw the distribution.
         "samples_ms": sorted(round(x * 1000, 3) for x in t.latencies()),
+        "write_ack_samples_ms": sorted(round(x, 3) for x in result.write_ms),
         "seconds": {"ready": result.ready_seconds, "writes": result.write_seconds, "drain": result.drain_seconds},
         "client": {"cpu_share": result.cpu_share, "loop_lag_ms": result.loop_lag()},
         "server_cpu_share": result.server_cpu_share,
