@@ -130,6 +130,23 @@ def test_the_load_figure_draws_each_operation_and_its_percentiles():
     assert {"operation", "ms", "p50", "p95", "p99"} <= set(texts)
 
 
+def test_a_load_run_at_several_concurrencies_draws_its_throughput_curve():
+    curve = [{"workers": w, "calls_per_second": 10.0 * w, "recall_p50_ms": 5.0 * w, "recall_p99_ms": 20.0 * w}
+             for w in (1, 2, 4)]
+    root = ET.fromstring(figure(_load() | {"curve": curve}))
+    texts = _texts(root)
+    assert "memoryd bench load — 1, 2, 4 closed-loop workers in turn, last: 4 closed-loop workers, 20 tenants, " \
+           "60 s: 1.5 calls/s" in texts
+    for wanted in ("Mixed load 80/15/5: throughput", "Mixed load 80/15/5: Recall latency", "closed-loop workers",
+                   "successful calls/s", "Recall latency, ms", "calls/s", "Recall p50", "Recall p99"):
+        assert wanted in texts, wanted
+    series = _series(root)
+    rate = [tuple(map(float, p.split(","))) for p in series["calls/s"].find(f"{SVG}polyline").attrib["points"].split()]  # type: ignore[union-attr]
+    # Three points, rising left to right (SVG's y grows downwards).
+    assert len(rate) == 3 and rate[0][0] < rate[1][0] < rate[2][0] and rate[0][1] > rate[1][1] > rate[2][1]
+    assert "Mixed load 80/15/5: throughput" not in _texts(ET.fromstring(figure(_load())))  # one level: no curve
+
+
 def test_recall_figures_draw_each_category_at_its_value():
     root = ET.fromstring(figure(_locomo()))
     assert _bars(root, "recall@5") == {"1 multi-hop": 0.25, "2 temporal": 0.5, "overall (1-4)": 0.375}

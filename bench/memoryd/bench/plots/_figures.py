@@ -97,9 +97,30 @@ def load_figure(document: Mapping[str, Any]) -> str:
     throughput = document.get("throughput_per_second")
     title = (f"{options.get('concurrency')} closed-loop workers, {options.get('tenants')} tenants, "
              f"{document.get('seconds', 0):.0f} s: " + (f"{throughput:,.1f} calls/s" if throughput else "no calls"))
-    return svg([latency_panel("Latency by operation (CDF)", samples),
-                BarPanel("Percentiles by operation", "operation", "ms", tuple(operations), bars, digits=1)],
-               f"memoryd bench load — {title}", [caption(document)])
+    panels: list[Panel | BarPanel] = [
+        latency_panel("Latency by operation (CDF)", samples),
+        BarPanel("Percentiles by operation", "operation", "ms", tuple(operations), bars, digits=1)]
+    curve = document.get("curve", [])
+    if len(curve) > 1:  # --concurrency N,N,...: the table above is the last level's
+        title = f"{', '.join(str(p['workers']) for p in curve)} closed-loop workers in turn, last: " + title
+        panels += throughput_panels(curve, "Mixed load 80/15/5")
+    return svg(panels, f"memoryd bench load — {title}", [caption(document)], columns=2)
+
+
+def throughput_panels(curve: Sequence[Mapping[str, Any]], what: str) -> list[Panel | BarPanel]:
+    """The throughput curve: successful calls/s, and Recall p50 and p99, against closed-loop workers."""
+    workers = tuple(float(p["workers"]) for p in curve)
+
+    def points(field: str) -> tuple[tuple[float, float], ...]:
+        return tuple((float(p["workers"]), float(p[field])) for p in curve if p.get(field) is not None)
+
+    return [Panel(f"{what}: throughput", "closed-loop workers", "successful calls/s",
+                  (Series("calls/s", points("calls_per_second"), COLOURS[0], markers=True),),
+                  x_log=True, x_ticks=workers),
+            Panel(f"{what}: Recall latency", "closed-loop workers", "Recall latency, ms",
+                  (Series("Recall p50", points("recall_p50_ms"), COLOURS[1], markers=True),
+                   Series("Recall p99", points("recall_p99_ms"), COLOURS[3], markers=True)),
+                  x_log=True, x_ticks=workers)]
 
 
 def watch_figure(document: Mapping[str, Any]) -> str:
