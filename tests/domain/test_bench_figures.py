@@ -94,7 +94,7 @@ def test_every_figure_is_titled_captioned_with_the_run_and_the_same_bytes_for_th
     assert root.tag == f"{SVG}svg"
     title = root.find(f"{SVG}title")
     assert title is not None and (title.text or "").startswith(f"memoryd bench {name}")
-    (caption,) = [t.text or "" for t in root.iter(f"{SVG}text") if t.attrib.get("class") == "caption"]
+    caption = " ".join(t.text or "" for t in root.iter(f"{SVG}text") if t.attrib.get("class") == "caption")
     for fact in ("git abc123def456", "Test CPU 3000", "2 usable cores", "[1.5, 1.25, 1.0] before",
                  "[2.5, 1.75, 1.5] after"):
         assert fact in caption, fact

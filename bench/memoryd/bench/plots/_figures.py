@@ -29,12 +29,15 @@ class PlotError(ValueError):
     """A document no figure can be drawn from (not a benchmark's JSON, or a benchmark without one)."""
 
 
-def caption(document: Mapping[str, Any]) -> str:
-    """Which run, on what machine, under what load: the facts every report records."""
+def caption(document: Mapping[str, Any], run: str = "") -> list[str]:
+    """Which run, on what machine, under what load: the facts every report records, on two lines
+    (one panel's width each). ``run``: a name put first ("this run: ")."""
     machine = document.get("machine") or {}
     before, after = machine.get("before") or {}, machine.get("after") or {}
-    return (f"git {(document.get('versions') or {}).get('git')} · {before.get('cpu')}, {before.get('nproc')} "
-            f"usable cores · load average (1/5/15 min) {before.get('loadavg')} before, {after.get('loadavg')} after")
+    return [f"{run}git {(document.get('versions') or {}).get('git')} · {before.get('cpu')}, {before.get('nproc')} "
+            "usable cores",
+            f"load average (1/5/15 min) {before.get('loadavg')} before, "
+            f"{after.get('loadavg')} after"]
 
 
 def _count(n: int, thing: str) -> str:
@@ -75,7 +78,7 @@ def locomo_figure(document: Mapping[str, Any]) -> str:
         groups[document["overall"]["label"]] = document["overall"]["recall"]
     conversations = len(document.get("dataset", {}).get("conversations", []))
     return svg([recall_panel(f"LoCoMo, {conversations} conversation(s): recall@k by category", groups, _ks(groups))],
-               "memoryd bench locomo", [caption(document)])
+               "memoryd bench locomo", caption(document))
 
 
 def _madial_groups(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Mapping[str, float | None]]:
@@ -85,7 +88,7 @@ def _madial_groups(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str,
 def madial_figure(document: Mapping[str, Any]) -> str:
     groups = _madial_groups(document.get("rows", {}))
     return svg([recall_panel("MADial-Bench: recall@k by language and query shape", groups, _ks(groups))],
-               "memoryd bench madial", [caption(document)])
+               "memoryd bench madial", caption(document))
 
 
 def load_figure(document: Mapping[str, Any]) -> str:
@@ -104,7 +107,7 @@ def load_figure(document: Mapping[str, Any]) -> str:
     if len(curve) > 1:  # --concurrency N,N,...: the table above is the last level's
         title = f"{', '.join(str(p['workers']) for p in curve)} closed-loop workers in turn, last: " + title
         panels += throughput_panels(curve, "Mixed load 80/15/5")
-    return svg(panels, f"memoryd bench load — {title}", [caption(document)], columns=2)
+    return svg(panels, f"memoryd bench load — {title}", caption(document), columns=2)
 
 
 def throughput_panels(curve: Sequence[Mapping[str, Any]], what: str) -> list[Panel | BarPanel]:
@@ -130,14 +133,14 @@ def watch_figure(document: Mapping[str, Any]) -> str:
     return svg([latency_panel("Write → change delivered to each stream that sees it (CDF)",
                               {"delivered": document.get("samples_ms", []),
                                "Write acknowledged": document.get("write_ack_samples_ms", [])}, "change")],
-               f"memoryd bench watch — {title}", [caption(document)])
+               f"memoryd bench watch — {title}", caption(document))
 
 
 def sessions_figure(document: Mapping[str, Any]) -> str:
     return svg([latency_panel(f"ResumeSession, one call at a time, {document.get('memories')} memories "
                               f"({document.get('text_bytes')} B of text)",
                               {"ResumeSession": document.get("samples_ms", [])})],
-               "memoryd bench sessions", [caption(document)])
+               "memoryd bench sessions", caption(document))
 
 
 # --- bench quick ----------------------------------------------------------------------------------
@@ -198,7 +201,7 @@ def quick_figure(now: Mapping[str, Any], previous: Mapping[str, Any] | None) -> 
     ]
     if now.get("details", {}).get("locomo", {}).get("categories") or now.get("details", {}).get("madial"):
         panels.insert(1, _quick_recall(now))
-    notes = [f"this run: {caption(now)}"] + ([f"previous: {caption(previous)}"] if previous else [])
+    notes = caption(now, "this run: ") + (caption(previous, "previous: ") if previous else [])
     return svg(panels, "memoryd bench quick", notes, columns=2)
 
 

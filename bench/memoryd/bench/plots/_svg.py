@@ -23,6 +23,8 @@ Point = tuple[float, float]
 WIDTH, HEIGHT = 440, 300  # one panel's plot area and margins, in px
 LEFT, RIGHT, TOP, BOTTOM = 64, 20, 44, 48
 LEGEND_LINE = 16
+# A white outline under a guide's label keeps it readable where it crosses a curve.
+HALO = ' stroke="white" stroke-width="3" stroke-linejoin="round" paint-order="stroke"'
 WRAPPED = 12  # the room a bar panel's two-line group labels take below the axis
 # matplotlib's default cycle ("tab10"): distinct, and readable by most colour-blind readers.
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
@@ -138,11 +140,11 @@ def _panel(panel: Panel, left: float, top: float) -> list[str]:
             out.append(f'<line class="guide" x1="{x(guide.x):.1f}" y1="{top}" x2="{x(guide.x):.1f}" '
                        f'y2="{top + HEIGHT}" stroke="#555" stroke-dasharray="2,3"/>'
                        f'<text transform="translate({x(guide.x) - 4:.1f},{top + 4}) rotate(-90)" text-anchor="end" '
-                       f'fill="#555">{escape(guide.label)}</text>')  # along its line: close ones never overlap
+                       f'fill="#555"{HALO}>{escape(guide.label)}</text>')  # along its line: close ones never overlap
         elif guide.y is not None:
             out.append(f'<line class="guide" x1="{left}" y1="{y(guide.y):.1f}" x2="{left + WIDTH}" '
                        f'y2="{y(guide.y):.1f}" stroke="#555" stroke-dasharray="2,3"/>'
-                       f'<text x="{left + 4}" y="{y(guide.y) - 4:.1f}" fill="#555">{escape(guide.label)}</text>')
+                       f'<text x="{left + 4}" y="{y(guide.y) - 4:.1f}" fill="#555"{HALO}>{escape(guide.label)}</text>')
     for series in panel.series:
         points = [(px, py) for px, py in series.points if px > 0 or not panel.x_log]
         dash = ' stroke-dasharray="6,4"' if series.dashed else ""
