@@ -153,9 +153,13 @@ def test_recall_figures_draw_each_category_at_its_value():
     assert _bars(root, "recall@10") == {"1 multi-hop": 0.5, "2 temporal": 0.75, "overall (1-4)": 0.625}
     texts = _texts(root)
     assert {"category", "recall (share of evidence found)", "recall@5", "recall@10"} <= set(texts)
-    # A taller bar for a higher recall: the bars share one axis.
-    heights = {r.attrib["data-group"]: float(r.attrib["height"]) for r in _series(root)["recall@5"].iter(f"{SVG}rect")}
-    assert heights["2 temporal"] == pytest.approx(2 * heights["1 multi-hop"], abs=0.1)
+    # Each bar stands on the axis and is as tall as its recall on the 0-1 scale of the frame.
+    (frame,) = [r for r in root.iter(f"{SVG}rect") if r.attrib.get("stroke") == "#999"]
+    bottom, full = float(frame.attrib["y"]) + float(frame.attrib["height"]), float(frame.attrib["height"])
+    for bar in _series(root)["recall@5"].iter(f"{SVG}rect"):
+        top, height = float(bar.attrib["y"]), float(bar.attrib["height"])
+        assert top + height == pytest.approx(bottom, abs=0.1)
+        assert height / full == pytest.approx(float(bar.attrib["data-value"]), abs=0.001)
 
     madial = ET.fromstring(figure(_madial()))
     assert _bars(madial, "recall@5") == {"zh, as query": 0.4, "en, as query": 0.6, "zh, as context": 0.45}
