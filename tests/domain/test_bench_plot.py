@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.bench.quick._plot import Panel, Series, cdf, quick_figure, svg
+from memoryd.bench.plots import Panel, Series, cdf, quick_figure, svg
 from memoryd.bench.quick._quick import QuickOptions, QuickResult
 from memoryd.bench.quick._targets import Measured
 from memoryd.bench.quick._quick_report import json_quick

@@ -4,6 +4,7 @@ metric arithmetic, the dataset reading and a run against a fake stub: tests/doma
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import grpc
@@ -11,6 +12,7 @@ import pytest
 
 from memoryd.bench import LocomoOptions, load_locomo, run_locomo
 from memoryd.bench._locomo import LocomoResult
+from memoryd.bench.plots import figure
 
 from ..domain.test_bench_locomo import EXPECTED_TURNS, _bench_parser, synthetic_locomo
 from ..support import ServerProcess, full_view, put_view, token_for, unique
@@ -63,13 +65,20 @@ def test_bench_command_against_a_running_server(dataset: Path, server: ServerPro
     with grpc.insecure_channel(server.target) as channel:
         put_view(channel, key_file, tenant, full_view("bench"))
     token = token_for(key_file, tenant, "bench")
-    out = tmp_path / "results.json"
+    out, plot = tmp_path / "results.json", tmp_path / "recall.svg"
     command = ["bench", "locomo", "--dataset", str(dataset), "--conversations", "1", "--addr", server.target,
-               "--token", token, "--json", str(out), "--markdown", "--batch-size", "3", "--no-progress"]
+               "--token", token, "--json", str(out), "--markdown", "--batch-size", "3", "--no-progress",
+               "--plot", str(plot)]
     args = _bench_parser().parse_args(command)
     assert args.run(args) == 0
     assert "| **overall (1-4)** | 6 | 5 |" in capsys.readouterr().out
     document = json.loads(out.read_text())
+    # The figure: recall@k by category, from the same numbers as the JSON (bench plot redraws it).
+    assert plot.read_text() == figure(document)
+    bars = [r for r in ET.fromstring(plot.read_text()).iter("{http://www.w3.org/2000/svg}rect")
+            if r.attrib.get("class") == "bar"]
+    assert {b.attrib["data-group"] for b in bars} <= {"1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop",
+                                                       "overall (1-4)"} and bars
     assert document["dataset"]["conversations"] == ["conv-a"] and document["server"]["embedded"] is False
     assert {k: v["questions"] for k, v in document["categories"].items()} == {"1": 1, "2": 1, "3": 2, "4": 2}
     assert document["skipped"] == {"5": 1} and document["evidence"]["unusable"] == 1

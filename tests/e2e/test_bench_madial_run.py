@@ -5,6 +5,7 @@ tests/domain/test_bench_madial.py."""
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from memoryd.bench.madial._madial import load_small_talk
 from memoryd.bench.madial._madial_data import load_memories
+from memoryd.bench.plots import figure
 
 from ..domain.test_bench_madial import _parser, _real
 from ..support import ServerProcess, full_view, put_view, token_for, unique
@@ -34,9 +36,16 @@ def _run(server: ServerProcess, key_file: Path, out: Path, *options: str) -> dic
 
 def test_bench_madial_recalls_the_memories_of_each_dialogues_user(server: ServerProcess, key_file: Path,
                                                                   tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    plot = tmp_path / "recall.svg"
     document = _run(server, key_file, tmp_path / "out.json", "--modes", "zh,en-zh", "--limit", "3",
-                       "--reference-questions", "2")
+                    "--reference-questions", "2", "--plot", str(plot))
     printed = capsys.readouterr().out
+    # The figure: recall@k of each language and query shape, the JSON's numbers (bench plot redraws it).
+    assert plot.read_text() == figure(document)
+    bars = {(r.attrib["data-group"], r.attrib["data-value"]) for r in ET.fromstring(plot.read_text()).iter(
+        "{http://www.w3.org/2000/svg}rect") if r.attrib.get("class") == "bar"}
+    assert bars and {group for group, _ in bars} <= {"zh, as query", "en-zh, as query", "zh, as context",
+                                                     "en-zh, as context"}
     query = printed.split("shape query")[1].split("shape context")[0]
     assert "R@1    R@3    R@5   R@10  hit@5 empty" in query
     assert [line.split()[:2] for line in query.splitlines() if line.startswith(("zh ", "en-zh "))] == [

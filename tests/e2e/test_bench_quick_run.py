@@ -54,6 +54,9 @@ def test_a_tiny_run_measures_every_row_but_mem0(tmp_path: Path):
     assert [p["workers"] for p in curve] == [1, 2] and all(p["calls_per_second"] and not p["lost"] for p in curve)
     assert rows["load_rate"]["measured"] == curve[-1]["calls_per_second"]
     assert len(result.details["samples_ms"]["short"]) == 6  # the figure's latency distribution
+    # The figure's recall by category: conv-a's categories, recall at each k bench locomo reports.
+    categories = result.details["locomo"]["categories"]
+    assert categories and all(set(row["recall"]) == {"5", "10", "25"} for row in categories.values())
     assert "a tenant of 120: embedded estimate" in rows["large_tenant_p50"]["what"]
     assert result.details["writes"]["batches of 50, 2 writers"]["items"] == 100
     waited = result.details["writes"]["batch 1, WAIT_INDEXED"]

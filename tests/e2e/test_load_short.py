@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,12 @@ import pytest
 from memoryd.bench import BenchError, LoadOptions, run_load
 from memoryd.bench.load._load import MIX, OPERATIONS, _Run
 from memoryd.bench import add_bench_commands
+from memoryd.bench.plots import figure
 from memoryd.v1 import memory_service_pb2 as svc
 
 from ..support import ServerProcess, wait_until
+
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,6 +105,28 @@ def test_a_short_load_run_has_no_errors_and_loses_no_writes(server: ServerProces
     # Every tenant was seeded, and the run's own erases are accounted for, not counted as lost.
     assert document["writes"]["acknowledged"] >= 30 * 2 * 5
     assert "| Recall |" in printed.out and "lost writes: 0" in printed.out
+
+
+def test_a_load_curve_runs_each_concurrency_on_the_server_and_plots_it(server: ServerProcess, key_file: Path,
+                                                                       tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]):
+    out, plot = tmp_path / "load.json", tmp_path / "load.svg"
+    args = _parser().parse_args([
+        "bench", "load", "--addr", server.target, "--key-file", str(key_file), "--tenants", "3",
+        "--concurrency", "2,1", "--duration", "3", "--seed", "4", "--json", str(out), "--plot", str(plot), "--quiet"])
+    assert args.run(args) == 0
+    printed = capsys.readouterr()
+    document = json.loads(out.read_text())
+    assert [p["workers"] for p in document["curve"]] == [1, 2]  # in rising order, whatever the order asked
+    assert all(p["calls_per_second"] > 0 and p["errors"] == 0 and p["lost"] == 0 for p in document["curve"])
+    assert document["options"]["concurrency"] == 2 and len(document["samples_ms"]["Recall"]) > 0
+    assert printed.out.count("Load test (closed loop, loopback)") == 2
+    assert "throughput curve (closed-loop workers: calls/s, Recall p99): 1: " in printed.out
+    assert f"plot written to {plot}" in printed.err
+    # The figure is the JSON's: `memoryd bench plot` redraws the same bytes from the kept file.
+    assert plot.read_text() == figure(document)
+    root = ET.fromstring(plot.read_text())
+    assert {"Mixed load 80/15/5: throughput", "Latency by operation (CDF)"} <= {t.text for t in root.iter(f"{SVG}text")}
 
 
 def test_several_addresses_share_the_load_round_robin(server: ServerProcess, key_file: Path, tmp_path: Path,

@@ -18,7 +18,8 @@ from .extraction import add_extraction_command
 from .injections import add_injections_command
 from .madial import add_madial_command
 from .quick import add_quick_command
-from .load import add_scale_command
+from .load import add_scale_command, parse_workers
+from .plots import add_plot_command, add_plot_option, write_plot
 from .sessions import add_sessions_command
 from .watch import add_watch_command
 from ._run_options import add_run_options, add_server_options
@@ -70,6 +71,7 @@ def add_bench_commands(commands: Any) -> None:
     locomo.add_argument("--markdown", action="store_true",
                         help="print a Markdown section for bench/RESULTS.md instead of the plain table")
     add_run_options(locomo, json_help="also write the results, per question too, as JSON")
+    add_plot_option(locomo, "recall@k by category")
     locomo.set_defaults(run=run_locomo_command)
     add_scale_command(benchmarks)
     add_quick_command(benchmarks)
@@ -96,14 +98,18 @@ def add_bench_commands(commands: Any) -> None:
     load.add_argument("--tenants", type=int, default=100, help="default 100")
     load.add_argument("--subjects", type=int, default=2, help="subjects per tenant (default 2)")
     load.add_argument("--seed-memories", type=int, default=5, help="memories written per subject first (default 5)")
-    load.add_argument("--concurrency", type=int, default=8, help="closed-loop workers (default 8)")
-    load.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
+    load.add_argument("--concurrency", type=parse_workers, default=(8,), metavar="N[,N,...]",
+                      help="closed-loop workers (default 8); several: a run at each in turn on the same server, "
+                           "the throughput curve (a table each; --json and --plot hold the curve and the last run)")
+    load.add_argument("--duration", type=float, default=60.0, help="seconds of load, at each concurrency (default 60)")
     load.add_argument("--deadline", type=float, default=10.0, help="deadline of each call in seconds (default 10)")
     load.add_argument("--seed", type=int, default=0, help="random seed of the workers' choices (default 0)")
     add_run_options(load, progress_help=None)  # its own --quiet below
     load.add_argument("--markdown", action="store_true", help="print a Markdown section for bench/RESULTS.md")
     load.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_plot_option(load, "the latency distribution of each operation (and the throughput curve)")
     load.set_defaults(run=run_load_command)
+    add_plot_command(benchmarks)
 
 
 def bench_token(args: argparse.Namespace) -> str:
@@ -140,35 +146,43 @@ def run_locomo_command(args: argparse.Namespace) -> int:
         print(markdown_report(result, before, after, found, digest, recorded))
     else:
         print(text_report(result))
+    document = json_report(result, before, after, found, digest, recorded)
     if args.json:
-        document = json_report(result, before, after, found, digest, recorded)
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
         print(f"results written to {args.json}", file=sys.stderr)
-    return 0
+    return 0 if write_plot(args.plot, document) else 1
 
 
 def run_load_command(args: argparse.Namespace) -> int:
-    from .load import LoadOptions, load_json_report, load_markdown_report, load_text_report, run_load
+    from .load import (LoadOptions, curve_point, curve_text, load_json_report, load_markdown_report,
+                       load_text_report, run_load_curve)
 
     addrs = tuple(part.strip() for value in args.addr or () for part in value.split(",") if part.strip())
+    levels = tuple(sorted(set(args.concurrency)))
     options = LoadOptions(addrs=addrs, key_file=Path(args.key_file) if args.key_file else None,
                           tenants=args.tenants, subjects=args.subjects, seed_memories=args.seed_memories,
-                          concurrency=args.concurrency, duration=args.duration, seed=args.seed,
+                          concurrency=levels[-1] if levels else 0, duration=args.duration, seed=args.seed,
                           deadline=args.deadline, start_timeout=args.start_timeout)
     try:
         before = machine()
         with sigterm_unwinds():
-            result = run_load(options, progress=None if args.quiet else sys.stderr)
+            results = run_load_curve(options, levels, progress=None if args.quiet else sys.stderr)
         after = machine()
     except (BenchError, ServerError) as exc:
         print(f"memoryd bench: error: {exc}", file=sys.stderr)
         return 1
     found = versions()
-    recorded = settings(os.environ) if result.server.get("embedded") else {}
-    print(load_markdown_report(result, before, after, found, recorded) if args.markdown
-          else load_text_report(result))
+    recorded = settings(os.environ) if results[-1].server.get("embedded") else {}
+    for result in results:
+        print(load_markdown_report(result, before, after, found, recorded) if args.markdown
+              else load_text_report(result))
+    curve = [curve_point(result) for result in results]
+    if len(curve) > 1:
+        print(f"throughput curve (closed-loop workers: calls/s, Recall p99): {curve_text(curve)}")
+    document = load_json_report(results[-1], before, after, found, recorded) | ({"curve": curve} if len(curve) > 1
+                                                                                 else {})
     if args.json:
-        document = load_json_report(result, before, after, found, recorded)
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
         print(f"results written to {args.json}", file=sys.stderr)
-    return 0 if not result.errors and not result.lost else 1
+    plotted = write_plot(args.plot, document)
+    return 0 if plotted and not any(r.errors or r.lost for r in results) else 1

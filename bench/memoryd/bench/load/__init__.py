@@ -2,8 +2,9 @@
 indexing rates (``memoryd bench scale``).
 """
 
-from ._cli_scale import add_scale_command, parse_sizes
-from ._load import LoadOptions, LoadResult, run_load
+from ._cli_scale import add_scale_command, parse_sizes, parse_workers
+from ._load import LoadOptions, LoadResult, run_load, run_load_curve
+from ._load_report import curve_point, curve_text
 from ._load_report import json_report as load_json_report
 from ._load_report import markdown_report as load_markdown_report
 from ._load_report import text_report as load_text_report
@@ -24,6 +25,7 @@ from ._scale import (
 )
 
 __all__ = ["BARRIER", "EmbeddingEndpoint", "LoadOptions", "LoadResult", "Loader", "MAX_WRITE_BATCH", "Point",
-           "ScaleOptions", "Tenants", "add_scale_command", "connect", "endpoint_environment", "latency",
-           "load_json_report", "load_markdown_report", "load_text_report", "measure_acks",
-           "measure_indexing", "measure_recall", "parse_sizes", "recall_by_keys", "run_load"]
+           "ScaleOptions", "Tenants", "add_scale_command", "connect", "curve_point", "curve_text",
+           "endpoint_environment", "latency", "load_json_report", "load_markdown_report", "load_text_report",
+           "measure_acks", "measure_indexing", "measure_recall", "parse_sizes", "parse_workers", "recall_by_keys",
+           "run_load", "run_load_curve"]

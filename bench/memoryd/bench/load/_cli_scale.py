@@ -1,5 +1,6 @@
 """``memoryd bench scale``: Recall latency, server memory, Write acks and indexing throughput
-as the store grows (see memoryd/bench/load/_scale.py for the method)."""
+as the store grows (see memoryd/bench/load/_scale.py for the method); and the lists of sizes and
+of closed-loop worker counts that bench scale, load and quick take."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ def parse_sizes(value: str) -> tuple[int, ...]:
     if any(size < 0 for size in sizes):
         raise argparse.ArgumentTypeError("sizes must not be negative")
     return tuple(size for size in sizes if size > 0)
+
+
+def parse_workers(text: str) -> tuple[int, ...]:
+    try:
+        workers = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of worker counts: {text!r}") from None
+    if any(w < 0 for w in workers):
+        raise argparse.ArgumentTypeError("worker counts must not be negative")
+    return tuple(w for w in workers if w > 0)
 
 
 def add_scale_command(benchmarks: Any) -> None:

@@ -28,6 +28,7 @@ testing somebody else's server.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import random
 import re
@@ -434,10 +435,18 @@ def _load(options: LoadOptions, targets: Sequence[str], key_path: Path, server: 
 
 
 def run_load(options: LoadOptions, *, progress: TextIO | None = None) -> LoadResult:
-    if options.tenants < 1 or options.subjects < 1 or options.concurrency < 1 or options.duration <= 0:
+    return run_load_curve(options, (options.concurrency,), progress=progress)[0]
+
+
+def run_load_curve(options: LoadOptions, levels: Sequence[int], *,
+                   progress: TextIO | None = None) -> list[LoadResult]:
+    """A run at each of ``levels`` closed-loop workers in turn (``options.concurrency`` aside), on
+    the same servers (an embedded one is started once): the throughput curve."""
+    if options.tenants < 1 or options.subjects < 1 or min(levels, default=0) < 1 or options.duration <= 0:
         raise BenchError("tenants, subjects and concurrency must be at least 1 and the duration positive")
     if not 1 <= options.write_items <= 100 or not 0 <= options.seed_memories <= 100:
         raise BenchError("write items must be 1-100 and seed memories 0-100")
+    at = [dataclasses.replace(options, concurrency=level) for level in levels]
     if options.addrs:
         for addr in options.addrs:
             if not is_loopback(addr):
@@ -447,14 +456,16 @@ def run_load(options: LoadOptions, *, progress: TextIO | None = None) -> LoadRes
             raise BenchError("an address is given twice")
         if options.key_file is None or not Path(options.key_file).is_file():
             raise BenchError("--addr needs --key-file: the servers' signing key, to store a view per tenant")
-        return _load(options, options.addrs, Path(options.key_file),
-                     {"embedded": False, "addrs": list(options.addrs)}, None, progress)
+        return [_load(o, options.addrs, Path(options.key_file), {"embedded": False, "addrs": list(options.addrs)},
+                      None, progress) for o in at]
     with EmbeddedServer(start_timeout=options.start_timeout) as server:
         pid = server.pid
-        result = _load(options, [server.target], server.signing_key_path, {"embedded": True},
-                       (lambda: process_rss(pid)) if pid else None, progress)
-        result.server_warnings = log_warnings(server.log_path)
-        return result
+        results = [_load(o, [server.target], server.signing_key_path, {"embedded": True},
+                         (lambda: process_rss(pid)) if pid else None, progress) for o in at]
+        warnings = log_warnings(server.log_path)  # the whole server's life: every level's
+        for result in results:
+            result.server_warnings = warnings
+        return results
 
 
 _LEVEL = re.compile(r" (WARNING|ERROR|CRITICAL) (\S+: .*)$")

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-
 
 from .._report import run_lines
 from ._load import MIX, OPERATIONS, LoadResult
@@ -25,6 +23,22 @@ def _n(value: float | None, digits: int = 1) -> str:
 
 def _mib(value: int | None) -> str:
     return "?" if value is None else f"{value / 2**20:,.0f} MiB"
+
+
+def curve_point(load: LoadResult) -> dict[str, Any]:
+    """One point of the throughput curve: successful calls per second and the Recalls' latency."""
+    recall = load.summary("Recall")
+    ok = sum(len(s.latencies_ms) for s in load.ops.values())
+    return {"workers": load.options.concurrency, "seconds": load.seconds,
+            "calls_per_second": ok / load.seconds if load.seconds > 0 else None,
+            "recall_p50_ms": recall["p50_ms"], "recall_p99_ms": recall["p99_ms"],
+            "errors": sum(load.errors.values()), "lost": len(load.lost)}
+
+
+def curve_text(curve: Sequence[Mapping[str, Any]]) -> str:
+    """The throughput curve on one line: closed-loop workers: calls/s, Recall p99."""
+    return " · ".join(f"{p['workers']}: {_n(p['calls_per_second'])}/s, p99 {_n(p['recall_p99_ms'], 0)} ms"
+                      for p in curve)
 
 
 def facts(result: LoadResult) -> list[str]:
@@ -124,6 +138,8 @@ def json_report(result: LoadResult, before: Mapping[str, Any], after: Mapping[st
         "degraded": result.degraded,
         "calls_by_addr": dict(result.calls_by_addr),
         "p99_ms": {op: result.summary(op)["p99_ms"] for op in OPERATIONS},
+        # Every successful call's latency, so `memoryd bench plot` can redraw the distribution.
+        "samples_ms": {op: [round(x, 3) for x in result.ops[op].latencies_ms] for op in OPERATIONS},
         "throughput_per_second": (sum(len(s.latencies_ms) for s in result.ops.values()) / result.seconds
                                   if result.seconds else math.nan),
     }

@@ -20,6 +20,7 @@ from ._madial_report import json_result, report
 from ._madial_data import find_madial
 from .._report import machine, settings, versions
 from .._run_options import add_run_options, add_server_options
+from ..plots import add_plot_option, write_plot
 from memoryd.cli import connection_options, tls_settings
 
 
@@ -76,6 +77,7 @@ def add_madial_command(benchmarks: Any, token_file: str) -> None:
     bench.add_argument("--subject-prefix", default="madial",
                        help="subjects are <prefix>-<lang>-<user> (default madial); they must be empty")
     add_run_options(bench, json_help="also write the results, per dialogue too, as JSON")
+    add_plot_option(bench, "recall@k by language and query shape")
     bench.set_defaults(run=run_madial_command)
 
 
@@ -103,9 +105,9 @@ def run_madial_command(args: argparse.Namespace) -> int:
         print(f"memoryd bench: error: {exc}", file=sys.stderr)
         return 1
     print(report(result))
+    document = json_result(result) | {"machine": {"before": before, "after": after}, "versions": versions(),
+                                      "settings": settings(os.environ) if result.server.get("embedded") else {}}
     if args.json:
-        document = json_result(result) | {"machine": {"before": before, "after": after}, "versions": versions(),
-                                          "settings": settings(os.environ) if result.server.get("embedded") else {}}
         Path(args.json).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
         print(f"results written to {args.json}", file=sys.stderr)
-    return 0
+    return 0 if write_plot(args.plot, document) else 1

@@ -1,6 +1,6 @@
 """``memoryd bench quick``: the performance targets table measured once, small, in a few minutes
 (see memoryd/bench/quick/_quick.py for the method), beside the previous run's figures
-(_quick_report.py), with a figure (_plot.py)."""
+(_quick_report.py), with a figure (memoryd.bench.plots)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from .._dataset import DatasetError, resolve_dataset
 from .._locomo import BenchError
 from ..madial import find_madial
 from .._server import ServerError, sigterm_unwinds
-from ._plot import quick_figure
 from ._mem0 import Mem0Harness
 from ._quick import QuickOptions, run_quick
 from ._quick_report import HISTORY, history_file, json_quick, load_run, newest_run, text_quick
 from .._report import machine, versions
 from .._run_options import add_run_options
-from ..load import parse_sizes
+from ..plots import add_plot_option, quick_figure, write_plot
+from ..load import parse_sizes, parse_workers
 
 # The source tree this package runs from (make install installs it editable): bench/mem0 and
 # .build live there; elsewhere (an installed wheel) the current directory stands in.
@@ -31,16 +31,6 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[4]
 
 def source_tree() -> Path:
     return _PACKAGE_ROOT if (_PACKAGE_ROOT / "bench" / "mem0" / "run_locomo.py").is_file() else Path.cwd()
-
-
-def parse_workers(text: str) -> tuple[int, ...]:
-    try:
-        workers = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of worker counts: {text!r}") from None
-    if any(w < 0 for w in workers):
-        raise argparse.ArgumentTypeError("worker counts must not be negative")
-    return tuple(w for w in workers if w > 0)
 
 
 def add_quick_command(benchmarks: Any) -> None:
@@ -90,6 +80,7 @@ def add_quick_command(benchmarks: Any) -> None:
     add_run_options(quick, start_help="seconds to wait for each embedded server to start (default 180)",
                     json_help="also write the table and the details as JSON here",
                     progress_help="no progress lines on stderr")
+    add_plot_option(quick, "the figure kept in the history folder (latency, recall by category, throughput curve)")
     quick.set_defaults(run=run_quick_command)
 
 
@@ -162,4 +153,4 @@ def run_quick_command(args: argparse.Namespace) -> int:
         print(f"memoryd bench: error: the run's files were not written: {exc}", file=sys.stderr)
         return 1
     print(f"plot: {figure}\nthis run's JSON: {kept}" + (f" (and {args.json})" if args.json else ""))
-    return 0
+    return 0 if write_plot(args.plot, document, previous) else 1

@@ -1,5 +1,4 @@
-"""Small measurements of the quick run, pure or nearly: a point of the throughput curve, the rate of
-concurrent batches, the steps a tenant is filled in, and resident memory per stored memory.
+"""Small measurements of the quick run, pure or nearly: the rate of concurrent batches, the steps a tenant is filled in, and resident memory per stored memory.
 """
 
 from __future__ import annotations
@@ -8,26 +7,14 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..load import LoadResult
 from ..load import (
     MAX_WRITE_BATCH,
     Loader,
     latency,
 )
-
-
-def curve_point(load: LoadResult) -> dict[str, Any]:
-    """One point of the throughput curve: successful calls per second and the Recalls' latency."""
-    recall = load.summary("Recall")
-    ok = sum(len(s.latencies_ms) for s in load.ops.values())
-    return {"workers": load.options.concurrency, "seconds": load.seconds,
-            "calls_per_second": ok / load.seconds if load.seconds > 0 else None,
-            "recall_p50_ms": recall["p50_ms"], "recall_p99_ms": recall["p99_ms"],
-            "errors": sum(load.errors.values()), "lost": len(load.lost)}
 
 
 def concurrent_batches(loader: Loader, tenants: Sequence[str], batches: int) -> dict[str, float | None]:

@@ -55,7 +55,7 @@ from typing import Any, TextIO
 
 from memoryd.v1 import memory_service_pb2 as svc
 
-from ..load import LoadOptions, LoadResult, run_load
+from ..load import LoadOptions, LoadResult, curve_point, run_load
 from .._locomo import BenchError, LocomoOptions, run_locomo
 from ..madial import SHAPES, MadialOptions, run_madial
 from .._proc import resident
@@ -79,7 +79,7 @@ from .._server import EmbeddedServer
 from ._spans import EMBED_SPAN, RECALL_SPAN, SpanCollector, Traceparents, overhead
 from ._targets import MADIAL_KEYS, TARGETS, Measured, number, ratio
 from ._mem0 import Mem0Harness, mem0_measured, run_mem0
-from ._measures import concurrent_batches, curve_point, fill_steps, rss_growth
+from ._measures import concurrent_batches, fill_steps, rss_growth
 
 KIB = 1024
 
@@ -193,6 +193,8 @@ def _locomo_phase(options: QuickOptions, server: EmbeddedServer, collector: Span
     result.details["locomo"] = {
         "conversations": [c.sample_id for c in locomo.conversations], "questions": calls, "top_k": top_k,
         "latency_ms": dict(latency_ms), "recall": {str(k): v for k, v in locomo.summary.overall.recall.items()},
+        "categories": {row.label: {"scored": row.scored, "recall": {str(k): v for k, v in row.recall.items()}}
+                       for row in locomo.summary.categories},
         "writes": {"memories": locomo.writes.memories, "seconds": locomo.writes.seconds,
                    "per_second": locomo.writes.per_second, "consistency": "CONSISTENCY_WAIT_INDEXED",
                    "batch_size": options.locomo_batch},

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .._locomo import BenchError
+from ..load import curve_text
 from ._quick import QuickResult
-from ._targets import NOISE, QUALITY, TAIL, number
+from ._targets import NOISE, QUALITY, TAIL
 
 HISTORY = Path(".build", "bench-quick")
 _NAME = re.compile(r"^\d{8}T\d{6}Z-.+\.json$")
@@ -170,15 +171,11 @@ def text_quick(result: QuickResult, before: Mapping[str, Any], after: Mapping[st
 
 
 def _curve_lines(curve: Sequence[Mapping[str, Any]], previous: Sequence[Mapping[str, Any]] | None) -> list[str]:
-    def points(found: Sequence[Mapping[str, Any]]) -> str:
-        return " · ".join(f"{p['workers']}: {number(p['calls_per_second'])}/s, p99 {number(p['recall_p99_ms'], 0)} ms"
-                          for p in found)
-
     if not curve:
         return []
-    lines = [f"mixed-load curve (closed-loop workers: calls/s, Recall p99): {points(curve)}"]
+    lines = [f"mixed-load curve (closed-loop workers: calls/s, Recall p99): {curve_text(curve)}"]
     if previous:
-        lines.append(f"                                 previous run: {points(previous)}")
+        lines.append(f"                                 previous run: {curve_text(previous)}")
     return lines
 
 

@@ -10,16 +10,19 @@ p50/p95/p99 with the machine and its load average before and after. Issue 43's t
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from memoryd.client import NO_RETRY, MemorydClient, MemorydError
 from memoryd.v1 import memory_pb2 as pb
 
 from .._metrics import percentile
-from .._report import machine
+from .._report import machine, versions
 from .._server import EmbeddedServer, ServerError, sigterm_unwinds
+from ..plots import add_plot_option, write_plot
 
 SUBJECT, SESSION = "bench-sessions", "bench-session-1"
 WARM_UP = 20
@@ -45,6 +48,8 @@ def add_sessions_command(benchmarks: Any) -> None:
     parser.add_argument("--calls", type=int, default=500, help="ResumeSession calls measured (default 500)")
     parser.add_argument("--start-timeout", type=float, default=180.0, help="seconds to wait for the server to start")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown section for bench/RESULTS.md")
+    parser.add_argument("--json", metavar="OUT", help="also write the results, every call's latency too, as JSON")
+    add_plot_option(parser, "the latency distribution")
     parser.set_defaults(run=run_sessions_command)
 
 
@@ -69,7 +74,7 @@ def measure(client: MemorydClient, calls: int) -> dict[str, Any]:
     return {"calls": calls, "snapshot_bytes": ended.ByteSize(), "text_bytes": text_bytes,
             "memories": 1 + len(ended.explicit) + len(ended.inferred),
             **{f"p{q}": round(percentile(timings, q) or 0.0, 2) for q in (50, 95, 99)},
-            "max": round(max(timings), 2)}
+            "max": round(max(timings), 2), "samples_ms": [round(t, 3) for t in timings]}
 
 
 def run_sessions_command(args: argparse.Namespace) -> int:
@@ -97,4 +102,9 @@ def run_sessions_command(args: argparse.Namespace) -> int:
               f"p99 {result['p99']} ms, max {result['max']} ms")
         print(f"machine: {before['cpu']}, {before['nproc']} usable cores; load average {before['loadavg']} before, "
               f"{after['loadavg']} after")
-    return 0
+    document = {"benchmark": "sessions", **result, "machine": {"before": before, "after": after},
+                "versions": versions()}
+    if args.json:
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 0 if write_plot(args.plot, document) else 1

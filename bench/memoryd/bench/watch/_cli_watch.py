@@ -13,6 +13,7 @@ from typing import Any
 from .._locomo import BenchError
 from .._report import machine, versions
 from .._run_options import add_run_options
+from ..plots import add_plot_option, write_plot
 from .._server import ServerError, sigterm_unwinds
 from ._servers import Servers, distributed, embedded, existing
 from ._watch import WatchOptions, run_watch
@@ -59,6 +60,7 @@ def add_watch_command(benchmarks: Any) -> None:
                             "with another poll_seconds")
     watch.add_argument("--markdown", action="store_true", help="print a Markdown section for bench/RESULTS.md")
     add_run_options(watch, progress_help="no progress lines on stderr")
+    add_plot_option(watch, "the latency distribution (and the Write acks')")
     watch.set_defaults(run=run_watch_command)
 
 
@@ -104,8 +106,9 @@ def run_watch_command(args: argparse.Namespace) -> int:
         return 1
     found = versions()
     print(markdown_report(result, before, after, found, recorded) if args.markdown else text_report(result, recorded))
+    document = json_report(result, before, after, found, recorded)
     if args.json:
-        document = json_report(result, before, after, found, recorded)
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
         print(f"results written to {args.json}", file=sys.stderr)
-    return 0 if result.ok else 1
+    plotted = write_plot(args.plot, document)
+    return 0 if result.ok and plotted else 1

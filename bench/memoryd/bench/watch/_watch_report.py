@@ -96,6 +96,9 @@ def json_report(result: WatchResult, before: Mapping[str, Any], after: Mapping[s
         "hidden_pairs": t.hidden(), "leaks": t.leaks, "foreign": t.foreign, "kinds": dict(t.kinds),
         "heartbeats": t.heartbeats, "stream_errors": dict(result.stream_errors),
         "latency_ms": t.latency_ms(),
+        # Every delivered pair's latency, so `memoryd bench plot` can redraw the distribution.
+        "samples_ms": sorted(round(x * 1000, 3) for x in t.latencies()),
+        "write_ack_samples_ms": sorted(round(x, 3) for x in result.write_ms),
         "seconds": {"ready": result.ready_seconds, "writes": result.write_seconds, "drain": result.drain_seconds},
         "client": {"cpu_share": result.cpu_share, "loop_lag_ms": result.loop_lag()},
         "server_cpu_share": result.server_cpu_share,
