@@ -101,7 +101,7 @@ func WithRetryPolicy(p RetryPolicy) Option { return func(o *options) { o.retry =
 func WithHeartbeatInterval(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
 
 // WithKeepalive replaces DefaultKeepalive() (Dial only); keepalive.ClientParameters{} sends no
-// pings. A Time under the server's accepted interval (15 s by default) gets the connection
+// pings. A Time under the server's accepted interval (5 s by default) gets the connection
 // closed with GOAWAY "too_many_pings".
 func WithKeepalive(p keepalive.ClientParameters) Option { return func(o *options) { o.keepalive = p } }
 
@@ -137,8 +137,12 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	if o.tls != nil {
 		transport = credentials.NewTLS(o.tls)
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(transport), grpc.WithKeepaliveParams(o.keepalive)},
-		o.dialOptions...)
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	if o.keepalive.Time > 0 {
+		// Not with a zero Time: grpc-go would raise it to its 10 s floor rather than turn pings off.
+		dial = append(dial, grpc.WithKeepaliveParams(o.keepalive))
+	}
+	dial = append(dial, o.dialOptions...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ const (
 	// DefaultKeepaliveTime: a connection that received nothing for this long is pinged, with or
 	// without a call open; DefaultKeepaliveTimeout: without an answer in this time it is closed,
 	// so the next call connects afresh instead of waiting out its deadline on a connection a NAT
-	// or proxy dropped. A memoryd server accepts a ping every 15 s and answers faster ones with
+	// or proxy dropped. A memoryd server accepts a ping every 5 s and answers faster ones with
 	// GOAWAY ENHANCE_YOUR_CALM "too_many_pings" (WithKeepalive).
 	DefaultKeepaliveTime    = 30 * time.Second
 	DefaultKeepaliveTimeout = 10 * time.Second

@@ -68,7 +68,7 @@ export interface MemorydClientOptions {
   /**
    * keepalive: the HTTP/2 pings of the client's connections (default KEEPALIVE: after 30 s of
    * silence, idle connections too; false: none). A pingIntervalMs under the server's accepted
-   * interval (15 s by default) gets the connection closed with GOAWAY "too_many_pings".
+   * interval (5 s by default) gets the connection closed with GOAWAY "too_many_pings".
    */
   keepalive?: Partial<Keepalive> | false;
 }

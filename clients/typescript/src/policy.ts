@@ -78,7 +78,7 @@ export interface Keepalive {
 /**
  * KEEPALIVE is every client's default: a connection a NAT or proxy dropped without a word is
  * found out by a ping instead of by a call waiting out its deadline. A memoryd server accepts a
- * ping every 15 s and answers faster ones with GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
+ * ping every 5 s and answers faster ones with GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
  */
 export const KEEPALIVE: Readonly<Keepalive> = Object.freeze({
   pingIntervalMs: 30_000,

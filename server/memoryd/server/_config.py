@@ -71,9 +71,10 @@ class Keepalive:
     ``keepalive.time_seconds`` (30 s); the server must permit that, or it answers the third early
     ping with GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and the client logs an error."""
 
-    # The shortest gap between a client's pings the server accepts, calls in flight or not: half
-    # the clients' interval, so a ping that arrives early (timer slack) is never counted.
-    min_ping_interval_seconds: float = 15.0
+    # The shortest gap between a client's pings the server accepts, calls in flight or not: well
+    # under the clients' 30 s, so timer slack is never counted as an early ping, and under the
+    # 10 s floor of grpc-go and grpc-java, so their clients written without the policy pass too.
+    min_ping_interval_seconds: float = 5.0
     # The server pings a connection it has heard nothing on for this long, and closes it when no
     # answer comes within the timeout: a client gone without a word (host down, NAT entry
     # dropped) frees its Watch streams within time + timeout, not after TCP gives up (~15 min).

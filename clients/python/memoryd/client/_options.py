@@ -65,7 +65,7 @@ class Keepalive:
     ``timeout`` seconds it closes the connection, so the next call connects afresh instead of
     waiting out its deadline on a connection a NAT or proxy dropped without a word. With
     ``permit_without_calls`` it pings a channel with no call open too. A memoryd server accepts a
-    ping every 15 s (``[keepalive] min_ping_interval_seconds``): a ``time`` under that gets the
+    ping every 5 s (``[keepalive] min_ping_interval_seconds``): a ``time`` under that gets the
     connection closed with GOAWAY ``too_many_pings``.
     """
 

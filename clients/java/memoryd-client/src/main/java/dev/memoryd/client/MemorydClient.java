@@ -448,7 +448,7 @@ public final class MemorydClient implements AutoCloseable {
      * HTTP/2 keepalive pings of the client's connections (defaults {@link
      * RetryPolicy#KEEPALIVE_TIME}, 30 s, and {@link RetryPolicy#KEEPALIVE_TIMEOUT}, 10 s, with or
      * without calls open); a null {@code time} sends none. A time under the server's accepted
-     * interval (15 s by default) gets the connection closed with GOAWAY "too_many_pings".
+     * interval (5 s by default) gets the connection closed with GOAWAY "too_many_pings".
      */
     public Builder keepAlive(Duration time, Duration timeout) {
       this.keepAliveTime = time;

@@ -50,7 +50,7 @@ public final class RetryPolicy {
    * A connection that received nothing for this long is pinged (HTTP/2 keepalive), with or without
    * a call open ({@link #KEEPALIVE_WITHOUT_CALLS}); without an answer within {@link
    * #KEEPALIVE_TIMEOUT} it is closed, so the next call connects afresh instead of waiting out its
-   * deadline on a connection a NAT or proxy dropped. A memoryd server accepts a ping every 15 s
+   * deadline on a connection a NAT or proxy dropped. A memoryd server accepts a ping every 5 s
    * and answers faster ones with GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
    */
   public static final Duration KEEPALIVE_TIME = Duration.ofSeconds(30);
