@@ -19,7 +19,8 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._errors import from_rpc_error
-from ._options import DEFAULT_TIMEOUT, KEEPALIVE, TLS, Keepalive, AsyncToken, RetryPolicy, metadata_for, prepare, wrong_reply
+from ._options import (DEFAULT_TIMEOUT, KEEPALIVE, TLS, AsyncToken, Keepalive, RetryPolicy, metadata_for, prepare,
+                       wrong_reply)
 from ._sync import build_request
 from ._tracing import trace_metadata
 from ._watch import WATCH_HEARTBEAT, AsyncWatch
