@@ -16,15 +16,18 @@ from google.protobuf import symbol_database
 
 from memoryd.client import (
     DEFAULT_TIMEOUT,
+    KEEPALIVE,
     WATCH_HEARTBEAT,
     WATCH_STALL_FACTOR,
     AsyncMemorydClient,
     AsyncWatch,
+    Keepalive,
     MemorydClient,
     RetryPolicy,
     Watch,
 )
 from memoryd.client._options import prepare
+from memoryd.server import Config
 from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import token_admin_service_pb2 as token_admin
 from memoryd.v1 import view_admin_service_pb2 as admin
@@ -128,3 +131,21 @@ def test_the_watch_heartbeat_and_stall_factor_are_the_policys():
     with MemorydClient("127.0.0.1:1", heartbeat_interval=2.0) as client:
         assert client.watch(subject="alice")._resume.stall == WATCH_STALL_FACTOR * 2.0
         assert client.watch(subject="alice", heartbeat_interval=0.5)._resume.stall == WATCH_STALL_FACTOR * 0.5
+
+
+def test_the_keepalive_is_the_policys_and_the_servers_default_permits_it():
+    keepalive = POLICY["keepalive"]
+    assert KEEPALIVE == Keepalive(time=keepalive["time_seconds"], timeout=keepalive["timeout_seconds"],
+                                  permit_without_calls=keepalive["permit_without_calls"])
+    for client in (MemorydClient, AsyncMemorydClient):
+        assert inspect.signature(client).parameters["keepalive"].default is KEEPALIVE
+    assert dict(KEEPALIVE.channel_options()) == {
+        "grpc.keepalive_time_ms": keepalive["time_seconds"] * 1000,
+        "grpc.keepalive_timeout_ms": keepalive["timeout_seconds"] * 1000,
+        "grpc.keepalive_permit_without_calls": int(keepalive["permit_without_calls"]),
+        "grpc.http2.max_pings_without_data": 0,  # keep pinging while idle, as the other clients do
+    }
+    # A server that counted a slightly early ping (timer slack) as a strike would send GOAWAY.
+    server = Config().keepalive
+    assert server.min_ping_interval_seconds == keepalive["server_min_ping_interval_seconds"]
+    assert keepalive["time_seconds"] >= 2 * server.min_ping_interval_seconds

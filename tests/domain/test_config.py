@@ -175,3 +175,35 @@ def test_bad_watch_settings_are_refused(tmp_path, document, message):
     path.write_text(document)
     with pytest.raises(ValueError, match=message):
         load(path, env={})
+
+
+def test_the_keepalive_settings_come_from_their_section_and_the_environment_wins(tmp_path):
+    path = tmp_path / "memoryd.toml"
+    path.write_text("[keepalive]\nmin_ping_interval_seconds = 20\ntime_seconds = 120\n")
+    keepalive = load(path, env={"MEMORYD_KEEPALIVE_TIME_SECONDS": "90"}).keepalive
+    assert (keepalive.min_ping_interval_seconds, keepalive.time_seconds, keepalive.timeout_seconds) == (20.0, 90.0, 20.0)
+
+
+def test_the_server_accepts_pings_on_idle_connections_as_often_as_configured_and_pings_idle_peers():
+    from memoryd.server.app._app import keepalive_options
+
+    options = dict(keepalive_options(load(env={"MEMORYD_KEEPALIVE_MIN_PING_INTERVAL_SECONDS": "7.5"}).keepalive))
+    assert options["grpc.keepalive_permit_without_calls"] == 1
+    assert options["grpc.http2.min_ping_interval_without_data_ms"] == 7500
+    assert (options["grpc.keepalive_time_ms"], options["grpc.keepalive_timeout_ms"]) == (60_000, 20_000)
+    assert options["grpc.http2.max_pings_without_data"] == 0  # gRPC would stop after 2 on an idle connection
+
+
+@pytest.mark.parametrize(
+    ("document", "env", "message"),
+    [("[keepalive]\ninterval = 1\n", {}, "unknown keepalive keys"),
+     ("", {"MEMORYD_KEEPALIVE_TIME_SECONDS": "often"}, "MEMORYD_KEEPALIVE_TIME_SECONDS"),
+     ("[keepalive]\nmin_ping_interval_seconds = 0\n", {}, "keepalive.min_ping_interval_seconds"),
+     ("[keepalive]\ntimeout_seconds = -1\n", {}, "keepalive.timeout_seconds")],
+    ids=["unknown-key", "not-a-number", "no-interval", "negative-timeout"],
+)
+def test_bad_keepalive_settings_are_refused(tmp_path, document, env, message):
+    path = tmp_path / "memoryd.toml"
+    path.write_text(document)
+    with pytest.raises(ValueError, match=message):
+        load(path, env=env)

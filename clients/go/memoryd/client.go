@@ -42,6 +42,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
@@ -61,6 +62,7 @@ type options struct {
 	dialOptions []grpc.DialOption
 	sleep       func(context.Context, time.Duration) error
 	heartbeat   time.Duration
+	keepalive   keepalive.ClientParameters
 }
 
 // Option configures a Client.
@@ -98,6 +100,11 @@ func WithRetryPolicy(p RetryPolicy) Option { return func(o *options) { o.retry =
 // WatchStallFactor intervals opens its stream again.
 func WithHeartbeatInterval(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
 
+// WithKeepalive replaces DefaultKeepalive() (Dial only); keepalive.ClientParameters{} sends no
+// pings. A Time under the server's accepted interval (5 s by default) gets the connection
+// closed with GOAWAY "too_many_pings".
+func WithKeepalive(p keepalive.ClientParameters) Option { return func(o *options) { o.keepalive = p } }
+
 // WithDialOptions adds grpc dial options (Dial only).
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
@@ -116,7 +123,7 @@ type Client struct {
 
 func buildOptions(opts []Option) options {
 	o := options{timeout: DefaultTimeout, retry: DefaultRetryPolicy(), propagator: propagation.TraceContext{},
-		sleep: sleepCtx, heartbeat: DefaultHeartbeatInterval}
+		sleep: sleepCtx, heartbeat: DefaultHeartbeatInterval, keepalive: DefaultKeepalive()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -130,7 +137,12 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	if o.tls != nil {
 		transport = credentials.NewTLS(o.tls)
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(transport)}, o.dialOptions...)
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	if o.keepalive.Time > 0 {
+		// Not with a zero Time: grpc-go would raise it to its 10 s floor rather than turn pings off.
+		dial = append(dial, grpc.WithKeepaliveParams(o.keepalive))
+	}
+	dial = append(dial, o.dialOptions...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 
 	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
 )
@@ -28,7 +29,21 @@ const (
 	// WatchStallFactor: a Watch stream on which nothing, not even a heartbeat, arrived for this
 	// many heartbeat intervals is taken for dead (a half-open connection) and opened again.
 	WatchStallFactor = 3
+
+	// DefaultKeepaliveTime: a connection that received nothing for this long is pinged, with or
+	// without a call open; DefaultKeepaliveTimeout: without an answer in this time it is closed,
+	// so the next call connects afresh instead of waiting out its deadline on a connection a NAT
+	// or proxy dropped. A memoryd server accepts a ping every 5 s and answers faster ones with
+	// GOAWAY ENHANCE_YOUR_CALM "too_many_pings" (WithKeepalive).
+	DefaultKeepaliveTime    = 30 * time.Second
+	DefaultKeepaliveTimeout = 10 * time.Second
 )
+
+// DefaultKeepalive is the keepalive a Client dials with unless WithKeepalive says otherwise.
+func DefaultKeepalive() keepalive.ClientParameters {
+	return keepalive.ClientParameters{Time: DefaultKeepaliveTime, Timeout: DefaultKeepaliveTimeout,
+		PermitWithoutStream: true}
+}
 
 // retryCodes are the only status codes a call is retried on.
 var retryCodes = []codes.Code{codes.Unavailable}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
@@ -34,6 +35,12 @@ type policy struct {
 		HeartbeatSeconds float64 `json:"heartbeat_seconds"`
 		StallFactor      int     `json:"stall_factor"`
 	} `json:"watch"`
+	Keepalive struct {
+		TimeSeconds                  float64 `json:"time_seconds"`
+		TimeoutSeconds               float64 `json:"timeout_seconds"`
+		PermitWithoutCalls           bool    `json:"permit_without_calls"`
+		ServerMinPingIntervalSeconds float64 `json:"server_min_ping_interval_seconds"`
+	} `json:"keepalive"`
 }
 
 func readPolicy(t *testing.T) policy {
@@ -51,6 +58,22 @@ func readPolicy(t *testing.T) policy {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func TestKeepaliveFollowsThePolicy(t *testing.T) {
+	k := readPolicy(t).Keepalive
+	want := keepalive.ClientParameters{Time: seconds(k.TimeSeconds), Timeout: seconds(k.TimeoutSeconds),
+		PermitWithoutStream: k.PermitWithoutCalls}
+	if got := DefaultKeepalive(); got != want {
+		t.Errorf("DefaultKeepalive() = %+v, policy %+v", got, want)
+	}
+	if o := buildOptions(nil); o.keepalive != want {
+		t.Errorf("a Client dials with keepalive %+v, not the policy's %+v", o.keepalive, want)
+	}
+	off := keepalive.ClientParameters{}
+	if o := buildOptions([]Option{WithKeepalive(off)}); o.keepalive != off {
+		t.Errorf("WithKeepalive is not applied: %+v", o.keepalive)
+	}
+}
 
 func TestConstantsFollowThePolicy(t *testing.T) {
 	p := readPolicy(t)

@@ -23,10 +23,12 @@ import {
   backoffDelayMs,
   DEFAULT_RETRY,
   DEFAULT_TIMEOUT_MS,
+  keepaliveOf,
   mayRetry,
   RETRY_CODES,
   WATCH_HEARTBEAT_MS,
   WATCH_STALL_FACTOR,
+  type Keepalive,
   type RetryPolicy,
 } from "./policy.js";
 import { traceHeaders } from "./tracing.js";
@@ -63,6 +65,12 @@ export interface MemorydClientOptions {
    * watch that hears nothing for WATCH_STALL_FACTOR of them re-opens its stream (0: never).
    */
   heartbeatIntervalMs?: number;
+  /**
+   * keepalive: the HTTP/2 pings of the client's connections (default KEEPALIVE: after 30 s of
+   * silence, idle connections too; false: none). A pingIntervalMs under the server's accepted
+   * interval (5 s by default) gets the connection closed with GOAWAY "too_many_pings".
+   */
+  keepalive?: Partial<Keepalive> | false;
 }
 
 /** One violated field of a google.rpc.BadRequest detail. */
@@ -440,7 +448,8 @@ export function createMemorydClient(options: MemorydClientOptions): MemorydClien
   const tls = options.tls === true ? {} : options.tls || undefined;
   const url = baseUrl(options.target, tls !== undefined);
   const nodeOptions = tls ? { ca: tls.ca, cert: tls.cert, key: tls.key, servername: tls.serverName } : {};
-  const sessionManager = new Http2SessionManager(url, {}, nodeOptions);
+  const pings = keepaliveOf(options.keepalive);
+  const sessionManager = new Http2SessionManager(url, pings, nodeOptions);
   const transport = createGrpcTransport({ baseUrl: url, sessionManager });
   const token = options.token;
   const defaults: Defaults = {
@@ -452,7 +461,7 @@ export function createMemorydClient(options: MemorydClientOptions): MemorydClien
   const raw = createClient(MemoryService, transport);
   const memory = wrap(MemoryService, raw, defaults);
   const connect = (): OwnConnection => {
-    const own = new Http2SessionManager(url, {}, nodeOptions);
+    const own = new Http2SessionManager(url, pings, nodeOptions);
     const client = createClient(MemoryService, createGrpcTransport({ baseUrl: url, sessionManager: own }));
     return { watch: client.watch, close: () => own.abort() };
   };

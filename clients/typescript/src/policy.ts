@@ -65,6 +65,32 @@ export const WATCH_HEARTBEAT_MS = 15_000;
 /** WATCH_STALL_FACTOR: a Watch stream silent for this many heartbeat intervals is taken for dead and re-opened. */
 export const WATCH_STALL_FACTOR = 3;
 
+/** HTTP/2 keepalive pings, as Connect's Http2SessionManager takes them. */
+export interface Keepalive {
+  /** pingIntervalMs: a connection that received nothing for this long is pinged. */
+  pingIntervalMs: number;
+  /** pingTimeoutMs: a ping unanswered for this long closes the connection (the next call connects afresh). */
+  pingTimeoutMs: number;
+  /** pingIdleConnection: a connection with no call open is pinged too. */
+  pingIdleConnection: boolean;
+}
+
+/**
+ * KEEPALIVE is every client's default: a connection a NAT or proxy dropped without a word is
+ * found out by a ping instead of by a call waiting out its deadline. A memoryd server accepts a
+ * ping every 5 s and answers faster ones with GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
+ */
+export const KEEPALIVE: Readonly<Keepalive> = Object.freeze({
+  pingIntervalMs: 30_000,
+  pingTimeoutMs: 10_000,
+  pingIdleConnection: true,
+});
+
+/** keepaliveOf is the Http2SessionManager ping options for a client's `keepalive` option (false: no pings). */
+export function keepaliveOf(keepalive: Partial<Keepalive> | false | undefined): Partial<Keepalive> {
+  return keepalive === false ? {} : { ...KEEPALIVE, ...keepalive };
+}
+
 /** mayRetry says whether this request to this method may be sent again after UNAVAILABLE. */
 export function mayRetry(method: string, request: unknown): boolean {
   // A method missing from the table is one this code does not know the effects of: never replay it.

@@ -12,6 +12,8 @@ import {
   backoffDelayMs,
   DEFAULT_RETRY,
   DEFAULT_TIMEOUT_MS,
+  KEEPALIVE,
+  keepaliveOf,
   METHOD_RETRY,
   RETRY_CODES,
   WATCH_HEARTBEAT_MS,
@@ -32,6 +34,7 @@ interface Policy {
   methods: Record<string, { retry: string }>;
   page_iterators: string[];
   watch: { heartbeat_seconds: number; stall_factor: number };
+  keepalive: { time_seconds: number; timeout_seconds: number; permit_without_calls: boolean };
 }
 
 // build/test/policy.test.js → clients/conformance/policy.json
@@ -45,6 +48,18 @@ const forClients = Object.keys(policy.methods).filter((name) => !name.startsWith
 describe("policy.json", () => {
   it("sets the deadline of one attempt", () => {
     assert.equal(DEFAULT_TIMEOUT_MS, policy.deadline_seconds * 1000);
+  });
+
+  it("sets the keepalive pings every connection of a client makes", () => {
+    const want = {
+      pingIntervalMs: policy.keepalive.time_seconds * 1000,
+      pingTimeoutMs: policy.keepalive.timeout_seconds * 1000,
+      pingIdleConnection: policy.keepalive.permit_without_calls,
+    };
+    assert.deepEqual({ ...KEEPALIVE }, want);
+    assert.deepEqual(keepaliveOf(undefined), want);
+    assert.deepEqual(keepaliveOf({ pingIntervalMs: 60_000 }), { ...want, pingIntervalMs: 60_000 });
+    assert.deepEqual(keepaliveOf(false), {});
   });
 
   it("sets the retried codes, attempts and backoff", () => {

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from ._config import (
         Config as Config,
+        Keepalive as Keepalive,
         Limits as Limits,
         Scoring as Scoring,
         Watch as Watch,
@@ -109,6 +110,7 @@ _WHERE = {
     "open_database": ".app",
     "open_graph": ".app",
     "Config": "._config",
+    "Keepalive": "._config",
     "Limits": "._config",
     "Scoring": "._config",
     "Watch": "._config",

@@ -63,6 +63,25 @@ class Watch:
     max_streams_per_tenant: int = 1000
 
 
+@dataclass(frozen=True)
+class Keepalive:
+    """[keepalive]: HTTP/2 pings on the server's connections (docs/configuration.md, "Keepalive").
+
+    Every memoryd client pings a connection idle for clients/conformance/policy.json's
+    ``keepalive.time_seconds`` (30 s); the server must permit that, or it answers the third early
+    ping with GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and the client logs an error."""
+
+    # The shortest gap between a client's pings the server accepts, calls in flight or not: well
+    # under the clients' 30 s, so timer slack is never counted as an early ping, and under the
+    # 10 s floor of grpc-go and grpc-java, so their clients written without the policy pass too.
+    min_ping_interval_seconds: float = 5.0
+    # The server pings a connection it has heard nothing on for this long, and closes it when no
+    # answer comes within the timeout: a client gone without a word (host down, NAT entry
+    # dropped) frees its Watch streams within time + timeout, not after TCP gives up (~15 min).
+    time_seconds: float = 60.0
+    timeout_seconds: float = 20.0
+
+
 def default_half_lives() -> dict[Category, float | None]:
     # Days after which a memory's recency score halves; None never decays.
     return {
@@ -219,6 +238,7 @@ class Config:
     access_log: bool = True
     limits: Limits = field(default_factory=Limits)
     watch: Watch = field(default_factory=Watch)
+    keepalive: Keepalive = field(default_factory=Keepalive)
     scoring: Scoring = field(default_factory=Scoring)
     # [policy]: the default tenant policy; [policy.tenants.<tenant>]: per-tenant overrides.
     policy: TenantPolicy = field(default_factory=TenantPolicy)
@@ -308,6 +328,12 @@ def _check(config: Config) -> None:
                          "3600")
     if not 1 <= watch.max_streams_per_tenant <= 100_000:
         raise ValueError("watch.max_streams_per_tenant must be between 1 and 100000")
+    keepalive = config.keepalive
+    if not 0.001 <= keepalive.min_ping_interval_seconds <= 3600:
+        raise ValueError("keepalive.min_ping_interval_seconds must be between 0.001 and 3600")
+    if not 0.001 <= keepalive.time_seconds <= 86_400 or not 0.001 <= keepalive.timeout_seconds <= 3600:
+        raise ValueError("keepalive.time_seconds must be between 0.001 and 86400, keepalive.timeout_seconds between "
+                         "0.001 and 3600")
     if not 0 <= config.view_cache_seconds <= 60:
         raise ValueError("view_cache_seconds must be between 0 and 60")
     if config.milvus_seal_writes not in ("auto", "true", "false"):

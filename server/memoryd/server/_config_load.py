@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from memoryd.domain import Category, SourceKind, TenantPolicy
 
-from ._config import PII_MODES, Config, Scoring, Watch, default_half_lives
+from ._config import PII_MODES, Config, Keepalive, Scoring, Watch, default_half_lives
 
 
 # Each setting's environment variable (``memoryd serve --help`` lists the main ones from here).
@@ -77,6 +77,8 @@ SETTING_VARIABLES = {
     "MEMORYD_LOG_FORMAT": "log_format",
     "MEMORYD_ACCESS_LOG": "access_log",
 }
+# The [keepalive] section's settings, MEMORYD_KEEPALIVE_<SETTING> (all numbers of seconds).
+_KEEPALIVE_ENV = {f"MEMORYD_KEEPALIVE_{f.name.upper()}": f.name for f in fields(Keepalive)}
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -191,6 +193,7 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
     values: dict[str, Any] = {}
     limits: dict[str, Any] = {}
     watch: dict[str, Any] = {}
+    keepalive: dict[str, Any] = {}
     scoring: Scoring | None = None
     policies: tuple[TenantPolicy, dict[str, TenantPolicy]] | None = None
     path = path or env.get("MEMORYD_CONFIG")
@@ -202,6 +205,10 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         unknown_watch = set(watch) - {f.name for f in fields(Watch)}
         if unknown_watch:
             raise ValueError(f"unknown watch keys in {path}: {', '.join(sorted(unknown_watch))}")
+        keepalive = dict(document.pop("keepalive", {}))
+        unknown_keepalive = set(keepalive) - set(_KEEPALIVE_ENV.values())
+        if unknown_keepalive:
+            raise ValueError(f"unknown keepalive keys in {path}: {', '.join(sorted(unknown_keepalive))}")
         scoring = _scoring(dict(document.pop("scoring", {})))
         policies = _policies(dict(document.pop("policy", {})))
         encryption = dict(document.pop("encryption", {}))
@@ -219,6 +226,16 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
                 values[name] = _coerce(name, env[variable])
             except ValueError as exc:
                 raise ValueError(f"{variable}: {exc}") from None
+    for variable, name in _KEEPALIVE_ENV.items():
+        if env.get(variable, "") != "":
+            keepalive[name] = env[variable]
+    for name, value in keepalive.items():
+        try:
+            keepalive[name] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"keepalive.{name} (MEMORYD_KEEPALIVE_{name.upper()}) must be a number of seconds, "
+                             f"not {value!r}") from None
+    values["keepalive"] = Keepalive(**keepalive)
     config = Config(**values)
     if limits:
         config = replace(config, limits=replace(config.limits, **limits))

@@ -41,12 +41,12 @@ from ._errors import (
     Unknown,
     from_rpc_error,
 )
-from ._options import DEFAULT_TIMEOUT, NO_RETRY, TLS, AsyncToken, RetryPolicy, Token
+from ._options import DEFAULT_TIMEOUT, KEEPALIVE, NO_RETRY, TLS, AsyncToken, Keepalive, RetryPolicy, Token
 from ._sync import MemorydClient
 from ._watch import WATCH_HEARTBEAT, WATCH_STALL_FACTOR, AsyncWatch, Watch
 
 __all__ = [
-    "AsyncMemorydClient", "MemorydClient", "Watch", "AsyncWatch", "WATCH_HEARTBEAT", "WATCH_STALL_FACTOR", "TLS", "RetryPolicy", "NO_RETRY", "DEFAULT_TIMEOUT", "Token", "AsyncToken",
+    "AsyncMemorydClient", "MemorydClient", "Watch", "AsyncWatch", "WATCH_HEARTBEAT", "WATCH_STALL_FACTOR", "TLS", "Keepalive", "KEEPALIVE", "RetryPolicy", "NO_RETRY", "DEFAULT_TIMEOUT", "Token", "AsyncToken",
     "MemorydError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated", "from_rpc_error",

@@ -19,7 +19,8 @@ from memoryd.v1 import view_admin_service_pb2 as admin
 from memoryd.v1 import view_admin_service_pb2_grpc as admin_grpc
 
 from ._errors import from_rpc_error
-from ._options import DEFAULT_TIMEOUT, TLS, AsyncToken, RetryPolicy, metadata_for, prepare, wrong_reply
+from ._options import (DEFAULT_TIMEOUT, KEEPALIVE, TLS, AsyncToken, Keepalive, RetryPolicy, metadata_for, prepare,
+                       wrong_reply)
 from ._sync import build_request
 from ._tracing import trace_metadata
 from ._watch import WATCH_HEARTBEAT, AsyncWatch
@@ -54,6 +55,7 @@ class AsyncMemorydClient:
         timeout: default seconds per attempt of a call (each method takes ``timeout=`` too).
         retry: the :class:`RetryPolicy` for UNAVAILABLE.
         options: extra gRPC channel options.
+        keepalive: the :class:`Keepalive` pings of the client's connections (None: none).
         heartbeat_interval: the server's heartbeat interval in seconds; a :meth:`watch` silent for
             three of them is re-opened (None: never).
         channel: an existing channel to use instead (the client will not close it).
@@ -62,13 +64,14 @@ class AsyncMemorydClient:
     def __init__(self, target: str = "", *, token: AsyncToken = None, tls: TLS | None = None,
                  timeout: float | None = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
                  options: list[tuple[str, Any]] | None = None, heartbeat_interval: float | None = WATCH_HEARTBEAT,
-                 channel: grpc.aio.Channel | None = None) -> None:
+                 channel: grpc.aio.Channel | None = None, keepalive: Keepalive | None = KEEPALIVE) -> None:
         self._owns_channel = channel is None
         # A watch that went silent re-opens on a connection of its own (the client's may be the
         # dead one); only possible when the client made its channel.
         self._connect: Callable[[], grpc.aio.Channel] | None = None
         if channel is None:
-            opts = list(options or []) + (tls.channel_options() if tls else [])
+            opts = ((keepalive.channel_options() if keepalive else []) + list(options or [])
+                    + (tls.channel_options() if tls else []))
 
             def connect(*extra: tuple[str, Any]) -> grpc.aio.Channel:
                 return (grpc.aio.secure_channel(target, tls.channel_credentials(), options=[*opts, *extra]) if tls

@@ -16,7 +16,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 from memoryd.v1 import token_admin_service_pb2 as token_admin
 from memoryd.v1 import view_admin_service_pb2 as admin
 
-__all__ = ["TLS", "RetryPolicy", "DEFAULT_TIMEOUT", "Token", "AsyncToken"]
+__all__ = ["TLS", "Keepalive", "KEEPALIVE", "RetryPolicy", "DEFAULT_TIMEOUT", "Token", "AsyncToken"]
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds each attempt of a call may take unless the client or the call says otherwise."""
@@ -54,6 +54,36 @@ class TLS:
 
     def channel_options(self) -> list[tuple[str, Any]]:
         return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+@dataclass(frozen=True)
+class Keepalive:
+    """HTTP/2 pings on the client's connection while it carries no data
+    (clients/conformance/policy.json, ``"keepalive"``).
+
+    After ``time`` seconds with nothing received the client pings; without an answer within
+    ``timeout`` seconds it closes the connection, so the next call connects afresh instead of
+    waiting out its deadline on a connection a NAT or proxy dropped without a word. With
+    ``permit_without_calls`` it pings a channel with no call open too. A memoryd server accepts a
+    ping every 5 s (``[keepalive] min_ping_interval_seconds``): a ``time`` under that gets the
+    connection closed with GOAWAY ``too_many_pings``.
+    """
+
+    time: float = 30.0
+    timeout: float = 10.0
+    permit_without_calls: bool = True
+
+    def channel_options(self) -> list[tuple[str, int]]:
+        return [("grpc.keepalive_time_ms", round(self.time * 1000)),
+                ("grpc.keepalive_timeout_ms", round(self.timeout * 1000)),
+                ("grpc.keepalive_permit_without_calls", int(self.permit_without_calls)),
+                # gRPC's core stops after 2 pings without data unless told otherwise; the
+                # other languages' clients have no such limit.
+                ("grpc.http2.max_pings_without_data", 0)]
+
+
+KEEPALIVE = Keepalive()
+"""The policy's keepalive, every client's default; ``keepalive=None`` sends no pings."""
 
 
 @dataclass(frozen=True)

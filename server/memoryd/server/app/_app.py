@@ -23,7 +23,7 @@ from memoryd.v1 import token_admin_service_pb2, token_admin_service_pb2_grpc
 
 from .._auth import TokenVerifier, issue_token
 from ._graph import DEMO_AGENT, DEMO_TENANT, Graph, open_graph
-from .._config import Config
+from .._config import Config, Keepalive
 from ..rpc import MemoryService, TokenAdminService, ViewAdminService
 from ..rpc import ChainInterceptor, build_chain
 from ._listen import NO_PORT_SHARING, SHARED_PORT, ListenError, listen, require_free_address
@@ -141,7 +141,7 @@ class Memoryd:
         server = grpc.aio.server(
             interceptors=[ChainInterceptor(chain)],
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
-                     SHARED_PORT if self._shares_port else NO_PORT_SHARING],
+                     SHARED_PORT if self._shares_port else NO_PORT_SHARING, *keepalive_options(config.keepalive)],
         )
         memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryService(services, config.limits), server)
         view_admin_service_pb2_grpc.add_ViewAdminServiceServicer_to_server(ViewAdminService(config.limits), server)
@@ -186,6 +186,21 @@ class Memoryd:
             _log.info("shutting down: draining in-flight calls (up to %.0fs)", self.config.grace_seconds)
         finally:
             await self.stop()
+
+
+def keepalive_options(keepalive: Keepalive) -> list[tuple[str, int]]:
+    """gRPC's server options for ``[keepalive]``: which client pings it accepts, and its own."""
+    return [
+        # Pings are accepted on a connection with no call too: a client's idle channel pings.
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", round(keepalive.min_ping_interval_seconds * 1000)),
+        ("grpc.http2.max_ping_strikes", 2),  # gRPC's default, written where the interval is
+        ("grpc.keepalive_time_ms", round(keepalive.time_seconds * 1000)),
+        ("grpc.keepalive_timeout_ms", round(keepalive.timeout_seconds * 1000)),
+        # gRPC stops pinging after 2 pings without data by default: an idle client would never
+        # be found gone.
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
 
 
 def _dump_tasks() -> None:

@@ -45,6 +45,9 @@ ROUTING_MODES = ("partition", "partition_key")
 # pymilvus retries failed calls for minutes unless given a timeout; these bound every call so
 # an unreachable index fails fast (Recall then degrades to keywords, the outbox backs off).
 CONNECT_TIMEOUT = 5.0
+# Milvus Lite, a gRPC server in this process, keeps gRPC's default ping policy (5 min between pings
+# without data): pymilvus's 10 s pings made memoryd log ENHANCE_YOUR_CALM. Loopback needs none.
+LITE_CHANNEL = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": False}
 CALL_TIMEOUT = 10.0
 SEARCH_TIMEOUT = 3.0
 # How long Recall waits for the index, queueing included (see MilvusIndex._run).
@@ -58,7 +61,6 @@ MAX_SEARCH_LIMIT = 16_384
 # compaction of many tenants' partitions takes minutes (tests/support_distributed.py).
 COMPACTION_TIMEOUT = 240.0
 COMPACTION_POLL = 0.5
-
 
 _OUTAGE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 _OUTAGE_WORDS = ("fail connecting", "server unavailable", "retry timeout", "connection", "timed out",
@@ -99,9 +101,8 @@ class MilvusIndex:
         self.dim = dim
         self.routing = routing
         self.collection = collection_name(model_id, routing)
-        # Milvus Lite searches rows still in a growing segment in pure Python (~300 ms for 6k
-        # rows, against ~15-40 ms once sealed), so with Lite every write is sealed right away.
-        # A Milvus server seals segments itself and should not be flushed after every write.
+        # Milvus Lite searches rows of a growing segment in pure Python (~300 ms for 6k rows, ~15-40
+        # ms sealed): with Lite every write is sealed at once; a Milvus server seals by itself.
         # A Milvus Lite file of this process (not a server reached over the network): its
         # compaction is ours, quick and readable back (``compact``), so an Erase does it.
         self.local = not uri.startswith(("http://", "https://", "tcp://", "grpc://"))
@@ -165,7 +166,8 @@ class MilvusIndex:
             return self._client
         from pymilvus import MilvusClient
 
-        client = MilvusClient(uri=self.uri, token=self._token, timeout=CONNECT_TIMEOUT)
+        client = MilvusClient(uri=self.uri, token=self._token, timeout=CONNECT_TIMEOUT,
+                              **({"grpc_options": LITE_CHANNEL} if self.local else {}))
         if not client.has_collection(self.collection, timeout=CALL_TIMEOUT):
             try:
                 self._create_collection(client)

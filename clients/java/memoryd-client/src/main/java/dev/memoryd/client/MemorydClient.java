@@ -48,6 +48,7 @@ import io.grpc.Deadline;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
 import io.grpc.MethodDescriptor;
 import io.grpc.StatusRuntimeException;
 import io.grpc.TlsChannelCredentials;
@@ -114,14 +115,14 @@ public final class MemorydClient implements AutoCloseable {
       this.channel = b.channel;
       this.ownedChannel = null;
     } else {
-      this.channel = Grpc.newChannelBuilder(b.target, b.credentials()).build();
+      this.channel = b.channelBuilder().build();
       this.ownedChannel = channel;
     }
     ClientInterceptor tracing = TraceContext.interceptorIfAvailable();
     this.intercept = ch -> tracing == null ? ch : ClientInterceptors.intercept(ch, tracing);
     this.calls = intercept.apply(channel);
     // A watcher whose stream went silent reopens on a channel of its own, made like this one.
-    this.redial = b.channel != null ? null : () -> Grpc.newChannelBuilder(b.target, b.credentials()).build();
+    this.redial = b.channel != null ? null : () -> b.channelBuilder().build();
     this.options = b.tokens == null ? CallOptions.DEFAULT
         : CallOptions.DEFAULT.withCallCredentials(new BearerTokenCredentials(b.tokens));
     this.deadline = b.deadline;
@@ -360,6 +361,8 @@ public final class MemorydClient implements AutoCloseable {
     private Duration initialBackoff = RetryPolicy.INITIAL_BACKOFF;
     private Duration maxBackoff = RetryPolicy.MAX_BACKOFF;
     private Duration heartbeatInterval = RetryPolicy.DEFAULT_HEARTBEAT_INTERVAL;
+    Duration keepAliveTime = RetryPolicy.KEEPALIVE_TIME; // null: no pings
+    Duration keepAliveTimeout = RetryPolicy.KEEPALIVE_TIMEOUT;
 
     private Builder(String target, ManagedChannel channel) {
       this.target = target;
@@ -439,6 +442,28 @@ public final class MemorydClient implements AutoCloseable {
       }
       this.heartbeatInterval = interval;
       return this;
+    }
+
+    /**
+     * HTTP/2 keepalive pings of the client's connections (defaults {@link
+     * RetryPolicy#KEEPALIVE_TIME}, 30 s, and {@link RetryPolicy#KEEPALIVE_TIMEOUT}, 10 s, with or
+     * without calls open); a null {@code time} sends none. A time under the server's accepted
+     * interval (5 s by default) gets the connection closed with GOAWAY "too_many_pings".
+     */
+    public Builder keepAlive(Duration time, Duration timeout) {
+      this.keepAliveTime = time;
+      this.keepAliveTimeout = Objects.requireNonNull(timeout, "timeout");
+      return this;
+    }
+
+    ManagedChannelBuilder<?> channelBuilder() {
+      ManagedChannelBuilder<?> builder = Grpc.newChannelBuilder(target, credentials());
+      if (keepAliveTime != null) {
+        builder.keepAliveTime(keepAliveTime.toNanos(), TimeUnit.NANOSECONDS)
+            .keepAliveTimeout(keepAliveTimeout.toNanos(), TimeUnit.NANOSECONDS)
+            .keepAliveWithoutCalls(RetryPolicy.KEEPALIVE_WITHOUT_CALLS);
+      }
+      return builder;
     }
 
     /** The client; on a channel of its own (closed by {@link MemorydClient#close}) unless built

@@ -46,6 +46,18 @@ public final class RetryPolicy {
    * intervals is taken for dead (a half-open connection) and opened again from its cursor.
    */
   public static final int WATCH_STALL_FACTOR = 3;
+  /**
+   * A connection that received nothing for this long is pinged (HTTP/2 keepalive), with or without
+   * a call open ({@link #KEEPALIVE_WITHOUT_CALLS}); without an answer within {@link
+   * #KEEPALIVE_TIMEOUT} it is closed, so the next call connects afresh instead of waiting out its
+   * deadline on a connection a NAT or proxy dropped. A memoryd server accepts a ping every 5 s
+   * and answers faster ones with GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
+   */
+  public static final Duration KEEPALIVE_TIME = Duration.ofSeconds(30);
+  /** How long a keepalive ping's answer is waited for before the connection is closed. */
+  public static final Duration KEEPALIVE_TIMEOUT = Duration.ofSeconds(10);
+  /** Whether a connection with no call open is pinged too. */
+  public static final boolean KEEPALIVE_WITHOUT_CALLS = true;
   /** The only status codes that are retried: the server was not reached or could not serve. */
   public static final Set<Status.Code> RETRY_CODES = Set.of(Status.Code.UNAVAILABLE);
 

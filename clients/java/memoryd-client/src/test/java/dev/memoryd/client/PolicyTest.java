@@ -40,6 +40,17 @@ class PolicyTest {
   }
 
   @Test
+  void theKeepaliveIsThePolicys() throws IOException {
+    JsonObject keepalive = policy().getAsJsonObject("keepalive");
+    assertEquals(nanos(keepalive.get("time_seconds").getAsDouble()), RetryPolicy.KEEPALIVE_TIME.toNanos());
+    assertEquals(nanos(keepalive.get("timeout_seconds").getAsDouble()), RetryPolicy.KEEPALIVE_TIMEOUT.toNanos());
+    assertEquals(keepalive.get("permit_without_calls").getAsBoolean(), RetryPolicy.KEEPALIVE_WITHOUT_CALLS);
+    MemorydClient.Builder builder = MemorydClient.newBuilder("127.0.0.1:1");
+    assertEquals(RetryPolicy.KEEPALIVE_TIME, builder.keepAliveTime);
+    assertEquals(RetryPolicy.KEEPALIVE_TIMEOUT, builder.keepAliveTimeout);
+  }
+
+  @Test
   void theConstantsAreThePolicys() throws IOException {
     JsonObject policy = policy();
     JsonObject retry = policy.getAsJsonObject("retry");
