@@ -110,6 +110,8 @@ def test_table_forces_the_table_into_a_pipe_and_recall_rounds_scores(server, age
     new_id, outcome, version = wrote.splitlines()[2].split()
     assert len(new_id) == ID_PATTERN_LENGTH and (outcome, version) == ("created", "1")
     assert new_id in _piped(server, agent, "view", "--subject", subject, "--table")
+    erased = _piped(server, agent, "erase", "--subject", subject, "--id", new_id, "--mode", "purge", "--table")
+    assert "mode: purge" in erased and "removed: memories 1, versions 1" in erased and "verified: yes" in erased
 
 
 def test_serve_listens_on_the_addr_it_is_given_over_memoryd_addr(private_database, key_file, tmp_path):

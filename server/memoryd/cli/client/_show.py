@@ -128,7 +128,8 @@ def _erase(response: svc.EraseResponse, args: argparse.Namespace) -> str:
     counts = json_format.MessageToDict(receipt.counts, preserving_proto_field_name=True,
                                        always_print_fields_with_no_presence=True)
     lines = [f"erase id: {receipt.erase_id}", f"mode: {enum_name(receipt, 'mode')}",
-             "removed: " + ", ".join(f"{n} {what}" for what, n in counts.items()),
+             # "memories 1", not "1 memories": the receipt's own names, which count anything.
+             "removed: " + ", ".join(f"{what} {n}" for what, n in counts.items()),
              f"verified: {'yes' if receipt.verified else 'no'}"]
     if receipt.pending:
         lines.append("pending: " + ", ".join(receipt.pending))
