@@ -207,6 +207,36 @@ ITEMS = [
 ]
 
 
+# The value's paths a put indexes: the memory's text is made of what they pick, in both languages.
+INDEXED = (("docs",), "guide", {"title": "Pasta", "steps": [{"do": "boil"}, {"do": "drain"}], "n": 2.5, "ok": True,
+                                "meta": {"b": 1, "a": "x"}},
+           ["title", "steps[*].do", "{n,ok}", "meta", "steps[-1].do", "missing"])
+UNINDEXED = (("docs",), "quiet", {"text": "kept out of query search"}, False)
+
+
+NAMING_CASES = [
+    (["a"], ""), (["users", "u-42", "prefs"], "theme"), (["a/b"], "c"), (["a"], "b/c"), (["my notes"], "x:y"),
+    (["\x7f\u2028", "\u00e9t\u00e9"], "\U0001f375 tea"), (["q\"uote\\back"], "\n\t\r\b\f\x01"),
+    (["\ud7ff\ue000\U00010000"], "k"), (["l" * 60], "k" * 70), (["\u00e9" * 40], "\u00e9" * 80),
+    ([str(i) for i in range(31)], "deep"),
+]
+
+
+def test_keys_and_tags_are_python_s_for_every_label(node_project: Path):
+    """memoryKey and namespaceTags, exported by the TypeScript package, name each item as Python's
+    mapping does: escapes, hashed long keys (Python's json.dumps with \\u escapes) and hashed tags."""
+    (node_project / "naming.mjs").write_text("""
+import { memoryKey, namespaceTags } from "@memoryd/client/langgraph";
+const cases = JSON.parse(process.argv[2]);
+console.log(JSON.stringify(cases.map(([namespace, key]) => [memoryKey(namespace, key), namespaceTags(namespace)])));
+""")
+    done = node(node_project, "naming.mjs", json.dumps(NAMING_CASES))
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = [[memory_key(namespace, key), namespace_tags(namespace)] for namespace, key in NAMING_CASES]
+    assert json.loads(done.stdout) == expected
+    assert sum(k.startswith("lg/:h") for k, _ in expected) >= 2 and any("lg#" in t for _, tags in expected for t in tags)
+
+
 def raw(client: MemorydClient, subject: str) -> dict[str, tuple[Any, ...]]:
     """What memoryd holds for each key: tags, text, category and data, as any client reads them."""
     return {m.key: (list(m.tags), m.text, m.category, m.data["langgraph"]["value"],
@@ -219,11 +249,16 @@ def test_python_and_typescript_write_the_same_bytes(ts: TsStore, node_project: P
     python = MemorydStore(client, subject="py")
     for namespace, key, value in ITEMS:
         python.put(namespace, key, value)
+    for namespace, key, value, index in (INDEXED, UNINDEXED):
+        python.put(namespace, key, value, index=index)
     TsStore(node_project, server.target, token, subject="ts").run(
-        *[["put", list(namespace), key, value] for namespace, key, value in ITEMS])
+        *[["put", list(namespace), key, value] for namespace, key, value in ITEMS],
+        *[["put", list(namespace), key, value, index] for namespace, key, value, index in (INDEXED, UNINDEXED)])
     written_by_python, written_by_ts = raw(client, "py"), raw(client, "ts")
     assert written_by_ts == written_by_python
-    assert sorted(written_by_ts) == sorted(memory_key(n, k) for n, k, _ in ITEMS)
+    assert sorted(written_by_ts) == sorted(memory_key(n, k) for n, k, *_ in [*ITEMS, INDEXED, UNINDEXED])
+    assert written_by_ts["lg/docs/guide"][1] == 'Pasta\nboil\ndrain\n2.5\nTrue\n{"a": "x", "b": 1}\ndrain'
+    assert written_by_ts["lg/docs/quiet"][1] == "quiet"
     for namespace, key, _ in ITEMS:
         assert sorted(written_by_ts[memory_key(namespace, key)][0]) == sorted(namespace_tags(namespace))
     assert any(k.startswith("lg/:h") for k in written_by_ts) and any(
@@ -283,3 +318,25 @@ client.close();
     assert json.loads(done.stdout) == ["I love Neapolitan pizza"]
     item = MemorydStore(client, subject_at=1).get(("memories", "dana"), "latest")
     assert item is not None and item.value == {"text": "I love Neapolitan pizza"}
+
+
+def test_the_docs_typescript_example_type_checks_and_runs(node_project: Path, server: ServerProcess,
+                                                          connect: Connect, tmp_path: Path):
+    """docs/langgraph.md's TypeScript block, as written (only the token file and the address point
+    here): strict tsc against the shipped declarations, then node."""
+    page = (PACKAGE.parents[1] / "docs" / "langgraph.md").read_text()
+    section = page.split("\n## TypeScript\n", 1)[1]
+    example = section.split("```typescript\n", 1)[1].split("```", 1)[0]
+    printed = section.split("```text\n", 1)[1].split("```", 1)[0]
+    token_file = tmp_path / "demo-agent.token"
+    token_file.write_text(connect("demo-agent").token + "\n")
+    (node_project / "example.ts").write_text(example.replace(".memoryd/tokens/demo-agent.token", str(token_file))
+                                             .replace("127.0.0.1:50051", server.target))
+    (node_project / "tsconfig.json").write_text(json.dumps({"compilerOptions": {
+        "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext", "strict": True,
+        "skipLibCheck": True, "types": ["node"], "outDir": "out"}, "include": ["example.ts"]}))
+    tsc = node(node_project, str(PACKAGE / "node_modules" / "typescript" / "bin" / "tsc"), "-p", ".")
+    assert tsc.returncode == 0, f"the docs' TypeScript example does not type-check:\n{tsc.stdout}{tsc.stderr}"
+    done = node(node_project, "out/example.js")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == printed
