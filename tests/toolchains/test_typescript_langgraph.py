@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,23 @@ def test_bad_input_fails_with_a_reason(ts: TsStore, node_project: Path, server: 
     assert by_user is not None and by_user == []  # subject= names the subject: any prefix is fine
     [unnamed] = TsStore(node_project, server.target, token, subjectAt=1).run(["search", ["memories"]])
     assert unnamed["error"]["name"] == "RangeError" and "does not name it" in unnamed["error"]["message"]
+
+
+def test_the_default_ttl_ends_an_item_for_both_languages(ts: TsStore, node_project: Path, server: ServerProcess,
+                                                          token: str, client: MemorydClient):
+    short = TsStore(node_project, server.target, token, subject="alice", defaultTtl=0.05)  # three seconds
+    put, read = short.run(["put", ["docs"], "short", {"v": 1}], ["get", ["docs"], "short"])
+    assert put is None and read["value"] == {"v": 1}  # a read does not extend a memoryd TTL
+    python = MemorydStore(client, subject="alice")
+    python.put(("docs",), "python-short", {"v": 1}, ttl=0.05)
+    lapsed = time.monotonic() + 3.5  # both TTLs have run out by then (this put was the later)
+    ts.one("put", ["docs"], "kept", {"v": 2})
+    entries = {m.key: m.data["langgraph"] for m in client.iter_memories(subject="alice", page_size=10)}
+    assert entries["lg/docs/short"]["ttl_minutes"] == entries["lg/docs/python-short"]["ttl_minutes"] == 0.05
+    assert "ttl_minutes" not in entries["lg/docs/kept"]
+    time.sleep(max(0.0, lapsed - time.monotonic()))
+    assert ns_keys(ts.one("search", ["docs"])) == [(("docs",), "kept")]
+    assert python.get(("docs",), "short") is None and ts.one("get", ["docs"], "python-short") is None
 
 
 # --- one memory for both languages ---------------------------------------------------------
