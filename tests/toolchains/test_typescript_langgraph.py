@@ -219,6 +219,8 @@ def test_the_default_ttl_ends_an_item_for_both_languages(ts: TsStore, node_proje
 
 ITEMS = [
     (("memories", "alice"), "diet", {"text": "Alice is vegetarian", "since": 2019, "score": 0.25, "tags": ["a", "b"]}),
+    (("numbers",), "floats", {"small": 1e-07, "sum": 0.1 + 0.2, "neg": -2.5e-05, "huge": 1.5e300, "x": 123456.789,
+                              "int": -(2**53) + 1, "quote": "a \"b\" \\ \u2028 \x7f \x1f"}),
     (("my notes", "été/2024", "里昂"), "key with spaces:and/colons", {"text": "Lyon — 里昂 ✓ 🍵", "z": {"b": 1, "a": [True]}}),
     (("n",) * 3, "k" * 200, {"long": "a key over 128 bytes is hashed"}),
     (("x" * 70, "tab\there"), "t", {"text": "a tag over 64 bytes, and a control character, are hashed"}),
@@ -226,7 +228,7 @@ ITEMS = [
 
 
 # The value's paths a put indexes: the memory's text is made of what they pick, in both languages.
-INDEXED = (("docs",), "guide", {"title": "Pasta", "steps": [{"do": "boil"}, {"do": "drain"}], "n": 2.5, "ok": True,
+INDEXED = (("docs",), "guide", {"title": "Pasta", "float": 2.0**60, "steps": [{"do": "boil"}, {"do": "drain"}], "n": 2.5, "ok": True,
                                 "meta": {"b": 1, "a": "x"}},
            ["title", "steps[*].do", "{n,ok}", "meta", "steps[-1].do", "missing"])
 UNINDEXED = (("docs",), "quiet", {"text": "kept out of query search"}, False)
@@ -294,7 +296,7 @@ def test_what_python_puts_typescript_reads_and_back(ts: TsStore, client: Memoryd
         assert (tuple(item["namespace"]), item["key"], item["value"]) == (namespace, key, value)
     *_, found, namespaces = got
     assert ns_keys(found) == [(("memories", "alice"), "diet")]
-    assert namespaces == [["memories"], ["my notes"], ["n"], ["x" * 70]]
+    assert namespaces == [["memories"], ["my notes"], ["n"], ["numbers"], ["x" * 70]]
 
     ts.run(["put", ["memories", "alice"], "trip", {"text": "Alice flies to Lisbon in May", "seats": [12, 13]}],
            ["delete", ["memories", "alice"], "diet"])

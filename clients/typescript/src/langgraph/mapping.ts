@@ -90,11 +90,11 @@ function pyString(text: string, ascii: boolean): string {
   return out + '"';
 }
 
-/** A number as Python writes it: an integral number as an int (JavaScript cannot tell 1 from 1.0),
- * any other as float's repr (`1.5e-07`, exponent from 1e16). */
+/** A number as Python writes it: a safe integer as an int (JavaScript cannot tell 1 from 1.0), any
+ * other as float's repr (`1.5e-07`, `1.5e+300`: exponent from 1e16), which is what it holds. */
 function pyNumber(n: number): string {
   if (!Number.isFinite(n)) throw new TypeError(`MemorydStore stores JSON values: ${n} is not JSON`);
-  if (Number.isInteger(n)) return BigInt(n).toString();
+  if (Number.isSafeInteger(n)) return String(n);
   const [mantissa, exp] = n.toExponential().split("e") as [string, string];
   const e = Number(exp);
   if (e < -4 || e >= 16) return `${mantissa}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
