@@ -228,8 +228,8 @@ ITEMS = [
 
 
 # The value's paths a put indexes: the memory's text is made of what they pick, in both languages.
-INDEXED = (("docs",), "guide", {"title": "Pasta", "float": 2.0**60, "steps": [{"do": "boil"}, {"do": "drain"}], "n": 2.5, "ok": True,
-                                "meta": {"b": 1, "a": "x"}},
+INDEXED = (("docs",), "guide", {"title": "Pasta", "steps": [{"do": "boil"}, {"do": "drain"}], "n": 2.5, "ok": True,
+                                "meta": {"b": 1, "a": "x"}, "float": 2.0**60},
            ["title", "steps[*].do", "{n,ok}", "meta", "steps[-1].do", "missing"])
 UNINDEXED = (("docs",), "quiet", {"text": "kept out of query search"}, False)
 
