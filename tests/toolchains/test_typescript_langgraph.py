@@ -151,6 +151,26 @@ def test_search_with_a_query_and_a_filter(ts: TsStore):
     assert len(page) == 1 and page[0]["key"] in {"pasta", "bike", "soup"}
 
 
+FILTERS = [{"color": "red"}, {"n": 1}, {"n": True}, {"n": {"$gt": 1}}, {"n": {"$gte": 1, "$lt": 3}}, {"n": {"$ne": 2}},
+           {"name": {"$lt": "b"}}, {"tags": ["x", "y"]}, {"meta": {"size": "L"}}, {"meta": {"$eq": {"size": "L"}}},
+           {"missing": None}, {"n": {"$gt": "a"}}]
+
+
+def test_filters_answer_as_the_python_store(ts: TsStore, client: MemorydClient):
+    python = MemorydStore(client, subject="alice")
+    for i, value in enumerate([{"color": "red", "n": 1, "name": "apple", "tags": ["x", "y"], "meta": {"size": "L"}},
+                               {"color": "blue", "n": 2, "name": "banana", "tags": ["x"], "meta": {"size": "S"}},
+                               {"color": "red", "n": 3.5, "name": "Cherry", "meta": {"size": "L", "w": 1}},
+                               {"color": "red", "n": True, "name": "áb"}]):
+        python.put(("f",), f"i{i}", value)
+    answers = ts.run(*[["search", ["f"], {"filter": f, "limit": 100}] for f in FILTERS],
+                     ["search", ["f"], {"filter": {"n": {"$in": [1]}}}])
+    for wanted, answer in zip(FILTERS, answers):
+        assert [i["key"] for i in answer] == [i.key for i in python.search(("f",), filter=wanted, limit=100)], wanted
+    assert [len(a) for a in answers[:4]] == [3, 2, 2, 2]
+    assert answers[-1]["error"]["name"] == "RangeError" and "$in" in answers[-1]["error"]["message"]
+
+
 def test_list_namespaces_answers_as_the_python_store(ts: TsStore, client: MemorydClient):
     namespaces = [["a", "b", "c"], ["a", "b", "d", "e"], ["a", "b", "d", "i"], ["a", "b", "f"], ["a", "c", "f"],
                   ["b", "a", "f"], ["users", "123"], ["users", "456", "settings"], ["admin", "users", "789"]]
