@@ -132,6 +132,18 @@ def test_put_get_replace_and_delete(ts: TsStore):
     assert again is None and gone is None and missing is None and deeper is None
 
 
+def test_one_batch_reads_before_it_writes(ts: TsStore):
+    """As in InMemoryStore (and the Python store): a batch's reads see the state before its writes,
+    and the last put of a key wins."""
+    ops = [{"namespace": ["b"], "key": "k", "value": {"v": 2}}, {"namespace": ["b"], "key": "k"},
+           {"namespacePrefix": ["b"], "limit": 10}, {"namespace": ["b"], "key": "k", "value": {"v": 3}},
+           {"namespace": ["b"], "key": "new", "value": {"v": 4}}, {"namespace": ["b"], "key": "new"}]
+    _, batch, after = ts.run(["put", ["b"], "k", {"v": 1}], ["batch", ops], ["search", ["b"]])
+    assert batch[0] is None and batch[1]["value"] == {"v": 1} and [i["value"] for i in batch[2]] == [{"v": 1}]
+    assert batch[5] is None
+    assert sorted((i["key"], i["value"]["v"]) for i in after) == [("k", 3), ("new", 4)]
+
+
 def test_search_with_a_query_and_a_filter(ts: TsStore):
     ts.run(["put", ["docs"], "pasta", {"text": "Carbonara: pasta, eggs, pecorino, guanciale", "kind": "recipe", "min": 20}],
            ["put", ["docs"], "bike", {"text": "How to fix a flat bicycle tyre", "kind": "howto", "min": 15}],

@@ -121,7 +121,8 @@ export class MemorydStore extends BaseStore {
         puts.set(id, op); // the last put of a key wins, as in InMemoryStore
       } else if (isGet(op)) {
         const subject = this.#subjectOf(op.namespace);
-        gets.set(subject, [...(gets.get(subject) ?? []), [i, op]]);
+        if (!gets.has(subject)) gets.set(subject, []);
+        gets.get(subject)!.push([i, op]);
       } else if (isSearch(op)) {
         results[i] = await this.#search(op);
       } else if (isList(op)) {
