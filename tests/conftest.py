@@ -47,6 +47,7 @@ _PURE = ("tests/domain/", "tests/static/")
 # (xdist's loadgroup would do this in one run, but it cannot rename test ids on pytest 9.)
 _SERIAL = ("tests/distributed/", "tests/clients/", "tests/e2e/test_conformance.py", "tests/toolchains/test_go.py",
            "tests/toolchains/test_java.py", "tests/toolchains/test_typescript.py",
+           "tests/toolchains/test_typescript_langgraph.py",
            "tests/toolchains/test_python_wheel.py", "tests/toolchains/test_go_drift.py",
            "tests/toolchains/test_java_drift.py", "tests/toolchains/test_ts_drift.py")
 

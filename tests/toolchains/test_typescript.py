@@ -173,11 +173,15 @@ def test_the_package_ships_the_library_alone(tarball: Path):
         {"package/package.json", "package/README.md", "package/LICENSE"}
     built = {n.removeprefix("package/") for n in names if n.startswith("package/dist/")}
     assert all(n.endswith((".js", ".d.ts")) for n in built), built
-    assert {"dist/index.js", "dist/index.d.ts", "dist/client.js", "dist/policy.js", "dist/tracing.js"} <= built
+    assert {"dist/index.js", "dist/index.d.ts", "dist/client.js", "dist/policy.js", "dist/tracing.js",
+            "dist/langgraph/index.js", "dist/langgraph/index.d.ts"} <= built
     assert not [n for n in built if "test" in n or "conformance" in n], built
     manifest = json.loads((PACKAGE / "package.json").read_text())
     assert manifest["license"] == "Apache-2.0" and manifest["repository"]["directory"] == "clients/typescript"
     assert manifest["peerDependenciesMeta"]["@opentelemetry/api"]["optional"] is True
+    # @memoryd/client/langgraph needs LangGraph.js, which only its users install.
+    assert manifest["peerDependenciesMeta"]["@langchain/langgraph-checkpoint"]["optional"] is True
+    assert manifest["exports"]["./langgraph"]["import"] == "./dist/langgraph/index.js"
 
 
 def test_a_fresh_typescript_project_installs_the_tarball_and_says_hello(tarball: Path, server: ServerProcess,
@@ -190,6 +194,7 @@ def test_a_fresh_typescript_project_installs_the_tarball_and_says_hello(tarball:
     run = _npm("install", str(tarball), cwd=project, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert not (project / "node_modules" / "@opentelemetry").exists()
+    assert not (project / "node_modules" / "@langchain").exists()
     # The package's own compiler and Node types (a TypeScript project has its own; installing them
     # again here would only cost time); @memoryd/client and its dependencies resolve from the project.
     (project / "tsconfig.json").write_text(json.dumps({"compilerOptions": {
