@@ -83,8 +83,11 @@ class MemoryTools:
     async def recall(
         self,
         subject: Subject,
-        query: Annotated[str | None, Field(description="What to remember, in words ('where does Alice live?'); "
-                                                       "optional when context or keys are given")] = None,
+        query: Annotated[str | None, Field(description=(
+            "What to remember, as a self-contained question that names the person ('what can Alice eat?', "
+            "not 'what should I cook for her?', which finds far less: memoryd matches meaning and words, "
+            "and a pronoun carries neither); or give the conversation as context. Optional when context "
+            "or keys are given"))] = None,
         context: Annotated[list[ContextTurn] | None, Field(description=(
             "Optional: the conversation so far, oldest first, most recent turn last; memoryd searches "
             "with what it is about now (the latest user turn first)"))] = None,
