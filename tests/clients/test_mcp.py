@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from memoryd.client import TLS, MemorydClient
@@ -119,17 +121,24 @@ async def test_remember_recall_list_and_forget_through_stdio(bridge: Bridge, tok
         assert list(direct.memory_view(subject="alice").memories) == []
 
 
+def _preference_reader(server: ServerProcess, channel: grpc.Channel, key_file: Path, tenant: str, token: str,
+                       subject: str, drink: str, allergy: str) -> str:
+    """A drink preference and an allergy (a constraint) of ``subject``, written with the full
+    view's ``token``; and the token of a support bot that reads and writes preferences only."""
+    with MemorydClient(server.target, token=token) as writer:
+        writer.write(subject=subject, consistency=2, items=[
+            pb.MemoryDraft(category=pb.CATEGORY_PREFERENCE, key="drink", text=drink),
+            pb.MemoryDraft(category=pb.CATEGORY_CONSTRAINT, key="health", text=allergy)])
+    put_view(channel, key_file, tenant, full_view("support-bot", read_rules=[rule("preference")],
+                                                  write_rules=[rule("preference")]))
+    return token_for(key_file, tenant, "support-bot")
+
+
 async def test_a_view_that_hides_a_category_hides_it_through_the_bridge(bridge: Bridge, channel: grpc.Channel,
                                                                         key_file: Path, tenant: str, token: str,
                                                                         server: ServerProcess):
-    with MemorydClient(server.target, token=token) as writer:
-        writer.write(subject="bob", consistency=2, items=[
-            pb.MemoryDraft(category=pb.CATEGORY_PREFERENCE, key="drink", text="Bob drinks green tea every morning"),
-            pb.MemoryDraft(category=pb.CATEGORY_CONSTRAINT, key="health", text="Bob is allergic to peanuts")])
-    # A support bot that reads and writes preferences only.
-    put_view(channel, key_file, tenant, full_view("support-bot", read_rules=[rule("preference")],
-                                                  write_rules=[rule("preference")]))
-    reader = token_for(key_file, tenant, "support-bot")
+    reader = _preference_reader(server, channel, key_file, tenant, token, "bob", "Bob drinks green tea every morning",
+                                "Bob is allergic to peanuts")
     with MemorydClient(server.target, token=reader) as direct:
         directly_listed = sorted(m.text for m in direct.memory_view(subject="bob").memories)
         directly_recalled = [s.memory.text for s in direct.recall(subject="bob", query="is Bob allergic to peanuts?",
@@ -229,6 +238,50 @@ async def test_memoryd_mcp_over_streamable_http(server: ServerProcess, token: st
         process.terminate()
         process.wait(30)
     assert [(m["text"], m["why"]) for m in recalled["memories"]] == [("Carol lives in Lyon", "exact key match")]
+
+
+async def test_with_caller_tokens_each_http_caller_is_answered_through_its_own_view(
+        server: ServerProcess, channel: grpc.Channel, key_file: Path, tenant: str, token: str, tmp_path: Path):
+    reader = _preference_reader(server, channel, key_file, tenant, token, "erin", "Erin drinks oolong",
+                                "Erin is allergic to shellfish")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    # A bridge with no token of its own: each caller brings one.
+    with (tmp_path / "http.log").open("w") as log:
+        process = subprocess.Popen([BRIDGE, "--addr", server.target, "--transport", "streamable-http", "--http-addr",
+                                    f"127.0.0.1:{port}", "--caller-tokens"], env={"PATH": "/usr/bin:/bin"},
+                                   cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    async def listed(caller: str) -> CallToolResult:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {caller}"}) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                return await client.call_tool("list", {"subject": "erin"})
+
+    try:
+        wait_until(lambda: _listening(port) or process.poll() is not None, timeout=60, what="the bridge listens")
+        assert process.poll() is None, (tmp_path / "http.log").read_text()
+        everything = answer(await listed(token))
+        narrow = answer(await listed(reader))
+        forged = error_text(await listed("not-a-token"))
+        async with httpx2.AsyncClient() as http:
+            anonymous = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                        headers={"Accept": "application/json, text/event-stream"})
+    finally:
+        process.terminate()
+        process.wait(30)
+    assert sorted(m["text"] for m in everything["memories"]) == ["Erin drinks oolong", "Erin is allergic to shellfish"]
+    assert [m["text"] for m in narrow["memories"]] == ["Erin drinks oolong"]
+    assert "shellfish" not in json.dumps(narrow)
+    assert "UNAUTHENTICATED (TOKEN_INVALID)" in forged
+    assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith("Bearer")
+    assert "Authorization: Bearer" in anonymous.json()["message"]
+
+
+def test_caller_tokens_are_refused_over_stdio(tmp_path: Path):
+    done = subprocess.run([BRIDGE, "--caller-tokens"], env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("memoryd-mcp: error: --caller-tokens needs --transport streamable-http")
 
 
 def _listening(port: int) -> bool:

@@ -39,6 +39,21 @@ def test_the_bridge_reads_the_variables_every_memoryd_command_reads(monkeypatch:
         "/etc/memoryd/ca.pem", "memoryd.internal")
 
 
+def test_with_caller_tokens_the_bridge_needs_no_token_of_its_own_and_ignores_one():
+    settings = settings_from(_parse("--transport", "streamable-http", "--caller-tokens"))
+    assert settings.caller_tokens and settings.token == ""
+    # A token given as well is not used for anyone: each caller's own is.
+    assert settings_from(_parse("--token", "t", "--transport", "streamable-http", "--caller-tokens")).token == ""
+
+
+def test_the_bearer_header_is_read_as_http_sends_it():
+    from memoryd.client.mcp._tools import bearer
+
+    assert bearer({"authorization": "Bearer abc.def"}) == "abc.def"
+    assert bearer({"authorization": "bearer  abc "}) == "abc"
+    assert [bearer(h) for h in ({}, None, {"authorization": "Basic abc"}, {"authorization": "Bearer "})] == [None] * 4
+
+
 def test_streamable_http_takes_host_and_port(monkeypatch: pytest.MonkeyPatch):
     settings = settings_from(_parse("--token", "t", "--transport", "streamable-http", "--http-addr", "[::1]:9000"))
     assert (settings.transport, settings.http_host, settings.http_port) == ("streamable-http", "::1", 9000)

@@ -24,6 +24,8 @@ class BridgeSettings:
     transport: str = "stdio"
     http_host: str = "127.0.0.1"
     http_port: int = 8765
+    # Each HTTP caller's own token (Authorization: Bearer), not ``token``, for its tool calls.
+    caller_tokens: bool = False
 
 
 def bridge_options() -> argparse.ArgumentParser:
@@ -37,6 +39,10 @@ def bridge_options() -> argparse.ArgumentParser:
     group.add_argument("--http-addr", default=DEFAULT_HTTP_ADDR, metavar="HOST:PORT",
                        help=f"where streamable-http listens (default: {DEFAULT_HTTP_ADDR}, on loopback); "
                             "its endpoint is http://HOST:PORT/mcp")
+    group.add_argument("--caller-tokens", action="store_true",
+                       help="streamable-http only: every HTTP request must carry its caller's own memoryd token "
+                            "('Authorization: Bearer <token>', else 401) and each tool call is made with it, so "
+                            "each caller gets its own view; the bridge then needs no token of its own")
     return parent
 
 
@@ -46,5 +52,10 @@ def settings_from(args: argparse.Namespace) -> BridgeSettings:
     host, _, port = str(args.http_addr).rpartition(":")
     if not host or not port.isdigit():
         raise OptionError(f"--http-addr {args.http_addr!r} is not HOST:PORT", "e.g. --http-addr 127.0.0.1:8765")
-    return BridgeSettings(target=dialable(args.addr), token=read_token(args), tls=tls_settings(args),
-                          transport=args.transport, http_host=host.strip("[]"), http_port=int(port))
+    caller_tokens = bool(getattr(args, "caller_tokens", False))
+    if caller_tokens and args.transport != "streamable-http":
+        raise OptionError("--caller-tokens needs --transport streamable-http",
+                          "over stdio the host starts one bridge per agent: give it that agent's token")
+    return BridgeSettings(target=dialable(args.addr), token="" if caller_tokens else read_token(args),
+                          tls=tls_settings(args), transport=args.transport, http_host=host.strip("[]"),
+                          http_port=int(port), caller_tokens=caller_tokens)

@@ -10,11 +10,13 @@ never returned, a refused write says why).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine, Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar, cast
 
 from google.protobuf.message import Message
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
@@ -32,6 +34,21 @@ Subject = Annotated[str, Field(description="Who the memories are about: a user o
                                            "(letters, digits and ._:@-, at most 128 bytes)")]
 
 
+# With --caller-tokens: the memoryd token of the HTTP caller whose tool call runs in this task.
+# The bridge's client reads it for every call it makes (its token function), so each caller is
+# answered through its own view; set only for the call's duration, in the call's own task.
+CALLER: ContextVar[str | None] = ContextVar("memoryd_mcp_caller", default=None)
+
+UNAUTHENTICATED = ("UNAUTHENTICATED: this bridge calls memoryd with each caller's own token, and this request "
+                   "carried none: send it as 'Authorization: Bearer <memoryd token>'")
+
+
+def bearer(headers: Mapping[str, str] | None) -> str | None:
+    """The token of an ``Authorization: Bearer …`` header (None: no such header)."""
+    scheme, _, token = (headers or {}).get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
 class ContextTurn(BaseModel):
     """One turn of the conversation so far."""
 
@@ -40,10 +57,26 @@ class ContextTurn(BaseModel):
 
 
 class MemoryTools:
-    """The tools, bound to one client (one channel, the caller's token)."""
+    """The tools, bound to one client (one channel): with the bridge's token, or with
+    ``caller_tokens`` each HTTP caller's own (``CALLER``)."""
 
-    def __init__(self, client: AsyncMemorydClient) -> None:
+    def __init__(self, client: AsyncMemorydClient, *, caller_tokens: bool = False) -> None:
         self.client = client
+        self.caller_tokens = caller_tokens
+
+    async def _call(self, ctx: Context | None, pending: Coroutine[Any, Any, R]) -> R:
+        """``pending``'s answer, made with the caller's token; a refusal as a tool error."""
+        if not self.caller_tokens:
+            return await _answer(pending)
+        token = bearer(ctx.headers if ctx is not None else None)
+        if token is None:  # the HTTP layer refuses such requests first (401): this is the backstop
+            pending.close()
+            raise ToolError(UNAUTHENTICATED)
+        caller = CALLER.set(token)
+        try:
+            return await _answer(pending)
+        finally:
+            CALLER.reset(caller)
 
     async def remember(
         self,
@@ -62,6 +95,7 @@ class MemoryTools:
                                                             "each")] = None,
         importance: Annotated[float | None, Field(ge=0, le=1, description="Optional weight in recall, 0 to 1 "
                                                                           "(default 0.5)")] = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Store one memory about a subject in memoryd. The answer says what happened: outcome
         'created', 'updated' or 'versioned' (the key's value replaced, the old one kept as a version),
@@ -72,8 +106,8 @@ class MemoryTools:
         draft = pb.MemoryDraft(category=_category(category), key=key or "", text=text, tags=tags or [])
         if importance is not None:
             draft.importance = importance
-        answer = await _call(self.client.write(subject=subject, items=[draft],
-                                               consistency=svc.CONSISTENCY_WAIT_INDEXED))
+        answer = await self._call(ctx, self.client.write(subject=subject, items=[draft],
+                                                         consistency=svc.CONSISTENCY_WAIT_INDEXED))
         result = answer.results[0]
         outcome = svc.WriteOutcome.Name(result.outcome).removeprefix("WRITE_OUTCOME_").lower()
         return _clean({"outcome": outcome, "stored": outcome not in ("rejected", "unspecified"),
@@ -98,6 +132,7 @@ class MemoryTools:
                                                                     "memories' texts")] = None,
         categories: Annotated[list[CategoryName] | None, Field(description="Optional: only these "
                                                                            "categories")] = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Recall what memoryd knows about a subject that matters now: the memories best first
         (text, category, key, score, relevance and why each was chosen), and 'block', a
@@ -111,7 +146,7 @@ class MemoryTools:
                                     top_k=top_k or 0, token_budget=token_budget or 0, render_block=True)
         if categories:
             request.filter.categories.extend(_category(c) for c in categories)
-        answer = await _call(self.client.recall(request))
+        answer = await self._call(ctx, self.client.recall(request))
         memories = [{**_memory(s.memory), "score": round(s.score, 4), "relevance": round(s.relevance, 4),
                      "why": _why(s, request.keys)} for s in answer.memories]
         found: dict[str, Any] = {"memories": memories, "block": answer.block, "nothing_relevant": not memories}
@@ -126,6 +161,7 @@ class MemoryTools:
                                                            "gave it")] = None,
         key: Annotated[str | None, Field(description="Or: forget every memory of the subject with this key")] = None,
         reason: Annotated[str | None, Field(description="Optional: why, kept in the erasure log")] = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Forget a subject's memory, by id or by key (give exactly one): it is never recalled or
         listed again, and kept only for audit. The answer counts what was forgotten of what
@@ -137,7 +173,7 @@ class MemoryTools:
             request.ids.ids.append(memory_id)
         else:
             request.key = key or ""
-        receipt = (await _call(self.client.erase(request))).receipt
+        receipt = (await self._call(ctx, self.client.erase(request))).receipt
         return {"forgotten": receipt.counts.memories, "verified": receipt.verified, "erase_id": receipt.erase_id}
 
     async def list_memories(
@@ -153,6 +189,7 @@ class MemoryTools:
         page_size: Annotated[int | None, Field(ge=1, le=500, description="Memories per page (default 50)")] = None,
         page_token: Annotated[str | None, Field(description="Continue from a previous answer's "
                                                             "next_page_token")] = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """List a subject's current memories that this agent may read, most recently updated
         first, one page at a time; 'next_page_token' is present while there are more."""
@@ -161,14 +198,14 @@ class MemoryTools:
         request.filter.tags.extend(tags or [])
         request.filter.keys.extend(keys or [])
         request.filter.include_org = include_org
-        page = await _call(self.client.memory_view(request))
+        page = await self._call(ctx, self.client.memory_view(request))
         listed: dict[str, Any] = {"memories": [_memory(m) for m in page.memories]}
         if page.next_page_token:
             listed["next_page_token"] = page.next_page_token
         return listed
 
 
-async def _call(pending: Awaitable[R]) -> R:
+async def _answer(pending: Awaitable[R]) -> R:
     try:
         return await pending
     except MemorydError as error:
