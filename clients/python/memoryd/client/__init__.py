@@ -41,6 +41,7 @@ from ._errors import (
     Unknown,
     from_rpc_error,
 )
+from ._names import enum_name
 from ._options import DEFAULT_TIMEOUT, KEEPALIVE, NO_RETRY, TLS, AsyncToken, Keepalive, RetryPolicy, Token
 from ._sync import MemorydClient
 from ._watch import WATCH_HEARTBEAT, WATCH_STALL_FACTOR, AsyncWatch, Watch
@@ -50,4 +51,5 @@ __all__ = [
     "MemorydError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated", "from_rpc_error",
+    "enum_name",
 ]

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from memoryd.client import MemorydError
+from memoryd.client import MemorydError, enum_name
 from memoryd.v1 import memory_service_pb2 as svc
 
 from .._connect import client_for, connection_options, token_options
@@ -85,8 +85,7 @@ def _import(args: argparse.Namespace) -> int:
     except MemorydError as failure:
         report_failure(failure, args.addr)
         return 1
-    outcomes = Counter(svc.WriteOutcome.Name(r.outcome).removeprefix("WRITE_OUTCOME_").lower()
-                       for r in response.results)
+    outcomes = Counter(enum_name(r, "outcome") for r in response.results)
     summary = ", ".join(f"{n} {name}" for name, n in sorted(outcomes.items()))
     print(f"imported {len(response.results)} memories into {args.subject}" + (f": {summary}" if summary else ""))
     return 0

@@ -19,6 +19,7 @@ import yaml
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from memoryd.client import enum_name
 from memoryd.v1 import memory_pb2 as pb
 from memoryd.v1 import memory_service_pb2 as svc
 
@@ -49,14 +50,6 @@ def show(args: argparse.Namespace, response: Message) -> None:
         print(as_json(response))
         return
     print(_TABLES[type(response).__name__](response, args))
-
-
-def enum_name(message: Message, field: str) -> str:
-    """An enum field's value without its prefix, in lower case (CATEGORY_FACT → fact)."""
-    enum = message.DESCRIPTOR.fields_by_name[field].enum_type
-    assert enum is not None, field
-    prefix = enum.values[0].name.removesuffix("UNSPECIFIED")
-    return str(enum.values_by_number[getattr(message, field)].name).removeprefix(prefix).lower()
 
 
 def _time(message: Message, field: str) -> str:

@@ -25,6 +25,7 @@ from memoryd.v1 import memory_service_pb2 as svc
 
 from .._async import AsyncMemorydClient
 from .._errors import MemorydError
+from .._names import enum_name
 
 R = TypeVar("R")
 
@@ -109,7 +110,7 @@ class MemoryTools:
         answer = await self._call(ctx, self.client.write(subject=subject, items=[draft],
                                                          consistency=svc.CONSISTENCY_WAIT_INDEXED))
         result = answer.results[0]
-        outcome = svc.WriteOutcome.Name(result.outcome).removeprefix("WRITE_OUTCOME_").lower()
+        outcome = enum_name(result, "outcome")
         return _clean({"outcome": outcome, "stored": outcome not in ("rejected", "unspecified"),
                        "memory_id": result.memory_id, "version": result.version or None, "reason": result.reason,
                        "indexed": answer.indexed})
@@ -233,16 +234,15 @@ def _category(name: str) -> pb.Category:
     return cast(pb.Category, pb.Category.Value(f"CATEGORY_{name.upper()}"))
 
 
-def _enum(message: Message, field: str, prefix: str) -> str:
-    value = getattr(message, field)
-    enum = message.DESCRIPTOR.fields_by_name[field].enum_type
-    return "" if value == 0 or enum is None else str(enum.values_by_number[value].name).removeprefix(prefix).lower()
+def _enum(message: Message, field: str) -> str:
+    """An enum field's name; "" when unset (a view that hides the field leaves it 0)."""
+    return enum_name(message, field) if getattr(message, field) else ""
 
 
 def _memory(memory: pb.Memory) -> dict[str, Any]:
     """The fields the server sent (a view that hides one leaves it unset, and so out)."""
-    return _clean({"id": memory.id, "category": _enum(memory, "category", "CATEGORY_"), "key": memory.key,
-            "text": memory.text, "tags": list(memory.tags), "scope": _enum(memory, "scope", "SCOPE_"),
+    return _clean({"id": memory.id, "category": _enum(memory, "category"), "key": memory.key,
+            "text": memory.text, "tags": list(memory.tags), "scope": _enum(memory, "scope"),
             "session_id": memory.session_id, "pinned": memory.pinned or None,
             "updated_at": memory.updated_at.ToJsonString() if memory.HasField("updated_at") else ""})
 
