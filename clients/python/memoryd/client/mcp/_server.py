@@ -60,13 +60,14 @@ async def _serve(settings: BridgeSettings) -> None:
                 "(--caller-tokens makes each caller bring its own)", settings.http_host)
         print(f"memoryd-mcp: streamable HTTP on http://{settings.http_host}:{settings.http_port}/mcp"
               + (", each caller with its own token" if settings.caller_tokens else ""), file=sys.stderr, flush=True)
-        if not settings.caller_tokens:
-            await server.run_streamable_http_async(host=settings.http_host, port=settings.http_port)
-            return
-        # As run_streamable_http_async serves (the SDK's app, its DNS-rebinding protection for
-        # the host), behind a gate that turns away requests without a bearer token.
-        app = RequireBearer(server.streamable_http_app(host=settings.http_host))
-        config = uvicorn.Config(app, host=settings.http_host, port=settings.http_port, log_level="warning")
+        # Served as run_streamable_http_async serves it (the SDK's app, with its DNS-rebinding
+        # protection for the host, through uvicorn at the SDK's log level); with caller tokens,
+        # behind a gate that turns away requests without a bearer token.
+        app: ASGIApp = server.streamable_http_app(host=settings.http_host)
+        if settings.caller_tokens:
+            app = RequireBearer(app)
+        config = uvicorn.Config(app, host=settings.http_host, port=settings.http_port,
+                                log_level=server.settings.log_level.lower())
         await uvicorn.Server(config).serve()
 
 
