@@ -187,6 +187,15 @@ def _policies(section: dict[str, Any]) -> tuple[TenantPolicy, dict[str, TenantPo
     return default, {name: _policy(dict(body), default, f"policy.tenants.{name}") for name, body in tenants.items()}
 
 
+def _section(document: dict[str, Any], name: str, kind: type, path: str | Path) -> dict[str, Any]:
+    """The file's ``[name]`` table, taken out of ``document``; ValueError names keys ``kind`` lacks."""
+    section = dict(document.pop(name, {}))
+    unknown = set(section) - {f.name for f in fields(kind)}
+    if unknown:
+        raise ValueError(f"unknown {name} keys in {path}: {', '.join(sorted(unknown))}")
+    return section
+
+
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Build the configuration from defaults, an optional TOML file and the environment."""
     env = os.environ if env is None else env
@@ -201,14 +210,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         with open(path, "rb") as handle:
             document = tomllib.load(handle)
         limits = dict(document.pop("limits", {}))
-        watch = dict(document.pop("watch", {}))
-        unknown_watch = set(watch) - {f.name for f in fields(Watch)}
-        if unknown_watch:
-            raise ValueError(f"unknown watch keys in {path}: {', '.join(sorted(unknown_watch))}")
-        keepalive = dict(document.pop("keepalive", {}))
-        unknown_keepalive = set(keepalive) - set(_KEEPALIVE_ENV.values())
-        if unknown_keepalive:
-            raise ValueError(f"unknown keepalive keys in {path}: {', '.join(sorted(unknown_keepalive))}")
+        watch = _section(document, "watch", Watch, path)
+        keepalive = _section(document, "keepalive", Keepalive, path)
         scoring = _scoring(dict(document.pop("scoring", {})))
         policies = _policies(dict(document.pop("policy", {})))
         encryption = dict(document.pop("encryption", {}))
